@@ -1,0 +1,82 @@
+/*
+ * core/backend_cpu.c - the CPU backend: host memory, OpenMP threads, OpenBLAS.
+ *
+ * Memory is 64-byte aligned so that vectorized kernels and OpenBLAS see aligned rows. The
+ * operation table is filled by each concern's registration function (core/cpu_kernels.h).
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu_kernels.h"
+#include "core/log.h"
+
+typedef struct {
+    int threads;
+} cpu_ctx;
+
+static void *cpu_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0)
+        sl_fatal("CPU backend: out of memory allocating %zu bytes", bytes);
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static void cpu_memset0(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+
+static void cpu_memcpy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static int cpu_threads(void *ctx) { return ((cpu_ctx *)ctx)->threads; }
+
+static void cpu_free_ctx(void *ctx) { free(ctx); }
+
+static sl_ops_i g_cpu_ops;
+static int g_cpu_ops_ready;
+
+sl_backend *sl_backend_cpu_create(const sl_backend_params *params, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    cpu_ctx *ctx = sl_xcalloc(1, sizeof *ctx);
+    ctx->threads = params->threads > 0 ? params->threads : omp_get_num_procs();
+    /* One thread count for OpenMP and the OpenMP build of OpenBLAS. */
+    omp_set_num_threads(ctx->threads);
+    if (!g_cpu_ops_ready) {
+        sl_cpu_register_core(&g_cpu_ops);
+        sl_cpu_register_attention(&g_cpu_ops);
+        sl_cpu_register_moe(&g_cpu_ops);
+        sl_cpu_register_trainer(&g_cpu_ops);
+        g_cpu_ops_ready = 1;
+    }
+    sl_backend *be = sl_xcalloc(1, sizeof *be);
+    be->iface = (sl_backend_i){
+        .name = "cpu",
+        .host_memory = true,
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .memset0 = cpu_memset0,
+        .to_host = cpu_memcpy,
+        .from_host = cpu_memcpy,
+        .copy = cpu_memcpy,
+        .synchronize = NULL,
+        .threads = cpu_threads,
+        .free_ctx = cpu_free_ctx,
+    };
+    be->ops = &g_cpu_ops;
+    be->ctx = ctx;
+    return be;
+}

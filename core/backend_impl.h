@@ -1,0 +1,115 @@
+/*
+ * core/backend_impl.h - the backend interface, for backend implementations.
+ *
+ * A backend is a type-erased context plus two small tables of function pointers:
+ * sl_backend_i (memory) and sl_ops_i (operations). A new backend fills both; nothing in the
+ * model changes. An operation a backend has not implemented stays NULL, and calling it
+ * stops the run with a message naming the operation and the backend.
+ *
+ * Every operation receives the backend context first (the CUDA context carries the stream
+ * and the cuBLAS handle), then the same arguments as the public sl_op_x() in core/ops.h,
+ * whose comments define the semantics. Shapes are checked by core/ops.c before dispatch.
+ */
+#ifndef SL_BACKEND_IMPL_H
+#define SL_BACKEND_IMPL_H
+
+#include "core/backend.h"
+#include "core/ops.h"
+#include "core/tensor_impl.h"
+
+typedef struct sl_ops_i {
+    void (*fill)(void *ctx, sl_tensor *x, float value);
+    void (*add)(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
+    void (*axpy)(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
+    void (*scale)(void *ctx, sl_tensor *x, float s);
+    double (*sum)(void *ctx, const sl_tensor *x);
+    double (*sumsq)(void *ctx, const sl_tensor *x);
+
+    void (*matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
+                   bool trans_b, float alpha, float beta);
+    void (*grouped_matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                           const int64_t *counts, int groups, bool trans_b, float beta);
+    void (*grouped_matmul_dw)(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                              const int64_t *counts, int groups);
+
+    void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
+                        const sl_tensor *w, float eps);
+    void (*rmsnorm_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd);
+
+    void (*embedding_fwd)(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
+    void (*embedding_bwd)(void *ctx, sl_tensor *dtable, const sl_tensor *dout,
+                          const sl_tensor *ids);
+    void (*cross_entropy)(void *ctx, sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
+                          const sl_tensor *targets, float grad_scale);
+
+    void (*qgate_split)(void *ctx, sl_tensor *q, sl_tensor *g, const sl_tensor *qall,
+                        sl_gate_mode mode);
+    void (*qgate_merge)(void *ctx, sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
+                        sl_gate_mode mode);
+    void (*rope_fwd)(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq,
+                     float mscale);
+    void (*rope_bwd)(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
+                     float mscale);
+    void (*gated_attn_fwd)(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                           const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                           const sl_tensor *g, int batch, int seq, float scale);
+    void (*gated_attn_bwd)(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+                           const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
+                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
+                           const sl_tensor *lse, int batch, int seq, float scale);
+    double (*sigmoid_mean)(void *ctx, const sl_tensor *g);
+
+    void (*router_fwd)(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
+                       sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
+                       bool norm_topk);
+    void (*router_bwd)(void *ctx, sl_tensor *dlogits, const sl_tensor *dtopk_w,
+                       const sl_tensor *probs, const sl_tensor *topk_idx, const sl_tensor *topk_w,
+                       const sl_tensor *logits, const sl_tensor *lbl_grad, float z_scale,
+                       bool norm_topk);
+    void (*moe_sort)(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
+                     const sl_tensor *topk_idx);
+    void (*gather_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
+    void (*scatter_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src,
+                             const sl_tensor *idx);
+    void (*moe_combine)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
+                        const sl_tensor *w);
+    void (*moe_combine_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                            const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w);
+    void (*swiglu_fwd)(void *ctx, sl_tensor *h, const sl_tensor *gu);
+    void (*swiglu_bwd)(void *ctx, sl_tensor *dgu, const sl_tensor *dh, const sl_tensor *gu);
+    void (*rowgate_fwd)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *s);
+    void (*rowgate_bwd)(void *ctx, sl_tensor *dx, sl_tensor *ds, const sl_tensor *dy,
+                        const sl_tensor *x, const sl_tensor *s);
+
+    void (*adamw)(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+                  const sl_adamw_params *hp);
+} sl_ops_i;
+
+typedef struct sl_backend_i {
+    const char *name;
+    bool host_memory; /* tensor data is host-addressable */
+    void *(*alloc)(void *ctx, size_t bytes); /* zero-filled */
+    void (*free)(void *ctx, void *ptr);
+    void (*memset0)(void *ctx, void *ptr, size_t bytes);
+    void (*to_host)(void *ctx, void *host, const void *src, size_t bytes);
+    void (*from_host)(void *ctx, void *dst, const void *host, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*synchronize)(void *ctx);
+    int (*threads)(void *ctx);
+    void (*free_ctx)(void *ctx);
+} sl_backend_i;
+
+struct sl_backend {
+    sl_backend_i iface;
+    const sl_ops_i *ops;
+    void *ctx;
+};
+
+/* Constructors of the built-in backends (NULL + err on failure). */
+sl_backend *sl_backend_cpu_create(const sl_backend_params *params, char *err, size_t errlen);
+#ifdef SLUICE_WITH_CUDA
+sl_backend *sl_backend_cuda_create(const sl_backend_params *params, char *err, size_t errlen);
+#endif
+
+#endif

@@ -1,0 +1,76 @@
+/* core/elementwise_cpu.c - fill, add, axpy, scale and reductions on the CPU (fp32). */
+#include "core/kernels_cpu.h"
+#include "core/log.h"
+
+/* Elementwise loops only pay for threads on large tensors. */
+#define SL_PAR_MIN 32768
+
+static void need_f32(const sl_tensor *t, const char *op) {
+    SL_CHECK(t->dtype == SL_F32, "cpu %s: only f32 is supported, got %s", op,
+             sl_dtype_name(t->dtype));
+}
+
+void sl_cpu_fill(void *ctx, sl_tensor *x, float value) {
+    (void)ctx;
+    if (x->dtype == SL_I32) {
+        int32_t *p = sl_i32(x);
+        for (int64_t i = 0; i < x->numel; i++) p[i] = (int32_t)value;
+        return;
+    }
+    need_f32(x, "fill");
+    float *p = sl_f32(x);
+    int64_t n = x->numel;
+#pragma omp parallel for if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) p[i] = value;
+}
+
+void sl_cpu_add(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b) {
+    (void)ctx;
+    need_f32(y, "add");
+    float *py = sl_f32(y);
+    const float *pa = sl_f32(a), *pb = sl_f32(b);
+    int64_t n = y->numel;
+#pragma omp parallel for if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) py[i] = pa[i] + pb[i];
+}
+
+void sl_cpu_axpy(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha) {
+    (void)ctx;
+    need_f32(y, "axpy");
+    float *py = sl_f32(y);
+    const float *px = sl_f32(x);
+    int64_t n = y->numel;
+#pragma omp parallel for if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) py[i] += alpha * px[i];
+}
+
+void sl_cpu_scale(void *ctx, sl_tensor *x, float s) {
+    (void)ctx;
+    need_f32(x, "scale");
+    float *p = sl_f32(x);
+    int64_t n = x->numel;
+#pragma omp parallel for if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) p[i] *= s;
+}
+
+double sl_cpu_sum(void *ctx, const sl_tensor *x) {
+    (void)ctx;
+    need_f32(x, "sum");
+    const float *p = sl_f32(x);
+    int64_t n = x->numel;
+    double acc = 0.0;
+#pragma omp parallel for reduction(+ : acc) if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) acc += p[i];
+    return acc;
+}
+
+double sl_cpu_sumsq(void *ctx, const sl_tensor *x) {
+    (void)ctx;
+    need_f32(x, "sumsq");
+    const float *p = sl_f32(x);
+    int64_t n = x->numel;
+    double acc = 0.0;
+#pragma omp parallel for reduction(+ : acc) if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) acc += (double)p[i] * p[i];
+    return acc;
+}

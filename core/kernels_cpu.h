@@ -1,0 +1,28 @@
+/* core/kernels_cpu.h - the CPU kernels of core/ (registered by core/ops_cpu_core.c). */
+#ifndef SL_KERNELS_CPU_H
+#define SL_KERNELS_CPU_H
+
+#include "core/backend_impl.h"
+
+void sl_cpu_fill(void *ctx, sl_tensor *x, float value);
+void sl_cpu_add(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
+void sl_cpu_axpy(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
+void sl_cpu_scale(void *ctx, sl_tensor *x, float s);
+double sl_cpu_sum(void *ctx, const sl_tensor *x);
+double sl_cpu_sumsq(void *ctx, const sl_tensor *x);
+
+void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
+                   bool trans_b, float alpha, float beta);
+
+void sl_cpu_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
+                        const sl_tensor *w, float eps);
+void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd);
+
+void sl_cpu_embedding_fwd(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
+void sl_cpu_embedding_bwd(void *ctx, sl_tensor *dtable, const sl_tensor *dout,
+                          const sl_tensor *ids);
+void sl_cpu_cross_entropy(void *ctx, sl_tensor *losses, sl_tensor *dlogits,
+                          const sl_tensor *logits, const sl_tensor *targets, float grad_scale);
+
+#endif

@@ -1,0 +1,100 @@
+/* core/log.c - see log.h. */
+#include "core/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank = 0;
+static int g_world = 1;
+static sl_log_level g_level = SL_LOG_INFO;
+static sl_abort_hook g_abort_hook = NULL;
+
+void sl_log_set_rank(int rank, int world_size) {
+    g_rank = rank;
+    g_world = world_size;
+}
+
+void sl_log_set_level(sl_log_level level) { g_level = level; }
+void sl_set_abort_hook(sl_abort_hook hook) { g_abort_hook = hook; }
+
+static void vlog(FILE *f, const char *tag, const char *fmt, va_list ap) {
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (g_world > 1)
+        fprintf(f, "sluice[rank %d]: %s%s\n", g_rank, tag, msg);
+    else
+        fprintf(f, "sluice: %s%s\n", tag, msg);
+    fflush(f);
+}
+
+void sl_info(const char *fmt, ...) {
+    if (g_rank != 0 || g_level < SL_LOG_INFO) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    printf("%s\n", msg);
+    fflush(stdout);
+}
+
+void sl_debug(const char *fmt, ...) {
+    if (g_level < SL_LOG_DEBUG) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "debug: ", fmt, ap);
+    va_end(ap);
+}
+
+void sl_warn(const char *fmt, ...) {
+    if (g_level < SL_LOG_WARN) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void sl_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "error: ", fmt, ap);
+    va_end(ap);
+}
+
+void sl_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "sluice[rank %d]: fatal: %s:%d: %s\n", g_rank, file, line, msg);
+    fflush(stderr);
+    if (g_abort_hook) g_abort_hook(3);
+    abort();
+}
+
+void *sl_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) sl_fatal("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *sl_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) sl_fatal("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *sl_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) sl_fatal("out of memory reallocating to %zu bytes", n);
+    return q;
+}
+
+char *sl_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = sl_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}

@@ -1,0 +1,58 @@
+/*
+ * core/log.h - logging and fatal errors.
+ *
+ * sluice separates two kinds of failure:
+ *   - bad input (config, data file, checkpoint, CLI flag): reported with sl_error(), which
+ *     names the file/key/offset; the caller returns a non-zero status up to main().
+ *   - broken invariants inside the library (shape mismatch between ops, out of memory,
+ *     a backend failure): sl_fatal() prints the message with its source location and aborts
+ *     the whole MPI job, because no rank can continue a collective training step alone.
+ */
+#ifndef SL_LOG_H
+#define SL_LOG_H
+
+#include <stdarg.h>
+
+#ifdef __GNUC__
+#define SL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define SL_NORETURN __attribute__((noreturn))
+#else
+#define SL_PRINTF(a, b)
+#define SL_NORETURN
+#endif
+
+typedef enum { SL_LOG_ERROR = 0, SL_LOG_WARN = 1, SL_LOG_INFO = 2, SL_LOG_DEBUG = 3 } sl_log_level;
+
+/* Sets the rank printed in messages and whether non-zero ranks print info lines. */
+void sl_log_set_rank(int rank, int world_size);
+void sl_log_set_level(sl_log_level level);
+
+/* Informational output: printed by rank 0 only (every rank for warnings and errors). */
+void sl_info(const char *fmt, ...) SL_PRINTF(1, 2);
+void sl_warn(const char *fmt, ...) SL_PRINTF(1, 2);
+void sl_debug(const char *fmt, ...) SL_PRINTF(1, 2);
+/* A user-facing error ("sluice: error: <msg>") on stderr, on every rank. */
+void sl_error(const char *fmt, ...) SL_PRINTF(1, 2);
+
+/* Prints "sluice: fatal: file:line: msg" and aborts every rank (MPI_Abort when MPI is up). */
+SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) SL_PRINTF(3, 4);
+#define sl_fatal(...) sl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* Internal invariant check that stays on in release builds. */
+#define SL_CHECK(cond, ...)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) sl_fatal_at(__FILE__, __LINE__, __VA_ARGS__);                                 \
+    } while (0)
+
+/* malloc/calloc/realloc that call sl_fatal on failure. */
+#include <stddef.h>
+void *sl_xmalloc(size_t n);
+void *sl_xcalloc(size_t count, size_t size);
+void *sl_xrealloc(void *p, size_t n);
+char *sl_xstrdup(const char *s);
+
+/* Hook run by sl_fatal before exiting (the comm layer installs MPI_Abort here). */
+typedef void (*sl_abort_hook)(int code);
+void sl_set_abort_hook(sl_abort_hook hook);
+
+#endif

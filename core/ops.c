@@ -1,0 +1,372 @@
+/*
+ * core/ops.c - checks each operation's arguments, then dispatches to the backend.
+ *
+ * Shape and dtype mismatches between operations are programming errors inside sluice, so
+ * they stop the run (sl_fatal) with the operation's name and the offending shapes.
+ */
+#include "core/ops.h"
+
+#include "core/backend_impl.h"
+#include "core/log.h"
+
+#define BE(t) ((t)->be)
+
+#define DISPATCH(be, op, ...)                                                                      \
+    do {                                                                                           \
+        sl_backend *be_ = (be);                                                                    \
+        if (!be_->ops->op)                                                                         \
+            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name); \
+        be_->ops->op(be_->ctx, __VA_ARGS__);                                                       \
+    } while (0)
+
+#define DISPATCH_RET(be, op, ...)                                                                  \
+    do {                                                                                           \
+        sl_backend *be_ = (be);                                                                    \
+        if (!be_->ops->op)                                                                         \
+            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name); \
+        return be_->ops->op(be_->ctx, __VA_ARGS__);                                                \
+    } while (0)
+
+static void need_dtype(const char *op, const char *arg, const sl_tensor *t, sl_dtype dt) {
+    SL_CHECK(t != NULL, "%s: %s is NULL", op, arg);
+    SL_CHECK(t->dtype == dt, "%s: %s has dtype %s, expected %s", op, arg, sl_dtype_name(t->dtype),
+             sl_dtype_name(dt));
+}
+
+static void need_same_backend(const char *op, const sl_tensor *a, const sl_tensor *b) {
+    if (a && b) SL_CHECK(a->be == b->be, "%s: tensors live on different backends", op);
+}
+
+static void need_numel(const char *op, const char *arg, const sl_tensor *t, int64_t n) {
+    SL_CHECK(t->numel == n, "%s: %s has %lld elements, expected %lld", op, arg,
+             (long long)t->numel, (long long)n);
+}
+
+static void need_float(const char *op, const char *arg, const sl_tensor *t) {
+    SL_CHECK(t != NULL, "%s: %s is NULL", op, arg);
+    SL_CHECK(t->dtype == SL_F32 || t->dtype == SL_BF16, "%s: %s has dtype %s, expected a float",
+             op, arg, sl_dtype_name(t->dtype));
+}
+
+/* ---- memory-level helpers ---- */
+
+void sl_op_fill(sl_tensor *x, float value) { DISPATCH(BE(x), fill, x, value); }
+
+void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b) {
+    need_numel("add", "a", a, y->numel);
+    need_numel("add", "b", b, y->numel);
+    need_same_backend("add", y, a);
+    need_same_backend("add", y, b);
+    DISPATCH(BE(y), add, y, a, b);
+}
+
+void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha) {
+    need_numel("axpy", "x", x, y->numel);
+    need_same_backend("axpy", y, x);
+    DISPATCH(BE(y), axpy, y, x, alpha);
+}
+
+void sl_op_scale(sl_tensor *x, float s) { DISPATCH(BE(x), scale, x, s); }
+double sl_op_sum(const sl_tensor *x) { DISPATCH_RET(BE(x), sum, x); }
+double sl_op_sumsq(const sl_tensor *x) { DISPATCH_RET(BE(x), sumsq, x); }
+
+/* ---- dense linear algebra ---- */
+
+void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
+                  bool trans_b, float alpha, float beta) {
+    need_float("matmul", "c", c);
+    need_float("matmul", "a", a);
+    need_float("matmul", "b", b);
+    need_same_backend("matmul", c, a);
+    need_same_backend("matmul", c, b);
+    int64_t am = trans_a ? sl_last_dim(a) : sl_rows(a), ak = trans_a ? sl_rows(a) : sl_last_dim(a);
+    int64_t bk = trans_b ? sl_last_dim(b) : sl_rows(b), bn = trans_b ? sl_rows(b) : sl_last_dim(b);
+    SL_CHECK(ak == bk && sl_rows(c) == am && sl_last_dim(c) == bn,
+             "matmul: [%lld x %lld] x [%lld x %lld] into [%lld x %lld]", (long long)am,
+             (long long)ak, (long long)bk, (long long)bn, (long long)sl_rows(c),
+             (long long)sl_last_dim(c));
+    DISPATCH(BE(c), matmul, c, a, b, trans_a, trans_b, alpha, beta);
+}
+
+static int64_t sum_counts(const int64_t *counts, int groups) {
+    int64_t n = 0;
+    for (int g = 0; g < groups; g++) {
+        SL_CHECK(counts[g] >= 0, "negative group count %lld", (long long)counts[g]);
+        n += counts[g];
+    }
+    return n;
+}
+
+void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                          const int64_t *counts, int groups, bool trans_b, float beta) {
+    need_float("grouped_matmul", "c", c);
+    need_float("grouped_matmul", "a", a);
+    need_float("grouped_matmul", "b", b);
+    SL_CHECK(b->ndim == 3 && b->shape[0] == groups, "grouped_matmul: b must be [groups=%d, R, S]",
+             groups);
+    int64_t r = b->shape[1], s = b->shape[2], n = sum_counts(counts, groups);
+    int64_t in = trans_b ? s : r, out = trans_b ? r : s;
+    SL_CHECK(sl_last_dim(a) == in && sl_last_dim(c) == out && n <= sl_rows(a) && n <= sl_rows(c),
+             "grouped_matmul: a [%lld, %lld], c [%lld, %lld], b [%d, %lld, %lld], %lld rows",
+             (long long)sl_rows(a), (long long)sl_last_dim(a), (long long)sl_rows(c),
+             (long long)sl_last_dim(c), groups, (long long)r, (long long)s, (long long)n);
+    DISPATCH(BE(c), grouped_matmul, c, a, b, counts, groups, trans_b, beta);
+}
+
+void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                             const int64_t *counts, int groups) {
+    need_float("grouped_matmul_dw", "dw", dw);
+    SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
+             "grouped_matmul_dw: dw must be [groups=%d, R, S]", groups);
+    int64_t n = sum_counts(counts, groups);
+    SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
+                 n <= sl_rows(dy) && n <= sl_rows(x),
+             "grouped_matmul_dw: shapes do not match");
+    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups);
+}
+
+/* ---- normalization ---- */
+
+void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const sl_tensor *w,
+                       float eps) {
+    need_float("rmsnorm_fwd", "x", x);
+    need_numel("rmsnorm_fwd", "y", y, x->numel);
+    SL_CHECK(x->numel % w->numel == 0, "rmsnorm_fwd: x is not rows of width %lld",
+             (long long)w->numel);
+    need_numel("rmsnorm_fwd", "rstd", rstd, x->numel / w->numel);
+    DISPATCH(BE(y), rmsnorm_fwd, y, rstd, x, w, eps);
+}
+
+void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                       const sl_tensor *w, const sl_tensor *rstd) {
+    need_numel("rmsnorm_bwd", "dx", dx, x->numel);
+    need_numel("rmsnorm_bwd", "dy", dy, x->numel);
+    need_numel("rmsnorm_bwd", "dw", dw, w->numel);
+    need_numel("rmsnorm_bwd", "rstd", rstd, x->numel / w->numel);
+    DISPATCH(BE(dx), rmsnorm_bwd, dx, dw, dy, x, w, rstd);
+}
+
+/* ---- embedding and loss ---- */
+
+void sl_op_embedding_fwd(sl_tensor *out, const sl_tensor *ids, const sl_tensor *table) {
+    need_dtype("embedding_fwd", "ids", ids, SL_I32);
+    need_numel("embedding_fwd", "out", out, ids->numel * sl_last_dim(table));
+    DISPATCH(BE(out), embedding_fwd, out, ids, table);
+}
+
+void sl_op_embedding_bwd(sl_tensor *dtable, const sl_tensor *dout, const sl_tensor *ids) {
+    need_dtype("embedding_bwd", "ids", ids, SL_I32);
+    need_numel("embedding_bwd", "dout", dout, ids->numel * sl_last_dim(dtable));
+    DISPATCH(BE(dtable), embedding_bwd, dtable, dout, ids);
+}
+
+void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
+                         const sl_tensor *targets, float grad_scale) {
+    need_dtype("cross_entropy", "targets", targets, SL_I32);
+    need_numel("cross_entropy", "losses", losses, sl_rows(logits));
+    need_numel("cross_entropy", "targets", targets, sl_rows(logits));
+    if (dlogits) need_numel("cross_entropy", "dlogits", dlogits, logits->numel);
+    DISPATCH(BE(logits), cross_entropy, losses, dlogits, logits, targets, grad_scale);
+}
+
+/* ---- gated attention ---- */
+
+void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gate_mode mode) {
+    SL_CHECK(q->ndim == 3, "qgate_split: q must be [T, H, D]");
+    int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2];
+    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d : mode == SL_GATE_HEADWISE ? h * d + h : h * d;
+    need_numel("qgate_split", "qall", qall, t * w);
+    if (mode != SL_GATE_NONE)
+        need_numel("qgate_split", "g", g, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
+    DISPATCH(BE(q), qgate_split, q, g, qall, mode);
+}
+
+void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
+                       sl_gate_mode mode) {
+    SL_CHECK(dq->ndim == 3, "qgate_merge: dq must be [T, H, D]");
+    int64_t t = dq->shape[0], h = dq->shape[1], d = dq->shape[2];
+    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d : mode == SL_GATE_HEADWISE ? h * d + h : h * d;
+    need_numel("qgate_merge", "dqall", dqall, t * w);
+    if (mode != SL_GATE_NONE)
+        need_numel("qgate_merge", "dg", dg, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
+    DISPATCH(BE(dqall), qgate_merge, dqall, dq, dg, mode);
+}
+
+static void check_rope(const char *op, const sl_tensor *x, const sl_tensor *pos,
+                      const sl_tensor *inv_freq) {
+    SL_CHECK(x->ndim == 3, "%s: x must be [T, heads, D]", op);
+    need_dtype(op, "pos", pos, SL_I32);
+    need_dtype(op, "inv_freq", inv_freq, SL_F32);
+    need_numel(op, "pos", pos, x->shape[0]);
+    SL_CHECK(2 * inv_freq->numel <= x->shape[2], "%s: rotary dims %lld exceed head dim %lld", op,
+             (long long)(2 * inv_freq->numel), (long long)x->shape[2]);
+}
+
+void sl_op_rope_fwd(sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale) {
+    check_rope("rope_fwd", x, pos, inv_freq);
+    DISPATCH(BE(x), rope_fwd, x, pos, inv_freq, mscale);
+}
+
+void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
+                    float mscale) {
+    check_rope("rope_bwd", dx, pos, inv_freq);
+    DISPATCH(BE(dx), rope_bwd, dx, pos, inv_freq, mscale);
+}
+
+static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                       const sl_tensor *g, int batch, int seq) {
+    SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]",
+             op);
+    int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2], kv = k->shape[1];
+    SL_CHECK(t == (int64_t)batch * seq, "%s: %lld tokens is not batch %d x seq %d", op,
+             (long long)t, batch, seq);
+    SL_CHECK(kv > 0 && h % kv == 0, "%s: %lld query heads not a multiple of %lld kv heads", op,
+             (long long)h, (long long)kv);
+    SL_CHECK(k->shape[0] == t && v->shape[0] == t && k->shape[2] == d && v->shape[1] == kv &&
+                 v->shape[2] == d,
+             "%s: k/v shapes do not match q", op);
+    if (g)
+        SL_CHECK(g->numel == t * h * d || g->numel == t * h,
+                 "%s: gate must be [T, H, D] or [T, H, 1]", op);
+}
+
+void sl_op_gated_attn_fwd(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g, int batch,
+                          int seq, float scale) {
+    check_attn("gated_attn_fwd", q, k, v, g, batch, seq);
+    need_numel("gated_attn_fwd", "y", y, q->numel);
+    need_numel("gated_attn_fwd", "o", o, q->numel);
+    need_numel("gated_attn_fwd", "lse", lse, q->shape[0] * q->shape[1]);
+    DISPATCH(BE(q), gated_attn_fwd, y, o, lse, q, k, v, g, batch, seq, scale);
+}
+
+void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+                          const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
+                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
+                          const sl_tensor *lse, int batch, int seq, float scale) {
+    check_attn("gated_attn_bwd", q, k, v, g, batch, seq);
+    need_numel("gated_attn_bwd", "dq", dq, q->numel);
+    need_numel("gated_attn_bwd", "dk", dk, k->numel);
+    need_numel("gated_attn_bwd", "dv", dv, v->numel);
+    need_numel("gated_attn_bwd", "dy", dy, q->numel);
+    if (g) need_numel("gated_attn_bwd", "dg", dg, g->numel);
+    DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, o, lse, batch, seq, scale);
+}
+
+double sl_op_sigmoid_mean(const sl_tensor *g) { DISPATCH_RET(BE(g), sigmoid_mean, g); }
+
+/* ---- mixture of experts ---- */
+
+void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
+                      sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
+                      bool norm_topk) {
+    need_dtype("router_fwd", "logits", logits, SL_F32); /* the router is always fp32 */
+    need_dtype("router_fwd", "probs", probs, SL_F32);
+    need_dtype("router_fwd", "topk_idx", topk_idx, SL_I32);
+    need_dtype("router_fwd", "topk_w", topk_w, SL_F32);
+    int64_t n = sl_rows(logits), e = sl_last_dim(logits), k = sl_last_dim(topk_idx);
+    SL_CHECK(k >= 1 && k <= e, "router_fwd: top-%lld of %lld experts", (long long)k, (long long)e);
+    need_numel("router_fwd", "probs", probs, n * e);
+    need_numel("router_fwd", "topk_idx", topk_idx, n * k);
+    need_numel("router_fwd", "topk_w", topk_w, n * k);
+    need_numel("router_fwd", "stats", stats, e + 1);
+    if (bias) need_numel("router_fwd", "bias", bias, e);
+    DISPATCH(BE(logits), router_fwd, probs, topk_idx, topk_w, stats, logits, bias, norm_topk);
+}
+
+void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_tensor *probs,
+                      const sl_tensor *topk_idx, const sl_tensor *topk_w,
+                      const sl_tensor *logits, const sl_tensor *lbl_grad, float z_scale,
+                      bool norm_topk) {
+    need_dtype("router_bwd", "dlogits", dlogits, SL_F32);
+    need_numel("router_bwd", "dlogits", dlogits, probs->numel);
+    need_numel("router_bwd", "dtopk_w", dtopk_w, topk_w->numel);
+    if (lbl_grad) need_numel("router_bwd", "lbl_grad", lbl_grad, sl_last_dim(probs));
+    DISPATCH(BE(dlogits), router_bwd, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, lbl_grad,
+             z_scale, norm_topk);
+}
+
+void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
+                    const sl_tensor *topk_idx) {
+    need_dtype("moe_sort", "counts", counts, SL_I32);
+    need_dtype("moe_sort", "sorted_token", sorted_token, SL_I32);
+    need_dtype("moe_sort", "slot_pos", slot_pos, SL_I32);
+    need_dtype("moe_sort", "topk_idx", topk_idx, SL_I32);
+    need_numel("moe_sort", "sorted_token", sorted_token, topk_idx->numel);
+    need_numel("moe_sort", "slot_pos", slot_pos, topk_idx->numel);
+    DISPATCH(BE(topk_idx), moe_sort, counts, sorted_token, slot_pos, topk_idx);
+}
+
+void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {
+    need_dtype("gather_rows", "idx", idx, SL_I32);
+    SL_CHECK(sl_last_dim(dst) == sl_last_dim(src), "gather_rows: row widths differ");
+    SL_CHECK(sl_rows(dst) >= idx->numel, "gather_rows: %lld indices into %lld rows",
+             (long long)idx->numel, (long long)sl_rows(dst));
+    DISPATCH(BE(dst), gather_rows, dst, src, idx);
+}
+
+void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {
+    need_dtype("scatter_add_rows", "idx", idx, SL_I32);
+    SL_CHECK(sl_last_dim(dst) == sl_last_dim(src), "scatter_add_rows: row widths differ");
+    SL_CHECK(sl_rows(src) >= idx->numel, "scatter_add_rows: %lld indices over %lld rows",
+             (long long)idx->numel, (long long)sl_rows(src));
+    DISPATCH(BE(dst), scatter_add_rows, dst, src, idx);
+}
+
+void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
+                       const sl_tensor *w) {
+    need_dtype("moe_combine", "slot_pos", slot_pos, SL_I32);
+    need_numel("moe_combine", "slot_pos", slot_pos, w->numel);
+    SL_CHECK(sl_rows(w) == sl_rows(y) && sl_last_dim(x) == sl_last_dim(y) &&
+                 sl_rows(x) >= w->numel,
+             "moe_combine: shapes do not match");
+    DISPATCH(BE(y), moe_combine, y, x, slot_pos, w);
+}
+
+void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                           const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w) {
+    need_numel("moe_combine_bwd", "dw", dw, w->numel);
+    need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(x));
+    SL_CHECK(sl_rows(dx) >= w->numel && sl_last_dim(dx) == sl_last_dim(x),
+             "moe_combine_bwd: dx shape does not match");
+    DISPATCH(BE(dx), moe_combine_bwd, dx, dw, dy, x, slot_pos, w);
+}
+
+void sl_op_swiglu_fwd(sl_tensor *h, const sl_tensor *gu) {
+    SL_CHECK(sl_last_dim(gu) == 2 * sl_last_dim(h) && sl_rows(gu) == sl_rows(h),
+             "swiglu_fwd: gu must be [M, 2I] for h [M, I]");
+    DISPATCH(BE(h), swiglu_fwd, h, gu);
+}
+
+void sl_op_swiglu_bwd(sl_tensor *dgu, const sl_tensor *dh, const sl_tensor *gu) {
+    need_numel("swiglu_bwd", "dgu", dgu, gu->numel);
+    SL_CHECK(2 * dh->numel == gu->numel, "swiglu_bwd: dh must be half of gu");
+    DISPATCH(BE(dgu), swiglu_bwd, dgu, dh, gu);
+}
+
+void sl_op_rowgate_fwd(sl_tensor *y, const sl_tensor *x, const sl_tensor *s) {
+    need_numel("rowgate_fwd", "y", y, x->numel);
+    need_numel("rowgate_fwd", "s", s, sl_rows(x));
+    DISPATCH(BE(y), rowgate_fwd, y, x, s);
+}
+
+void sl_op_rowgate_bwd(sl_tensor *dx, sl_tensor *ds, const sl_tensor *dy, const sl_tensor *x,
+                       const sl_tensor *s) {
+    need_numel("rowgate_bwd", "dx", dx, x->numel);
+    need_numel("rowgate_bwd", "dy", dy, x->numel);
+    need_numel("rowgate_bwd", "ds", ds, sl_rows(x));
+    DISPATCH(BE(dx), rowgate_bwd, dx, ds, dy, x, s);
+}
+
+/* ---- optimizer ---- */
+
+void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+                 const sl_adamw_params *hp) {
+    need_dtype("adamw", "m", m, SL_F32); /* optimizer state is fp32 on every backend */
+    need_dtype("adamw", "v", v, SL_F32);
+    need_numel("adamw", "g", g, p->numel);
+    need_numel("adamw", "m", m, p->numel);
+    need_numel("adamw", "v", v, p->numel);
+    SL_CHECK(hp->step >= 1, "adamw: step must be >= 1");
+    DISPATCH(BE(p), adamw, p, g, m, v, hp);
+}

@@ -1,0 +1,171 @@
+/*
+ * core/ops.h - every operation the model uses, dispatched to the tensor's backend.
+ *
+ * The model calls these and nothing else to compute. Each sl_op_x() checks shapes and dtypes,
+ * then calls the backend's implementation (core/backend_impl.h). The CPU kernels live next to
+ * their concern (attention/rope_cpu.c, moe/router_cpu.c, ...) beside their CUDA versions.
+ *
+ * Conventions (all operations):
+ *   - Tensors are row-major. "x [N, C]" means x holds N*C elements seen as N rows of C; any
+ *     leading dimensions are folded into N.
+ *   - Gradients of PARAMETERS accumulate (+=) so that micro-batches sum without extra
+ *     buffers; gradients of ACTIVATIONS are written (=). Each op says which.
+ *   - Index tensors are SL_I32. Host arrays (counts) are plain C arrays.
+ *   - fp32 on the CPU; the router is always fp32 on every backend.
+ */
+#ifndef SL_OPS_H
+#define SL_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* ---- memory-level helpers ------------------------------------------------------------ */
+
+void sl_op_fill(sl_tensor *x, float value);
+/* y = a + b (y may alias a or b). */
+void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
+/* y += alpha * x */
+void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha);
+/* x *= s */
+void sl_op_scale(sl_tensor *x, float s);
+/* Sum and sum of squares of all elements, accumulated in double, returned to the host. */
+double sl_op_sum(const sl_tensor *x);
+double sl_op_sumsq(const sl_tensor *x);
+
+/* ---- dense linear algebra ------------------------------------------------------------ */
+
+/* C = alpha * op(A) op(B) + beta * C for row-major matrices A [.., K] etc. With trans_a,
+ * A is stored [K, M]; with trans_b, B is stored [N, K] (the layout of a Linear weight
+ * [out, in], so y = x W^T is sl_op_matmul(y, x, W, false, true, 1, 0)). */
+void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
+                  bool trans_b, float alpha, float beta);
+
+/* One GEMM per group over row ranges: the rows of A (and C) are split into `groups`
+ * consecutive blocks of counts[g] rows (host array; sum <= rows of A). B is a stack
+ * [groups, R, S]. With trans_b: A [n, S] -> C [n, R] = A_g B_g^T; without: A [n, R] ->
+ * C [n, S] = A_g B_g. C = result + beta * C. Rows of C beyond sum(counts) are untouched. */
+void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                          const int64_t *counts, int groups, bool trans_b, float beta);
+/* Weight gradient of the above: dW_g [R, S] += dY_g^T X_g, with dY [n, R], X [n, S]. */
+void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                             const int64_t *counts, int groups);
+
+/* ---- normalization -------------------------------------------------------------------- */
+
+/* y = x * rsqrt(mean(x^2) + eps) * w over rows of width D = numel(w); rstd [rows] saved. */
+void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const sl_tensor *w,
+                       float eps);
+/* dx written, dw accumulated. */
+void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                       const sl_tensor *w, const sl_tensor *rstd);
+
+/* ---- embedding and loss --------------------------------------------------------------- */
+
+/* out [N, C] = table[ids[n]]. ids [N] i32, table [V, C]. */
+void sl_op_embedding_fwd(sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
+/* dtable[ids[n]] += dout[n] (accumulated). */
+void sl_op_embedding_bwd(sl_tensor *dtable, const sl_tensor *dout, const sl_tensor *ids);
+
+/* Fused softmax cross-entropy over logits [N, V] with targets [N] i32 (a target < 0 is
+ * ignored: loss 0, gradient 0). Writes losses [N] (natural log) and, when dlogits is not NULL,
+ * dlogits = (softmax - onehot) * grad_scale (dlogits may alias logits). */
+void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
+                         const sl_tensor *targets, float grad_scale);
+
+/* ---- gated attention (attention/) ------------------------------------------------------ */
+
+typedef enum { SL_GATE_NONE = 0, SL_GATE_HEADWISE = 1, SL_GATE_ELEMENTWISE = 2 } sl_gate_mode;
+
+/* Splits q_proj output qall [T, W] into q [T, H, D] and gate g [T, H, Dg] using the
+ * checkpoint layout of the reference card: elementwise (W = 2HD, per head [q_h | g_h]),
+ * headwise (W = HD + H: all queries, then the H gate values), none (W = HD; g is NULL). */
+void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gate_mode mode);
+/* Inverse layout for the backward: dqall written from dq and dg. */
+void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
+                       sl_gate_mode mode);
+
+/* Rotary embedding in place on x [T, heads, D] (rotate-half convention): the first
+ * rot = 2 * numel(inv_freq) dims of each head rotate by angle pos[t] * inv_freq[i], and cos
+ * and sin are multiplied by mscale (YaRN; 1 otherwise). pos [T] i32. */
+void sl_op_rope_fwd(sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale);
+/* Backward in place: dx = mscale * R^T dx. */
+void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
+                    float mscale);
+
+/* Causal attention with GQA and the output gate, computed in tiles with an online softmax
+ * (memory linear in sequence length). Tokens are laid out [B, S] (T = B*S):
+ *   q [T, H, D], k/v [T, KV, D], g [T, H, Dg] with Dg = D (elementwise), 1 (headwise) or
+ *   g = NULL (no gate). Query head h uses kv head h / (H / KV).
+ * Writes y = O * sigmoid(g) [T, H, D], the pre-gate O [T, H, D] and lse [T, H] (natural-log
+ * sum of exp of the scaled logits), which the backward needs. */
+void sl_op_gated_attn_fwd(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g, int batch,
+                          int seq, float scale);
+/* Writes dq, dk, dv and (when g is not NULL) dg from dy. */
+void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+                          const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
+                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
+                          const sl_tensor *lse, int batch, int seq, float scale);
+/* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic). */
+double sl_op_sigmoid_mean(const sl_tensor *g);
+
+/* ---- mixture of experts (moe/) -------------------------------------------------------- */
+
+/* Router, fp32. logits [N, E] -> probs = softmax(logits) [N, E]; top-k of (probs + bias)
+ * (bias [E] may be NULL: aux-loss-free balancing uses it for selection only) gives
+ * topk_idx [N, k] i32 (descending score, ties to the lower index) and topk_w [N, k] =
+ * probs at those experts, divided by their sum when norm_topk. stats [E + 1] is written:
+ * stats[e] = sum_n probs[n, e]; stats[E] = sum_n logsumexp(logits[n])^2. */
+void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
+                      sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
+                      bool norm_topk);
+/* dlogits [N, E] (written) from: dtopk_w [N, k] (gradient of the combine weights), the
+ * load-balancing term dL/dprobs[n, e] = lbl_grad[e] for every n (lbl_grad [E] or NULL), and
+ * the z-loss L_z = z_scale * sum_n lse_n^2. */
+void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_tensor *probs,
+                      const sl_tensor *topk_idx, const sl_tensor *topk_w,
+                      const sl_tensor *logits, const sl_tensor *lbl_grad, float z_scale,
+                      bool norm_topk);
+
+/* Stable counting sort of the N*k routing slots by expert. topk_idx [N, k] holds expert ids
+ * in [0, E) (E = numel(counts)). Writes counts [E] i32, sorted_token [N*k] i32 (the token of
+ * each slot in expert order) and slot_pos [N*k] i32 (for slot n*k + j, its position in the
+ * sorted order). */
+void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
+                    const sl_tensor *topk_idx);
+/* dst[i] = src[idx[i]] for rows of width C; dst [M, C], idx [M]. */
+void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
+/* dst[idx[i]] += src[i] (accumulated; several i may share a row). */
+void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
+/* y[n] = sum_j w[n, j] * x[slot_pos[n*k + j]]; y [N, C] written, x [N*k, C], w [N, k]. */
+void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
+                       const sl_tensor *w);
+/* Backward of moe_combine: dx[slot_pos[n*k+j]] = w[n,j] dy[n] (written);
+ * dw[n, j] = <dy[n], x[slot_pos[n*k+j]]> (written). */
+void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                           const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w);
+/* SwiGLU: gu [M, 2I] holds [gate | up] per row; h [M, I] = silu(gate) * up. */
+void sl_op_swiglu_fwd(sl_tensor *h, const sl_tensor *gu);
+/* dgu written. */
+void sl_op_swiglu_bwd(sl_tensor *dgu, const sl_tensor *dh, const sl_tensor *gu);
+/* y [N, C] = x [N, C] * sigmoid(s [N]) per row (the shared expert's gate). */
+void sl_op_rowgate_fwd(sl_tensor *y, const sl_tensor *x, const sl_tensor *s);
+/* dx [N, C] and ds [N] written. */
+void sl_op_rowgate_bwd(sl_tensor *dx, sl_tensor *ds, const sl_tensor *dy, const sl_tensor *x,
+                       const sl_tensor *s);
+
+/* ---- optimizer (trainer/) ------------------------------------------------------------- */
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_scale; /* gradients are multiplied by this first (clipping, averaging) */
+    int step;         /* 1-based, for bias correction */
+} sl_adamw_params;
+
+/* Decoupled AdamW: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p). */
+void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+                 const sl_adamw_params *hp);
+
+#endif

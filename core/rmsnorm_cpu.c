@@ -1,0 +1,63 @@
+/*
+ * core/rmsnorm_cpu.c - RMSNorm forward and backward over rows of width D (fp32).
+ *
+ * Used for the decoder norms (D = hidden) and for the per-head QK norm (D = head_dim).
+ * Backward: with r = rstd, xh = x * r, y = xh * w:
+ *   dx = r * (dy*w - xh * mean(dy*w*xh)),   dw += sum over rows of dy * xh.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "core/kernels_cpu.h"
+#include "core/log.h"
+
+void sl_cpu_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
+                        const sl_tensor *w, float eps) {
+    (void)ctx;
+    const int64_t d = w->numel, rows = x->numel / d;
+    const float *px = sl_f32(x), *pw = sl_f32(w);
+    float *py = sl_f32(y), *pr = sl_f32(rstd);
+#pragma omp parallel for if (rows > 64)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = px + r * d;
+        float *yr = py + r * d;
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+        float s = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
+        pr[r] = s;
+        for (int64_t i = 0; i < d; i++) yr[i] = xr[i] * s * pw[i];
+    }
+}
+
+void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
+                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd) {
+    const int64_t d = w->numel, rows = x->numel / d;
+    const float *px = sl_f32(x), *pw = sl_f32(w), *pdy = sl_f32(dy), *pr = sl_f32(rstd);
+    float *pdx = sl_f32(dx), *pdw = sl_f32(dw);
+    const int nt = omp_get_max_threads();
+    (void)ctx;
+    /* Per-thread partial dw, summed at the end: deterministic for a fixed thread count. */
+    float *partial = sl_xcalloc((size_t)nt * (size_t)d, sizeof(float));
+#pragma omp parallel num_threads(nt)
+    {
+        float *mydw = partial + (size_t)omp_get_thread_num() * (size_t)d;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = px + r * d, *dyr = pdy + r * d;
+            float *dxr = pdx + r * d;
+            const float s = pr[r];
+            double dot = 0.0;
+            for (int64_t i = 0; i < d; i++) {
+                float xh = xr[i] * s;
+                dot += (double)dyr[i] * pw[i] * xh;
+                mydw[i] += dyr[i] * xh;
+            }
+            const float mean = (float)(dot / (double)d);
+            for (int64_t i = 0; i < d; i++) dxr[i] = s * (dyr[i] * pw[i] - xr[i] * s * mean);
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int64_t i = 0; i < d; i++) pdw[i] += partial[(size_t)t * (size_t)d + (size_t)i];
+    free(partial);
+}

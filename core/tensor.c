@@ -1,0 +1,162 @@
+/* core/tensor.c - tensor handles over backend memory (see tensor.h). */
+#include "core/tensor_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend_impl.h"
+#include "core/log.h"
+
+size_t sl_dtype_size(sl_dtype dt) {
+    switch (dt) {
+    case SL_F32: return 4;
+    case SL_BF16: return 2;
+    case SL_I32: return 4;
+    case SL_I64: return 8;
+    case SL_U8: return 1;
+    }
+    sl_fatal("unknown dtype %d", (int)dt);
+}
+
+const char *sl_dtype_name(sl_dtype dt) {
+    switch (dt) {
+    case SL_F32: return "f32";
+    case SL_BF16: return "bf16";
+    case SL_I32: return "i32";
+    case SL_I64: return "i64";
+    case SL_U8: return "u8";
+    }
+    return "?";
+}
+
+static int64_t shape_numel(int ndim, const int64_t *shape) {
+    SL_CHECK(ndim >= 1 && ndim <= SL_MAX_DIMS, "tensor rank %d out of range 1..%d", ndim,
+             SL_MAX_DIMS);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        SL_CHECK(shape[i] >= 0, "negative dimension %lld", (long long)shape[i]);
+        n *= shape[i];
+    }
+    return n;
+}
+
+sl_tensor *sl_tensor_new(sl_backend *be, sl_dtype dt, int ndim, const int64_t *shape) {
+    sl_tensor *t = sl_xcalloc(1, sizeof *t);
+    t->be = be;
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->numel = shape_numel(ndim, shape);
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->data = be->iface.alloc(be->ctx, (size_t)t->numel * sl_dtype_size(dt));
+    return t;
+}
+
+sl_tensor *sl_tensor_new1(sl_backend *be, sl_dtype dt, int64_t d0) {
+    return sl_tensor_new(be, dt, 1, (int64_t[]){d0});
+}
+sl_tensor *sl_tensor_new2(sl_backend *be, sl_dtype dt, int64_t d0, int64_t d1) {
+    return sl_tensor_new(be, dt, 2, (int64_t[]){d0, d1});
+}
+sl_tensor *sl_tensor_new3(sl_backend *be, sl_dtype dt, int64_t d0, int64_t d1, int64_t d2) {
+    return sl_tensor_new(be, dt, 3, (int64_t[]){d0, d1, d2});
+}
+
+sl_tensor *sl_tensor_view(sl_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
+    int64_t n = shape_numel(ndim, shape);
+    SL_CHECK(offset >= 0 && offset + n <= base->numel,
+             "view [%lld, %lld) outside a tensor of %lld elements", (long long)offset,
+             (long long)(offset + n), (long long)base->numel);
+    sl_tensor *t = sl_xcalloc(1, sizeof *t);
+    t->be = base->be;
+    t->dtype = base->dtype;
+    t->ndim = ndim;
+    t->numel = n;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->data = (char *)base->data + (size_t)offset * sl_dtype_size(base->dtype);
+    t->is_view = true;
+    return t;
+}
+
+sl_tensor *sl_tensor_view1(sl_tensor *base, int64_t offset, int64_t d0) {
+    return sl_tensor_view(base, offset, 1, (int64_t[]){d0});
+}
+sl_tensor *sl_tensor_view2(sl_tensor *base, int64_t offset, int64_t d0, int64_t d1) {
+    return sl_tensor_view(base, offset, 2, (int64_t[]){d0, d1});
+}
+sl_tensor *sl_tensor_view3(sl_tensor *base, int64_t offset, int64_t d0, int64_t d1, int64_t d2) {
+    return sl_tensor_view(base, offset, 3, (int64_t[]){d0, d1, d2});
+}
+
+void sl_tensor_reshape(sl_tensor *t, int ndim, const int64_t *shape) {
+    int64_t n = shape_numel(ndim, shape);
+    SL_CHECK(n == t->numel || (t->is_view && n <= t->numel),
+             "reshape to %lld elements of a tensor with %lld", (long long)n, (long long)t->numel);
+    t->ndim = ndim;
+    t->numel = n;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+}
+
+void sl_tensor_free(sl_tensor *t) {
+    if (!t) return;
+    if (!t->is_view) t->be->iface.free(t->be->ctx, t->data);
+    free(t);
+}
+
+int sl_tensor_ndim(const sl_tensor *t) { return t->ndim; }
+int64_t sl_tensor_dim(const sl_tensor *t, int i) {
+    if (i < 0) i += t->ndim;
+    SL_CHECK(i >= 0 && i < t->ndim, "dimension %d of a rank-%d tensor", i, t->ndim);
+    return t->shape[i];
+}
+int64_t sl_tensor_numel(const sl_tensor *t) { return t->numel; }
+int64_t sl_tensor_rows(const sl_tensor *t) { return sl_rows(t); }
+sl_dtype sl_tensor_dtype(const sl_tensor *t) { return t->dtype; }
+size_t sl_tensor_nbytes(const sl_tensor *t) { return (size_t)t->numel * sl_dtype_size(t->dtype); }
+sl_backend *sl_tensor_backend(const sl_tensor *t) { return t->be; }
+
+void sl_tensor_to_host(const sl_tensor *t, void *host) {
+    t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
+}
+
+void sl_tensor_from_host(sl_tensor *t, const void *host) {
+    t->be->iface.from_host(t->be->ctx, t->data, host, sl_tensor_nbytes(t));
+}
+
+static void check_range(const sl_tensor *t, int64_t offset, int64_t n) {
+    SL_CHECK(offset >= 0 && n >= 0 && offset + n <= t->numel,
+             "range [%lld, %lld) outside a tensor of %lld elements", (long long)offset,
+             (long long)(offset + n), (long long)t->numel);
+}
+
+void sl_tensor_to_host_range(const sl_tensor *t, int64_t offset, int64_t n, void *host) {
+    check_range(t, offset, n);
+    size_t es = sl_dtype_size(t->dtype);
+    t->be->iface.to_host(t->be->ctx, host, (const char *)t->data + (size_t)offset * es,
+                         (size_t)n * es);
+}
+
+void sl_tensor_from_host_range(sl_tensor *t, int64_t offset, int64_t n, const void *host) {
+    check_range(t, offset, n);
+    size_t es = sl_dtype_size(t->dtype);
+    t->be->iface.from_host(t->be->ctx, (char *)t->data + (size_t)offset * es, host,
+                           (size_t)n * es);
+}
+
+void sl_tensor_zero(sl_tensor *t) { t->be->iface.memset0(t->be->ctx, t->data, sl_tensor_nbytes(t)); }
+
+void sl_tensor_copy(sl_tensor *dst, const sl_tensor *src) {
+    SL_CHECK(dst->be == src->be && dst->dtype == src->dtype && dst->numel == src->numel,
+             "tensor copy between mismatched tensors (%lld vs %lld elements)",
+             (long long)dst->numel, (long long)src->numel);
+    dst->be->iface.copy(dst->be->ctx, dst->data, src->data, sl_tensor_nbytes(dst));
+}
+
+const char *sl_tensor_shape_str(const sl_tensor *t, char *buf, size_t len) {
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, len - off, "[");
+    for (int i = 0; i < t->ndim && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (off < len) snprintf(buf + off, len - off, "]");
+    return buf;
+}

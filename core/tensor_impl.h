@@ -1,0 +1,29 @@
+/*
+ * core/tensor_impl.h - the tensor struct, for backend implementations only.
+ *
+ * Model, MoE and trainer code must not include this file: it is the line between code that
+ * may dereference device or host memory (backends, operation kernels) and code that may not.
+ */
+#ifndef SL_TENSOR_IMPL_H
+#define SL_TENSOR_IMPL_H
+
+#include "core/tensor.h"
+
+#include <stdbool.h>
+
+struct sl_tensor {
+    sl_backend *be;
+    sl_dtype dtype;
+    int ndim;
+    int64_t shape[SL_MAX_DIMS];
+    int64_t numel;
+    void *data;   /* host pointer (CPU) or device pointer (CUDA); includes a view's offset */
+    bool is_view; /* views do not own `data` */
+};
+
+static inline float *sl_f32(const sl_tensor *t) { return (float *)t->data; }
+static inline int32_t *sl_i32(const sl_tensor *t) { return (int32_t *)t->data; }
+static inline int64_t sl_last_dim(const sl_tensor *t) { return t->shape[t->ndim - 1]; }
+static inline int64_t sl_rows(const sl_tensor *t) { return t->numel / t->shape[t->ndim - 1]; }
+
+#endif

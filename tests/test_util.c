@@ -1,0 +1,104 @@
+/* tests/test_util.c - see test_util.h. */
+#include "tests/test_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sl_test_failures = 0;
+int sl_test_checks = 0;
+
+int sl_test_finish(const char *name) {
+    printf("%s: %d checks, %d failed\n", name, sl_test_checks, sl_test_failures);
+    return sl_test_failures ? 1 : 0;
+}
+
+sl_backend *sl_test_cpu(void) {
+    static sl_backend *be;
+    if (!be) {
+        char err[256];
+        sl_backend_params p = {.threads = 2, .device = -1};
+        be = sl_backend_create("cpu", &p, err, sizeof err);
+        if (!be) {
+            fprintf(stderr, "cannot create CPU backend: %s\n", err);
+            exit(1);
+        }
+    }
+    return be;
+}
+
+/* splitmix64: tiny, deterministic, good enough for test data. */
+static uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double unif(uint64_t *s) { return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void sl_test_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed) {
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)unif(&s);
+}
+
+void sl_test_fill_normal(float *x, int64_t n, float std, uint64_t seed) {
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        double u1 = unif(&s), u2 = unif(&s);
+        if (u1 < 1e-300) u1 = 1e-300;
+        x[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    }
+}
+
+sl_tensor *sl_test_tensor(sl_dtype dt, int ndim, const int64_t *shape, const void *host) {
+    sl_tensor *t = sl_tensor_new(sl_test_cpu(), dt, ndim, shape);
+    if (host) sl_tensor_from_host(t, host);
+    return t;
+}
+
+float *sl_test_host_f32(const sl_tensor *t) {
+    float *h = malloc((size_t)sl_tensor_numel(t) * sizeof(float));
+    sl_tensor_to_host(t, h);
+    return h;
+}
+
+double sl_test_compare(const char *label, const float *a, const float *b, int64_t n, double atol,
+                       double rtol) {
+    double worst = 0.0;
+    int64_t wi = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(e <= worst)) { /* also catches NaN */
+            worst = isnan(e) ? INFINITY : e;
+            wi = i;
+        }
+    }
+    if (label && worst > 1.0 && wi >= 0)
+        fprintf(stderr, "  %s: worst element %lld: got %.8g expected %.8g (ratio %.3g)\n", label,
+                (long long)wi, a[wi], b[wi], worst);
+    return worst;
+}
+
+int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
+                     double (*loss)(void *user), void *user, double h, double atol, double rtol,
+                     int max_checks) {
+    int bad = 0;
+    int64_t stride = n > max_checks ? n / max_checks : 1;
+    for (int64_t i = 0, c = 0; i < n && c < max_checks; i += stride, c++) {
+        float saved = x[i];
+        x[i] = (float)(saved + h);
+        double fp = loss(user);
+        x[i] = (float)(saved - h);
+        double fm = loss(user);
+        x[i] = saved;
+        double num = (fp - fm) / (2.0 * h);
+        double err = fabs(num - grad[i]);
+        if (!(err <= atol + rtol * fabs(num))) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%lld]: analytic %.7g numeric %.7g\n", label, (long long)i,
+                        grad[i], num);
+            bad++;
+        }
+    }
+    return bad;
+}

@@ -1,0 +1,64 @@
+/*
+ * tests/test_util.h - a small test harness for sluice's C tests.
+ *
+ * CHECK(cond, fmt, ...) records a failure and continues; TEST_MAIN's return value is the
+ * process exit status, so ctest sees every failed check. Helpers build tensors from host
+ * arrays, compare arrays with a stated tolerance, and run central finite-difference checks.
+ */
+#ifndef SL_TEST_UTIL_H
+#define SL_TEST_UTIL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+extern int sl_test_failures;
+extern int sl_test_checks;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        sl_test_checks++;                                                                          \
+        if (!(cond)) {                                                                             \
+            sl_test_failures++;                                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* Prints a summary line and returns the exit status (0 when every check passed). */
+int sl_test_finish(const char *name);
+
+/* The CPU backend shared by a test (created on first use with 2 threads). */
+sl_backend *sl_test_cpu(void);
+
+/* Deterministic uniform [lo, hi) and normal(0, std) fills. */
+void sl_test_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
+void sl_test_fill_normal(float *x, int64_t n, float std, uint64_t seed);
+
+/* A CPU tensor initialised from host data (copied). */
+sl_tensor *sl_test_tensor(sl_dtype dt, int ndim, const int64_t *shape, const void *host);
+/* A host copy of a tensor's contents (malloc'ed; caller frees). */
+float *sl_test_host_f32(const sl_tensor *t);
+
+/* Max of |a-b| / (atol + rtol*|b|) over n elements; <= 1 means "within tolerance".
+ * Prints the worst element when `label` is not NULL and the result exceeds 1. */
+double sl_test_compare(const char *label, const float *a, const float *b, int64_t n, double atol,
+                       double rtol);
+
+/*
+ * Central finite differences: for up to `max_checks` coordinates i of x (spread over the
+ * whole array), computes (f(x + h e_i) - f(x - h e_i)) / 2h with f = loss(user) evaluated in
+ * double after x changed, and compares with grad[i]. Returns the number of coordinates whose
+ * error exceeded atol + rtol * |numeric|, printing each with `label`.
+ */
+int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
+                     double (*loss)(void *user), void *user, double h, double atol, double rtol,
+                     int max_checks);
+
+#endif
