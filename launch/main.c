@@ -1,13 +1,46 @@
-/* launch/main.c - the sluice command line: dispatches to subcommands. */
+/* launch/main.c - the sluice command line: dispatches to subcommands (launch/commands.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/backend.h"
+#include "launch/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command k_commands[] = {
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sluice <command> [options]\n\n"
+               "Pretrains gated-attention Mixture-of-Experts language models.\n\ncommands:\n");
+    for (const command *c = k_commands; c->name; c++) fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    fprintf(f, "\nRun 'sluice <command> --help' for the options of a command.\nbackends built in:");
+    for (int i = 0; i < sl_backend_count(); i++) fprintf(f, " %s", sl_backend_name_at(i));
+    fprintf(f, "\n");
+}
 
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        printf("usage: sluice <command> [args]\n");
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("sluice %s\n", SLUICE_VERSION);
+        return 0;
+    }
+    for (const command *c = k_commands; c->name; c++)
+        if (strcmp(argv[1], c->name) == 0) return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "sluice: error: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
     return 2;
 }
