@@ -1,0 +1,59 @@
+/* core/comm.c - dispatch of the communication interface (see comm.h). */
+#include "core/comm_impl.h"
+
+#include <stdlib.h>
+
+int sl_comm_rank(const sl_comm *c) { return c->rank; }
+int sl_comm_size(const sl_comm *c) { return c->size; }
+int sl_comm_world_rank(const sl_comm *c) { return c->world_rank; }
+
+sl_comm *sl_comm_split(sl_comm *c, int color, int key) { return c->iface->split(c->ctx, color, key); }
+
+void sl_comm_free(sl_comm *c) {
+    if (!c) return;
+    c->iface->free_ctx(c->ctx);
+    free(c);
+}
+
+void sl_comm_barrier(sl_comm *c) { c->iface->barrier(c->ctx); }
+
+void sl_comm_allreduce_sum(sl_comm *c, sl_tensor *t) {
+    if (c->size > 1) c->iface->allreduce_sum(c->ctx, t);
+}
+
+sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t) {
+    return c->iface->iallreduce_sum(c->ctx, t);
+}
+
+void sl_comm_wait(sl_comm_request *req) {
+    if (req) req->comm->iface->wait(req->comm->ctx, req);
+}
+
+void sl_comm_allreduce_sum_f64(sl_comm *c, double *buf, int n) {
+    if (c->size > 1) c->iface->allreduce_host(c->ctx, buf, n, 0, 0);
+}
+
+void sl_comm_allreduce_sum_i64(sl_comm *c, int64_t *buf, int n) {
+    if (c->size > 1) c->iface->allreduce_host(c->ctx, buf, n, 1, 0);
+}
+
+void sl_comm_allreduce_max_f64(sl_comm *c, double *buf, int n) {
+    if (c->size > 1) c->iface->allreduce_host(c->ctx, buf, n, 0, 1);
+}
+
+void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n) {
+    c->iface->alltoall_i64(c->ctx, send, recv, n);
+}
+
+void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *send_rows,
+                            sl_tensor *recv, const int64_t *recv_rows) {
+    c->iface->alltoallv_rows(c->ctx, send, send_rows, recv, recv_rows);
+}
+
+void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root) {
+    if (c->size > 1) c->iface->broadcast(c->ctx, t, root);
+}
+
+void sl_comm_broadcast_bytes(sl_comm *c, void *buf, int64_t nbytes, int root) {
+    if (c->size > 1) c->iface->broadcast_bytes(c->ctx, buf, nbytes, root);
+}

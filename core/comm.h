@@ -1,0 +1,67 @@
+/*
+ * core/comm.h - collective communication between ranks.
+ *
+ * One interface, several implementations: "mpi" (Open MPI over host buffers; the CPU
+ * backend's tensors are host memory, device tensors are staged through the host) and, with
+ * the CUDA backend, NCCL over device buffers. A communicator is a group of ranks (the world,
+ * an expert-parallel group, an expert-data-parallel group); the model and the trainer only
+ * ever call these functions, so a new transport slots in without touching them.
+ *
+ * Errors inside a collective are fatal for the whole job (a training step cannot continue
+ * with one rank missing): the implementation aborts every rank with a message naming the
+ * failing rank instead of hanging.
+ */
+#ifndef SL_COMM_H
+#define SL_COMM_H
+
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+typedef struct sl_comm sl_comm;
+typedef struct sl_comm_request sl_comm_request;
+
+/* Initializes MPI (a plain process becomes an MPI singleton) and returns the world
+ * communicator. Installs the abort hook used by sl_fatal. Call once, first thing. */
+sl_comm *sl_comm_init_world(int *argc, char ***argv);
+/* Finalizes MPI after freeing the world communicator. */
+void sl_comm_finalize(sl_comm *world);
+/* Ends every rank of the job at once with exit status `code` (never returns). */
+void sl_comm_abort(int code);
+
+int sl_comm_rank(const sl_comm *c);
+int sl_comm_size(const sl_comm *c);
+/* The rank of this process in the world communicator. */
+int sl_comm_world_rank(const sl_comm *c);
+
+/* Splits `c` into sub-communicators of the ranks with equal `color`, ordered by `key`. */
+sl_comm *sl_comm_split(sl_comm *c, int color, int key);
+void sl_comm_free(sl_comm *c);
+
+void sl_comm_barrier(sl_comm *c);
+
+/* In-place sum of a float tensor over the ranks of c. */
+void sl_comm_allreduce_sum(sl_comm *c, sl_tensor *t);
+/* Starts the same without blocking; sl_comm_wait completes it (the tensor must not be
+ * touched in between). */
+sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t);
+void sl_comm_wait(sl_comm_request *req);
+
+/* Host-side reductions of small arrays (metrics, expert counts). */
+void sl_comm_allreduce_sum_f64(sl_comm *c, double *buf, int n);
+void sl_comm_allreduce_sum_i64(sl_comm *c, int64_t *buf, int n);
+void sl_comm_allreduce_max_f64(sl_comm *c, double *buf, int n);
+
+/* Each rank sends n int64 to every rank: send [size * n], recv [size * n]. */
+void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n);
+
+/* Exchanges rows of width W = last dim: rank r sends send_rows[p] consecutive rows to each
+ * rank p (in rank order) and receives recv_rows[p] rows from each, packed in rank order. */
+void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *send_rows,
+                            sl_tensor *recv, const int64_t *recv_rows);
+
+/* Broadcasts a tensor / host bytes from `root` to every rank of c. */
+void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root);
+void sl_comm_broadcast_bytes(sl_comm *c, void *buf, int64_t nbytes, int root);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * core/comm_impl.h - the communication interface, for transport implementations.
+ * A communicator is a type-erased context plus a table of collectives (see comm.h for
+ * their semantics).
+ */
+#ifndef SL_COMM_IMPL_H
+#define SL_COMM_IMPL_H
+
+#include "core/comm.h"
+
+typedef struct sl_comm_i {
+    const char *name;
+    void (*barrier)(void *ctx);
+    void (*allreduce_sum)(void *ctx, sl_tensor *t);
+    sl_comm_request *(*iallreduce_sum)(void *ctx, sl_tensor *t);
+    void (*wait)(void *ctx, sl_comm_request *req);
+    void (*allreduce_host)(void *ctx, void *buf, int n, int is_int64, int is_max);
+    void (*alltoall_i64)(void *ctx, const int64_t *send, int64_t *recv, int n);
+    void (*alltoallv_rows)(void *ctx, const sl_tensor *send, const int64_t *send_rows,
+                           sl_tensor *recv, const int64_t *recv_rows);
+    void (*broadcast_bytes)(void *ctx, void *buf, int64_t nbytes, int root);
+    void (*broadcast)(void *ctx, sl_tensor *t, int root);
+    sl_comm *(*split)(void *ctx, int color, int key);
+    void (*free_ctx)(void *ctx);
+} sl_comm_i;
+
+struct sl_comm {
+    const sl_comm_i *iface;
+    void *ctx;
+    int rank, size, world_rank;
+};
+
+struct sl_comm_request {
+    sl_comm *comm;
+    void *impl; /* the transport's request state */
+};
+
+#endif

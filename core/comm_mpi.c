@@ -1,0 +1,222 @@
+/*
+ * core/comm_mpi.c - the MPI transport of the communication interface.
+ *
+ * Works on host memory. Tensors of a backend whose memory is not host-addressable are
+ * staged through a host buffer (correct everywhere; the NCCL transport is the fast path for
+ * device tensors). Element counts above INT_MAX are sent in chunks, because the MPI-3 API
+ * Open MPI provides takes int counts.
+ */
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/comm_impl.h"
+#include "core/log.h"
+#include "core/tensor_impl.h"
+
+typedef struct {
+    MPI_Comm comm;
+    int owns; /* MPI_Comm_free on release (not for MPI_COMM_WORLD) */
+} mpi_ctx;
+
+#define MPI_OK(call)                                                                               \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                  \
+            char msg_[MPI_MAX_ERROR_STRING];                                                       \
+            int len_ = 0;                                                                          \
+            MPI_Error_string(rc_, msg_, &len_);                                                    \
+            sl_fatal("MPI: %s failed: %s", #call, msg_);                                           \
+        }                                                                                          \
+    } while (0)
+
+static const sl_comm_i k_mpi_iface;
+
+static sl_comm *wrap(MPI_Comm comm, int owns) {
+    sl_comm *c = sl_xcalloc(1, sizeof *c);
+    mpi_ctx *m = sl_xcalloc(1, sizeof *m);
+    m->comm = comm;
+    m->owns = owns;
+    c->iface = &k_mpi_iface;
+    c->ctx = m;
+    MPI_Comm_rank(comm, &c->rank);
+    MPI_Comm_size(comm, &c->size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+    return c;
+}
+
+static void abort_hook(int code) {
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+sl_comm *sl_comm_init_world(int *argc, char ***argv) {
+    int provided = 0;
+    /* FUNNELED: only the main thread calls MPI (the data reader's thread never does). */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "sluice: error: MPI_Init failed\n");
+        exit(1);
+    }
+    sl_set_abort_hook(abort_hook);
+    sl_comm *w = wrap(MPI_COMM_WORLD, 0);
+    sl_log_set_rank(w->rank, w->size);
+    return w;
+}
+
+void sl_comm_finalize(sl_comm *world) {
+    sl_comm_free(world);
+    MPI_Finalize();
+}
+
+void sl_comm_abort(int code) {
+    abort_hook(code);
+    exit(code);
+}
+
+static MPI_Comm C(void *ctx) { return ((mpi_ctx *)ctx)->comm; }
+
+static void mpi_barrier(void *ctx) { MPI_OK(MPI_Barrier(C(ctx))); }
+
+/* A host view of a tensor's bytes: the tensor itself, or a staging copy. */
+static void *host_bytes(const sl_tensor *t, int copy_in) {
+    if (sl_backend_host_memory(t->be)) return t->data;
+    void *h = sl_xmalloc(sl_tensor_nbytes(t));
+    if (copy_in) sl_tensor_to_host(t, h);
+    return h;
+}
+
+static void host_done(sl_tensor *t, void *h, int copy_out) {
+    if (h == t->data) return;
+    if (copy_out) sl_tensor_from_host(t, h);
+    free(h);
+}
+
+static void allreduce_floats(MPI_Comm comm, float *p, int64_t n) {
+    for (int64_t off = 0; off < n; off += INT_MAX / 2) {
+        int cnt = (int)(n - off < INT_MAX / 2 ? n - off : INT_MAX / 2);
+        MPI_OK(MPI_Allreduce(MPI_IN_PLACE, p + off, cnt, MPI_FLOAT, MPI_SUM, comm));
+    }
+}
+
+static void mpi_allreduce_sum(void *ctx, sl_tensor *t) {
+    SL_CHECK(t->dtype == SL_F32, "allreduce: only f32 tensors are supported");
+    float *h = host_bytes(t, 1);
+    allreduce_floats(C(ctx), h, t->numel);
+    host_done(t, h, 1);
+}
+
+typedef struct {
+    MPI_Request req;
+    sl_tensor *t;
+    void *host;
+} mpi_req;
+
+static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
+    SL_CHECK(t->dtype == SL_F32, "iallreduce: only f32 tensors are supported");
+    SL_CHECK(t->numel <= INT_MAX, "iallreduce: %lld elements exceed one request",
+             (long long)t->numel);
+    mpi_req *r = sl_xcalloc(1, sizeof *r);
+    r->t = t;
+    r->host = host_bytes(t, 1);
+    MPI_OK(MPI_Iallreduce(MPI_IN_PLACE, r->host, (int)t->numel, MPI_FLOAT, MPI_SUM, C(ctx),
+                          &r->req));
+    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
+    req->impl = r;
+    return req;
+}
+
+static void mpi_wait(void *ctx, sl_comm_request *req) {
+    (void)ctx;
+    mpi_req *r = req->impl;
+    MPI_OK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    host_done(r->t, r->host, 1);
+    free(r);
+    free(req);
+}
+
+static void mpi_allreduce_host(void *ctx, void *buf, int n, int is_int64, int is_max) {
+    MPI_OK(MPI_Allreduce(MPI_IN_PLACE, buf, n, is_int64 ? MPI_INT64_T : MPI_DOUBLE,
+                         is_max ? MPI_MAX : MPI_SUM, C(ctx)));
+}
+
+static void mpi_alltoall_i64(void *ctx, const int64_t *send, int64_t *recv, int n) {
+    MPI_OK(MPI_Alltoall(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, C(ctx)));
+}
+
+static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *send_rows,
+                               sl_tensor *recv, const int64_t *recv_rows) {
+    MPI_Comm comm = C(ctx);
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    SL_CHECK(send->dtype == recv->dtype, "alltoallv: dtype mismatch");
+    const int64_t w = sl_last_dim(send) * (int64_t)sl_dtype_size(send->dtype);
+    SL_CHECK(sl_last_dim(recv) * (int64_t)sl_dtype_size(recv->dtype) == w,
+             "alltoallv: row widths differ");
+    int *sc = sl_xmalloc(sizeof(int) * (size_t)size * 4);
+    int *sd = sc + size, *rc = sd + size, *rd = rc + size;
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < size; p++) {
+        SL_CHECK(send_rows[p] * w <= INT_MAX && so * w <= INT_MAX && ro * w <= INT_MAX,
+                 "alltoallv: exchange larger than 2 GiB per call");
+        sc[p] = (int)(send_rows[p] * w);
+        sd[p] = (int)(so * w);
+        rc[p] = (int)(recv_rows[p] * w);
+        rd[p] = (int)(ro * w);
+        so += send_rows[p];
+        ro += recv_rows[p];
+    }
+    SL_CHECK(so <= sl_rows(send) && ro <= sl_rows(recv),
+             "alltoallv: %lld rows to send from %lld, %lld to receive into %lld", (long long)so,
+             (long long)sl_rows(send), (long long)ro, (long long)sl_rows(recv));
+    void *hs = host_bytes(send, 1);
+    void *hr = host_bytes(recv, 0);
+    MPI_OK(MPI_Alltoallv(hs, sc, sd, MPI_BYTE, hr, rc, rd, MPI_BYTE, comm));
+    host_done((sl_tensor *)send, hs, 0);
+    host_done(recv, hr, 1);
+    free(sc);
+}
+
+static void mpi_broadcast_bytes(void *ctx, void *buf, int64_t nbytes, int root) {
+    for (int64_t off = 0; off < nbytes; off += INT_MAX) {
+        int cnt = (int)(nbytes - off < INT_MAX ? nbytes - off : INT_MAX);
+        MPI_OK(MPI_Bcast((char *)buf + off, cnt, MPI_BYTE, root, C(ctx)));
+    }
+}
+
+static void mpi_broadcast(void *ctx, sl_tensor *t, int root) {
+    void *h = host_bytes(t, 1);
+    mpi_broadcast_bytes(ctx, h, (int64_t)sl_tensor_nbytes(t), root);
+    host_done(t, h, 1);
+}
+
+static sl_comm *mpi_split(void *ctx, int color, int key) {
+    MPI_Comm sub;
+    MPI_OK(MPI_Comm_split(C(ctx), color, key, &sub));
+    return wrap(sub, 1);
+}
+
+static void mpi_free_ctx(void *ctx) {
+    mpi_ctx *m = ctx;
+    if (m->owns) MPI_Comm_free(&m->comm);
+    free(m);
+}
+
+static const sl_comm_i k_mpi_iface = {
+    .name = "mpi",
+    .barrier = mpi_barrier,
+    .allreduce_sum = mpi_allreduce_sum,
+    .iallreduce_sum = mpi_iallreduce_sum,
+    .wait = mpi_wait,
+    .allreduce_host = mpi_allreduce_host,
+    .alltoall_i64 = mpi_alltoall_i64,
+    .alltoallv_rows = mpi_alltoallv_rows,
+    .broadcast_bytes = mpi_broadcast_bytes,
+    .broadcast = mpi_broadcast,
+    .split = mpi_split,
+    .free_ctx = mpi_free_ctx,
+};
