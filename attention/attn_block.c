@@ -1,0 +1,157 @@
+/* attention/attn_block.c - gated-attention block forward and backward (see attn_block.h). */
+#include "attention/attn_block.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/ops.h"
+
+static int64_t q_width(sl_gate_mode gate, int heads, int d) {
+    switch (gate) {
+    case SL_GATE_ELEMENTWISE: return 2 * (int64_t)heads * d;
+    case SL_GATE_HEADWISE: return (int64_t)heads * d + heads;
+    case SL_GATE_NONE: break;
+    }
+    return (int64_t)heads * d;
+}
+
+/* A [T, heads * D] view of a [T, heads, D] tensor. */
+static sl_tensor *flat2(sl_tensor *t) {
+    return sl_tensor_view2(t, 0, sl_tensor_dim(t, 0), sl_tensor_numel(t) / sl_tensor_dim(t, 0));
+}
+
+void sl_attn_block_declare(sl_attn_block *b, const sl_model_config *m, int layer, sl_params *ps) {
+    memset(b, 0, sizeof *b);
+    b->gate = m->attn_output_gate;
+    b->heads = m->num_attention_heads;
+    b->kv_heads = m->num_key_value_heads;
+    b->head_dim = m->head_dim;
+    b->hidden = m->hidden_size;
+    b->eps = (float)m->rms_norm_eps;
+    const int64_t c = m->hidden_size, hd = (int64_t)b->heads * b->head_dim;
+    const int64_t kvd = (int64_t)b->kv_heads * b->head_dim;
+    const float std = (float)m->initializer_range;
+    char name[112];
+#define DECL(field, suffix, ndim, shape, init)                                                     \
+    do {                                                                                           \
+        snprintf(name, sizeof name, "model.layers.%d.%s", layer, suffix);                          \
+        b->field = sl_params_add(ps, name, SL_PGROUP_DENSE, ndim, shape, init, std, -1);           \
+    } while (0)
+    DECL(norm, "input_layernorm.weight", 1, ((int64_t[]){c}), SL_INIT_ONES);
+    DECL(q_proj, "self_attn.q_proj.weight", 2,
+         ((int64_t[]){q_width(b->gate, b->heads, b->head_dim), c}), SL_INIT_NORMAL);
+    DECL(k_proj, "self_attn.k_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
+    DECL(v_proj, "self_attn.v_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
+    DECL(o_proj, "self_attn.o_proj.weight", 2, ((int64_t[]){c, hd}), SL_INIT_NORMAL);
+    DECL(q_norm, "self_attn.q_norm.weight", 1, ((int64_t[]){b->head_dim}), SL_INIT_ONES);
+    DECL(k_norm, "self_attn.k_norm.weight", 1, ((int64_t[]){b->head_dim}), SL_INIT_ONES);
+#undef DECL
+}
+
+void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
+    const int64_t c = b->hidden, h = b->heads, kv = b->kv_heads, d = b->head_dim;
+    b->xn = sl_tensor_new2(be, SL_F32, t, c);
+    b->rstd = sl_tensor_new1(be, SL_F32, t);
+    b->qall = sl_tensor_new2(be, SL_F32, t, q_width(b->gate, (int)h, (int)d));
+    b->q = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->q_rstd = sl_tensor_new1(be, SL_F32, t * h);
+    b->qn = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->k = sl_tensor_new3(be, SL_F32, t, kv, d);
+    b->k_rstd = sl_tensor_new1(be, SL_F32, t * kv);
+    b->kn = sl_tensor_new3(be, SL_F32, t, kv, d);
+    b->v = sl_tensor_new3(be, SL_F32, t, kv, d);
+    if (b->gate != SL_GATE_NONE)
+        b->g = sl_tensor_new3(be, SL_F32, t, h, b->gate == SL_GATE_ELEMENTWISE ? d : 1);
+    b->y = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->o = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->lse = sl_tensor_new2(be, SL_F32, t, h);
+    b->k2 = flat2(b->k);
+    b->v2 = flat2(b->v);
+    b->y2 = flat2(b->y);
+}
+
+void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl_backend *be,
+                             int64_t t) {
+    const int64_t h = m->num_attention_heads, kv = m->num_key_value_heads, d = m->head_dim;
+    ws->dy = sl_tensor_new3(be, SL_F32, t, h, d);
+    ws->dq = sl_tensor_new3(be, SL_F32, t, h, d);
+    ws->dq_pre = sl_tensor_new3(be, SL_F32, t, h, d);
+    ws->dk = sl_tensor_new3(be, SL_F32, t, kv, d);
+    ws->dk_pre = sl_tensor_new3(be, SL_F32, t, kv, d);
+    ws->dv = sl_tensor_new3(be, SL_F32, t, kv, d);
+    ws->dg = m->attn_output_gate == SL_GATE_NONE
+                 ? NULL
+                 : sl_tensor_new3(be, SL_F32, t, h,
+                                  m->attn_output_gate == SL_GATE_ELEMENTWISE ? d : 1);
+    ws->dqall = sl_tensor_new2(be, SL_F32, t, q_width(m->attn_output_gate, (int)h, (int)d));
+    ws->dxn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    ws->dy2 = flat2(ws->dy);
+    ws->dk_pre2 = flat2(ws->dk_pre);
+    ws->dv2 = flat2(ws->dv);
+}
+
+static float attn_scale(const sl_attn_block *b) { return 1.0f / sqrtf((float)b->head_dim); }
+
+void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
+                           sl_tensor *out) {
+    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
+    sl_op_matmul(b->qall, b->xn, b->q_proj->w, false, true, 1.0f, 0.0f);
+    sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
+    sl_op_matmul(b->v2, b->xn, b->v_proj->w, false, true, 1.0f, 0.0f);
+    sl_op_qgate_split(b->q, b->g, b->qall, b->gate);
+    /* QK-norm per head, before RoPE; never applied to the gate. */
+    sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->eps);
+    sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->eps);
+    sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
+    sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
+    sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->batch, in->seq,
+                         attn_scale(b));
+    /* out = x + y W_o^T: start from the residual and let the GEMM accumulate. */
+    sl_tensor_copy(out, x);
+    sl_op_matmul(out, b->y2, b->o_proj->w, false, true, 1.0f, 1.0f);
+}
+
+void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
+                            const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx) {
+    /* o_proj */
+    sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, 1.0f);
+    sl_op_matmul(ws->dy2, dout, b->o_proj->w, false, false, 1.0f, 0.0f);
+    /* attention and gate */
+    sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g, b->o,
+                         b->lse, in->batch, in->seq, attn_scale(b));
+    /* RoPE and QK-norm */
+    sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
+    sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
+    sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
+    sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
+    sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->gate);
+    /* projections */
+    sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f, 1.0f);
+    sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f, 1.0f);
+    sl_op_matmul(b->v_proj->g, ws->dv2, b->xn, true, false, 1.0f, 1.0f);
+    sl_op_matmul(ws->dxn, ws->dqall, b->q_proj->w, false, false, 1.0f, 0.0f);
+    sl_op_matmul(ws->dxn, ws->dk_pre2, b->k_proj->w, false, false, 1.0f, 1.0f);
+    sl_op_matmul(ws->dxn, ws->dv2, b->v_proj->w, false, false, 1.0f, 1.0f);
+    /* input norm, then the residual path */
+    sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    sl_op_axpy(dx, dout, 1.0f);
+}
+
+double sl_attn_block_gate_score(const sl_attn_block *b) {
+    return b->g ? sl_op_sigmoid_mean(b->g) : 0.0;
+}
+
+void sl_attn_block_free(sl_attn_block *b) {
+    /* views first: they point into the tensors freed after them */
+    sl_tensor *ts[] = {b->k2,     b->v2, b->y2, b->xn, b->rstd, b->qall, b->q,  b->q_rstd,
+                       b->qn,     b->k,  b->k_rstd, b->kn, b->v, b->g, b->y, b->o, b->lse};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+}
+
+void sl_attn_workspace_free(sl_attn_workspace *ws) {
+    sl_tensor *ts[] = {ws->dy2, ws->dk_pre2, ws->dv2, ws->dy, ws->dq, ws->dk, ws->dv, ws->dg, ws->dq_pre, ws->dk_pre, ws->dqall,
+                       ws->dxn};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+}

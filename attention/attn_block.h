@@ -1,0 +1,63 @@
+/*
+ * attention/attn_block.h - the gated-attention half of a decoder layer:
+ *
+ *     out = x + o_proj( gated_attn( RoPE(q_norm(q)), RoPE(k_norm(k)), v, gate ) )
+ *     with q, gate = split(q_proj(X)), k = k_proj(X), v = v_proj(X), X = input_layernorm(x)
+ *
+ * The block owns its parameters (declared in sl_params) and the activations its backward
+ * needs; temporaries of the backward live in a workspace shared by all layers.
+ */
+#ifndef SL_ATTN_BLOCK_H
+#define SL_ATTN_BLOCK_H
+
+#include "core/config.h"
+#include "core/params.h"
+
+/* Per-batch inputs shared by every layer: shape, positions and the RoPE table. */
+typedef struct {
+    int batch, seq;            /* tokens are [batch, seq], T = batch * seq */
+    const sl_tensor *pos;      /* [T] i32 position of each token */
+    const sl_tensor *inv_freq; /* [rot / 2] f32 */
+    float mscale;              /* YaRN attention scaling of cos/sin (1 without YaRN) */
+} sl_attn_inputs;
+
+typedef struct {
+    sl_param *norm, *q_proj, *k_proj, *v_proj, *o_proj, *q_norm, *k_norm;
+    sl_gate_mode gate;
+    int heads, kv_heads, head_dim, hidden;
+    float eps;
+    /* saved activations */
+    sl_tensor *xn, *rstd;             /* [T, C], [T] */
+    sl_tensor *qall;                  /* [T, Wq] q_proj output */
+    sl_tensor *q, *q_rstd, *qn;       /* pre-norm q, its rstd, normed + rotated q */
+    sl_tensor *k, *k_rstd, *kn, *v;   /* the same for k; v */
+    sl_tensor *g;                     /* gate logits [T, H, D or 1] (NULL without a gate) */
+    sl_tensor *y, *o, *lse;           /* gated output, pre-gate output, log-sum-exp */
+    /* [T, heads * D] views of k, v, y for the projections' GEMMs */
+    sl_tensor *k2, *v2, *y2;
+} sl_attn_block;
+
+/* Backward temporaries, sized for the largest layer; shared by all layers. */
+typedef struct {
+    sl_tensor *dy, *dq, *dk, *dv, *dg, *dq_pre, *dk_pre, *dqall, *dxn;
+    sl_tensor *dy2, *dk_pre2, *dv2; /* [T, heads * D] views */
+} sl_attn_workspace;
+
+void sl_attn_block_declare(sl_attn_block *b, const sl_model_config *m, int layer, sl_params *ps);
+void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t tokens);
+void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl_backend *be,
+                             int64_t tokens);
+
+/* out = x + attention(x). */
+void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
+                           sl_tensor *out);
+/* Given dout = dL/dout, writes dx = dL/dx and accumulates parameter gradients. */
+void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
+                            const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx);
+/* Mean sigmoid(gate) of the last forward (0 without a gate). */
+double sl_attn_block_gate_score(const sl_attn_block *b);
+
+void sl_attn_block_free(sl_attn_block *b);
+void sl_attn_workspace_free(sl_attn_workspace *ws);
+
+#endif

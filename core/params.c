@@ -1,0 +1,129 @@
+/* core/params.c - flat parameter groups (see params.h). */
+#include "core/params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/rng.h"
+
+void sl_params_init(sl_params *ps, sl_backend *be) {
+    memset(ps, 0, sizeof *ps);
+    ps->be = be;
+}
+
+sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int ndim,
+                        const int64_t *shape, sl_init_kind init, float init_std, int expert_base) {
+    SL_CHECK(!ps->finalized, "parameter '%s' declared after finalize", name);
+    SL_CHECK(strlen(name) < sizeof(((sl_param *)0)->name), "parameter name too long: %s", name);
+    SL_CHECK(sl_params_find(ps, name) == NULL, "parameter '%s' declared twice", name);
+    if (ps->count == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 64;
+        ps->items = sl_xrealloc(ps->items, (size_t)ps->cap * sizeof *ps->items);
+    }
+    sl_param *p = sl_xcalloc(1, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->group = group;
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        p->shape[i] = shape[i];
+        p->numel *= shape[i];
+    }
+    p->decay = ndim >= 2;
+    p->init = init;
+    p->init_std = init_std;
+    p->expert_base = expert_base;
+    ps->items[ps->count++] = p;
+    return p;
+}
+
+void sl_params_finalize(sl_params *ps) {
+    SL_CHECK(!ps->finalized, "parameters finalized twice");
+    /* Decayed parameters first, in declaration order, then the rest. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ps->count; i++) {
+            sl_param *p = ps->items[i];
+            if (p->decay != (pass == 0)) continue;
+            p->offset = ps->size[p->group];
+            ps->size[p->group] += p->numel;
+            if (p->decay) ps->decay_size[p->group] += p->numel;
+        }
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
+        int64_t n = ps->size[gi] ? ps->size[gi] : 1;
+        ps->w[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+        ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+        ps->m[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+        ps->v[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+    }
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        p->w = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+    }
+    ps->finalized = true;
+}
+
+static void fill_normal(float *dst, int64_t n, uint64_t seed, const char *stream_name, float std) {
+    sl_rng r;
+    sl_rng_init(&r, seed, sl_hash_str(stream_name));
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)(std * sl_rng_normal(&r));
+}
+
+void sl_params_randomize(sl_params *ps, uint64_t seed) {
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        float *h = sl_xmalloc((size_t)p->numel * sizeof(float));
+        if (p->init == SL_INIT_ONES || p->init == SL_INIT_ZEROS) {
+            float v = p->init == SL_INIT_ONES ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < p->numel; j++) h[j] = v;
+        } else if (p->expert_base >= 0) {
+            /* One stream per global expert: the slice a rank holds is the same numbers a
+             * single process would hold for those experts. */
+            int64_t per = p->numel / p->shape[0];
+            for (int64_t e = 0; e < p->shape[0]; e++) {
+                char stream[160];
+                snprintf(stream, sizeof stream, "%s#expert%lld", p->name,
+                         (long long)(p->expert_base + e));
+                fill_normal(h + e * per, per, seed, stream, p->init_std);
+            }
+        } else {
+            fill_normal(h, p->numel, seed, p->name, p->init_std);
+        }
+        sl_tensor_from_host(p->w, h);
+        free(h);
+    }
+}
+
+void sl_params_zero_grad(sl_params *ps) {
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) sl_tensor_zero(ps->g[gi]);
+}
+
+sl_param *sl_params_find(const sl_params *ps, const char *name) {
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->items[i]->name, name) == 0) return ps->items[i];
+    return NULL;
+}
+
+int64_t sl_params_numel(const sl_params *ps) {
+    int64_t n = 0;
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) n += ps->size[gi];
+    return n;
+}
+
+void sl_params_free(sl_params *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        sl_tensor_free(ps->items[i]->w);
+        sl_tensor_free(ps->items[i]->g);
+        free(ps->items[i]);
+    }
+    free(ps->items);
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
+        sl_tensor_free(ps->w[gi]);
+        sl_tensor_free(ps->g[gi]);
+        sl_tensor_free(ps->m[gi]);
+        sl_tensor_free(ps->v[gi]);
+    }
+    memset(ps, 0, sizeof *ps);
+}

@@ -1,0 +1,67 @@
+/*
+ * core/params.h - the model's parameters, laid out in flat groups.
+ *
+ * Every parameter is a view into one flat buffer per group, with matching flat buffers for
+ * its gradient and the two AdamW moments. Groups follow how parameters are replicated:
+ *   SL_PGROUP_DENSE   replicated on every rank; gradients averaged over all ranks
+ *   SL_PGROUP_EXPERT  this rank's slice of the experts; gradients averaged over the ranks
+ *                     that hold the same experts (the expert-data-parallel group)
+ * Inside a group, parameters with weight decay (matrices) come first, then those without
+ * (norm weights), so the optimizer is two calls per group and gradient reduction is one
+ * large buffer per group.
+ */
+#ifndef SL_PARAMS_H
+#define SL_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "core/tensor.h"
+
+typedef enum { SL_PGROUP_DENSE = 0, SL_PGROUP_EXPERT = 1, SL_PGROUP_COUNT = 2 } sl_pgroup;
+typedef enum { SL_INIT_NORMAL = 0, SL_INIT_ONES = 1, SL_INIT_ZEROS = 2 } sl_init_kind;
+
+typedef struct sl_param {
+    char name[112]; /* e.g. "model.layers.3.self_attn.q_proj.weight" */
+    sl_pgroup group;
+    int ndim;
+    int64_t shape[SL_MAX_DIMS];
+    int64_t numel;
+    int64_t offset; /* element offset in the group's flat buffers */
+    bool decay;     /* weight decay applies (matrices) */
+    sl_init_kind init;
+    float init_std;
+    /* Expert stacks [local experts, ...]: the global index of the first local expert, so
+     * that each expert's initial values depend on its global index only. -1 otherwise. */
+    int expert_base;
+    sl_tensor *w; /* the value */
+    sl_tensor *g; /* its gradient (accumulated over micro-batches) */
+} sl_param;
+
+typedef struct {
+    sl_param **items;
+    int count, cap;
+    sl_backend *be;
+    int64_t size[SL_PGROUP_COUNT];       /* elements per group */
+    int64_t decay_size[SL_PGROUP_COUNT]; /* the decayed prefix of each group */
+    sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT];
+    sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT]; /* AdamW moments (fp32) */
+    bool finalized;
+} sl_params;
+
+void sl_params_init(sl_params *ps, sl_backend *be);
+/* Declares a parameter (before finalize). Matrices (ndim >= 2) get weight decay. */
+sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int ndim,
+                        const int64_t *shape, sl_init_kind init, float init_std, int expert_base);
+/* Lays out and allocates the flat buffers and binds every parameter's views. */
+void sl_params_finalize(sl_params *ps);
+/* Fills every parameter from its own RNG stream (seed, name, global expert index). */
+void sl_params_randomize(sl_params *ps, uint64_t seed);
+void sl_params_zero_grad(sl_params *ps);
+sl_param *sl_params_find(const sl_params *ps, const char *name);
+/* Number of elements held by this rank, per group and in total. */
+int64_t sl_params_numel(const sl_params *ps);
+void sl_params_free(sl_params *ps);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * moe/experts.h - this rank's routed experts, computed as grouped GEMMs.
+ *
+ * The experts are stored stacked: gate_up [E_local, 2I, C] and down [E_local, C, I]. Input
+ * rows arrive grouped by local expert (counts[e] rows each, in expert order); one GEMM per
+ * expert and projection computes them, never a loop over tokens.
+ */
+#ifndef SL_EXPERTS_H
+#define SL_EXPERTS_H
+
+#include "core/params.h"
+
+typedef struct {
+    sl_param *gate_up, *down;
+    int local, first; /* number of local experts, global index of the first */
+    int64_t hidden, ffn, capacity; /* capacity = rows the buffers hold */
+    sl_tensor *gu, *h, *dgu, *dh;
+} sl_experts;
+
+void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
+                        int64_t hidden, int64_t ffn, float init_std);
+/* Makes the buffers hold at least `rows` rows. */
+void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows);
+/* out [M, C] = expert_e(in rows of group e); counts [local] on the host. */
+void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out);
+/* din written; parameter gradients accumulate. */
+void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
+                         const sl_tensor *dout, sl_tensor *din);
+void sl_experts_free(sl_experts *x);
+
+#endif

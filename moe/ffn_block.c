@@ -1,0 +1,74 @@
+/* moe/ffn_block.c - norm + (MoE | dense MLP) + residual (see ffn_block.h). */
+#include "moe/ffn_block.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/ops.h"
+
+void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, sl_params *ps,
+                          int ep_rank, int ep_size) {
+    memset(b, 0, sizeof *b);
+    b->eps = (float)m->rms_norm_eps;
+    char name[112];
+    snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", layer);
+    b->norm = sl_params_add(ps, name, SL_PGROUP_DENSE, 1, (int64_t[]){m->hidden_size},
+                            SL_INIT_ONES, 0.0f, -1);
+    b->is_moe = sl_layer_is_moe(m, layer);
+    if (b->is_moe) {
+        sl_moe_block_declare(&b->moe, m, layer, ps, ep_rank, ep_size);
+    } else {
+        snprintf(name, sizeof name, "model.layers.%d.mlp", layer);
+        sl_swiglu_mlp_declare(&b->mlp, ps, name, m->hidden_size, m->intermediate_size,
+                              (float)m->initializer_range);
+    }
+}
+
+void sl_ffn_block_alloc(sl_ffn_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+                        int64_t t) {
+    b->xn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    b->rstd = sl_tensor_new1(be, SL_F32, t);
+    b->y = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    if (b->is_moe)
+        sl_moe_block_alloc(&b->moe, m, be, ep, t);
+    else
+        sl_swiglu_mlp_alloc(&b->mlp, be, t);
+}
+
+void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, const sl_model_config *m, sl_backend *be,
+                            int64_t t) {
+    ws->dxn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+}
+
+void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
+    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
+    if (b->is_moe)
+        sl_moe_block_forward(&b->moe, b->xn, b->y);
+    else
+        sl_swiglu_mlp_forward(&b->mlp, b->xn, b->y);
+    sl_op_add(out, x, b->y);
+}
+
+void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,
+                           const sl_tensor *dout, const sl_moe_loss_coefs *coefs, sl_tensor *dx) {
+    if (b->is_moe) {
+        sl_moe_block_backward(&b->moe, b->xn, dout, coefs, ws->dxn);
+    } else {
+        sl_tensor_zero(ws->dxn);
+        sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
+    }
+    sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    sl_op_axpy(dx, dout, 1.0f);
+}
+
+void sl_ffn_block_free(sl_ffn_block *b) {
+    sl_tensor_free(b->xn);
+    sl_tensor_free(b->rstd);
+    sl_tensor_free(b->y);
+    if (b->is_moe)
+        sl_moe_block_free(&b->moe);
+    else
+        sl_swiglu_mlp_free(&b->mlp);
+}
+
+void sl_ffn_workspace_free(sl_ffn_workspace *ws) { sl_tensor_free(ws->dxn); }

@@ -1,0 +1,112 @@
+/* moe/moe_block.c - MoE FFN composition (see moe_block.h). */
+#include "moe/moe_block.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/ops.h"
+
+void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, sl_params *ps,
+                          int ep_rank, int ep_size) {
+    memset(b, 0, sizeof *b);
+    const float std = (float)m->initializer_range;
+    const int local = m->num_experts / ep_size;
+    sl_router_declare(&b->router, ps, layer, m->hidden_size, m->num_experts,
+                      m->num_experts_per_tok, m->norm_topk_prob, std);
+    sl_experts_declare(&b->experts, ps, layer, ep_rank * local, local, m->hidden_size,
+                       m->moe_intermediate_size, std);
+    b->has_shared = m->shared_expert_intermediate_size > 0;
+    if (b->has_shared) {
+        char prefix[96], name[112];
+        snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.shared_expert", layer);
+        sl_swiglu_mlp_declare(&b->shared, ps, prefix, m->hidden_size,
+                              m->shared_expert_intermediate_size, std);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", layer);
+        b->shared_gate = sl_params_add(ps, name, SL_PGROUP_DENSE, 2,
+                                       (int64_t[]){1, m->hidden_size}, SL_INIT_NORMAL, std, -1);
+    }
+}
+
+void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+                        int64_t t) {
+    sl_router_alloc(&b->router, be, t);
+    sl_token_dispatcher_init(&b->dispatcher, be, ep, m->num_experts, m->num_experts_per_tok,
+                             m->hidden_size, t);
+    sl_experts_reserve(&b->experts, be, t * m->num_experts_per_tok);
+    if (b->has_shared) {
+        sl_swiglu_mlp_alloc(&b->shared, be, t);
+        b->shared_out = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+        b->shared_y = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+        b->dshared_out = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+        b->shared_logit = sl_tensor_new2(be, SL_F32, t, 1);
+        b->dshared_logit = sl_tensor_new2(be, SL_F32, t, 1);
+    }
+}
+
+void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
+    sl_router *r = &b->router;
+    sl_token_dispatcher *d = &b->dispatcher;
+    sl_router_forward(r, xn);
+    sl_token_dispatcher_dispatch(d, xn, r->topk_idx);
+    sl_experts_forward(&b->experts, d->expert_in, d->local_counts, d->expert_out);
+    sl_token_dispatcher_combine(d, r->topk_w, y);
+    if (b->has_shared) {
+        sl_swiglu_mlp_forward(&b->shared, xn, b->shared_out);
+        sl_op_matmul(b->shared_logit, xn, b->shared_gate->w, false, true, 1.0f, 0.0f);
+        sl_op_rowgate_fwd(b->shared_y, b->shared_out, b->shared_logit);
+        sl_op_axpy(y, b->shared_y, 1.0f);
+    }
+    /* Auxiliary-loss statistics from this rank's tokens. */
+    const double n = (double)r->tokens, slots = n * r->topk;
+    double lbl = 0.0;
+    for (int e = 0; e < r->experts; e++)
+        lbl += ((double)d->counts_host[e] / slots) * (r->stats_host[e] / n);
+    b->lbl = lbl * r->experts;
+    b->zloss = r->stats_host[r->experts] / n;
+}
+
+void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                           const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
+    sl_router *r = &b->router;
+    sl_token_dispatcher *d = &b->dispatcher;
+    sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
+    sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
+                        d->dexpert_in);
+    sl_tensor_zero(dxn);
+    sl_token_dispatcher_dispatch_backward(d, dxn);
+    /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N); f is a
+     * constant (counts are not differentiable). */
+    const double n = (double)r->tokens, slots = n * r->topk;
+    float *lbl_grad = NULL;
+    if (coefs->lbl_coef != 0.0) {
+        lbl_grad = sl_xmalloc((size_t)r->experts * sizeof(float));
+        for (int e = 0; e < r->experts; e++)
+            lbl_grad[e] = (float)(coefs->lbl_coef * r->experts * ((double)d->counts_host[e] / slots) /
+                                  (r->topk * n));
+    }
+    sl_router_backward(r, xn, lbl_grad, (float)(coefs->z_coef / n), dxn);
+    free(lbl_grad);
+    if (b->has_shared) {
+        sl_op_rowgate_bwd(b->dshared_out, b->dshared_logit, dy, b->shared_out, b->shared_logit);
+        sl_op_matmul(b->shared_gate->g, b->dshared_logit, xn, true, false, 1.0f, 1.0f);
+        sl_op_matmul(dxn, b->dshared_logit, b->shared_gate->w, false, false, 1.0f, 1.0f);
+        sl_swiglu_mlp_backward(&b->shared, xn, b->dshared_out, dxn);
+    }
+}
+
+const int64_t *sl_moe_block_counts(const sl_moe_block *b) { return b->dispatcher.counts_host; }
+
+void sl_moe_block_free(sl_moe_block *b) {
+    sl_router_free(&b->router);
+    sl_token_dispatcher_free(&b->dispatcher);
+    sl_experts_free(&b->experts);
+    if (b->has_shared) {
+        sl_swiglu_mlp_free(&b->shared);
+        sl_tensor *ts[] = {b->shared_out, b->shared_y, b->dshared_out, b->shared_logit,
+                           b->dshared_logit};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    }
+}

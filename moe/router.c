@@ -1,0 +1,59 @@
+/* moe/router.c - router forward/backward around the router ops (see router.h). */
+#include "moe/router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/ops.h"
+
+void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
+                       bool norm_topk, float init_std) {
+    memset(r, 0, sizeof *r);
+    r->experts = experts;
+    r->topk = topk;
+    r->norm_topk = norm_topk;
+    char name[112];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", layer);
+    r->weight = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){experts, hidden},
+                              SL_INIT_NORMAL, init_std, -1);
+}
+
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t) {
+    r->logits = sl_tensor_new2(be, SL_F32, t, r->experts);
+    r->probs = sl_tensor_new2(be, SL_F32, t, r->experts);
+    r->dlogits = sl_tensor_new2(be, SL_F32, t, r->experts);
+    r->topk_idx = sl_tensor_new2(be, SL_I32, t, r->topk);
+    r->topk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
+    r->dtopk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
+    r->stats = sl_tensor_new1(be, SL_F32, r->experts + 1);
+    r->lbl_grad = sl_tensor_new1(be, SL_F32, r->experts);
+    r->stats_host = sl_xcalloc((size_t)r->experts + 1, sizeof(double));
+}
+
+void sl_router_forward(sl_router *r, const sl_tensor *xn) {
+    r->tokens = sl_tensor_rows(xn);
+    sl_op_matmul(r->logits, xn, r->weight->w, false, true, 1.0f, 0.0f);
+    sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, NULL, r->norm_topk);
+    float *h = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
+    sl_tensor_to_host(r->stats, h);
+    for (int e = 0; e <= r->experts; e++) r->stats_host[e] = h[e];
+    free(h);
+}
+
+void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
+                        float z_scale, sl_tensor *dxn) {
+    if (lbl_grad_host) sl_tensor_from_host(r->lbl_grad, lbl_grad_host);
+    sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
+                     lbl_grad_host ? r->lbl_grad : NULL, z_scale, r->norm_topk);
+    sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f, 1.0f);
+    sl_op_matmul(dxn, r->dlogits, r->weight->w, false, false, 1.0f, 1.0f);
+}
+
+void sl_router_free(sl_router *r) {
+    sl_tensor *ts[] = {r->logits, r->probs, r->dlogits, r->topk_idx, r->topk_w,
+                       r->dtopk_w, r->stats, r->lbl_grad};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    free(r->stats_host);
+}

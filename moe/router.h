@@ -1,0 +1,35 @@
+/*
+ * moe/router.h - the MoE router (always fp32): logits = X W_r^T, softmax over the E
+ * experts, top-k selection, optional renormalization of the k weights; plus the
+ * load-balancing and z-loss terms computed from its statistics.
+ */
+#ifndef SL_ROUTER_H
+#define SL_ROUTER_H
+
+#include <stdbool.h>
+
+#include "core/params.h"
+
+typedef struct {
+    sl_param *weight; /* [E, C] "model.layers.{l}.mlp.gate.weight" */
+    int experts, topk;
+    bool norm_topk;
+    int64_t tokens; /* of the last forward */
+    sl_tensor *logits, *probs, *topk_idx, *topk_w, *stats;
+    sl_tensor *dlogits, *dtopk_w, *lbl_grad;
+    double *stats_host; /* [E + 1]: per-expert probability sums, then sum of lse^2 */
+} sl_router;
+
+void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
+                       bool norm_topk, float init_std);
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens);
+/* Routes xn [T, C]; fills topk_idx/topk_w and copies the statistics to the host. */
+void sl_router_forward(sl_router *r, const sl_tensor *xn);
+/* Backward from r->dtopk_w (filled by the dispatcher) plus the auxiliary losses:
+ * lbl_grad_host[e] = dL/dprobs[n, e] (NULL: none), z_scale = coefficient of sum_n lse_n^2.
+ * Accumulates the weight gradient and adds dL/dxn into dxn. */
+void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
+                        float z_scale, sl_tensor *dxn);
+void sl_router_free(sl_router *r);
+
+#endif

@@ -1,0 +1,50 @@
+/* moe/swiglu_mlp.c - dense SwiGLU FFN (see swiglu_mlp.h). */
+#include "moe/swiglu_mlp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/ops.h"
+
+void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, int64_t hidden,
+                           int64_t ffn, float init_std) {
+    memset(f, 0, sizeof *f);
+    f->hidden = hidden;
+    f->ffn = ffn;
+    char name[112];
+    snprintf(name, sizeof name, "%s.gate_up_proj.weight", prefix);
+    f->gate_up = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){2 * ffn, hidden},
+                               SL_INIT_NORMAL, init_std, -1);
+    snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
+    f->down = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){hidden, ffn},
+                            SL_INIT_NORMAL, init_std, -1);
+}
+
+void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t t) {
+    f->gu = sl_tensor_new2(be, SL_F32, t, 2 * f->ffn);
+    f->h = sl_tensor_new2(be, SL_F32, t, f->ffn);
+    f->dgu = sl_tensor_new2(be, SL_F32, t, 2 * f->ffn);
+    f->dh = sl_tensor_new2(be, SL_F32, t, f->ffn);
+}
+
+void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y) {
+    sl_op_matmul(f->gu, xn, f->gate_up->w, false, true, 1.0f, 0.0f);
+    sl_op_swiglu_fwd(f->h, f->gu);
+    sl_op_matmul(y, f->h, f->down->w, false, true, 1.0f, 0.0f);
+}
+
+void sl_swiglu_mlp_backward(sl_swiglu_mlp *f, const sl_tensor *xn, const sl_tensor *dy,
+                            sl_tensor *dxn) {
+    sl_op_matmul(f->down->g, dy, f->h, true, false, 1.0f, 1.0f);
+    sl_op_matmul(f->dh, dy, f->down->w, false, false, 1.0f, 0.0f);
+    sl_op_swiglu_bwd(f->dgu, f->dh, f->gu);
+    sl_op_matmul(f->gate_up->g, f->dgu, xn, true, false, 1.0f, 1.0f);
+    sl_op_matmul(dxn, f->dgu, f->gate_up->w, false, false, 1.0f, 1.0f);
+}
+
+void sl_swiglu_mlp_free(sl_swiglu_mlp *f) {
+    sl_tensor_free(f->gu);
+    sl_tensor_free(f->h);
+    sl_tensor_free(f->dgu);
+    sl_tensor_free(f->dh);
+}

@@ -1,0 +1,70 @@
+/*
+ * trainer/model.h - the gated-attention MoE decoder:
+ *
+ *     x_0 = embed(tokens);  for each layer: h = x + Attn(norm(x)), x' = h + FFN(norm(h))
+ *     logits = lm_head(final_norm(x_L));  loss = mean cross-entropy
+ *
+ * The model is built from blocks (attention/attn_block.h, moe/ffn_block.h) and reaches
+ * tensor data only through core/ops.h. The LM head and the loss run in row chunks, so the
+ * [tokens, vocab] logits never exist at once (151,936-entry vocabularies stay affordable).
+ */
+#ifndef SL_MODEL_H
+#define SL_MODEL_H
+
+#include "attention/attn_block.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/params.h"
+#include "moe/ffn_block.h"
+
+typedef struct {
+    double loss_sum;   /* sum of token cross-entropies (nats) of this micro-batch */
+    int64_t tokens;    /* tokens with a target */
+    double lbl;        /* mean over MoE layers of E * sum f_i P_i (k when balanced) */
+    double zloss;      /* mean over MoE layers of mean lse^2 */
+    double gate_score; /* mean over layers of mean sigmoid(gate) */
+} sl_fwd_stats;
+
+typedef struct {
+    sl_model_config cfg;
+    sl_backend *be;
+    sl_params params;
+    int batch, seq;
+    int64_t tokens; /* batch * seq */
+    int n_moe_layers;
+    sl_param *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
+    sl_attn_block *attn;                     /* [layers] */
+    sl_ffn_block *ffn;                       /* [layers] */
+    sl_attn_workspace attn_ws;
+    sl_ffn_workspace ffn_ws;
+    sl_tensor **x, **h;       /* residual stream: x[0..L], h[0..L-1] after attention */
+    sl_tensor *dx, *dh;       /* residual-stream gradients */
+    sl_tensor *ids, *targets, *pos, *inv_freq;
+    float mscale;
+    sl_tensor *xf, *xf_rstd, *dxf; /* final norm output and its gradient */
+    sl_tensor *logits, *losses;    /* logits of one row chunk; per-token losses */
+    int64_t chunk_rows;
+    int32_t *host_ids;             /* staging for one micro-batch of ids/targets/positions */
+} sl_model;
+
+/* Declares, allocates and lays out the model for micro-batches of [batch, seq] tokens.
+ * `ep` is the expert-parallel group (NULL: this rank holds every expert). */
+sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                          int seq, char *err, size_t errlen);
+void sl_model_free(sl_model *m);
+/* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
+int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
+
+/* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward and
+ * accumulates parameter gradients of  ce_scale * sum(token losses) + aux terms, where the
+ * aux coefficients (config) are multiplied by aux_scale (1 / (micro-batches * ranks)). */
+void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale,
+                               double aux_scale, sl_fwd_stats *st);
+/* Forward only (evaluation). */
+void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st);
+
+/* Per-layer expert load of the last forward: tokens routed to each expert by this rank
+ * ([num_experts], host), or NULL for a dense layer. */
+const int64_t *sl_model_expert_counts(const sl_model *m, int layer);
+
+#endif
