@@ -1,0 +1,106 @@
+/* core/fsutil.c - see fsutil.h. */
+#include "core/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+int sl_fsync_parent_dir(const char *path) {
+    char *copy = sl_xstrdup(path);
+    const char *dir = dirname(copy);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    int rc = -1;
+    if (fd >= 0) {
+        rc = fsync(fd);
+        close(fd);
+    }
+    free(copy);
+    return rc;
+}
+
+int sl_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: rename to %s failed: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    sl_fsync_parent_dir(path);
+    return 0;
+}
+
+char *sl_read_file(const char *path, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = sl_xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = sl_xrealloc(buf, cap *= 2);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: read failed", path);
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+int sl_mkdirs(const char *path, char *err, size_t errlen) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "%s: cannot create directory: %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (c == '\0') break;
+        }
+    }
+    return 0;
+}

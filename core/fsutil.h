@@ -1,0 +1,24 @@
+/*
+ * core/fsutil.h - small filesystem helpers with crash-safe semantics.
+ */
+#ifndef SL_FSUTIL_H
+#define SL_FSUTIL_H
+
+#include <stddef.h>
+
+/* Writes `len` bytes to `path` atomically: a temp file in the same directory, fsync,
+ * rename over `path`, fsync of the directory. A crash leaves the old file or the new one,
+ * never a mix. Returns 0, or -1 with a message naming the file in err. */
+int sl_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Reads a whole file into a NUL-terminated malloc'ed buffer (*len without the NUL).
+ * Returns NULL with a message naming the file on failure. */
+char *sl_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* mkdir -p. Returns 0, or -1 with a message naming the directory. */
+int sl_mkdirs(const char *path, char *err, size_t errlen);
+
+/* fsyncs the directory containing `path` (makes a rename durable). */
+int sl_fsync_parent_dir(const char *path);
+
+#endif

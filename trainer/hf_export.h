@@ -1,0 +1,36 @@
+/*
+ * trainer/hf_export.h - model weights in Hugging Face layout (safetensors + config.json).
+ *
+ * sluice stores some tensors fused for speed (gate and up projections stacked; experts
+ * stacked per layer). The mapping below splits them into the Hugging Face Qwen3-MoE names
+ * (docs/safetensors.md), so that other tools load the files, and joins them on import:
+ *   <p>.gate_up_proj.weight [2F, C]  ->  <p>.gate_proj.weight [F, C], <p>.up_proj.weight [F, C]
+ *   layers.L.mlp.experts.gate_up_proj [E, 2I, C] -> layers.L.mlp.experts.{e}.{gate,up}_proj.weight
+ *   layers.L.mlp.experts.down_proj [E, C, I]     -> layers.L.mlp.experts.{e}.down_proj.weight
+ * lm_head.weight is omitted when the embeddings are tied.
+ */
+#ifndef SL_HF_EXPORT_H
+#define SL_HF_EXPORT_H
+
+#include <stddef.h>
+
+#include "trainer/model.h"
+
+typedef struct {
+    char name[160];
+    sl_param *param;
+    int64_t offset; /* element offset inside the parameter */
+    int ndim;
+    int64_t shape[2];
+} sl_hf_entry;
+
+/* The Hugging Face tensors of the parameters this rank holds (malloc'ed array). */
+int sl_hf_entries(const sl_model *m, sl_hf_entry **out);
+
+/* Writes <dir>/model.safetensors and <dir>/config.json atomically (creates dir). */
+int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen);
+/* Loads every parameter this rank holds from <dir>/model.safetensors (or a .safetensors
+ * path); shapes must match. */
+int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,115 @@
+/* trainer/metrics.c - progress line and JSON Lines metrics (see metrics.h). */
+#include "trainer/metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+int sl_metrics_open(sl_metrics *m, const char *path, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    m->tty = isatty(STDOUT_FILENO);
+    if (!path || !*path) return 0;
+    m->jsonl = fopen(path, "a");
+    if (!m->jsonl) {
+        snprintf(err, errlen, "%s: cannot open metrics file: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+const char *sl_format_duration(double s, char *buf, size_t len) {
+    if (!(s >= 0) || s > 1e8) {
+        snprintf(buf, len, "?");
+    } else if (s < 60) {
+        snprintf(buf, len, "%.0fs", s);
+    } else if (s < 3600) {
+        snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    } else {
+        snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    }
+    return buf;
+}
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
+    if (print_line) {
+        char eta[32];
+        printf("%sstep %*d/%d | loss %.4f | aux %.3f | lr %.2e | gnorm %.3f | gate %.3f | "
+               "%.0f tok/s | ETA %s",
+               m->tty ? "\r" : "", (int)(s->max_steps >= 1000 ? 5 : 3), s->step, s->max_steps,
+               s->loss, s->lbl_normalized, s->lr, s->grad_norm, s->gate_score, s->tokens_per_s,
+               sl_format_duration(s->eta_s, eta, sizeof eta));
+        if (s->has_eval) printf(" | eval %.4f", s->eval_loss);
+        /* On a terminal the line redraws in place; evaluations and the last step keep theirs. */
+        if (!m->tty || s->has_eval || s->step == s->max_steps)
+            printf("\n");
+        else
+            printf("\033[K");
+        fflush(stdout);
+    }
+    if (!m->jsonl) return;
+    FILE *f = m->jsonl;
+    fprintf(f, "{\"step\": %d, \"loss\": ", s->step);
+    json_num(f, s->loss);
+    fputs(", \"lbl\": ", f);
+    json_num(f, s->lbl);
+    fputs(", \"lbl_normalized\": ", f);
+    json_num(f, s->lbl_normalized);
+    fputs(", \"zloss\": ", f);
+    json_num(f, s->zloss);
+    fputs(", \"lr\": ", f);
+    json_num(f, s->lr);
+    fputs(", \"grad_norm\": ", f);
+    json_num(f, s->grad_norm);
+    fputs(", \"tokens_per_s\": ", f);
+    json_num(f, s->tokens_per_s);
+    fputs(", \"elapsed_s\": ", f);
+    json_num(f, s->elapsed_s);
+    fputs(", \"gate_score\": ", f);
+    json_num(f, s->gate_score);
+    if (s->has_eval) {
+        fputs(", \"eval_loss\": ", f);
+        json_num(f, s->eval_loss);
+    }
+    fputs(", \"expert_load\": [", f);
+    int first = 1;
+    for (int l = 0; l < s->n_layers; l++) {
+        if (isnan(s->load_max[l])) continue;
+        fprintf(f, "%s{\"layer\": %d, \"max\": ", first ? "" : ", ", l);
+        json_num(f, s->load_max[l]);
+        fputs(", \"mean\": ", f);
+        json_num(f, s->load_mean[l]);
+        fputs("}", f);
+        first = 0;
+    }
+    fputs("]", f);
+    if (s->rank_load) {
+        fputs(", \"rank_load\": [", f);
+        for (int r = 0; r < s->ep_size; r++) {
+            if (r) fputs(", ", f);
+            json_num(f, s->rank_load[r]);
+        }
+        fputs("]", f);
+    }
+    fputs("}\n", f);
+    fflush(f);
+}
+
+void sl_metrics_event(sl_metrics *m, const char *name, const char *fields) {
+    if (!m->jsonl) return;
+    fprintf(m->jsonl, "{\"event\": \"%s\"%s%s}\n", name, fields && *fields ? ", " : "",
+            fields ? fields : "");
+    fflush(m->jsonl);
+}
+
+void sl_metrics_close(sl_metrics *m) {
+    if (m->jsonl) fclose(m->jsonl);
+    m->jsonl = NULL;
+}

@@ -1,0 +1,45 @@
+/*
+ * trainer/metrics.h - what a training step reports: a progress line on the terminal and
+ * one JSON object per step appended to the metrics file (JSON Lines; docs/metrics.md).
+ */
+#ifndef SL_METRICS_H
+#define SL_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int step, max_steps;
+    double loss;           /* mean token cross-entropy of the step (nats) */
+    double lbl;            /* mean over MoE layers of E * sum f_i P_i */
+    double lbl_normalized; /* lbl / k (1 under uniform routing) */
+    double zloss;
+    double lr, grad_norm;
+    double tokens_per_s, elapsed_s, eta_s;
+    double gate_score;     /* mean sigmoid(gate) */
+    int n_layers;
+    const double *load_max, *load_mean; /* per layer tokens per expert; NaN for dense layers */
+    const double *rank_load;            /* per EP rank tokens received (NULL when EP = 1) */
+    int ep_size;
+    bool has_eval;
+    double eval_loss;
+} sl_step_metrics;
+
+typedef struct {
+    FILE *jsonl;
+    bool tty;
+} sl_metrics;
+
+/* Opens (appends to) the metrics file; path NULL or "" disables the file. */
+int sl_metrics_open(sl_metrics *m, const char *path, char *err, size_t errlen);
+/* Prints the progress line and appends the JSON line. */
+void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line);
+/* Appends {"event": name, ...fields} (fields: a JSON object body without braces). */
+void sl_metrics_event(sl_metrics *m, const char *name, const char *fields);
+void sl_metrics_close(sl_metrics *m);
+
+/* "3m12s" style durations. */
+const char *sl_format_duration(double seconds, char *buf, size_t len);
+
+#endif

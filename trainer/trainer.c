@@ -1,0 +1,331 @@
+/*
+ * trainer/trainer.c - the training loop (see trainer.h).
+ *
+ * One optimizer step = micro_batches x ranks micro-batches of [micro_batch_size, seq_len]
+ * tokens, with micro_batches = global_batch_tokens / (seq_len * micro_batch_size * ranks).
+ * Every token of the global batch weighs the same: each micro-batch's cross-entropy gradient
+ * is scaled by 1 / global_batch_tokens and gradients are summed over ranks, so the step
+ * follows the gradient of the global mean loss whatever the number of ranks.
+ */
+#include "trainer/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/backend.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/model_stats.h"
+#include "core/ops.h"
+#include "io/reader.h"
+#include "trainer/hf_export.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/topology.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    const sl_config *cfg;
+    sl_topology topo;
+    sl_backend *be;
+    sl_model *model;
+    sl_reader *train_reader;
+    sl_optimizer opt;
+    sl_metrics metrics;
+    int micro_batches;
+    int32_t *tokens; /* [micro_batch_size, seq_len + 1] */
+    char err[1024];
+} trainer;
+
+/* Fills one micro-batch from a reader. Returns 1, 0 at the end of an eval set, -1 on error. */
+static int next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *err, size_t errlen) {
+    for (int b = 0; b < rows; b++) {
+        int rc = sl_reader_next(r, tokens + (int64_t)b * (seq + 1), NULL, NULL, err, errlen);
+        if (rc != 1) return rc;
+    }
+    return 1;
+}
+
+/* Mean held-out loss over up to eval_tokens tokens (all ranks together). NaN without an
+ * eval set. */
+static double evaluate(trainer *t) {
+    const sl_config *c = t->cfg;
+    if (!c->data.eval_path[0]) return NAN;
+    sl_reader_opts o = {.data = &c->data, .dp_rank = t->topo.dp_rank, .dp_size = t->topo.dp_size,
+                        .seq_len = c->train.seq_len, .eval = true};
+    sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
+    double sums[2] = {0.0, 0.0}; /* loss sum, tokens */
+    int failed = r == NULL;
+    const int64_t per_batch = (int64_t)c->train.micro_batch_size * c->train.seq_len;
+    const int64_t budget = c->train.eval_tokens > 0 ? c->train.eval_tokens / t->topo.dp_size : 0;
+    while (!failed && (budget == 0 || sums[1] < (double)budget)) {
+        int rc = next_batch(r, c->train.micro_batch_size, c->train.seq_len, t->tokens, t->err,
+                            sizeof t->err);
+        if (rc < 0) failed = 1;
+        if (rc != 1) break;
+        sl_fwd_stats st;
+        sl_model_forward(t->model, t->tokens, &st);
+        sums[0] += st.loss_sum;
+        sums[1] += (double)per_batch;
+    }
+    if (r) sl_reader_close(r);
+    double fail = failed;
+    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
+    if (fail > 0) {
+        if (failed) sl_error("evaluation data: %s", t->err);
+        return -1.0;
+    }
+    sl_comm_allreduce_sum_f64(t->topo.world, sums, 2);
+    return sums[1] > 0 ? sums[0] / sums[1] : NAN;
+}
+
+static int setup(trainer *t) {
+    const sl_config *c = t->cfg;
+    const sl_train_config *tc = &c->train;
+    if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel,
+                         c->model.num_experts, t->err, sizeof t->err) != 0) {
+        sl_error("%s: %s", c->path, t->err);
+        return -1;
+    }
+    const int64_t per_micro = (int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size;
+    if (tc->global_batch_tokens % per_micro != 0) {
+        sl_error("%s: training.global_batch_tokens = %lld is not a multiple of seq_len x "
+                 "micro_batch_size x ranks = %d x %d x %d",
+                 c->path, (long long)tc->global_batch_tokens, tc->seq_len, tc->micro_batch_size,
+                 t->topo.size);
+        return -1;
+    }
+    t->micro_batches = (int)(tc->global_batch_tokens / per_micro);
+    sl_backend_params bp = {.threads = c->backend.threads, .device = -1};
+    t->be = sl_backend_create(c->backend.name, &bp, t->err, sizeof t->err);
+    if (!t->be) {
+        sl_error("%s: backend.name: %s", c->path, t->err);
+        return -1;
+    }
+    t->model = sl_model_create(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len,
+                               t->err, sizeof t->err);
+    if (!t->model) {
+        sl_error("%s: %s", c->path, t->err);
+        return -1;
+    }
+    sl_params_randomize(&t->model->params, tc->seed);
+    sl_reader_opts o = {.data = &c->data, .dp_rank = t->topo.dp_rank, .dp_size = t->topo.dp_size,
+                        .seq_len = tc->seq_len, .eval = false};
+    t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
+    if (!t->train_reader) {
+        sl_error("training data: %s", t->err);
+        return -1;
+    }
+    if (sl_reader_vocab_size(t->train_reader) > c->model.vocab_size) {
+        sl_error("%s: model.vocab_size = %d is smaller than the data's vocabulary (%d)", c->path,
+                 c->model.vocab_size, sl_reader_vocab_size(t->train_reader));
+        return -1;
+    }
+    t->tokens = sl_xmalloc((size_t)tc->micro_batch_size * (tc->seq_len + 1) * sizeof(int32_t));
+    t->opt = (sl_optimizer){.dense = t->topo.world,
+                            .expert = t->topo.edp,
+                            .ep = t->topo.ep_size > 1 ? t->topo.ep : NULL};
+    char metrics_path[SL_PATH_MAX + 32];
+    if (tc->metrics_file[0])
+        snprintf(metrics_path, sizeof metrics_path, "%s", tc->metrics_file);
+    else
+        snprintf(metrics_path, sizeof metrics_path, "%s/metrics.jsonl", tc->out_dir);
+    if (t->topo.rank == 0) {
+        if (sl_mkdirs(tc->out_dir, t->err, sizeof t->err) != 0 ||
+            sl_metrics_open(&t->metrics, metrics_path, t->err, sizeof t->err) != 0) {
+            sl_error("%s", t->err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void print_banner(const trainer *t) {
+    const sl_config *c = t->cfg;
+    int64_t total = 0, active = 0;
+    sl_model_param_count(&c->model, &total, &active);
+    const double flops = sl_model_flops_per_token(&c->model, c->train.seq_len);
+    const char *gate = c->model.attn_output_gate == SL_GATE_ELEMENTWISE ? "elementwise"
+                       : c->model.attn_output_gate == SL_GATE_HEADWISE  ? "headwise"
+                                                                        : "none";
+    sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d)", c->path,
+            sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size, t->topo.ep_size);
+    sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
+            c->model.num_hidden_layers, c->model.hidden_size, c->model.num_attention_heads,
+            c->model.num_key_value_heads, c->model.head_dim, gate, c->model.num_experts,
+            c->model.num_experts_per_tok);
+    sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
+            "(seq %d)",
+            total / 1e6, active / 1e6, flops, c->train.seq_len);
+    sl_info("batch: %lld tokens per step = %d micro-batches x %d ranks x %d x %d tokens",
+            (long long)c->train.global_batch_tokens, t->micro_batches, t->topo.size,
+            c->train.micro_batch_size, c->train.seq_len);
+}
+
+static void summarize_load(const trainer *t, double *load_max, double *load_mean,
+                           int64_t *counts_acc) {
+    const sl_model_config *mc = &t->cfg->model;
+    for (int l = 0; l < mc->num_hidden_layers; l++) {
+        if (!sl_layer_is_moe(mc, l)) {
+            load_max[l] = load_mean[l] = NAN;
+            continue;
+        }
+        const int64_t *c = counts_acc + (int64_t)l * mc->num_experts;
+        double mx = 0, sum = 0;
+        for (int e = 0; e < mc->num_experts; e++) {
+            mx = c[e] > mx ? (double)c[e] : mx;
+            sum += (double)c[e];
+        }
+        load_max[l] = mx;
+        load_mean[l] = sum / mc->num_experts;
+    }
+}
+
+static int save(trainer *t, const char *why) {
+    char dir[SL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
+    double fail = 0;
+    if (t->topo.rank == 0 && sl_hf_save(t->model, dir, t->err, sizeof t->err) != 0) {
+        sl_error("saving %s weights: %s", why, t->err);
+        fail = 1;
+    }
+    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
+    if (fail == 0) sl_info("saved %s weights to %s (safetensors + config.json)", why, dir);
+    return fail == 0 ? 0 : -1;
+}
+
+static int train_loop(trainer *t) {
+    const sl_config *c = t->cfg;
+    const sl_train_config *tc = &c->train;
+    const sl_model_config *mc = &c->model;
+    const int nl = mc->num_hidden_layers, ne = mc->num_experts > 0 ? mc->num_experts : 1;
+    const int64_t step_tokens = tc->global_batch_tokens;
+    const float ce_scale = (float)(1.0 / (double)step_tokens);
+    const double aux_scale = 1.0 / ((double)t->micro_batches * t->topo.size);
+    int64_t *counts = sl_xcalloc((size_t)nl * ne, sizeof(int64_t));
+    double *load_max = sl_xcalloc((size_t)nl, sizeof(double));
+    double *load_mean = sl_xcalloc((size_t)nl, sizeof(double));
+    int rc = 0;
+
+    double ev = evaluate(t);
+    if (ev < 0) return -1;
+    if (!isnan(ev)) sl_info("held-out loss at start: %.4f (perplexity %.2f)", ev, exp(ev));
+    const double t0 = now_s();
+    for (int step = 0; step < tc->max_steps; step++) {
+        const double ts = now_s();
+        sl_params_zero_grad(&t->model->params);
+        memset(counts, 0, (size_t)nl * ne * sizeof(int64_t));
+        double sums[5] = {0}; /* loss sum, tokens, lbl, zloss, gate */
+        for (int mb = 0; mb < t->micro_batches; mb++) {
+            if (next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, t->tokens, t->err,
+                           sizeof t->err) != 1) {
+                sl_error("training data: %s", t->err);
+                sl_comm_abort(1);
+            }
+            sl_fwd_stats st;
+            sl_model_forward_backward(t->model, t->tokens, ce_scale, aux_scale, &st);
+            sums[0] += st.loss_sum;
+            sums[1] += (double)st.tokens;
+            sums[2] += st.lbl / t->micro_batches;
+            sums[3] += st.zloss / t->micro_batches;
+            sums[4] += st.gate_score / t->micro_batches;
+            for (int l = 0; l < nl; l++) {
+                const int64_t *lc = sl_model_expert_counts(t->model, l);
+                if (lc)
+                    for (int e = 0; e < ne; e++) counts[(int64_t)l * ne + e] += lc[e];
+            }
+        }
+        const double gnorm = sl_optimizer_reduce_grads(&t->opt, &t->model->params);
+        const double clip = tc->grad_clip > 0 && gnorm > tc->grad_clip ? tc->grad_clip / gnorm : 1.0;
+        const double lr = sl_lr_at(tc, step);
+        if (isfinite(gnorm)) sl_optimizer_apply(&t->opt, &t->model->params, tc, lr, clip);
+        sl_comm_allreduce_sum_f64(t->topo.world, sums, 5);
+        sl_comm_allreduce_sum_i64(t->topo.world, counts, nl * ne);
+        summarize_load(t, load_max, load_mean, counts);
+        const double elapsed = now_s() - t0, dt = now_s() - ts;
+        const int done = step + 1;
+        const bool do_eval = done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
+        sl_step_metrics sm = {
+            .step = done,
+            .max_steps = tc->max_steps,
+            .loss = sums[0] / sums[1],
+            .lbl = sums[2] / t->topo.size,
+            .zloss = sums[3] / t->topo.size,
+            .lr = lr,
+            .grad_norm = gnorm,
+            .tokens_per_s = (double)step_tokens / dt,
+            .elapsed_s = elapsed,
+            .eta_s = elapsed / done * (tc->max_steps - done),
+            .gate_score = sums[4] / t->topo.size,
+            .n_layers = nl,
+            .load_max = load_max,
+            .load_mean = load_mean,
+        };
+        sm.lbl_normalized = mc->num_experts_per_tok > 0 ? sm.lbl / mc->num_experts_per_tok : 0;
+        if (!isfinite(gnorm) || !isfinite(sm.loss)) {
+            sl_error("step %d: the loss or gradient is not finite (loss %g, grad norm %g); "
+                     "stopping. Try a lower training.lr.",
+                     done, sm.loss, gnorm);
+            rc = -1;
+            break;
+        }
+        if (do_eval) {
+            sm.eval_loss = evaluate(t);
+            if (sm.eval_loss < 0) {
+                rc = -1;
+                break;
+            }
+            sm.has_eval = !isnan(sm.eval_loss);
+        }
+        if (t->topo.rank == 0)
+            sl_metrics_step(&t->metrics, &sm, done % (tc->log_every > 0 ? tc->log_every : 1) == 0 ||
+                                                  sm.has_eval || done == tc->max_steps);
+        if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
+            save(t, "intermediate") != 0) {
+            rc = -1;
+            break;
+        }
+        if (done == tc->max_steps && sm.has_eval)
+            sl_info("held-out loss at end: %.4f (perplexity %.2f) after %d steps, %s", sm.eval_loss,
+                    exp(sm.eval_loss), done, sl_format_duration(elapsed, (char[32]){0}, 32));
+    }
+    if (rc == 0) rc = save(t, "final");
+    free(counts);
+    free(load_max);
+    free(load_mean);
+    return rc;
+}
+
+int sl_train(const sl_config *cfg, sl_comm *world) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.topo.world = world;
+    int rc = setup(&t);
+    /* Every rank must agree before the first collective of the loop, or the healthy ones
+     * would wait forever for the one that failed. */
+    double fail = rc != 0;
+    sl_comm_allreduce_max_f64(world, &fail, 1);
+    rc = fail > 0 ? -1 : 0;
+    if (rc == 0) {
+        print_banner(&t);
+        rc = train_loop(&t);
+    }
+    if (t.train_reader) sl_reader_close(t.train_reader);
+    sl_model_free(t.model);
+    if (t.be) sl_backend_free(t.be);
+    if (t.topo.ep) sl_topology_free(&t.topo);
+    sl_metrics_close(&t.metrics);
+    free(t.tokens);
+    return rc == 0 ? 0 : 1;
+}
