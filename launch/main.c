@@ -12,6 +12,8 @@ typedef struct {
 } command;
 
 static const command k_commands[] = {
+    {"train", sl_cmd_train, "train a model from a JSON config (single process or mpirun)"},
+    {"eval", sl_cmd_eval, "loss and perplexity of saved weights on a shard or text file"},
     {NULL, NULL, NULL},
 };
 
