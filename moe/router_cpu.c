@@ -71,7 +71,7 @@ void sl_cpu_router_fwd(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, sl_tens
     int32_t *pi = sl_i32(topk_idx);
     const int64_t nblk = (n + ROUTER_BLOCK - 1) / ROUTER_BLOCK;
     double *part = sl_xcalloc((size_t)(nblk > 0 ? nblk : 1) * (size_t)(e + 1), sizeof(double));
-#pragma omp parallel
+#pragma omp parallel if (nblk > 1)
     {
         float *best = sl_xmalloc(sizeof(float) * (size_t)k);
 #pragma omp for schedule(static)
