@@ -114,21 +114,29 @@ typedef struct {
 void sl_config_defaults(sl_config *cfg);
 
 /* Parses and validates `path`. On error writes "<path>: <key>: <reason>" into err and
- * returns -1. */
+ * returns -1 (cfg is left unchanged). Keys absent from the file keep their defaults. */
 int sl_config_load(const char *path, sl_config *cfg, char *err, size_t errlen);
 /* The same from a JSON string (`name` is used in messages). */
 int sl_config_parse(const char *json, const char *name, sl_config *cfg, char *err, size_t errlen);
 
 /* Applies one "section.key=value" override (the CLI's --set), then re-validates.
- * The value is parsed as JSON when it is valid JSON, else taken as a string. */
+ * The value is parsed as JSON when it is valid JSON, else taken as a string (a scalar given
+ * for a string key is taken as its text). Nested keys work: "model.rope_scaling.factor=8".
+ * On error cfg is unchanged. */
 int sl_config_set(sl_config *cfg, const char *assignment, char *err, size_t errlen);
 
 /* Cross-field validation (run by load/parse/set). */
 int sl_config_validate(const sl_config *cfg, char *err, size_t errlen);
 
+/* The whole configuration as JSON in the format sl_config_parse reads (malloc'ed string):
+ * parsing it reproduces cfg. metrics_file is left out when it is <out_dir>/metrics.jsonl. */
+char *sl_config_to_json(const sl_config *cfg);
+
 /* The model section as a Hugging Face config.json object (malloc'ed string). */
 char *sl_model_config_to_hf_json(const sl_model_config *m);
-/* Parses a Hugging Face config.json (as written above) into m. */
+/* Parses a Hugging Face config.json (as written above) into m. Unknown HF keys are ignored;
+ * a config without attn_output_gate (a stock Qwen3-MoE) gets SL_GATE_NONE;
+ * decoder_sparse_step > 1 is folded into dense_layer. */
 int sl_model_config_from_hf_json(const char *json, const char *name, sl_model_config *m, char *err,
                                  size_t errlen);
 
