@@ -1,2 +1,9 @@
 # trainer/model.c: the whole model's gradients, training, and the PyTorch cross-check.
 sluice_test(test_model_grad SOURCES test_model_grad.c LABELS model)
+add_executable(dump_grads dump_grads.c)
+target_link_libraries(dump_grads PRIVATE sluice_testutil)
+add_test(NAME test_torch_crosscheck
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch_crosscheck.sh $<TARGET_FILE:dump_grads>
+                 ${CMAKE_CURRENT_BINARY_DIR}/torch_crosscheck)
+set_tests_properties(test_torch_crosscheck PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "model;torch" ENVIRONMENT "OMP_NUM_THREADS=2")

@@ -74,10 +74,8 @@ static int64_t entry_numel(const sl_hf_entry *e) {
     return e->ndim == 1 ? e->shape[0] : e->shape[0] * e->shape[1];
 }
 
-int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen) {
-    if (sl_mkdirs(dir, err, errlen) != 0) return -1;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+/* Writes the weights (or their gradients) under Hugging Face names. */
+static int write_tensors(const sl_model *m, const char *path, bool grads, char *err, size_t errlen) {
     sl_hf_entry *ents = NULL;
     const int n = sl_hf_entries(m, &ents);
     sl_st_writer *w = sl_st_writer_open(path, err, errlen);
@@ -87,23 +85,35 @@ int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen) {
     }
     sl_st_writer_set_metadata(w, "format", "pt");
     sl_st_writer_set_metadata(w, "producer", "sluice");
+    if (grads) sl_st_writer_set_metadata(w, "content", "gradients");
     for (int i = 0; i < n; i++) sl_st_writer_declare(w, ents[i].name, "F32", ents[i].ndim, ents[i].shape);
     int64_t maxn = 0;
     for (int i = 0; i < n; i++) maxn = entry_numel(&ents[i]) > maxn ? entry_numel(&ents[i]) : maxn;
     float *buf = sl_xmalloc((size_t)(maxn ? maxn : 1) * sizeof(float));
     for (int i = 0; i < n; i++) {
         const int64_t k = entry_numel(&ents[i]);
-        sl_tensor_to_host_range(ents[i].param->w, ents[i].offset, k, buf);
+        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->w, ents[i].offset, k, buf);
         sl_st_writer_write(w, ents[i].name, buf, (size_t)k * sizeof(float));
     }
     free(buf);
     free(ents);
-    if (sl_st_writer_close(w, err, errlen) != 0) return -1;
+    return sl_st_writer_close(w, err, errlen);
+}
+
+int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen) {
+    if (sl_mkdirs(dir, err, errlen) != 0) return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (write_tensors(m, path, false, err, errlen) != 0) return -1;
     char *json = sl_model_config_to_hf_json(&m->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     free(json);
     return rc;
+}
+
+int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen) {
+    return write_tensors(m, path, true, err, errlen);
 }
 
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {

@@ -29,6 +29,9 @@ int sl_hf_entries(const sl_model *m, sl_hf_entry **out);
 
 /* Writes <dir>/model.safetensors and <dir>/config.json atomically (creates dir). */
 int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen);
+/* Writes the accumulated gradients under the same names to one safetensors file (for
+ * cross-checks against other implementations). */
+int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen);
 /* Loads every parameter this rank holds from <dir>/model.safetensors (or a .safetensors
  * path); shapes must match. */
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen);
