@@ -14,6 +14,7 @@ typedef struct {
 static const command k_commands[] = {
     {"train", sl_cmd_train, "train a model from a JSON config (single process or mpirun)"},
     {"eval", sl_cmd_eval, "loss and perplexity of saved weights on a shard or text file"},
+    {"data", sl_cmd_data, "build, inspect and verify token shards"},
     {NULL, NULL, NULL},
 };
 
