@@ -1,0 +1,27 @@
+/* attention/kernels_cpu.h - the CPU kernels of attention/ (registered by
+ * attention/ops_cpu_attention.c). Semantics: core/ops.h. */
+#ifndef SL_ATTENTION_KERNELS_CPU_H
+#define SL_ATTENTION_KERNELS_CPU_H
+
+#include "core/backend_impl.h"
+
+void sl_cpu_qgate_split(void *ctx, sl_tensor *q, sl_tensor *g, const sl_tensor *qall,
+                        sl_gate_mode mode);
+void sl_cpu_qgate_merge(void *ctx, sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
+                        sl_gate_mode mode);
+
+void sl_cpu_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq,
+                     float mscale);
+void sl_cpu_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
+                     float mscale);
+
+void sl_cpu_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                           const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                           const sl_tensor *g, int batch, int seq, float scale);
+void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+                           const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
+                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
+                           const sl_tensor *lse, int batch, int seq, float scale);
+double sl_cpu_sigmoid_mean(void *ctx, const sl_tensor *g);
+
+#endif
