@@ -59,7 +59,8 @@ typedef struct {
     sl_shard_writer *w;
     uint64_t target;
     sl_build_result *res;
-    char path[4096];
+    char stage[4096]; /* shards are written here, then moved into out_dir when all succeeded */
+    char path[8192];
     uint32_t buf[TOKBUF];
     size_t n;
     bool doc_next; /* the next token pushed starts a document */
@@ -76,15 +77,17 @@ static int sink_close_shard(sink *k, char *err, size_t errlen) {
     k->res->docs += h.n_docs;
     k->res->bytes += h.file_size;
     if (!k->o->quiet)
-        printf("wrote %s: %llu tokens, %llu documents, %llu frames, %llu bytes\n", k->path,
-               (unsigned long long)h.n_tokens, (unsigned long long)h.n_docs,
-               (unsigned long long)h.n_frames, (unsigned long long)h.file_size);
+        printf("wrote %s/%s: %llu tokens, %llu documents, %llu frames, %llu bytes\n", k->o->out_dir,
+               strrchr(k->path, '/') + 1, (unsigned long long)h.n_tokens,
+               (unsigned long long)h.n_docs, (unsigned long long)h.n_frames,
+               (unsigned long long)h.file_size);
     return 0;
 }
 
 static int sink_open_shard(sink *k, char *err, size_t errlen) {
-    snprintf(k->path, sizeof k->path, "%s/%s-%05d%s", k->o->out_dir, k->o->prefix, k->res->n_shards,
-             SL_SHARD_SUFFIX);
+    int n = snprintf(k->path, sizeof k->path, "%s/%s-%05d%s", k->stage, k->o->prefix,
+                     k->res->n_shards, SL_SHARD_SUFFIX);
+    if (n < 0 || (size_t)n >= sizeof k->path) return fail(err, errlen, "output path too long");
     k->w = sl_shard_writer_open(k->path, &k->wo, err, errlen);
     return k->w ? 0 : -1;
 }
@@ -562,32 +565,84 @@ static sl_input_format detect_format(const char *path) {
     return SL_FMT_AUTO;
 }
 
-static int remove_old(const sl_build_opts *o, char *err, size_t errlen) {
+/* Whether `name` is PREFIX-<digits>.shard.zst; *index gets the number. */
+static bool shard_name(const char *name, const char *prefix, long *index) {
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0 || name[pl] != '-' || !ends_with(name, SL_SHARD_SUFFIX))
+        return false;
+    const char *d = name + pl + 1;
+    char *end;
+    long v = strtol(d, &end, 10);
+    *index = end > d && strcmp(end, SL_SHARD_SUFFIX) == 0 && *d != '-' && *d != '+' ? v : -1;
+    return true;
+}
+
+/* Without --force, refuses when PREFIX-*.shard.zst exist in out_dir. */
+static int check_existing(const sl_build_opts *o, char *err, size_t errlen) {
+    if (o->force) return 0;
     DIR *d = opendir(o->out_dir);
     if (!d) return 0;
-    size_t pl = strlen(o->prefix);
     struct dirent *e;
     int rc = 0;
-    while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, o->prefix, pl) != 0 || n[pl] != '-' || !ends_with(n, SL_SHARD_SUFFIX))
-            continue;
-        if (!o->force) {
+    long idx;
+    while ((e = readdir(d)))
+        if (shard_name(e->d_name, o->prefix, &idx)) {
             rc = fail(err, errlen,
                       "%s/%s: shards with prefix '%s' exist already (use --force to replace "
                       "them)",
-                      o->out_dir, n, o->prefix);
+                      o->out_dir, e->d_name, o->prefix);
             break;
         }
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", o->out_dir, n);
-        if (unlink(p) != 0) {
-            rc = fail(err, errlen, "%s: cannot remove: %s", p, strerror(errno));
+    closedir(d);
+    return rc;
+}
+
+/* Moves the staged shards into out_dir (replacing same-named ones), then with --force removes
+ * the older PREFIX-*.shard.zst that the new build did not write. */
+static int publish(const sink *k, char *err, size_t errlen) {
+    const sl_build_opts *o = k->o;
+    char from[4200], to[4200];
+    for (int i = 0; i < k->res->n_shards; i++) {
+        snprintf(from, sizeof from, "%s/%s-%05d%s", k->stage, o->prefix, i, SL_SHARD_SUFFIX);
+        snprintf(to, sizeof to, "%s/%s-%05d%s", o->out_dir, o->prefix, i, SL_SHARD_SUFFIX);
+        if (rename(from, to) != 0)
+            return fail(err, errlen, "%s: cannot move %s into place: %s", to, from,
+                        strerror(errno));
+    }
+    DIR *d = opendir(o->out_dir);
+    if (!d) return fail(err, errlen, "%s: cannot read directory: %s", o->out_dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    long idx;
+    while ((e = readdir(d))) {
+        if (!shard_name(e->d_name, o->prefix, &idx)) continue;
+        char want[512];
+        snprintf(want, sizeof want, "%s-%05ld%s", o->prefix, idx, SL_SHARD_SUFFIX);
+        if (idx >= 0 && idx < k->res->n_shards && strcmp(want, e->d_name) == 0) continue;
+        snprintf(to, sizeof to, "%s/%s", o->out_dir, e->d_name);
+        if (unlink(to) != 0) {
+            rc = fail(err, errlen, "%s: cannot remove the old shard: %s", to, strerror(errno));
             break;
         }
     }
     closedir(d);
+    int dfd = open(o->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) fsync(dfd), close(dfd);
     return rc;
+}
+
+static void remove_stage(const char *stage) {
+    DIR *d = opendir(stage);
+    if (!d) return;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", stage, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(stage);
 }
 
 static int mkdirs(const char *dir, char *err, size_t errlen) {
@@ -615,6 +670,8 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (!o.prefix || !*o.prefix) o.prefix = "shard";
     if (strchr(o.prefix, '/')) return fail(err, errlen, "--prefix must not contain '/'");
     if (!o.out_dir || !*o.out_dir) return fail(err, errlen, "no output directory (-o DIR)");
+    if (strlen(o.out_dir) > 3000 || strlen(o.prefix) > 200)
+        return fail(err, errlen, "output directory or prefix too long");
     if (n_inputs < 1) return fail(err, errlen, "no input files");
     if (!o.shard_bytes) o.shard_bytes = 1ull << 30;
     /* one format for all inputs */
@@ -696,9 +753,15 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (tbytes == 2 && vocab > 65536)
         return fail(err, errlen, "vocab_size %lld needs 4-byte tokens", (long long)vocab);
     if (mkdirs(o.out_dir, err, errlen) != 0) return -1;
-    if (remove_old(&o, err, errlen) != 0) return -1;
+    if (check_existing(&o, err, errlen) != 0) return -1;
 
     sink *k = sl_xcalloc(1, sizeof *k);
+    snprintf(k->stage, sizeof k->stage, "%s/.sluice-build-XXXXXX", o.out_dir);
+    if (!mkdtemp(k->stage)) {
+        fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir, strerror(errno));
+        free(k);
+        return -1;
+    }
     k->o = &o;
     k->res = res;
     k->target = o.shard_bytes;
@@ -741,6 +804,8 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (rc == 0 && res->tokens == 0)
         rc = fail(err, errlen, "empty corpus: the inputs contain no tokens");
     if (rc != 0 && k->w) sl_shard_writer_abort(k->w);
+    if (rc == 0) rc = publish(k, err, errlen);
+    remove_stage(k->stage);
     free(k);
     return rc;
 }

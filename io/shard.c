@@ -71,7 +71,7 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
                            sl_shard_header *h, char *err, size_t errlen) {
     memset(h, 0, sizeof *h);
     uint32_t skip = sl_le32(in);
-    if ((skip & 0xFFFFFFF0u) != 0x184D2A50u) {
+    if (skip != SL_SHARD_SKIP_MAGIC) {
         if (skip == SL_SHARD_ZSTD_MAGIC)
             return fail(err, errlen,
                         "%s: byte offset 0: a plain zstd file, not a sluice shard (no shard "
