@@ -22,7 +22,20 @@ void sl_comm_allreduce_sum(sl_comm *c, sl_tensor *t) {
 }
 
 sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t) {
-    return c->iface->iallreduce_sum(c->ctx, t);
+    sl_comm_request *r = c->iface->iallreduce_sum(c->ctx, t);
+    r->comm = c;
+    return r;
+}
+
+int sl_comm_test(sl_comm_request *req) {
+    if (!req) return 1;
+    if (!req->done) req->done = req->comm->iface->test(req->comm->ctx, req);
+    return req->done;
+}
+
+void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,
+                                const int64_t *counts) {
+    if (c->size > 1) c->iface->allgather_segments(c->ctx, t, offsets, counts);
 }
 
 void sl_comm_wait(sl_comm_request *req) {

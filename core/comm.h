@@ -46,6 +46,14 @@ void sl_comm_allreduce_sum(sl_comm *c, sl_tensor *t);
  * touched in between). */
 sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t);
 void sl_comm_wait(sl_comm_request *req);
+/* Lets a started operation progress; returns 1 when it has completed (then it still must be
+ * passed to sl_comm_wait, which returns at once). */
+int sl_comm_test(sl_comm_request *req);
+
+/* In-place all-gather of a float tensor split into size segments: rank r owns elements
+ * [offsets[r], offsets[r] + counts[r]) and afterwards every rank holds every segment. */
+void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,
+                                const int64_t *counts);
 
 /* Host-side reductions of small arrays (metrics, expert counts). */
 void sl_comm_allreduce_sum_f64(sl_comm *c, double *buf, int n);

@@ -14,6 +14,9 @@ typedef struct sl_comm_i {
     void (*allreduce_sum)(void *ctx, sl_tensor *t);
     sl_comm_request *(*iallreduce_sum)(void *ctx, sl_tensor *t);
     void (*wait)(void *ctx, sl_comm_request *req);
+    int (*test)(void *ctx, sl_comm_request *req);
+    void (*allgather_segments)(void *ctx, sl_tensor *t, const int64_t *offsets,
+                               const int64_t *counts);
     void (*allreduce_host)(void *ctx, void *buf, int n, int is_int64, int is_max);
     void (*alltoall_i64)(void *ctx, const int64_t *send, int64_t *recv, int n);
     void (*alltoallv_rows)(void *ctx, const sl_tensor *send, const int64_t *send_rows,
@@ -32,6 +35,7 @@ struct sl_comm {
 
 struct sl_comm_request {
     sl_comm *comm;
+    int done;
     void *impl; /* the transport's request state */
 };
 

@@ -133,10 +133,37 @@ static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
 static void mpi_wait(void *ctx, sl_comm_request *req) {
     (void)ctx;
     mpi_req *r = req->impl;
-    MPI_OK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    if (!req->done) MPI_OK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
     host_done(r->t, r->host, 1);
     free(r);
     free(req);
+}
+
+static int mpi_test(void *ctx, sl_comm_request *req) {
+    (void)ctx;
+    mpi_req *r = req->impl;
+    int flag = 0;
+    MPI_OK(MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE));
+    return flag;
+}
+
+static void mpi_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offsets,
+                                   const int64_t *counts) {
+    MPI_Comm comm = C(ctx);
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    SL_CHECK(t->dtype == SL_F32, "allgather: only f32 tensors are supported");
+    int *rc = sl_xmalloc(sizeof(int) * (size_t)size * 2), *rd = rc + size;
+    for (int p = 0; p < size; p++) {
+        SL_CHECK(offsets[p] + counts[p] <= t->numel && offsets[p] <= INT_MAX && counts[p] <= INT_MAX,
+                 "allgather: segment %d out of range", p);
+        rc[p] = (int)counts[p];
+        rd[p] = (int)offsets[p];
+    }
+    float *h = host_bytes(t, 1);
+    MPI_OK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, rc, rd, MPI_FLOAT, comm));
+    host_done(t, h, 1);
+    free(rc);
 }
 
 static void mpi_allreduce_host(void *ctx, void *buf, int n, int is_int64, int is_max) {
@@ -212,6 +239,8 @@ static const sl_comm_i k_mpi_iface = {
     .allreduce_sum = mpi_allreduce_sum,
     .iallreduce_sum = mpi_iallreduce_sum,
     .wait = mpi_wait,
+    .test = mpi_test,
+    .allgather_segments = mpi_allgather_segments,
     .allreduce_host = mpi_allreduce_host,
     .alltoall_i64 = mpi_alltoall_i64,
     .alltoallv_rows = mpi_alltoallv_rows,

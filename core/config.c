@@ -608,6 +608,8 @@ static const keydef train_keys[] = {
     KT(save_every, K_INT),
     KT(out_dir, K_STR),
     KT(metrics_file, K_STR),
+    KT(global_batch_lbl, K_BOOL),
+    KT(router_bias_update_rate, K_DBL),
 };
 
 static int derive_metrics_file(sl_train_config *t) {
@@ -685,6 +687,8 @@ static const keydef parallel_keys[] = {
     KD(sl_parallel_config, "expert_parallel", K_INT, expert_parallel),
     KD(sl_parallel_config, "zero1", K_BOOL, zero1),
     KD(sl_parallel_config, "capacity_factor", K_DBL, capacity_factor),
+    KD(sl_parallel_config, "drop_policy", K_STR, drop_policy),
+    KD(sl_parallel_config, "bucket_mb", K_INT, bucket_mb),
 };
 
 static const keydef backend_keys[] = {
@@ -744,6 +748,8 @@ void sl_config_defaults(sl_config *cfg) {
     cfg->parallel.expert_parallel = 1;
     cfg->parallel.zero1 = false;
     cfg->parallel.capacity_factor = 0.0;
+    snprintf(cfg->parallel.drop_policy, sizeof cfg->parallel.drop_policy, "probs");
+    cfg->parallel.bucket_mb = 64;
 
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
@@ -941,6 +947,7 @@ static int validate_train(const vctx *v, const sl_train_config *t, const sl_mode
     if (!terminated(t->metrics_file, sizeof t->metrics_file))
         return verr(v, "metrics_file", "string too long");
     if (!t->metrics_file[0]) return verr(v, "metrics_file", "must not be empty");
+    if (check_nonneg(v, "router_bias_update_rate", t->router_bias_update_rate)) return -1;
     return 0;
 }
 
@@ -971,6 +978,12 @@ static int validate_parallel(const vctx *v, const sl_parallel_config *p, const s
         return verr(v, "expert_parallel", "%d does not divide model.num_experts = %d",
                     p->expert_parallel, m->num_experts);
     if (check_nonneg(v, "capacity_factor", p->capacity_factor)) return -1;
+    if (!terminated(p->drop_policy, sizeof p->drop_policy))
+        return verr(v, "drop_policy", "string too long");
+    if (strcmp(p->drop_policy, "probs") != 0 && strcmp(p->drop_policy, "position") != 0)
+        return verr(v, "drop_policy", "expected \"probs\" or \"position\", got \"%s\"",
+                    p->drop_policy);
+    if (check_range(v, "bucket_mb", p->bucket_mb, 1, 1 << 16)) return -1;
     return 0;
 }
 
@@ -1221,6 +1234,8 @@ static cJSON *config_tree(const sl_config *cfg) {
     sl_train_config derived = *t;
     if (derive_metrics_file(&derived) || strcmp(derived.metrics_file, t->metrics_file) != 0)
         cJSON_AddStringToObject(o, "metrics_file", t->metrics_file);
+    cJSON_AddBoolToObject(o, "global_batch_lbl", t->global_batch_lbl);
+    cJSON_AddNumberToObject(o, "router_bias_update_rate", t->router_bias_update_rate);
 
     const sl_data_config *d = &cfg->data;
     o = cJSON_AddObjectToObject(root, "data");
@@ -1243,6 +1258,8 @@ static cJSON *config_tree(const sl_config *cfg) {
     cJSON_AddNumberToObject(o, "expert_parallel", cfg->parallel.expert_parallel);
     cJSON_AddBoolToObject(o, "zero1", cfg->parallel.zero1);
     cJSON_AddNumberToObject(o, "capacity_factor", cfg->parallel.capacity_factor);
+    cJSON_AddStringToObject(o, "drop_policy", cfg->parallel.drop_policy);
+    cJSON_AddNumberToObject(o, "bucket_mb", cfg->parallel.bucket_mb);
 
     o = cJSON_AddObjectToObject(root, "backend");
     cJSON_AddStringToObject(o, "name", cfg->backend.name);

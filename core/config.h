@@ -75,6 +75,8 @@ typedef struct {
     int save_every;              /* steps; 0 = only at the end */
     char out_dir[SL_PATH_MAX];
     char metrics_file[SL_PATH_MAX]; /* default: <out_dir>/metrics.jsonl */
+    bool global_batch_lbl;       /* LBL frequencies over the global batch (Qwen) */
+    double router_bias_update_rate; /* aux-loss-free balancing (DeepSeek-V3); 0 = off */
 } sl_train_config;
 
 typedef struct {
@@ -94,6 +96,8 @@ typedef struct {
     int expert_parallel;         /* EP */
     bool zero1;
     double capacity_factor;      /* 0 = dropless */
+    char drop_policy[16];        /* "probs" | "position": which slots over capacity drop */
+    int bucket_mb;               /* gradient all-reduce bucket size in MiB */
 } sl_parallel_config;
 
 typedef struct {

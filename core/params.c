@@ -35,27 +35,23 @@ sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int nd
     p->init = init;
     p->init_std = init_std;
     p->expert_base = expert_base;
+    p->layer = -1;
+    if (strncmp(name, "model.layers.", 13) == 0) p->layer = atoi(name + 13);
     ps->items[ps->count++] = p;
     return p;
 }
 
 void sl_params_finalize(sl_params *ps) {
     SL_CHECK(!ps->finalized, "parameters finalized twice");
-    /* Decayed parameters first, in declaration order, then the rest. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < ps->count; i++) {
-            sl_param *p = ps->items[i];
-            if (p->decay != (pass == 0)) continue;
-            p->offset = ps->size[p->group];
-            ps->size[p->group] += p->numel;
-            if (p->decay) ps->decay_size[p->group] += p->numel;
-        }
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        p->offset = ps->size[p->group];
+        ps->size[p->group] += p->numel;
+    }
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
         int64_t n = ps->size[gi] ? ps->size[gi] : 1;
         ps->w[gi] = sl_tensor_new1(ps->be, SL_F32, n);
         ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
-        ps->m[gi] = sl_tensor_new1(ps->be, SL_F32, n);
-        ps->v[gi] = sl_tensor_new1(ps->be, SL_F32, n);
     }
     for (int i = 0; i < ps->count; i++) {
         sl_param *p = ps->items[i];
@@ -122,8 +118,6 @@ void sl_params_free(sl_params *ps) {
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
         sl_tensor_free(ps->w[gi]);
         sl_tensor_free(ps->g[gi]);
-        sl_tensor_free(ps->m[gi]);
-        sl_tensor_free(ps->v[gi]);
     }
     memset(ps, 0, sizeof *ps);
 }

@@ -6,9 +6,10 @@
  *   SL_PGROUP_DENSE   replicated on every rank; gradients averaged over all ranks
  *   SL_PGROUP_EXPERT  this rank's slice of the experts; gradients averaged over the ranks
  *                     that hold the same experts (the expert-data-parallel group)
- * Inside a group, parameters with weight decay (matrices) come first, then those without
- * (norm weights), so the optimizer is two calls per group and gradient reduction is one
- * large buffer per group.
+ * Inside a group, parameters are laid out in declaration order (embedding, layer 0, ...,
+ * layer L-1, final norm, head). The backward finishes them in reverse order, so the tail of
+ * a group's gradient buffer is final first: gradient buckets are reduced from the end while
+ * the backward still runs on earlier layers.
  */
 #ifndef SL_PARAMS_H
 #define SL_PARAMS_H
@@ -35,6 +36,7 @@ typedef struct sl_param {
     /* Expert stacks [local experts, ...]: the global index of the first local expert, so
      * that each expert's initial values depend on its global index only. -1 otherwise. */
     int expert_base;
+    int layer;    /* decoder layer (from the name), -1 for embedding, final norm and head */
     sl_tensor *w; /* the value */
     sl_tensor *g; /* its gradient (accumulated over micro-batches) */
 } sl_param;
@@ -43,10 +45,8 @@ typedef struct {
     sl_param **items;
     int count, cap;
     sl_backend *be;
-    int64_t size[SL_PGROUP_COUNT];       /* elements per group */
-    int64_t decay_size[SL_PGROUP_COUNT]; /* the decayed prefix of each group */
+    int64_t size[SL_PGROUP_COUNT]; /* elements per group */
     sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT];
-    sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT]; /* AdamW moments (fp32) */
     bool finalized;
 } sl_params;
 

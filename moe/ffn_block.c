@@ -25,12 +25,12 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, 
 }
 
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
-                        int64_t t) {
+                        int64_t t, const sl_moe_options *opts) {
     b->xn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
     b->y = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
     if (b->is_moe)
-        sl_moe_block_alloc(&b->moe, m, be, ep, t);
+        sl_moe_block_alloc(&b->moe, m, be, ep, t, opts);
     else
         sl_swiglu_mlp_alloc(&b->mlp, be, t);
 }

@@ -29,7 +29,7 @@ typedef struct {
 void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
-                        int64_t tokens);
+                        int64_t tokens, const sl_moe_options *opts);
 void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, const sl_model_config *m, sl_backend *be,
                             int64_t tokens);
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);

@@ -31,11 +31,19 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, 
 }
 
 void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
-                        int64_t t) {
-    sl_router_alloc(&b->router, be, t);
-    sl_token_dispatcher_init(&b->dispatcher, be, ep, m->num_experts, m->num_experts_per_tok,
-                             m->hidden_size, t);
+                        int64_t t, const sl_moe_options *opts) {
+    sl_router_alloc(&b->router, be, t, opts->selection_bias);
+    sl_dispatcher_params dp = {.experts = m->num_experts,
+                               .topk = m->num_experts_per_tok,
+                               .hidden = m->hidden_size,
+                               .max_tokens = t,
+                               .ep = ep,
+                               .capacity_factor = opts->capacity_factor,
+                               .drop_policy = opts->drop_policy};
+    sl_token_dispatcher_init(&b->dispatcher, be, &dp);
     sl_experts_reserve(&b->experts, be, t * m->num_experts_per_tok);
+    b->lbl_comm = opts->lbl_comm;
+    b->lbl_counts = sl_xcalloc((size_t)m->num_experts, sizeof(int64_t));
     if (b->has_shared) {
         sl_swiglu_mlp_alloc(&b->shared, be, t);
         b->shared_out = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
@@ -46,11 +54,18 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *b
     }
 }
 
+void sl_moe_block_begin_step(sl_moe_block *b) {
+    memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
+}
+
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
     sl_router *r = &b->router;
     sl_token_dispatcher *d = &b->dispatcher;
     sl_router_forward(r, xn);
-    sl_token_dispatcher_dispatch(d, xn, r->topk_idx);
+    sl_token_dispatcher_dispatch(d, xn, r->topk_idx, r->topk_w);
+    int64_t rows = 0;
+    for (int e = 0; e < d->local_experts; e++) rows += d->local_counts[e];
+    sl_experts_reserve(&b->experts, d->be, rows);
     sl_experts_forward(&b->experts, d->expert_in, d->local_counts, d->expert_out);
     sl_token_dispatcher_combine(d, r->topk_w, y);
     if (b->has_shared) {
@@ -60,12 +75,24 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
         sl_op_axpy(y, b->shared_y, 1.0f);
     }
     /* Auxiliary-loss statistics from this rank's tokens. */
-    const double n = (double)r->tokens, slots = n * r->topk;
+    /* f_i = share of the tokens that picked expert i (sums to k), P_i = mean probability */
+    const double n = (double)r->tokens;
     double lbl = 0.0;
     for (int e = 0; e < r->experts; e++)
-        lbl += ((double)d->counts_host[e] / slots) * (r->stats_host[e] / n);
+        lbl += ((double)d->counts_host[e] / n) * (r->stats_host[e] / n);
     b->lbl = lbl * r->experts;
     b->zloss = r->stats_host[r->experts] / n;
+    /* The LBL gradient's frequencies: this micro-batch, or (global-batch mode) everything
+     * routed so far in this step by all ranks of lbl_comm. */
+    if (b->lbl_comm) {
+        int64_t *c = sl_xmalloc((size_t)r->experts * sizeof(int64_t));
+        memcpy(c, d->counts_host, (size_t)r->experts * sizeof(int64_t));
+        sl_comm_allreduce_sum_i64(b->lbl_comm, c, r->experts);
+        for (int e = 0; e < r->experts; e++) b->lbl_counts[e] += c[e];
+        free(c);
+    } else {
+        memcpy(b->lbl_counts, d->counts_host, (size_t)r->experts * sizeof(int64_t));
+    }
 }
 
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
@@ -77,15 +104,17 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
                         d->dexpert_in);
     sl_tensor_zero(dxn);
     sl_token_dispatcher_dispatch_backward(d, dxn);
-    /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N); f is a
-     * constant (counts are not differentiable). */
-    const double n = (double)r->tokens, slots = n * r->topk;
+    /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
+     * f_i = k * count_i / slots; f is a constant (counts are not differentiable). */
+    const double n = (double)r->tokens;
     float *lbl_grad = NULL;
     if (coefs->lbl_coef != 0.0) {
+        double slots = 0.0;
+        for (int e = 0; e < r->experts; e++) slots += (double)b->lbl_counts[e];
         lbl_grad = sl_xmalloc((size_t)r->experts * sizeof(float));
         for (int e = 0; e < r->experts; e++)
-            lbl_grad[e] = (float)(coefs->lbl_coef * r->experts * ((double)d->counts_host[e] / slots) /
-                                  (r->topk * n));
+            lbl_grad[e] = (float)(coefs->lbl_coef * r->experts *
+                                  (slots > 0 ? (double)b->lbl_counts[e] / slots : 0.0) / n);
     }
     sl_router_backward(r, xn, lbl_grad, (float)(coefs->z_coef / n), dxn);
     free(lbl_grad);
@@ -103,6 +132,7 @@ void sl_moe_block_free(sl_moe_block *b) {
     sl_router_free(&b->router);
     sl_token_dispatcher_free(&b->dispatcher);
     sl_experts_free(&b->experts);
+    free(b->lbl_counts);
     if (b->has_shared) {
         sl_swiglu_mlp_free(&b->shared);
         sl_tensor *ts[] = {b->shared_out, b->shared_y, b->dshared_out, b->shared_logit,

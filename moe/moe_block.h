@@ -5,8 +5,10 @@
  *
  *     y = sum_j w_j Expert_{idx_j}(X) + sigmoid(X w_sg) * SharedExpert(X)
  *
- * Auxiliary losses (reference card): LBL = E * sum_i f_i P_i per layer (f_i: fraction of the
- * N*k slots routed to expert i, P_i: mean router probability), z = mean_n lse_n^2. The
+ * Auxiliary losses (reference card): LBL = E * sum_i f_i P_i per layer (f_i: share of the
+ * N tokens routed to expert i, summing to k over experts; P_i: mean router probability), so
+ * LBL = k under perfectly uniform routing (the Hugging Face form) and LBL / k = 1 (the
+ * Megatron form); z = mean_n lse_n^2. The
  * optimized objective adds lbl_coef * LBL / k + z_coef * z for each MoE layer; the trainer
  * folds the averaging over layers and micro-batches into the two coefficients.
  */
@@ -25,6 +27,18 @@ typedef struct {
     double z_coef;   /* multiplies mean_n lse_n^2 of this layer */
 } sl_moe_loss_coefs;
 
+/* How MoE layers run (from the parallel/training config sections). */
+typedef struct {
+    double capacity_factor;     /* 0: dropless */
+    sl_drop_policy drop_policy;
+    /* Global-batch LBL (Qwen): the frequencies f_i come from the expert counts summed over
+     * lbl_comm's ranks and over the micro-batches of the step so far, instead of this
+     * micro-batch alone. NULL: per-micro-batch LBL. */
+    sl_comm *lbl_comm;
+    /* Aux-loss-free balancing (DeepSeek-V3): a per-expert bias on the selection scores. */
+    bool selection_bias;
+} sl_moe_options;
+
 typedef struct {
     sl_router router;
     sl_token_dispatcher dispatcher;
@@ -33,6 +47,8 @@ typedef struct {
     sl_swiglu_mlp shared;
     sl_param *shared_gate; /* [1, C] */
     sl_tensor *shared_out, *shared_logit, *shared_y, *dshared_out, *dshared_logit;
+    sl_comm *lbl_comm;
+    int64_t *lbl_counts; /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
     /* statistics of the last forward */
     double lbl;   /* E * sum f_i P_i (k under uniform routing) */
     double zloss; /* mean lse^2 */
@@ -41,7 +57,9 @@ typedef struct {
 void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
 void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
-                        int64_t tokens);
+                        int64_t tokens, const sl_moe_options *opts);
+/* Starts a new optimizer step (clears the global-batch LBL accumulation). */
+void sl_moe_block_begin_step(sl_moe_block *b);
 /* y = moe(xn), written. */
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
 /* dxn written; parameter gradients accumulate. */

@@ -20,7 +20,11 @@ void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int e
                               SL_INIT_NORMAL, init_std, -1);
 }
 
-void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t) {
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bias) {
+    if (selection_bias) {
+        r->bias = sl_tensor_new1(be, SL_F32, r->experts);
+        r->bias_host = sl_xcalloc((size_t)r->experts, sizeof(float));
+    }
     r->logits = sl_tensor_new2(be, SL_F32, t, r->experts);
     r->probs = sl_tensor_new2(be, SL_F32, t, r->experts);
     r->dlogits = sl_tensor_new2(be, SL_F32, t, r->experts);
@@ -35,7 +39,8 @@ void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t) {
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     r->tokens = sl_tensor_rows(xn);
     sl_op_matmul(r->logits, xn, r->weight->w, false, true, 1.0f, 0.0f);
-    sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, NULL, r->norm_topk);
+    sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias,
+                     r->norm_topk);
     float *h = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
     sl_tensor_to_host(r->stats, h);
     for (int e = 0; e <= r->experts; e++) r->stats_host[e] = h[e];
@@ -51,7 +56,26 @@ void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad
     sl_op_matmul(dxn, r->dlogits, r->weight->w, false, false, 1.0f, 1.0f);
 }
 
+void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate) {
+    if (!r->bias) return;
+    double mean = 0.0;
+    for (int e = 0; e < r->experts; e++) mean += (double)counts[e] / r->experts;
+    for (int e = 0; e < r->experts; e++) {
+        const double c = (double)counts[e];
+        r->bias_host[e] += (float)(rate * (c < mean ? 1.0 : c > mean ? -1.0 : 0.0));
+    }
+    sl_tensor_from_host(r->bias, r->bias_host);
+}
+
+void sl_router_set_bias(sl_router *r, const float *bias) {
+    if (!r->bias) return;
+    memcpy(r->bias_host, bias, (size_t)r->experts * sizeof(float));
+    sl_tensor_from_host(r->bias, r->bias_host);
+}
+
 void sl_router_free(sl_router *r) {
+    sl_tensor_free(r->bias);
+    free(r->bias_host);
     sl_tensor *ts[] = {r->logits, r->probs, r->dlogits, r->topk_idx, r->topk_w,
                        r->dtopk_w, r->stats, r->lbl_grad};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);

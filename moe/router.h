@@ -18,11 +18,18 @@ typedef struct {
     sl_tensor *logits, *probs, *topk_idx, *topk_w, *stats;
     sl_tensor *dlogits, *dtopk_w, *lbl_grad;
     double *stats_host; /* [E + 1]: per-expert probability sums, then sum of lse^2 */
+    sl_tensor *bias;    /* [E] selection bias (aux-loss-free balancing) or NULL */
+    float *bias_host;
 } sl_router;
 
 void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
                        bool norm_topk, float init_std);
-void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens);
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens, bool selection_bias);
+/* Aux-loss-free balancing: bias[e] += rate * sign(mean_count - count[e]) from the global
+ * batch's expert counts (DeepSeek-V3). The bias moves selection only, never the weights. */
+void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate);
+/* Reads / writes the selection bias (host, E floats) for checkpoints. */
+void sl_router_set_bias(sl_router *r, const float *bias);
 /* Routes xn [T, C]; fills topk_idx/topk_w and copies the statistics to the host. */
 void sl_router_forward(sl_router *r, const sl_tensor *xn);
 /* Backward from r->dtopk_w (filled by the dispatcher) plus the auxiliary losses:

@@ -1,80 +1,281 @@
-/* moe/token_dispatcher.c - token permutation and exchange (see token_dispatcher.h). */
+/* moe/token_dispatcher.c - token permutation, capacity drops and the expert-parallel
+ * exchange (see token_dispatcher.h). */
 #include "moe/token_dispatcher.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/ops.h"
 
-void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be, sl_comm *ep, int experts,
-                              int topk, int hidden, int64_t max_tokens) {
+static bool exchanges(const sl_token_dispatcher *d) { return d->ep_size > 1; }
+static bool drops(const sl_token_dispatcher *d) { return d->capacity_factor > 0.0; }
+
+void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
+                              const sl_dispatcher_params *p) {
     memset(d, 0, sizeof *d);
     d->be = be;
-    d->ep = ep;
-    d->experts = experts;
-    d->topk = topk;
-    d->hidden = hidden;
-    const int ep_size = ep ? sl_comm_size(ep) : 1, ep_rank = ep ? sl_comm_rank(ep) : 0;
-    SL_CHECK(ep_size == 1, "expert parallelism across %d ranks is not available yet", ep_size);
-    d->local_experts = experts / ep_size;
-    d->first_expert = ep_rank * d->local_experts;
-    const int64_t slots = max_tokens * topk;
-    d->counts = sl_tensor_new1(be, SL_I32, experts);
+    d->ep = p->ep;
+    d->experts = p->experts;
+    d->topk = p->topk;
+    d->hidden = p->hidden;
+    d->capacity_factor = p->capacity_factor;
+    d->drop_policy = p->drop_policy;
+    d->ep_size = p->ep ? sl_comm_size(p->ep) : 1;
+    d->ep_rank = p->ep ? sl_comm_rank(p->ep) : 0;
+    SL_CHECK(p->experts % d->ep_size == 0, "%d experts over %d expert-parallel ranks", p->experts,
+             d->ep_size);
+    d->local_experts = p->experts / d->ep_size;
+    d->first_expert = d->ep_rank * d->local_experts;
+    const int64_t slots = p->max_tokens * p->topk, c = p->hidden;
+    d->counts = sl_tensor_new1(be, SL_I32, p->experts);
     d->sorted_token = sl_tensor_new1(be, SL_I32, slots);
     d->slot_pos = sl_tensor_new1(be, SL_I32, slots);
-    d->counts_host = sl_xcalloc((size_t)experts, sizeof(int64_t));
+    d->counts_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
+    d->kept_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
     d->local_counts = sl_xcalloc((size_t)d->local_experts, sizeof(int64_t));
-    d->xs = sl_tensor_new2(be, SL_F32, slots, hidden);
-    d->dxs = sl_tensor_new2(be, SL_F32, slots, hidden);
-    /* Without expert parallelism the sorted rows are already the experts' input. */
-    d->expert_in = d->xs;
-    d->dexpert_in = d->dxs;
-    d->expert_out = sl_tensor_new2(be, SL_F32, slots, hidden);
-    d->dexpert_out = sl_tensor_new2(be, SL_F32, slots, hidden);
+    d->xs = sl_tensor_new2(be, SL_F32, slots, c);
+    d->dxs = sl_tensor_new2(be, SL_F32, slots, c);
+    d->ys = sl_tensor_new2(be, SL_F32, slots, c);
+    d->dys = sl_tensor_new2(be, SL_F32, slots, c);
+    if (drops(d)) {
+        d->gather_idx = sl_tensor_new1(be, SL_I32, slots);
+        d->combine_pos = sl_tensor_new1(be, SL_I32, slots);
+    }
+    if (exchanges(d)) {
+        d->send_rows = sl_xcalloc((size_t)d->ep_size, sizeof(int64_t));
+        d->recv_rows = sl_xcalloc((size_t)d->ep_size, sizeof(int64_t));
+        d->recv_counts = sl_xcalloc((size_t)d->ep_size * d->local_experts, sizeof(int64_t));
+    } else {
+        /* Without an exchange the kept rows in expert order are the experts' input. */
+        d->expert_in = d->xs;
+        d->dexpert_in = d->dxs;
+        d->expert_out = d->ys;
+        d->dexpert_out = d->dys;
+    }
+}
+
+/* Grows the receive-side buffers to hold `rows` rows (expert parallelism only: how many
+ * rows arrive depends on the routing of the whole group). */
+static void reserve(sl_token_dispatcher *d, int64_t rows) {
+    if (d->xr && rows <= d->capacity) return;
+    int64_t cap = rows + rows / 4 + 1;
+    sl_tensor *ts[] = {d->regroup, d->ungroup, d->xr, d->yr, d->expert_in, d->expert_out,
+                       d->dexpert_in, d->dexpert_out};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    d->regroup = sl_tensor_new1(d->be, SL_I32, cap);
+    d->ungroup = sl_tensor_new1(d->be, SL_I32, cap);
+    d->xr = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->yr = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->expert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->expert_out = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->dexpert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->dexpert_out = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->capacity = cap;
+}
+
+static int32_t *download_i32(const sl_tensor *t, int64_t n) {
+    int32_t *h = sl_xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (n) sl_tensor_to_host_range(t, 0, n, h);
+    return h;
+}
+
+/*
+ * Capacity drops: expert e keeps at most cap = ceil(capacity_factor * N * k / E) of its
+ * slots; "probs" keeps the slots with the largest routing weights (ties: earlier slot),
+ * "position" the earliest tokens. Kept slots stay in expert order; gather_idx lists their
+ * tokens; combine_pos sends each kept slot to its row and each dropped slot to its own
+ * all-zero row after the kept ones.
+ */
+static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
+    const int64_t slots = d->tokens * d->topk;
+    const int64_t cap = (int64_t)ceil(d->capacity_factor * (double)slots / d->experts);
+    int32_t *sorted = download_i32(d->sorted_token, slots);
+    int32_t *pos = download_i32(d->slot_pos, slots);
+    float *w = sl_xmalloc((size_t)(slots ? slots : 1) * sizeof(float));
+    if (slots) sl_tensor_to_host(topk_w, w);
+    /* weight of each sorted slot: invert slot_pos */
+    float *sw = sl_xmalloc((size_t)(slots ? slots : 1) * sizeof(float));
+    for (int64_t s = 0; s < slots; s++) sw[pos[s]] = w[s];
+    char *keep = sl_xcalloc((size_t)(slots ? slots : 1), 1);
+    int64_t start = 0;
+    for (int e = 0; e < d->experts; e++) {
+        const int64_t n = d->counts_host[e];
+        if (n <= cap || d->drop_policy == SL_DROP_POSITION) {
+            for (int64_t i = 0; i < n && i < cap; i++) keep[start + i] = 1;
+        } else {
+            /* keep the cap heaviest: selection by repeated max is O(n * cap), fine for the
+             * slot counts of one expert; ties go to the earlier slot */
+            for (int64_t c = 0; c < cap; c++) {
+                int64_t best = -1;
+                for (int64_t i = 0; i < n; i++)
+                    if (!keep[start + i] && (best < 0 || sw[start + i] > sw[start + best])) best = i;
+                keep[start + best] = 1;
+            }
+        }
+        d->kept_host[e] = n < cap ? n : cap;
+        start += n;
+    }
+    int32_t *newpos_of_sorted = sl_xmalloc((size_t)(slots ? slots : 1) * sizeof(int32_t));
+    int64_t kept = 0;
+    for (int64_t s = 0; s < slots; s++)
+        if (keep[s]) {
+            sorted[kept] = sorted[s]; /* compaction in place: kept <= s */
+            newpos_of_sorted[s] = (int32_t)kept++;
+        }
+    int64_t dropped = 0;
+    for (int64_t s = 0; s < slots; s++)
+        if (!keep[s]) newpos_of_sorted[s] = (int32_t)(kept + dropped++);
+    for (int64_t s = 0; s < slots; s++) pos[s] = newpos_of_sorted[pos[s]];
+    if (kept) sl_tensor_from_host_range(d->gather_idx, 0, kept, sorted);
+    if (slots) sl_tensor_from_host_range(d->combine_pos, 0, slots, pos);
+    d->kept = kept;
+    d->dropped = dropped;
+    free(sorted), free(pos), free(w), free(sw), free(keep), free(newpos_of_sorted);
+}
+
+/* The rows from each source rank arrive expert-sorted; regroup[i] is the received row that
+ * becomes row i of the expert-major order, ungroup its inverse. */
+static void plan_exchange(sl_token_dispatcher *d) {
+    const int ep = d->ep_size, le = d->local_experts;
+    int64_t *send_counts = sl_xmalloc((size_t)ep * le * sizeof(int64_t));
+    for (int p = 0; p < ep; p++) {
+        d->send_rows[p] = 0;
+        for (int e = 0; e < le; e++) {
+            send_counts[p * le + e] = d->kept_host[p * le + e];
+            d->send_rows[p] += d->kept_host[p * le + e];
+        }
+    }
+    sl_comm_alltoall_i64(d->ep, send_counts, d->recv_counts, le);
+    free(send_counts);
+    d->received = 0;
+    for (int p = 0; p < ep; p++) {
+        d->recv_rows[p] = 0;
+        for (int e = 0; e < le; e++) d->recv_rows[p] += d->recv_counts[p * le + e];
+        d->received += d->recv_rows[p];
+    }
+    for (int e = 0; e < le; e++) {
+        d->local_counts[e] = 0;
+        for (int p = 0; p < ep; p++) d->local_counts[e] += d->recv_counts[p * le + e];
+    }
+    reserve(d, d->received);
+    /* offset of (source p, expert e) in the received, source-major layout */
+    int32_t *regroup = sl_xmalloc((size_t)(d->received ? d->received : 1) * sizeof(int32_t));
+    int32_t *ungroup = sl_xmalloc((size_t)(d->received ? d->received : 1) * sizeof(int32_t));
+    int64_t out = 0;
+    for (int e = 0; e < le; e++) {
+        int64_t src = 0;
+        for (int p = 0; p < ep; p++) {
+            int64_t off = src;
+            for (int f = 0; f < e; f++) off += d->recv_counts[p * le + f];
+            for (int64_t i = 0; i < d->recv_counts[p * le + e]; i++) {
+                regroup[out] = (int32_t)(off + i);
+                ungroup[off + i] = (int32_t)out;
+                out++;
+            }
+            src += d->recv_rows[p];
+        }
+    }
+    if (d->received) {
+        sl_tensor_from_host_range(d->regroup, 0, d->received, regroup);
+        sl_tensor_from_host_range(d->ungroup, 0, d->received, ungroup);
+    }
+    free(regroup);
+    free(ungroup);
+}
+
+/* Exchanges `rows`-row blocks: forward direction uses send_rows/recv_rows, back swaps them. */
+static void exchange(sl_token_dispatcher *d, const sl_tensor *src, sl_tensor *dst, bool back) {
+    sl_comm_alltoallv_rows(d->ep, src, back ? d->recv_rows : d->send_rows, dst,
+                           back ? d->send_rows : d->recv_rows);
+}
+
+static void permute(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx, int64_t n) {
+    if (n == 0) return;
+    sl_tensor *v = sl_tensor_view1((sl_tensor *)idx, 0, n);
+    sl_op_gather_rows(dst, src, v);
+    sl_tensor_free(v);
 }
 
 void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
-                                  const sl_tensor *topk_idx) {
+                                  const sl_tensor *topk_idx, const sl_tensor *topk_w) {
     d->tokens = sl_tensor_rows(xn);
     const int64_t slots = d->tokens * d->topk;
     sl_tensor *sorted = sl_tensor_view1(d->sorted_token, 0, slots);
     sl_tensor *pos = sl_tensor_view1(d->slot_pos, 0, slots);
     sl_op_moe_sort(d->counts, sorted, pos, topk_idx);
-    int32_t *c32 = sl_xmalloc((size_t)d->experts * sizeof(int32_t));
-    sl_tensor_to_host(d->counts, c32);
-    for (int e = 0; e < d->experts; e++) d->counts_host[e] = c32[e];
-    free(c32);
-    sl_op_gather_rows(d->xs, xn, sorted);
-    for (int e = 0; e < d->local_experts; e++)
-        d->local_counts[e] = d->counts_host[d->first_expert + e];
     sl_tensor_free(sorted);
     sl_tensor_free(pos);
+    int32_t *c32 = download_i32(d->counts, d->experts);
+    for (int e = 0; e < d->experts; e++) d->counts_host[e] = d->kept_host[e] = c32[e];
+    free(c32);
+    d->kept = slots;
+    d->dropped = 0;
+    if (drops(d)) plan_drops(d, topk_w);
+    permute(d->xs, xn, drops(d) ? d->gather_idx : d->sorted_token, d->kept);
+    if (!exchanges(d)) {
+        for (int e = 0; e < d->local_experts; e++) d->local_counts[e] = d->kept_host[e];
+        return;
+    }
+    plan_exchange(d);
+    exchange(d, d->xs, d->xr, false);
+    permute(d->expert_in, d->xr, d->regroup, d->received);
 }
 
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y) {
-    sl_tensor *pos = sl_tensor_view1(d->slot_pos, 0, d->tokens * d->topk);
-    sl_op_moe_combine(y, d->expert_out, pos, topk_w);
+    const int64_t slots = d->tokens * d->topk;
+    if (exchanges(d)) {
+        permute(d->yr, d->expert_out, d->ungroup, d->received);
+        exchange(d, d->yr, d->ys, true);
+    }
+    if (d->dropped > 0) {
+        /* dropped slots read all-zero rows */
+        sl_tensor *z = sl_tensor_view2(d->ys, d->kept * d->hidden, d->dropped, d->hidden);
+        sl_tensor_zero(z);
+        sl_tensor_free(z);
+    }
+    sl_tensor *pos = sl_tensor_view1(drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
+    sl_op_moe_combine(y, d->ys, pos, topk_w);
     sl_tensor_free(pos);
 }
 
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w) {
-    sl_tensor *pos = sl_tensor_view1(d->slot_pos, 0, d->tokens * d->topk);
-    sl_op_moe_combine_bwd(d->dexpert_out, dtopk_w, dy, d->expert_out, pos, topk_w);
+    const int64_t slots = d->tokens * d->topk;
+    sl_tensor *pos = sl_tensor_view1(drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
+    sl_op_moe_combine_bwd(d->dys, dtopk_w, dy, d->ys, pos, topk_w);
     sl_tensor_free(pos);
+    if (exchanges(d)) {
+        exchange(d, d->dys, d->yr, false);
+        permute(d->dexpert_out, d->yr, d->regroup, d->received);
+    }
 }
 
 void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn) {
-    sl_tensor *sorted = sl_tensor_view1(d->sorted_token, 0, d->tokens * d->topk);
-    sl_op_scatter_add_rows(dxn, d->dxs, sorted);
-    sl_tensor_free(sorted);
+    if (exchanges(d)) {
+        permute(d->xr, d->dexpert_in, d->ungroup, d->received);
+        exchange(d, d->xr, d->dxs, true);
+    }
+    if (d->kept == 0) return;
+    sl_tensor *idx = sl_tensor_view1(drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept);
+    sl_op_scatter_add_rows(dxn, d->dxs, idx);
+    sl_tensor_free(idx);
 }
 
 void sl_token_dispatcher_free(sl_token_dispatcher *d) {
-    sl_tensor *ts[] = {d->counts, d->sorted_token, d->slot_pos, d->xs, d->dxs, d->expert_out,
-                       d->dexpert_out};
+    sl_tensor *ts[] = {d->counts, d->sorted_token, d->slot_pos, d->gather_idx, d->combine_pos,
+                       d->xs, d->ys, d->dys, d->dxs};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    if (exchanges(d)) {
+        sl_tensor *rs[] = {d->regroup, d->ungroup, d->xr, d->yr, d->expert_in, d->expert_out,
+                           d->dexpert_in, d->dexpert_out};
+        for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) sl_tensor_free(rs[i]);
+    }
     free(d->counts_host);
+    free(d->kept_host);
     free(d->local_counts);
+    free(d->send_rows);
+    free(d->recv_rows);
+    free(d->recv_counts);
 }

@@ -1,39 +1,72 @@
 /*
  * moe/token_dispatcher.h - moves routed tokens to their experts and the results back.
  *
- * dispatch:  sort the N*k routing slots by expert (stable), gather the token rows into that
- *            order; with expert parallelism, exchange them inside the EP group so that each
- *            rank receives the rows of its own experts, grouped by local expert.
- * combine:   the reverse path, then y[n] = sum_j w[n, j] * expert_out(slot n, j).
- * The backward mirrors both. All data movement goes through core/ops.h and core/comm.h.
+ * dispatch:  sort the N*k routing slots of this rank's tokens by expert (stable); with a
+ *            capacity factor, drop the slots beyond each expert's capacity; gather the kept
+ *            token rows in that order; with expert parallelism, exchange the per-expert row
+ *            counts (all-to-all) and the rows (all-to-allv) inside the EP group, so that each
+ *            rank receives the rows of its own experts, then regroup them by local expert.
+ * combine:   the reverse path back to the origin ranks, then
+ *            y[n] = sum_j w[n, j] * out(slot n, j)   (a dropped slot contributes 0).
+ * The backward mirrors both with the same exchanges in the opposite direction.
+ *
+ * Without expert parallelism and drops the exchange and regrouping are skipped entirely.
+ * All data movement goes through core/ops.h and core/comm.h, so the NCCL transport takes
+ * over on GPUs without changes here.
  */
 #ifndef SL_TOKEN_DISPATCHER_H
 #define SL_TOKEN_DISPATCHER_H
 
+#include <stdbool.h>
+
 #include "core/comm.h"
 #include "core/tensor.h"
+
+typedef enum { SL_DROP_PROBS = 0, SL_DROP_POSITION = 1 } sl_drop_policy;
 
 typedef struct {
     int experts, topk, hidden;
     int local_experts, first_expert; /* the experts this rank computes */
     sl_comm *ep;                     /* expert-parallel group (NULL: this rank holds all) */
+    int ep_size, ep_rank;
+    double capacity_factor;          /* 0: dropless */
+    sl_drop_policy drop_policy;
     sl_backend *be;
     int64_t tokens;                  /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
-    int64_t *counts_host;            /* [E] rows this rank routes to each expert */
-    sl_tensor *xs, *dxs;             /* [N*k, C] rows in expert order, and their gradient */
-    /* rows the local experts compute, grouped by local expert */
+    int64_t *counts_host;            /* [E] slots routed to each expert (before drops) */
+    int64_t *kept_host;              /* [E] slots kept (== counts_host when dropless) */
+    int64_t kept, dropped;           /* totals of the last dispatch */
+    sl_tensor *gather_idx, *combine_pos; /* with drops: remapped copies of the two above */
+    sl_tensor *xs, *ys, *dys, *dxs;  /* [N*k, C]: kept rows in expert order (and results) */
+    /* expert parallelism */
+    int64_t *send_rows, *recv_rows;  /* [ep_size] rows to / from each EP rank */
+    int64_t *recv_counts;            /* [ep_size * local]: rows from rank p for local expert e */
+    int64_t received;                /* rows received for the local experts */
+    sl_tensor *regroup, *ungroup;    /* [capacity] i32 permutations (source-major <-> expert-major) */
+    sl_tensor *xr, *yr;              /* [capacity, C] rows as received / to send back */
+    int64_t capacity;                /* rows the receive-side buffers hold */
+    /* what the local experts compute, grouped by local expert */
     int64_t *local_counts;           /* [local_experts] */
     sl_tensor *expert_in, *expert_out, *dexpert_in, *dexpert_out;
 } sl_token_dispatcher;
 
-void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be, sl_comm *ep, int experts,
-                              int topk, int hidden, int64_t max_tokens);
-/* Routes xn [N, C] by topk_idx [N, k]; afterwards expert_in holds the local experts' rows
- * and local_counts their group sizes. */
+typedef struct {
+    int experts, topk, hidden;
+    int64_t max_tokens;       /* N per micro-batch on this rank */
+    sl_comm *ep;              /* NULL or the expert-parallel group */
+    double capacity_factor;   /* 0: dropless */
+    sl_drop_policy drop_policy;
+} sl_dispatcher_params;
+
+void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
+                              const sl_dispatcher_params *p);
+/* Routes xn [N, C] by topk_idx [N, k] (weights topk_w [N, k] rank slots for the "probs"
+ * drop policy). Afterwards expert_in holds the local experts' rows and local_counts their
+ * group sizes. */
 void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
-                                  const sl_tensor *topk_idx);
+                                  const sl_tensor *topk_idx, const sl_tensor *topk_w);
 /* y [N, C] (written) from expert_out and the routing weights topk_w [N, k]. */
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y);
 /* Backward of combine: fills dexpert_out and dtopk_w [N, k] from dy [N, C]. */

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     }
     sl_backend_params bp = {.threads = 2, .device = -1};
     sl_backend *be = sl_backend_create("cpu", &bp, err, sizeof err);
-    sl_model *m = sl_model_create(&mc, be, NULL, batch, seq, err, sizeof err);
+    sl_model *m = sl_model_create(&mc, be, NULL, batch, seq, NULL, err, sizeof err);
     if (!m) {
         fprintf(stderr, "dump_grads: %s\n", err);
         return 1;

@@ -70,7 +70,7 @@ static sl_model_config base_config(void) {
 static void check_variant(const char *label, const sl_model_config *cfg) {
     char err[256];
     const int batch = 2, seq = 5;
-    sl_model *m = sl_model_create(cfg, sl_test_cpu(), NULL, batch, seq, err, sizeof err);
+    sl_model *m = sl_model_create(cfg, sl_test_cpu(), NULL, batch, seq, NULL, err, sizeof err);
     CHECK(m != NULL, "%s: model create: %s", label, err);
     if (!m) return;
     sl_params_randomize(&m->params, 1234);

@@ -137,7 +137,7 @@ def ffn(cfg, p, i, h):
         sg = torch.sigmoid(X @ p[pre + "mlp.shared_expert_gate.weight"].T)
         y = y + sg * swiglu(X, p, pre + "mlp.shared_expert.")
     N = X.shape[0]
-    f = torch.bincount(idx.flatten(), minlength=E).double() / (N * k)  # no gradient
+    f = torch.bincount(idx.flatten(), minlength=E).double() / N  # share of tokens; sums to k
     lbl = E * (f * probs.mean(0)).sum()
     z = (torch.logsumexp(logits, -1) ** 2).mean()
     return h + y.view(B, S, C), (lbl, z)

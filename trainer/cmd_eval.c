@@ -153,7 +153,7 @@ int sl_cmd_eval(int argc, char **argv) {
         }
         if ((size_t)seq + 1 > src.len + 1) batch = 1;
     }
-    m = sl_model_create(&mc, be, NULL, batch, seq, err, sizeof err);
+    m = sl_model_create(&mc, be, NULL, batch, seq, NULL, err, sizeof err);
     if (!m || sl_hf_load(m, weights, err, sizeof err) != 0) {
         sl_error("%s", err);
         goto done;

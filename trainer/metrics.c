@@ -86,6 +86,13 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         json_num(f, s->load_max[l]);
         fputs(", \"mean\": ", f);
         json_num(f, s->load_mean[l]);
+        if (s->expert_counts) {
+            fputs(", \"counts\": [", f);
+            for (int e = 0; e < s->n_experts; e++)
+                fprintf(f, "%s%lld", e ? ", " : "",
+                        (long long)s->expert_counts[(int64_t)l * s->n_experts + e]);
+            fputs("]", f);
+        }
         fputs("}", f);
         first = 0;
     }

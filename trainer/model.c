@@ -34,13 +34,13 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
                                      std, -1);
 }
 
-static void allocate(sl_model *m, sl_comm *ep) {
+static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     const sl_model_config *c = &m->cfg;
     const int64_t t = m->tokens, hid = c->hidden_size;
     sl_backend *be = m->be;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         sl_attn_block_alloc(&m->attn[l], be, t);
-        sl_ffn_block_alloc(&m->ffn[l], c, be, ep, t);
+        sl_ffn_block_alloc(&m->ffn[l], c, be, ep, t, opts);
     }
     sl_attn_workspace_alloc(&m->attn_ws, c, be, t);
     sl_ffn_workspace_alloc(&m->ffn_ws, c, be, t);
@@ -96,7 +96,9 @@ int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
 }
 
 sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
-                          int seq, char *err, size_t errlen) {
+                          int seq, const sl_moe_options *opts, char *err, size_t errlen) {
+    static const sl_moe_options defaults = {0};
+    if (!opts) opts = &defaults;
     const int ep_size = ep ? sl_comm_size(ep) : 1, ep_rank = ep ? sl_comm_rank(ep) : 0;
     if (cfg->num_experts > 0 && cfg->num_experts % ep_size != 0) {
         snprintf(err, errlen, "expert_parallel = %d does not divide num_experts = %d", ep_size,
@@ -112,7 +114,7 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
     sl_params_init(&m->params, be);
     declare(m, ep_rank, ep_size);
     sl_params_finalize(&m->params);
-    allocate(m, ep);
+    allocate(m, ep, opts);
     if (sl_model_set_rope(m, err, errlen) != 0) {
         sl_model_free(m);
         return NULL;
@@ -202,8 +204,22 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         sl_ffn_block_backward(&m->ffn[l], &m->ffn_ws, m->h[l], m->dx, &coefs, m->dh);
         sl_attn_block_backward(&m->attn[l], &in, &m->attn_ws, m->x[l], m->dh, m->dx);
+        if (m->grad_ready) m->grad_ready(m->grad_ready_user, l);
     }
     sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
+    if (m->grad_ready) m->grad_ready(m->grad_ready_user, -1);
+}
+
+void sl_model_begin_step(sl_model *m) {
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe);
+}
+
+void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate) {
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe)
+            sl_router_update_bias(&m->ffn[l].moe.router,
+                                  counts + (int64_t)l * m->cfg.num_experts, rate);
 }
 
 const int64_t *sl_model_expert_counts(const sl_model *m, int layer) {

@@ -45,12 +45,23 @@ typedef struct {
     sl_tensor *logits, *losses;    /* logits of one row chunk; per-token losses */
     int64_t chunk_rows;
     int32_t *host_ids;             /* staging for one micro-batch of ids/targets/positions */
+    /* Optional backward progress callback: called with layer l once every parameter of
+     * layers >= l has its gradient for this micro-batch, and with -1 at the very end
+     * (the trainer starts gradient all-reduce buckets from it). */
+    void (*grad_ready)(void *user, int layer);
+    void *grad_ready_user;
 } sl_model;
 
 /* Declares, allocates and lays out the model for micro-batches of [batch, seq] tokens.
- * `ep` is the expert-parallel group (NULL: this rank holds every expert). */
+ * `ep` is the expert-parallel group (NULL: this rank holds every expert); opts (NULL:
+ * dropless, per-micro-batch LBL, no selection bias) configures the MoE layers. */
 sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
-                          int seq, char *err, size_t errlen);
+                          int seq, const sl_moe_options *opts, char *err, size_t errlen);
+/* Call before the first micro-batch of every optimizer step. */
+void sl_model_begin_step(sl_model *m);
+/* Aux-loss-free balancing: moves every MoE layer's selection bias from the step's global
+ * expert counts counts[layer * num_experts + e]. */
+void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
 void sl_model_free(sl_model *m);
 /* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen);

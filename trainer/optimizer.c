@@ -1,44 +1,113 @@
-/* trainer/optimizer.c - gradient reduction, clipping and AdamW (see optimizer.h). */
+/* trainer/optimizer.c - gradient reduction, clipping, AdamW and ZeRO-1 (see optimizer.h). */
 #include "trainer/optimizer.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core/log.h"
 #include "core/ops.h"
 
-double sl_optimizer_reduce_grads(sl_optimizer *o, sl_params *ps) {
-    sl_comm_allreduce_sum(o->dense, ps->g[SL_PGROUP_DENSE]);
-    if (ps->size[SL_PGROUP_EXPERT] > 0)
-        sl_comm_allreduce_sum(o->expert ? o->expert : o->dense, ps->g[SL_PGROUP_EXPERT]);
-    double dense_sq = sl_op_sumsq(ps->g[SL_PGROUP_DENSE]);
-    double expert_sq = ps->size[SL_PGROUP_EXPERT] > 0 ? sl_op_sumsq(ps->g[SL_PGROUP_EXPERT]) : 0.0;
+void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params *p) {
+    memset(o, 0, sizeof *o);
+    o->ps = ps;
+    o->group_comm[SL_PGROUP_DENSE] = p->dense;
+    o->group_comm[SL_PGROUP_EXPERT] = p->expert ? p->expert : p->dense;
+    o->ep = p->ep;
+    o->zero1 = p->zero1;
+    o->layers = p->layers;
+    const int64_t bucket = p->bucket_bytes > 0 ? p->bucket_bytes / 4 : 0;
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        const int64_t n = ps->size[g];
+        sl_comm *c = o->group_comm[g];
+        const int size = sl_comm_size(c), rank = sl_comm_rank(c);
+        sl_grad_reducer_init(&o->reducer[g], c, ps->g[g], n, bucket);
+        o->seg_off[g] = sl_xcalloc((size_t)size, sizeof(int64_t));
+        o->seg_len[g] = sl_xcalloc((size_t)size, sizeof(int64_t));
+        const int parts = o->zero1 ? size : 1;
+        const int64_t per = (n + parts - 1) / parts;
+        for (int r = 0; r < size; r++) {
+            const int64_t s = o->zero1 ? (int64_t)r * per : 0;
+            o->seg_off[g][r] = s < n ? s : n;
+            o->seg_len[g][r] = (s + per < n ? s + per : n) - o->seg_off[g][r];
+        }
+        o->shard_off[g] = o->seg_off[g][rank];
+        o->shard_len[g] = o->seg_len[g][rank];
+        const int64_t len = o->shard_len[g] > 0 ? o->shard_len[g] : 1;
+        o->m[g] = sl_tensor_new1(ps->be, SL_F32, len);
+        o->v[g] = sl_tensor_new1(ps->be, SL_F32, len);
+        /* first offset of each layer's parameters; layer L means "after every layer" */
+        o->layer_offset[g] = sl_xcalloc((size_t)p->layers + 1, sizeof(int64_t));
+        for (int l = 0; l <= p->layers; l++) o->layer_offset[g][l] = n;
+        for (int i = ps->count - 1; i >= 0; i--) {
+            const sl_param *q = ps->items[i];
+            if ((int)q->group != g || q->layer < 0) continue;
+            if (q->offset < o->layer_offset[g][q->layer]) o->layer_offset[g][q->layer] = q->offset;
+        }
+        for (int l = p->layers - 1; l >= 0; l--)
+            if (o->layer_offset[g][l + 1] < o->layer_offset[g][l])
+                o->layer_offset[g][l] = o->layer_offset[g][l + 1];
+    }
+}
+
+void sl_optimizer_begin_reduce(sl_optimizer *o) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_begin(&o->reducer[g]);
+}
+
+void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++)
+        sl_grad_reducer_ready_from(&o->reducer[g], layer < 0 ? 0 : o->layer_offset[g][layer]);
+}
+
+double sl_optimizer_finish_reduce(sl_optimizer *o) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
+    const double dense_sq = sl_op_sumsq(o->ps->g[SL_PGROUP_DENSE]);
+    double expert_sq = o->ps->size[SL_PGROUP_EXPERT] > 0 ? sl_op_sumsq(o->ps->g[SL_PGROUP_EXPERT]) : 0;
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);
     return sqrt(dense_sq + expert_sq);
 }
 
-void sl_optimizer_apply(sl_optimizer *o, sl_params *ps, const sl_train_config *t, double lr,
-                        double grad_scale) {
+void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale) {
     o->step++;
-    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
-        const int64_t n = ps->size[gi], nd = ps->decay_size[gi];
-        if (n == 0) continue;
-        /* [0, nd) decays, [nd, n) does not: the layout params.c guarantees. */
-        for (int part = 0; part < 2; part++) {
-            const int64_t off = part == 0 ? 0 : nd, len = part == 0 ? nd : n - nd;
-            if (len == 0) continue;
-            sl_tensor *p = sl_tensor_view1(ps->w[gi], off, len);
-            sl_tensor *g = sl_tensor_view1(ps->g[gi], off, len);
-            sl_tensor *m = sl_tensor_view1(ps->m[gi], off, len);
-            sl_tensor *v = sl_tensor_view1(ps->v[gi], off, len);
-            sl_adamw_params hp = {.lr = (float)lr,
-                                  .beta1 = (float)t->beta1,
-                                  .beta2 = (float)t->beta2,
-                                  .eps = (float)t->eps,
-                                  .weight_decay = part == 0 ? (float)t->weight_decay : 0.0f,
-                                  .grad_scale = (float)grad_scale,
-                                  .step = o->step};
-            sl_op_adamw(p, g, m, v, &hp);
-            sl_tensor_free(p), sl_tensor_free(g), sl_tensor_free(m), sl_tensor_free(v);
-        }
+    sl_params *ps = o->ps;
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        const int g = p->group;
+        /* the part of this parameter inside this rank's shard */
+        const int64_t lo = p->offset > o->shard_off[g] ? p->offset : o->shard_off[g];
+        const int64_t hi_p = p->offset + p->numel, hi_s = o->shard_off[g] + o->shard_len[g];
+        const int64_t hi = hi_p < hi_s ? hi_p : hi_s;
+        if (hi <= lo) continue;
+        sl_tensor *w = sl_tensor_view1(ps->w[g], lo, hi - lo);
+        sl_tensor *gr = sl_tensor_view1(ps->g[g], lo, hi - lo);
+        sl_tensor *m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], hi - lo);
+        sl_tensor *v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], hi - lo);
+        sl_adamw_params hp = {.lr = (float)lr,
+                              .beta1 = (float)t->beta1,
+                              .beta2 = (float)t->beta2,
+                              .eps = (float)t->eps,
+                              .weight_decay = p->decay ? (float)t->weight_decay : 0.0f,
+                              .grad_scale = (float)grad_scale,
+                              .step = o->step};
+        sl_op_adamw(w, gr, m, v, &hp);
+        sl_tensor_free(w), sl_tensor_free(gr), sl_tensor_free(m), sl_tensor_free(v);
     }
+    if (o->zero1)
+        for (int g = 0; g < SL_PGROUP_COUNT; g++)
+            if (ps->size[g] > 0)
+                sl_comm_allgather_segments(o->group_comm[g], ps->w[g], o->seg_off[g],
+                                           o->seg_len[g]);
+}
+
+void sl_optimizer_free(sl_optimizer *o) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        sl_grad_reducer_free(&o->reducer[g]);
+        sl_tensor_free(o->m[g]);
+        sl_tensor_free(o->v[g]);
+        free(o->seg_off[g]);
+        free(o->seg_len[g]);
+        free(o->layer_offset[g]);
+    }
+    memset(o, 0, sizeof *o);
 }

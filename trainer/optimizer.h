@@ -1,31 +1,60 @@
 /*
  * trainer/optimizer.h - one optimizer step over the flat parameter groups:
  *
- *   1. reduce gradients: dense group summed over all ranks, expert group summed over the
- *      expert-data-parallel group (the ranks holding the same experts);
- *   2. global gradient norm (expert groups' squares summed over the expert-parallel group,
- *      so every rank sees the norm of the whole model), clip factor min(1, clip / norm);
- *   3. AdamW: with weight decay on the matrices, without on norm weights.
+ *   1. reduce gradients (trainer/grad_reducer.h): the dense group summed over all ranks,
+ *      the expert group over the expert-data-parallel group (the ranks holding the same
+ *      experts), in buckets that start during the backward;
+ *   2. global gradient norm (the expert group's squares summed over the expert-parallel
+ *      group, so every rank sees the norm of the whole model), clip factor
+ *      min(1, clip / norm);
+ *   3. AdamW, with weight decay on matrices only. With ZeRO-1 each rank keeps the AdamW
+ *      moments of one contiguous shard of each group (1/ranks of the memory), updates only
+ *      that shard and all-gathers the updated parameters.
  */
 #ifndef SL_OPTIMIZER_H
 #define SL_OPTIMIZER_H
 
+#include <stdbool.h>
+
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/params.h"
+#include "trainer/grad_reducer.h"
 
 typedef struct {
-    sl_comm *dense;  /* ranks that replicate the dense parameters (the world) */
-    sl_comm *expert; /* ranks that hold the same experts (NULL: like dense) */
-    sl_comm *ep;     /* expert-parallel group (NULL: single rank) */
-    int step;        /* optimizer steps taken */
+    sl_params *ps;
+    sl_comm *group_comm[SL_PGROUP_COUNT]; /* who shares each group: world / expert-data-parallel */
+    sl_comm *ep;                          /* expert-parallel group (NULL: single rank) */
+    bool zero1;
+    sl_grad_reducer reducer[SL_PGROUP_COUNT];
+    /* this rank's shard of each group: [shard_off, shard_off + shard_len) */
+    int64_t shard_off[SL_PGROUP_COUNT], shard_len[SL_PGROUP_COUNT];
+    int64_t *seg_off[SL_PGROUP_COUNT], *seg_len[SL_PGROUP_COUNT]; /* every rank's shard */
+    sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT];           /* moments of the shard */
+    int64_t *layer_offset[SL_PGROUP_COUNT]; /* [layers + 1]: first offset of layer l's params */
+    int layers;
+    int step;                               /* optimizer steps taken */
 } sl_optimizer;
 
-/* Sums gradients across ranks; returns the global L2 norm of the summed gradient. */
-double sl_optimizer_reduce_grads(sl_optimizer *o, sl_params *ps);
-/* Applies AdamW with learning rate lr; grad_scale multiplies the gradients first
- * (clipping). Increments o->step. */
-void sl_optimizer_apply(sl_optimizer *o, sl_params *ps, const sl_train_config *t, double lr,
-                        double grad_scale);
+typedef struct {
+    sl_comm *dense;  /* ranks replicating the dense parameters (the world) */
+    sl_comm *expert; /* ranks holding the same experts */
+    sl_comm *ep;     /* the expert-parallel group, NULL with one rank */
+    bool zero1;
+    int64_t bucket_bytes;
+    int layers;
+} sl_optimizer_params;
+
+void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params *p);
+/* Starts a step's gradient reduction (before the last micro-batch's backward). */
+void sl_optimizer_begin_reduce(sl_optimizer *o);
+/* Backward progress: every parameter of layers >= `layer` has its final gradient
+ * (layer -1: all parameters). Starts the buckets that became final. */
+void sl_optimizer_grads_ready(sl_optimizer *o, int layer);
+/* Completes the reduction; returns the global L2 norm of the summed gradient. */
+double sl_optimizer_finish_reduce(sl_optimizer *o);
+/* AdamW with learning rate lr on gradients scaled by grad_scale (clipping). */
+void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale);
+void sl_optimizer_free(sl_optimizer *o);
 
 #endif

@@ -10,6 +10,7 @@
 #include "trainer/trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +113,15 @@ static int setup(trainer *t) {
         sl_error("%s: backend.name: %s", c->path, t->err);
         return -1;
     }
+    sl_moe_options mo = {
+        .capacity_factor = c->parallel.capacity_factor,
+        .drop_policy = strcmp(c->parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION
+                                                                        : SL_DROP_PROBS,
+        .lbl_comm = tc->global_batch_lbl ? t->topo.world : NULL,
+        .selection_bias = tc->router_bias_update_rate > 0,
+    };
     t->model = sl_model_create(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len,
-                               t->err, sizeof t->err);
+                               &mo, t->err, sizeof t->err);
     if (!t->model) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
@@ -132,9 +140,13 @@ static int setup(trainer *t) {
         return -1;
     }
     t->tokens = sl_xmalloc((size_t)tc->micro_batch_size * (tc->seq_len + 1) * sizeof(int32_t));
-    t->opt = (sl_optimizer){.dense = t->topo.world,
-                            .expert = t->topo.edp,
-                            .ep = t->topo.ep_size > 1 ? t->topo.ep : NULL};
+    sl_optimizer_params op = {.dense = t->topo.world,
+                               .expert = t->topo.edp,
+                               .ep = t->topo.ep_size > 1 ? t->topo.ep : NULL,
+                               .zero1 = c->parallel.zero1,
+                               .bucket_bytes = (int64_t)c->parallel.bucket_mb << 20,
+                               .layers = c->model.num_hidden_layers};
+    sl_optimizer_init(&t->opt, &t->model->params, &op);
     char metrics_path[SL_PATH_MAX + 32];
     if (tc->metrics_file[0])
         snprintf(metrics_path, sizeof metrics_path, "%s", tc->metrics_file);
@@ -204,6 +216,25 @@ static int save(trainer *t, const char *why) {
     return fail == 0 ? 0 : -1;
 }
 
+/* The model's backward progress starts gradient buckets (last micro-batch only). */
+static void on_grads_ready(void *user, int layer) { sl_optimizer_grads_ready(user, layer); }
+
+/* Debugging aid for the failure tests (docs/parallelism.md): SLUICE_FAULT="rank:step:kind"
+ * makes that rank fail at that step, kind "error" (a reported error) or "crash" (killed). */
+static void maybe_inject_fault(const trainer *t, int step) {
+    const char *f = getenv("SLUICE_FAULT");
+    int rank = -1, at = -1;
+    char kind[16] = "";
+    if (!f || sscanf(f, "%d:%d:%15s", &rank, &at, kind) != 3) return;
+    if (rank != t->topo.rank || at != step) return;
+    if (strcmp(kind, "crash") == 0) {
+        fprintf(stderr, "sluice[rank %d]: SLUICE_FAULT: killing this rank at step %d\n", rank, step);
+        raise(SIGKILL);
+    }
+    sl_error("SLUICE_FAULT: injected error at step %d", step);
+    sl_comm_abort(1);
+}
+
 static int train_loop(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
@@ -215,6 +246,7 @@ static int train_loop(trainer *t) {
     int64_t *counts = sl_xcalloc((size_t)nl * ne, sizeof(int64_t));
     double *load_max = sl_xcalloc((size_t)nl, sizeof(double));
     double *load_mean = sl_xcalloc((size_t)nl, sizeof(double));
+    double *rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double));
     int rc = 0;
 
     double ev = evaluate(t);
@@ -223,10 +255,18 @@ static int train_loop(trainer *t) {
     const double t0 = now_s();
     for (int step = 0; step < tc->max_steps; step++) {
         const double ts = now_s();
+        maybe_inject_fault(t, step + 1);
         sl_params_zero_grad(&t->model->params);
+        sl_model_begin_step(t->model);
         memset(counts, 0, (size_t)nl * ne * sizeof(int64_t));
         double sums[5] = {0}; /* loss sum, tokens, lbl, zloss, gate */
         for (int mb = 0; mb < t->micro_batches; mb++) {
+            if (mb == t->micro_batches - 1) {
+                /* the last backward completes the gradients: reduce while it runs */
+                sl_optimizer_begin_reduce(&t->opt);
+                t->model->grad_ready = on_grads_ready;
+                t->model->grad_ready_user = &t->opt;
+            }
             if (next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, t->tokens, t->err,
                            sizeof t->err) != 1) {
                 sl_error("training data: %s", t->err);
@@ -234,6 +274,7 @@ static int train_loop(trainer *t) {
             }
             sl_fwd_stats st;
             sl_model_forward_backward(t->model, t->tokens, ce_scale, aux_scale, &st);
+            t->model->grad_ready = NULL;
             sums[0] += st.loss_sum;
             sums[1] += (double)st.tokens;
             sums[2] += st.lbl / t->micro_batches;
@@ -245,13 +286,24 @@ static int train_loop(trainer *t) {
                     for (int e = 0; e < ne; e++) counts[(int64_t)l * ne + e] += lc[e];
             }
         }
-        const double gnorm = sl_optimizer_reduce_grads(&t->opt, &t->model->params);
+        const double gnorm = sl_optimizer_finish_reduce(&t->opt);
         const double clip = tc->grad_clip > 0 && gnorm > tc->grad_clip ? tc->grad_clip / gnorm : 1.0;
         const double lr = sl_lr_at(tc, step);
-        if (isfinite(gnorm)) sl_optimizer_apply(&t->opt, &t->model->params, tc, lr, clip);
+        if (isfinite(gnorm)) sl_optimizer_apply(&t->opt, tc, lr, clip);
         sl_comm_allreduce_sum_f64(t->topo.world, sums, 5);
         sl_comm_allreduce_sum_i64(t->topo.world, counts, nl * ne);
+        if (tc->router_bias_update_rate > 0)
+            sl_model_update_router_bias(t->model, counts, tc->router_bias_update_rate);
         summarize_load(t, load_max, load_mean, counts);
+        /* tokens each expert-parallel rank received per step, summed over MoE layers and
+         * averaged over the expert-parallel groups */
+        const int groups = t->topo.size / t->topo.ep_size, per = ne / t->topo.ep_size;
+        for (int p = 0; p < t->topo.ep_size; p++) {
+            rank_load[p] = 0;
+            for (int l = 0; l < nl; l++)
+                for (int e = p * per; e < (p + 1) * per; e++)
+                    rank_load[p] += (double)counts[(int64_t)l * ne + e] / groups;
+        }
         const double elapsed = now_s() - t0, dt = now_s() - ts;
         const int done = step + 1;
         const bool do_eval = done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
@@ -270,6 +322,10 @@ static int train_loop(trainer *t) {
             .n_layers = nl,
             .load_max = load_max,
             .load_mean = load_mean,
+            .expert_counts = counts,
+            .n_experts = mc->num_experts,
+            .rank_load = t->topo.ep_size > 1 ? rank_load : NULL,
+            .ep_size = t->topo.ep_size,
         };
         sm.lbl_normalized = mc->num_experts_per_tok > 0 ? sm.lbl / mc->num_experts_per_tok : 0;
         if (!isfinite(gnorm) || !isfinite(sm.loss)) {
@@ -303,6 +359,7 @@ static int train_loop(trainer *t) {
     free(counts);
     free(load_max);
     free(load_mean);
+    free(rank_load);
     return rc;
 }
 
@@ -322,6 +379,7 @@ int sl_train(const sl_config *cfg, sl_comm *world) {
         rc = train_loop(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);
+    if (t.model) sl_optimizer_free(&t.opt);
     sl_model_free(t.model);
     if (t.be) sl_backend_free(t.be);
     if (t.topo.ep) sl_topology_free(&t.topo);

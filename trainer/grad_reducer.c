@@ -1,0 +1,58 @@
+/* trainer/grad_reducer.c - bucketed, overlapped gradient all-reduce (see grad_reducer.h). */
+#include "trainer/grad_reducer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, int64_t n,
+                          int64_t bucket_elems) {
+    memset(r, 0, sizeof *r);
+    r->comm = comm;
+    r->grad = grad;
+    r->n = n;
+    r->bucket = bucket_elems > 0 ? bucket_elems : n;
+    r->nbuckets = n > 0 ? (int)((n + r->bucket - 1) / r->bucket) : 0;
+    r->views = sl_xcalloc((size_t)r->nbuckets + 1, sizeof *r->views);
+    r->reqs = sl_xcalloc((size_t)r->nbuckets + 1, sizeof *r->reqs);
+    for (int b = 0; b < r->nbuckets; b++) {
+        const int64_t end = n - (int64_t)b * r->bucket;
+        const int64_t start = end - r->bucket > 0 ? end - r->bucket : 0;
+        r->views[b] = sl_tensor_view1(grad, start, end - start);
+    }
+}
+
+static int64_t bucket_start(const sl_grad_reducer *r, int b) {
+    const int64_t s = r->n - (int64_t)(b + 1) * r->bucket;
+    return s > 0 ? s : 0;
+}
+
+void sl_grad_reducer_begin(sl_grad_reducer *r) { r->launched = 0; }
+
+void sl_grad_reducer_ready_from(sl_grad_reducer *r, int64_t offset) {
+    if (sl_comm_size(r->comm) == 1) return;
+    while (r->launched < r->nbuckets && bucket_start(r, r->launched) >= offset) {
+        r->reqs[r->launched] = sl_comm_iallreduce_sum(r->comm, r->views[r->launched]);
+        r->launched++;
+    }
+    /* MPI progresses non-blocking collectives inside MPI calls: poke the ones in flight. */
+    for (int b = 0; b < r->launched; b++)
+        if (r->reqs[b]) sl_comm_test(r->reqs[b]);
+}
+
+void sl_grad_reducer_finish(sl_grad_reducer *r) {
+    if (sl_comm_size(r->comm) == 1) return;
+    sl_grad_reducer_ready_from(r, 0);
+    for (int b = 0; b < r->nbuckets; b++) {
+        sl_comm_wait(r->reqs[b]);
+        r->reqs[b] = NULL;
+    }
+}
+
+void sl_grad_reducer_free(sl_grad_reducer *r) {
+    for (int b = 0; b < r->nbuckets; b++) sl_tensor_free(r->views[b]);
+    free(r->views);
+    free(r->reqs);
+    memset(r, 0, sizeof *r);
+}
