@@ -1,0 +1,70 @@
+#!/bin/sh
+# tests/fuzz/run_fuzz.sh SRC_DIR WORK_DIR SLUICE_BINARY [SECONDS]
+#
+# Builds the shard-parser fuzzer with clang -fsanitize=fuzzer,address,undefined, seeds it with
+# shards made by `sluice data build`, and runs it for SECONDS (default 30, or $SLUICE_FUZZ_SECONDS).
+# Exit status: 0 no finding, 1 a crash/sanitizer report or a build failure of the harness,
+# 77 (skipped) only when clang or its libFuzzer runtime is not installed.
+set -u
+SRC=$1
+WORK=$2
+SLUICE=$3
+SECS=${SLUICE_FUZZ_SECONDS:-${4:-30}}
+CLANG=${CLANG:-clang}
+
+mkdir -p "$WORK" || exit 1
+cd "$WORK" || exit 1
+
+if ! command -v "$CLANG" > /dev/null 2>&1; then
+    echo "fuzz: $CLANG not found: skipped"
+    exit 77
+fi
+# Is the libFuzzer runtime there? (Debian: libclang-rt-NN-dev / libclang-common-NN-dev)
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > probe.c
+if ! "$CLANG" -fsanitize=fuzzer,address,undefined probe.c -o probe > probe.log 2>&1; then
+    if grep -qi "fuzzer" probe.log && grep -qiE "no such file|cannot find|not found" probe.log; then
+        echo "fuzz: clang's libFuzzer runtime is not installed: skipped"
+        cat probe.log
+        exit 77
+    fi
+    echo "fuzz: clang cannot link a fuzzer:"
+    cat probe.log
+    exit 1
+fi
+
+ZSTD_FLAGS=$(pkg-config --cflags --libs libzstd 2>/dev/null || echo -lzstd)
+if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Wall -Wextra -Werror -I"$SRC" \
+    "$SRC/tests/fuzz/fuzz_shard.c" "$SRC/io/shard.c" "$SRC/io/crc32c.c" "$SRC/core/log.c" \
+    $ZSTD_FLAGS -lpthread -o fuzz_shard; then
+    echo "fuzz: the harness does not build"
+    exit 1
+fi
+
+# seeds: small shards of several shapes, each in both modes (leading byte 0 = as is, 1 = repair)
+rm -rf seeds corpus && mkdir -p seeds corpus data
+printf 'first document\n\nsecond document, a little longer\n\nthird\n' > data/a.txt
+head -c 3000 "$SRC/docs/shard-format.md" > data/b.txt 2>/dev/null || printf 'x%.0s' $(seq 1 3000) > data/b.txt
+"$SLUICE" data build --quiet --force --text-docs paragraph --frame-tokens 16 -o data/s1 data/a.txt || exit 1
+"$SLUICE" data build --quiet --force --frame-tokens 1000 --level 1 -o data/s2 data/b.txt || exit 1
+awk 'BEGIN { for (i = 0; i < 300; i++) printf "%c%c%c%c", i % 256, 1, 0, 0 }' > data/t.u32
+"$SLUICE" data build --quiet --force --format raw --dtype uint32 --vocab 70000 --eod 5 \
+    --frame-tokens 64 -o data/s3 data/t.u32 || exit 1
+i=0
+for f in data/s1/*.shard.zst data/s2/*.shard.zst data/s3/*.shard.zst; do
+    i=$((i + 1))
+    { printf '\000'; cat "$f"; } > "seeds/s$i-raw"
+    { printf '\001'; cat "$f"; } > "seeds/s$i-repair"
+done
+
+echo "fuzz: running for $SECS s"
+./fuzz_shard -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$WORK/crash-" corpus seeds
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "fuzz: FAILED (exit $rc); reproduce with: $WORK/fuzz_shard $WORK/crash-*"
+    exit 1
+fi
+echo "fuzz: no findings"
+exit 0
