@@ -29,6 +29,11 @@ typedef struct {
     size_t docs_cap;
     uint32_t n, n_docs, tb;
     uint64_t epoch, k;
+    /* where the tokens came from, for the token-id check done while copying */
+    const char *path;
+    uint64_t frame;
+    sl_shard_frame entry;
+    uint32_t vocab;
     char msg[MSG_LEN];
 } slot;
 
@@ -231,6 +236,7 @@ static void produce(sl_reader *r, corpus *c, slot *s) {
         }
         c->sh_idx = (int)si;
     }
+    c->fb.skip_vocab_check = true; /* next() checks the ids while it copies them */
     if (sl_shard_read_frame(c->sh, fi, &c->fb, s->msg, sizeof s->msg) != 0) {
         c->p_done = true;
         return;
@@ -244,6 +250,10 @@ static void produce(sl_reader *r, corpus *c, slot *s) {
     c->fb.tokens_cap = tc;
     s->n = c->fb.n_tokens;
     s->tb = info->h.token_bytes;
+    s->path = info->path;
+    s->frame = fi;
+    s->entry = sl_shard_frames(c->sh)[fi];
+    s->vocab = info->h.vocab_size;
     bool contiguous = c->prev_valid && c->prev_shard == si && c->prev_frame + 1 == fi;
     bool has0 = c->fb.n_docs > 0 && c->fb.docs[0] == 0;
     uint32_t extra = (!contiguous && !has0) ? 1 : 0;
@@ -492,6 +502,37 @@ static slot *acquire(sl_reader *r, corpus *c) {
     return s;
 }
 
+/* Copies k tokens of slot s from offset `off` as int32 and checks them against the vocabulary
+ * in the same pass. */
+static int copy_checked(sl_reader *r, const slot *s, uint32_t off, uint32_t k, int32_t *dst,
+                        char *err, size_t errlen) {
+    uint32_t m = 0;
+    if (s->tb == 2) {
+        const uint16_t *src = (const uint16_t *)s->tokens + off;
+        uint16_t m16 = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            uint16_t v = src[j];
+            m16 = v > m16 ? v : m16;
+            dst[j] = v;
+        }
+        m = m16;
+    } else {
+        const uint32_t *src = (const uint32_t *)s->tokens + off;
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t v = src[j];
+            m = v > m ? v : m;
+            dst[j] = (int32_t)v;
+        }
+    }
+    if (m < s->vocab) return 0;
+    uint32_t j = 0;
+    while ((uint32_t)dst[j] < s->vocab) j++;
+    r->failed = true;
+    sl_shard_vocab_error(s->path, s->frame, &s->entry, off + j, (uint32_t)dst[j], s->vocab,
+                         r->fail_msg, sizeof r->fail_msg);
+    return fail(err, errlen, "%s", r->fail_msg);
+}
+
 static int choose(const sl_reader *r) {
     if (r->n == 1) return 0;
     double total = 0;
@@ -557,13 +598,7 @@ int sl_reader_next(sl_reader *r, int32_t *tokens, int32_t *doc_start, int *n_doc
         }
         uint32_t k = s->n - c->c_off;
         if (k > need - i) k = need - i;
-        if (s->tb == 2) {
-            const uint16_t *src = (const uint16_t *)s->tokens + c->c_off;
-            int32_t *dst = tokens + i;
-            for (uint32_t j = 0; j < k; j++) dst[j] = src[j];
-        } else {
-            memcpy(tokens + i, (const uint32_t *)s->tokens + c->c_off, sizeof(int32_t) * k);
-        }
+        if (copy_checked(r, s, c->c_off, k, tokens + i, err, errlen) != 0) return -1;
         uint32_t end = c->c_off + k;
         while (c->doc_i < s->n_docs && s->docs[c->doc_i] < end) {
             int32_t at = (int32_t)(i + s->docs[c->doc_i] - c->c_off);

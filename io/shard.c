@@ -454,7 +454,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
         }
     }
     /* token ids */
-    if (!(tb == 2 && h->vocab_size >= 65536)) {
+    if (!b->skip_vocab_check && !(tb == 2 && h->vocab_size >= 65536)) {
         uint32_t m = tb == 2 ? max_u16(b->tokens, f->n_tokens) : max_u32(b->tokens, f->n_tokens);
         if (m >= h->vocab_size) {
             uint32_t i = 0, v = 0;
@@ -462,16 +462,21 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
                 v = tb == 2 ? ((const uint16_t *)b->tokens)[i] : ((const uint32_t *)b->tokens)[i];
                 if (v >= h->vocab_size) break;
             }
-            return fail(err, errlen,
-                        "%s: frame %llu (byte offset %llu): token %u of the frame (token %llu of "
-                        "the shard) has id %u >= vocab_size %u",
-                        s->name, fno, off, i, (unsigned long long)(f->first_token + i), v,
-                        h->vocab_size);
+            return sl_shard_vocab_error(s->name, fi, f, i, v, h->vocab_size, err, errlen);
         }
     }
     b->n_tokens = f->n_tokens;
     b->n_docs = f->n_docs;
     return 0;
+}
+
+int sl_shard_vocab_error(const char *name, uint64_t fi, const sl_shard_frame *f, uint32_t i,
+                         uint32_t v, uint32_t vocab, char *err, size_t errlen) {
+    return fail(err, errlen,
+                "%s: frame %llu (byte offset %llu): token %u of the frame (token %llu of the "
+                "shard) has id %u >= vocab_size %u",
+                name, (unsigned long long)fi, (unsigned long long)f->offset, i,
+                (unsigned long long)(f->first_token + i), v, vocab);
 }
 
 /* ---- verification ---- */

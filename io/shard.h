@@ -90,13 +90,19 @@ typedef struct {
     uint32_t n_docs;
     unsigned char *cbuf;
     size_t cbuf_cap;
-    void *dctx; /* ZSTD_DCtx */
+    void *dctx;            /* ZSTD_DCtx */
+    bool skip_vocab_check; /* the caller checks token ids itself (the reader, while copying) */
 } sl_frame_buf;
 void sl_frame_buf_free(sl_frame_buf *b);
 
 /* Decodes frame `f` into b: CRC-32C, zstd frame header and content checksum, token count,
  * document offsets and token ids < vocab_size are all checked. 0 or -1 with err set. */
 int sl_shard_read_frame(sl_shard *s, uint64_t f, sl_frame_buf *b, char *err, size_t errlen);
+
+/* The error for token `i` of frame `fi` having id v >= vocab (the message sl_shard_read_frame
+ * gives). Returns -1. */
+int sl_shard_vocab_error(const char *name, uint64_t fi, const sl_shard_frame *f, uint32_t i,
+                         uint32_t v, uint32_t vocab, char *err, size_t errlen);
 
 /* Full integrity check of one file: header, index and every frame. Each problem is passed to
  * `report` (may be NULL); returns the number of problems (0 = the file is sound). */
