@@ -134,7 +134,7 @@ static int bad_value(const char *opt, const char *v) {
 
 static int cmd_build(int argc, char **argv) {
     sl_build_opts o = {.vocab = -1, .eod = -1, .add_eod = -1, .prefix = "shard"};
-    char **inputs = calloc((size_t)argc, sizeof(char *));
+    char **inputs = sl_xcalloc((size_t)argc, sizeof(char *));
     int n_in = 0, rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -136,13 +136,13 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
                     (unsigned long long)h->n_docs, (unsigned long long)h->n_tokens);
     if (h->n_frames > (UINT32_MAX - 8) / SL_SHARD_ENTRY_BYTES ||
         h->index_bytes != 8 + SL_SHARD_ENTRY_BYTES * h->n_frames)
-        return fail(err, errlen, "%s: byte offset 64: index size %llu does not fit %llu frames",
+        return fail(err, errlen, "%s: byte offset 72: index size %llu does not fit %llu frames",
                     name, (unsigned long long)h->index_bytes, (unsigned long long)h->n_frames);
     if (h->index_offset != SL_SHARD_HEADER_BYTES + h->payload_bytes ||
         h->index_offset < SL_SHARD_HEADER_BYTES ||
         h->file_size != h->index_offset + 8 + h->index_bytes)
         return fail(err, errlen,
-                    "%s: byte offset 72: inconsistent index offset / file size in "
+                    "%s: byte offset 64: inconsistent index offset / file size in "
                     "the header",
                     name);
     return 0;
