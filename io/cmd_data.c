@@ -1,4 +1,5 @@
 /* io/cmd_data.c - `sluice data build | info | verify` (docs/data.md). */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,15 @@ typedef struct {
     uint64_t files, tokens, docs, frames, file_bytes, token_bytes;
 } totals;
 
+/* Prints {"path":<path as a JSON string> (escaped by cJSON). */
+static void print_json_path(const char *path) {
+    cJSON *s = cJSON_CreateString(path);
+    char *p = s ? cJSON_PrintUnformatted(s) : NULL;
+    printf("{\"path\":%s", p ? p : "null");
+    if (p) cJSON_free(p);
+    cJSON_Delete(s);
+}
+
 static int cmd_info(int argc, char **argv) {
     bool json = false;
     int n_paths = 0;
@@ -333,16 +343,17 @@ static int cmd_info(int argc, char **argv) {
                 snprintf(eod, sizeof eod, "none");
             else
                 snprintf(eod, sizeof eod, "%u", h->eod_token);
-            if (json)
-                printf("{\"path\":\"%s\",\"version\":%u,\"token_bytes\":%u,\"vocab_size\":%u,"
+            if (json) {
+                print_json_path(files[j]);
+                printf(",\"version\":%u,\"token_bytes\":%u,\"vocab_size\":%u,"
                        "\"eod_token\":%s,\"tokens\":%llu,\"documents\":%llu,\"frames\":%llu,"
                        "\"frame_tokens\":%u,\"file_bytes\":%llu,\"compression_ratio\":%.4f}\n",
-                       files[j], h->version, h->token_bytes, h->vocab_size,
+                       h->version, h->token_bytes, h->vocab_size,
                        h->eod_token == SL_SHARD_NO_EOD ? "null" : eod,
                        (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
                        (unsigned long long)h->n_frames, h->frame_tokens,
                        (unsigned long long)h->file_size, ratio);
-            else
+            } else {
                 printf("%s\n  format version %u, %u-byte tokens, vocab %u, end-of-document %s\n"
                        "  tokens %llu, documents %llu, frames %llu (up to %u tokens each)\n"
                        "  file %llu bytes, compression ratio %.3f (token bytes / file bytes)\n",
@@ -350,6 +361,7 @@ static int cmd_info(int argc, char **argv) {
                        (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
                        (unsigned long long)h->n_frames, h->frame_tokens,
                        (unsigned long long)h->file_size, ratio);
+            }
             t.files++;
             t.tokens += h->n_tokens;
             t.docs += h->n_docs;
