@@ -3,12 +3,16 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int sl_metrics_open(sl_metrics *m, const char *path, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    m->tty = isatty(STDOUT_FILENO);
+    /* Redraw in place only on a real terminal: launchers (mpirun, srun) forward rank output
+     * line by line, where carriage returns would garble the log. */
+    m->tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
+             !getenv("SLURM_PROCID");
     if (!path || !*path) return 0;
     m->jsonl = fopen(path, "a");
     if (!m->jsonl) {

@@ -58,34 +58,60 @@ static int next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *er
 }
 
 /* Mean held-out loss over up to eval_tokens tokens (all ranks together). NaN without an
- * eval set. */
+ * eval set. Ranks may hold different amounts of held-out data, but with expert parallelism
+ * every forward is a collective: all ranks step together, and a rank whose data has run out
+ * keeps running forwards it does not count until no rank has data left. */
 static double evaluate(trainer *t) {
     const sl_config *c = t->cfg;
     if (!c->data.eval_path[0]) return NAN;
     sl_reader_opts o = {.data = &c->data, .dp_rank = t->topo.dp_rank, .dp_size = t->topo.dp_size,
                         .seq_len = c->train.seq_len, .eval = true};
     sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
-    double sums[2] = {0.0, 0.0}; /* loss sum, tokens */
-    int failed = r == NULL;
-    const int64_t per_batch = (int64_t)c->train.micro_batch_size * c->train.seq_len;
-    const int64_t budget = c->train.eval_tokens > 0 ? c->train.eval_tokens / t->topo.dp_size : 0;
-    while (!failed && (budget == 0 || sums[1] < (double)budget)) {
-        int rc = next_batch(r, c->train.micro_batch_size, c->train.seq_len, t->tokens, t->err,
-                            sizeof t->err);
-        if (rc < 0) failed = 1;
-        if (rc != 1) break;
-        sl_fwd_stats st;
-        sl_model_forward(t->model, t->tokens, &st);
-        sums[0] += st.loss_sum;
-        sums[1] += (double)per_batch;
-    }
-    if (r) sl_reader_close(r);
-    double fail = failed;
+    double fail = r == NULL;
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
     if (fail > 0) {
-        if (failed) sl_error("evaluation data: %s", t->err);
+        if (!r) sl_error("evaluation data: %s", t->err);
+        if (r) sl_reader_close(r);
         return -1.0;
     }
+    const int64_t per_batch = (int64_t)c->train.micro_batch_size * c->train.seq_len;
+    double sums[2] = {0.0, 0.0}; /* this rank's loss sum and tokens */
+    double seen = 0.0;           /* tokens evaluated by all ranks */
+    bool have_batch = false;
+    for (;;) {
+        double flags[2] = {0.0, 0.0}; /* [0]: some rank has a batch, [1]: some rank failed */
+        int rc = 0;
+        if (c->train.eval_tokens <= 0 || seen < c->train.eval_tokens) {
+            rc = next_batch(r, c->train.micro_batch_size, c->train.seq_len, t->tokens, t->err,
+                            sizeof t->err);
+            flags[0] = rc == 1;
+            flags[1] = rc < 0;
+            have_batch |= rc == 1;
+        }
+        sl_comm_allreduce_max_f64(t->topo.world, flags, 2);
+        if (flags[1] > 0) {
+            if (rc < 0) sl_error("evaluation data: %s", t->err);
+            sl_reader_close(r);
+            return -1.0;
+        }
+        if (flags[0] == 0) break;
+        double counted = 0.0;
+        /* A rank without held-out data (or whose data ran out) still joins the forward:
+         * with a batch of token 0 when it never had one, its last batch otherwise. */
+        if (!have_batch)
+            memset(t->tokens, 0,
+                   (size_t)c->train.micro_batch_size * (c->train.seq_len + 1) * sizeof(int32_t));
+        sl_fwd_stats st;
+        sl_model_forward(t->model, t->tokens, &st);
+        if (rc == 1) {
+            sums[0] += st.loss_sum;
+            sums[1] += (double)per_batch;
+            counted = (double)per_batch;
+        }
+        sl_comm_allreduce_sum_f64(t->topo.world, &counted, 1);
+        seen += counted;
+    }
+    sl_reader_close(r);
     sl_comm_allreduce_sum_f64(t->topo.world, sums, 2);
     return sums[1] > 0 ? sums[0] / sums[1] : NAN;
 }
