@@ -23,11 +23,11 @@
 #include "core/ops.h"
 #include "io/reader.h"
 #include "trainer/hf_export.h"
-#include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/topology.h"
+#include "trainer/train_step.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -242,9 +242,6 @@ static int save(trainer *t, const char *why) {
     return fail == 0 ? 0 : -1;
 }
 
-/* The model's backward progress starts gradient buckets (last micro-batch only). */
-static void on_grads_ready(void *user, int layer) { sl_optimizer_grads_ready(user, layer); }
-
 /* Debugging aid for the failure tests (docs/parallelism.md): SLUICE_FAULT="rank:step:kind"
  * makes that rank fail at that step, kind "error" (a reported error) or "crash" (killed). */
 static void maybe_inject_fault(const trainer *t, int step) {
@@ -261,18 +258,30 @@ static void maybe_inject_fault(const trainer *t, int step) {
     sl_comm_abort(1);
 }
 
+static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
+    (void)micro;
+    trainer *t = user;
+    const sl_train_config *tc = &t->cfg->train;
+    return next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, tokens, err, errlen) == 1
+               ? 0
+               : -1;
+}
+
 static int train_loop(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
     const sl_model_config *mc = &c->model;
     const int nl = mc->num_hidden_layers, ne = mc->num_experts > 0 ? mc->num_experts : 1;
     const int64_t step_tokens = tc->global_batch_tokens;
-    const float ce_scale = (float)(1.0 / (double)step_tokens);
-    const double aux_scale = 1.0 / ((double)t->micro_batches * t->topo.size);
     int64_t *counts = sl_xcalloc((size_t)nl * ne, sizeof(int64_t));
     double *load_max = sl_xcalloc((size_t)nl, sizeof(double));
     double *load_mean = sl_xcalloc((size_t)nl, sizeof(double));
     double *rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double));
+    const sl_stepper stepper = {.model = t->model,
+                                .opt = &t->opt,
+                                .world = t->topo.world,
+                                .micro_batches = t->micro_batches,
+                                .tokens = t->tokens};
     int rc = 0;
 
     double ev = evaluate(t);
@@ -282,44 +291,12 @@ static int train_loop(trainer *t) {
     for (int step = 0; step < tc->max_steps; step++) {
         const double ts = now_s();
         maybe_inject_fault(t, step + 1);
-        sl_params_zero_grad(&t->model->params);
-        sl_model_begin_step(t->model);
-        memset(counts, 0, (size_t)nl * ne * sizeof(int64_t));
-        double sums[5] = {0}; /* loss sum, tokens, lbl, zloss, gate */
-        for (int mb = 0; mb < t->micro_batches; mb++) {
-            if (mb == t->micro_batches - 1) {
-                /* the last backward completes the gradients: reduce while it runs */
-                sl_optimizer_begin_reduce(&t->opt);
-                t->model->grad_ready = on_grads_ready;
-                t->model->grad_ready_user = &t->opt;
-            }
-            if (next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, t->tokens, t->err,
-                           sizeof t->err) != 1) {
-                sl_error("training data: %s", t->err);
-                sl_comm_abort(1);
-            }
-            sl_fwd_stats st;
-            sl_model_forward_backward(t->model, t->tokens, ce_scale, aux_scale, &st);
-            t->model->grad_ready = NULL;
-            sums[0] += st.loss_sum;
-            sums[1] += (double)st.tokens;
-            sums[2] += st.lbl / t->micro_batches;
-            sums[3] += st.zloss / t->micro_batches;
-            sums[4] += st.gate_score / t->micro_batches;
-            for (int l = 0; l < nl; l++) {
-                const int64_t *lc = sl_model_expert_counts(t->model, l);
-                if (lc)
-                    for (int e = 0; e < ne; e++) counts[(int64_t)l * ne + e] += lc[e];
-            }
+        sl_step_result res = {.counts = mc->num_experts > 0 ? counts : NULL};
+        if (sl_train_step(&stepper, tc, step, train_batch, t, &res, t->err, sizeof t->err) != 0) {
+            sl_error("training data: %s", t->err);
+            sl_comm_abort(1);
         }
-        const double gnorm = sl_optimizer_finish_reduce(&t->opt);
-        const double clip = tc->grad_clip > 0 && gnorm > tc->grad_clip ? tc->grad_clip / gnorm : 1.0;
-        const double lr = sl_lr_at(tc, step);
-        if (isfinite(gnorm)) sl_optimizer_apply(&t->opt, tc, lr, clip);
-        sl_comm_allreduce_sum_f64(t->topo.world, sums, 5);
-        sl_comm_allreduce_sum_i64(t->topo.world, counts, nl * ne);
-        if (tc->router_bias_update_rate > 0)
-            sl_model_update_router_bias(t->model, counts, tc->router_bias_update_rate);
+        const double gnorm = res.grad_norm, lr = res.lr;
         summarize_load(t, load_max, load_mean, counts);
         /* tokens each expert-parallel rank received per step, summed over MoE layers and
          * averaged over the expert-parallel groups */
@@ -336,15 +313,15 @@ static int train_loop(trainer *t) {
         sl_step_metrics sm = {
             .step = done,
             .max_steps = tc->max_steps,
-            .loss = sums[0] / sums[1],
-            .lbl = sums[2] / t->topo.size,
-            .zloss = sums[3] / t->topo.size,
+            .loss = res.loss,
+            .lbl = res.lbl,
+            .zloss = res.zloss,
             .lr = lr,
             .grad_norm = gnorm,
             .tokens_per_s = (double)step_tokens / dt,
             .elapsed_s = elapsed,
             .eta_s = elapsed / done * (tc->max_steps - done),
-            .gate_score = sums[4] / t->topo.size,
+            .gate_score = res.gate_score,
             .n_layers = nl,
             .load_max = load_max,
             .load_mean = load_mean,

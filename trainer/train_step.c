@@ -1,0 +1,64 @@
+/* trainer/train_step.c - one optimizer step (see train_step.h). */
+#include "trainer/train_step.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "trainer/lr_schedule.h"
+
+/* The model's backward progress starts gradient buckets (last micro-batch only). */
+static void on_grads_ready(void *user, int layer) { sl_optimizer_grads_ready(user, layer); }
+
+int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_batch_fn next,
+                  void *user, sl_step_result *res, char *err, size_t errlen) {
+    sl_model *m = s->model;
+    const sl_model_config *mc = &m->cfg;
+    const int nl = mc->num_hidden_layers, ne = mc->num_experts;
+    const int ranks = sl_comm_size(s->world);
+    const float ce_scale = (float)(1.0 / (double)tc->global_batch_tokens);
+    const double aux_scale = 1.0 / ((double)s->micro_batches * ranks);
+    sl_params_zero_grad(&m->params);
+    sl_model_begin_step(m);
+    if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
+    double sums[5] = {0}; /* loss sum, tokens, lbl, zloss, gate */
+    for (int mb = 0; mb < s->micro_batches; mb++) {
+        if (next(user, mb, s->tokens, err, errlen) != 0) return -1;
+        if (mb == s->micro_batches - 1) {
+            /* the last backward completes the gradients: reduce while it runs */
+            sl_optimizer_begin_reduce(s->opt);
+            m->grad_ready = on_grads_ready;
+            m->grad_ready_user = s->opt;
+        }
+        sl_fwd_stats st;
+        sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, &st);
+        m->grad_ready = NULL;
+        sums[0] += st.loss_sum;
+        sums[1] += (double)st.tokens;
+        sums[2] += st.lbl / s->micro_batches;
+        sums[3] += st.zloss / s->micro_batches;
+        sums[4] += st.gate_score / s->micro_batches;
+        for (int l = 0; res->counts && l < nl; l++) {
+            const int64_t *lc = sl_model_expert_counts(m, l);
+            if (lc)
+                for (int e = 0; e < ne; e++) res->counts[(int64_t)l * ne + e] += lc[e];
+        }
+    }
+    res->grad_norm = sl_optimizer_finish_reduce(s->opt);
+    const double clip =
+        tc->grad_clip > 0 && res->grad_norm > tc->grad_clip ? tc->grad_clip / res->grad_norm : 1.0;
+    res->lr = sl_lr_at(tc, step);
+    /* A non-finite norm is the same on every rank (it comes from reduced gradients): skip
+     * the update everywhere and let the caller stop. */
+    if (isfinite(res->grad_norm)) sl_optimizer_apply(s->opt, tc, res->lr, clip);
+    sl_comm_allreduce_sum_f64(s->world, sums, 5);
+    if (res->counts && ne > 0) {
+        sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
+        if (tc->router_bias_update_rate > 0)
+            sl_model_update_router_bias(m, res->counts, tc->router_bias_update_rate);
+    }
+    res->loss = sums[0] / sums[1];
+    res->lbl = sums[2] / ranks;
+    res->zloss = sums[3] / ranks;
+    res->gate_score = sums[4] / ranks;
+    return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * trainer/train_step.h - one optimizer step on every rank: micro-batches, gradient
+ * reduction overlapped with the last backward, clipping, AdamW, router-bias update, and the
+ * step's statistics summed over ranks.
+ *
+ * Every token of the global batch weighs the same: each micro-batch's cross-entropy gradient
+ * is scaled by 1 / global_batch_tokens and gradients are summed over ranks, so the step
+ * follows the gradient of the global mean loss whatever the number of ranks; the auxiliary
+ * losses are averaged over micro-batches and ranks.
+ */
+#ifndef SL_TRAIN_STEP_H
+#define SL_TRAIN_STEP_H
+
+#include "core/comm.h"
+#include "core/config.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+
+/* Fills one micro-batch tokens [batch, seq + 1]. Returns 0, or -1 with a message in err. */
+typedef int (*sl_batch_fn)(void *user, int micro, int32_t *tokens, char *err, size_t errlen);
+
+typedef struct {
+    sl_model *model;
+    sl_optimizer *opt;
+    sl_comm *world;
+    int micro_batches;   /* per rank per step */
+    int32_t *tokens;     /* [batch, seq + 1] staging */
+} sl_stepper;
+
+typedef struct {
+    double loss;       /* mean token cross-entropy over the global batch */
+    double lbl;        /* mean over ranks, micro-batches and MoE layers of E sum f_i P_i */
+    double zloss;
+    double gate_score;
+    double grad_norm;  /* before clipping */
+    double lr;
+    int64_t *counts;   /* [layers * experts] tokens routed per expert over the global batch
+                        * (caller-owned; NULL to skip) */
+} sl_step_result;
+
+/* Runs step `step` (0-based). Returns 0, or -1 when the batch function failed (the caller
+ * must stop every rank: other ranks may be waiting in a collective). */
+int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_batch_fn next,
+                  void *user, sl_step_result *res, char *err, size_t errlen);
+
+#endif
