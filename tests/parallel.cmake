@@ -1,0 +1,25 @@
+# Expert and data parallelism over MPI: equivalence with the single-process run, dispatch,
+# launch and failure handling. Each case runs under mpirun with 1-4 ranks.
+add_executable(test_parallel_equivalence test_parallel_equivalence.c)
+target_link_libraries(test_parallel_equivalence PRIVATE sluice_testutil)
+
+set(SLUICE_MPI_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+
+# sluice_mpi_test(NAME NP TARGET ARGS...)
+function(sluice_mpi_test name np target)
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+                   $<TARGET_FILE:${target}> ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS "parallel" PROCESSORS ${np}
+                       ENVIRONMENT "${SLUICE_MPI_ENV}")
+endfunction()
+
+sluice_mpi_test(test_parallel_np1_ep1 1 test_parallel_equivalence --ep 1)
+sluice_mpi_test(test_parallel_np2_ep1 2 test_parallel_equivalence --ep 1)
+sluice_mpi_test(test_parallel_np2_ep2 2 test_parallel_equivalence --ep 2)
+sluice_mpi_test(test_parallel_np4_ep1 4 test_parallel_equivalence --ep 1)
+sluice_mpi_test(test_parallel_np4_ep2 4 test_parallel_equivalence --ep 2)
+sluice_mpi_test(test_parallel_np4_ep4 4 test_parallel_equivalence --ep 4)
+sluice_mpi_test(test_parallel_np2_ep2_zero1 2 test_parallel_equivalence --ep 2 --zero1)
+sluice_mpi_test(test_parallel_np4_ep2_zero1 4 test_parallel_equivalence --ep 2 --zero1)
+sluice_mpi_test(test_parallel_np4_ep4_capacity 4 test_parallel_equivalence --ep 4 --capacity 1.0)

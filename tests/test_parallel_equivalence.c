@@ -1,0 +1,182 @@
+/*
+ * tests/test_parallel_equivalence.c - distributed training follows the single-process run.
+ *
+ *   mpirun -np N test_parallel_equivalence --ep EP [--zero1] [--capacity F] [--steps S]
+ *
+ * Every rank trains two copies of the same model from the same seed on the same global
+ * batches: the distributed one (expert parallelism EP, data parallelism over all N ranks,
+ * each rank taking its share of every global batch) and a single-process reference that
+ * runs the whole global batch alone. Sequence g of a global batch is a fixed function of
+ * (step, g); the distributed run gives rank r micro-batch m the sequences
+ * (m * N + r) * B .. + B - 1, the reference takes them in order, so both see the same
+ * micro-batch groups. After every step the global losses and gradient norms must agree, and
+ * at the end every parameter (each rank's expert slice against the reference's experts).
+ *
+ * Tolerances (fp32; the two runs sum gradients in different orders):
+ *   loss and grad norm: |a - b| <= 1e-5 |b| + 1e-6;  parameters: max |a - b| <= 2e-5.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "tests/test_util.h"
+#include "trainer/optimizer.h"
+#include "trainer/topology.h"
+#include "trainer/train_step.h"
+
+enum { B = 2, S = 16, GLOBAL_SEQS = 8 };
+
+typedef struct {
+    int step, rank, world; /* world = 1 for the reference */
+    int vocab;
+} feed;
+
+static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    const feed *f = user;
+    for (int b = 0; b < B; b++) {
+        const int g = (micro * f->world + f->rank) * B + b;
+        sl_rng r;
+        sl_rng_init(&r, 1000 + (uint64_t)f->step, (uint64_t)g);
+        for (int i = 0; i <= S; i++) tokens[b * (S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
+    }
+    return 0;
+}
+
+static sl_model_config model_config(void) {
+    sl_model_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 40;
+    c.hidden_size = 32;
+    c.num_hidden_layers = 3;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 8;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 10000;
+    c.partial_rotary_factor = 1.0;
+    c.max_position_embeddings = 64;
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 16;
+    c.shared_expert_intermediate_size = 12;
+    c.intermediate_size = 24;
+    c.dense_layer[1] = true;
+    c.norm_topk_prob = true;
+    c.router_aux_loss_coef = 0.01;
+    c.router_z_loss_coef = 0.001;
+    c.initializer_range = 0.1;
+    c.attn_output_gate = SL_GATE_ELEMENTWISE;
+    return c;
+}
+
+static bool close_enough(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b) + 1e-6; }
+
+int main(int argc, char **argv) {
+    int ep = 1, steps = 4;
+    bool zero1 = false;
+    double capacity = 0.0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc) ep = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc) capacity = atof(argv[++i]);
+        else if (strcmp(argv[i], "--zero1") == 0) zero1 = true;
+    }
+    sl_comm *world = sl_comm_init_world(&argc, &argv);
+    const int rank = sl_comm_rank(world), size = sl_comm_size(world);
+    char err[512];
+    sl_topology topo;
+    if (sl_topology_init(&topo, world, ep, 8, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        sl_comm_finalize(world);
+        return 2;
+    }
+    sl_comm *self = sl_comm_split(world, rank, 0);
+    const sl_model_config mc = model_config();
+    sl_train_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.seq_len = S;
+    tc.micro_batch_size = B;
+    tc.global_batch_tokens = (int64_t)GLOBAL_SEQS * S;
+    tc.max_steps = steps;
+    tc.lr = 3e-3;
+    tc.min_lr = 3e-4;
+    tc.warmup_steps = 1;
+    tc.schedule = SL_LR_COSINE;
+    tc.beta1 = 0.9;
+    tc.beta2 = 0.95;
+    tc.eps = 1e-8;
+    tc.weight_decay = 0.1;
+    tc.grad_clip = 1.0;
+    sl_moe_options mo = {.capacity_factor = capacity, .drop_policy = SL_DROP_PROBS};
+
+    sl_model *dist = sl_model_create(&mc, sl_test_cpu(), topo.ep, B, S, &mo, err, sizeof err);
+    sl_model *ref = sl_model_create(&mc, sl_test_cpu(), NULL, B, S, &mo, err, sizeof err);
+    CHECK(dist && ref, "model create: %s", err);
+    sl_params_randomize(&dist->params, 77);
+    sl_params_randomize(&ref->params, 77);
+    sl_optimizer dopt, ropt;
+    sl_optimizer_params dp = {.dense = world,
+                              .expert = topo.edp,
+                              .ep = ep > 1 ? topo.ep : NULL,
+                              .zero1 = zero1,
+                              .bucket_bytes = 4096, /* small buckets: many in flight */
+                              .layers = mc.num_hidden_layers};
+    sl_optimizer_params rp = {.dense = self, .expert = self, .layers = mc.num_hidden_layers};
+    sl_optimizer_init(&dopt, &dist->params, &dp);
+    sl_optimizer_init(&ropt, &ref->params, &rp);
+    int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
+    const sl_stepper ds = {.model = dist, .opt = &dopt, .world = world,
+                           .micro_batches = GLOBAL_SEQS / (B * size), .tokens = tokens};
+    const sl_stepper rs = {.model = ref, .opt = &ropt, .world = self,
+                           .micro_batches = GLOBAL_SEQS / B, .tokens = tokens};
+    for (int step = 0; step < steps; step++) {
+        feed fd = {.step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
+        feed fr = {.step = step, .rank = 0, .world = 1, .vocab = mc.vocab_size};
+        sl_step_result a = {0}, b = {0};
+        sl_train_step(&ds, &tc, step, make_batch, &fd, &a, err, sizeof err);
+        sl_train_step(&rs, &tc, step, make_batch, &fr, &b, err, sizeof err);
+        CHECK(close_enough(a.loss, b.loss), "step %d: loss %.9g vs single process %.9g", step,
+              a.loss, b.loss);
+        CHECK(close_enough(a.grad_norm, b.grad_norm), "step %d: grad norm %.9g vs %.9g", step,
+              a.grad_norm, b.grad_norm);
+        CHECK(close_enough(a.lbl, b.lbl), "step %d: lbl %.9g vs %.9g", step, a.lbl, b.lbl);
+        if (rank == 0)
+            printf("step %d: loss %.7f (reference %.7f) grad norm %.6f (%.6f)\n", step, a.loss,
+                   b.loss, a.grad_norm, b.grad_norm);
+    }
+    /* Parameters: same names on both; expert stacks hold a slice in the distributed model. */
+    double worst = 0.0;
+    for (int i = 0; i < dist->params.count; i++) {
+        sl_param *p = dist->params.items[i];
+        sl_param *q = sl_params_find(&ref->params, p->name);
+        CHECK(q != NULL, "parameter %s missing from the reference", p->name);
+        if (!q) continue;
+        float *a = sl_test_host_f32(p->w), *bq = sl_test_host_f32(q->w);
+        const int64_t off = p->expert_base >= 0 ? (int64_t)p->expert_base * (p->numel / p->shape[0]) : 0;
+        for (int64_t k = 0; k < p->numel; k++) {
+            double d = fabs((double)a[k] - bq[off + k]);
+            if (d > worst) worst = d;
+        }
+        free(a), free(bq);
+    }
+    CHECK(worst <= 2e-5, "parameters differ by up to %.3g", worst);
+    double w = worst;
+    sl_comm_allreduce_max_f64(world, &w, 1);
+    if (rank == 0) printf("np %d, ep %d%s%s: largest parameter difference %.3g\n", size, ep,
+                          zero1 ? ", zero1" : "", capacity > 0 ? ", capacity" : "", w);
+    double fails = sl_test_failures;
+    sl_comm_allreduce_sum_f64(world, &fails, 1);
+    int rc = sl_test_finish("test_parallel_equivalence");
+    sl_optimizer_free(&dopt);
+    sl_optimizer_free(&ropt);
+    sl_model_free(dist);
+    sl_model_free(ref);
+    free(tokens);
+    sl_comm_free(self);
+    sl_topology_free(&topo);
+    sl_comm_finalize(world);
+    return fails > 0 ? 1 : rc;
+}
