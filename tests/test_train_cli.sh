@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End-to-end: sluice data build -> sluice train (the loss must fall) -> sluice eval (must
+# reproduce the trainer's final held-out loss from the saved safetensors) -> bad CLI input.
+# usage: test_train_cli.sh SLUICE_BINARY WORK_DIR
+set -euo pipefail
+sluice=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+# A learnable corpus: sentences from a small grammar, deterministic.
+/usr/bin/python3 - <<'PY'
+import random
+r = random.Random(5)
+subj = ["the king", "a servant", "my brother", "the people", "his son", "the priest"]
+verb = ["went up to", "spake unto", "looked upon", "came before", "blessed", "followed"]
+obj = ["the city", "the mountain", "the house of god", "the river", "the temple", "the gate"]
+def text(n):
+    return "\n".join(f"{r.choice(subj)} {r.choice(verb)} {r.choice(obj)}." for _ in range(n)) + "\n"
+open("train.txt", "w").write(text(6000))
+open("eval.txt", "w").write(text(400))
+PY
+"$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
+"$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
+
+cat > tiny.json <<'JSON'
+{
+  "model": {"vocab_size": 257, "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 32,
+            "router_aux_loss_coef": 0.01, "attn_output_gate": "elementwise"},
+  "training": {"seq_len": 64, "micro_batch_size": 4, "global_batch_tokens": 512,
+               "max_steps": 40, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5,
+               "eval_every": 20, "eval_tokens": 4096, "log_every": 10, "out_dir": "run"},
+  "data": {"train": "train", "eval": "eval"},
+  "backend": {"threads": 2}
+}
+JSON
+"$sluice" train tiny.json | tee train.log
+/usr/bin/python3 - <<'PY'
+import json, math
+rows = [json.loads(l) for l in open("run/metrics.jsonl") if l.startswith("{\"step")]
+evals = [r["eval_loss"] for r in rows if "eval_loss" in r]
+first, last = rows[0]["loss"], rows[-1]["loss"]
+print(f"train loss {first:.4f} -> {last:.4f}; held-out {evals}")
+assert len(rows) == 40, f"{len(rows)} metric lines"
+assert last < first - 1.0, "training loss did not fall by 1 nat"
+assert evals[-1] < math.log(257) - 1.0, "held-out loss did not fall below ln(257) - 1"
+for r in rows:
+    assert r["expert_load"] and all(len(e["counts"]) == 16 for e in r["expert_load"]), "expert load"
+    assert 0.0 < r["gate_score"] < 1.0
+PY
+start=$(grep -o 'held-out loss at start: [0-9.]*' train.log | awk '{print $NF}')
+end=$(grep -o 'held-out loss at end: [0-9.]*' train.log | awk '{print $NF}')
+echo "held-out: start $start end $end"
+
+# sluice eval on the saved weights reproduces the trainer's last held-out loss.
+"$sluice" eval --weights run/final --data eval --seq-len 64 --batch 4 --max-tokens 4096 | tee eval.log
+got=$(grep -o 'loss [0-9.]*' eval.log | awk '{print $2}')
+/usr/bin/python3 -c "
+import sys; a, b = float('$got'), float('$end')
+print(f'eval {a} vs trainer {b}')
+sys.exit(0 if abs(a - b) < 2e-4 else 1)"
+# ... and on plain text through the byte tokenizer
+"$sluice" eval --weights run/final --data eval.txt --seq-len 64 --batch 4 | grep -q perplexity
+
+# Bad input: clear messages, non-zero exits.
+expect_fail() { # expected-status pattern command...
+    local want=$1 pat=$2
+    shift 2
+    set +e
+    out=$("$@" 2>&1)
+    st=$?
+    set -e
+    if [ "$st" -ne "$want" ] || ! grep -q -- "$pat" <<<"$out"; then
+        echo "FAIL: '$*' exited $st (want $want), output: $out"
+        exit 1
+    fi
+}
+expect_fail 2 "unknown option" "$sluice" train tiny.json --bogus
+expect_fail 1 "missing.json" "$sluice" train missing.json
+expect_fail 1 "training.lr" "$sluice" train tiny.json --set training.lr=-1
+expect_fail 1 "model.bogus_key" "$sluice" train tiny.json --set model.bogus_key=1
+expect_fail 1 "backend.name" "$sluice" train tiny.json --set backend.name=tpu
+expect_fail 1 "nowhere" "$sluice" train tiny.json --set data.train=nowhere
+expect_fail 2 "unknown command" "$sluice" frobnicate
+expect_fail 1 "config.json" "$sluice" eval --weights nowhere --data eval
+echo "test_train_cli: all checks passed"
