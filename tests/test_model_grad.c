@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model_stats.h"
 #include "core/params.h"
 #include "tests/test_util.h"
 #include "trainer/model.h"
@@ -74,6 +75,12 @@ static void check_variant(const char *label, const sl_model_config *cfg) {
     CHECK(m != NULL, "%s: model create: %s", label, err);
     if (!m) return;
     sl_params_randomize(&m->params, 1234);
+    /* The banner's parameter count (core/model_stats.c, counted from the config) is the
+     * number of parameters the model actually allocates. */
+    int64_t total = 0, active = 0;
+    sl_model_param_count(cfg, &total, &active);
+    CHECK(total == sl_params_numel(&m->params), "%s: model_stats counts %lld parameters, the "
+          "model holds %lld", label, (long long)total, (long long)sl_params_numel(&m->params));
     int32_t tokens[2 * 6];
     for (int i = 0; i < 12; i++) tokens[i] = (i * 7 + 3) % cfg->vocab_size;
     fd_ctx c = {.m = m, .tokens = tokens, .ce_scale = 1.0f / (batch * seq)};
