@@ -74,6 +74,16 @@ void sl_fatal_at(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 
+int sl_fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
 void *sl_xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) sl_fatal("out of memory allocating %zu bytes", n);

@@ -44,6 +44,11 @@ SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) S
         if (!(cond)) sl_fatal_at(__FILE__, __LINE__, __VA_ARGS__);                                 \
     } while (0)
 
+/* Formats a message into err (when err is not NULL) and returns -1: the usual way a
+ * function that fails on bad input reports why, e.g. `return sl_fail(err, errlen, ...)`. */
+#include <stddef.h>
+int sl_fail(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
+
 /* malloc/calloc/realloc that call sl_fatal on failure. */
 #include <stddef.h>
 void *sl_xmalloc(size_t n);

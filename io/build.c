@@ -24,16 +24,6 @@
 #define CHUNK_BYTES (1u << 20)
 #define TOKBUF      65536
 
-SL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 const char *sl_input_format_name(sl_input_format f) {
     switch (f) {
     case SL_FMT_TEXT:
@@ -87,7 +77,7 @@ static int sink_close_shard(sink *k, char *err, size_t errlen) {
 static int sink_open_shard(sink *k, char *err, size_t errlen) {
     int n = snprintf(k->path, sizeof k->path, "%s/%s-%05d%s", k->stage, k->o->prefix,
                      k->res->n_shards, SL_SHARD_SUFFIX);
-    if (n < 0 || (size_t)n >= sizeof k->path) return fail(err, errlen, "output path too long");
+    if (n < 0 || (size_t)n >= sizeof k->path) return sl_fail(err, errlen, "output path too long");
     k->w = sl_shard_writer_open(k->path, &k->wo, err, errlen);
     return k->w ? 0 : -1;
 }
@@ -127,7 +117,7 @@ static inline int sink_push(sink *k, uint32_t t, char *err, size_t errlen) {
 
 static int import_text(sink *k, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     unsigned char *b = sl_xmalloc(CHUNK_BYTES);
     const sl_text_docs mode = k->o->text_docs;
     bool in_doc = false;
@@ -173,7 +163,7 @@ static int import_text(sink *k, const char *path, char *err, size_t errlen) {
             }
         }
     }
-    if (rc == 0 && ferror(f)) rc = fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (rc == 0 && ferror(f)) rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
     if (rc == 0 && in_doc) rc = sink_push(k, TEXT_EOD, err, errlen);
     free(b);
     fclose(f);
@@ -182,7 +172,7 @@ static int import_text(sink *k, const char *path, char *err, size_t errlen) {
 
 static int import_jsonl(sink *k, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -196,13 +186,13 @@ static int import_jsonl(sink *k, const char *path, char *err, size_t errlen) {
         if (s == len) continue; /* blank line */
         cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
         if (!o) {
-            rc = fail(err, errlen, "%s: line %llu: not valid JSON", path,
+            rc = sl_fail(err, errlen, "%s: line %llu: not valid JSON", path,
                       (unsigned long long)lineno);
             break;
         }
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "text");
         if (!cJSON_IsString(t) || !t->valuestring) {
-            rc = fail(err, errlen, "%s: line %llu: no string field \"text\"", path,
+            rc = sl_fail(err, errlen, "%s: line %llu: no string field \"text\"", path,
                       (unsigned long long)lineno);
         } else if (t->valuestring[0]) {
             rc = sink_doc(k, err, errlen);
@@ -212,7 +202,7 @@ static int import_jsonl(sink *k, const char *path, char *err, size_t errlen) {
         }
         cJSON_Delete(o);
     }
-    if (rc == 0 && ferror(f)) rc = fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (rc == 0 && ferror(f)) rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
     free(line);
     fclose(f);
     return rc;
@@ -237,13 +227,13 @@ static int stream_tokens(sink *k, const char *path, int fd, uint64_t off, uint64
         ssize_t r = pread(fd, b, want, (off_t)at);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            rc = fail(err, errlen, "%s: %s at byte offset %llu", path,
+            rc = sl_fail(err, errlen, "%s: %s at byte offset %llu", path,
                       r < 0 ? strerror(errno) : "unexpected end of file", (unsigned long long)at);
             break;
         }
         size_t nt = (size_t)r / (size_t)tb;
         if (nt == 0) {
-            rc = fail(err, errlen, "%s: unexpected end of file at byte offset %llu", path,
+            rc = sl_fail(err, errlen, "%s: unexpected end of file at byte offset %llu", path,
                       (unsigned long long)at);
             break;
         }
@@ -251,7 +241,7 @@ static int stream_tokens(sink *k, const char *path, int fd, uint64_t off, uint64
             uint32_t t =
                 tb == 2 ? (uint32_t)b[2 * i] | (uint32_t)b[2 * i + 1] << 8 : sl_le32(b + 4 * i);
             if (t >= vocab) {
-                rc = fail(err, errlen,
+                rc = sl_fail(err, errlen,
                           "%s: byte offset %llu: token id %u >= vocab_size %u (set --vocab?)", path,
                           (unsigned long long)(at + (uint64_t)tb * i), t, vocab);
                 break;
@@ -272,11 +262,11 @@ static int stream_tokens(sink *k, const char *path, int fd, uint64_t off, uint64
 
 static int open_sized(const char *path, uint64_t *size, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
+        return sl_fail(err, errlen, "%s: not a regular file", path);
     }
     *size = (uint64_t)st.st_size;
     return fd;
@@ -289,7 +279,7 @@ static int import_raw(sink *k, const char *path, char *err, size_t errlen) {
     int tb = k->o->raw_token_bytes;
     int rc;
     if (size % (uint64_t)tb != 0)
-        rc = fail(err, errlen,
+        rc = sl_fail(err, errlen,
                   "%s: %llu bytes is not a whole number of %d-byte tokens (truncated, or the "
                   "wrong --dtype?)",
                   path, (unsigned long long)size, tb);
@@ -304,20 +294,20 @@ static int llmc_header(int fd, const char *path, uint64_t size, uint64_t *ntok, 
                        size_t errlen) {
     unsigned char h[LLMC_HEADER];
     if (size < LLMC_HEADER || pread(fd, h, LLMC_HEADER, 0) != LLMC_HEADER)
-        return fail(err, errlen, "%s: truncated: shorter than the %d-byte llm.c header", path,
+        return sl_fail(err, errlen, "%s: truncated: shorter than the %d-byte llm.c header", path,
                     LLMC_HEADER);
     int32_t magic = (int32_t)sl_le32(h), ver = (int32_t)sl_le32(h + 4), n = (int32_t)sl_le32(h + 8);
     if (magic != LLMC_MAGIC)
-        return fail(err, errlen, "%s: byte offset 0: magic %d is not an llm.c token file (%d)",
+        return sl_fail(err, errlen, "%s: byte offset 0: magic %d is not an llm.c token file (%d)",
                     path, magic, LLMC_MAGIC);
     if (ver != 1 && ver != 7)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 4: llm.c version %d is not supported (1 = uint16, 7 = "
                     "uint32 tokens)",
                     path, ver);
     int tb = ver == 1 ? 2 : 4;
     if (n < 0 || (uint64_t)LLMC_HEADER + (uint64_t)n * (uint64_t)tb != size)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 8: the header declares %d tokens (%llu bytes with the "
                     "header) but the file has %llu bytes",
                     path, n, (unsigned long long)((uint64_t)LLMC_HEADER + (uint64_t)n * tb),
@@ -385,17 +375,17 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     if ((bfd = open_sized(bp, &bsz, err, errlen)) < 0) goto done;
     unsigned char h[MEG_HEADER];
     if (isz < MEG_HEADER || pread(ifd, h, MEG_HEADER, 0) != MEG_HEADER) {
-        fail(err, errlen, "%s: truncated: shorter than the %d-byte index header", ip, MEG_HEADER);
+        sl_fail(err, errlen, "%s: truncated: shorter than the %d-byte index header", ip, MEG_HEADER);
         goto done;
     }
     if (memcmp(h, "MMIDIDX\0\0", 9) != 0) {
-        fail(err, errlen, "%s: byte offset 0: not a Megatron index (magic MMIDIDX\\0\\0)", ip);
+        sl_fail(err, errlen, "%s: byte offset 0: not a Megatron index (magic MMIDIDX\\0\\0)", ip);
         goto done;
     }
     uint64_t ver = sl_le64(h + 9), nseq = sl_le64(h + 18), ndoc = sl_le64(h + 26);
     int code = h[17], w = 0;
     if (ver != 1) {
-        fail(err, errlen, "%s: byte offset 9: index version %llu is not supported (1)", ip,
+        sl_fail(err, errlen, "%s: byte offset 9: index version %llu is not supported (1)", ip,
              (unsigned long long)ver);
         goto done;
     }
@@ -415,12 +405,12 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
         w = 8;
         break;
     default:
-        fail(err, errlen, "%s: byte offset 17: dtype code %d is not an integer token type", ip,
+        sl_fail(err, errlen, "%s: byte offset 17: dtype code %d is not an integer token type", ip,
              code);
         goto done;
     }
     if (nseq > (isz - MEG_HEADER) / 12 || ndoc > (isz - MEG_HEADER - 12 * nseq) / 8 || ndoc < 1) {
-        fail(err, errlen,
+        sl_fail(err, errlen,
              "%s: truncated: %llu sequences and %llu document indices do not fit in %llu bytes", ip,
              (unsigned long long)nseq, (unsigned long long)ndoc, (unsigned long long)isz);
         goto done;
@@ -438,7 +428,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     if (seq_next(di, 8, e) != 0) goto trunc;
     prev_doc = sl_le64(e);
     if (prev_doc != 0) {
-        fail(err, errlen, "%s: byte offset %llu: the first document index is %llu, not 0", ip,
+        sl_fail(err, errlen, "%s: byte offset %llu: the first document index is %llu, not 0", ip,
              (unsigned long long)(MEG_HEADER + 12 * nseq), (unsigned long long)prev_doc);
         goto done;
     }
@@ -447,7 +437,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
         if (seq_next(di, 8, e) != 0) goto trunc;
         uint64_t end = sl_le64(e);
         if (end < prev_doc || end > nseq) {
-            fail(err, errlen,
+            sl_fail(err, errlen,
                  "%s: byte offset %llu: document index %llu out of order or past the %llu "
                  "sequences",
                  ip, (unsigned long long)(MEG_HEADER + 12 * nseq + 8 * d), (unsigned long long)end,
@@ -461,7 +451,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
             int32_t len = (int32_t)sl_le32(l4);
             uint64_t p = sl_le64(p8);
             if (len < 0 || p > bsz || (uint64_t)len * (uint64_t)w > bsz - p) {
-                fail(err, errlen,
+                sl_fail(err, errlen,
                      "%s: sequence %llu: %d tokens at byte offset %llu do not fit in %s (%llu "
                      "bytes)",
                      ip, (unsigned long long)s, len, (unsigned long long)p, bp,
@@ -473,7 +463,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
                 size_t want = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
                 ssize_t r = pread(bfd, b, want, (off_t)at);
                 if (r <= 0 || (size_t)r % (size_t)w) {
-                    fail(err, errlen, "%s: read error at byte offset %llu", bp,
+                    sl_fail(err, errlen, "%s: read error at byte offset %llu", bp,
                          (unsigned long long)at);
                     goto done;
                 }
@@ -505,7 +495,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
                         break;
                     }
                     if (t < 0 || t >= (int64_t)vocab) {
-                        fail(err, errlen,
+                        sl_fail(err, errlen,
                              "%s: byte offset %llu: token id %lld outside [0, vocab_size %u)", bp,
                              (unsigned long long)(at + i * (size_t)w), (long long)t, vocab);
                         goto done;
@@ -521,14 +511,14 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
         prev_doc = end;
     }
     if (s != nseq) {
-        fail(err, errlen, "%s: the document indices cover %llu of the %llu sequences", ip,
+        sl_fail(err, errlen, "%s: the document indices cover %llu of the %llu sequences", ip,
              (unsigned long long)s, (unsigned long long)nseq);
         goto done;
     }
     rc = 0;
     goto done;
 trunc:
-    fail(err, errlen, "%s: truncated index", ip);
+    sl_fail(err, errlen, "%s: truncated index", ip);
 done:
     free(sz), free(ptr), free(di), free(b);
     if (ifd >= 0) close(ifd);
@@ -587,7 +577,7 @@ static int check_existing(const sl_build_opts *o, char *err, size_t errlen) {
     long idx;
     while ((e = readdir(d)))
         if (shard_name(e->d_name, o->prefix, &idx)) {
-            rc = fail(err, errlen,
+            rc = sl_fail(err, errlen,
                       "%s/%s: shards with prefix '%s' exist already (use --force to replace "
                       "them)",
                       o->out_dir, e->d_name, o->prefix);
@@ -606,11 +596,11 @@ static int publish(const sink *k, char *err, size_t errlen) {
         snprintf(from, sizeof from, "%s/%s-%05d%s", k->stage, o->prefix, i, SL_SHARD_SUFFIX);
         snprintf(to, sizeof to, "%s/%s-%05d%s", o->out_dir, o->prefix, i, SL_SHARD_SUFFIX);
         if (rename(from, to) != 0)
-            return fail(err, errlen, "%s: cannot move %s into place: %s", to, from,
+            return sl_fail(err, errlen, "%s: cannot move %s into place: %s", to, from,
                         strerror(errno));
     }
     DIR *d = opendir(o->out_dir);
-    if (!d) return fail(err, errlen, "%s: cannot read directory: %s", o->out_dir, strerror(errno));
+    if (!d) return sl_fail(err, errlen, "%s: cannot read directory: %s", o->out_dir, strerror(errno));
     struct dirent *e;
     int rc = 0;
     long idx;
@@ -621,7 +611,7 @@ static int publish(const sink *k, char *err, size_t errlen) {
         if (idx >= 0 && idx < k->res->n_shards && strcmp(want, e->d_name) == 0) continue;
         snprintf(to, sizeof to, "%s/%s", o->out_dir, e->d_name);
         if (unlink(to) != 0) {
-            rc = fail(err, errlen, "%s: cannot remove the old shard: %s", to, strerror(errno));
+            rc = sl_fail(err, errlen, "%s: cannot remove the old shard: %s", to, strerror(errno));
             break;
         }
     }
@@ -652,14 +642,14 @@ static int mkdirs(const char *dir, char *err, size_t errlen) {
         if (*s != '/') continue;
         *s = 0;
         if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
+            return sl_fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
         *s = '/';
     }
     if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
+        return sl_fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
     struct stat st;
     if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-        return fail(err, errlen, "%s: not a directory", p);
+        return sl_fail(err, errlen, "%s: not a directory", p);
     return 0;
 }
 
@@ -668,11 +658,11 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     sl_build_opts o = *oin;
     memset(res, 0, sizeof *res);
     if (!o.prefix || !*o.prefix) o.prefix = "shard";
-    if (strchr(o.prefix, '/')) return fail(err, errlen, "--prefix must not contain '/'");
-    if (!o.out_dir || !*o.out_dir) return fail(err, errlen, "no output directory (-o DIR)");
+    if (strchr(o.prefix, '/')) return sl_fail(err, errlen, "--prefix must not contain '/'");
+    if (!o.out_dir || !*o.out_dir) return sl_fail(err, errlen, "no output directory (-o DIR)");
     if (strlen(o.out_dir) > 3000 || strlen(o.prefix) > 200)
-        return fail(err, errlen, "output directory or prefix too long");
-    if (n_inputs < 1) return fail(err, errlen, "no input files");
+        return sl_fail(err, errlen, "output directory or prefix too long");
+    if (n_inputs < 1) return sl_fail(err, errlen, "no input files");
     if (!o.shard_bytes) o.shard_bytes = 1ull << 30;
     /* one format for all inputs */
     sl_input_format fmt = o.format;
@@ -688,24 +678,24 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
                 if (meg_prefix && fmt == SL_FMT_AUTO) fmt = SL_FMT_MEGATRON;
             }
             if (!meg_prefix)
-                return fail(err, errlen, "%s: cannot open: %s", inputs[i], strerror(ENOENT));
+                return sl_fail(err, errlen, "%s: cannot open: %s", inputs[i], strerror(ENOENT));
             continue;
         }
         if (o.format != SL_FMT_AUTO) continue;
         sl_input_format f = detect_format(inputs[i]);
         if (f == SL_FMT_AUTO)
-            return fail(err, errlen,
+            return sl_fail(err, errlen,
                         "%s: cannot tell the input format from the name or contents (use "
                         "--format text|jsonl|raw|llmc|megatron)",
                         inputs[i]);
         if (fmt != SL_FMT_AUTO && f != fmt)
-            return fail(err, errlen,
+            return sl_fail(err, errlen,
                         "%s: looks like %s input but an earlier input is %s; build "
                         "one format at a time",
                         inputs[i], sl_input_format_name(f), sl_input_format_name(fmt));
         fmt = f;
     }
-    if (fmt == SL_FMT_AUTO) return fail(err, errlen, "cannot tell the input format (--format)");
+    if (fmt == SL_FMT_AUTO) return sl_fail(err, errlen, "cannot tell the input format (--format)");
     /* vocabulary, separator, token width */
     int64_t vocab = o.vocab, eod_hdr = -1;
     switch (fmt) {
@@ -713,14 +703,14 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     case SL_FMT_JSONL:
         if (vocab < 0) vocab = TEXT_VOCAB;
         if (vocab < TEXT_VOCAB)
-            return fail(err, errlen, "--vocab %lld is smaller than the byte tokenizer's 257",
+            return sl_fail(err, errlen, "--vocab %lld is smaller than the byte tokenizer's 257",
                         (long long)vocab);
         eod_hdr = TEXT_EOD;
         break;
     case SL_FMT_RAW:
         if (o.raw_token_bytes != 2 && o.raw_token_bytes != 4)
-            return fail(err, errlen, "raw input needs --dtype uint16 or uint32");
-        if (vocab < 0) return fail(err, errlen, "raw input needs --vocab N");
+            return sl_fail(err, errlen, "raw input needs --dtype uint16 or uint32");
+        if (vocab < 0) return sl_fail(err, errlen, "raw input needs --vocab N");
         if (o.eod == -1) o.eod = -2;
         eod_hdr = o.eod >= 0 ? o.eod : -1;
         break;
@@ -737,28 +727,28 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
         break;
     }
     case SL_FMT_MEGATRON:
-        if (vocab < 0) return fail(err, errlen, "Megatron input needs --vocab N");
+        if (vocab < 0) return sl_fail(err, errlen, "Megatron input needs --vocab N");
         eod_hdr = o.add_eod >= 0 ? o.add_eod : (o.eod >= 0 ? o.eod : -1);
         break;
     default:
         break;
     }
     if (vocab < 1 || vocab > INT32_MAX)
-        return fail(err, errlen, "--vocab %lld out of range [1, 2^31)", (long long)vocab);
+        return sl_fail(err, errlen, "--vocab %lld out of range [1, 2^31)", (long long)vocab);
     if (eod_hdr >= vocab || o.add_eod >= vocab)
-        return fail(err, errlen, "the end-of-document token %lld is >= vocab_size %lld",
+        return sl_fail(err, errlen, "the end-of-document token %lld is >= vocab_size %lld",
                     (long long)(o.add_eod >= vocab ? o.add_eod : eod_hdr), (long long)vocab);
     int tbytes = o.token_bytes ? o.token_bytes : (vocab <= 65536 ? 2 : 4);
-    if (tbytes != 2 && tbytes != 4) return fail(err, errlen, "--token-bytes must be 2 or 4");
+    if (tbytes != 2 && tbytes != 4) return sl_fail(err, errlen, "--token-bytes must be 2 or 4");
     if (tbytes == 2 && vocab > 65536)
-        return fail(err, errlen, "vocab_size %lld needs 4-byte tokens", (long long)vocab);
+        return sl_fail(err, errlen, "vocab_size %lld needs 4-byte tokens", (long long)vocab);
     if (mkdirs(o.out_dir, err, errlen) != 0) return -1;
     if (check_existing(&o, err, errlen) != 0) return -1;
 
     sink *k = sl_xcalloc(1, sizeof *k);
     snprintf(k->stage, sizeof k->stage, "%s/.sluice-build-XXXXXX", o.out_dir);
     if (!mkdtemp(k->stage)) {
-        fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir, strerror(errno));
+        sl_fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir, strerror(errno));
         free(k);
         return -1;
     }
@@ -802,7 +792,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     }
     if (rc == 0) rc = sink_close_shard(k, err, errlen);
     if (rc == 0 && res->tokens == 0)
-        rc = fail(err, errlen, "empty corpus: the inputs contain no tokens");
+        rc = sl_fail(err, errlen, "empty corpus: the inputs contain no tokens");
     if (rc != 0 && k->w) sl_shard_writer_abort(k->w);
     if (rc == 0) rc = publish(k, err, errlen);
     remove_stage(k->stage);

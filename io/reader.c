@@ -98,16 +98,6 @@ struct sl_reader {
     uint64_t waits;
 };
 
-SL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- deterministic order ---- */
 
 static uint64_t mix64(uint64_t z) {
@@ -307,7 +297,7 @@ static void stop_thread(sl_reader *r) {
 static int start_thread(sl_reader *r, char *err, size_t errlen) {
     r->stop = false;
     if (pthread_create(&r->th, NULL, producer_main, r) != 0)
-        return fail(err, errlen, "cannot start the data reader thread");
+        return sl_fail(err, errlen, "cannot start the data reader thread");
     r->running = true;
     return 0;
 }
@@ -362,12 +352,12 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
         }
         if (s->h.n_frames > UINT32_MAX) {
             sl_data_paths_free(files, nf);
-            return fail(err, errlen, "%s: too many frames", s->path);
+            return sl_fail(err, errlen, "%s: too many frames", s->path);
         }
         if (r->vocab == 0) r->vocab = s->h.vocab_size;
         if (s->h.vocab_size != r->vocab) {
             sl_data_paths_free(files, nf);
-            return fail(err, errlen,
+            return sl_fail(err, errlen,
                         "%s: vocabulary size %u differs from %u in the other shards (every "
                         "corpus must use the same tokenizer)",
                         s->path, s->h.vocab_size, r->vocab);
@@ -383,9 +373,9 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
     sl_data_paths_free(files, nf);
     c->fingerprint = fp;
     if (c->n_tokens == 0)
-        return fail(err, errlen, "%s: empty corpus: its shards hold no tokens", spec);
+        return sl_fail(err, errlen, "%s: empty corpus: its shards hold no tokens", spec);
     if (!r->eval && c->n_units < (uint64_t)r->dp)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: the corpus has %llu frames, fewer than the %d data-parallel ranks; "
                     "rebuild it with a smaller --frame-tokens",
                     spec, (unsigned long long)c->n_units, r->dp);
@@ -398,16 +388,16 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
 
 sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
     if (!o || !o->data) {
-        fail(err, errlen, "data reader: no data configuration");
+        sl_fail(err, errlen, "data reader: no data configuration");
         return NULL;
     }
     if (o->dp_size < 1 || o->dp_rank < 0 || o->dp_rank >= o->dp_size) {
-        fail(err, errlen, "data reader: data-parallel rank %d of %d is invalid", o->dp_rank,
+        sl_fail(err, errlen, "data reader: data-parallel rank %d of %d is invalid", o->dp_rank,
              o->dp_size);
         return NULL;
     }
     if (o->seq_len < 1) {
-        fail(err, errlen, "data reader: seq_len %d must be positive", o->seq_len);
+        sl_fail(err, errlen, "data reader: seq_len %d must be positive", o->seq_len);
         return NULL;
     }
     const sl_data_config *d = o->data;
@@ -424,7 +414,7 @@ sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
     double wsum = 0;
     if (o->eval) {
         if (!d->eval_path[0]) {
-            fail(err, errlen, "data.eval_path is not set");
+            sl_fail(err, errlen, "data.eval_path is not set");
             goto bad;
         }
         r->n = 1;
@@ -432,13 +422,13 @@ sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
         if (load_corpus(r, &r->c[0], d->eval_path, err, errlen) != 0) goto bad;
     } else {
         if (d->n_train < 1 || d->n_train > SL_MAX_CORPORA) {
-            fail(err, errlen, "data.train: %d corpora (need 1 to %d)", d->n_train, SL_MAX_CORPORA);
+            sl_fail(err, errlen, "data.train: %d corpora (need 1 to %d)", d->n_train, SL_MAX_CORPORA);
             goto bad;
         }
         for (int i = 0; i < d->n_train; i++) {
             double w = d->train[i].weight;
             if (!(w > 0) || !isfinite(w)) {
-                fail(err, errlen, "data.train[%d] (%s): weight %g must be positive", i,
+                sl_fail(err, errlen, "data.train[%d] (%s): weight %g must be positive", i,
                      d->train[i].path, w);
                 goto bad;
             }
@@ -530,7 +520,7 @@ static int copy_checked(sl_reader *r, const slot *s, uint32_t off, uint32_t k, i
     r->failed = true;
     sl_shard_vocab_error(s->path, s->frame, &s->entry, off + j, (uint32_t)dst[j], s->vocab,
                          r->fail_msg, sizeof r->fail_msg);
-    return fail(err, errlen, "%s", r->fail_msg);
+    return sl_fail(err, errlen, "%s", r->fail_msg);
 }
 
 static int choose(const sl_reader *r) {
@@ -549,7 +539,7 @@ static int choose(const sl_reader *r) {
 int sl_reader_next(sl_reader *r, int32_t *tokens, int32_t *doc_start, int *n_docs, char *err,
                    size_t errlen) {
     if (n_docs) *n_docs = 0;
-    if (r->failed) return fail(err, errlen, "%s", r->fail_msg);
+    if (r->failed) return sl_fail(err, errlen, "%s", r->fail_msg);
     corpus *c = &r->c[choose(r)];
     const uint32_t need = (uint32_t)r->seq_len + 1;
     uint32_t i = 0;
@@ -578,7 +568,7 @@ int sl_reader_next(sl_reader *r, int32_t *tokens, int32_t *doc_start, int *n_doc
                              "%s: the cursor's offset %u is past the %u tokens of its frame: the "
                              "cursor does not match this data",
                              c->spec, c->c_off, s->n);
-                    return fail(err, errlen, "%s", r->fail_msg);
+                    return sl_fail(err, errlen, "%s", r->fail_msg);
                 }
             } else {
                 c->c_off = 0;
@@ -594,7 +584,7 @@ int sl_reader_next(sl_reader *r, int32_t *tokens, int32_t *doc_start, int *n_doc
         if (s->kind == SLOT_ERROR) {
             r->failed = true;
             snprintf(r->fail_msg, sizeof r->fail_msg, "%s", s->msg);
-            return fail(err, errlen, "%s", r->fail_msg);
+            return sl_fail(err, errlen, "%s", r->fail_msg);
         }
         uint32_t k = s->n - c->c_off;
         if (k > need - i) k = need - i;
@@ -675,7 +665,7 @@ static int get_u64(const cJSON *o, const char *key, uint64_t max, uint64_t *v, c
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0) || x->valuedouble > (double)max ||
         x->valuedouble != floor(x->valuedouble) || x->valuedouble > 9007199254740992.0)
-        return fail(err, errlen, "data cursor: \"%s\" is missing or not an integer in [0, %llu]",
+        return sl_fail(err, errlen, "data cursor: \"%s\" is missing or not an integer in [0, %llu]",
                     key, (unsigned long long)max);
     *v = (uint64_t)x->valuedouble;
     return 0;
@@ -683,7 +673,7 @@ static int get_u64(const cJSON *o, const char *key, uint64_t max, uint64_t *v, c
 
 int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) {
     cJSON *o = cJSON_Parse(json ? json : "");
-    if (!o) return fail(err, errlen, "data cursor: not valid JSON");
+    if (!o) return sl_fail(err, errlen, "data cursor: not valid JSON");
     int rc = -1;
     struct {
         uint64_t epoch, k, off, consumed;
@@ -697,23 +687,23 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "corpora");
     uint64_t rank = 0, dp = 0;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CURSOR_FORMAT) != 0) {
-        fail(err, errlen, "data cursor: not a sluice data cursor");
+        sl_fail(err, errlen, "data cursor: not a sluice data cursor");
         goto done;
     }
     if (!cJSON_IsNumber(ver) || ver->valuedouble != CURSOR_VERSION) {
-        fail(err, errlen, "data cursor: unsupported version (this build reads version %d)",
+        sl_fail(err, errlen, "data cursor: unsupported version (this build reads version %d)",
              CURSOR_VERSION);
         goto done;
     }
     if (!cJSON_IsString(mode) || strcmp(mode->valuestring, r->eval ? "eval" : "train") != 0) {
-        fail(err, errlen, "data cursor: written for %s mode, the reader is in %s mode",
+        sl_fail(err, errlen, "data cursor: written for %s mode, the reader is in %s mode",
              cJSON_IsString(mode) ? mode->valuestring : "?", r->eval ? "eval" : "train");
         goto done;
     }
     char sbuf[32];
     snprintf(sbuf, sizeof sbuf, "%llu", (unsigned long long)r->seed);
     if (!cJSON_IsString(seed) || strcmp(seed->valuestring, sbuf) != 0) {
-        fail(err, errlen, "data cursor: written with data seed %s, the reader uses %s",
+        sl_fail(err, errlen, "data cursor: written with data seed %s, the reader uses %s",
              cJSON_IsString(seed) ? seed->valuestring : "?", sbuf);
         goto done;
     }
@@ -721,14 +711,14 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
         get_u64(o, "dp_size", INT32_MAX, &dp, err, errlen))
         goto done;
     if (rank != (uint64_t)r->rank || dp != (uint64_t)r->dp) {
-        fail(err, errlen,
+        sl_fail(err, errlen,
              "data cursor: written by data-parallel rank %llu of %llu, this is rank %d of %d "
              "(the partition differs)",
              (unsigned long long)rank, (unsigned long long)dp, r->rank, r->dp);
         goto done;
     }
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != r->n) {
-        fail(err, errlen, "data cursor: has %d corpora, the reader %d",
+        sl_fail(err, errlen, "data cursor: has %d corpora, the reader %d",
              cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0, r->n);
         goto done;
     }
@@ -739,7 +729,7 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
         char fpb[16];
         snprintf(fpb, sizeof fpb, "%08x", c->fingerprint);
         if (!cJSON_IsString(fpj) || strcmp(fpj->valuestring, fpb) != 0) {
-            fail(err, errlen,
+            sl_fail(err, errlen,
                  "data cursor: corpus %d (%s) was written for different shards (fingerprint "
                  "%s, these shards %s)",
                  i, c->spec, cJSON_IsString(fpj) ? fpj->valuestring : "?", fpb);

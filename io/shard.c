@@ -31,16 +31,6 @@ struct sl_shard {
     sl_shard_frame *frames;
 };
 
-SL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- header ---- */
 
 void sl_shard_header_encode(const sl_shard_header *h, unsigned char out[SL_SHARD_HEADER_BYTES]) {
@@ -73,31 +63,31 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
     uint32_t skip = sl_le32(in);
     if (skip != SL_SHARD_SKIP_MAGIC) {
         if (skip == SL_SHARD_ZSTD_MAGIC)
-            return fail(err, errlen,
+            return sl_fail(err, errlen,
                         "%s: byte offset 0: a plain zstd file, not a sluice shard (no shard "
                         "header; build shards with 'sluice data build')",
                         name);
-        return fail(err, errlen, "%s: byte offset 0: bad magic 0x%08x: not a sluice shard", name,
+        return sl_fail(err, errlen, "%s: byte offset 0: bad magic 0x%08x: not a sluice shard", name,
                     skip);
     }
     const unsigned char *c = in + 8;
     if (sl_le32(in + 4) != SL_SHARD_HEADER_CONTENT || memcmp(c, k_header_magic, 8) != 0)
-        return fail(err, errlen, "%s: byte offset 8: bad header magic: not a sluice shard", name);
+        return sl_fail(err, errlen, "%s: byte offset 8: bad header magic: not a sluice shard", name);
     h->version = sl_le32(c + 8);
     h->header_crc = sl_le32(c + 124);
     uint32_t crc = sl_crc32c(0, c, 124);
     if (h->version == 0 && crc != h->header_crc)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 8: placeholder header: the file was never finished (an "
                     "interrupted build?)",
                     name);
     if (h->version != SL_SHARD_VERSION)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 16: unsupported shard format version %u (this build reads "
                     "version %d)",
                     name, h->version, SL_SHARD_VERSION);
     if (crc != h->header_crc)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 8: header checksum mismatch (stored 0x%08x, computed "
                     "0x%08x): the header is corrupt",
                     name, h->header_crc, crc);
@@ -115,33 +105,33 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
     h->index_crc = sl_le32(c + 88);
     uint32_t flags = sl_le32(c + 92);
     if (sl_le32(c + 12) != SL_SHARD_HEADER_CONTENT || flags != 0)
-        return fail(err, errlen, "%s: byte offset 20: unsupported header size or flags", name);
+        return sl_fail(err, errlen, "%s: byte offset 20: unsupported header size or flags", name);
     if (h->token_bytes != 2 && h->token_bytes != 4)
-        return fail(err, errlen, "%s: byte offset 24: token width %u bytes (must be 2 or 4)", name,
+        return sl_fail(err, errlen, "%s: byte offset 24: token width %u bytes (must be 2 or 4)", name,
                     h->token_bytes);
     if (h->vocab_size == 0 || h->vocab_size > (uint32_t)INT32_MAX ||
         (h->token_bytes == 2 && h->vocab_size > 65536))
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 28: vocabulary size %u impossible for %u-byte "
                     "tokens",
                     name, h->vocab_size, h->token_bytes);
     if (h->eod_token != SL_SHARD_NO_EOD && h->eod_token >= h->vocab_size)
-        return fail(err, errlen, "%s: byte offset 32: end-of-document token %u >= vocab_size %u",
+        return sl_fail(err, errlen, "%s: byte offset 32: end-of-document token %u >= vocab_size %u",
                     name, h->eod_token, h->vocab_size);
     if (h->frame_tokens == 0 || h->frame_tokens > SL_SHARD_MAX_FRAME_TOKENS)
-        return fail(err, errlen, "%s: byte offset 36: frame size %u tokens out of range [1, %u]",
+        return sl_fail(err, errlen, "%s: byte offset 36: frame size %u tokens out of range [1, %u]",
                     name, h->frame_tokens, SL_SHARD_MAX_FRAME_TOKENS);
     if (h->n_docs > h->n_tokens)
-        return fail(err, errlen, "%s: byte offset 48: %llu documents but only %llu tokens", name,
+        return sl_fail(err, errlen, "%s: byte offset 48: %llu documents but only %llu tokens", name,
                     (unsigned long long)h->n_docs, (unsigned long long)h->n_tokens);
     if (h->n_frames > (UINT32_MAX - 8) / SL_SHARD_ENTRY_BYTES ||
         h->index_bytes != 8 + SL_SHARD_ENTRY_BYTES * h->n_frames)
-        return fail(err, errlen, "%s: byte offset 72: index size %llu does not fit %llu frames",
+        return sl_fail(err, errlen, "%s: byte offset 72: index size %llu does not fit %llu frames",
                     name, (unsigned long long)h->index_bytes, (unsigned long long)h->n_frames);
     if (h->index_offset != SL_SHARD_HEADER_BYTES + h->payload_bytes ||
         h->index_offset < SL_SHARD_HEADER_BYTES ||
         h->file_size != h->index_offset + 8 + h->index_bytes)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: byte offset 64: inconsistent index offset / file size in "
                     "the header",
                     name);
@@ -153,7 +143,7 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
 static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *err,
                     size_t errlen) {
     if (off > s->size || n > s->size - off)
-        return fail(err, errlen, "%s: truncated: needs bytes [%llu, %llu) but the file has %llu",
+        return sl_fail(err, errlen, "%s: truncated: needs bytes [%llu, %llu) but the file has %llu",
                     s->name, (unsigned long long)off, (unsigned long long)(off + n),
                     (unsigned long long)s->size);
     if (s->mem) {
@@ -165,10 +155,10 @@ static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *
         ssize_t r = pread(s->fd, (char *)buf + done, n - done, (off_t)(off + done));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0)
-            return fail(err, errlen, "%s: read error at byte offset %llu: %s", s->name,
+            return sl_fail(err, errlen, "%s: read error at byte offset %llu: %s", s->name,
                         (unsigned long long)(off + done), strerror(errno));
         if (r == 0)
-            return fail(err, errlen, "%s: truncated: unexpected end of file at byte offset %llu",
+            return sl_fail(err, errlen, "%s: truncated: unexpected end of file at byte offset %llu",
                         s->name, (unsigned long long)(off + done));
         done += (size_t)r;
     }
@@ -178,12 +168,12 @@ static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *
 static int load_index(sl_shard *s, char *err, size_t errlen) {
     const sl_shard_header *h = &s->h;
     if (s->size != h->file_size)
-        return fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", s->name,
+        return sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", s->name,
                     (unsigned long long)s->size, (unsigned long long)h->file_size,
                     s->size < h->file_size ? "truncated" : "trailing garbage");
     size_t n = (size_t)(8 + h->index_bytes);
     unsigned char *ix = malloc(n);
-    if (!ix) return fail(err, errlen, "%s: cannot allocate %zu bytes for the index", s->name, n);
+    if (!ix) return sl_fail(err, errlen, "%s: cannot allocate %zu bytes for the index", s->name, n);
     if (src_read(s, ix, n, h->index_offset, err, errlen) != 0) {
         free(ix);
         return -1;
@@ -191,25 +181,25 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
     int rc = -1;
     uint32_t crc = sl_crc32c(0, ix + 8, n - 8);
     if (sl_le32(ix) != SL_SHARD_SKIP_MAGIC || sl_le32(ix + 4) != h->index_bytes) {
-        fail(err, errlen, "%s: byte offset %llu: bad index frame header", s->name,
+        sl_fail(err, errlen, "%s: byte offset %llu: bad index frame header", s->name,
              (unsigned long long)h->index_offset);
         goto done;
     }
     if (crc != h->index_crc) {
-        fail(err, errlen,
+        sl_fail(err, errlen,
              "%s: byte offset %llu: index checksum mismatch (stored 0x%08x, computed 0x%08x): "
              "the frame index is corrupt",
              s->name, (unsigned long long)h->index_offset, h->index_crc, crc);
         goto done;
     }
     if (memcmp(ix + 8, k_index_magic, 8) != 0) {
-        fail(err, errlen, "%s: byte offset %llu: bad index magic", s->name,
+        sl_fail(err, errlen, "%s: byte offset %llu: bad index magic", s->name,
              (unsigned long long)(h->index_offset + 8));
         goto done;
     }
     s->frames = calloc(h->n_frames ? h->n_frames : 1, sizeof(sl_shard_frame));
     if (!s->frames) {
-        fail(err, errlen, "%s: cannot allocate the frame table", s->name);
+        sl_fail(err, errlen, "%s: cannot allocate the frame table", s->name);
         goto done;
     }
     uint64_t pos = SL_SHARD_HEADER_BYTES, tok = 0, doc = 0;
@@ -238,7 +228,7 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
         else if (sl_shard_frame_span(f) > h->index_offset - pos)
             what = "frame extends past the index";
         if (what) {
-            fail(err, errlen, "%s: frame %llu (index entry at byte offset %llu): %s", s->name,
+            sl_fail(err, errlen, "%s: frame %llu (index entry at byte offset %llu): %s", s->name,
                  (unsigned long long)i,
                  (unsigned long long)(h->index_offset + 16 + SL_SHARD_ENTRY_BYTES * i), what);
             goto done;
@@ -248,7 +238,7 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
         doc += f->n_docs;
     }
     if (pos != h->index_offset || tok != h->n_tokens || doc != h->n_docs) {
-        fail(err, errlen,
+        sl_fail(err, errlen,
              "%s: the frame index does not add up to the header's totals (%llu tokens, %llu "
              "documents, payload end %llu; header: %llu, %llu, %llu)",
              s->name, (unsigned long long)tok, (unsigned long long)doc, (unsigned long long)pos,
@@ -265,7 +255,7 @@ done:
 static sl_shard *open_common(sl_shard *s, char *err, size_t errlen) {
     unsigned char hb[SL_SHARD_HEADER_BYTES];
     if (s->size < SL_SHARD_HEADER_BYTES) {
-        fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
+        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
              s->name, (unsigned long long)s->size, SL_SHARD_HEADER_BYTES);
         goto bad;
     }
@@ -281,12 +271,12 @@ bad:
 sl_shard *sl_shard_open(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
+        sl_fail(err, errlen, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -327,25 +317,25 @@ const char *sl_shard_name(const sl_shard *s) {
 
 int sl_shard_read_header(const char *path, sl_shard_header *h, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     sl_shard s = {.name = (char *)path, .fd = fd};
     int rc = -1;
     unsigned char hb[SL_SHARD_HEADER_BYTES];
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
+        sl_fail(err, errlen, "%s: not a regular file", path);
         goto done;
     }
     s.size = (uint64_t)st.st_size;
     if (s.size < SL_SHARD_HEADER_BYTES) {
-        fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header", path,
+        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header", path,
              (unsigned long long)s.size, SL_SHARD_HEADER_BYTES);
         goto done;
     }
     if (src_read(&s, hb, sizeof hb, 0, err, errlen) != 0) goto done;
     if (sl_shard_header_decode(hb, path, h, err, errlen) != 0) goto done;
     if (s.size != h->file_size) {
-        fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", path,
+        sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", path,
              (unsigned long long)s.size, (unsigned long long)h->file_size,
              s.size < h->file_size ? "truncated" : "trailing garbage");
         goto done;
@@ -390,7 +380,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     const sl_shard_header *h = &s->h;
     b->n_tokens = b->n_docs = 0;
     if (fi >= h->n_frames)
-        return fail(err, errlen, "%s: frame %llu does not exist (the shard has %llu)", s->name,
+        return sl_fail(err, errlen, "%s: frame %llu does not exist (the shard has %llu)", s->name,
                     (unsigned long long)fi, (unsigned long long)h->n_frames);
     const sl_shard_frame *f = &s->frames[fi];
     const unsigned long long fno = (unsigned long long)fi, off = (unsigned long long)f->offset;
@@ -399,28 +389,28 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     if (src_read(s, b->cbuf, span, f->offset, err, errlen) != 0) return -1;
     uint32_t crc = sl_crc32c(0, b->cbuf, span);
     if (crc != f->crc)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: frame %llu (byte offset %llu): checksum mismatch (stored 0x%08x, "
                     "computed 0x%08x): the frame is corrupt",
                     s->name, fno, off, f->crc, crc);
     const unsigned char *c = b->cbuf;
     if (sl_le32(c) != SL_SHARD_ZSTD_MAGIC)
-        return fail(err, errlen, "%s: frame %llu (byte offset %llu): not a zstd frame", s->name,
+        return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): not a zstd frame", s->name,
                     fno, off);
     if (!((c[4] >> 2) & 1))
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: frame %llu (byte offset %llu): zstd frame without a content checksum",
                     s->name, fno, off);
     const size_t tb = h->token_bytes, want = (size_t)f->n_tokens * tb;
     unsigned long long fcs = ZSTD_getFrameContentSize(c, f->csize);
     if (fcs != want)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: frame %llu (byte offset %llu): zstd frame declares %lld content bytes, "
                     "the index %zu",
                     s->name, fno, off, fcs >= ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs, want);
     size_t fsz = ZSTD_findFrameCompressedSize(c, f->csize);
     if (ZSTD_isError(fsz) || fsz != f->csize)
-        return fail(err, errlen,
+        return sl_fail(err, errlen,
                     "%s: frame %llu (byte offset %llu): zstd frame size does not match the index "
                     "(%s)",
                     s->name, fno, off, ZSTD_isError(fsz) ? ZSTD_getErrorName(fsz) : "size differs");
@@ -431,13 +421,13 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     grow(&b->tokens, &b->tokens_cap, want);
     size_t r = ZSTD_decompressDCtx(b->dctx, b->tokens, want, c, f->csize);
     if (ZSTD_isError(r) || r != want)
-        return fail(err, errlen, "%s: frame %llu (byte offset %llu): zstd: %s", s->name, fno, off,
+        return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): zstd: %s", s->name, fno, off,
                     ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short output");
     /* document offsets */
     if (f->n_docs) {
         const unsigned char *d = c + f->csize;
         if (sl_le32(d) != SL_SHARD_SKIP_MAGIC || sl_le32(d + 4) != 4 * f->n_docs)
-            return fail(err, errlen,
+            return sl_fail(err, errlen,
                         "%s: frame %llu (byte offset %llu): bad document-offset frame header",
                         s->name, fno, (unsigned long long)(f->offset + f->csize));
         grow((void **)&b->docs, &b->docs_cap, 4 * (size_t)f->n_docs);
@@ -445,7 +435,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
         for (uint32_t i = 0; i < f->n_docs; i++) {
             uint32_t v = sl_le32(d + 8 + 4 * (size_t)i);
             if (v >= f->n_tokens || (i > 0 && v <= prev))
-                return fail(err, errlen,
+                return sl_fail(err, errlen,
                             "%s: frame %llu (byte offset %llu): document offset %u (entry %u) is "
                             "out of order or past the frame's %u tokens",
                             s->name, fno, (unsigned long long)(f->offset + f->csize + 8 + 4 * i), v,
@@ -472,7 +462,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
 
 int sl_shard_vocab_error(const char *name, uint64_t fi, const sl_shard_frame *f, uint32_t i,
                          uint32_t v, uint32_t vocab, char *err, size_t errlen) {
-    return fail(err, errlen,
+    return sl_fail(err, errlen,
                 "%s: frame %llu (byte offset %llu): token %u of the frame (token %llu of the "
                 "shard) has id %u >= vocab_size %u",
                 name, (unsigned long long)fi, (unsigned long long)f->offset, i,

@@ -44,16 +44,6 @@ struct sl_shard_writer {
     bool doc_pending;
 };
 
-SL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n) {
@@ -91,27 +81,27 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     if (opt.level == 0) opt.level = 3;
     if (opt.threads <= 0) opt.threads = n_cores();
     if (opt.token_bytes != 2 && opt.token_bytes != 4) {
-        fail(err, errlen, "%s: token width must be 2 or 4 bytes", path);
+        sl_fail(err, errlen, "%s: token width must be 2 or 4 bytes", path);
         return NULL;
     }
     if (opt.vocab_size == 0 || opt.vocab_size > (uint32_t)INT32_MAX ||
         (opt.token_bytes == 2 && opt.vocab_size > 65536)) {
-        fail(err, errlen, "%s: vocabulary size %u does not fit %u-byte tokens", path,
+        sl_fail(err, errlen, "%s: vocabulary size %u does not fit %u-byte tokens", path,
              opt.vocab_size, opt.token_bytes);
         return NULL;
     }
     if (opt.frame_tokens > SL_SHARD_MAX_FRAME_TOKENS) {
-        fail(err, errlen, "%s: frame size %u tokens exceeds the limit %u", path, opt.frame_tokens,
+        sl_fail(err, errlen, "%s: frame size %u tokens exceeds the limit %u", path, opt.frame_tokens,
              SL_SHARD_MAX_FRAME_TOKENS);
         return NULL;
     }
     if (opt.eod_token != SL_SHARD_NO_EOD && opt.eod_token >= opt.vocab_size) {
-        fail(err, errlen, "%s: end-of-document token %u >= vocab_size %u", path, opt.eod_token,
+        sl_fail(err, errlen, "%s: end-of-document token %u >= vocab_size %u", path, opt.eod_token,
              opt.vocab_size);
         return NULL;
     }
     if (opt.level < ZSTD_minCLevel() || opt.level > ZSTD_maxCLevel()) {
-        fail(err, errlen, "zstd level %d out of range [%d, %d]", opt.level, ZSTD_minCLevel(),
+        sl_fail(err, errlen, "zstd level %d out of range [%d, %d]", opt.level, ZSTD_minCLevel(),
              ZSTD_maxCLevel());
         return NULL;
     }
@@ -125,7 +115,7 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     free(bcopy);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
+        sl_fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
              strerror(errno));
         free(tmp);
         return NULL;
@@ -144,7 +134,7 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     memcpy(hb + 8, "SLUICESH", 8);
     sl_put32(hb + 8 + 124, 0xFFFFFFFFu);
     if (write_all(fd, hb, sizeof hb) != 0) {
-        fail(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+        sl_fail(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
         sl_shard_writer_abort(w);
         return NULL;
     }
@@ -213,7 +203,7 @@ static int flush_batch(sl_shard_writer *w, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
         pending_frame *p = &w->batch[i];
         if (p->zerr)
-            return fail(err, errlen, "%s: zstd compression failed: %s", w->path,
+            return sl_fail(err, errlen, "%s: zstd compression failed: %s", w->path,
                         ZSTD_getErrorName(p->zerr));
         if (w->n_frames == w->frames_cap) {
             w->frames_cap = w->frames_cap ? 2 * w->frames_cap : 64;
@@ -228,7 +218,7 @@ static int flush_batch(sl_shard_writer *w, char *err, size_t errlen) {
         f->n_docs = p->ndocs;
         f->crc = p->crc;
         if (write_all(w->fd, p->out, p->span) != 0)
-            return fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
+            return sl_fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
         w->pos += p->span;
         w->n_tokens += p->n;
         w->n_docs += p->ndocs;
@@ -255,7 +245,7 @@ int sl_shard_writer_add(sl_shard_writer *w, const uint32_t *tokens, size_t n, ch
         for (size_t i = 0; i < k; i++) {
             uint32_t t = tokens[i];
             if (t >= vocab)
-                return fail(err, errlen, "%s: token id %u >= vocab_size %u", w->path, t, vocab);
+                return sl_fail(err, errlen, "%s: token id %u >= vocab_size %u", w->path, t, vocab);
             if (tb == 2) {
                 uint16_t v = (uint16_t)t;
                 memcpy(p->tok + 2 * ((size_t)p->n + i), &v, 2);
@@ -322,7 +312,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
     /* index */
     uint64_t index_bytes = 8 + SL_SHARD_ENTRY_BYTES * w->n_frames;
     if (index_bytes > UINT32_MAX) {
-        fail(err, errlen, "%s: too many frames (%llu) for one shard", w->path,
+        sl_fail(err, errlen, "%s: too many frames (%llu) for one shard", w->path,
              (unsigned long long)w->n_frames);
         goto bad;
     }
@@ -359,29 +349,29 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
     int wr = write_all(w->fd, ix, (size_t)index_bytes + 8);
     free(ix);
     if (wr != 0) {
-        fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
+        sl_fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
         goto bad;
     }
     /* the data and index must be durable before the header that declares them complete */
     if (fsync(w->fd) != 0) {
-        fail(err, errlen, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
+        sl_fail(err, errlen, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
         goto bad;
     }
     unsigned char hb[SL_SHARD_HEADER_BYTES];
     sl_shard_header_encode(&h, hb);
     h.header_crc = sl_le32(hb + 8 + 124);
     if (pwrite_all(w->fd, hb, sizeof hb, 0) != 0 || fsync(w->fd) != 0) {
-        fail(err, errlen, "%s: writing the header failed: %s", w->tmp_path, strerror(errno));
+        sl_fail(err, errlen, "%s: writing the header failed: %s", w->tmp_path, strerror(errno));
         goto bad;
     }
     if (close(w->fd) != 0) {
         w->fd = -1;
-        fail(err, errlen, "%s: close failed: %s", w->tmp_path, strerror(errno));
+        sl_fail(err, errlen, "%s: close failed: %s", w->tmp_path, strerror(errno));
         goto bad;
     }
     w->fd = -1;
     if (rename(w->tmp_path, w->path) != 0) {
-        fail(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
+        sl_fail(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
              strerror(errno));
         goto bad;
     }
