@@ -102,3 +102,28 @@ int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
     }
     return bad;
 }
+
+sl_model_config sl_test_model_config(void) {
+    sl_model_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 40;
+    c.hidden_size = 32;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 8;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 10000;
+    c.partial_rotary_factor = 1.0;
+    c.max_position_embeddings = 64;
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 16;
+    c.intermediate_size = 24;
+    c.norm_topk_prob = true;
+    c.router_aux_loss_coef = 0.01;
+    c.router_z_loss_coef = 0.001;
+    c.initializer_range = 0.1;
+    c.attn_output_gate = SL_GATE_ELEMENTWISE;
+    return c;
+}

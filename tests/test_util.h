@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "core/backend.h"
+#include "core/config.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
@@ -60,5 +61,10 @@ double sl_test_compare(const char *label, const float *a, const float *b, int64_
 int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
                      double (*loss)(void *user), void *user, double h, double atol, double rtol,
                      int max_checks);
+
+/* A small gated-attention MoE for model-level tests: vocab 40, hidden 32, 2 layers,
+ * 4/2 heads x 8, 8 experts top-2 (width 16), dense FFN width 24 for layers marked dense,
+ * elementwise gate, init std 0.1. Tests adjust fields from there. */
+sl_model_config sl_test_model_config(void);
 
 #endif
