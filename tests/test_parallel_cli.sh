@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# tests/test_parallel_cli.sh - `sluice train` under mpirun: a bad expert_parallel value, a
+# failing or crashing rank, and a short successful expert-parallel run.
+#
+# usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]
+#
+#   a. bad EP: EP 4 on 2 ranks exits non-zero naming parallel.expert_parallel and the number
+#      of ranks; EP 3 with 128 experts fails at config load naming the key (plain process and
+#      3 ranks); EP 0 is rejected.
+#   b. failure: SLUICE_FAULT=1:2:error and 1:2:crash on 2 ranks (EP 2) and 4 ranks (EP 2):
+#      the job exits non-zero within 30 s (wall time measured around mpirun), the output
+#      names rank 1, and no rank of the job is left running.
+#   c. success: 2 ranks, EP 2: exit 0 and the metrics file holds one record per step with
+#      per-expert counts for every MoE layer and a rank_load entry per EP rank (with python3:
+#      counts sum to tokens x top-k per layer; rank_load[p] sums the counts of p's experts).
+set -uo pipefail
+
+sluice=${1:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
+work=${2:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
+mpiexec=${3:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+unset SLUICE_FAULT
+
+failures=0
+checks=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    checks=$((checks + 1))
+    "$@" || fail "$what"
+}
+show() { # the output of a run, for the log
+    sed 's/^/    | /' "$1" | grep -v '| step ' >&2
+}
+failed_cleanly() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -ne 137 ]; } # not a timeout
+not_started() { ! grep -q 'backend cpu' "$1" && [ ! -e "$2" ]; }             # no banner, no run dir
+none_running() { ! pgrep -f "$1" >/dev/null; }
+
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+
+# ---- data: a generated text, small frames so that every rank gets some ----
+awk 'BEGIN {
+    srand(7);
+    n = split("the quick brown fox jumps over a lazy dog and then sleeps under the old tree while birds sing", w, " ");
+    for (l = 0; l < 800; l++) {
+        s = "";
+        for (i = 0; i < 12; i++) s = s (i ? " " : "") w[1 + int(rand() * n)];
+        print s;
+    }
+}' >corpus.txt
+head -c 8000 corpus.txt >heldout.txt
+"$sluice" data build -o data/train --frame-tokens 1024 --text-docs line --quiet corpus.txt ||
+    { echo "sluice data build failed" >&2; exit 1; }
+"$sluice" data build -o data/eval --frame-tokens 1024 --text-docs line --quiet heldout.txt ||
+    { echo "sluice data build failed" >&2; exit 1; }
+
+# A small MoE model: 8 experts top-2, 2 layers; 6 steps of 256 tokens take about a second.
+write_config() { # write_config FILE EXPERTS EP
+    cat >"$1" <<EOF
+{
+  "model": {
+    "model_type": "qwen3_moe", "vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-6,
+    "rope_theta": 10000, "partial_rotary_factor": 1.0, "max_position_embeddings": 64,
+    "num_experts": $2, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 0, "intermediate_size": 0, "norm_topk_prob": true,
+    "router_aux_loss_coef": 1e-2, "router_z_loss_coef": 0, "mlp_only_layers": [],
+    "tie_word_embeddings": false, "initializer_range": 0.02, "attn_output_gate": "elementwise"
+  },
+  "training": {
+    "seq_len": 32, "micro_batch_size": 2, "global_batch_tokens": 256, "max_steps": 6,
+    "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 1, "schedule": "cosine", "seed": 1234,
+    "eval_every": 0, "eval_tokens": 256, "log_every": 1, "save_every": 0, "out_dir": "runs/x"
+  },
+  "data": {"train": "data/train", "eval": "data/eval", "seed": 1234, "prefetch": 2},
+  "parallel": {"expert_parallel": $3, "zero1": false, "capacity_factor": 0},
+  "backend": {"name": "cpu", "threads": 1}
+}
+EOF
+}
+write_config ep2.json 8 2
+write_config ep3.json 128 3
+
+# run NAME NP|- ARGS... : runs sluice train (under mpirun unless NP is -), output in NAME.out,
+# exit status in $rc, wall time in $ms (milliseconds). A hang is cut at 60 s.
+run() {
+    local name=$1 np=$2
+    shift 2
+    local t0
+    t0=$(date +%s%N)
+    if [ "$np" = - ]; then
+        timeout -k 5 60 "$sluice" train "$@" >"$name.out" 2>&1
+    else
+        timeout -k 5 60 "$mpiexec" -np "$np" --oversubscribe "$sluice" train "$@" >"$name.out" 2>&1
+    fi
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "$name: exit $rc after ${ms} ms" >&2
+}
+
+# ---- a. bad expert_parallel values ----
+f0=$failures
+run bad_ep4_np2 2 ep2.json --set parallel.expert_parallel=4 --set training.out_dir=runs/bad4
+check "EP 4 on 2 ranks must fail (exit $rc)" failed_cleanly "$rc"
+check "EP 4 on 2 ranks: the error names parallel.expert_parallel and the 2 ranks" \
+    grep -qE 'parallel\.expert_parallel.*(ranks|world).*\b2\b' bad_ep4_np2.out
+[ "$failures" -eq "$f0" ] || show bad_ep4_np2.out
+
+for np in - 3; do
+    f0=$failures
+    run "bad_ep3_np$np" "$np" ep3.json --set training.out_dir=runs/bad3
+    check "EP 3 with 128 experts ($np ranks) must fail (exit $rc)" failed_cleanly "$rc"
+    check "EP 3 with 128 experts ($np ranks): the config error names the key and 128" \
+        grep -qE 'ep3\.json: parallel\.expert_parallel: .*3.*128' "bad_ep3_np$np.out"
+    # failing at config load: nothing was set up (no banner, no run directory)
+    check "EP 3 with 128 experts ($np ranks) must fail before training starts" \
+        not_started "bad_ep3_np$np.out" runs/bad3
+    [ "$failures" -eq "$f0" ] || show "bad_ep3_np$np.out"
+done
+run bad_ep0 - ep2.json --set parallel.expert_parallel=0
+check "EP 0 must be rejected (exit $rc)" failed_cleanly "$rc"
+check "EP 0: the error names the key" grep -q 'parallel\.expert_parallel' bad_ep0.out
+
+# ---- b. a rank that errors or dies: the job ends within 30 s, naming rank 1 ----
+for np in 2 4; do
+    for kind in error crash; do
+        name="fault_np${np}_$kind"
+        f0=$failures
+        SLUICE_FAULT=1:2:$kind run "$name" "$np" ep2.json --set "training.out_dir=runs/$name"
+        check "$name: the job must exit non-zero" [ "$rc" -ne 0 ]
+        check "$name: the job hung (cut by timeout after ${ms} ms)" [ "$rc" -ne 124 ]
+        check "$name: every rank must be gone within 30 s (took ${ms} ms)" [ "$ms" -le 30000 ]
+        # the failed rank is named: by itself before it goes, or by Open MPI
+        check "$name: the output must name rank 1" \
+            grep -qE 'sluice\[rank 1\]|MPI_ABORT was invoked on rank 1 |process rank 1 with PID' \
+            "$name.out"
+        # and the injected fault really happened at step 2 (not some other failure)
+        check "$name: rank 1 must report the injected fault" \
+            grep -q 'sluice\[rank 1\]: .*SLUICE_FAULT' "$name.out"
+        # no rank of this job survives mpirun (their command lines name this run's out_dir)
+        sleep 1
+        check "$name: ranks left running: $(pgrep -f "out_dir=runs/$name" | tr '\n' ' ')" \
+            none_running "out_dir=runs/$name"
+        [ "$failures" -eq "$f0" ] || show "$name.out"
+    done
+done
+
+# ---- c. a short successful run with EP 2 ----
+f0=$failures
+run ok_np2_ep2 2 ep2.json --set training.out_dir=runs/ok
+check "2 ranks, EP 2 must succeed" [ "$rc" -eq 0 ]
+metrics=runs/ok/metrics.jsonl
+check "the metrics file $metrics must exist" [ -s "$metrics" ]
+check "metrics: one record per step with rank_load" \
+    [ "$(grep -c '"rank_load": \[' "$metrics" 2>/dev/null)" -eq 6 ]
+check "metrics: per-expert counts for both layers" \
+    [ "$(grep -o '"counts": \[[0-9, ]*\]' "$metrics" 2>/dev/null | wc -l)" -eq 12 ]
+if command -v python3 >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    python3 - "$metrics" <<'EOF' || fail "metrics: counts / rank_load inconsistent"
+import json, sys
+tokens, topk, experts, ep = 256, 2, 8, 2
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+assert [s["step"] for s in steps] == list(range(1, 7)), [s["step"] for s in steps]
+for s in steps:
+    layers = s["expert_load"]
+    assert len(layers) == 2, layers
+    for l in layers:
+        assert len(l["counts"]) == experts, l
+        assert sum(l["counts"]) == tokens * topk, (s["step"], l)
+        assert max(l["counts"]) == l["max"], l
+    assert len(s["rank_load"]) == ep, s["rank_load"]
+    per = experts // ep
+    for p in range(ep):
+        want = sum(sum(l["counts"][p * per:(p + 1) * per]) for l in layers)
+        assert abs(s["rank_load"][p] - want) < 1e-9, (s["step"], p, s["rank_load"], want)
+print("metrics: %d steps consistent" % len(steps), file=sys.stderr)
+EOF
+fi
+[ "$failures" -eq "$f0" ] || show ok_np2_ep2.out
+
+echo "test_parallel_cli: $checks checks, $failures failed"
+[ "$failures" -eq 0 ]
