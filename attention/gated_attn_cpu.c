@@ -26,7 +26,8 @@
  * x86-64 and picked at run time, not OpenBLAS: the OpenBLAS 0.3.21 build this links takes a
  * lock per call to get its packing buffer (and forks threads for tiles above ~2.6e5 flops),
  * so concurrent 64 x 64 tile GEMMs from the OpenMP threads contended and ran 1.5-6x slower than
- * these loops (measured at head_dim 16..128). The softmax uses a vectorizable exp (exp_f32).
+ * these loops (measured at head_dim 16..128). The softmax uses a vectorizable exp (sl_exp_f32,
+ * kernels_cpu.h).
  */
 #include <math.h>
 #include <omp.h>
@@ -38,6 +39,10 @@
 #include "attention/kernels_cpu.h"
 #include "core/log.h"
 
+#ifdef SL_ATTN_BLAS
+#include <cblas.h>
+#endif
+
 enum { BQ = 64, BK = 64 };
 _Static_assert(BK % 16 == 0, "row_sum works on 16-wide chunks");
 
@@ -48,38 +53,38 @@ _Static_assert(BK % 16 == 0, "row_sum works on 16-wide chunks");
 /*
  * C [m x n] = alpha * A B (+ C when acc) with B [k x n] in contiguous rows of stride ldb and
  * A[i][p] = a[i * lda + p * as] (so A^T is lda = 1, as = row stride). Register-blocked in
- * 4 rows x 16 columns; each C element sums its k products in order p = 0, 1, ... (the same
- * order in the blocked and the edge paths, so tile shape does not change the rounding).
+ * rb rows x 16 columns (rb = 8 with AVX-512's 32 registers, 4 otherwise; a constant after
+ * inlining); each C element sums its k products in order p = 0, 1, ... (the same order in the
+ * blocked and the edge paths, so neither tile shape nor rb changes the rounding).
  */
 SL_INLINE void mm(int m, int n, int k, float alpha, const float *a, ptrdiff_t lda, ptrdiff_t as,
-                  const float *b, ptrdiff_t ldb, int acc, float *c, ptrdiff_t ldc) {
-    enum { RB = 4, CB = 16 };
-    for (int i0 = 0; i0 < m; i0 += RB) {
-        const int rows = m - i0 < RB ? m - i0 : RB;
+                  const float *b, ptrdiff_t ldb, int acc, float *c, ptrdiff_t ldc, int rb) {
+#ifdef SL_ATTN_BLAS /* -DSL_ATTN_BLAS: the same products through OpenBLAS, to re-measure */
+    (void)rb;
+    cblas_sgemm(CblasRowMajor, as == 1 ? CblasNoTrans : CblasTrans, CblasNoTrans, m, n, k, alpha, a,
+                (int)(as == 1 ? lda : as), b, (int)ldb, acc ? 1.0f : 0.0f, c, (int)ldc);
+    return;
+#endif
+    enum { RBMAX = 8, CB = 16 };
+    for (int i0 = 0; i0 < m; i0 += rb) {
+        const int rows = m - i0 < rb ? m - i0 : rb;
         const float *ar = a + i0 * lda;
         for (int j0 = 0; j0 < n; j0 += CB) {
             float *cr = c + i0 * ldc + j0;
-            if (rows == RB && n - j0 >= CB) {
-                float s0[CB] = {0}, s1[CB] = {0}, s2[CB] = {0}, s3[CB] = {0};
+            if (rows == rb && n - j0 >= CB) {
+                float s[RBMAX][CB] = {{0}};
                 for (int p = 0; p < k; p++) {
                     const float *bp = b + p * ldb + j0;
-                    const float a0 = ar[p * as], a1 = ar[lda + p * as];
-                    const float a2 = ar[2 * lda + p * as], a3 = ar[3 * lda + p * as];
+                    for (int r = 0; r < rb; r++) {
+                        const float w = ar[r * lda + p * as];
 #pragma omp simd
-                    for (int j = 0; j < CB; j++) {
-                        s0[j] += a0 * bp[j];
-                        s1[j] += a1 * bp[j];
-                        s2[j] += a2 * bp[j];
-                        s3[j] += a3 * bp[j];
+                        for (int j = 0; j < CB; j++) s[r][j] += w * bp[j];
                     }
                 }
+                for (int r = 0; r < rb; r++)
 #pragma omp simd
-                for (int j = 0; j < CB; j++) {
-                    cr[j] = alpha * s0[j] + (acc ? cr[j] : 0.0f);
-                    cr[ldc + j] = alpha * s1[j] + (acc ? cr[ldc + j] : 0.0f);
-                    cr[2 * ldc + j] = alpha * s2[j] + (acc ? cr[2 * ldc + j] : 0.0f);
-                    cr[3 * ldc + j] = alpha * s3[j] + (acc ? cr[3 * ldc + j] : 0.0f);
-                }
+                    for (int j = 0; j < CB; j++)
+                        cr[r * ldc + j] = alpha * s[r][j] + (acc ? cr[r * ldc + j] : 0.0f);
             } else {
                 const int cols = n - j0 < CB ? n - j0 : CB;
                 for (int r = 0; r < rows; r++) {
@@ -105,34 +110,6 @@ SL_INLINE void pack_t(float *dst, const float *src, int n, int64_t d, int64_t ld
 
 static inline float sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
-}
-
-/*
- * exp for the softmax, written to vectorize (libm expf does not without -ffast-math, and was
- * ~60% of the forward time at head_dim 16): exp(x) = 2^n exp(r), n = round(x / ln 2),
- * r = x - n ln 2 in two parts (Cody-Waite), exp(r) by its Taylor series to degree 7
- * (|r| <= ln2/2: truncation 5e-9). Max relative error 1.0e-7 (1.7 ulp) over [-87, 1] against
- * exp in double; libm expf: 6e-8. Returns 0 below -87 (exp(-87) = 1.6e-38; below it lie
- * subnormals).
- */
-static inline float exp_f32(float x) {
-    const float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    const float nf = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    const float r = (xc - nf * 0.693359375f) + nf * 2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } two_n;
-    two_n.i = ((int32_t)nf + 127) << 23;
-    return x < -87.0f ? 0.0f : p * two_n.f;
 }
 
 /* Sum of a row of BK floats in a fixed order (16 strided partial sums, then in sequence), so
@@ -177,7 +154,7 @@ static inline int visible(int64_t i, int64_t j0, int nk) {
 
 /* ---- forward: one (sequence, head, query tile) ---- */
 
-SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch) {
+SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch, int rb) {
     const int64_t nqt = (m->s + BQ - 1) / BQ, d = m->d, ldq = m->h * d, ldk = m->kv * d;
     const int64_t qt = nqt - 1 - task / (m->b * m->h), bh = task % (m->b * m->h);
     const int64_t b = bh / m->h, h = bh % m->h, kvh = h / m->grp;
@@ -198,7 +175,7 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch) {
     for (int64_t j0 = 0; j0 < i1; j0 += BK) {
         const int nk = (int)(j0 + BK < i1 ? BK : i1 - j0);
         pack_t(kt, kb + j0 * ldk, nk, d, ldk);
-        mm(mq, nk, (int)d, m->scale, qt_p, ldq, 1, kt, BK, 0, sp, BK);
+        mm(mq, nk, (int)d, m->scale, qt_p, ldq, 1, kt, BK, 0, sp, BK, rb);
         for (int r = 0; r < mq; r++) {
             float *sr = sp + r * BK;
             const int valid = visible(i0 + r, j0, nk);
@@ -211,9 +188,9 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch) {
                 continue;
             }
 #pragma omp simd
-            for (int c = 0; c < valid; c++) sr[c] = exp_f32(sr[c] - mnew);
+            for (int c = 0; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - mnew);
             for (int c = valid; c < BK; c++) sr[c] = 0.0f;
-            const float alpha = exp_f32(mx[r] - mnew); /* 0 on the first tile */
+            const float alpha = sl_exp_f32(mx[r] - mnew); /* 0 on the first tile */
             l[r] = l[r] * alpha + row_sum(sr);
             mx[r] = mnew;
             if (alpha != 1.0f) {
@@ -221,7 +198,7 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch) {
                 for (int64_t e = 0; e < d; e++) orow[e] *= alpha;
             }
         }
-        mm(mq, (int)d, nk, 1.0f, sp, BK, 1, vb + j0 * ldk, ldk, 1, ot, ldq);
+        mm(mq, (int)d, nk, 1.0f, sp, BK, 1, vb + j0 * ldk, ldk, 1, ot, ldq, rb);
     }
     for (int r = 0; r < mq; r++) {
         const int64_t t = row0 + r;
@@ -241,7 +218,7 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch) {
 
 /* ---- backward: one (sequence, kv head) with every query head of its group ---- */
 
-SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch) {
+SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch, int rb) {
     const int64_t d = m->d, ldq = m->h * d, ldk = m->kv * d, nkt = (m->s + BK - 1) / BK;
     const int64_t b = task / m->kv, kvh = task % m->kv, tok0 = b * m->s;
     const float *kb = m->k + (tok0 * m->kv + kvh) * d, *vb = m->v + (tok0 * m->kv + kvh) * d;
@@ -268,25 +245,25 @@ SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch) {
                 const float *qi = m->q + off, *doi = m->dout + off;
                 const float *lsei = m->lse + (tok0 + i0) * m->h + h;
                 const float *dii = m->di + (tok0 + i0) * m->h + h;
-                mm(mq, nk, (int)d, m->scale, qi, ldq, 1, kt, BK, 0, sp, BK);
+                mm(mq, nk, (int)d, m->scale, qi, ldq, 1, kt, BK, 0, sp, BK, rb);
                 for (int r = 0; r < mq; r++) {
                     float *sr = sp + r * BK;
                     const int valid = visible(i0 + r, j0, nk);
                     const float lr = lsei[r * m->h];
 #pragma omp simd
-                    for (int c = 0; c < valid; c++) sr[c] = exp_f32(sr[c] - lr);
+                    for (int c = 0; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - lr);
                     for (int c = valid; c < nk; c++) sr[c] = 0.0f;
                 }
-                mm(nk, (int)d, mq, 1.0f, sp, 1, BK, doi, ldq, 1, dvj, ldk); /* dV += P^T dO */
-                mm(mq, nk, (int)d, 1.0f, doi, ldq, 1, vt, BK, 0, dp, BK);   /* dP = dO V^T */
+                mm(nk, (int)d, mq, 1.0f, sp, 1, BK, doi, ldq, 1, dvj, ldk, rb); /* dV += P^T dO */
+                mm(mq, nk, (int)d, 1.0f, doi, ldq, 1, vt, BK, 0, dp, BK, rb);   /* dP = dO V^T */
                 for (int r = 0; r < mq; r++) {
                     const float *pr = sp + r * BK;
                     float *dsr = dp + r * BK;
                     const float dr = dii[r * m->h];
                     for (int c = 0; c < nk; c++) dsr[c] = pr[c] * (dsr[c] - dr);
                 }
-                mm(mq, (int)d, nk, m->scale, dp, BK, 1, kj, ldk, 1, m->dq + off, ldq);
-                mm(nk, (int)d, mq, m->scale, dp, 1, BK, qi, ldq, 1, dkj, ldk);
+                mm(mq, (int)d, nk, m->scale, dp, BK, 1, kj, ldk, 1, m->dq + off, ldq, rb);
+                mm(nk, (int)d, mq, m->scale, dp, 1, BK, qi, ldq, 1, dkj, ldk, rb);
             }
         }
     }
@@ -294,26 +271,27 @@ SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch) {
 
 /*
  * The task bodies compiled three times: AVX-512, AVX2 and the baseline x86-64 (the build has
- * no -march), chosen once at run time from the CPU. The summation order is the same in all
- * three; only the vector width differs (no FMA contraction: the build is ISO C).
+ * no -march), chosen at run time from the CPU. The operations and their order are the same in
+ * all three, only the vector width differs (and no FMA contraction: the build is ISO C), so
+ * the results are the same bits on any of them.
  */
 typedef void (*task_fn)(const attn_args *, int64_t, float *);
 #if defined(__x86_64__) && defined(__GNUC__)
-#define SL_ATTN_VARIANT(name, attr)                                                                \
+#define SL_ATTN_VARIANT(name, attr, rb)                                                            \
     attr static void fwd_##name(const attn_args *m, int64_t t, float *s) {                         \
-        fwd_task(m, t, s);                                                                         \
+        fwd_task(m, t, s, rb);                                                                     \
     }                                                                                              \
     attr static void bwd_##name(const attn_args *m, int64_t t, float *s) {                         \
-        bwd_task(m, t, s);                                                                         \
+        bwd_task(m, t, s, rb);                                                                     \
     }
-SL_ATTN_VARIANT(avx512, __attribute__((target("avx512f,avx512vl,avx2"))))
-SL_ATTN_VARIANT(avx2, __attribute__((target("avx2"))))
+SL_ATTN_VARIANT(avx512, __attribute__((target("avx512f,avx512vl,avx2"))), 8)
+SL_ATTN_VARIANT(avx2, __attribute__((target("avx2"))), 4)
 #endif
 static void fwd_base(const attn_args *m, int64_t t, float *s) {
-    fwd_task(m, t, s);
+    fwd_task(m, t, s, 4);
 }
 static void bwd_base(const attn_args *m, int64_t t, float *s) {
-    bwd_task(m, t, s);
+    bwd_task(m, t, s, 4);
 }
 
 static void pick(task_fn *fwd, task_fn *bwd) {

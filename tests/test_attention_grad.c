@@ -1,5 +1,6 @@
 /* tests/test_attention_grad.c - finite-difference checks of the gated attention backward for
  * q, k, v and g in the three gate modes with GQA, via loss = sum(r * y) for a fixed random r. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,21 @@ static void check_grad(int b, int s, int h, int kv, int d, sl_gate_mode mode) {
               memcmp(gk, gk2, sizeof(float) * c.nk) == 0 &&
               memcmp(gv, gv2, sizeof(float) * c.nk) == 0,
           "backward is not deterministic or accumulates (%s S=%d)", mode_name(mode), s);
+
+    /* And with one thread instead of two: the work split must not change a bit. */
+    float *y2 = sl_test_host_f32(y);
+    omp_set_num_threads(1);
+    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, b, s, c.scale);
+    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, o, l, b, s, c.scale);
+    omp_set_num_threads(2);
+    float *y1 = sl_test_host_f32(y), *gq1 = sl_test_host_f32(dq), *gk1 = sl_test_host_f32(dk);
+    float *gv1 = sl_test_host_f32(dv), *gg1 = dg ? sl_test_host_f32(dg) : NULL;
+    CHECK(memcmp(y1, y2, sizeof(float) * c.nq) == 0 && memcmp(gq, gq1, sizeof(float) * c.nq) == 0 &&
+              memcmp(gk, gk1, sizeof(float) * c.nk) == 0 &&
+              memcmp(gv, gv1, sizeof(float) * c.nk) == 0 &&
+              (!gg || memcmp(gg, gg1, sizeof(float) * c.ng) == 0),
+          "results depend on the thread count (%s S=%d)", mode_name(mode), s);
+    free(y1), free(y2), free(gq1), free(gk1), free(gv1), free(gg1);
 
     free(c.q), free(c.k), free(c.v), free(c.g), free(c.r);
     free(gq), free(gk), free(gv), free(gg), free(gq2), free(gk2), free(gv2);
