@@ -1,7 +1,7 @@
 /*
  * attention/rope.h - host-side RoPE tables: the inverse frequencies and the YaRN mscale.
  *
- * The formulas are the reference card's (docs: /work/shared/reference/model-math.md):
+ * The formulas are the reference card's (../shared/reference/model-math.md, see README):
  *   rot = head_dim * partial_rotary_factor (truncated; must be even and >= 2)
  *   inv_freq[i] = 1 / base^(2i / rot), i = 0 .. rot/2 - 1
  * With YaRN (factor s, L = original_max_position_embeddings):
