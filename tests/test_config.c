@@ -171,10 +171,10 @@ static void test_shipped(void) {
                   c.train.schedule == SL_LR_COSINE && c.train.max_steps == 300 &&
                   c.train.eval_every == 50,
               "tiny schedule");
-        CHECK(c.data.n_train == 1 && strcmp(c.data.train[0].path, "data/kjv/train.shard") == 0 &&
+        CHECK(c.data.n_train == 1 && strcmp(c.data.train[0].path, "data/kjv/train") == 0 &&
                   c.data.train[0].weight == 1.0,
               "tiny data.train");
-        CHECK(strcmp(c.data.eval_path, "data/kjv/eval.shard") == 0, "tiny data.eval");
+        CHECK(strcmp(c.data.eval_path, "data/kjv/eval") == 0, "tiny data.eval");
         CHECK(strcmp(c.backend.name, "cpu") == 0 && c.backend.threads == 2, "tiny backend");
         CHECK(strcmp(c.train.metrics_file, "runs/tiny/metrics.jsonl") == 0,
               "tiny metrics_file derived from out_dir: %s", c.train.metrics_file);
