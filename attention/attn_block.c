@@ -10,9 +10,12 @@
 
 static int64_t q_width(sl_gate_mode gate, int heads, int d) {
     switch (gate) {
-    case SL_GATE_ELEMENTWISE: return 2 * (int64_t)heads * d;
-    case SL_GATE_HEADWISE: return (int64_t)heads * d + heads;
-    case SL_GATE_NONE: break;
+    case SL_GATE_ELEMENTWISE:
+        return 2 * (int64_t)heads * d;
+    case SL_GATE_HEADWISE:
+        return (int64_t)heads * d + heads;
+    case SL_GATE_NONE:
+        break;
     }
     return (int64_t)heads * d;
 }
@@ -81,10 +84,10 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl
     ws->dk = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dk_pre = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dv = sl_tensor_new3(be, SL_F32, t, kv, d);
-    ws->dg = m->attn_output_gate == SL_GATE_NONE
-                 ? NULL
-                 : sl_tensor_new3(be, SL_F32, t, h,
-                                  m->attn_output_gate == SL_GATE_ELEMENTWISE ? d : 1);
+    ws->dg =
+        m->attn_output_gate == SL_GATE_NONE
+            ? NULL
+            : sl_tensor_new3(be, SL_F32, t, h, m->attn_output_gate == SL_GATE_ELEMENTWISE ? d : 1);
     ws->dqall = sl_tensor_new2(be, SL_F32, t, q_width(m->attn_output_gate, (int)h, (int)d));
     ws->dxn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
     ws->dy2 = flat2(ws->dy);
@@ -92,7 +95,9 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl
     ws->dv2 = flat2(ws->dv);
 }
 
-static float attn_scale(const sl_attn_block *b) { return 1.0f / sqrtf((float)b->head_dim); }
+static float attn_scale(const sl_attn_block *b) {
+    return 1.0f / sqrtf((float)b->head_dim);
+}
 
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
                            sl_tensor *out) {
@@ -145,13 +150,13 @@ double sl_attn_block_gate_score(const sl_attn_block *b) {
 
 void sl_attn_block_free(sl_attn_block *b) {
     /* views first: they point into the tensors freed after them */
-    sl_tensor *ts[] = {b->k2,     b->v2, b->y2, b->xn, b->rstd, b->qall, b->q,  b->q_rstd,
-                       b->qn,     b->k,  b->k_rstd, b->kn, b->v, b->g, b->y, b->o, b->lse};
+    sl_tensor *ts[] = {b->k2, b->v2,     b->y2, b->xn, b->rstd, b->qall, b->q, b->q_rstd, b->qn,
+                       b->k,  b->k_rstd, b->kn, b->v,  b->g,    b->y,    b->o, b->lse};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
 }
 
 void sl_attn_workspace_free(sl_attn_workspace *ws) {
-    sl_tensor *ts[] = {ws->dy2, ws->dk_pre2, ws->dv2, ws->dy, ws->dq, ws->dk, ws->dv, ws->dg, ws->dq_pre, ws->dk_pre, ws->dqall,
-                       ws->dxn};
+    sl_tensor *ts[] = {ws->dy2, ws->dk_pre2, ws->dv2,    ws->dy,     ws->dq,    ws->dk,
+                       ws->dv,  ws->dg,      ws->dq_pre, ws->dk_pre, ws->dqall, ws->dxn};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
 }

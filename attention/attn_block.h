@@ -27,12 +27,12 @@ typedef struct {
     int heads, kv_heads, head_dim, hidden;
     float eps;
     /* saved activations */
-    sl_tensor *xn, *rstd;             /* [T, C], [T] */
-    sl_tensor *qall;                  /* [T, Wq] q_proj output */
-    sl_tensor *q, *q_rstd, *qn;       /* pre-norm q, its rstd, normed + rotated q */
-    sl_tensor *k, *k_rstd, *kn, *v;   /* the same for k; v */
-    sl_tensor *g;                     /* gate logits [T, H, D or 1] (NULL without a gate) */
-    sl_tensor *y, *o, *lse;           /* gated output, pre-gate output, log-sum-exp */
+    sl_tensor *xn, *rstd;           /* [T, C], [T] */
+    sl_tensor *qall;                /* [T, Wq] q_proj output */
+    sl_tensor *q, *q_rstd, *qn;     /* pre-norm q, its rstd, normed + rotated q */
+    sl_tensor *k, *k_rstd, *kn, *v; /* the same for k; v */
+    sl_tensor *g;                   /* gate logits [T, H, D or 1] (NULL without a gate) */
+    sl_tensor *y, *o, *lse;         /* gated output, pre-gate output, log-sum-exp */
     /* [T, heads * D] views of k, v, y for the projections' GEMMs */
     sl_tensor *k2, *v2, *y2;
 } sl_attn_block;

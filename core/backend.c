@@ -19,7 +19,9 @@ static const struct {
 #endif
 };
 
-int sl_backend_count(void) { return (int)(sizeof k_backends / sizeof k_backends[0]); }
+int sl_backend_count(void) {
+    return (int)(sizeof k_backends / sizeof k_backends[0]);
+}
 
 const char *sl_backend_name_at(int i) {
     return i >= 0 && i < sl_backend_count() ? k_backends[i].name : NULL;
@@ -46,8 +48,12 @@ void sl_backend_free(sl_backend *be) {
     free(be);
 }
 
-const char *sl_backend_name(const sl_backend *be) { return be->iface.name; }
-bool sl_backend_host_memory(const sl_backend *be) { return be->iface.host_memory; }
+const char *sl_backend_name(const sl_backend *be) {
+    return be->iface.name;
+}
+bool sl_backend_host_memory(const sl_backend *be) {
+    return be->iface.host_memory;
+}
 void sl_backend_synchronize(sl_backend *be) {
     if (be->iface.synchronize) be->iface.synchronize(be->ctx);
 }

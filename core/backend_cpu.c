@@ -41,9 +41,13 @@ static void cpu_memcpy(void *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) memmove(dst, src, bytes);
 }
 
-static int cpu_threads(void *ctx) { return ((cpu_ctx *)ctx)->threads; }
+static int cpu_threads(void *ctx) {
+    return ((cpu_ctx *)ctx)->threads;
+}
 
-static void cpu_free_ctx(void *ctx) { free(ctx); }
+static void cpu_free_ctx(void *ctx) {
+    free(ctx);
+}
 
 static sl_ops_i g_cpu_ops;
 static int g_cpu_ops_ready;

@@ -63,7 +63,9 @@ static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     CUDA_OK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((cuda_ctx *)ctx)->stream));
 }
 
-static void cuda_synchronize(void *ctx) { CUDA_OK(cudaStreamSynchronize(((cuda_ctx *)ctx)->stream)); }
+static void cuda_synchronize(void *ctx) {
+    CUDA_OK(cudaStreamSynchronize(((cuda_ctx *)ctx)->stream));
+}
 
 static int cuda_threads(void *ctx) {
     (void)ctx;

@@ -70,8 +70,7 @@ typedef struct sl_ops_i {
     void (*moe_sort)(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
                      const sl_tensor *topk_idx);
     void (*gather_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
-    void (*scatter_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src,
-                             const sl_tensor *idx);
+    void (*scatter_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
     void (*moe_combine)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                         const sl_tensor *w);
     void (*moe_combine_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
@@ -88,7 +87,7 @@ typedef struct sl_ops_i {
 
 typedef struct sl_backend_i {
     const char *name;
-    bool host_memory; /* tensor data is host-addressable */
+    bool host_memory;                        /* tensor data is host-addressable */
     void *(*alloc)(void *ctx, size_t bytes); /* zero-filled */
     void (*free)(void *ctx, void *ptr);
     void (*memset0)(void *ctx, void *ptr, size_t bytes);

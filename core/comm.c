@@ -3,11 +3,19 @@
 
 #include <stdlib.h>
 
-int sl_comm_rank(const sl_comm *c) { return c->rank; }
-int sl_comm_size(const sl_comm *c) { return c->size; }
-int sl_comm_world_rank(const sl_comm *c) { return c->world_rank; }
+int sl_comm_rank(const sl_comm *c) {
+    return c->rank;
+}
+int sl_comm_size(const sl_comm *c) {
+    return c->size;
+}
+int sl_comm_world_rank(const sl_comm *c) {
+    return c->world_rank;
+}
 
-sl_comm *sl_comm_split(sl_comm *c, int color, int key) { return c->iface->split(c->ctx, color, key); }
+sl_comm *sl_comm_split(sl_comm *c, int color, int key) {
+    return c->iface->split(c->ctx, color, key);
+}
 
 void sl_comm_free(sl_comm *c) {
     if (!c) return;
@@ -15,7 +23,9 @@ void sl_comm_free(sl_comm *c) {
     free(c);
 }
 
-void sl_comm_barrier(sl_comm *c) { c->iface->barrier(c->ctx); }
+void sl_comm_barrier(sl_comm *c) {
+    c->iface->barrier(c->ctx);
+}
 
 void sl_comm_allreduce_sum(sl_comm *c, sl_tensor *t) {
     if (c->size > 1) c->iface->allreduce_sum(c->ctx, t);

@@ -78,9 +78,13 @@ void sl_comm_abort(int code) {
     exit(code);
 }
 
-static MPI_Comm C(void *ctx) { return ((mpi_ctx *)ctx)->comm; }
+static MPI_Comm C(void *ctx) {
+    return ((mpi_ctx *)ctx)->comm;
+}
 
-static void mpi_barrier(void *ctx) { MPI_OK(MPI_Barrier(C(ctx))); }
+static void mpi_barrier(void *ctx) {
+    MPI_OK(MPI_Barrier(C(ctx)));
+}
 
 /* A host view of a tensor's bytes: the tensor itself, or a staging copy. */
 static void *host_bytes(const sl_tensor *t, int copy_in) {
@@ -123,8 +127,8 @@ static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
     mpi_req *r = sl_xcalloc(1, sizeof *r);
     r->t = t;
     r->host = host_bytes(t, 1);
-    MPI_OK(MPI_Iallreduce(MPI_IN_PLACE, r->host, (int)t->numel, MPI_FLOAT, MPI_SUM, C(ctx),
-                          &r->req));
+    MPI_OK(
+        MPI_Iallreduce(MPI_IN_PLACE, r->host, (int)t->numel, MPI_FLOAT, MPI_SUM, C(ctx), &r->req));
     sl_comm_request *req = sl_xcalloc(1, sizeof *req);
     req->impl = r;
     return req;
@@ -155,7 +159,8 @@ static void mpi_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offse
     SL_CHECK(t->dtype == SL_F32, "allgather: only f32 tensors are supported");
     int *rc = sl_xmalloc(sizeof(int) * (size_t)size * 2), *rd = rc + size;
     for (int p = 0; p < size; p++) {
-        SL_CHECK(offsets[p] + counts[p] <= t->numel && offsets[p] <= INT_MAX && counts[p] <= INT_MAX,
+        SL_CHECK(offsets[p] + counts[p] <= t->numel && offsets[p] <= INT_MAX &&
+                     counts[p] <= INT_MAX,
                  "allgather: segment %d out of range", p);
         rc[p] = (int)counts[p];
         rd[p] = (int)offsets[p];

@@ -16,18 +16,18 @@
 
 #include "core/ops.h" /* sl_gate_mode */
 
-#define SL_MAX_LAYERS 256
+#define SL_MAX_LAYERS  256
 #define SL_MAX_CORPORA 16
-#define SL_PATH_MAX 1024
+#define SL_PATH_MAX    1024
 
 typedef enum { SL_ROPE_DEFAULT = 0, SL_ROPE_YARN = 1 } sl_rope_type;
 
 typedef struct {
-    sl_rope_type type;       /* rope_scaling.rope_type (or "type"): "default" | "yarn" */
-    double factor;           /* s */
+    sl_rope_type type; /* rope_scaling.rope_type (or "type"): "default" | "yarn" */
+    double factor;     /* s */
     int original_max_position_embeddings; /* L */
     double beta_fast, beta_slow;          /* 32, 1 */
-    double attention_factor; /* mscale override; 0 = 0.1 ln(s) + 1 */
+    double attention_factor;              /* mscale override; 0 = 0.1 ln(s) + 1 */
 } sl_rope_scaling;
 
 typedef struct {
@@ -42,11 +42,11 @@ typedef struct {
     double partial_rotary_factor;
     sl_rope_scaling rope_scaling;
     int max_position_embeddings;
-    int num_experts;            /* 0: a dense model (every layer a SwiGLU FFN) */
+    int num_experts; /* 0: a dense model (every layer a SwiGLU FFN) */
     int num_experts_per_tok;
     int moe_intermediate_size;
     int shared_expert_intermediate_size; /* 0: no shared expert */
-    int intermediate_size;      /* dense FFN width (dense models, mlp_only_layers) */
+    int intermediate_size;               /* dense FFN width (dense models, mlp_only_layers) */
     bool norm_topk_prob;
     double router_aux_loss_coef; /* applied to LBL / k, averaged over MoE layers */
     double router_z_loss_coef;
@@ -66,16 +66,16 @@ typedef struct {
     double lr, min_lr;
     int warmup_steps;
     sl_lr_schedule schedule;
-    double decay_fraction;       /* WSD: fraction of steps in the final decay */
+    double decay_fraction; /* WSD: fraction of steps in the final decay */
     double beta1, beta2, eps, weight_decay, grad_clip;
-    uint64_t seed;               /* initialization */
-    int eval_every;              /* steps; 0 = only at start and end */
-    int eval_tokens;             /* held-out tokens per evaluation */
+    uint64_t seed;   /* initialization */
+    int eval_every;  /* steps; 0 = only at start and end */
+    int eval_tokens; /* held-out tokens per evaluation */
     int log_every;
-    int save_every;              /* steps; 0 = only at the end */
+    int save_every; /* steps; 0 = only at the end */
     char out_dir[SL_PATH_MAX];
     char metrics_file[SL_PATH_MAX]; /* default: <out_dir>/metrics.jsonl */
-    bool global_batch_lbl;       /* LBL frequencies over the global batch (Qwen) */
+    bool global_batch_lbl;          /* LBL frequencies over the global batch (Qwen) */
     double router_bias_update_rate; /* aux-loss-free balancing (DeepSeek-V3); 0 = off */
 } sl_train_config;
 
@@ -88,21 +88,21 @@ typedef struct {
     sl_corpus train[SL_MAX_CORPORA];
     int n_train;
     char eval_path[SL_PATH_MAX];
-    uint64_t seed;               /* data order */
-    int prefetch;                /* decompressed frames queued ahead */
+    uint64_t seed; /* data order */
+    int prefetch;  /* decompressed frames queued ahead */
 } sl_data_config;
 
 typedef struct {
-    int expert_parallel;         /* EP */
+    int expert_parallel; /* EP */
     bool zero1;
-    double capacity_factor;      /* 0 = dropless */
-    char drop_policy[16];        /* "probs" | "position": which slots over capacity drop */
-    int bucket_mb;               /* gradient all-reduce bucket size in MiB */
+    double capacity_factor; /* 0 = dropless */
+    char drop_policy[16];   /* "probs" | "position": which slots over capacity drop */
+    int bucket_mb;          /* gradient all-reduce bucket size in MiB */
 } sl_parallel_config;
 
 typedef struct {
-    char name[32];               /* "cpu" | "cuda" */
-    int threads;                 /* 0 = all cores */
+    char name[32]; /* "cpu" | "cuda" */
+    int threads;   /* 0 = all cores */
 } sl_backend_config;
 
 typedef struct {

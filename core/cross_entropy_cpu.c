@@ -10,8 +10,8 @@
 #include "core/kernels_cpu.h"
 #include "core/log.h"
 
-void sl_cpu_cross_entropy(void *ctx, sl_tensor *losses, sl_tensor *dlogits,
-                          const sl_tensor *logits, const sl_tensor *targets, float grad_scale) {
+void sl_cpu_cross_entropy(void *ctx, sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
+                          const sl_tensor *targets, float grad_scale) {
     (void)ctx;
     const int64_t n = sl_rows(logits), v = sl_last_dim(logits);
     const float *pl = sl_f32(logits);

@@ -11,8 +11,10 @@ void sl_cpu_embedding_fwd(void *ctx, sl_tensor *out, const sl_tensor *ids, const
     const float *pt = sl_f32(table);
     float *po = sl_f32(out);
     for (int64_t i = 0; i < n; i++) {
-        SL_CHECK(pid[i] >= 0 && pid[i] < v, "embedding: token id %d at position %lld outside "
-                 "the vocabulary of %lld", pid[i], (long long)i, (long long)v);
+        SL_CHECK(pid[i] >= 0 && pid[i] < v,
+                 "embedding: token id %d at position %lld outside "
+                 "the vocabulary of %lld",
+                 pid[i], (long long)i, (long long)v);
         memcpy(po + i * c, pt + (int64_t)pid[i] * c, (size_t)c * sizeof(float));
     }
 }

@@ -22,7 +22,7 @@ void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor
 void sl_cpu_embedding_fwd(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
 void sl_cpu_embedding_bwd(void *ctx, sl_tensor *dtable, const sl_tensor *dout,
                           const sl_tensor *ids);
-void sl_cpu_cross_entropy(void *ctx, sl_tensor *losses, sl_tensor *dlogits,
-                          const sl_tensor *logits, const sl_tensor *targets, float grad_scale);
+void sl_cpu_cross_entropy(void *ctx, sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
+                          const sl_tensor *targets, float grad_scale);
 
 #endif

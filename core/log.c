@@ -15,8 +15,12 @@ void sl_log_set_rank(int rank, int world_size) {
     g_world = world_size;
 }
 
-void sl_log_set_level(sl_log_level level) { g_level = level; }
-void sl_set_abort_hook(sl_abort_hook hook) { g_abort_hook = hook; }
+void sl_log_set_level(sl_log_level level) {
+    g_level = level;
+}
+void sl_set_abort_hook(sl_abort_hook hook) {
+    g_abort_hook = hook;
+}
 
 static void vlog(FILE *f, const char *tag, const char *fmt, va_list ap) {
     char msg[4096];

@@ -15,7 +15,7 @@
 
 #ifdef __GNUC__
 #define SL_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define SL_NORETURN __attribute__((noreturn))
+#define SL_NORETURN     __attribute__((noreturn))
 #else
 #define SL_PRINTF(a, b)
 #define SL_NORETURN

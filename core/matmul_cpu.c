@@ -14,6 +14,6 @@ void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor 
     if (m == 0 || n == 0) return;
     /* Row-major leading dimensions are the stored row widths. */
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, sl_f32(a),
-                (int)sl_last_dim(a), sl_f32(b), (int)sl_last_dim(b), beta, sl_f32(c), n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, sl_f32(a), (int)sl_last_dim(a),
+                sl_f32(b), (int)sl_last_dim(b), beta, sl_f32(c), n);
 }

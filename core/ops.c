@@ -15,7 +15,7 @@
     do {                                                                                           \
         sl_backend *be_ = (be);                                                                    \
         if (!be_->ops->op)                                                                         \
-            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name); \
+            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name);   \
         be_->ops->op(be_->ctx, __VA_ARGS__);                                                       \
     } while (0)
 
@@ -23,7 +23,7 @@
     do {                                                                                           \
         sl_backend *be_ = (be);                                                                    \
         if (!be_->ops->op)                                                                         \
-            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name); \
+            sl_fatal("operation '%s' is not implemented by backend '%s'", #op, be_->iface.name);   \
         return be_->ops->op(be_->ctx, __VA_ARGS__);                                                \
     } while (0)
 
@@ -38,19 +38,21 @@ static void need_same_backend(const char *op, const sl_tensor *a, const sl_tenso
 }
 
 static void need_numel(const char *op, const char *arg, const sl_tensor *t, int64_t n) {
-    SL_CHECK(t->numel == n, "%s: %s has %lld elements, expected %lld", op, arg,
-             (long long)t->numel, (long long)n);
+    SL_CHECK(t->numel == n, "%s: %s has %lld elements, expected %lld", op, arg, (long long)t->numel,
+             (long long)n);
 }
 
 static void need_float(const char *op, const char *arg, const sl_tensor *t) {
     SL_CHECK(t != NULL, "%s: %s is NULL", op, arg);
-    SL_CHECK(t->dtype == SL_F32 || t->dtype == SL_BF16, "%s: %s has dtype %s, expected a float",
-             op, arg, sl_dtype_name(t->dtype));
+    SL_CHECK(t->dtype == SL_F32 || t->dtype == SL_BF16, "%s: %s has dtype %s, expected a float", op,
+             arg, sl_dtype_name(t->dtype));
 }
 
 /* ---- memory-level helpers ---- */
 
-void sl_op_fill(sl_tensor *x, float value) { DISPATCH(BE(x), fill, x, value); }
+void sl_op_fill(sl_tensor *x, float value) {
+    DISPATCH(BE(x), fill, x, value);
+}
 
 void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b) {
     need_numel("add", "a", a, y->numel);
@@ -66,14 +68,20 @@ void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha) {
     DISPATCH(BE(y), axpy, y, x, alpha);
 }
 
-void sl_op_scale(sl_tensor *x, float s) { DISPATCH(BE(x), scale, x, s); }
-double sl_op_sum(const sl_tensor *x) { DISPATCH_RET(BE(x), sum, x); }
-double sl_op_sumsq(const sl_tensor *x) { DISPATCH_RET(BE(x), sumsq, x); }
+void sl_op_scale(sl_tensor *x, float s) {
+    DISPATCH(BE(x), scale, x, s);
+}
+double sl_op_sum(const sl_tensor *x) {
+    DISPATCH_RET(BE(x), sum, x);
+}
+double sl_op_sumsq(const sl_tensor *x) {
+    DISPATCH_RET(BE(x), sumsq, x);
+}
 
 /* ---- dense linear algebra ---- */
 
-void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
-                  bool trans_b, float alpha, float beta) {
+void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a, bool trans_b,
+                  float alpha, float beta) {
     need_float("matmul", "c", c);
     need_float("matmul", "a", a);
     need_float("matmul", "b", b);
@@ -174,7 +182,9 @@ void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor 
 void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gate_mode mode) {
     SL_CHECK(q->ndim == 3, "qgate_split: q must be [T, H, D]");
     int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2];
-    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d : mode == SL_GATE_HEADWISE ? h * d + h : h * d;
+    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d
+                : mode == SL_GATE_HEADWISE  ? h * d + h
+                                            : h * d;
     need_numel("qgate_split", "qall", qall, t * w);
     if (mode != SL_GATE_NONE)
         need_numel("qgate_split", "g", g, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
@@ -185,7 +195,9 @@ void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *d
                        sl_gate_mode mode) {
     SL_CHECK(dq->ndim == 3, "qgate_merge: dq must be [T, H, D]");
     int64_t t = dq->shape[0], h = dq->shape[1], d = dq->shape[2];
-    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d : mode == SL_GATE_HEADWISE ? h * d + h : h * d;
+    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d
+                : mode == SL_GATE_HEADWISE  ? h * d + h
+                                            : h * d;
     need_numel("qgate_merge", "dqall", dqall, t * w);
     if (mode != SL_GATE_NONE)
         need_numel("qgate_merge", "dg", dg, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
@@ -193,7 +205,7 @@ void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *d
 }
 
 static void check_rope(const char *op, const sl_tensor *x, const sl_tensor *pos,
-                      const sl_tensor *inv_freq) {
+                       const sl_tensor *inv_freq) {
     SL_CHECK(x->ndim == 3, "%s: x must be [T, heads, D]", op);
     need_dtype(op, "pos", pos, SL_I32);
     need_dtype(op, "inv_freq", inv_freq, SL_F32);
@@ -207,16 +219,14 @@ void sl_op_rope_fwd(sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_fre
     DISPATCH(BE(x), rope_fwd, x, pos, inv_freq, mscale);
 }
 
-void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
-                    float mscale) {
+void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale) {
     check_rope("rope_bwd", dx, pos, inv_freq);
     DISPATCH(BE(dx), rope_bwd, dx, pos, inv_freq, mscale);
 }
 
 static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                        const sl_tensor *g, int batch, int seq) {
-    SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]",
-             op);
+    SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]", op);
     int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2], kv = k->shape[1];
     SL_CHECK(t == (int64_t)batch * seq, "%s: %lld tokens is not batch %d x seq %d", op,
              (long long)t, batch, seq);
@@ -253,13 +263,14 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
     DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, o, lse, batch, seq, scale);
 }
 
-double sl_op_sigmoid_mean(const sl_tensor *g) { DISPATCH_RET(BE(g), sigmoid_mean, g); }
+double sl_op_sigmoid_mean(const sl_tensor *g) {
+    DISPATCH_RET(BE(g), sigmoid_mean, g);
+}
 
 /* ---- mixture of experts ---- */
 
-void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
-                      sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
-                      bool norm_topk) {
+void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w, sl_tensor *stats,
+                      const sl_tensor *logits, const sl_tensor *bias, bool norm_topk) {
     need_dtype("router_fwd", "logits", logits, SL_F32); /* the router is always fp32 */
     need_dtype("router_fwd", "probs", probs, SL_F32);
     need_dtype("router_fwd", "topk_idx", topk_idx, SL_I32);
@@ -275,9 +286,8 @@ void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
 }
 
 void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_tensor *probs,
-                      const sl_tensor *topk_idx, const sl_tensor *topk_w,
-                      const sl_tensor *logits, const sl_tensor *lbl_grad, float z_scale,
-                      bool norm_topk) {
+                      const sl_tensor *topk_idx, const sl_tensor *topk_w, const sl_tensor *logits,
+                      const sl_tensor *lbl_grad, float z_scale, bool norm_topk) {
     need_dtype("router_bwd", "dlogits", dlogits, SL_F32);
     need_numel("router_bwd", "dlogits", dlogits, probs->numel);
     need_numel("router_bwd", "dtopk_w", dtopk_w, topk_w->numel);
@@ -317,14 +327,13 @@ void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_p
                        const sl_tensor *w) {
     need_dtype("moe_combine", "slot_pos", slot_pos, SL_I32);
     need_numel("moe_combine", "slot_pos", slot_pos, w->numel);
-    SL_CHECK(sl_rows(w) == sl_rows(y) && sl_last_dim(x) == sl_last_dim(y) &&
-                 sl_rows(x) >= w->numel,
+    SL_CHECK(sl_rows(w) == sl_rows(y) && sl_last_dim(x) == sl_last_dim(y) && sl_rows(x) >= w->numel,
              "moe_combine: shapes do not match");
     DISPATCH(BE(y), moe_combine, y, x, slot_pos, w);
 }
 
-void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                           const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w) {
+void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                           const sl_tensor *slot_pos, const sl_tensor *w) {
     need_numel("moe_combine_bwd", "dw", dw, w->numel);
     need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(x));
     SL_CHECK(sl_rows(dx) >= w->numel && sl_last_dim(dx) == sl_last_dim(x),

@@ -39,8 +39,8 @@ double sl_op_sumsq(const sl_tensor *x);
 /* C = alpha * op(A) op(B) + beta * C for row-major matrices A [.., K] etc. With trans_a,
  * A is stored [K, M]; with trans_b, B is stored [N, K] (the layout of a Linear weight
  * [out, in], so y = x W^T is sl_op_matmul(y, x, W, false, true, 1, 0)). */
-void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
-                  bool trans_b, float alpha, float beta);
+void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a, bool trans_b,
+                  float alpha, float beta);
 
 /* One GEMM per group over row ranges: the rows of A (and C) are split into `groups`
  * consecutive blocks of counts[g] rows (host array; sum <= rows of A). B is a stack
@@ -91,8 +91,7 @@ void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *d
  * and sin are multiplied by mscale (YaRN; 1 otherwise). pos [T] i32. */
 void sl_op_rope_fwd(sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale);
 /* Backward in place: dx = mscale * R^T dx. */
-void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
-                    float mscale);
+void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale);
 
 /* Causal attention with GQA and the output gate, computed in tiles with an online softmax
  * (memory linear in sequence length). Tokens are laid out [B, S] (T = B*S):
@@ -118,16 +117,14 @@ double sl_op_sigmoid_mean(const sl_tensor *g);
  * topk_idx [N, k] i32 (descending score, ties to the lower index) and topk_w [N, k] =
  * probs at those experts, divided by their sum when norm_topk. stats [E + 1] is written:
  * stats[e] = sum_n probs[n, e]; stats[E] = sum_n logsumexp(logits[n])^2. */
-void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
-                      sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
-                      bool norm_topk);
+void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w, sl_tensor *stats,
+                      const sl_tensor *logits, const sl_tensor *bias, bool norm_topk);
 /* dlogits [N, E] (written) from: dtopk_w [N, k] (gradient of the combine weights), the
  * load-balancing term dL/dprobs[n, e] = lbl_grad[e] for every n (lbl_grad [E] or NULL), and
  * the z-loss L_z = z_scale * sum_n lse_n^2. */
 void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_tensor *probs,
-                      const sl_tensor *topk_idx, const sl_tensor *topk_w,
-                      const sl_tensor *logits, const sl_tensor *lbl_grad, float z_scale,
-                      bool norm_topk);
+                      const sl_tensor *topk_idx, const sl_tensor *topk_w, const sl_tensor *logits,
+                      const sl_tensor *lbl_grad, float z_scale, bool norm_topk);
 
 /* Stable counting sort of the N*k routing slots by expert. topk_idx [N, k] holds expert ids
  * in [0, E) (E = numel(counts)). Writes counts [E] i32, sorted_token [N*k] i32 (the token of
@@ -144,8 +141,8 @@ void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_p
                        const sl_tensor *w);
 /* Backward of moe_combine: dx[slot_pos[n*k+j]] = w[n,j] dy[n] (written);
  * dw[n, j] = <dy[n], x[slot_pos[n*k+j]]> (written). */
-void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                           const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w);
+void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                           const sl_tensor *slot_pos, const sl_tensor *w);
 /* SwiGLU: gu [M, 2I] holds [gate | up] per row; h [M, I] = silu(gate) * up. */
 void sl_op_swiglu_fwd(sl_tensor *h, const sl_tensor *gu);
 /* dgu written. */

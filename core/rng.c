@@ -18,7 +18,9 @@ static uint64_t fmix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-uint64_t sl_hash_mix(uint64_t a, uint64_t b) { return fmix(a ^ fmix(b + 0x9e3779b97f4a7c15ULL)); }
+uint64_t sl_hash_mix(uint64_t a, uint64_t b) {
+    return fmix(a ^ fmix(b + 0x9e3779b97f4a7c15ULL));
+}
 
 void sl_rng_init(sl_rng *r, uint64_t seed, uint64_t stream) {
     r->state = sl_hash_mix(seed, stream);
@@ -26,9 +28,13 @@ void sl_rng_init(sl_rng *r, uint64_t seed, uint64_t stream) {
     r->spare = 0.0;
 }
 
-uint64_t sl_rng_u64(sl_rng *r) { return fmix(r->state += 0x9e3779b97f4a7c15ULL); }
+uint64_t sl_rng_u64(sl_rng *r) {
+    return fmix(r->state += 0x9e3779b97f4a7c15ULL);
+}
 
-double sl_rng_uniform(sl_rng *r) { return (double)(sl_rng_u64(r) >> 11) * 0x1.0p-53; }
+double sl_rng_uniform(sl_rng *r) {
+    return (double)(sl_rng_u64(r) >> 11) * 0x1.0p-53;
+}
 
 double sl_rng_normal(sl_rng *r) {
     if (r->has_spare) {

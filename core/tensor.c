@@ -10,22 +10,32 @@
 
 size_t sl_dtype_size(sl_dtype dt) {
     switch (dt) {
-    case SL_F32: return 4;
-    case SL_BF16: return 2;
-    case SL_I32: return 4;
-    case SL_I64: return 8;
-    case SL_U8: return 1;
+    case SL_F32:
+        return 4;
+    case SL_BF16:
+        return 2;
+    case SL_I32:
+        return 4;
+    case SL_I64:
+        return 8;
+    case SL_U8:
+        return 1;
     }
     sl_fatal("unknown dtype %d", (int)dt);
 }
 
 const char *sl_dtype_name(sl_dtype dt) {
     switch (dt) {
-    case SL_F32: return "f32";
-    case SL_BF16: return "bf16";
-    case SL_I32: return "i32";
-    case SL_I64: return "i64";
-    case SL_U8: return "u8";
+    case SL_F32:
+        return "f32";
+    case SL_BF16:
+        return "bf16";
+    case SL_I32:
+        return "i32";
+    case SL_I64:
+        return "i64";
+    case SL_U8:
+        return "u8";
     }
     return "?";
 }
@@ -103,17 +113,29 @@ void sl_tensor_free(sl_tensor *t) {
     free(t);
 }
 
-int sl_tensor_ndim(const sl_tensor *t) { return t->ndim; }
+int sl_tensor_ndim(const sl_tensor *t) {
+    return t->ndim;
+}
 int64_t sl_tensor_dim(const sl_tensor *t, int i) {
     if (i < 0) i += t->ndim;
     SL_CHECK(i >= 0 && i < t->ndim, "dimension %d of a rank-%d tensor", i, t->ndim);
     return t->shape[i];
 }
-int64_t sl_tensor_numel(const sl_tensor *t) { return t->numel; }
-int64_t sl_tensor_rows(const sl_tensor *t) { return sl_rows(t); }
-sl_dtype sl_tensor_dtype(const sl_tensor *t) { return t->dtype; }
-size_t sl_tensor_nbytes(const sl_tensor *t) { return (size_t)t->numel * sl_dtype_size(t->dtype); }
-sl_backend *sl_tensor_backend(const sl_tensor *t) { return t->be; }
+int64_t sl_tensor_numel(const sl_tensor *t) {
+    return t->numel;
+}
+int64_t sl_tensor_rows(const sl_tensor *t) {
+    return sl_rows(t);
+}
+sl_dtype sl_tensor_dtype(const sl_tensor *t) {
+    return t->dtype;
+}
+size_t sl_tensor_nbytes(const sl_tensor *t) {
+    return (size_t)t->numel * sl_dtype_size(t->dtype);
+}
+sl_backend *sl_tensor_backend(const sl_tensor *t) {
+    return t->be;
+}
 
 void sl_tensor_to_host(const sl_tensor *t, void *host) {
     t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
@@ -139,11 +161,12 @@ void sl_tensor_to_host_range(const sl_tensor *t, int64_t offset, int64_t n, void
 void sl_tensor_from_host_range(sl_tensor *t, int64_t offset, int64_t n, const void *host) {
     check_range(t, offset, n);
     size_t es = sl_dtype_size(t->dtype);
-    t->be->iface.from_host(t->be->ctx, (char *)t->data + (size_t)offset * es, host,
-                           (size_t)n * es);
+    t->be->iface.from_host(t->be->ctx, (char *)t->data + (size_t)offset * es, host, (size_t)n * es);
 }
 
-void sl_tensor_zero(sl_tensor *t) { t->be->iface.memset0(t->be->ctx, t->data, sl_tensor_nbytes(t)); }
+void sl_tensor_zero(sl_tensor *t) {
+    t->be->iface.memset0(t->be->ctx, t->data, sl_tensor_nbytes(t));
+}
 
 void sl_tensor_copy(sl_tensor *dst, const sl_tensor *src) {
     SL_CHECK(dst->be == src->be && dst->dtype == src->dtype && dst->numel == src->numel,
@@ -156,7 +179,8 @@ const char *sl_tensor_shape_str(const sl_tensor *t, char *buf, size_t len) {
     size_t off = 0;
     off += (size_t)snprintf(buf + off, len - off, "[");
     for (int i = 0; i < t->ndim && off < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+        off +=
+            (size_t)snprintf(buf + off, len - off, i ? ", %lld" : "%lld", (long long)t->shape[i]);
     if (off < len) snprintf(buf + off, len - off, "]");
     return buf;
 }

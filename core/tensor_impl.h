@@ -21,9 +21,17 @@ struct sl_tensor {
     bool is_view; /* views do not own `data` */
 };
 
-static inline float *sl_f32(const sl_tensor *t) { return (float *)t->data; }
-static inline int32_t *sl_i32(const sl_tensor *t) { return (int32_t *)t->data; }
-static inline int64_t sl_last_dim(const sl_tensor *t) { return t->shape[t->ndim - 1]; }
-static inline int64_t sl_rows(const sl_tensor *t) { return t->numel / t->shape[t->ndim - 1]; }
+static inline float *sl_f32(const sl_tensor *t) {
+    return (float *)t->data;
+}
+static inline int32_t *sl_i32(const sl_tensor *t) {
+    return (int32_t *)t->data;
+}
+static inline int64_t sl_last_dim(const sl_tensor *t) {
+    return t->shape[t->ndim - 1];
+}
+static inline int64_t sl_rows(const sl_tensor *t) {
+    return t->numel / t->shape[t->ndim - 1];
+}
 
 #endif

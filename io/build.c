@@ -163,7 +163,8 @@ static int import_text(sink *k, const char *path, char *err, size_t errlen) {
             }
         }
     }
-    if (rc == 0 && ferror(f)) rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (rc == 0 && ferror(f))
+        rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
     if (rc == 0 && in_doc) rc = sink_push(k, TEXT_EOD, err, errlen);
     free(b);
     fclose(f);
@@ -187,13 +188,13 @@ static int import_jsonl(sink *k, const char *path, char *err, size_t errlen) {
         cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
         if (!o) {
             rc = sl_fail(err, errlen, "%s: line %llu: not valid JSON", path,
-                      (unsigned long long)lineno);
+                         (unsigned long long)lineno);
             break;
         }
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "text");
         if (!cJSON_IsString(t) || !t->valuestring) {
             rc = sl_fail(err, errlen, "%s: line %llu: no string field \"text\"", path,
-                      (unsigned long long)lineno);
+                         (unsigned long long)lineno);
         } else if (t->valuestring[0]) {
             rc = sink_doc(k, err, errlen);
             for (const unsigned char *p = (const unsigned char *)t->valuestring; *p && rc == 0; p++)
@@ -202,7 +203,8 @@ static int import_jsonl(sink *k, const char *path, char *err, size_t errlen) {
         }
         cJSON_Delete(o);
     }
-    if (rc == 0 && ferror(f)) rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (rc == 0 && ferror(f))
+        rc = sl_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
     free(line);
     fclose(f);
     return rc;
@@ -227,14 +229,15 @@ static int stream_tokens(sink *k, const char *path, int fd, uint64_t off, uint64
         ssize_t r = pread(fd, b, want, (off_t)at);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            rc = sl_fail(err, errlen, "%s: %s at byte offset %llu", path,
-                      r < 0 ? strerror(errno) : "unexpected end of file", (unsigned long long)at);
+            rc =
+                sl_fail(err, errlen, "%s: %s at byte offset %llu", path,
+                        r < 0 ? strerror(errno) : "unexpected end of file", (unsigned long long)at);
             break;
         }
         size_t nt = (size_t)r / (size_t)tb;
         if (nt == 0) {
             rc = sl_fail(err, errlen, "%s: unexpected end of file at byte offset %llu", path,
-                      (unsigned long long)at);
+                         (unsigned long long)at);
             break;
         }
         for (size_t i = 0; i < nt && rc == 0; i++) {
@@ -242,8 +245,8 @@ static int stream_tokens(sink *k, const char *path, int fd, uint64_t off, uint64
                 tb == 2 ? (uint32_t)b[2 * i] | (uint32_t)b[2 * i + 1] << 8 : sl_le32(b + 4 * i);
             if (t >= vocab) {
                 rc = sl_fail(err, errlen,
-                          "%s: byte offset %llu: token id %u >= vocab_size %u (set --vocab?)", path,
-                          (unsigned long long)(at + (uint64_t)tb * i), t, vocab);
+                             "%s: byte offset %llu: token id %u >= vocab_size %u (set --vocab?)",
+                             path, (unsigned long long)(at + (uint64_t)tb * i), t, vocab);
                 break;
             }
             if (doc_after || (split_before && (int64_t)t == eod && done + i > 0)) {
@@ -280,9 +283,9 @@ static int import_raw(sink *k, const char *path, char *err, size_t errlen) {
     int rc;
     if (size % (uint64_t)tb != 0)
         rc = sl_fail(err, errlen,
-                  "%s: %llu bytes is not a whole number of %d-byte tokens (truncated, or the "
-                  "wrong --dtype?)",
-                  path, (unsigned long long)size, tb);
+                     "%s: %llu bytes is not a whole number of %d-byte tokens (truncated, or the "
+                     "wrong --dtype?)",
+                     path, (unsigned long long)size, tb);
     else
         rc = stream_tokens(k, path, fd, 0, size / (uint64_t)tb, tb, k->o->eod, false, err, errlen);
     close(fd);
@@ -295,23 +298,23 @@ static int llmc_header(int fd, const char *path, uint64_t size, uint64_t *ntok, 
     unsigned char h[LLMC_HEADER];
     if (size < LLMC_HEADER || pread(fd, h, LLMC_HEADER, 0) != LLMC_HEADER)
         return sl_fail(err, errlen, "%s: truncated: shorter than the %d-byte llm.c header", path,
-                    LLMC_HEADER);
+                       LLMC_HEADER);
     int32_t magic = (int32_t)sl_le32(h), ver = (int32_t)sl_le32(h + 4), n = (int32_t)sl_le32(h + 8);
     if (magic != LLMC_MAGIC)
         return sl_fail(err, errlen, "%s: byte offset 0: magic %d is not an llm.c token file (%d)",
-                    path, magic, LLMC_MAGIC);
+                       path, magic, LLMC_MAGIC);
     if (ver != 1 && ver != 7)
         return sl_fail(err, errlen,
-                    "%s: byte offset 4: llm.c version %d is not supported (1 = uint16, 7 = "
-                    "uint32 tokens)",
-                    path, ver);
+                       "%s: byte offset 4: llm.c version %d is not supported (1 = uint16, 7 = "
+                       "uint32 tokens)",
+                       path, ver);
     int tb = ver == 1 ? 2 : 4;
     if (n < 0 || (uint64_t)LLMC_HEADER + (uint64_t)n * (uint64_t)tb != size)
         return sl_fail(err, errlen,
-                    "%s: byte offset 8: the header declares %d tokens (%llu bytes with the "
-                    "header) but the file has %llu bytes",
-                    path, n, (unsigned long long)((uint64_t)LLMC_HEADER + (uint64_t)n * tb),
-                    (unsigned long long)size);
+                       "%s: byte offset 8: the header declares %d tokens (%llu bytes with the "
+                       "header) but the file has %llu bytes",
+                       path, n, (unsigned long long)((uint64_t)LLMC_HEADER + (uint64_t)n * tb),
+                       (unsigned long long)size);
     *ntok = (uint64_t)n;
     return tb;
 }
@@ -375,7 +378,8 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     if ((bfd = open_sized(bp, &bsz, err, errlen)) < 0) goto done;
     unsigned char h[MEG_HEADER];
     if (isz < MEG_HEADER || pread(ifd, h, MEG_HEADER, 0) != MEG_HEADER) {
-        sl_fail(err, errlen, "%s: truncated: shorter than the %d-byte index header", ip, MEG_HEADER);
+        sl_fail(err, errlen, "%s: truncated: shorter than the %d-byte index header", ip,
+                MEG_HEADER);
         goto done;
     }
     if (memcmp(h, "MMIDIDX\0\0", 9) != 0) {
@@ -386,7 +390,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     int code = h[17], w = 0;
     if (ver != 1) {
         sl_fail(err, errlen, "%s: byte offset 9: index version %llu is not supported (1)", ip,
-             (unsigned long long)ver);
+                (unsigned long long)ver);
         goto done;
     }
     switch (code) {
@@ -406,13 +410,13 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
         break;
     default:
         sl_fail(err, errlen, "%s: byte offset 17: dtype code %d is not an integer token type", ip,
-             code);
+                code);
         goto done;
     }
     if (nseq > (isz - MEG_HEADER) / 12 || ndoc > (isz - MEG_HEADER - 12 * nseq) / 8 || ndoc < 1) {
         sl_fail(err, errlen,
-             "%s: truncated: %llu sequences and %llu document indices do not fit in %llu bytes", ip,
-             (unsigned long long)nseq, (unsigned long long)ndoc, (unsigned long long)isz);
+                "%s: truncated: %llu sequences and %llu document indices do not fit in %llu bytes",
+                ip, (unsigned long long)nseq, (unsigned long long)ndoc, (unsigned long long)isz);
         goto done;
     }
     sz = sl_xcalloc(1, sizeof *sz), ptr = sl_xcalloc(1, sizeof *ptr),
@@ -429,7 +433,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     prev_doc = sl_le64(e);
     if (prev_doc != 0) {
         sl_fail(err, errlen, "%s: byte offset %llu: the first document index is %llu, not 0", ip,
-             (unsigned long long)(MEG_HEADER + 12 * nseq), (unsigned long long)prev_doc);
+                (unsigned long long)(MEG_HEADER + 12 * nseq), (unsigned long long)prev_doc);
         goto done;
     }
     uint64_t s = 0;
@@ -438,10 +442,10 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
         uint64_t end = sl_le64(e);
         if (end < prev_doc || end > nseq) {
             sl_fail(err, errlen,
-                 "%s: byte offset %llu: document index %llu out of order or past the %llu "
-                 "sequences",
-                 ip, (unsigned long long)(MEG_HEADER + 12 * nseq + 8 * d), (unsigned long long)end,
-                 (unsigned long long)nseq);
+                    "%s: byte offset %llu: document index %llu out of order or past the %llu "
+                    "sequences",
+                    ip, (unsigned long long)(MEG_HEADER + 12 * nseq + 8 * d),
+                    (unsigned long long)end, (unsigned long long)nseq);
             goto done;
         }
         bool started = false;
@@ -452,10 +456,10 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
             uint64_t p = sl_le64(p8);
             if (len < 0 || p > bsz || (uint64_t)len * (uint64_t)w > bsz - p) {
                 sl_fail(err, errlen,
-                     "%s: sequence %llu: %d tokens at byte offset %llu do not fit in %s (%llu "
-                     "bytes)",
-                     ip, (unsigned long long)s, len, (unsigned long long)p, bp,
-                     (unsigned long long)bsz);
+                        "%s: sequence %llu: %d tokens at byte offset %llu do not fit in %s (%llu "
+                        "bytes)",
+                        ip, (unsigned long long)s, len, (unsigned long long)p, bp,
+                        (unsigned long long)bsz);
                 goto done;
             }
             uint64_t left = (uint64_t)len * (uint64_t)w, at = p;
@@ -464,7 +468,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
                 ssize_t r = pread(bfd, b, want, (off_t)at);
                 if (r <= 0 || (size_t)r % (size_t)w) {
                     sl_fail(err, errlen, "%s: read error at byte offset %llu", bp,
-                         (unsigned long long)at);
+                            (unsigned long long)at);
                     goto done;
                 }
                 if (!started && r > 0) {
@@ -496,8 +500,8 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
                     }
                     if (t < 0 || t >= (int64_t)vocab) {
                         sl_fail(err, errlen,
-                             "%s: byte offset %llu: token id %lld outside [0, vocab_size %u)", bp,
-                             (unsigned long long)(at + i * (size_t)w), (long long)t, vocab);
+                                "%s: byte offset %llu: token id %lld outside [0, vocab_size %u)",
+                                bp, (unsigned long long)(at + i * (size_t)w), (long long)t, vocab);
                         goto done;
                     }
                     if (sink_push(k, (uint32_t)t, err, errlen)) goto done;
@@ -512,7 +516,7 @@ static int import_megatron(sink *k, const char *in, char *err, size_t errlen) {
     }
     if (s != nseq) {
         sl_fail(err, errlen, "%s: the document indices cover %llu of the %llu sequences", ip,
-             (unsigned long long)s, (unsigned long long)nseq);
+                (unsigned long long)s, (unsigned long long)nseq);
         goto done;
     }
     rc = 0;
@@ -578,9 +582,9 @@ static int check_existing(const sl_build_opts *o, char *err, size_t errlen) {
     while ((e = readdir(d)))
         if (shard_name(e->d_name, o->prefix, &idx)) {
             rc = sl_fail(err, errlen,
-                      "%s/%s: shards with prefix '%s' exist already (use --force to replace "
-                      "them)",
-                      o->out_dir, e->d_name, o->prefix);
+                         "%s/%s: shards with prefix '%s' exist already (use --force to replace "
+                         "them)",
+                         o->out_dir, e->d_name, o->prefix);
             break;
         }
     closedir(d);
@@ -597,10 +601,11 @@ static int publish(const sink *k, char *err, size_t errlen) {
         snprintf(to, sizeof to, "%s/%s-%05d%s", o->out_dir, o->prefix, i, SL_SHARD_SUFFIX);
         if (rename(from, to) != 0)
             return sl_fail(err, errlen, "%s: cannot move %s into place: %s", to, from,
-                        strerror(errno));
+                           strerror(errno));
     }
     DIR *d = opendir(o->out_dir);
-    if (!d) return sl_fail(err, errlen, "%s: cannot read directory: %s", o->out_dir, strerror(errno));
+    if (!d)
+        return sl_fail(err, errlen, "%s: cannot read directory: %s", o->out_dir, strerror(errno));
     struct dirent *e;
     int rc = 0;
     long idx;
@@ -685,14 +690,14 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
         sl_input_format f = detect_format(inputs[i]);
         if (f == SL_FMT_AUTO)
             return sl_fail(err, errlen,
-                        "%s: cannot tell the input format from the name or contents (use "
-                        "--format text|jsonl|raw|llmc|megatron)",
-                        inputs[i]);
+                           "%s: cannot tell the input format from the name or contents (use "
+                           "--format text|jsonl|raw|llmc|megatron)",
+                           inputs[i]);
         if (fmt != SL_FMT_AUTO && f != fmt)
             return sl_fail(err, errlen,
-                        "%s: looks like %s input but an earlier input is %s; build "
-                        "one format at a time",
-                        inputs[i], sl_input_format_name(f), sl_input_format_name(fmt));
+                           "%s: looks like %s input but an earlier input is %s; build "
+                           "one format at a time",
+                           inputs[i], sl_input_format_name(f), sl_input_format_name(fmt));
         fmt = f;
     }
     if (fmt == SL_FMT_AUTO) return sl_fail(err, errlen, "cannot tell the input format (--format)");
@@ -704,7 +709,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
         if (vocab < 0) vocab = TEXT_VOCAB;
         if (vocab < TEXT_VOCAB)
             return sl_fail(err, errlen, "--vocab %lld is smaller than the byte tokenizer's 257",
-                        (long long)vocab);
+                           (long long)vocab);
         eod_hdr = TEXT_EOD;
         break;
     case SL_FMT_RAW:
@@ -737,7 +742,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
         return sl_fail(err, errlen, "--vocab %lld out of range [1, 2^31)", (long long)vocab);
     if (eod_hdr >= vocab || o.add_eod >= vocab)
         return sl_fail(err, errlen, "the end-of-document token %lld is >= vocab_size %lld",
-                    (long long)(o.add_eod >= vocab ? o.add_eod : eod_hdr), (long long)vocab);
+                       (long long)(o.add_eod >= vocab ? o.add_eod : eod_hdr), (long long)vocab);
     int tbytes = o.token_bytes ? o.token_bytes : (vocab <= 65536 ? 2 : 4);
     if (tbytes != 2 && tbytes != 4) return sl_fail(err, errlen, "--token-bytes must be 2 or 4");
     if (tbytes == 2 && vocab > 65536)
@@ -748,7 +753,8 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     sink *k = sl_xcalloc(1, sizeof *k);
     snprintf(k->stage, sizeof k->stage, "%s/.sluice-build-XXXXXX", o.out_dir);
     if (!mkdtemp(k->stage)) {
-        sl_fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir, strerror(errno));
+        sl_fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir,
+                strerror(errno));
         free(k);
         return -1;
     }

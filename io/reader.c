@@ -358,9 +358,9 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
         if (s->h.vocab_size != r->vocab) {
             sl_data_paths_free(files, nf);
             return sl_fail(err, errlen,
-                        "%s: vocabulary size %u differs from %u in the other shards (every "
-                        "corpus must use the same tokenizer)",
-                        s->path, s->h.vocab_size, r->vocab);
+                           "%s: vocabulary size %u differs from %u in the other shards (every "
+                           "corpus must use the same tokenizer)",
+                           s->path, s->h.vocab_size, r->vocab);
         }
         c->n_units += s->h.n_frames;
         c->n_tokens += s->h.n_tokens;
@@ -376,9 +376,9 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
         return sl_fail(err, errlen, "%s: empty corpus: its shards hold no tokens", spec);
     if (!r->eval && c->n_units < (uint64_t)r->dp)
         return sl_fail(err, errlen,
-                    "%s: the corpus has %llu frames, fewer than the %d data-parallel ranks; "
-                    "rebuild it with a smaller --frame-tokens",
-                    spec, (unsigned long long)c->n_units, r->dp);
+                       "%s: the corpus has %llu frames, fewer than the %d data-parallel ranks; "
+                       "rebuild it with a smaller --frame-tokens",
+                       spec, (unsigned long long)c->n_units, r->dp);
     uint64_t rk = (uint64_t)r->rank, dp = (uint64_t)r->dp;
     c->units_per_rank = c->n_units > rk ? (c->n_units - rk + dp - 1) / dp : 0;
     c->so_perm = sl_xmalloc(sizeof(uint32_t) * (size_t)nf);
@@ -393,7 +393,7 @@ sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
     }
     if (o->dp_size < 1 || o->dp_rank < 0 || o->dp_rank >= o->dp_size) {
         sl_fail(err, errlen, "data reader: data-parallel rank %d of %d is invalid", o->dp_rank,
-             o->dp_size);
+                o->dp_size);
         return NULL;
     }
     if (o->seq_len < 1) {
@@ -422,14 +422,15 @@ sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
         if (load_corpus(r, &r->c[0], d->eval_path, err, errlen) != 0) goto bad;
     } else {
         if (d->n_train < 1 || d->n_train > SL_MAX_CORPORA) {
-            sl_fail(err, errlen, "data.train: %d corpora (need 1 to %d)", d->n_train, SL_MAX_CORPORA);
+            sl_fail(err, errlen, "data.train: %d corpora (need 1 to %d)", d->n_train,
+                    SL_MAX_CORPORA);
             goto bad;
         }
         for (int i = 0; i < d->n_train; i++) {
             double w = d->train[i].weight;
             if (!(w > 0) || !isfinite(w)) {
                 sl_fail(err, errlen, "data.train[%d] (%s): weight %g must be positive", i,
-                     d->train[i].path, w);
+                        d->train[i].path, w);
                 goto bad;
             }
             wsum += w;
@@ -666,7 +667,7 @@ static int get_u64(const cJSON *o, const char *key, uint64_t max, uint64_t *v, c
     if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0) || x->valuedouble > (double)max ||
         x->valuedouble != floor(x->valuedouble) || x->valuedouble > 9007199254740992.0)
         return sl_fail(err, errlen, "data cursor: \"%s\" is missing or not an integer in [0, %llu]",
-                    key, (unsigned long long)max);
+                       key, (unsigned long long)max);
     *v = (uint64_t)x->valuedouble;
     return 0;
 }
@@ -692,19 +693,19 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
     }
     if (!cJSON_IsNumber(ver) || ver->valuedouble != CURSOR_VERSION) {
         sl_fail(err, errlen, "data cursor: unsupported version (this build reads version %d)",
-             CURSOR_VERSION);
+                CURSOR_VERSION);
         goto done;
     }
     if (!cJSON_IsString(mode) || strcmp(mode->valuestring, r->eval ? "eval" : "train") != 0) {
         sl_fail(err, errlen, "data cursor: written for %s mode, the reader is in %s mode",
-             cJSON_IsString(mode) ? mode->valuestring : "?", r->eval ? "eval" : "train");
+                cJSON_IsString(mode) ? mode->valuestring : "?", r->eval ? "eval" : "train");
         goto done;
     }
     char sbuf[32];
     snprintf(sbuf, sizeof sbuf, "%llu", (unsigned long long)r->seed);
     if (!cJSON_IsString(seed) || strcmp(seed->valuestring, sbuf) != 0) {
         sl_fail(err, errlen, "data cursor: written with data seed %s, the reader uses %s",
-             cJSON_IsString(seed) ? seed->valuestring : "?", sbuf);
+                cJSON_IsString(seed) ? seed->valuestring : "?", sbuf);
         goto done;
     }
     if (get_u64(o, "dp_rank", INT32_MAX, &rank, err, errlen) ||
@@ -712,14 +713,14 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
         goto done;
     if (rank != (uint64_t)r->rank || dp != (uint64_t)r->dp) {
         sl_fail(err, errlen,
-             "data cursor: written by data-parallel rank %llu of %llu, this is rank %d of %d "
-             "(the partition differs)",
-             (unsigned long long)rank, (unsigned long long)dp, r->rank, r->dp);
+                "data cursor: written by data-parallel rank %llu of %llu, this is rank %d of %d "
+                "(the partition differs)",
+                (unsigned long long)rank, (unsigned long long)dp, r->rank, r->dp);
         goto done;
     }
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != r->n) {
         sl_fail(err, errlen, "data cursor: has %d corpora, the reader %d",
-             cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0, r->n);
+                cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0, r->n);
         goto done;
     }
     for (int i = 0; i < r->n; i++) {
@@ -730,9 +731,9 @@ int sl_reader_restore(sl_reader *r, const char *json, char *err, size_t errlen) 
         snprintf(fpb, sizeof fpb, "%08x", c->fingerprint);
         if (!cJSON_IsString(fpj) || strcmp(fpj->valuestring, fpb) != 0) {
             sl_fail(err, errlen,
-                 "data cursor: corpus %d (%s) was written for different shards (fingerprint "
-                 "%s, these shards %s)",
-                 i, c->spec, cJSON_IsString(fpj) ? fpj->valuestring : "?", fpb);
+                    "data cursor: corpus %d (%s) was written for different shards (fingerprint "
+                    "%s, these shards %s)",
+                    i, c->spec, cJSON_IsString(fpj) ? fpj->valuestring : "?", fpb);
             goto done;
         }
         uint64_t kmax = r->eval ? c->units_per_rank : c->units_per_rank - 1;

@@ -64,33 +64,34 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
     if (skip != SL_SHARD_SKIP_MAGIC) {
         if (skip == SL_SHARD_ZSTD_MAGIC)
             return sl_fail(err, errlen,
-                        "%s: byte offset 0: a plain zstd file, not a sluice shard (no shard "
-                        "header; build shards with 'sluice data build')",
-                        name);
+                           "%s: byte offset 0: a plain zstd file, not a sluice shard (no shard "
+                           "header; build shards with 'sluice data build')",
+                           name);
         return sl_fail(err, errlen, "%s: byte offset 0: bad magic 0x%08x: not a sluice shard", name,
-                    skip);
+                       skip);
     }
     const unsigned char *c = in + 8;
     if (sl_le32(in + 4) != SL_SHARD_HEADER_CONTENT || memcmp(c, k_header_magic, 8) != 0)
-        return sl_fail(err, errlen, "%s: byte offset 8: bad header magic: not a sluice shard", name);
+        return sl_fail(err, errlen, "%s: byte offset 8: bad header magic: not a sluice shard",
+                       name);
     h->version = sl_le32(c + 8);
     h->header_crc = sl_le32(c + 124);
     uint32_t crc = sl_crc32c(0, c, 124);
     if (h->version == 0 && crc != h->header_crc)
         return sl_fail(err, errlen,
-                    "%s: byte offset 8: placeholder header: the file was never finished (an "
-                    "interrupted build?)",
-                    name);
+                       "%s: byte offset 8: placeholder header: the file was never finished (an "
+                       "interrupted build?)",
+                       name);
     if (h->version != SL_SHARD_VERSION)
         return sl_fail(err, errlen,
-                    "%s: byte offset 16: unsupported shard format version %u (this build reads "
-                    "version %d)",
-                    name, h->version, SL_SHARD_VERSION);
+                       "%s: byte offset 16: unsupported shard format version %u (this build reads "
+                       "version %d)",
+                       name, h->version, SL_SHARD_VERSION);
     if (crc != h->header_crc)
         return sl_fail(err, errlen,
-                    "%s: byte offset 8: header checksum mismatch (stored 0x%08x, computed "
-                    "0x%08x): the header is corrupt",
-                    name, h->header_crc, crc);
+                       "%s: byte offset 8: header checksum mismatch (stored 0x%08x, computed "
+                       "0x%08x): the header is corrupt",
+                       name, h->header_crc, crc);
     h->token_bytes = sl_le32(c + 16);
     h->vocab_size = sl_le32(c + 20);
     h->eod_token = sl_le32(c + 24);
@@ -107,34 +108,34 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
     if (sl_le32(c + 12) != SL_SHARD_HEADER_CONTENT || flags != 0)
         return sl_fail(err, errlen, "%s: byte offset 20: unsupported header size or flags", name);
     if (h->token_bytes != 2 && h->token_bytes != 4)
-        return sl_fail(err, errlen, "%s: byte offset 24: token width %u bytes (must be 2 or 4)", name,
-                    h->token_bytes);
+        return sl_fail(err, errlen, "%s: byte offset 24: token width %u bytes (must be 2 or 4)",
+                       name, h->token_bytes);
     if (h->vocab_size == 0 || h->vocab_size > (uint32_t)INT32_MAX ||
         (h->token_bytes == 2 && h->vocab_size > 65536))
         return sl_fail(err, errlen,
-                    "%s: byte offset 28: vocabulary size %u impossible for %u-byte "
-                    "tokens",
-                    name, h->vocab_size, h->token_bytes);
+                       "%s: byte offset 28: vocabulary size %u impossible for %u-byte "
+                       "tokens",
+                       name, h->vocab_size, h->token_bytes);
     if (h->eod_token != SL_SHARD_NO_EOD && h->eod_token >= h->vocab_size)
         return sl_fail(err, errlen, "%s: byte offset 32: end-of-document token %u >= vocab_size %u",
-                    name, h->eod_token, h->vocab_size);
+                       name, h->eod_token, h->vocab_size);
     if (h->frame_tokens == 0 || h->frame_tokens > SL_SHARD_MAX_FRAME_TOKENS)
         return sl_fail(err, errlen, "%s: byte offset 36: frame size %u tokens out of range [1, %u]",
-                    name, h->frame_tokens, SL_SHARD_MAX_FRAME_TOKENS);
+                       name, h->frame_tokens, SL_SHARD_MAX_FRAME_TOKENS);
     if (h->n_docs > h->n_tokens)
         return sl_fail(err, errlen, "%s: byte offset 48: %llu documents but only %llu tokens", name,
-                    (unsigned long long)h->n_docs, (unsigned long long)h->n_tokens);
+                       (unsigned long long)h->n_docs, (unsigned long long)h->n_tokens);
     if (h->n_frames > (UINT32_MAX - 8) / SL_SHARD_ENTRY_BYTES ||
         h->index_bytes != 8 + SL_SHARD_ENTRY_BYTES * h->n_frames)
         return sl_fail(err, errlen, "%s: byte offset 72: index size %llu does not fit %llu frames",
-                    name, (unsigned long long)h->index_bytes, (unsigned long long)h->n_frames);
+                       name, (unsigned long long)h->index_bytes, (unsigned long long)h->n_frames);
     if (h->index_offset != SL_SHARD_HEADER_BYTES + h->payload_bytes ||
         h->index_offset < SL_SHARD_HEADER_BYTES ||
         h->file_size != h->index_offset + 8 + h->index_bytes)
         return sl_fail(err, errlen,
-                    "%s: byte offset 64: inconsistent index offset / file size in "
-                    "the header",
-                    name);
+                       "%s: byte offset 64: inconsistent index offset / file size in "
+                       "the header",
+                       name);
     return 0;
 }
 
@@ -144,8 +145,8 @@ static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *
                     size_t errlen) {
     if (off > s->size || n > s->size - off)
         return sl_fail(err, errlen, "%s: truncated: needs bytes [%llu, %llu) but the file has %llu",
-                    s->name, (unsigned long long)off, (unsigned long long)(off + n),
-                    (unsigned long long)s->size);
+                       s->name, (unsigned long long)off, (unsigned long long)(off + n),
+                       (unsigned long long)s->size);
     if (s->mem) {
         memcpy(buf, s->mem + off, n);
         return 0;
@@ -156,10 +157,10 @@ static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *
         if (r < 0 && errno == EINTR) continue;
         if (r < 0)
             return sl_fail(err, errlen, "%s: read error at byte offset %llu: %s", s->name,
-                        (unsigned long long)(off + done), strerror(errno));
+                           (unsigned long long)(off + done), strerror(errno));
         if (r == 0)
             return sl_fail(err, errlen, "%s: truncated: unexpected end of file at byte offset %llu",
-                        s->name, (unsigned long long)(off + done));
+                           s->name, (unsigned long long)(off + done));
         done += (size_t)r;
     }
     return 0;
@@ -168,9 +169,9 @@ static int src_read(const sl_shard *s, void *buf, size_t n, uint64_t off, char *
 static int load_index(sl_shard *s, char *err, size_t errlen) {
     const sl_shard_header *h = &s->h;
     if (s->size != h->file_size)
-        return sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", s->name,
-                    (unsigned long long)s->size, (unsigned long long)h->file_size,
-                    s->size < h->file_size ? "truncated" : "trailing garbage");
+        return sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)",
+                       s->name, (unsigned long long)s->size, (unsigned long long)h->file_size,
+                       s->size < h->file_size ? "truncated" : "trailing garbage");
     size_t n = (size_t)(8 + h->index_bytes);
     unsigned char *ix = malloc(n);
     if (!ix) return sl_fail(err, errlen, "%s: cannot allocate %zu bytes for the index", s->name, n);
@@ -182,19 +183,19 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
     uint32_t crc = sl_crc32c(0, ix + 8, n - 8);
     if (sl_le32(ix) != SL_SHARD_SKIP_MAGIC || sl_le32(ix + 4) != h->index_bytes) {
         sl_fail(err, errlen, "%s: byte offset %llu: bad index frame header", s->name,
-             (unsigned long long)h->index_offset);
+                (unsigned long long)h->index_offset);
         goto done;
     }
     if (crc != h->index_crc) {
         sl_fail(err, errlen,
-             "%s: byte offset %llu: index checksum mismatch (stored 0x%08x, computed 0x%08x): "
-             "the frame index is corrupt",
-             s->name, (unsigned long long)h->index_offset, h->index_crc, crc);
+                "%s: byte offset %llu: index checksum mismatch (stored 0x%08x, computed 0x%08x): "
+                "the frame index is corrupt",
+                s->name, (unsigned long long)h->index_offset, h->index_crc, crc);
         goto done;
     }
     if (memcmp(ix + 8, k_index_magic, 8) != 0) {
         sl_fail(err, errlen, "%s: byte offset %llu: bad index magic", s->name,
-             (unsigned long long)(h->index_offset + 8));
+                (unsigned long long)(h->index_offset + 8));
         goto done;
     }
     s->frames = calloc(h->n_frames ? h->n_frames : 1, sizeof(sl_shard_frame));
@@ -229,8 +230,8 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
             what = "frame extends past the index";
         if (what) {
             sl_fail(err, errlen, "%s: frame %llu (index entry at byte offset %llu): %s", s->name,
-                 (unsigned long long)i,
-                 (unsigned long long)(h->index_offset + 16 + SL_SHARD_ENTRY_BYTES * i), what);
+                    (unsigned long long)i,
+                    (unsigned long long)(h->index_offset + 16 + SL_SHARD_ENTRY_BYTES * i), what);
             goto done;
         }
         pos += sl_shard_frame_span(f);
@@ -239,11 +240,11 @@ static int load_index(sl_shard *s, char *err, size_t errlen) {
     }
     if (pos != h->index_offset || tok != h->n_tokens || doc != h->n_docs) {
         sl_fail(err, errlen,
-             "%s: the frame index does not add up to the header's totals (%llu tokens, %llu "
-             "documents, payload end %llu; header: %llu, %llu, %llu)",
-             s->name, (unsigned long long)tok, (unsigned long long)doc, (unsigned long long)pos,
-             (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
-             (unsigned long long)h->index_offset);
+                "%s: the frame index does not add up to the header's totals (%llu tokens, %llu "
+                "documents, payload end %llu; header: %llu, %llu, %llu)",
+                s->name, (unsigned long long)tok, (unsigned long long)doc, (unsigned long long)pos,
+                (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
+                (unsigned long long)h->index_offset);
         goto done;
     }
     rc = 0;
@@ -256,7 +257,7 @@ static sl_shard *open_common(sl_shard *s, char *err, size_t errlen) {
     unsigned char hb[SL_SHARD_HEADER_BYTES];
     if (s->size < SL_SHARD_HEADER_BYTES) {
         sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
-             s->name, (unsigned long long)s->size, SL_SHARD_HEADER_BYTES);
+                s->name, (unsigned long long)s->size, SL_SHARD_HEADER_BYTES);
         goto bad;
     }
     if (src_read(s, hb, sizeof hb, 0, err, errlen) != 0) goto bad;
@@ -328,16 +329,16 @@ int sl_shard_read_header(const char *path, sl_shard_header *h, char *err, size_t
     }
     s.size = (uint64_t)st.st_size;
     if (s.size < SL_SHARD_HEADER_BYTES) {
-        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header", path,
-             (unsigned long long)s.size, SL_SHARD_HEADER_BYTES);
+        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
+                path, (unsigned long long)s.size, SL_SHARD_HEADER_BYTES);
         goto done;
     }
     if (src_read(&s, hb, sizeof hb, 0, err, errlen) != 0) goto done;
     if (sl_shard_header_decode(hb, path, h, err, errlen) != 0) goto done;
     if (s.size != h->file_size) {
         sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", path,
-             (unsigned long long)s.size, (unsigned long long)h->file_size,
-             s.size < h->file_size ? "truncated" : "trailing garbage");
+                (unsigned long long)s.size, (unsigned long long)h->file_size,
+                s.size < h->file_size ? "truncated" : "trailing garbage");
         goto done;
     }
     rc = 0;
@@ -381,7 +382,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     b->n_tokens = b->n_docs = 0;
     if (fi >= h->n_frames)
         return sl_fail(err, errlen, "%s: frame %llu does not exist (the shard has %llu)", s->name,
-                    (unsigned long long)fi, (unsigned long long)h->n_frames);
+                       (unsigned long long)fi, (unsigned long long)h->n_frames);
     const sl_shard_frame *f = &s->frames[fi];
     const unsigned long long fno = (unsigned long long)fi, off = (unsigned long long)f->offset;
     size_t span = (size_t)sl_shard_frame_span(f);
@@ -390,30 +391,32 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     uint32_t crc = sl_crc32c(0, b->cbuf, span);
     if (crc != f->crc)
         return sl_fail(err, errlen,
-                    "%s: frame %llu (byte offset %llu): checksum mismatch (stored 0x%08x, "
-                    "computed 0x%08x): the frame is corrupt",
-                    s->name, fno, off, f->crc, crc);
+                       "%s: frame %llu (byte offset %llu): checksum mismatch (stored 0x%08x, "
+                       "computed 0x%08x): the frame is corrupt",
+                       s->name, fno, off, f->crc, crc);
     const unsigned char *c = b->cbuf;
     if (sl_le32(c) != SL_SHARD_ZSTD_MAGIC)
         return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): not a zstd frame", s->name,
-                    fno, off);
+                       fno, off);
     if (!((c[4] >> 2) & 1))
         return sl_fail(err, errlen,
-                    "%s: frame %llu (byte offset %llu): zstd frame without a content checksum",
-                    s->name, fno, off);
+                       "%s: frame %llu (byte offset %llu): zstd frame without a content checksum",
+                       s->name, fno, off);
     const size_t tb = h->token_bytes, want = (size_t)f->n_tokens * tb;
     unsigned long long fcs = ZSTD_getFrameContentSize(c, f->csize);
     if (fcs != want)
         return sl_fail(err, errlen,
-                    "%s: frame %llu (byte offset %llu): zstd frame declares %lld content bytes, "
-                    "the index %zu",
-                    s->name, fno, off, fcs >= ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs, want);
+                       "%s: frame %llu (byte offset %llu): zstd frame declares %lld content bytes, "
+                       "the index %zu",
+                       s->name, fno, off, fcs >= ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs,
+                       want);
     size_t fsz = ZSTD_findFrameCompressedSize(c, f->csize);
     if (ZSTD_isError(fsz) || fsz != f->csize)
-        return sl_fail(err, errlen,
-                    "%s: frame %llu (byte offset %llu): zstd frame size does not match the index "
-                    "(%s)",
-                    s->name, fno, off, ZSTD_isError(fsz) ? ZSTD_getErrorName(fsz) : "size differs");
+        return sl_fail(
+            err, errlen,
+            "%s: frame %llu (byte offset %llu): zstd frame size does not match the index "
+            "(%s)",
+            s->name, fno, off, ZSTD_isError(fsz) ? ZSTD_getErrorName(fsz) : "size differs");
     if (!b->dctx) {
         b->dctx = ZSTD_createDCtx();
         if (!b->dctx) sl_fatal("ZSTD_createDCtx failed");
@@ -421,25 +424,26 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     grow(&b->tokens, &b->tokens_cap, want);
     size_t r = ZSTD_decompressDCtx(b->dctx, b->tokens, want, c, f->csize);
     if (ZSTD_isError(r) || r != want)
-        return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): zstd: %s", s->name, fno, off,
-                    ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short output");
+        return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): zstd: %s", s->name, fno,
+                       off, ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short output");
     /* document offsets */
     if (f->n_docs) {
         const unsigned char *d = c + f->csize;
         if (sl_le32(d) != SL_SHARD_SKIP_MAGIC || sl_le32(d + 4) != 4 * f->n_docs)
             return sl_fail(err, errlen,
-                        "%s: frame %llu (byte offset %llu): bad document-offset frame header",
-                        s->name, fno, (unsigned long long)(f->offset + f->csize));
+                           "%s: frame %llu (byte offset %llu): bad document-offset frame header",
+                           s->name, fno, (unsigned long long)(f->offset + f->csize));
         grow((void **)&b->docs, &b->docs_cap, 4 * (size_t)f->n_docs);
         uint32_t prev = 0;
         for (uint32_t i = 0; i < f->n_docs; i++) {
             uint32_t v = sl_le32(d + 8 + 4 * (size_t)i);
             if (v >= f->n_tokens || (i > 0 && v <= prev))
-                return sl_fail(err, errlen,
-                            "%s: frame %llu (byte offset %llu): document offset %u (entry %u) is "
-                            "out of order or past the frame's %u tokens",
-                            s->name, fno, (unsigned long long)(f->offset + f->csize + 8 + 4 * i), v,
-                            i, f->n_tokens);
+                return sl_fail(
+                    err, errlen,
+                    "%s: frame %llu (byte offset %llu): document offset %u (entry %u) is "
+                    "out of order or past the frame's %u tokens",
+                    s->name, fno, (unsigned long long)(f->offset + f->csize + 8 + 4 * i), v, i,
+                    f->n_tokens);
             b->docs[i] = prev = v;
         }
     }
@@ -463,10 +467,10 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
 int sl_shard_vocab_error(const char *name, uint64_t fi, const sl_shard_frame *f, uint32_t i,
                          uint32_t v, uint32_t vocab, char *err, size_t errlen) {
     return sl_fail(err, errlen,
-                "%s: frame %llu (byte offset %llu): token %u of the frame (token %llu of the "
-                "shard) has id %u >= vocab_size %u",
-                name, (unsigned long long)fi, (unsigned long long)f->offset, i,
-                (unsigned long long)(f->first_token + i), v, vocab);
+                   "%s: frame %llu (byte offset %llu): token %u of the frame (token %llu of the "
+                   "shard) has id %u >= vocab_size %u",
+                   name, (unsigned long long)fi, (unsigned long long)f->offset, i,
+                   (unsigned long long)(f->first_token + i), v, vocab);
 }
 
 /* ---- verification ---- */

@@ -87,22 +87,22 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     if (opt.vocab_size == 0 || opt.vocab_size > (uint32_t)INT32_MAX ||
         (opt.token_bytes == 2 && opt.vocab_size > 65536)) {
         sl_fail(err, errlen, "%s: vocabulary size %u does not fit %u-byte tokens", path,
-             opt.vocab_size, opt.token_bytes);
+                opt.vocab_size, opt.token_bytes);
         return NULL;
     }
     if (opt.frame_tokens > SL_SHARD_MAX_FRAME_TOKENS) {
-        sl_fail(err, errlen, "%s: frame size %u tokens exceeds the limit %u", path, opt.frame_tokens,
-             SL_SHARD_MAX_FRAME_TOKENS);
+        sl_fail(err, errlen, "%s: frame size %u tokens exceeds the limit %u", path,
+                opt.frame_tokens, SL_SHARD_MAX_FRAME_TOKENS);
         return NULL;
     }
     if (opt.eod_token != SL_SHARD_NO_EOD && opt.eod_token >= opt.vocab_size) {
         sl_fail(err, errlen, "%s: end-of-document token %u >= vocab_size %u", path, opt.eod_token,
-             opt.vocab_size);
+                opt.vocab_size);
         return NULL;
     }
     if (opt.level < ZSTD_minCLevel() || opt.level > ZSTD_maxCLevel()) {
         sl_fail(err, errlen, "zstd level %d out of range [%d, %d]", opt.level, ZSTD_minCLevel(),
-             ZSTD_maxCLevel());
+                ZSTD_maxCLevel());
         return NULL;
     }
     /* temporary file in the destination directory: ".<name>.tmp.XXXXXX" */
@@ -116,7 +116,7 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         sl_fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
-             strerror(errno));
+                strerror(errno));
         free(tmp);
         return NULL;
     }
@@ -204,7 +204,7 @@ static int flush_batch(sl_shard_writer *w, char *err, size_t errlen) {
         pending_frame *p = &w->batch[i];
         if (p->zerr)
             return sl_fail(err, errlen, "%s: zstd compression failed: %s", w->path,
-                        ZSTD_getErrorName(p->zerr));
+                           ZSTD_getErrorName(p->zerr));
         if (w->n_frames == w->frames_cap) {
             w->frames_cap = w->frames_cap ? 2 * w->frames_cap : 64;
             w->frames = sl_xrealloc(w->frames, w->frames_cap * sizeof(sl_shard_frame));
@@ -313,7 +313,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
     uint64_t index_bytes = 8 + SL_SHARD_ENTRY_BYTES * w->n_frames;
     if (index_bytes > UINT32_MAX) {
         sl_fail(err, errlen, "%s: too many frames (%llu) for one shard", w->path,
-             (unsigned long long)w->n_frames);
+                (unsigned long long)w->n_frames);
         goto bad;
     }
     unsigned char *ix = sl_xmalloc((size_t)index_bytes + 8);
@@ -372,7 +372,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
     w->fd = -1;
     if (rename(w->tmp_path, w->path) != 0) {
         sl_fail(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
-             strerror(errno));
+                strerror(errno));
         goto bad;
     }
     fsync_dir(w->path);

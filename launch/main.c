@@ -21,7 +21,8 @@ static const command k_commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: sluice <command> [options]\n\n"
                "Pretrains gated-attention Mixture-of-Experts language models.\n\ncommands:\n");
-    for (const command *c = k_commands; c->name; c++) fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    for (const command *c = k_commands; c->name; c++)
+        fprintf(f, "  %-8s %s\n", c->name, c->summary);
     fprintf(f, "\nRun 'sluice <command> --help' for the options of a command.\nbackends built in:");
     for (int i = 0; i < sl_backend_count(); i++) fprintf(f, " %s", sl_backend_name_at(i));
     fprintf(f, "\n");

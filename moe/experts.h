@@ -12,7 +12,7 @@
 
 typedef struct {
     sl_param *gate_up, *down;
-    int local, first; /* number of local experts, global index of the first */
+    int local, first;              /* number of local experts, global index of the first */
     int64_t hidden, ffn, capacity; /* capacity = rows the buffers hold */
     sl_tensor *gu, *h, *dgu, *dh;
 } sl_experts;

@@ -12,8 +12,8 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, 
     b->eps = (float)m->rms_norm_eps;
     char name[112];
     snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", layer);
-    b->norm = sl_params_add(ps, name, SL_PGROUP_DENSE, 1, (int64_t[]){m->hidden_size},
-                            SL_INIT_ONES, 0.0f, -1);
+    b->norm = sl_params_add(ps, name, SL_PGROUP_DENSE, 1, (int64_t[]){m->hidden_size}, SL_INIT_ONES,
+                            0.0f, -1);
     b->is_moe = sl_layer_is_moe(m, layer);
     if (b->is_moe) {
         sl_moe_block_declare(&b->moe, m, layer, ps, ep_rank, ep_size);
@@ -71,4 +71,6 @@ void sl_ffn_block_free(sl_ffn_block *b) {
         sl_swiglu_mlp_free(&b->mlp);
 }
 
-void sl_ffn_workspace_free(sl_ffn_workspace *ws) { sl_tensor_free(ws->dxn); }
+void sl_ffn_workspace_free(sl_ffn_workspace *ws) {
+    sl_tensor_free(ws->dxn);
+}

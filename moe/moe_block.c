@@ -14,8 +14,8 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, 
     memset(b, 0, sizeof *b);
     const float std = (float)m->initializer_range;
     const int local = m->num_experts / ep_size;
-    sl_router_declare(&b->router, ps, layer, m->hidden_size, m->num_experts,
-                      m->num_experts_per_tok, m->norm_topk_prob, std);
+    sl_router_declare(&b->router, ps, layer, m->hidden_size, m->num_experts, m->num_experts_per_tok,
+                      m->norm_topk_prob, std);
     sl_experts_declare(&b->experts, ps, layer, ep_rank * local, local, m->hidden_size,
                        m->moe_intermediate_size, std);
     b->has_shared = m->shared_expert_intermediate_size > 0;
@@ -25,8 +25,8 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, 
         sl_swiglu_mlp_declare(&b->shared, ps, prefix, m->hidden_size,
                               m->shared_expert_intermediate_size, std);
         snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", layer);
-        b->shared_gate = sl_params_add(ps, name, SL_PGROUP_DENSE, 2,
-                                       (int64_t[]){1, m->hidden_size}, SL_INIT_NORMAL, std, -1);
+        b->shared_gate = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){1, m->hidden_size},
+                                       SL_INIT_NORMAL, std, -1);
     }
 }
 
@@ -100,8 +100,7 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
     sl_router *r = &b->router;
     sl_token_dispatcher *d = &b->dispatcher;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
-    sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
-                        d->dexpert_in);
+    sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out, d->dexpert_in);
     sl_tensor_zero(dxn);
     sl_token_dispatcher_dispatch_backward(d, dxn);
     /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
@@ -126,7 +125,9 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
     }
 }
 
-const int64_t *sl_moe_block_counts(const sl_moe_block *b) { return b->dispatcher.counts_host; }
+const int64_t *sl_moe_block_counts(const sl_moe_block *b) {
+    return b->dispatcher.counts_host;
+}
 
 void sl_moe_block_free(sl_moe_block *b) {
     sl_router_free(&b->router);

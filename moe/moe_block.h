@@ -29,7 +29,7 @@ typedef struct {
 
 /* How MoE layers run (from the parallel/training config sections). */
 typedef struct {
-    double capacity_factor;     /* 0: dropless */
+    double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     /* Global-batch LBL (Qwen): the frequencies f_i come from the expert counts summed over
      * lbl_comm's ranks and over the micro-batches of the step so far, instead of this

@@ -39,8 +39,7 @@ void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bia
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     r->tokens = sl_tensor_rows(xn);
     sl_op_matmul(r->logits, xn, r->weight->w, false, true, 1.0f, 0.0f);
-    sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias,
-                     r->norm_topk);
+    sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias, r->norm_topk);
     float *h = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
     sl_tensor_to_host(r->stats, h);
     for (int e = 0; e <= r->experts; e++) r->stats_host[e] = h[e];
@@ -76,8 +75,8 @@ void sl_router_set_bias(sl_router *r, const float *bias) {
 void sl_router_free(sl_router *r) {
     sl_tensor_free(r->bias);
     free(r->bias_host);
-    sl_tensor *ts[] = {r->logits, r->probs, r->dlogits, r->topk_idx, r->topk_w,
-                       r->dtopk_w, r->stats, r->lbl_grad};
+    sl_tensor *ts[] = {r->logits, r->probs,   r->dlogits, r->topk_idx,
+                       r->topk_w, r->dtopk_w, r->stats,   r->lbl_grad};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(r->stats_host);
 }

@@ -16,8 +16,8 @@ void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, 
     f->gate_up = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){2 * ffn, hidden},
                                SL_INIT_NORMAL, init_std, -1);
     snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
-    f->down = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){hidden, ffn},
-                            SL_INIT_NORMAL, init_std, -1);
+    f->down = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){hidden, ffn}, SL_INIT_NORMAL,
+                            init_std, -1);
 }
 
 void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t t) {

@@ -13,8 +13,8 @@
 typedef struct {
     sl_param *gate_up, *down; /* [2F, C], [C, F] */
     int64_t hidden, ffn;
-    sl_tensor *gu, *h;        /* saved: [T, 2F], [T, F] */
-    sl_tensor *dh, *dgu;      /* backward temporaries */
+    sl_tensor *gu, *h;   /* saved: [T, 2F], [T, F] */
+    sl_tensor *dh, *dgu; /* backward temporaries */
 } sl_swiglu_mlp;
 
 /* Declares "<prefix>.gate_up_proj.weight" and "<prefix>.down_proj.weight". */

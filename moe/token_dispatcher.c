@@ -9,8 +9,12 @@
 #include "core/log.h"
 #include "core/ops.h"
 
-static bool exchanges(const sl_token_dispatcher *d) { return d->ep_size > 1; }
-static bool drops(const sl_token_dispatcher *d) { return d->capacity_factor > 0.0; }
+static bool exchanges(const sl_token_dispatcher *d) {
+    return d->ep_size > 1;
+}
+static bool drops(const sl_token_dispatcher *d) {
+    return d->capacity_factor > 0.0;
+}
 
 void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
                               const sl_dispatcher_params *p) {
@@ -61,8 +65,8 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
 static void reserve(sl_token_dispatcher *d, int64_t rows) {
     if (d->xr && rows <= d->capacity) return;
     int64_t cap = rows + rows / 4 + 1;
-    sl_tensor *ts[] = {d->regroup, d->ungroup, d->xr, d->yr, d->expert_in, d->expert_out,
-                       d->dexpert_in, d->dexpert_out};
+    sl_tensor *ts[] = {d->regroup,   d->ungroup,    d->xr,         d->yr,
+                       d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     d->regroup = sl_tensor_new1(d->be, SL_I32, cap);
     d->ungroup = sl_tensor_new1(d->be, SL_I32, cap);
@@ -110,7 +114,8 @@ static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
             for (int64_t c = 0; c < cap; c++) {
                 int64_t best = -1;
                 for (int64_t i = 0; i < n; i++)
-                    if (!keep[start + i] && (best < 0 || sw[start + i] > sw[start + best])) best = i;
+                    if (!keep[start + i] && (best < 0 || sw[start + i] > sw[start + best]))
+                        best = i;
                 keep[start + best] = 1;
             }
         }
@@ -265,11 +270,11 @@ void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dx
 
 void sl_token_dispatcher_free(sl_token_dispatcher *d) {
     sl_tensor *ts[] = {d->counts, d->sorted_token, d->slot_pos, d->gather_idx, d->combine_pos,
-                       d->xs, d->ys, d->dys, d->dxs};
+                       d->xs,     d->ys,           d->dys,      d->dxs};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     if (exchanges(d)) {
-        sl_tensor *rs[] = {d->regroup, d->ungroup, d->xr, d->yr, d->expert_in, d->expert_out,
-                           d->dexpert_in, d->dexpert_out};
+        sl_tensor *rs[] = {d->regroup,   d->ungroup,    d->xr,         d->yr,
+                           d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
         for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) sl_tensor_free(rs[i]);
     }
     free(d->counts_host);

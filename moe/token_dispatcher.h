@@ -29,34 +29,34 @@ typedef struct {
     int local_experts, first_expert; /* the experts this rank computes */
     sl_comm *ep;                     /* expert-parallel group (NULL: this rank holds all) */
     int ep_size, ep_rank;
-    double capacity_factor;          /* 0: dropless */
+    double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     sl_backend *be;
-    int64_t tokens;                  /* N of the last dispatch */
+    int64_t tokens; /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
-    int64_t *counts_host;            /* [E] slots routed to each expert (before drops) */
-    int64_t *kept_host;              /* [E] slots kept (== counts_host when dropless) */
-    int64_t kept, dropped;           /* totals of the last dispatch */
+    int64_t *counts_host;                /* [E] slots routed to each expert (before drops) */
+    int64_t *kept_host;                  /* [E] slots kept (== counts_host when dropless) */
+    int64_t kept, dropped;               /* totals of the last dispatch */
     sl_tensor *gather_idx, *combine_pos; /* with drops: remapped copies of the two above */
-    sl_tensor *xs, *ys, *dys, *dxs;  /* [N*k, C]: kept rows in expert order (and results) */
+    sl_tensor *xs, *ys, *dys, *dxs;      /* [N*k, C]: kept rows in expert order (and results) */
     /* expert parallelism */
-    int64_t *send_rows, *recv_rows;  /* [ep_size] rows to / from each EP rank */
-    int64_t *recv_counts;            /* [ep_size * local]: rows from rank p for local expert e */
-    int64_t received;                /* rows received for the local experts */
-    sl_tensor *regroup, *ungroup;    /* [capacity] i32 permutations (source-major <-> expert-major) */
-    sl_tensor *xr, *yr;              /* [capacity, C] rows as received / to send back */
-    int64_t capacity;                /* rows the receive-side buffers hold */
+    int64_t *send_rows, *recv_rows; /* [ep_size] rows to / from each EP rank */
+    int64_t *recv_counts;           /* [ep_size * local]: rows from rank p for local expert e */
+    int64_t received;               /* rows received for the local experts */
+    sl_tensor *regroup, *ungroup; /* [capacity] i32 permutations (source-major <-> expert-major) */
+    sl_tensor *xr, *yr;           /* [capacity, C] rows as received / to send back */
+    int64_t capacity;             /* rows the receive-side buffers hold */
     /* what the local experts compute, grouped by local expert */
-    int64_t *local_counts;           /* [local_experts] */
+    int64_t *local_counts; /* [local_experts] */
     sl_tensor *expert_in, *expert_out, *dexpert_in, *dexpert_out;
 } sl_token_dispatcher;
 
 typedef struct {
     int experts, topk, hidden;
-    int64_t max_tokens;       /* N per micro-batch on this rank */
-    sl_comm *ep;              /* NULL or the expert-parallel group */
-    double capacity_factor;   /* 0: dropless */
+    int64_t max_tokens;     /* N per micro-batch on this rank */
+    sl_comm *ep;            /* NULL or the expert-parallel group */
+    double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
 } sl_dispatcher_params;
 

@@ -1,3 +1,5 @@
 # core/: tensors, backend dispatch, core CPU kernels.
 sluice_test(test_core_ops SOURCES test_core_ops.c LABELS core)
 sluice_test(test_cuda_backend SOURCES test_cuda_backend.c LABELS "core;gpu")
+add_test(NAME test_clang_format COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_format.sh)
+set_tests_properties(test_clang_format PROPERTIES LABELS "style" SKIP_RETURN_CODE 77)

@@ -27,9 +27,12 @@ int main(int argc, char **argv) {
     int batch = 2, seq = 16;
     unsigned long long seed = 7;
     for (int i = 3; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--batch") == 0) batch = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--seq") == 0) seq = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
+        if (strcmp(argv[i], "--batch") == 0)
+            batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--seq") == 0)
+            seq = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--seed") == 0)
+            seed = strtoull(argv[i + 1], NULL, 10);
     }
     char err[2048];
     size_t len = 0;
@@ -73,8 +76,9 @@ int main(int argc, char **argv) {
                      mc.router_z_loss_coef * st.zloss;
     snprintf(path, sizeof path, "%s/run.json", argv[2]);
     FILE *f = fopen(path, "w");
-    fprintf(f, "{\"batch\": %d, \"seq\": %d, \"ce\": %.9g, \"lbl\": %.9g, \"zloss\": %.9g, "
-               "\"objective\": %.9g, \"gate_score\": %.9g, \"tokens\": [",
+    fprintf(f,
+            "{\"batch\": %d, \"seq\": %d, \"ce\": %.9g, \"lbl\": %.9g, \"zloss\": %.9g, "
+            "\"objective\": %.9g, \"gate_score\": %.9g, \"tokens\": [",
             batch, seq, ce, st.lbl, st.zloss, objective, st.gate_score);
     for (int i = 0; i < batch * (seq + 1); i++) fprintf(f, "%s%d", i ? ", " : "", tokens[i]);
     fprintf(f, "]}\n");

@@ -42,7 +42,8 @@ typedef struct {
 static double norm_loss(void *u) {
     norm_case *c = u;
     int64_t sx[2] = {c->rows, c->d};
-    sl_tensor *x = sl_test_tensor(SL_F32, 2, sx, c->x), *w = sl_test_tensor(SL_F32, 1, sx + 1, c->w);
+    sl_tensor *x = sl_test_tensor(SL_F32, 2, sx, c->x),
+              *w = sl_test_tensor(SL_F32, 1, sx + 1, c->w);
     sl_tensor *y = sl_test_tensor(SL_F32, 2, sx, NULL), *rs = sl_test_tensor(SL_F32, 1, sx, NULL);
     sl_op_rmsnorm_fwd(y, rs, x, w, 1e-6f);
     float *hy = sl_test_host_f32(y);
@@ -152,7 +153,8 @@ static void test_embedding(void) {
     CHECK(sl_test_compare("embedding grad", d, ref, V * C, 1e-6, 1e-6) <= 1.0,
           "embedding gradient (repeated ids accumulate)");
     free(o), free(d);
-    sl_tensor_free(tt), sl_tensor_free(ti), sl_tensor_free(to), sl_tensor_free(td), sl_tensor_free(dt);
+    sl_tensor_free(tt), sl_tensor_free(ti), sl_tensor_free(to), sl_tensor_free(td),
+        sl_tensor_free(dt);
 }
 
 static void test_adamw(void) {
@@ -165,8 +167,12 @@ static void test_adamw(void) {
     sl_tensor *tg = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, g);
     sl_tensor *tm = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, NULL);
     sl_tensor *tv = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, NULL);
-    sl_adamw_params hp = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                          .weight_decay = 0.1f, .grad_scale = 0.5f};
+    sl_adamw_params hp = {.lr = 0.01f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.95f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f,
+                          .grad_scale = 0.5f};
     for (int step = 1; step <= 3; step++) {
         hp.step = step;
         sl_op_adamw(tp, tg, tm, tv, &hp);

@@ -69,8 +69,10 @@ static void check_variant(const char *label, const sl_model_config *cfg) {
      * number of parameters the model actually allocates. */
     int64_t total = 0, active = 0;
     sl_model_param_count(cfg, &total, &active);
-    CHECK(total == sl_params_numel(&m->params), "%s: model_stats counts %lld parameters, the "
-          "model holds %lld", label, (long long)total, (long long)sl_params_numel(&m->params));
+    CHECK(total == sl_params_numel(&m->params),
+          "%s: model_stats counts %lld parameters, the "
+          "model holds %lld",
+          label, (long long)total, (long long)sl_params_numel(&m->params));
     int32_t tokens[2 * 6];
     for (int i = 0; i < 12; i++) tokens[i] = (i * 7 + 3) % cfg->vocab_size;
     fd_ctx c = {.m = m, .tokens = tokens, .ce_scale = 1.0f / (batch * seq)};

@@ -40,7 +40,8 @@ static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t 
         const int g = (micro * f->world + f->rank) * B + b;
         sl_rng r;
         sl_rng_init(&r, 1000 + (uint64_t)f->step, (uint64_t)g);
-        for (int i = 0; i <= S; i++) tokens[b * (S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
+        for (int i = 0; i <= S; i++)
+            tokens[b * (S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
     }
     return 0;
 }
@@ -54,17 +55,23 @@ static sl_model_config model_config(void) {
     return c;
 }
 
-static bool close_enough(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b) + 1e-6; }
+static bool close_enough(double a, double b) {
+    return fabs(a - b) <= 1e-5 * fabs(b) + 1e-6;
+}
 
 int main(int argc, char **argv) {
     int ep = 1, steps = 4;
     bool zero1 = false;
     double capacity = 0.0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc) ep = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc) capacity = atof(argv[++i]);
-        else if (strcmp(argv[i], "--zero1") == 0) zero1 = true;
+        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc)
+            ep = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc)
+            capacity = atof(argv[++i]);
+        else if (strcmp(argv[i], "--zero1") == 0)
+            zero1 = true;
     }
     sl_comm *world = sl_comm_init_world(&argc, &argv);
     const int rank = sl_comm_rank(world), size = sl_comm_size(world);
@@ -110,10 +117,16 @@ int main(int argc, char **argv) {
     sl_optimizer_init(&dopt, &dist->params, &dp);
     sl_optimizer_init(&ropt, &ref->params, &rp);
     int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
-    const sl_stepper ds = {.model = dist, .opt = &dopt, .world = world,
-                           .micro_batches = GLOBAL_SEQS / (B * size), .tokens = tokens};
-    const sl_stepper rs = {.model = ref, .opt = &ropt, .world = self,
-                           .micro_batches = GLOBAL_SEQS / B, .tokens = tokens};
+    const sl_stepper ds = {.model = dist,
+                           .opt = &dopt,
+                           .world = world,
+                           .micro_batches = GLOBAL_SEQS / (B * size),
+                           .tokens = tokens};
+    const sl_stepper rs = {.model = ref,
+                           .opt = &ropt,
+                           .world = self,
+                           .micro_batches = GLOBAL_SEQS / B,
+                           .tokens = tokens};
     for (int step = 0; step < steps; step++) {
         feed fd = {.step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
         feed fr = {.step = step, .rank = 0, .world = 1, .vocab = mc.vocab_size};
@@ -137,7 +150,8 @@ int main(int argc, char **argv) {
         CHECK(q != NULL, "parameter %s missing from the reference", p->name);
         if (!q) continue;
         float *a = sl_test_host_f32(p->w), *bq = sl_test_host_f32(q->w);
-        const int64_t off = p->expert_base >= 0 ? (int64_t)p->expert_base * (p->numel / p->shape[0]) : 0;
+        const int64_t off =
+            p->expert_base >= 0 ? (int64_t)p->expert_base * (p->numel / p->shape[0]) : 0;
         for (int64_t k = 0; k < p->numel; k++) {
             double d = fabs((double)a[k] - bq[off + k]);
             if (d > worst) worst = d;
@@ -147,8 +161,9 @@ int main(int argc, char **argv) {
     CHECK(worst <= 2e-5, "parameters differ by up to %.3g", worst);
     double w = worst;
     sl_comm_allreduce_max_f64(world, &w, 1);
-    if (rank == 0) printf("np %d, ep %d%s%s: largest parameter difference %.3g\n", size, ep,
-                          zero1 ? ", zero1" : "", capacity > 0 ? ", capacity" : "", w);
+    if (rank == 0)
+        printf("np %d, ep %d%s%s: largest parameter difference %.3g\n", size, ep,
+               zero1 ? ", zero1" : "", capacity > 0 ? ", capacity" : "", w);
     double fails = sl_test_failures;
     sl_comm_allreduce_sum_f64(world, &fails, 1);
     int rc = sl_test_finish("test_parallel_equivalence");

@@ -34,7 +34,9 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static double unif(uint64_t *s) { return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double unif(uint64_t *s) {
+    return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 void sl_test_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed) {
     uint64_t s = seed;

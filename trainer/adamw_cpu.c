@@ -30,4 +30,6 @@ static void cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m,
     }
 }
 
-void sl_cpu_register_trainer(sl_ops_i *ops) { ops->adamw = cpu_adamw; }
+void sl_cpu_register_trainer(sl_ops_i *ops) {
+    ops->adamw = cpu_adamw;
+}

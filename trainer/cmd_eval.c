@@ -48,7 +48,8 @@ static bool is_shard_path(const char *path) {
     unsigned char b[4] = {0};
     size_t n = fread(b, 1, 4, f);
     fclose(f);
-    uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    uint32_t magic =
+        (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return n == 4 && magic == SL_SHARD_SKIP_MAGIC;
 }
 
@@ -90,13 +91,20 @@ int sl_cmd_eval(int argc, char **argv) {
             return 2;
         }
         char *end = NULL;
-        if (strcmp(a, "--weights") == 0) weights = v;
-        else if (strcmp(a, "--data") == 0) data = v;
-        else if (strcmp(a, "--backend") == 0) backend = v;
-        else if (strcmp(a, "--seq-len") == 0) seq = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--batch") == 0) batch = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--threads") == 0) threads = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--max-tokens") == 0) max_tokens = strtoll(v, &end, 10);
+        if (strcmp(a, "--weights") == 0)
+            weights = v;
+        else if (strcmp(a, "--data") == 0)
+            data = v;
+        else if (strcmp(a, "--backend") == 0)
+            backend = v;
+        else if (strcmp(a, "--seq-len") == 0)
+            seq = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--batch") == 0)
+            batch = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--threads") == 0)
+            threads = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--max-tokens") == 0)
+            max_tokens = strtoll(v, &end, 10);
         else {
             fprintf(stderr, "sluice eval: error: unknown option '%s'\n", a);
             usage(stderr);

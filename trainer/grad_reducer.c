@@ -28,7 +28,9 @@ static int64_t bucket_start(const sl_grad_reducer *r, int b) {
     return s > 0 ? s : 0;
 }
 
-void sl_grad_reducer_begin(sl_grad_reducer *r) { r->launched = 0; }
+void sl_grad_reducer_begin(sl_grad_reducer *r) {
+    r->launched = 0;
+}
 
 void sl_grad_reducer_ready_from(sl_grad_reducer *r, int64_t offset) {
     if (sl_comm_size(r->comm) == 1) return;

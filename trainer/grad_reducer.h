@@ -19,9 +19,9 @@
 
 typedef struct {
     sl_comm *comm;
-    sl_tensor *grad;   /* the group's flat gradient */
-    int64_t n;         /* elements */
-    int64_t bucket;    /* elements per bucket */
+    sl_tensor *grad; /* the group's flat gradient */
+    int64_t n;       /* elements */
+    int64_t bucket;  /* elements per bucket */
     int nbuckets;
     int launched;      /* buckets started, counted from the end */
     sl_tensor **views; /* [nbuckets] bucket views, kept alive while in flight */

@@ -75,7 +75,8 @@ static int64_t entry_numel(const sl_hf_entry *e) {
 }
 
 /* Writes the weights (or their gradients) under Hugging Face names. */
-static int write_tensors(const sl_model *m, const char *path, bool grads, char *err, size_t errlen) {
+static int write_tensors(const sl_model *m, const char *path, bool grads, char *err,
+                         size_t errlen) {
     sl_hf_entry *ents = NULL;
     const int n = sl_hf_entries(m, &ents);
     sl_st_writer *w = sl_st_writer_open(path, err, errlen);
@@ -86,13 +87,15 @@ static int write_tensors(const sl_model *m, const char *path, bool grads, char *
     sl_st_writer_set_metadata(w, "format", "pt");
     sl_st_writer_set_metadata(w, "producer", "sluice");
     if (grads) sl_st_writer_set_metadata(w, "content", "gradients");
-    for (int i = 0; i < n; i++) sl_st_writer_declare(w, ents[i].name, "F32", ents[i].ndim, ents[i].shape);
+    for (int i = 0; i < n; i++)
+        sl_st_writer_declare(w, ents[i].name, "F32", ents[i].ndim, ents[i].shape);
     int64_t maxn = 0;
     for (int i = 0; i < n; i++) maxn = entry_numel(&ents[i]) > maxn ? entry_numel(&ents[i]) : maxn;
     float *buf = sl_xmalloc((size_t)(maxn ? maxn : 1) * sizeof(float));
     for (int i = 0; i < n; i++) {
         const int64_t k = entry_numel(&ents[i]);
-        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->w, ents[i].offset, k, buf);
+        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->w, ents[i].offset, k,
+                                buf);
         sl_st_writer_write(w, ents[i].name, buf, (size_t)k * sizeof(float));
     }
     free(buf);

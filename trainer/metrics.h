@@ -17,12 +17,12 @@ typedef struct {
     double zloss;
     double lr, grad_norm;
     double tokens_per_s, elapsed_s, eta_s;
-    double gate_score;     /* mean sigmoid(gate) */
+    double gate_score; /* mean sigmoid(gate) */
     int n_layers;
     const double *load_max, *load_mean; /* per layer tokens per expert; NaN for dense layers */
     const int64_t *expert_counts;       /* [n_layers * n_experts] tokens routed per expert */
     int n_experts;
-    const double *rank_load;            /* per EP rank tokens received (NULL when EP = 1) */
+    const double *rank_load; /* per EP rank tokens received (NULL when EP = 1) */
     int ep_size;
     bool has_eval;
     double eval_loss;

@@ -27,11 +27,10 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
     }
     m->final_norm = sl_params_add(ps, "model.norm.weight", SL_PGROUP_DENSE, 1,
                                   (int64_t[]){c->hidden_size}, SL_INIT_ONES, 0.0f, -1);
-    m->lm_head = c->tie_word_embeddings
-                     ? m->embed
-                     : sl_params_add(ps, "lm_head.weight", SL_PGROUP_DENSE, 2,
-                                     (int64_t[]){c->vocab_size, c->hidden_size}, SL_INIT_NORMAL,
-                                     std, -1);
+    m->lm_head = c->tie_word_embeddings ? m->embed
+                                        : sl_params_add(ps, "lm_head.weight", SL_PGROUP_DENSE, 2,
+                                                        (int64_t[]){c->vocab_size, c->hidden_size},
+                                                        SL_INIT_NORMAL, std, -1);
 }
 
 static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
@@ -126,7 +125,8 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
 static void load_tokens(sl_model *m, const int32_t *tokens) {
     const int s = m->seq;
     for (int b = 0; b < m->batch; b++)
-        for (int i = 0; i < s; i++) m->host_ids[(int64_t)b * s + i] = tokens[(int64_t)b * (s + 1) + i];
+        for (int i = 0; i < s; i++)
+            m->host_ids[(int64_t)b * s + i] = tokens[(int64_t)b * (s + 1) + i];
     sl_tensor_from_host(m->ids, m->host_ids);
     for (int b = 0; b < m->batch; b++)
         for (int i = 0; i < s; i++)
@@ -138,8 +138,11 @@ static void load_tokens(sl_model *m, const int32_t *tokens) {
 
 static void forward_stack(sl_model *m, sl_fwd_stats *st) {
     const sl_model_config *c = &m->cfg;
-    sl_attn_inputs in = {.batch = m->batch, .seq = m->seq, .pos = m->pos,
-                         .inv_freq = m->inv_freq, .mscale = m->mscale};
+    sl_attn_inputs in = {.batch = m->batch,
+                         .seq = m->seq,
+                         .pos = m->pos,
+                         .inv_freq = m->inv_freq,
+                         .mscale = m->mscale};
     memset(st, 0, sizeof *st);
     sl_op_embedding_fwd(m->x[0], m->ids, m->embed->w);
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -185,22 +188,25 @@ void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st) {
     head_and_loss(m, false, 1.0f, st);
 }
 
-void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale,
-                               double aux_scale, sl_fwd_stats *st) {
+void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
+                               sl_fwd_stats *st) {
     const sl_model_config *c = &m->cfg;
     load_tokens(m, tokens);
     forward_stack(m, st);
     head_and_loss(m, true, ce_scale, st);
-    sl_attn_inputs in = {.batch = m->batch, .seq = m->seq, .pos = m->pos,
-                         .inv_freq = m->inv_freq, .mscale = m->mscale};
+    sl_attn_inputs in = {.batch = m->batch,
+                         .seq = m->seq,
+                         .pos = m->pos,
+                         .inv_freq = m->inv_freq,
+                         .mscale = m->mscale};
     /* The objective has coef * mean over MoE layers: each layer gets coef / n_moe. */
     sl_moe_loss_coefs coefs = {0};
     if (m->n_moe_layers > 0) {
         coefs.lbl_coef = c->router_aux_loss_coef * aux_scale / m->n_moe_layers;
         coefs.z_coef = c->router_z_loss_coef * aux_scale / m->n_moe_layers;
     }
-    sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers],
-                      m->final_norm->w, m->xf_rstd);
+    sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers], m->final_norm->w,
+                      m->xf_rstd);
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         sl_ffn_block_backward(&m->ffn[l], &m->ffn_ws, m->h[l], m->dx, &coefs, m->dh);
         sl_attn_block_backward(&m->attn[l], &in, &m->attn_ws, m->x[l], m->dh, m->dx);
@@ -218,8 +224,8 @@ void sl_model_begin_step(sl_model *m) {
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->ffn[l].is_moe)
-            sl_router_update_bias(&m->ffn[l].moe.router,
-                                  counts + (int64_t)l * m->cfg.num_experts, rate);
+            sl_router_update_bias(&m->ffn[l].moe.router, counts + (int64_t)l * m->cfg.num_experts,
+                                  rate);
 }
 
 const int64_t *sl_model_expert_counts(const sl_model *m, int layer) {
@@ -241,8 +247,8 @@ void sl_model_free(sl_model *m) {
             if (l < nl) sl_tensor_free(m->h[l]);
         }
     }
-    sl_tensor *ts[] = {m->dx, m->dh, m->ids, m->targets, m->pos, m->inv_freq, m->xf,
-                       m->xf_rstd, m->dxf, m->logits, m->losses};
+    sl_tensor *ts[] = {m->dx, m->dh,      m->ids, m->targets, m->pos,   m->inv_freq,
+                       m->xf, m->xf_rstd, m->dxf, m->logits,  m->losses};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(m->x);
     free(m->h);

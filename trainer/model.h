@@ -33,18 +33,18 @@ typedef struct {
     int64_t tokens; /* batch * seq */
     int n_moe_layers;
     sl_param *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
-    sl_attn_block *attn;                     /* [layers] */
-    sl_ffn_block *ffn;                       /* [layers] */
+    sl_attn_block *attn;                    /* [layers] */
+    sl_ffn_block *ffn;                      /* [layers] */
     sl_attn_workspace attn_ws;
     sl_ffn_workspace ffn_ws;
-    sl_tensor **x, **h;       /* residual stream: x[0..L], h[0..L-1] after attention */
-    sl_tensor *dx, *dh;       /* residual-stream gradients */
+    sl_tensor **x, **h; /* residual stream: x[0..L], h[0..L-1] after attention */
+    sl_tensor *dx, *dh; /* residual-stream gradients */
     sl_tensor *ids, *targets, *pos, *inv_freq;
     float mscale;
     sl_tensor *xf, *xf_rstd, *dxf; /* final norm output and its gradient */
     sl_tensor *logits, *losses;    /* logits of one row chunk; per-token losses */
     int64_t chunk_rows;
-    int32_t *host_ids;             /* staging for one micro-batch of ids/targets/positions */
+    int32_t *host_ids; /* staging for one micro-batch of ids/targets/positions */
     /* Optional backward progress callback: called with layer l once every parameter of
      * layers >= l has its gradient for this micro-batch, and with -1 at the very end
      * (the trainer starts gradient all-reduce buckets from it). */
@@ -69,8 +69,8 @@ int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
 /* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward and
  * accumulates parameter gradients of  ce_scale * sum(token losses) + aux terms, where the
  * aux coefficients (config) are multiplied by aux_scale (1 / (micro-batches * ranks)). */
-void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale,
-                               double aux_scale, sl_fwd_stats *st);
+void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
+                               sl_fwd_stats *st);
 /* Forward only (evaluation). */
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st);
 

@@ -62,7 +62,8 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
 double sl_optimizer_finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
     const double dense_sq = sl_op_sumsq(o->ps->g[SL_PGROUP_DENSE]);
-    double expert_sq = o->ps->size[SL_PGROUP_EXPERT] > 0 ? sl_op_sumsq(o->ps->g[SL_PGROUP_EXPERT]) : 0;
+    double expert_sq =
+        o->ps->size[SL_PGROUP_EXPERT] > 0 ? sl_op_sumsq(o->ps->g[SL_PGROUP_EXPERT]) : 0;
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);
     return sqrt(dense_sq + expert_sq);

@@ -33,7 +33,7 @@ typedef struct {
     sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT];           /* moments of the shard */
     int64_t *layer_offset[SL_PGROUP_COUNT]; /* [layers + 1]: first offset of layer l's params */
     int layers;
-    int step;                               /* optimizer steps taken */
+    int step; /* optimizer steps taken */
 } sl_optimizer;
 
 typedef struct {

@@ -7,7 +7,9 @@
 #include "trainer/lr_schedule.h"
 
 /* The model's backward progress starts gradient buckets (last micro-batch only). */
-static void on_grads_ready(void *user, int layer) { sl_optimizer_grads_ready(user, layer); }
+static void on_grads_ready(void *user, int layer) {
+    sl_optimizer_grads_ready(user, layer);
+}
 
 int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_batch_fn next,
                   void *user, sl_step_result *res, char *err, size_t errlen) {

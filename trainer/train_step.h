@@ -23,19 +23,19 @@ typedef struct {
     sl_model *model;
     sl_optimizer *opt;
     sl_comm *world;
-    int micro_batches;   /* per rank per step */
-    int32_t *tokens;     /* [batch, seq + 1] staging */
+    int micro_batches; /* per rank per step */
+    int32_t *tokens;   /* [batch, seq + 1] staging */
 } sl_stepper;
 
 typedef struct {
-    double loss;       /* mean token cross-entropy over the global batch */
-    double lbl;        /* mean over ranks, micro-batches and MoE layers of E sum f_i P_i */
+    double loss; /* mean token cross-entropy over the global batch */
+    double lbl;  /* mean over ranks, micro-batches and MoE layers of E sum f_i P_i */
     double zloss;
     double gate_score;
-    double grad_norm;  /* before clipping */
+    double grad_norm; /* before clipping */
     double lr;
-    int64_t *counts;   /* [layers * experts] tokens routed per expert over the global batch
-                        * (caller-owned; NULL to skip) */
+    int64_t *counts; /* [layers * experts] tokens routed per expert over the global batch
+                      * (caller-owned; NULL to skip) */
 } sl_step_result;
 
 /* Runs step `step` (0-based). Returns 0, or -1 when the batch function failed (the caller

@@ -64,8 +64,11 @@ static int next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *er
 static double evaluate(trainer *t) {
     const sl_config *c = t->cfg;
     if (!c->data.eval_path[0]) return NAN;
-    sl_reader_opts o = {.data = &c->data, .dp_rank = t->topo.dp_rank, .dp_size = t->topo.dp_size,
-                        .seq_len = c->train.seq_len, .eval = true};
+    sl_reader_opts o = {.data = &c->data,
+                        .dp_rank = t->topo.dp_rank,
+                        .dp_size = t->topo.dp_size,
+                        .seq_len = c->train.seq_len,
+                        .eval = true};
     sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
     double fail = r == NULL;
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
@@ -119,8 +122,8 @@ static double evaluate(trainer *t) {
 static int setup(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
-    if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel,
-                         c->model.num_experts, t->err, sizeof t->err) != 0) {
+    if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel, c->model.num_experts,
+                         t->err, sizeof t->err) != 0) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
     }
@@ -141,20 +144,23 @@ static int setup(trainer *t) {
     }
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
-        .drop_policy = strcmp(c->parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION
-                                                                        : SL_DROP_PROBS,
+        .drop_policy =
+            strcmp(c->parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION : SL_DROP_PROBS,
         .lbl_comm = tc->global_batch_lbl ? t->topo.world : NULL,
         .selection_bias = tc->router_bias_update_rate > 0,
     };
-    t->model = sl_model_create(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len,
-                               &mo, t->err, sizeof t->err);
+    t->model = sl_model_create(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len, &mo,
+                               t->err, sizeof t->err);
     if (!t->model) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
     }
     sl_params_randomize(&t->model->params, tc->seed);
-    sl_reader_opts o = {.data = &c->data, .dp_rank = t->topo.dp_rank, .dp_size = t->topo.dp_size,
-                        .seq_len = tc->seq_len, .eval = false};
+    sl_reader_opts o = {.data = &c->data,
+                        .dp_rank = t->topo.dp_rank,
+                        .dp_size = t->topo.dp_size,
+                        .seq_len = tc->seq_len,
+                        .eval = false};
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     if (!t->train_reader) {
         sl_error("training data: %s", t->err);
@@ -167,11 +173,11 @@ static int setup(trainer *t) {
     }
     t->tokens = sl_xmalloc((size_t)tc->micro_batch_size * (tc->seq_len + 1) * sizeof(int32_t));
     sl_optimizer_params op = {.dense = t->topo.world,
-                               .expert = t->topo.edp,
-                               .ep = t->topo.ep_size > 1 ? t->topo.ep : NULL,
-                               .zero1 = c->parallel.zero1,
-                               .bucket_bytes = (int64_t)c->parallel.bucket_mb << 20,
-                               .layers = c->model.num_hidden_layers};
+                              .expert = t->topo.edp,
+                              .ep = t->topo.ep_size > 1 ? t->topo.ep : NULL,
+                              .zero1 = c->parallel.zero1,
+                              .bucket_bytes = (int64_t)c->parallel.bucket_mb << 20,
+                              .layers = c->model.num_hidden_layers};
     sl_optimizer_init(&t->opt, &t->model->params, &op);
     char metrics_path[SL_PATH_MAX + 32];
     if (tc->metrics_file[0])
@@ -251,7 +257,8 @@ static void maybe_inject_fault(const trainer *t, int step) {
     if (!f || sscanf(f, "%d:%d:%15s", &rank, &at, kind) != 3) return;
     if (rank != t->topo.rank || at != step) return;
     if (strcmp(kind, "crash") == 0) {
-        fprintf(stderr, "sluice[rank %d]: SLUICE_FAULT: killing this rank at step %d\n", rank, step);
+        fprintf(stderr, "sluice[rank %d]: SLUICE_FAULT: killing this rank at step %d\n", rank,
+                step);
         raise(SIGKILL);
     }
     sl_error("SLUICE_FAULT: injected error at step %d", step);
@@ -309,7 +316,8 @@ static int train_loop(trainer *t) {
         }
         const double elapsed = now_s() - t0, dt = now_s() - ts;
         const int done = step + 1;
-        const bool do_eval = done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
+        const bool do_eval =
+            done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
         sl_step_metrics sm = {
             .step = done,
             .max_steps = tc->max_steps,
@@ -347,8 +355,9 @@ static int train_loop(trainer *t) {
             sm.has_eval = !isnan(sm.eval_loss);
         }
         if (t->topo.rank == 0)
-            sl_metrics_step(&t->metrics, &sm, done % (tc->log_every > 0 ? tc->log_every : 1) == 0 ||
-                                                  sm.has_eval || done == tc->max_steps);
+            sl_metrics_step(&t->metrics, &sm,
+                            done % (tc->log_every > 0 ? tc->log_every : 1) == 0 || sm.has_eval ||
+                                done == tc->max_steps);
         if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
             save(t, "intermediate") != 0) {
             rc = -1;
