@@ -92,6 +92,17 @@ static int32_t *download_i32(const sl_tensor *t, int64_t n) {
  * tokens; combine_pos sends each kept slot to its row and each dropped slot to its own
  * all-zero row after the kept ones.
  */
+typedef struct {
+    float w;
+    int64_t slot;
+} slot_weight;
+
+static int heavier_first(const void *a, const void *b) {
+    const slot_weight *x = a, *y = b;
+    if (x->w != y->w) return x->w > y->w ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
 static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
     const int64_t slots = d->tokens * d->topk;
     const int64_t cap = (int64_t)ceil(d->capacity_factor * (double)slots / d->experts);
@@ -103,21 +114,18 @@ static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
     float *sw = sl_xmalloc((size_t)(slots ? slots : 1) * sizeof(float));
     for (int64_t s = 0; s < slots; s++) sw[pos[s]] = w[s];
     char *keep = sl_xcalloc((size_t)(slots ? slots : 1), 1);
+    slot_weight *order = sl_xmalloc((size_t)(slots ? slots : 1) * sizeof *order);
     int64_t start = 0;
     for (int e = 0; e < d->experts; e++) {
         const int64_t n = d->counts_host[e];
         if (n <= cap || d->drop_policy == SL_DROP_POSITION) {
             for (int64_t i = 0; i < n && i < cap; i++) keep[start + i] = 1;
         } else {
-            /* keep the cap heaviest: selection by repeated max is O(n * cap), fine for the
-             * slot counts of one expert; ties go to the earlier slot */
-            for (int64_t c = 0; c < cap; c++) {
-                int64_t best = -1;
-                for (int64_t i = 0; i < n; i++)
-                    if (!keep[start + i] && (best < 0 || sw[start + i] > sw[start + best]))
-                        best = i;
-                keep[start + best] = 1;
-            }
+            /* keep the cap heaviest: sort this expert's slots by weight (descending, ties
+             * to the earlier slot) and keep the first cap */
+            for (int64_t i = 0; i < n; i++) order[i] = (slot_weight){sw[start + i], i};
+            qsort(order, (size_t)n, sizeof *order, heavier_first);
+            for (int64_t c = 0; c < cap; c++) keep[start + order[c].slot] = 1;
         }
         d->kept_host[e] = n < cap ? n : cap;
         start += n;
@@ -137,7 +145,7 @@ static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
     if (slots) sl_tensor_from_host_range(d->combine_pos, 0, slots, pos);
     d->kept = kept;
     d->dropped = dropped;
-    free(sorted), free(pos), free(w), free(sw), free(keep), free(newpos_of_sorted);
+    free(sorted), free(pos), free(w), free(sw), free(keep), free(newpos_of_sorted), free(order);
 }
 
 /* The rows from each source rank arrive expert-sorted; regroup[i] is the received row that
