@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     sl_rng_init(&r, seed, 99);
     for (int i = 0; i < batch * (seq + 1); i++)
         tokens[i] = (int32_t)sl_rng_below(&r, (uint64_t)mc.vocab_size);
-    if (sl_hf_save(m, argv[2], err, sizeof err) != 0) {
+    if (sl_hf_save(m, argv[2], NULL, err, sizeof err) != 0) {
         fprintf(stderr, "dump_grads: %s\n", err);
         return 1;
     }

@@ -12,7 +12,9 @@
 #      names rank 1, and no rank of the job is left running.
 #   c. success: 2 ranks, EP 2: exit 0 and the metrics file holds one record per step with
 #      per-expert counts for every MoE layer and a rank_load entry per EP rank (with python3:
-#      counts sum to tokens x top-k per layer; rank_load[p] sums the counts of p's experts).
+#      counts sum to tokens x top-k per layer; rank_load[p] sums the counts of p's experts);
+#      the weights are saved as one shard per EP rank plus an index, and `sluice eval` loads
+#      them in one process.
 set -uo pipefail
 
 sluice=${1:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
@@ -185,6 +187,17 @@ print("metrics: %d steps consistent" % len(steps), file=sys.stderr)
 EOF
 fi
 [ "$failures" -eq "$f0" ] || show ok_np2_ep2.out
+
+# The saved weights are sharded by EP rank (Hugging Face index layout) and load as a whole:
+# a single-process eval reads every expert from both shards.
+final=runs/ok/final
+check "weights: two shards and an index" [ -s "$final/model-00001-of-00002.safetensors" ] &&
+    [ -s "$final/model-00002-of-00002.safetensors" ] && [ -s "$final/model.safetensors.index.json" ]
+check "index: expert 7 of layer 0 in the second shard" \
+    grep -q '"model.layers.0.mlp.experts.7.down_proj.weight":[[:space:]]*"model-00002-of-00002.safetensors"' \
+    "$final/model.safetensors.index.json"
+check "sluice eval loads the sharded weights" \
+    timeout 60 "$sluice" eval --weights "$final" --data data/eval --seq-len 32 --batch 2
 
 echo "test_parallel_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

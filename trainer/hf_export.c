@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "trainer/safetensors.h"
@@ -74,11 +76,18 @@ static int64_t entry_numel(const sl_hf_entry *e) {
     return e->ndim == 1 ? e->shape[0] : e->shape[0] * e->shape[1];
 }
 
-/* Writes the weights (or their gradients) under Hugging Face names. */
-static int write_tensors(const sl_model *m, const char *path, bool grads, char *err,
-                         size_t errlen) {
+/* Writes the weights (or their gradients) under Hugging Face names: every entry, or only
+ * the expert entries when with_dense is false. */
+static int write_tensors(const sl_model *m, const char *path, bool grads, bool with_dense,
+                         char *err, size_t errlen) {
     sl_hf_entry *ents = NULL;
-    const int n = sl_hf_entries(m, &ents);
+    int n = sl_hf_entries(m, &ents);
+    if (!with_dense) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (ents[i].param->expert_base >= 0) ents[k++] = ents[i];
+        n = k;
+    }
     sl_st_writer *w = sl_st_writer_open(path, err, errlen);
     if (!w) {
         free(ents);
@@ -103,11 +112,8 @@ static int write_tensors(const sl_model *m, const char *path, bool grads, char *
     return sl_st_writer_close(w, err, errlen);
 }
 
-int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen) {
-    if (sl_mkdirs(dir, err, errlen) != 0) return -1;
+static int write_config(const sl_model *m, const char *dir, char *err, size_t errlen) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (write_tensors(m, path, false, err, errlen) != 0) return -1;
     char *json = sl_model_config_to_hf_json(&m->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
@@ -115,28 +121,190 @@ int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen) {
     return rc;
 }
 
+static void shard_name(char *buf, size_t len, int shard, int count) {
+    snprintf(buf, len, "model-%05d-of-%05d.safetensors", shard + 1, count);
+}
+
+/* The names of the tensors this rank writes, one per line. */
+static char *name_list(const sl_model *m, bool with_dense) {
+    sl_hf_entry *ents = NULL;
+    const int n = sl_hf_entries(m, &ents);
+    size_t cap = 1, len = 0;
+    for (int i = 0; i < n; i++) cap += strlen(ents[i].name) + 1;
+    char *out = sl_xmalloc(cap);
+    for (int i = 0; i < n; i++) {
+        if (!with_dense && ents[i].param->expert_base < 0) continue;
+        len += (size_t)sprintf(out + len, "%s\n", ents[i].name);
+    }
+    out[len] = '\0';
+    free(ents);
+    return out;
+}
+
+/* model.safetensors.index.json: {"metadata": {...}, "weight_map": {name: file}}. Every EP
+ * rank's name list reaches EP rank 0 by one broadcast per rank. */
+static int write_index(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_t errlen) {
+    const int size = sl_comm_size(ep), rank = sl_comm_rank(ep);
+    cJSON *root = rank == 0 ? cJSON_CreateObject() : NULL;
+    cJSON *map = NULL;
+    if (root) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+        int64_t total = 0;
+        for (int g = 0; g < SL_PGROUP_COUNT; g++)
+            total += m->params.size[g] * (g == SL_PGROUP_EXPERT ? size : 1);
+        cJSON_AddNumberToObject(meta, "total_size", (double)total * sizeof(float));
+        map = cJSON_AddObjectToObject(root, "weight_map");
+    }
+    for (int r = 0; r < size; r++) {
+        char *mine = r == rank ? name_list(m, r == 0) : NULL;
+        int64_t len = mine ? (int64_t)strlen(mine) + 1 : 0;
+        sl_comm_broadcast_bytes(ep, &len, sizeof len, r);
+        char *names = mine ? mine : sl_xmalloc((size_t)len);
+        sl_comm_broadcast_bytes(ep, names, len, r);
+        if (map) {
+            char file[64];
+            shard_name(file, sizeof file, r, size);
+            for (char *line = strtok(names, "\n"); line; line = strtok(NULL, "\n"))
+                cJSON_AddStringToObject(map, line, file);
+        }
+        free(names);
+    }
+    int rc = 0;
+    if (root) {
+        char *json = cJSON_Print(root);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
+        free(json);
+        cJSON_Delete(root);
+    }
+    return rc;
+}
+
+int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_t errlen) {
+    const int size = ep ? sl_comm_size(ep) : 1, rank = ep ? sl_comm_rank(ep) : 0;
+    int rc = sl_mkdirs(dir, err, errlen);
+    char path[4096], file[64];
+    if (size == 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (rc == 0) rc = write_tensors(m, path, false, true, err, errlen);
+        if (rc == 0) rc = write_config(m, dir, err, errlen);
+        return rc;
+    }
+    /* Expert parallelism: shard r holds EP rank r's experts (and rank 0's the dense
+     * parameters), written by that rank: nothing is gathered to one rank. */
+    shard_name(file, sizeof file, rank, size);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (rc == 0) rc = write_tensors(m, path, false, rank == 0, err, errlen);
+    double fail = rc != 0;
+    sl_comm_allreduce_max_f64(ep, &fail, 1);
+    if (fail > 0) {
+        if (rc == 0)
+            snprintf(err, errlen, "another expert-parallel rank failed to write its shard");
+        return -1;
+    }
+    rc = write_index(m, dir, ep, err, errlen);
+    if (rc == 0 && rank == 0) rc = write_config(m, dir, err, errlen);
+    return rc;
+}
+
 int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen) {
-    return write_tensors(m, path, true, err, errlen);
+    return write_tensors(m, path, true, true, err, errlen);
+}
+
+/* The safetensors files behind a weights path: one file, or the shards named by
+ * model.safetensors.index.json. */
+typedef struct {
+    char dir[4096];
+    cJSON *weight_map; /* NULL: a single file */
+    char single[4096];
+    int nopen;
+    char **names;
+    sl_st_file **files;
+} weight_files;
+
+static int weight_files_open(weight_files *w, const char *path, char *err, size_t errlen) {
+    memset(w, 0, sizeof *w);
+    struct stat st;
+    if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        snprintf(w->single, sizeof w->single, "%s", path);
+        return 0;
+    }
+    snprintf(w->dir, sizeof w->dir, "%s", path);
+    char index[4200];
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", path);
+    if (stat(index, &st) != 0) {
+        snprintf(w->single, sizeof w->single, "%s/model.safetensors", path);
+        return 0;
+    }
+    size_t len = 0;
+    char *json = sl_read_file(index, &len, err, errlen);
+    if (!json) return -1;
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    cJSON *map = root ? cJSON_DetachItemFromObject(root, "weight_map") : NULL;
+    cJSON_Delete(root);
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(map);
+        return sl_fail(err, errlen, "%s: not JSON with a \"weight_map\" object", index);
+    }
+    w->weight_map = map;
+    return 0;
+}
+
+/* The open file holding `name` (NULL + err when the index or the file lacks it). */
+static sl_st_file *weight_file_for(weight_files *w, const char *name, char *err, size_t errlen) {
+    const char *file = w->single;
+    char path[8300];
+    if (w->weight_map) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(w->weight_map, name);
+        if (!cJSON_IsString(f)) {
+            sl_fail(err, errlen, "%s/model.safetensors.index.json: tensor '%s' is missing", w->dir,
+                    name);
+            return NULL;
+        }
+        snprintf(path, sizeof path, "%s/%s", w->dir, f->valuestring);
+        file = path;
+    }
+    for (int i = 0; i < w->nopen; i++)
+        if (strcmp(w->names[i], file) == 0) return w->files[i];
+    sl_st_file *f = sl_st_open(file, err, errlen);
+    if (!f) return NULL;
+    w->names = sl_xrealloc(w->names, (size_t)(w->nopen + 1) * sizeof *w->names);
+    w->files = sl_xrealloc(w->files, (size_t)(w->nopen + 1) * sizeof *w->files);
+    w->names[w->nopen] = sl_xstrdup(file);
+    w->files[w->nopen++] = f;
+    return f;
+}
+
+static void weight_files_close(weight_files *w) {
+    for (int i = 0; i < w->nopen; i++) {
+        sl_st_close(w->files[i]);
+        free(w->names[i]);
+    }
+    free(w->names);
+    free(w->files);
+    cJSON_Delete(w->weight_map);
 }
 
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
-    char file[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(file, sizeof file, "%s/model.safetensors", path);
-    else
-        snprintf(file, sizeof file, "%s", path);
-    sl_st_file *f = sl_st_open(file, err, errlen);
-    if (!f) return -1;
+    weight_files wf;
+    if (weight_files_open(&wf, path, err, errlen) != 0) return -1;
     sl_hf_entry *ents = NULL;
     const int n = sl_hf_entries(m, &ents);
     int rc = 0;
     float *buf = NULL;
     for (int i = 0; i < n && rc == 0; i++) {
         const sl_hf_entry *e = &ents[i];
+        sl_st_file *f = weight_file_for(&wf, e->name, err, errlen);
+        if (!f) {
+            rc = -1;
+            break;
+        }
         const int idx = sl_st_find(f, e->name);
         if (idx < 0) {
-            snprintf(err, errlen, "%s: tensor '%s' is missing", file, e->name);
+            snprintf(err, errlen, "%s: tensor '%s' is missing", wf.weight_map ? wf.dir : wf.single,
+                     e->name);
             rc = -1;
             break;
         }
@@ -146,9 +314,10 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
             snprintf(err, errlen,
                      "%s: tensor '%s' is %s with %d dims [%lld, ...], the model expects F32 "
                      "[%lld%s%lld]",
-                     file, e->name, sl_st_dtype(f, idx), sl_st_ndim(f, idx),
-                     (long long)(sl_st_ndim(f, idx) > 0 ? shape[0] : 0), (long long)e->shape[0],
-                     e->ndim > 1 ? ", " : "", (long long)(e->ndim > 1 ? e->shape[1] : 0));
+                     wf.weight_map ? wf.dir : wf.single, e->name, sl_st_dtype(f, idx),
+                     sl_st_ndim(f, idx), (long long)(sl_st_ndim(f, idx) > 0 ? shape[0] : 0),
+                     (long long)e->shape[0], e->ndim > 1 ? ", " : "",
+                     (long long)(e->ndim > 1 ? e->shape[1] : 0));
             rc = -1;
             break;
         }
@@ -162,6 +331,6 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
     }
     free(buf);
     free(ents);
-    sl_st_close(f);
+    weight_files_close(&wf);
     return rc;
 }

@@ -27,13 +27,18 @@ typedef struct {
 /* The Hugging Face tensors of the parameters this rank holds (malloc'ed array). */
 int sl_hf_entries(const sl_model *m, sl_hf_entry **out);
 
-/* Writes <dir>/model.safetensors and <dir>/config.json atomically (creates dir). */
-int sl_hf_save(const sl_model *m, const char *dir, char *err, size_t errlen);
+/* Writes the weights to dir (created) with atomic file writes: <dir>/model.safetensors and
+ * <dir>/config.json. With expert parallelism (`ep` of size P > 1; every rank of the group
+ * calls this) each EP rank writes its own shard model-0000{r+1}-of-0000P.safetensors (rank
+ * 0's also holds the dense parameters) and rank 0 writes model.safetensors.index.json (the
+ * Hugging Face sharded layout) and config.json: no rank ever holds all experts. */
+int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_t errlen);
 /* Writes the accumulated gradients under the same names to one safetensors file (for
  * cross-checks against other implementations). */
 int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen);
-/* Loads every parameter this rank holds from <dir>/model.safetensors (or a .safetensors
- * path); shapes must match. */
+/* Loads every parameter this rank holds from a weights directory (model.safetensors, or the
+ * shards listed by model.safetensors.index.json) or a .safetensors path; shapes must
+ * match. */
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen);
 
 #endif

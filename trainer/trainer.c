@@ -235,16 +235,22 @@ static void summarize_load(const trainer *t, double *load_max, double *load_mean
     }
 }
 
-static int save(trainer *t, const char *why) {
-    char dir[SL_PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
+/* Saves the weights to <out_dir>/final, or <out_dir>/step-N for intermediate saves. The
+ * first expert-parallel group writes (one shard per EP rank); every rank learns the result. */
+static int save(trainer *t, int step, bool final) {
+    char dir[SL_PATH_MAX + 32];
+    if (final)
+        snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
+    else
+        snprintf(dir, sizeof dir, "%s/step-%d", t->cfg->train.out_dir, step);
     double fail = 0;
-    if (t->topo.rank == 0 && sl_hf_save(t->model, dir, t->err, sizeof t->err) != 0) {
-        sl_error("saving %s weights: %s", why, t->err);
+    if (t->topo.rank < t->topo.ep_size &&
+        sl_hf_save(t->model, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
+        sl_error("saving weights to %s: %s", dir, t->err);
         fail = 1;
     }
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail == 0) sl_info("saved %s weights to %s (safetensors + config.json)", why, dir);
+    if (fail == 0) sl_info("saved weights to %s (safetensors + config.json)", dir);
     return fail == 0 ? 0 : -1;
 }
 
@@ -359,7 +365,7 @@ static int train_loop(trainer *t) {
                             done % (tc->log_every > 0 ? tc->log_every : 1) == 0 || sm.has_eval ||
                                 done == tc->max_steps);
         if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
-            save(t, "intermediate") != 0) {
+            save(t, done, false) != 0) {
             rc = -1;
             break;
         }
@@ -367,7 +373,7 @@ static int train_loop(trainer *t) {
             sl_info("held-out loss at end: %.4f (perplexity %.2f) after %d steps, %s", sm.eval_loss,
                     exp(sm.eval_loss), done, sl_format_duration(elapsed, (char[32]){0}, 32));
     }
-    if (rc == 0) rc = save(t, "final");
+    if (rc == 0) rc = save(t, tc->max_steps, true);
     free(counts);
     free(load_max);
     free(load_mean);
