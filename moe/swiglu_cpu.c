@@ -9,12 +9,25 @@
 #include <math.h>
 
 #include "core/log.h"
+#include "core/vmath.h"
 #include "moe/kernels_cpu.h"
 
 #define ACT_PAR_MIN 32768
 
-static inline float sigmoidf(float x) {
-    return 1.0f / (1.0f + expf(-x));
+#define sigmoidf sl_sigmoid_f32
+
+/* Row bodies, compiled per ISA (SL_CPU_CLONES) so that they vectorize. */
+SL_CPU_CLONES static void swiglu_row(float *h, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = g[i] * sigmoidf(g[i]) * u[i];
+}
+
+SL_CPU_CLONES static void swiglu_row_bwd(float *dg, float *du, const float *g, const float *u,
+                                         const float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float s = sigmoidf(g[i]);
+        du[i] = d[i] * g[i] * s;
+        dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+    }
 }
 
 void sl_cpu_swiglu_fwd(void *ctx, sl_tensor *h, const sl_tensor *gu) {
@@ -27,7 +40,7 @@ void sl_cpu_swiglu_fwd(void *ctx, sl_tensor *h, const sl_tensor *gu) {
     for (int64_t r = 0; r < m; r++) {
         const float *g = pg + r * 2 * in, *u = g + in;
         float *hr = ph + r * in;
-        for (int64_t i = 0; i < in; i++) hr[i] = g[i] * sigmoidf(g[i]) * u[i];
+        swiglu_row(hr, g, u, in);
     }
 }
 
@@ -42,11 +55,7 @@ void sl_cpu_swiglu_bwd(void *ctx, sl_tensor *dgu, const sl_tensor *dh, const sl_
     for (int64_t r = 0; r < m; r++) {
         const float *g = pg + r * 2 * in, *u = g + in, *d = pdh + r * in;
         float *dg = pd + r * 2 * in, *du = dg + in;
-        for (int64_t i = 0; i < in; i++) {
-            const float s = sigmoidf(g[i]);
-            du[i] = d[i] * g[i] * s;
-            dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-        }
+        swiglu_row_bwd(dg, du, g, u, d, in);
     }
 }
 
