@@ -23,3 +23,9 @@ sluice_mpi_test(test_parallel_np4_ep4 4 test_parallel_equivalence --ep 4)
 sluice_mpi_test(test_parallel_np2_ep2_zero1 2 test_parallel_equivalence --ep 2 --zero1)
 sluice_mpi_test(test_parallel_np4_ep2_zero1 4 test_parallel_equivalence --ep 2 --zero1)
 sluice_mpi_test(test_parallel_np4_ep4_capacity 4 test_parallel_equivalence --ep 4 --capacity 1.0)
+
+# Global-batch load balancing and the aux-loss-free router bias.
+add_executable(test_balance_mpi test_balance_mpi.c)
+target_link_libraries(test_balance_mpi PRIVATE sluice_testutil)
+sluice_mpi_test(test_balance_np1 1 test_balance_mpi)
+sluice_mpi_test(test_balance_np2 2 test_balance_mpi)
