@@ -179,14 +179,10 @@ static int setup(trainer *t) {
                               .bucket_bytes = (int64_t)c->parallel.bucket_mb << 20,
                               .layers = c->model.num_hidden_layers};
     sl_optimizer_init(&t->opt, &t->model->params, &op);
-    char metrics_path[SL_PATH_MAX + 32];
-    if (tc->metrics_file[0])
-        snprintf(metrics_path, sizeof metrics_path, "%s", tc->metrics_file);
-    else
-        snprintf(metrics_path, sizeof metrics_path, "%s/metrics.jsonl", tc->out_dir);
+    /* training.metrics_file is never empty: the config derives it from out_dir */
     if (t->topo.rank == 0) {
         if (sl_mkdirs(tc->out_dir, t->err, sizeof t->err) != 0 ||
-            sl_metrics_open(&t->metrics, metrics_path, t->err, sizeof t->err) != 0) {
+            sl_metrics_open(&t->metrics, tc->metrics_file, t->err, sizeof t->err) != 0) {
             sl_error("%s", t->err);
             return -1;
         }
