@@ -15,15 +15,16 @@
  *
  * Each timed iteration runs, with a barrier before each piece and the time of the slowest
  * rank taken (MPI_Allreduce MAX):
- *   dispatch   sl_token_dispatcher_dispatch (sort, counts all-to-all, gather, exchange, regroup)
- *   combine    sl_token_dispatcher_combine  (ungroup, exchange back, weighted combine)
+ *   dispatch   sl_token_dispatcher_dispatch (sort, counts all-to-all, gather, exchange into
+ *              the local experts' groups)
+ *   combine    sl_token_dispatcher_combine  (exchange back, weighted combine)
  *   backward   sl_token_dispatcher_combine_backward + sl_token_dispatcher_dispatch_backward
  *   bare       MPI_Alltoallv there (send_rows -> recv_rows) and back (recv_rows -> send_rows)
  *              on plain malloc'ed buffers, with exactly the byte counts the dispatcher used
  * and then the dispatcher's phases one by one, replayed through the same public ops on the
- * dispatcher's own plan (sort, counts download, counts all-to-all, gather, exchange, regroup,
- * ungroup, exchange back, combine); "plan" = dispatch minus the replayed phases, i.e. the
- * host-side bookkeeping of plan_exchange (regroup/ungroup index build and upload).
+ * dispatcher's own plan (sort, counts download, counts all-to-all, gather, grouped exchange,
+ * grouped exchange back, combine); "plan" = dispatch minus the replayed phases, i.e. the
+ * host-side bookkeeping of plan_exchange.
  * With --profile 1 only the dispatcher runs (for perf record) and nothing is reported.
  * Reports medians (and minima) over the iterations. Bytes = payload of both directions
  * summed over ranks (self blocks included, as MPI copies them too); GB/s = bytes / time.
@@ -68,8 +69,6 @@ enum {
     P_COUNTS_A2A,
     P_GATHER,
     P_EXCHANGE,
-    P_REGROUP,
-    P_UNGROUP,
     P_EXCHANGE_BACK,
     P_COMBINE,
     NT
@@ -247,7 +246,6 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
     sl_tensor *counts = sl_tensor_new1(be, SL_I32, o->experts);
     sl_tensor *sorted = sl_tensor_new1(be, SL_I32, slots), *pos = sl_tensor_new1(be, SL_I32, slots);
     int32_t *c32 = sl_xmalloc(sizeof(int32_t) * (size_t)o->experts);
-    const int64_t got = size > 1 ? d.received : 0;
     const bool drops = o->capacity > 0;
 
     double *times = sl_xcalloc((size_t)NT * (size_t)o->iters, sizeof(double));
@@ -271,11 +269,11 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
             TIMED(P_COUNTS_A2A, sl_comm_alltoall_i64(ep, cnt_s, cnt_r, o->experts / size));
         TIMED(P_GATHER, permute(d.xs, xn, drops ? d.gather_idx : d.sorted_token, d.kept));
         if (size > 1) {
-            TIMED(P_EXCHANGE, sl_comm_alltoallv_rows(ep, d.xs, d.send_rows, d.xr, d.recv_rows));
-            TIMED(P_REGROUP, permute(d.expert_in, d.xr, d.regroup, got));
-            TIMED(P_UNGROUP, permute(d.yr, d.expert_out, d.ungroup, got));
+            TIMED(P_EXCHANGE, sl_comm_alltoallv_grouped(ep, d.xs, d.expert_in, d.send_rows,
+                                                        d.recv_counts, d.local_experts, true));
             TIMED(P_EXCHANGE_BACK,
-                  sl_comm_alltoallv_rows(ep, d.yr, d.recv_rows, d.ys, d.send_rows));
+                  sl_comm_alltoallv_grouped(ep, d.expert_out, d.ys, d.send_rows, d.recv_counts,
+                                            d.local_experts, false));
         }
         TIMED(P_COMBINE, {
             sl_tensor *v = sl_tensor_view1(drops ? d.combine_pos : d.slot_pos, 0, slots);
@@ -333,8 +331,8 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
                fwd / bare, fwd_min / bare_min, bwd / bare, bwd_min / bare_min);
         printf("   %-32s %8.3f ms [%8.3f]\n", "bare MPI_Alltoall of counts", 1e3 * m[T_BARE_COUNTS],
                1e3 * mn[T_BARE_COUNTS]);
-        const double replay = mn[P_SORT] + mn[P_COUNTS_DL] + mn[P_COUNTS_A2A] + mn[P_GATHER] +
-                              mn[P_EXCHANGE] + mn[P_REGROUP];
+        const double replay =
+            mn[P_SORT] + mn[P_COUNTS_DL] + mn[P_COUNTS_A2A] + mn[P_GATHER] + mn[P_EXCHANGE];
         printf("   phases replayed, median [min] ms:\n");
         const struct {
             const char *what;
@@ -343,15 +341,12 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
                   {"counts download", P_COUNTS_DL},
                   {"counts all-to-all", P_COUNTS_A2A},
                   {"gather by expert", P_GATHER},
-                  {"exchange (alltoallv_rows)", P_EXCHANGE},
-                  {"regroup by local expert", P_REGROUP},
-                  {"ungroup", P_UNGROUP},
+                  {"exchange (alltoallv_grouped)", P_EXCHANGE},
                   {"exchange back", P_EXCHANGE_BACK},
                   {"weighted combine", P_COMBINE}};
         for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++)
             if (size > 1 ||
-                (ph[i].i != P_COUNTS_A2A && ph[i].i != P_EXCHANGE && ph[i].i != P_REGROUP &&
-                 ph[i].i != P_UNGROUP && ph[i].i != P_EXCHANGE_BACK))
+                (ph[i].i != P_COUNTS_A2A && ph[i].i != P_EXCHANGE && ph[i].i != P_EXCHANGE_BACK))
                 printf("     %-30s %8.3f [%8.3f]\n", ph[i].what, 1e3 * m[ph[i].i],
                        1e3 * mn[ph[i].i]);
         printf("     %-30s          [%8.3f]\n", "dispatch - phases (host plan)",

@@ -73,6 +73,12 @@ void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *se
     c->iface->alltoallv_rows(c->ctx, send, send_rows, recv, recv_rows);
 }
 
+void sl_comm_alltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
+                               const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                               bool scatter) {
+    c->iface->alltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups, scatter);
+}
+
 void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root) {
     if (c->size > 1) c->iface->broadcast(c->ctx, t, root);
 }

@@ -14,6 +14,7 @@
 #ifndef SL_COMM_H
 #define SL_COMM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/tensor.h"
@@ -67,6 +68,16 @@ void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n)
  * rank p (in rank order) and receives recv_rows[p] rows from each, packed in rank order. */
 void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *send_rows,
                             sl_tensor *recv, const int64_t *recv_rows);
+
+/* The exchange of alltoallv_rows with the rows on one side laid out group-major: on that
+ * side, peer p's rows for group g (grouped_rows[p * groups + g] of them) sit in block g,
+ * peers in rank order inside a block, blocks in group order. scatter = true: src holds
+ * flat_rows[p] consecutive rows for each peer p (in rank order), dst is the grouped side;
+ * scatter = false: src is the grouped side and dst receives flat_rows[p] rows from each peer.
+ * The transport places the rows directly (no separate permutation pass). */
+void sl_comm_alltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
+                               const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                               bool scatter);
 
 /* Broadcasts a tensor / host bytes from `root` to every rank of c. */
 void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root);

@@ -21,6 +21,9 @@ typedef struct sl_comm_i {
     void (*alltoall_i64)(void *ctx, const int64_t *send, int64_t *recv, int n);
     void (*alltoallv_rows)(void *ctx, const sl_tensor *send, const int64_t *send_rows,
                            sl_tensor *recv, const int64_t *recv_rows);
+    void (*alltoallv_grouped)(void *ctx, const sl_tensor *src, sl_tensor *dst,
+                              const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                              bool scatter);
     void (*broadcast_bytes)(void *ctx, void *buf, int64_t nbytes, int root);
     void (*broadcast)(void *ctx, sl_tensor *t, int root);
     sl_comm *(*split)(void *ctx, int color, int key);

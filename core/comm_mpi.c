@@ -213,6 +213,70 @@ static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *
     free(sc);
 }
 
+/*
+ * MPI_Alltoallw with one derived datatype per peer on the grouped side: peer p's rows form
+ * `groups` blocks at byte displacements inside the grouped buffer (an hindexed type over
+ * bytes), so MPI copies them straight to (or from) their places. The flat side is plain
+ * bytes at per-peer displacements.
+ */
+static void mpi_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *dst,
+                                  const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                                  bool scatter) {
+    MPI_Comm comm = C(ctx);
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    SL_CHECK(src->dtype == dst->dtype && sl_last_dim(src) == sl_last_dim(dst),
+             "alltoallv_grouped: row layouts differ");
+    const int64_t w = sl_last_dim(src) * (int64_t)sl_dtype_size(src->dtype);
+    const sl_tensor *flat = scatter ? src : dst, *grouped = scatter ? dst : src;
+    /* block starts: offset of (group g, peer p) on the grouped side, in rows */
+    int64_t *start = sl_xmalloc(sizeof(int64_t) * (size_t)size * (size_t)groups);
+    int64_t row = 0;
+    for (int g = 0; g < groups; g++)
+        for (int p = 0; p < size; p++) {
+            start[p * groups + g] = row;
+            row += grouped_rows[p * groups + g];
+        }
+    int64_t flat_total = 0;
+    for (int p = 0; p < size; p++) flat_total += flat_rows[p];
+    SL_CHECK(row <= sl_rows(grouped) && flat_total <= sl_rows(flat),
+             "alltoallv_grouped: %lld grouped rows into %lld, %lld flat rows into %lld",
+             (long long)row, (long long)sl_rows(grouped), (long long)flat_total,
+             (long long)sl_rows(flat));
+    SL_CHECK(row * w <= INT_MAX && flat_total * w <= INT_MAX,
+             "alltoallv_grouped: exchange larger than 2 GiB per call");
+    int *fc = sl_xmalloc(sizeof(int) * (size_t)size * 4), *fd = fc + size, *gc = fd + size,
+        *gd = gc + size;
+    MPI_Datatype *ft = sl_xmalloc(sizeof(MPI_Datatype) * (size_t)size * 2), *gt = ft + size;
+    int *lens = sl_xmalloc(sizeof(int) * (size_t)groups);
+    MPI_Aint *disp = sl_xmalloc(sizeof(MPI_Aint) * (size_t)groups);
+    int64_t off = 0;
+    for (int p = 0; p < size; p++) {
+        fc[p] = (int)(flat_rows[p] * w);
+        fd[p] = (int)(off * w);
+        ft[p] = MPI_BYTE;
+        off += flat_rows[p];
+        for (int g = 0; g < groups; g++) {
+            lens[g] = (int)(grouped_rows[p * groups + g] * w);
+            disp[g] = (MPI_Aint)(start[p * groups + g] * w);
+        }
+        MPI_OK(MPI_Type_create_hindexed(groups, lens, disp, MPI_BYTE, &gt[p]));
+        MPI_OK(MPI_Type_commit(&gt[p]));
+        gc[p] = 1;
+        gd[p] = 0;
+    }
+    void *hs = host_bytes(src, 1);
+    void *hd = host_bytes(dst, 1); /* staged: keep the rows this call does not write */
+    if (scatter)
+        MPI_OK(MPI_Alltoallw(hs, fc, fd, ft, hd, gc, gd, gt, comm));
+    else
+        MPI_OK(MPI_Alltoallw(hs, gc, gd, gt, hd, fc, fd, ft, comm));
+    host_done((sl_tensor *)src, hs, 0);
+    host_done(dst, hd, 1);
+    for (int p = 0; p < size; p++) MPI_Type_free(&gt[p]);
+    free(start), free(fc), free(ft), free(lens), free(disp);
+}
+
 static void mpi_broadcast_bytes(void *ctx, void *buf, int64_t nbytes, int root) {
     for (int64_t off = 0; off < nbytes; off += INT_MAX) {
         int cnt = (int)(nbytes - off < INT_MAX ? nbytes - off : INT_MAX);
@@ -249,6 +313,7 @@ static const sl_comm_i k_mpi_iface = {
     .allreduce_host = mpi_allreduce_host,
     .alltoall_i64 = mpi_alltoall_i64,
     .alltoallv_rows = mpi_alltoallv_rows,
+    .alltoallv_grouped = mpi_alltoallv_grouped,
     .broadcast_bytes = mpi_broadcast_bytes,
     .broadcast = mpi_broadcast,
     .split = mpi_split,

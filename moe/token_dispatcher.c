@@ -63,15 +63,10 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
 /* Grows the receive-side buffers to hold `rows` rows (expert parallelism only: how many
  * rows arrive depends on the routing of the whole group). */
 static void reserve(sl_token_dispatcher *d, int64_t rows) {
-    if (d->xr && rows <= d->capacity) return;
-    int64_t cap = rows + rows / 4 + 1;
-    sl_tensor *ts[] = {d->regroup,   d->ungroup,    d->xr,         d->yr,
-                       d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
+    if (d->expert_in && rows <= d->capacity) return;
+    const int64_t cap = rows + rows / 4 + 1;
+    sl_tensor *ts[] = {d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
-    d->regroup = sl_tensor_new1(d->be, SL_I32, cap);
-    d->ungroup = sl_tensor_new1(d->be, SL_I32, cap);
-    d->xr = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
-    d->yr = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
     d->expert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
     d->expert_out = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
     d->dexpert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
@@ -148,8 +143,9 @@ static void plan_drops(sl_token_dispatcher *d, const sl_tensor *topk_w) {
     free(sorted), free(pos), free(w), free(sw), free(keep), free(newpos_of_sorted), free(order);
 }
 
-/* The rows from each source rank arrive expert-sorted; regroup[i] is the received row that
- * becomes row i of the expert-major order, ungroup its inverse. */
+/* Exchanges the per-expert row counts inside the EP group and sizes the receive side. The
+ * rows then travel with sl_comm_alltoallv_grouped, which lands them grouped by local expert
+ * (block e holds expert e's rows from every source rank, in rank order). */
 static void plan_exchange(sl_token_dispatcher *d) {
     const int ep = d->ep_size, le = d->local_experts;
     int64_t *send_counts = sl_xmalloc((size_t)ep * le * sizeof(int64_t));
@@ -173,35 +169,14 @@ static void plan_exchange(sl_token_dispatcher *d) {
         for (int p = 0; p < ep; p++) d->local_counts[e] += d->recv_counts[p * le + e];
     }
     reserve(d, d->received);
-    /* offset of (source p, expert e) in the received, source-major layout */
-    int32_t *regroup = sl_xmalloc((size_t)(d->received ? d->received : 1) * sizeof(int32_t));
-    int32_t *ungroup = sl_xmalloc((size_t)(d->received ? d->received : 1) * sizeof(int32_t));
-    int64_t out = 0;
-    for (int e = 0; e < le; e++) {
-        int64_t src = 0;
-        for (int p = 0; p < ep; p++) {
-            int64_t off = src;
-            for (int f = 0; f < e; f++) off += d->recv_counts[p * le + f];
-            for (int64_t i = 0; i < d->recv_counts[p * le + e]; i++) {
-                regroup[out] = (int32_t)(off + i);
-                ungroup[off + i] = (int32_t)out;
-                out++;
-            }
-            src += d->recv_rows[p];
-        }
-    }
-    if (d->received) {
-        sl_tensor_from_host_range(d->regroup, 0, d->received, regroup);
-        sl_tensor_from_host_range(d->ungroup, 0, d->received, ungroup);
-    }
-    free(regroup);
-    free(ungroup);
 }
 
-/* Exchanges `rows`-row blocks: forward direction uses send_rows/recv_rows, back swaps them. */
-static void exchange(sl_token_dispatcher *d, const sl_tensor *src, sl_tensor *dst, bool back) {
-    sl_comm_alltoallv_rows(d->ep, src, back ? d->recv_rows : d->send_rows, dst,
-                           back ? d->send_rows : d->recv_rows);
+/* Rows in this rank's expert order (flat, per destination rank) <-> the local experts'
+ * grouped layout. to_experts: flat -> grouped; otherwise grouped -> flat. */
+static void exchange(sl_token_dispatcher *d, const sl_tensor *src, sl_tensor *dst,
+                     bool to_experts) {
+    sl_comm_alltoallv_grouped(d->ep, src, dst, d->send_rows, d->recv_counts, d->local_experts,
+                              to_experts);
 }
 
 static void permute(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx, int64_t n) {
@@ -232,15 +207,13 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
         return;
     }
     plan_exchange(d);
-    exchange(d, d->xs, d->xr, false);
-    permute(d->expert_in, d->xr, d->regroup, d->received);
+    exchange(d, d->xs, d->expert_in, true);
 }
 
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y) {
     const int64_t slots = d->tokens * d->topk;
     if (exchanges(d)) {
-        permute(d->yr, d->expert_out, d->ungroup, d->received);
-        exchange(d, d->yr, d->ys, true);
+        exchange(d, d->expert_out, d->ys, false);
     }
     if (d->dropped > 0) {
         /* dropped slots read all-zero rows */
@@ -260,15 +233,13 @@ void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tenso
     sl_op_moe_combine_bwd(d->dys, dtopk_w, dy, d->ys, pos, topk_w);
     sl_tensor_free(pos);
     if (exchanges(d)) {
-        exchange(d, d->dys, d->yr, false);
-        permute(d->dexpert_out, d->yr, d->regroup, d->received);
+        exchange(d, d->dys, d->dexpert_out, true);
     }
 }
 
 void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn) {
     if (exchanges(d)) {
-        permute(d->xr, d->dexpert_in, d->ungroup, d->received);
-        exchange(d, d->xr, d->dxs, true);
+        exchange(d, d->dexpert_in, d->dxs, false);
     }
     if (d->kept == 0) return;
     sl_tensor *idx = sl_tensor_view1(drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept);
@@ -281,8 +252,7 @@ void sl_token_dispatcher_free(sl_token_dispatcher *d) {
                        d->xs,     d->ys,           d->dys,      d->dxs};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     if (exchanges(d)) {
-        sl_tensor *rs[] = {d->regroup,   d->ungroup,    d->xr,         d->yr,
-                           d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
+        sl_tensor *rs[] = {d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
         for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) sl_tensor_free(rs[i]);
     }
     free(d->counts_host);

@@ -5,12 +5,13 @@
  *            capacity factor, drop the slots beyond each expert's capacity; gather the kept
  *            token rows in that order; with expert parallelism, exchange the per-expert row
  *            counts (all-to-all) and the rows (all-to-allv) inside the EP group, so that each
- *            rank receives the rows of its own experts, then regroup them by local expert.
+ *            rank receives the rows of its own experts, placed directly in groups by local
+ *            expert (sl_comm_alltoallv_grouped: no separate permutation pass).
  * combine:   the reverse path back to the origin ranks, then
  *            y[n] = sum_j w[n, j] * out(slot n, j)   (a dropped slot contributes 0).
  * The backward mirrors both with the same exchanges in the opposite direction.
  *
- * Without expert parallelism and drops the exchange and regrouping are skipped entirely.
+ * Without expert parallelism the exchange is skipped entirely.
  * All data movement goes through core/ops.h and core/comm.h, so the NCCL transport takes
  * over on GPUs without changes here.
  */
@@ -44,9 +45,7 @@ typedef struct {
     int64_t *send_rows, *recv_rows; /* [ep_size] rows to / from each EP rank */
     int64_t *recv_counts;           /* [ep_size * local]: rows from rank p for local expert e */
     int64_t received;               /* rows received for the local experts */
-    sl_tensor *regroup, *ungroup; /* [capacity] i32 permutations (source-major <-> expert-major) */
-    sl_tensor *xr, *yr;           /* [capacity, C] rows as received / to send back */
-    int64_t capacity;             /* rows the receive-side buffers hold */
+    int64_t capacity;               /* rows the receive-side buffers hold */
     /* what the local experts compute, grouped by local expert */
     int64_t *local_counts; /* [local_experts] */
     sl_tensor *expert_in, *expert_out, *dexpert_in, *dexpert_out;
