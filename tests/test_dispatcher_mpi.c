@@ -53,17 +53,6 @@ typedef struct {
     float *dx0;   /* [n, C] initial contents of dx */
 } routing;
 
-static uint64_t mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double unif(uint64_t *s) {
-    return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
 static int tokens_of(int wrank, int q, int scenario) {
     switch (scenario) {
     case 0:
@@ -114,7 +103,7 @@ static void make_routing(routing *r, int wrank, int q, int p, int e, int scenari
                 for (int i = 0; i < j; i++) used |= r->idx[t * K + i] == x;
                 if (!used) tot += pref[x];
             }
-            double u = unif(&s) * tot;
+            double u = sl_test_rand_unif(&s) * tot;
             int pick = -1;
             for (int x = 0; x < e; x++) {
                 bool used = false;
@@ -125,12 +114,12 @@ static void make_routing(routing *r, int wrank, int q, int p, int e, int scenari
                 u -= pref[x];
             }
             r->idx[t * K + j] = pick;
-            r->w[t * K + j] = (float)(0.05 + 0.95 * unif(&s));
+            r->w[t * K + j] = (float)(0.05 + 0.95 * sl_test_rand_unif(&s));
         }
         for (int c = 0; c < C; c++) {
-            r->x[t * C + c] = (float)(2.0 * unif(&s) - 1.0);
-            r->dy[t * C + c] = (float)(2.0 * unif(&s) - 1.0);
-            r->dx0[t * C + c] = (float)(unif(&s) - 0.5);
+            r->x[t * C + c] = (float)(2.0 * sl_test_rand_unif(&s) - 1.0);
+            r->dy[t * C + c] = (float)(2.0 * sl_test_rand_unif(&s) - 1.0);
+            r->dx0[t * C + c] = (float)(sl_test_rand_unif(&s) - 0.5);
         }
     }
     free(pref);

@@ -27,26 +27,26 @@ sl_backend *sl_test_cpu(void) {
 }
 
 /* splitmix64: tiny, deterministic, good enough for test data. */
-static uint64_t mix(uint64_t *s) {
+uint64_t sl_test_rand_u64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
 
-static double unif(uint64_t *s) {
-    return (double)(mix(s) >> 11) * (1.0 / 9007199254740992.0);
+double sl_test_rand_unif(uint64_t *s) {
+    return (double)(sl_test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 void sl_test_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed) {
     uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)unif(&s);
+    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)sl_test_rand_unif(&s);
 }
 
 void sl_test_fill_normal(float *x, int64_t n, float std, uint64_t seed) {
     uint64_t s = seed;
     for (int64_t i = 0; i < n; i++) {
-        double u1 = unif(&s), u2 = unif(&s);
+        double u1 = sl_test_rand_unif(&s), u2 = sl_test_rand_unif(&s);
         if (u1 < 1e-300) u1 = 1e-300;
         x[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
     }

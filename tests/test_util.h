@@ -38,6 +38,10 @@ int sl_test_finish(const char *name);
 /* The CPU backend shared by a test (created on first use with 2 threads). */
 sl_backend *sl_test_cpu(void);
 
+/* splitmix64 stream for test data: the next 64-bit value, and a uniform double in [0, 1). */
+uint64_t sl_test_rand_u64(uint64_t *state);
+double sl_test_rand_unif(uint64_t *state);
+
 /* Deterministic uniform [lo, hi) and normal(0, std) fills. */
 void sl_test_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
 void sl_test_fill_normal(float *x, int64_t n, float std, uint64_t seed);

@@ -60,27 +60,28 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
     }
     if (!m->jsonl) return;
     FILE *f = m->jsonl;
-    fprintf(f, "{\"step\": %d, \"loss\": ", s->step);
-    json_num(f, s->loss);
-    fputs(", \"lbl\": ", f);
-    json_num(f, s->lbl);
-    fputs(", \"lbl_normalized\": ", f);
-    json_num(f, s->lbl_normalized);
-    fputs(", \"zloss\": ", f);
-    json_num(f, s->zloss);
-    fputs(", \"lr\": ", f);
-    json_num(f, s->lr);
-    fputs(", \"grad_norm\": ", f);
-    json_num(f, s->grad_norm);
-    fputs(", \"tokens_per_s\": ", f);
-    json_num(f, s->tokens_per_s);
-    fputs(", \"elapsed_s\": ", f);
-    json_num(f, s->elapsed_s);
-    fputs(", \"gate_score\": ", f);
-    json_num(f, s->gate_score);
-    if (s->has_eval) {
-        fputs(", \"eval_loss\": ", f);
-        json_num(f, s->eval_loss);
+    /* scalar fields in a fixed order; NaN/inf become null */
+    const struct {
+        const char *key;
+        double value;
+        bool present;
+    } fields[] = {
+        {"loss", s->loss, true},
+        {"lbl", s->lbl, true},
+        {"lbl_normalized", s->lbl_normalized, true},
+        {"zloss", s->zloss, true},
+        {"lr", s->lr, true},
+        {"grad_norm", s->grad_norm, true},
+        {"tokens_per_s", s->tokens_per_s, true},
+        {"elapsed_s", s->elapsed_s, true},
+        {"gate_score", s->gate_score, true},
+        {"eval_loss", s->eval_loss, s->has_eval},
+    };
+    fprintf(f, "{\"step\": %d", s->step);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!fields[i].present) continue;
+        fprintf(f, ", \"%s\": ", fields[i].key);
+        json_num(f, fields[i].value);
     }
     fputs(", \"expert_load\": [", f);
     int first = 1;
