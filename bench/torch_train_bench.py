@@ -49,6 +49,9 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import torch_reference  # noqa: E402
+
 torch.set_num_threads(THREADS)
 
 
@@ -63,29 +66,10 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(seq):
-    d = MC["head_dim"]
-    rot = int(round(d * MC.get("partial_rotary_factor", 1.0)))
-    base = MC.get("rope_theta", 10000.0)
-    inv = 1.0 / base ** (torch.arange(0, rot // 2, dtype=torch.float64) * 2.0 / rot)
-    mscale = 1.0
-    rs = MC.get("rope_scaling")
-    if rs and (rs.get("rope_type") or rs.get("type")) == "yarn":
-        s, L = rs["factor"], rs["original_max_position_embeddings"]
-        bf, bs = rs.get("beta_fast", 32.0), rs.get("beta_slow", 1.0)
-
-        def corr(n):
-            return rot * math.log(L / (n * 2 * math.pi)) / (2 * math.log(base))
-
-        low, high = max(math.floor(corr(bf)), 0), min(math.ceil(corr(bs)), rot - 1)
-        if high == low:
-            high += 0.001
-        i = torch.arange(rot // 2, dtype=torch.float64)
-        ramp = ((i - low) / (high - low)).clamp(0, 1)
-        inv = inv / s * ramp + inv * (1 - ramp)
-        mscale = rs.get("attention_factor") or 0.1 * math.log(s) + 1.0
-    ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = (torch.cos(ang) * mscale).float(), (torch.sin(ang) * mscale).float()
-    # [S, rot] tables for rotate-half: both halves use the same angle
+    # The RoPE/YaRN tables come from the cross-check's reference implementation (one copy of
+    # the formulas); here in float32 and laid out [S, rot] for rotate-half.
+    cos, sin, rot = torch_reference.rope_tables(MC, seq)
+    cos, sin = cos.float(), sin.float()
     return torch.cat([cos, cos], -1), torch.cat([sin, sin], -1), rot
 
 
