@@ -8,34 +8,22 @@
 #include "core/log.h"
 #include "core/ops.h"
 
-static int64_t q_width(sl_gate_mode gate, int heads, int d) {
-    switch (gate) {
-    case SL_GATE_ELEMENTWISE:
-        return 2 * (int64_t)heads * d;
-    case SL_GATE_HEADWISE:
-        return (int64_t)heads * d + heads;
-    case SL_GATE_NONE:
-        break;
-    }
-    return (int64_t)heads * d;
-}
-
 /* A [T, heads * D] view of a [T, heads, D] tensor. */
 static sl_tensor *flat2(sl_tensor *t) {
     return sl_tensor_view2(t, 0, sl_tensor_dim(t, 0), sl_tensor_numel(t) / sl_tensor_dim(t, 0));
 }
 
-void sl_attn_block_declare(sl_attn_block *b, const sl_model_config *m, int layer, sl_params *ps) {
+void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *cfg, int layer, sl_params *ps) {
     memset(b, 0, sizeof *b);
-    b->gate = m->attn_output_gate;
-    b->heads = m->num_attention_heads;
-    b->kv_heads = m->num_key_value_heads;
-    b->head_dim = m->head_dim;
-    b->hidden = m->hidden_size;
-    b->eps = (float)m->rms_norm_eps;
-    const int64_t c = m->hidden_size, hd = (int64_t)b->heads * b->head_dim;
+    b->gate = cfg->gate;
+    b->heads = cfg->heads;
+    b->kv_heads = cfg->kv_heads;
+    b->head_dim = cfg->head_dim;
+    b->hidden = cfg->hidden;
+    b->eps = cfg->eps;
+    const int64_t c = cfg->hidden, hd = (int64_t)b->heads * b->head_dim;
     const int64_t kvd = (int64_t)b->kv_heads * b->head_dim;
-    const float std = (float)m->initializer_range;
+    const float std = cfg->init_std;
     char name[112];
 #define DECL(field, suffix, ndim, shape, init)                                                     \
     do {                                                                                           \
@@ -44,7 +32,7 @@ void sl_attn_block_declare(sl_attn_block *b, const sl_model_config *m, int layer
     } while (0)
     DECL(norm, "input_layernorm.weight", 1, ((int64_t[]){c}), SL_INIT_ONES);
     DECL(q_proj, "self_attn.q_proj.weight", 2,
-         ((int64_t[]){q_width(b->gate, b->heads, b->head_dim), c}), SL_INIT_NORMAL);
+         ((int64_t[]){sl_qgate_width(b->gate, b->heads, b->head_dim), c}), SL_INIT_NORMAL);
     DECL(k_proj, "self_attn.k_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
     DECL(v_proj, "self_attn.v_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
     DECL(o_proj, "self_attn.o_proj.weight", 2, ((int64_t[]){c, hd}), SL_INIT_NORMAL);
@@ -57,7 +45,7 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     const int64_t c = b->hidden, h = b->heads, kv = b->kv_heads, d = b->head_dim;
     b->xn = sl_tensor_new2(be, SL_F32, t, c);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->qall = sl_tensor_new2(be, SL_F32, t, q_width(b->gate, (int)h, (int)d));
+    b->qall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(b->gate, h, d));
     b->q = sl_tensor_new3(be, SL_F32, t, h, d);
     b->q_rstd = sl_tensor_new1(be, SL_F32, t * h);
     b->qn = sl_tensor_new3(be, SL_F32, t, h, d);
@@ -75,21 +63,20 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     b->y2 = flat2(b->y);
 }
 
-void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl_backend *be,
+void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
                              int64_t t) {
-    const int64_t h = m->num_attention_heads, kv = m->num_key_value_heads, d = m->head_dim;
+    const int64_t h = c->heads, kv = c->kv_heads, d = c->head_dim;
     ws->dy = sl_tensor_new3(be, SL_F32, t, h, d);
     ws->dq = sl_tensor_new3(be, SL_F32, t, h, d);
     ws->dq_pre = sl_tensor_new3(be, SL_F32, t, h, d);
     ws->dk = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dk_pre = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dv = sl_tensor_new3(be, SL_F32, t, kv, d);
-    ws->dg =
-        m->attn_output_gate == SL_GATE_NONE
-            ? NULL
-            : sl_tensor_new3(be, SL_F32, t, h, m->attn_output_gate == SL_GATE_ELEMENTWISE ? d : 1);
-    ws->dqall = sl_tensor_new2(be, SL_F32, t, q_width(m->attn_output_gate, (int)h, (int)d));
-    ws->dxn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    ws->dg = c->gate == SL_GATE_NONE
+                 ? NULL
+                 : sl_tensor_new3(be, SL_F32, t, h, c->gate == SL_GATE_ELEMENTWISE ? d : 1);
+    ws->dqall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(c->gate, h, d));
+    ws->dxn = sl_tensor_new2(be, SL_F32, t, c->hidden);
     ws->dy2 = flat2(ws->dy);
     ws->dk_pre2 = flat2(ws->dk_pre);
     ws->dv2 = flat2(ws->dv);
@@ -144,8 +131,11 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
     sl_op_axpy(dx, dout, 1.0f);
 }
 
-double sl_attn_block_gate_score(const sl_attn_block *b) {
-    return b->g ? sl_op_sigmoid_mean(b->g) : 0.0;
+void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out) {
+    if (b->g)
+        sl_op_sigmoid_mean(out, b->g);
+    else
+        sl_op_fill(out, 0.0f);
 }
 
 void sl_attn_block_free(sl_attn_block *b) {

@@ -10,8 +10,16 @@
 #ifndef SL_ATTN_BLOCK_H
 #define SL_ATTN_BLOCK_H
 
-#include "core/config.h"
+#include "core/ops.h"
 #include "core/params.h"
+
+/* The block's shape and initialization (model/model.c fills it from the model config). */
+typedef struct {
+    int hidden, heads, kv_heads, head_dim;
+    sl_gate_mode gate;
+    float eps;      /* RMSNorm epsilon of input_layernorm, q_norm and k_norm */
+    float init_std; /* std of the projections' initial values */
+} sl_attn_config;
 
 /* Per-batch inputs shared by every layer: shape, positions and the RoPE table. */
 typedef struct {
@@ -43,9 +51,10 @@ typedef struct {
     sl_tensor *dy2, *dk_pre2, *dv2; /* [T, heads * D] views */
 } sl_attn_workspace;
 
-void sl_attn_block_declare(sl_attn_block *b, const sl_model_config *m, int layer, sl_params *ps);
+/* Declares the parameters of decoder layer `layer` (Hugging Face names model.layers.N.*). */
+void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *c, int layer, sl_params *ps);
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t tokens);
-void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_model_config *m, sl_backend *be,
+void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
                              int64_t tokens);
 
 /* out = x + attention(x). */
@@ -54,8 +63,8 @@ void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_
 /* Given dout = dL/dout, writes dx = dL/dx and accumulates parameter gradients. */
 void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx);
-/* Mean sigmoid(gate) of the last forward (0 without a gate). */
-double sl_attn_block_gate_score(const sl_attn_block *b);
+/* Mean sigmoid(gate) of the last forward into the device scalar out (0 without a gate). */
+void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out);
 
 void sl_attn_block_free(sl_attn_block *b);
 void sl_attn_workspace_free(sl_attn_workspace *ws);

@@ -392,11 +392,14 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
 
 /* ---- diagnostics ---- */
 
-double sl_cpu_sigmoid_mean(void *ctx, const sl_tensor *g) {
+void sl_cpu_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g) {
     (void)ctx;
     SL_CHECK(g->dtype == SL_F32, "cpu sigmoid_mean: only f32 is supported");
     const int64_t n = g->numel;
-    if (n == 0) return 0.0;
+    if (n == 0) {
+        sl_f32(out)[0] = 0.0f;
+        return;
+    }
     const float *pg = sl_f32(g);
     const int nt = omp_get_max_threads();
     double *part = sl_xcalloc((size_t)nt, sizeof(double));
@@ -411,5 +414,5 @@ double sl_cpu_sigmoid_mean(void *ctx, const sl_tensor *g) {
     double total = 0.0;
     for (int t = 0; t < nt; t++) total += part[t];
     free(part);
-    return total / (double)n;
+    sl_f32(out)[0] = (float)(total / (double)n);
 }

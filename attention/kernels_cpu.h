@@ -1,5 +1,5 @@
-/* attention/kernels_cpu.h - the CPU kernels of attention/ (registered by
- * attention/ops_cpu_attention.c). Semantics: core/ops.h. */
+/* attention/kernels_cpu.h - the CPU kernels of attention/ (listed in the CPU operation table,
+ * backends/cpu.c). Semantics: core/ops.h. */
 #ifndef SL_ATTENTION_KERNELS_CPU_H
 #define SL_ATTENTION_KERNELS_CPU_H
 
@@ -25,6 +25,6 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
                            const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                            const sl_tensor *lse, int batch, int seq, float scale);
-double sl_cpu_sigmoid_mean(void *ctx, const sl_tensor *g);
+void sl_cpu_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
 
 #endif

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/backends.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/ops.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/backend.h"
+#include "backends/backends.h"
 #include "core/ops.h"
 #include "moe/kernels_cpu.h"
 

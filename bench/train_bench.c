@@ -21,13 +21,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/backend.h"
+#include "backends/backends.h"
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/model_stats.h"
+#include "trainer/config.h"
+#include "model/counts.h"
 #include "core/rng.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/model.h"
+#include "model/model.h"
 #include "trainer/optimizer.h"
 
 static double now_s(void) {
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
         /* one optimizer step of one micro-batch, as trainer/trainer.c does it */
         sl_params_zero_grad(&m->params);
         const double ta = now_s();
-        sl_model_begin_step(m);
+        sl_model_begin_step(m, false);
         sl_optimizer_begin_reduce(&opt);
         m->grad_ready = on_grads_ready;
         m->grad_ready_user = &opt;

@@ -18,13 +18,8 @@ typedef struct {
     int device;  /* CUDA: device ordinal (-1 = from the launcher's local rank) */
 } sl_backend_params;
 
-/* Names of the backends compiled into this build, e.g. {"cpu", "cuda"}. */
-int sl_backend_count(void);
-const char *sl_backend_name_at(int i);
-
-/* Creates backend `name`. On failure returns NULL and writes a reason into err. */
-sl_backend *sl_backend_create(const char *name, const sl_backend_params *params, char *err,
-                              size_t errlen);
+/* Backends are created by name through backends/backends.h (sl_backend_create), which
+ * pairs each backend's memory half with its operation table. */
 void sl_backend_free(sl_backend *be);
 const char *sl_backend_name(const sl_backend *be);
 /* True when tensor memory of this backend is directly addressable by the host (MPI can
@@ -34,5 +29,8 @@ bool sl_backend_host_memory(const sl_backend *be);
 void sl_backend_synchronize(sl_backend *be);
 /* Threads the CPU backend uses (1 for device backends). */
 int sl_backend_threads(const sl_backend *be);
+/* Device-to-host copies made through the tensor API so far: on a GPU each one waits for the
+ * stream, so tests count them per training step (docs/architecture.md, "Host reads"). */
+long long sl_backend_host_reads(const sl_backend *be);
 
 #endif

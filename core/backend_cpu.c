@@ -1,15 +1,16 @@
 /*
  * core/backend_cpu.c - the CPU backend: host memory, OpenMP threads, OpenBLAS.
  *
- * Memory is 64-byte aligned so that vectorized kernels and OpenBLAS see aligned rows. The
- * operation table is filled by each concern's registration function (core/cpu_kernels.h).
+ * Memory is 64-byte aligned so that vectorized kernels and OpenBLAS see aligned rows. This
+ * file is the memory half of the backend; the operation table is assembled above the
+ * concerns (backends/cpu.c) and handed in, so core/ knows no model.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cpu_kernels.h"
+#include "core/backend_impl.h"
 #include "core/log.h"
 
 typedef struct {
@@ -49,23 +50,14 @@ static void cpu_free_ctx(void *ctx) {
     free(ctx);
 }
 
-static sl_ops_i g_cpu_ops;
-static int g_cpu_ops_ready;
-
-sl_backend *sl_backend_cpu_create(const sl_backend_params *params, char *err, size_t errlen) {
+sl_backend *sl_backend_cpu_create(const sl_backend_params *params, const sl_ops_i *ops, char *err,
+                                  size_t errlen) {
     (void)err;
     (void)errlen;
     cpu_ctx *ctx = sl_xcalloc(1, sizeof *ctx);
     ctx->threads = params->threads > 0 ? params->threads : omp_get_num_procs();
     /* One thread count for OpenMP and the OpenMP build of OpenBLAS. */
     omp_set_num_threads(ctx->threads);
-    if (!g_cpu_ops_ready) {
-        sl_cpu_register_core(&g_cpu_ops);
-        sl_cpu_register_attention(&g_cpu_ops);
-        sl_cpu_register_moe(&g_cpu_ops);
-        sl_cpu_register_trainer(&g_cpu_ops);
-        g_cpu_ops_ready = 1;
-    }
     sl_backend *be = sl_xcalloc(1, sizeof *be);
     be->iface = (sl_backend_i){
         .name = "cpu",
@@ -80,7 +72,7 @@ sl_backend *sl_backend_cpu_create(const sl_backend_params *params, char *err, si
         .threads = cpu_threads,
         .free_ctx = cpu_free_ctx,
     };
-    be->ops = &g_cpu_ops;
+    be->ops = ops;
     be->ctx = ctx;
     return be;
 }

@@ -79,10 +79,8 @@ static void cuda_free_ctx(void *ctx) {
     free(c);
 }
 
-static sl_ops_i g_cuda_ops; /* operation kernels register here as they are written */
-
-extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, char *err,
-                                              size_t errlen) {
+extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops,
+                                              char *err, size_t errlen) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
@@ -130,7 +128,7 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     be->iface.synchronize = cuda_synchronize;
     be->iface.threads = cuda_threads;
     be->iface.free_ctx = cuda_free_ctx;
-    be->ops = &g_cuda_ops;
+    be->ops = ops;
     be->ctx = c;
     return be;
 }

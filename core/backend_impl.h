@@ -22,8 +22,8 @@ typedef struct sl_ops_i {
     void (*add)(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
     void (*axpy)(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
     void (*scale)(void *ctx, sl_tensor *x, float s);
-    double (*sum)(void *ctx, const sl_tensor *x);
-    double (*sumsq)(void *ctx, const sl_tensor *x);
+    void (*sum)(void *ctx, sl_tensor *out, const sl_tensor *x);
+    void (*sumsq)(void *ctx, sl_tensor *out, const sl_tensor *x);
 
     void (*matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
                    bool trans_b, float alpha, float beta);
@@ -58,7 +58,7 @@ typedef struct sl_ops_i {
                            const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                            const sl_tensor *lse, int batch, int seq, float scale);
-    double (*sigmoid_mean)(void *ctx, const sl_tensor *g);
+    void (*sigmoid_mean)(void *ctx, sl_tensor *out, const sl_tensor *g);
 
     void (*router_fwd)(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
                        sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,
@@ -92,6 +92,8 @@ typedef struct sl_backend_i {
     void (*free)(void *ctx, void *ptr);
     void (*memset0)(void *ctx, void *ptr, size_t bytes);
     void (*to_host)(void *ctx, void *host, const void *src, size_t bytes);
+    /* Optional: queue a copy to the host, complete after synchronize (NULL: to_host). */
+    void (*to_host_async)(void *ctx, void *host, const void *src, size_t bytes);
     void (*from_host)(void *ctx, void *dst, const void *host, size_t bytes);
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*synchronize)(void *ctx);
@@ -103,12 +105,17 @@ struct sl_backend {
     sl_backend_i iface;
     const sl_ops_i *ops;
     void *ctx;
+    int64_t host_reads; /* device-to-host copies so far (sl_backend_host_reads) */
 };
 
-/* Constructors of the built-in backends (NULL + err on failure). */
-sl_backend *sl_backend_cpu_create(const sl_backend_params *params, char *err, size_t errlen);
+/* Constructors of the built-in backends' memory halves (NULL + err on failure). The
+ * operation table `ops` is assembled above the concerns (backends/cpu.c, backends/cuda.cu)
+ * and must outlive the backend. */
+sl_backend *sl_backend_cpu_create(const sl_backend_params *params, const sl_ops_i *ops, char *err,
+                                  size_t errlen);
 #ifdef SLUICE_WITH_CUDA
-sl_backend *sl_backend_cuda_create(const sl_backend_params *params, char *err, size_t errlen);
+sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops, char *err,
+                                   size_t errlen);
 #endif
 
 #endif

@@ -54,7 +54,7 @@ void sl_cpu_scale(void *ctx, sl_tensor *x, float s) {
     for (int64_t i = 0; i < n; i++) p[i] *= s;
 }
 
-double sl_cpu_sum(void *ctx, const sl_tensor *x) {
+void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x) {
     (void)ctx;
     need_f32(x, "sum");
     const float *p = sl_f32(x);
@@ -62,7 +62,7 @@ double sl_cpu_sum(void *ctx, const sl_tensor *x) {
     double acc = 0.0;
 #pragma omp parallel for reduction(+ : acc) if (n > SL_PAR_MIN)
     for (int64_t i = 0; i < n; i++) acc += p[i];
-    return acc;
+    sl_f32(out)[0] = (float)acc;
 }
 
 /* Sum of squares of one range in double, vectorized per ISA: several independent partial
@@ -74,7 +74,7 @@ SL_CPU_CLONES static double sumsq_range(const float *p, int64_t n) {
     return acc;
 }
 
-double sl_cpu_sumsq(void *ctx, const sl_tensor *x) {
+void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
     (void)ctx;
     need_f32(x, "sumsq");
     const float *p = sl_f32(x);
@@ -85,5 +85,5 @@ double sl_cpu_sumsq(void *ctx, const sl_tensor *x) {
         const int64_t lo = c * chunk;
         acc += sumsq_range(p + lo, n - lo < chunk ? n - lo : chunk);
     }
-    return acc;
+    sl_f32(out)[0] = (float)acc;
 }

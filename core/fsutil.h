@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+/* Longest path sluice stores in a fixed-size field (config paths, output directories). */
+#define SL_PATH_MAX 1024
+
 /* Writes `len` bytes to `path` atomically: a temp file in the same directory, fsync,
  * rename over `path`, fsync of the directory. A crash leaves the old file or the new one,
  * never a mix. Returns 0, or -1 with a message naming the file in err. */

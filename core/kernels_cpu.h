@@ -1,4 +1,5 @@
-/* core/kernels_cpu.h - the CPU kernels of core/ (registered by core/ops_cpu_core.c). */
+/* core/kernels_cpu.h - the CPU kernels of core/ (listed in the CPU operation table,
+ * backends/cpu.c). */
 #ifndef SL_KERNELS_CPU_H
 #define SL_KERNELS_CPU_H
 
@@ -8,8 +9,8 @@ void sl_cpu_fill(void *ctx, sl_tensor *x, float value);
 void sl_cpu_add(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
 void sl_cpu_axpy(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
 void sl_cpu_scale(void *ctx, sl_tensor *x, float s);
-double sl_cpu_sum(void *ctx, const sl_tensor *x);
-double sl_cpu_sumsq(void *ctx, const sl_tensor *x);
+void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
+void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
 
 void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
                    bool trans_b, float alpha, float beta);

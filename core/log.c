@@ -112,3 +112,15 @@ char *sl_xstrdup(const char *s) {
     memcpy(d, s, n);
     return d;
 }
+
+void sl_error_once(const char *fmt, ...) {
+    if (g_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* the same on every rank: printed once, without a rank tag */
+    fprintf(stderr, "sluice: error: %s\n", msg);
+    fflush(stderr);
+}

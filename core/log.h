@@ -33,6 +33,9 @@ void sl_warn(const char *fmt, ...) SL_PRINTF(1, 2);
 void sl_debug(const char *fmt, ...) SL_PRINTF(1, 2);
 /* A user-facing error ("sluice: error: <msg>") on stderr, on every rank. */
 void sl_error(const char *fmt, ...) SL_PRINTF(1, 2);
+/* An error every rank finds alike (bad config, bad flag): printed by rank 0 only, so a job of
+ * N ranks prints it once; every rank still returns its non-zero status. */
+void sl_error_once(const char *fmt, ...) SL_PRINTF(1, 2);
 
 /* Prints "sluice: fatal: file:line: msg" and aborts every rank (MPI_Abort when MPI is up). */
 SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) SL_PRINTF(3, 4);

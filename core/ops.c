@@ -6,6 +6,8 @@
  */
 #include "core/ops.h"
 
+#include <string.h>
+
 #include "core/backend_impl.h"
 #include "core/log.h"
 
@@ -71,11 +73,20 @@ void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha) {
 void sl_op_scale(sl_tensor *x, float s) {
     DISPATCH(BE(x), scale, x, s);
 }
-double sl_op_sum(const sl_tensor *x) {
-    DISPATCH_RET(BE(x), sum, x);
+/* A device scalar: one fp32 element on the same backend as the input. */
+static void need_scalar(const char *op, const sl_tensor *out, const sl_tensor *x) {
+    need_numel(op, "out", out, 1);
+    need_dtype(op, "out", out, SL_F32);
+    need_same_backend(op, out, x);
 }
-double sl_op_sumsq(const sl_tensor *x) {
-    DISPATCH_RET(BE(x), sumsq, x);
+
+void sl_op_sum(sl_tensor *out, const sl_tensor *x) {
+    need_scalar("sum", out, x);
+    DISPATCH(BE(x), sum, out, x);
+}
+void sl_op_sumsq(sl_tensor *out, const sl_tensor *x) {
+    need_scalar("sumsq", out, x);
+    DISPATCH(BE(x), sumsq, out, x);
 }
 
 /* ---- dense linear algebra ---- */
@@ -179,12 +190,27 @@ void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor 
 
 /* ---- gated attention ---- */
 
+static const char *const k_gate_names[] = {[SL_GATE_NONE] = "none",
+                                           [SL_GATE_HEADWISE] = "headwise",
+                                           [SL_GATE_ELEMENTWISE] = "elementwise"};
+
+const char *sl_gate_mode_name(sl_gate_mode mode) {
+    return (unsigned)mode < sizeof k_gate_names / sizeof k_gate_names[0] ? k_gate_names[mode] : "?";
+}
+
+int sl_gate_mode_from_name(const char *name, sl_gate_mode *mode) {
+    for (int i = 0; i < (int)(sizeof k_gate_names / sizeof k_gate_names[0]); i++)
+        if (name && strcmp(name, k_gate_names[i]) == 0) {
+            *mode = (sl_gate_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
 void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gate_mode mode) {
     SL_CHECK(q->ndim == 3, "qgate_split: q must be [T, H, D]");
     int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2];
-    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d
-                : mode == SL_GATE_HEADWISE  ? h * d + h
-                                            : h * d;
+    int64_t w = sl_qgate_width(mode, h, d);
     need_numel("qgate_split", "qall", qall, t * w);
     if (mode != SL_GATE_NONE)
         need_numel("qgate_split", "g", g, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
@@ -195,9 +221,7 @@ void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *d
                        sl_gate_mode mode) {
     SL_CHECK(dq->ndim == 3, "qgate_merge: dq must be [T, H, D]");
     int64_t t = dq->shape[0], h = dq->shape[1], d = dq->shape[2];
-    int64_t w = mode == SL_GATE_ELEMENTWISE ? 2 * h * d
-                : mode == SL_GATE_HEADWISE  ? h * d + h
-                                            : h * d;
+    int64_t w = sl_qgate_width(mode, h, d);
     need_numel("qgate_merge", "dqall", dqall, t * w);
     if (mode != SL_GATE_NONE)
         need_numel("qgate_merge", "dg", dg, t * h * (mode == SL_GATE_ELEMENTWISE ? d : 1));
@@ -263,8 +287,9 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
     DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, o, lse, batch, seq, scale);
 }
 
-double sl_op_sigmoid_mean(const sl_tensor *g) {
-    DISPATCH_RET(BE(g), sigmoid_mean, g);
+void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
+    need_scalar("sigmoid_mean", out, g);
+    DISPATCH(BE(g), sigmoid_mean, out, g);
 }
 
 /* ---- mixture of experts ---- */

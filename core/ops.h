@@ -30,9 +30,11 @@ void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
 void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha);
 /* x *= s */
 void sl_op_scale(sl_tensor *x, float s);
-/* Sum and sum of squares of all elements, accumulated in double, returned to the host. */
-double sl_op_sum(const sl_tensor *x);
-double sl_op_sumsq(const sl_tensor *x);
+/* Sum and sum of squares of all elements into the device scalar out (a 1-element fp32
+ * tensor on x's backend), accumulated in double on the CPU. Nothing is read by the host:
+ * callers copy scalars out once per step (see docs/architecture.md, "Host reads"). */
+void sl_op_sum(sl_tensor *out, const sl_tensor *x);
+void sl_op_sumsq(sl_tensor *out, const sl_tensor *x);
 
 /* ---- dense linear algebra ------------------------------------------------------------ */
 
@@ -78,6 +80,18 @@ void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor 
 
 typedef enum { SL_GATE_NONE = 0, SL_GATE_HEADWISE = 1, SL_GATE_ELEMENTWISE = 2 } sl_gate_mode;
 
+/* The config spelling of a gate mode ("none", "headwise", "elementwise"), and back
+ * (0, or -1 for an unknown name). */
+const char *sl_gate_mode_name(sl_gate_mode mode);
+int sl_gate_mode_from_name(const char *name, sl_gate_mode *mode);
+/* Width of q_proj's output for `heads` heads of dimension d: the queries plus the gate
+ * logits of the mode (2HD elementwise, HD + H headwise, HD without a gate). */
+static inline int64_t sl_qgate_width(sl_gate_mode mode, int64_t heads, int64_t d) {
+    return mode == SL_GATE_ELEMENTWISE ? 2 * heads * d
+           : mode == SL_GATE_HEADWISE  ? heads * d + heads
+                                       : heads * d;
+}
+
 /* Splits q_proj output qall [T, W] into q [T, H, D] and gate g [T, H, Dg] using the
  * checkpoint layout of the reference card: elementwise (W = 2HD, per head [q_h | g_h]),
  * headwise (W = HD + H: all queries, then the H gate values), none (W = HD; g is NULL). */
@@ -107,8 +121,9 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
                           const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                           const sl_tensor *lse, int batch, int seq, float scale);
-/* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic). */
-double sl_op_sigmoid_mean(const sl_tensor *g);
+/* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic), into the device
+ * scalar out (1-element fp32). */
+void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g);
 
 /* ---- mixture of experts (moe/) -------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 void sl_params_init(sl_params *ps, sl_backend *be) {
     memset(ps, 0, sizeof *ps);
     ps->be = be;
+    ps->layer = -1;
 }
 
 sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int ndim,
@@ -35,10 +36,13 @@ sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int nd
     p->init = init;
     p->init_std = init_std;
     p->expert_base = expert_base;
-    p->layer = -1;
-    if (strncmp(name, "model.layers.", 13) == 0) p->layer = atoi(name + 13);
+    p->layer = ps->layer;
     ps->items[ps->count++] = p;
     return p;
+}
+
+void sl_params_set_layer(sl_params *ps, int layer) {
+    ps->layer = layer;
 }
 
 void sl_params_finalize(sl_params *ps) {

@@ -36,7 +36,7 @@ typedef struct sl_param {
     /* Expert stacks [local experts, ...]: the global index of the first local expert, so
      * that each expert's initial values depend on its global index only. -1 otherwise. */
     int expert_base;
-    int layer;    /* decoder layer (from the name), -1 for embedding, final norm and head */
+    int layer;    /* the layer it was declared in (sl_params_set_layer), -1 outside layers */
     sl_tensor *w; /* the value */
     sl_tensor *g; /* its gradient (accumulated over micro-batches) */
 } sl_param;
@@ -48,12 +48,17 @@ typedef struct {
     int64_t size[SL_PGROUP_COUNT]; /* elements per group */
     sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT];
     bool finalized;
+    int layer; /* layer of the parameters being declared (-1: none) */
 } sl_params;
 
 void sl_params_init(sl_params *ps, sl_backend *be);
 /* Declares a parameter (before finalize). Matrices (ndim >= 2) get weight decay. */
 sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int ndim,
                         const int64_t *shape, sl_init_kind init, float init_std, int expert_base);
+/* Parameters declared from now on belong to layer `layer` (-1: outside the layers, the
+ * default). The optimizer uses it to know which gradients are final as the backward walks
+ * the layers in reverse. */
+void sl_params_set_layer(sl_params *ps, int layer);
 /* Lays out and allocates the flat buffers and binds every parameter's views. */
 void sl_params_finalize(sl_params *ps);
 /* Fills every parameter from its own RNG stream (seed, name, global expert index). */

@@ -138,6 +138,7 @@ sl_backend *sl_tensor_backend(const sl_tensor *t) {
 }
 
 void sl_tensor_to_host(const sl_tensor *t, void *host) {
+    t->be->host_reads++;
     t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
 }
 
@@ -152,6 +153,7 @@ static void check_range(const sl_tensor *t, int64_t offset, int64_t n) {
 }
 
 void sl_tensor_to_host_range(const sl_tensor *t, int64_t offset, int64_t n, void *host) {
+    t->be->host_reads++;
     check_range(t, offset, n);
     size_t es = sl_dtype_size(t->dtype);
     t->be->iface.to_host(t->be->ctx, host, (const char *)t->data + (size_t)offset * es,
@@ -183,4 +185,19 @@ const char *sl_tensor_shape_str(const sl_tensor *t, char *buf, size_t len) {
             (size_t)snprintf(buf + off, len - off, i ? ", %lld" : "%lld", (long long)t->shape[i]);
     if (off < len) snprintf(buf + off, len - off, "]");
     return buf;
+}
+
+void sl_tensor_read_start(const sl_tensor *t, void *host, sl_host_read *r) {
+    r->be = t->be;
+    t->be->host_reads++;
+    if (t->be->iface.to_host_async)
+        t->be->iface.to_host_async(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
+    else
+        t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
+}
+
+void sl_tensor_read_wait(sl_host_read *r) {
+    if (r->be && r->be->iface.to_host_async && r->be->iface.synchronize)
+        r->be->iface.synchronize(r->be->ctx);
+    r->be = NULL;
 }

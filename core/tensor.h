@@ -66,6 +66,16 @@ void sl_tensor_from_host(sl_tensor *t, const void *host);
 void sl_tensor_to_host_range(const sl_tensor *t, int64_t offset, int64_t n, void *host);
 void sl_tensor_from_host_range(sl_tensor *t, int64_t offset, int64_t n, const void *host);
 void sl_tensor_zero(sl_tensor *t);
+
+/* A host read in two halves, so that the host can queue more device work between asking for
+ * a value and needing it: start queues the copy after the work that writes t (on the CPU it
+ * copies at once), wait blocks until `host` holds the data. Model code uses it for the few
+ * named reads it needs (docs/architecture.md, "Host reads"). */
+typedef struct {
+    sl_backend *be;
+} sl_host_read;
+void sl_tensor_read_start(const sl_tensor *t, void *host, sl_host_read *r);
+void sl_tensor_read_wait(sl_host_read *r);
 /* dst = src (same backend, same dtype, same numel). */
 void sl_tensor_copy(sl_tensor *dst, const sl_tensor *src);
 

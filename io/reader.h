@@ -29,7 +29,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "core/fsutil.h" /* SL_PATH_MAX */
+
+#define SL_MAX_CORPORA 16
+
+/* The "data" section of a run config (trainer/config.h parses it; docs/config.md). */
+typedef struct {
+    char path[SL_PATH_MAX];
+    double weight;
+} sl_corpus;
+
+typedef struct {
+    sl_corpus train[SL_MAX_CORPORA];
+    int n_train;
+    char eval_path[SL_PATH_MAX];
+    uint64_t seed; /* data order */
+    int prefetch;  /* decompressed frames queued ahead */
+} sl_data_config;
 
 typedef struct sl_reader sl_reader;
 

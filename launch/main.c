@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/backends.h"
 #include "launch/commands.h"
 
 typedef struct {

@@ -6,38 +6,36 @@
 
 #include "core/ops.h"
 
-void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, sl_params *ps,
+void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size) {
     memset(b, 0, sizeof *b);
-    b->eps = (float)m->rms_norm_eps;
+    b->eps = m->eps;
     char name[112];
     snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", layer);
-    b->norm = sl_params_add(ps, name, SL_PGROUP_DENSE, 1, (int64_t[]){m->hidden_size}, SL_INIT_ONES,
-                            0.0f, -1);
-    b->is_moe = sl_layer_is_moe(m, layer);
+    b->norm =
+        sl_params_add(ps, name, SL_PGROUP_DENSE, 1, (int64_t[]){m->hidden}, SL_INIT_ONES, 0.0f, -1);
+    b->is_moe = m->is_moe;
     if (b->is_moe) {
-        sl_moe_block_declare(&b->moe, m, layer, ps, ep_rank, ep_size);
+        sl_moe_block_declare(&b->moe, &m->moe, layer, ps, ep_rank, ep_size);
     } else {
         snprintf(name, sizeof name, "model.layers.%d.mlp", layer);
-        sl_swiglu_mlp_declare(&b->mlp, ps, name, m->hidden_size, m->intermediate_size,
-                              (float)m->initializer_range);
+        sl_swiglu_mlp_declare(&b->mlp, ps, name, m->hidden, m->dense_ffn, m->init_std);
     }
 }
 
-void sl_ffn_block_alloc(sl_ffn_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
-    b->xn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    b->xn = sl_tensor_new2(be, SL_F32, t, m->hidden);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->y = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+    b->y = sl_tensor_new2(be, SL_F32, t, m->hidden);
     if (b->is_moe)
-        sl_moe_block_alloc(&b->moe, m, be, ep, t, opts);
+        sl_moe_block_alloc(&b->moe, &m->moe, be, ep, t, opts);
     else
         sl_swiglu_mlp_alloc(&b->mlp, be, t);
 }
 
-void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, const sl_model_config *m, sl_backend *be,
-                            int64_t t) {
-    ws->dxn = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_backend *be, int64_t t) {
+    ws->dxn = sl_tensor_new2(be, SL_F32, t, hidden);
 }
 
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {

@@ -12,6 +12,16 @@
 #include "moe/moe_block.h"
 #include "moe/swiglu_mlp.h"
 
+/* A layer's FFN (model/model.c fills it from the model config). */
+typedef struct {
+    int hidden;
+    bool is_moe; /* false: a dense SwiGLU MLP of width dense_ffn */
+    int dense_ffn;
+    sl_moe_config moe; /* when is_moe */
+    float eps;         /* post_attention_layernorm */
+    float init_std;
+} sl_ffn_config;
+
 typedef struct {
     sl_param *norm;
     bool is_moe;
@@ -26,12 +36,12 @@ typedef struct {
     sl_tensor *dxn;
 } sl_ffn_workspace;
 
-void sl_ffn_block_declare(sl_ffn_block *b, const sl_model_config *m, int layer, sl_params *ps,
+void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *c, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
-void sl_ffn_block_alloc(sl_ffn_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
-void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, const sl_model_config *m, sl_backend *be,
-                            int64_t tokens);
+/* Sized for `hidden`, the residual width shared by every layer. */
+void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_backend *be, int64_t tokens);
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);
 /* dx written; coefs apply to MoE layers only. */
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,

@@ -1,10 +1,10 @@
-/* moe/kernels_cpu.h - the CPU kernels of moe/ (registered by moe/ops_cpu_moe.c). */
+/* moe/kernels_cpu.h - the CPU kernels of moe/ (listed in backends/cpu.c). */
 #ifndef SL_MOE_KERNELS_CPU_H
 #define SL_MOE_KERNELS_CPU_H
 
 #include "core/backend_impl.h"
 
-/* grouped_gemm_cpu.c */
+/* grouped_matmul_cpu.c */
 void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                            const int64_t *counts, int groups, bool trans_b, float beta);
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,

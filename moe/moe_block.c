@@ -9,46 +9,44 @@
 #include "core/log.h"
 #include "core/ops.h"
 
-void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, sl_params *ps,
+void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size) {
     memset(b, 0, sizeof *b);
-    const float std = (float)m->initializer_range;
-    const int local = m->num_experts / ep_size;
-    sl_router_declare(&b->router, ps, layer, m->hidden_size, m->num_experts, m->num_experts_per_tok,
-                      m->norm_topk_prob, std);
-    sl_experts_declare(&b->experts, ps, layer, ep_rank * local, local, m->hidden_size,
-                       m->moe_intermediate_size, std);
-    b->has_shared = m->shared_expert_intermediate_size > 0;
+    const float std = m->init_std;
+    const int local = m->experts / ep_size;
+    sl_router_declare(&b->router, ps, layer, m->hidden, m->experts, m->topk, m->norm_topk, std);
+    sl_experts_declare(&b->experts, ps, layer, ep_rank * local, local, m->hidden, m->expert_ffn,
+                       std);
+    b->has_shared = m->shared_ffn > 0;
     if (b->has_shared) {
         char prefix[96], name[112];
         snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.shared_expert", layer);
-        sl_swiglu_mlp_declare(&b->shared, ps, prefix, m->hidden_size,
-                              m->shared_expert_intermediate_size, std);
+        sl_swiglu_mlp_declare(&b->shared, ps, prefix, m->hidden, m->shared_ffn, std);
         snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", layer);
-        b->shared_gate = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){1, m->hidden_size},
+        b->shared_gate = sl_params_add(ps, name, SL_PGROUP_DENSE, 2, (int64_t[]){1, m->hidden},
                                        SL_INIT_NORMAL, std, -1);
     }
 }
 
-void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
     sl_router_alloc(&b->router, be, t, opts->selection_bias);
-    sl_dispatcher_params dp = {.experts = m->num_experts,
-                               .topk = m->num_experts_per_tok,
-                               .hidden = m->hidden_size,
+    sl_dispatcher_params dp = {.experts = m->experts,
+                               .topk = m->topk,
+                               .hidden = m->hidden,
                                .max_tokens = t,
                                .ep = ep,
                                .capacity_factor = opts->capacity_factor,
                                .drop_policy = opts->drop_policy};
     sl_token_dispatcher_init(&b->dispatcher, be, &dp);
-    sl_experts_reserve(&b->experts, be, t * m->num_experts_per_tok);
+    sl_experts_reserve(&b->experts, be, t * m->topk);
     b->lbl_comm = opts->lbl_comm;
-    b->lbl_counts = sl_xcalloc((size_t)m->num_experts, sizeof(int64_t));
+    b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     if (b->has_shared) {
         sl_swiglu_mlp_alloc(&b->shared, be, t);
-        b->shared_out = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
-        b->shared_y = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
-        b->dshared_out = sl_tensor_new2(be, SL_F32, t, m->hidden_size);
+        b->shared_out = sl_tensor_new2(be, SL_F32, t, m->hidden);
+        b->shared_y = sl_tensor_new2(be, SL_F32, t, m->hidden);
+        b->dshared_out = sl_tensor_new2(be, SL_F32, t, m->hidden);
         b->shared_logit = sl_tensor_new2(be, SL_F32, t, 1);
         b->dshared_logit = sl_tensor_new2(be, SL_F32, t, 1);
     }
@@ -74,14 +72,6 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
         sl_op_rowgate_fwd(b->shared_y, b->shared_out, b->shared_logit);
         sl_op_axpy(y, b->shared_y, 1.0f);
     }
-    /* Auxiliary-loss statistics from this rank's tokens. */
-    /* f_i = share of the tokens that picked expert i (sums to k), P_i = mean probability */
-    const double n = (double)r->tokens;
-    double lbl = 0.0;
-    for (int e = 0; e < r->experts; e++)
-        lbl += ((double)d->counts_host[e] / n) * (r->stats_host[e] / n);
-    b->lbl = lbl * r->experts;
-    b->zloss = r->stats_host[r->experts] / n;
     /* The LBL gradient's frequencies: this micro-batch, or (global-batch mode) everything
      * routed so far in this step by all ranks of lbl_comm. */
     if (b->lbl_comm) {
@@ -123,6 +113,24 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
         sl_op_matmul(dxn, b->dshared_logit, b->shared_gate->w, false, false, 1.0f, 1.0f);
         sl_swiglu_mlp_backward(&b->shared, xn, b->dshared_out, dxn);
     }
+}
+
+void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const float *stats,
+                      double *lbl, double *zloss) {
+    /* f_i = share of the tokens that picked expert i (sums to k), P_i = mean probability */
+    const double n = (double)tokens;
+    double s = 0.0;
+    for (int e = 0; e < experts; e++) s += ((double)counts[e] / n) * ((double)stats[e] / n);
+    *lbl = s * experts;
+    *zloss = (double)stats[experts] / n;
+}
+
+void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss) {
+    const sl_router *r = &b->router;
+    float *stats = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
+    sl_tensor_to_host(r->stats, stats);
+    sl_moe_aux_stats(r->experts, r->tokens, b->dispatcher.counts_host, stats, lbl, zloss);
+    free(stats);
 }
 
 const int64_t *sl_moe_block_counts(const sl_moe_block *b) {

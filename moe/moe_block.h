@@ -16,11 +16,20 @@
 #define SL_MOE_BLOCK_H
 
 #include "core/comm.h"
-#include "core/config.h"
 #include "moe/experts.h"
 #include "moe/router.h"
 #include "moe/swiglu_mlp.h"
 #include "moe/token_dispatcher.h"
+
+/* The block's shape and initialization (model/model.c fills it from the model config). */
+typedef struct {
+    int hidden;
+    int experts, topk; /* E, k */
+    int expert_ffn;    /* each routed expert's SwiGLU width */
+    int shared_ffn;    /* the shared expert's width; 0: no shared expert */
+    bool norm_topk;    /* renormalize the top-k weights to sum to 1 */
+    float init_std;
+} sl_moe_config;
 
 typedef struct {
     double lbl_coef; /* multiplies LBL / k of this layer */
@@ -49,14 +58,13 @@ typedef struct {
     sl_tensor *shared_out, *shared_logit, *shared_y, *dshared_out, *dshared_logit;
     sl_comm *lbl_comm;
     int64_t *lbl_counts; /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
-    /* statistics of the last forward */
-    double lbl;   /* E * sum f_i P_i (k under uniform routing) */
-    double zloss; /* mean lse^2 */
 } sl_moe_block;
 
-void sl_moe_block_declare(sl_moe_block *b, const sl_model_config *m, int layer, sl_params *ps,
+/* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the
+ * shared expert. */
+void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *c, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
-void sl_moe_block_alloc(sl_moe_block *b, const sl_model_config *m, sl_backend *be, sl_comm *ep,
+void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
 /* Starts a new optimizer step (clears the global-batch LBL accumulation). */
 void sl_moe_block_begin_step(sl_moe_block *b);
@@ -65,6 +73,15 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
 /* dxn written; parameter gradients accumulate. */
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                            const sl_moe_loss_coefs *coefs, sl_tensor *dxn);
+/* The auxiliary-loss statistics of a forward from its router statistics (stats [E + 1], as
+ * router_fwd writes them, copied to the host) and this rank's per-expert counts: lbl =
+ * E * sum_i f_i P_i (k under uniform routing) and zloss = mean lse^2. Metrics only: the
+ * gradients never need these values, so the model reads the statistics once per logged step
+ * (model/model.c) rather than once per layer. */
+void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const float *stats,
+                      double *lbl, double *zloss);
+/* The same for the block's last forward, reading its router statistics now (tests, tools). */
+void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss);
 /* Tokens routed to each expert by this rank in the last forward ([E], host). */
 const int64_t *sl_moe_block_counts(const sl_moe_block *b);
 void sl_moe_block_free(sl_moe_block *b);

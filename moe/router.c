@@ -33,17 +33,12 @@ void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bia
     r->dtopk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
     r->stats = sl_tensor_new1(be, SL_F32, r->experts + 1);
     r->lbl_grad = sl_tensor_new1(be, SL_F32, r->experts);
-    r->stats_host = sl_xcalloc((size_t)r->experts + 1, sizeof(double));
 }
 
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     r->tokens = sl_tensor_rows(xn);
     sl_op_matmul(r->logits, xn, r->weight->w, false, true, 1.0f, 0.0f);
     sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias, r->norm_topk);
-    float *h = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
-    sl_tensor_to_host(r->stats, h);
-    for (int e = 0; e <= r->experts; e++) r->stats_host[e] = h[e];
-    free(h);
 }
 
 void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
@@ -78,5 +73,4 @@ void sl_router_free(sl_router *r) {
     sl_tensor *ts[] = {r->logits, r->probs,   r->dlogits, r->topk_idx,
                        r->topk_w, r->dtopk_w, r->stats,   r->lbl_grad};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
-    free(r->stats_host);
 }

@@ -17,8 +17,7 @@ typedef struct {
     int64_t tokens; /* of the last forward */
     sl_tensor *logits, *probs, *topk_idx, *topk_w, *stats;
     sl_tensor *dlogits, *dtopk_w, *lbl_grad;
-    double *stats_host; /* [E + 1]: per-expert probability sums, then sum of lse^2 */
-    sl_tensor *bias;    /* [E] selection bias (aux-loss-free balancing) or NULL */
+    sl_tensor *bias; /* [E] selection bias (aux-loss-free balancing) or NULL */
     float *bias_host;
 } sl_router;
 

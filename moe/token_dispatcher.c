@@ -37,6 +37,7 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
     d->sorted_token = sl_tensor_new1(be, SL_I32, slots);
     d->slot_pos = sl_tensor_new1(be, SL_I32, slots);
     d->counts_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
+    d->counts_i32 = sl_xcalloc((size_t)p->experts, sizeof(int32_t));
     d->kept_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
     d->local_counts = sl_xcalloc((size_t)d->local_experts, sizeof(int64_t));
     d->xs = sl_tensor_new2(be, SL_F32, slots, c);
@@ -74,6 +75,12 @@ static void reserve(sl_token_dispatcher *d, int64_t rows) {
     d->capacity = cap;
 }
 
+/* Completes the counts read started in dispatch. */
+static void wait_counts(sl_token_dispatcher *d, sl_host_read *r) {
+    sl_tensor_read_wait(r);
+    for (int e = 0; e < d->experts; e++) d->counts_host[e] = d->kept_host[e] = d->counts_i32[e];
+}
+
 static int32_t *download_i32(const sl_tensor *t, int64_t n) {
     int32_t *h = sl_xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
     if (n) sl_tensor_to_host_range(t, 0, n, h);
@@ -81,6 +88,10 @@ static int32_t *download_i32(const sl_tensor *t, int64_t n) {
 }
 
 /*
+ * Capacity drops are planned on the host for now: besides the counts this reads the sorted
+ * slots, their positions and the routing weights (three more host reads per MoE layer, only
+ * with training.capacity_factor > 0); a device kernel replaces it with the CUDA backend.
+ *
  * Capacity drops: expert e keeps at most cap = ceil(capacity_factor * N * k / E) of its
  * slots; "probs" keeps the slots with the largest routing weights (ties: earlier slot),
  * "position" the earliest tokens. Kept slots stay in expert order; gather_idx lists their
@@ -195,13 +206,21 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
     sl_op_moe_sort(d->counts, sorted, pos, topk_idx);
     sl_tensor_free(sorted);
     sl_tensor_free(pos);
-    int32_t *c32 = download_i32(d->counts, d->experts);
-    for (int e = 0; e < d->experts; e++) d->counts_host[e] = d->kept_host[e] = c32[e];
-    free(c32);
+    /* The MoE layer's one host read: the per-expert counts size the grouped GEMMs and the
+     * exchange. It is queued right after the sort and waited for where it is first needed:
+     * without drops the gather of the rows (slots rows, known on the host) runs before. */
+    sl_host_read counts_read;
+    sl_tensor_read_start(d->counts, d->counts_i32, &counts_read);
     d->kept = slots;
     d->dropped = 0;
-    if (drops(d)) plan_drops(d, topk_w);
-    permute(d->xs, xn, drops(d) ? d->gather_idx : d->sorted_token, d->kept);
+    if (drops(d)) {
+        wait_counts(d, &counts_read);
+        plan_drops(d, topk_w);
+        permute(d->xs, xn, d->gather_idx, d->kept);
+    } else {
+        permute(d->xs, xn, d->sorted_token, d->kept);
+        wait_counts(d, &counts_read);
+    }
     if (!exchanges(d)) {
         for (int e = 0; e < d->local_experts; e++) d->local_counts[e] = d->kept_host[e];
         return;
@@ -256,6 +275,7 @@ void sl_token_dispatcher_free(sl_token_dispatcher *d) {
         for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) sl_tensor_free(rs[i]);
     }
     free(d->counts_host);
+    free(d->counts_i32);
     free(d->kept_host);
     free(d->local_counts);
     free(d->send_rows);

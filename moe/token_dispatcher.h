@@ -12,6 +12,11 @@
  * The backward mirrors both with the same exchanges in the opposite direction.
  *
  * Without expert parallelism the exchange is skipped entirely.
+ *
+ * Host reads: the per-expert counts, once per dispatch, in one named place (the start of
+ * sl_token_dispatcher_dispatch), queued right after the sort and waited for as late as the
+ * gather allows; the backward and combine reuse them. Capacity drops add their own reads
+ * (plan_drops) until they move to a device kernel.
  * All data movement goes through core/ops.h and core/comm.h, so the NCCL transport takes
  * over on GPUs without changes here.
  */
@@ -37,6 +42,7 @@ typedef struct {
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
     int64_t *counts_host;                /* [E] slots routed to each expert (before drops) */
+    int32_t *counts_i32;                 /* [E] staging of the counts read */
     int64_t *kept_host;                  /* [E] slots kept (== counts_host when dropless) */
     int64_t kept, dropped;               /* totals of the last dispatch */
     sl_tensor *gather_idx, *combine_pos; /* with drops: remapped copies of the two above */

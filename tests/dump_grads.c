@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
-#include "core/config.h"
+#include "backends/backends.h"
+#include "trainer/config.h"
 #include "core/fsutil.h"
 #include "core/rng.h"
-#include "trainer/hf_export.h"
-#include "trainer/model.h"
+#include "model/hf_export.h"
+#include "model/model.h"
 
 int main(int argc, char **argv) {
     if (argc < 3) {

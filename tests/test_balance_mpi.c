@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 #include "tests/test_util.h"
-#include "trainer/model.h"
+#include "model/model.h"
 
 enum { B = 2, S = 8 };
 
@@ -37,7 +37,7 @@ static void test_global_lbl(sl_comm *world) {
     int32_t tok[B * (S + 1)];
     const int E = mc.num_experts;
     int64_t *expect = calloc((size_t)mc.num_hidden_layers * E, sizeof(int64_t));
-    sl_model_begin_step(m);
+    sl_model_begin_step(m, true);
     for (int micro = 0; micro < 2; micro++) {
         tokens_for(rank, micro, mc.vocab_size, tok);
         sl_fwd_stats st;
@@ -57,7 +57,7 @@ static void test_global_lbl(sl_comm *world) {
                   "layer %d micro %d: %lld slots counted", l, micro, (long long)total);
         }
     }
-    sl_model_begin_step(m);
+    sl_model_begin_step(m, true);
     for (int l = 0; l < mc.num_hidden_layers; l++) {
         int64_t sum = 0;
         for (int e = 0; e < E; e++) sum += m->ffn[l].moe.lbl_counts[e];

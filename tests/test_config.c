@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/model_stats.h"
+#include "trainer/config.h"
+#include "model/counts.h"
 #include "tests/test_util.h"
 
 #ifndef SLUICE_SOURCE_DIR

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/model_stats.h"
+#include "model/counts.h"
 #include "core/params.h"
 #include "tests/test_util.h"
-#include "trainer/model.h"
+#include "model/model.h"
 
 typedef struct {
     sl_model *m;

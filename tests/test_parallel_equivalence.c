@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     for (int step = 0; step < steps; step++) {
         feed fd = {.step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
         feed fr = {.step = step, .rank = 0, .world = 1, .vocab = mc.vocab_size};
-        sl_step_result a = {0}, b = {0};
+        sl_step_result a = {.metrics = true}, b = {.metrics = true};
         sl_train_step(&ds, &tc, step, make_batch, &fd, &a, err, sizeof err);
         sl_train_step(&rs, &tc, step, make_batch, &fr, &b, err, sizeof err);
         CHECK(close_enough(a.loss, b.loss), "step %d: loss %.9g vs single process %.9g", step,

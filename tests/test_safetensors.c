@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "tests/test_util.h"
-#include "trainer/safetensors.h"
+#include "io/safetensors.h"
 
 static char g_dir[256];
 

@@ -129,3 +129,12 @@ sl_model_config sl_test_model_config(void) {
     c.attn_output_gate = SL_GATE_ELEMENTWISE;
     return c;
 }
+
+double sl_test_op_scalar(void (*op)(sl_tensor *out, const sl_tensor *x), const sl_tensor *x) {
+    sl_tensor *out = sl_tensor_new1(sl_tensor_backend(x), SL_F32, 1);
+    op(out, x);
+    float v = 0.0f;
+    sl_tensor_to_host(out, &v);
+    sl_tensor_free(out);
+    return v;
+}

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/backend.h"
-#include "core/config.h"
+#include "backends/backends.h"
+#include "trainer/config.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
@@ -48,6 +48,9 @@ void sl_test_fill_normal(float *x, int64_t n, float std, uint64_t seed);
 
 /* A CPU tensor initialised from host data (copied). */
 sl_tensor *sl_test_tensor(sl_dtype dt, int ndim, const int64_t *shape, const void *host);
+/* Runs a reduction op that writes a device scalar (sl_op_sum, sl_op_sumsq,
+ * sl_op_sigmoid_mean) on x and returns the scalar's value. */
+double sl_test_op_scalar(void (*op)(sl_tensor *out, const sl_tensor *x), const sl_tensor *x);
 /* A host copy of a tensor's contents (malloc'ed; caller frees). */
 float *sl_test_host_f32(const sl_tensor *t);
 

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "core/cpu_kernels.h"
+#include "trainer/kernels_cpu.h"
 #include "core/log.h"
 #include "core/vmath.h"
 
@@ -27,8 +27,8 @@ SL_CPU_CLONES static void adamw_range(float *restrict p, const float *restrict g
     }
 }
 
-static void cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
-                      const sl_adamw_params *hp) {
+void sl_cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+                  const sl_adamw_params *hp) {
     (void)ctx;
     SL_CHECK(p->dtype == SL_F32 && g->dtype == SL_F32, "cpu adamw: only f32 is supported");
     float *pp = sl_f32(p), *pm = sl_f32(m), *pv = sl_f32(v);
@@ -45,8 +45,4 @@ static void cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m,
         adamw_range(pp + lo, pg + lo, pm + lo, pv + lo, len, hp->beta1, hp->beta2, hp->lr,
                     hp->weight_decay, hp->eps, hp->grad_scale, inv_bc1, inv_sqrt_bc2);
     }
-}
-
-void sl_cpu_register_trainer(sl_ops_i *ops) {
-    ops->adamw = cpu_adamw;
 }

@@ -10,7 +10,7 @@
 #ifndef SL_LR_SCHEDULE_H
 #define SL_LR_SCHEDULE_H
 
-#include "core/config.h"
+#include "trainer/config.h"
 
 double sl_lr_at(const sl_train_config *t, int step);
 

@@ -67,14 +67,15 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         bool present;
     } fields[] = {
         {"loss", s->loss, true},
-        {"lbl", s->lbl, true},
-        {"lbl_normalized", s->lbl_normalized, true},
-        {"zloss", s->zloss, true},
+        /* metrics-only values exist on logged steps (docs/metrics.md) */
+        {"lbl", s->lbl, !isnan(s->lbl)},
+        {"lbl_normalized", s->lbl_normalized, !isnan(s->lbl)},
+        {"zloss", s->zloss, !isnan(s->zloss)},
         {"lr", s->lr, true},
         {"grad_norm", s->grad_norm, true},
         {"tokens_per_s", s->tokens_per_s, true},
         {"elapsed_s", s->elapsed_s, true},
-        {"gate_score", s->gate_score, true},
+        {"gate_score", s->gate_score, !isnan(s->gate_score)},
         {"eval_loss", s->eval_loss, s->has_eval},
     };
     fprintf(f, "{\"step\": %d", s->step);

@@ -16,6 +16,7 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
     o->ep = p->ep;
     o->zero1 = p->zero1;
     o->layers = p->layers;
+    o->sumsq = sl_tensor_new1(ps->be, SL_F32, SL_PGROUP_COUNT);
     const int64_t bucket = p->bucket_bytes > 0 ? p->bucket_bytes / 4 : 0;
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         const int64_t n = ps->size[g];
@@ -61,9 +62,20 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
 
 double sl_optimizer_finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
-    const double dense_sq = sl_op_sumsq(o->ps->g[SL_PGROUP_DENSE]);
-    double expert_sq =
-        o->ps->size[SL_PGROUP_EXPERT] > 0 ? sl_op_sumsq(o->ps->g[SL_PGROUP_EXPERT]) : 0;
+    /* Both groups' sums of squares into device scalars, then the step's one host read of
+     * them: the clip factor is needed on the host for the next AdamW launch. */
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        sl_tensor *sq = sl_tensor_view1(o->sumsq, g, 1);
+        if (o->ps->size[g] > 0)
+            sl_op_sumsq(sq, o->ps->g[g]);
+        else
+            sl_op_fill(sq, 0.0f);
+        sl_tensor_free(sq);
+    }
+    float sq[SL_PGROUP_COUNT];
+    sl_tensor_to_host(o->sumsq, sq);
+    const double dense_sq = sq[SL_PGROUP_DENSE];
+    double expert_sq = sq[SL_PGROUP_EXPERT];
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);
     return sqrt(dense_sq + expert_sq);
@@ -102,6 +114,7 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
 }
 
 void sl_optimizer_free(sl_optimizer *o) {
+    sl_tensor_free(o->sumsq);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         sl_grad_reducer_free(&o->reducer[g]);
         sl_tensor_free(o->m[g]);

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 
 #include "core/comm.h"
-#include "core/config.h"
+#include "trainer/config.h"
 #include "core/params.h"
 #include "trainer/grad_reducer.h"
 
@@ -33,7 +33,8 @@ typedef struct {
     sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT];           /* moments of the shard */
     int64_t *layer_offset[SL_PGROUP_COUNT]; /* [layers + 1]: first offset of layer l's params */
     int layers;
-    int step; /* optimizer steps taken */
+    int step;         /* optimizer steps taken */
+    sl_tensor *sumsq; /* [groups] device scalars: each group's sum of squared gradients */
 } sl_optimizer;
 
 typedef struct {

@@ -20,9 +20,8 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     const float ce_scale = (float)(1.0 / (double)tc->global_batch_tokens);
     const double aux_scale = 1.0 / ((double)s->micro_batches * ranks);
     sl_params_zero_grad(&m->params);
-    sl_model_begin_step(m);
+    sl_model_begin_step(m, res->metrics);
     if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
-    double sums[5] = {0}; /* loss sum, tokens, lbl, zloss, gate */
     for (int mb = 0; mb < s->micro_batches; mb++) {
         if (next(user, mb, s->tokens, err, errlen) != 0) return -1;
         if (mb == s->micro_batches - 1) {
@@ -31,20 +30,17 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
             m->grad_ready = on_grads_ready;
             m->grad_ready_user = s->opt;
         }
-        sl_fwd_stats st;
-        sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, &st);
+        sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
-        sums[0] += st.loss_sum;
-        sums[1] += (double)st.tokens;
-        sums[2] += st.lbl / s->micro_batches;
-        sums[3] += st.zloss / s->micro_batches;
-        sums[4] += st.gate_score / s->micro_batches;
         for (int l = 0; res->counts && l < nl; l++) {
             const int64_t *lc = sl_model_expert_counts(m, l);
             if (lc)
                 for (int e = 0; e < ne; e++) res->counts[(int64_t)l * ne + e] += lc[e];
         }
     }
+    sl_fwd_stats st; /* the step's statistics, read once (metrics only on metrics steps) */
+    sl_model_read_stats(m, &st);
+    double sums[5] = {st.loss_sum, (double)st.tokens, st.lbl, st.zloss, st.gate_score};
     res->grad_norm = sl_optimizer_finish_reduce(s->opt);
     const double clip =
         tc->grad_clip > 0 && res->grad_norm > tc->grad_clip ? tc->grad_clip / res->grad_norm : 1.0;
@@ -52,15 +48,15 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     /* A non-finite norm is the same on every rank (it comes from reduced gradients): skip
      * the update everywhere and let the caller stop. */
     if (isfinite(res->grad_norm)) sl_optimizer_apply(s->opt, tc, res->lr, clip);
-    sl_comm_allreduce_sum_f64(s->world, sums, 5);
+    sl_comm_allreduce_sum_f64(s->world, sums, res->metrics ? 5 : 2);
     if (res->counts && ne > 0) {
         sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
         if (tc->router_bias_update_rate > 0)
             sl_model_update_router_bias(m, res->counts, tc->router_bias_update_rate);
     }
     res->loss = sums[0] / sums[1];
-    res->lbl = sums[2] / ranks;
-    res->zloss = sums[3] / ranks;
-    res->gate_score = sums[4] / ranks;
+    res->lbl = res->metrics ? sums[2] / ranks : NAN;
+    res->zloss = res->metrics ? sums[3] / ranks : NAN;
+    res->gate_score = res->metrics ? sums[4] / ranks : NAN;
     return 0;
 }

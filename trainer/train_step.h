@@ -12,8 +12,8 @@
 #define SL_TRAIN_STEP_H
 
 #include "core/comm.h"
-#include "core/config.h"
-#include "trainer/model.h"
+#include "trainer/config.h"
+#include "model/model.h"
 #include "trainer/optimizer.h"
 
 /* Fills one micro-batch tokens [batch, seq + 1]. Returns 0, or -1 with a message in err. */
@@ -28,8 +28,9 @@ typedef struct {
 } sl_stepper;
 
 typedef struct {
-    double loss; /* mean token cross-entropy over the global batch */
-    double lbl;  /* mean over ranks, micro-batches and MoE layers of E sum f_i P_i */
+    bool metrics; /* in: also compute lbl, zloss and gate_score (else they are NaN) */
+    double loss;  /* mean token cross-entropy over the global batch */
+    double lbl;   /* mean over ranks, micro-batches and MoE layers of E sum f_i P_i */
     double zloss;
     double gate_score;
     double grad_norm; /* before clipping */

@@ -19,12 +19,12 @@
 #include "core/backend.h"
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "core/model_stats.h"
+#include "model/counts.h"
 #include "core/ops.h"
 #include "io/reader.h"
-#include "trainer/hf_export.h"
+#include "model/hf_export.h"
 #include "trainer/metrics.h"
-#include "trainer/model.h"
+#include "model/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/topology.h"
 #include "trainer/train_step.h"
@@ -78,8 +78,9 @@ static double evaluate(trainer *t) {
         return -1.0;
     }
     const int64_t per_batch = (int64_t)c->train.micro_batch_size * c->train.seq_len;
-    double sums[2] = {0.0, 0.0}; /* this rank's loss sum and tokens */
-    double seen = 0.0;           /* tokens evaluated by all ranks */
+    sl_model_begin_step(t->model, false); /* the held-out loss needs no metrics */
+    double sums[2] = {0.0, 0.0};          /* this rank's loss sum and tokens */
+    double seen = 0.0;                    /* tokens evaluated by all ranks */
     bool have_batch = false;
     for (;;) {
         double flags[2] = {0.0, 0.0}; /* [0]: some rank has a batch, [1]: some rank failed */
@@ -136,12 +137,6 @@ static int setup(trainer *t) {
         return -1;
     }
     t->micro_batches = (int)(tc->global_batch_tokens / per_micro);
-    sl_backend_params bp = {.threads = c->backend.threads, .device = -1};
-    t->be = sl_backend_create(c->backend.name, &bp, t->err, sizeof t->err);
-    if (!t->be) {
-        sl_error("%s: backend.name: %s", c->path, t->err);
-        return -1;
-    }
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
         .drop_policy =
@@ -195,9 +190,7 @@ static void print_banner(const trainer *t) {
     int64_t total = 0, active = 0;
     sl_model_param_count(&c->model, &total, &active);
     const double flops = sl_model_flops_per_token(&c->model, c->train.seq_len);
-    const char *gate = c->model.attn_output_gate == SL_GATE_ELEMENTWISE ? "elementwise"
-                       : c->model.attn_output_gate == SL_GATE_HEADWISE  ? "headwise"
-                                                                        : "none";
+    const char *gate = sl_gate_mode_name(c->model.attn_output_gate);
     sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d)", c->path,
             sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size, t->topo.ep_size);
     sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
@@ -300,7 +293,14 @@ static int train_loop(trainer *t) {
     for (int step = 0; step < tc->max_steps; step++) {
         const double ts = now_s();
         maybe_inject_fault(t, step + 1);
-        sl_step_result res = {.counts = mc->num_experts > 0 ? counts : NULL};
+        const int done = step + 1;
+        const bool do_eval =
+            done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
+        /* Logged steps also compute the metrics-only statistics (gate score, router
+         * statistics); other steps read just the loss from the device. */
+        const bool logged =
+            done % (tc->log_every > 0 ? tc->log_every : 1) == 0 || do_eval || done == tc->max_steps;
+        sl_step_result res = {.counts = mc->num_experts > 0 ? counts : NULL, .metrics = logged};
         if (sl_train_step(&stepper, tc, step, train_batch, t, &res, t->err, sizeof t->err) != 0) {
             sl_error("training data: %s", t->err);
             sl_comm_abort(1);
@@ -317,9 +317,6 @@ static int train_loop(trainer *t) {
                     rank_load[p] += (double)counts[(int64_t)l * ne + e] / groups;
         }
         const double elapsed = now_s() - t0, dt = now_s() - ts;
-        const int done = step + 1;
-        const bool do_eval =
-            done == tc->max_steps || (tc->eval_every > 0 && done % tc->eval_every == 0);
         sl_step_metrics sm = {
             .step = done,
             .max_steps = tc->max_steps,
@@ -356,10 +353,7 @@ static int train_loop(trainer *t) {
             }
             sm.has_eval = !isnan(sm.eval_loss);
         }
-        if (t->topo.rank == 0)
-            sl_metrics_step(&t->metrics, &sm,
-                            done % (tc->log_every > 0 ? tc->log_every : 1) == 0 || sm.has_eval ||
-                                done == tc->max_steps);
+        if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
         if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
             save(t, done, false) != 0) {
             rc = -1;
@@ -377,11 +371,12 @@ static int train_loop(trainer *t) {
     return rc;
 }
 
-int sl_train(const sl_config *cfg, sl_comm *world) {
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.topo.world = world;
+    t.be = be;
     int rc = setup(&t);
     /* Every rank must agree before the first collective of the loop, or the healthy ones
      * would wait forever for the one that failed. */
@@ -395,7 +390,6 @@ int sl_train(const sl_config *cfg, sl_comm *world) {
     if (t.train_reader) sl_reader_close(t.train_reader);
     if (t.model) sl_optimizer_free(&t.opt);
     sl_model_free(t.model);
-    if (t.be) sl_backend_free(t.be);
     if (t.topo.ep) sl_topology_free(&t.topo);
     sl_metrics_close(&t.metrics);
     free(t.tokens);

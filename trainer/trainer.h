@@ -5,11 +5,13 @@
 #ifndef SL_TRAINER_H
 #define SL_TRAINER_H
 
+#include "core/backend.h"
 #include "core/comm.h"
-#include "core/config.h"
+#include "trainer/config.h"
 
-/* Runs cfg to completion on the ranks of `world`. Returns 0, or 1 after printing an error
- * that names the failing file/key (on every rank that saw it). */
-int sl_train(const sl_config *cfg, sl_comm *world);
+/* Runs cfg to completion on the ranks of `world`, computing on backend `be` (created by the
+ * launcher from cfg->backend; the caller frees it). Returns 0, or 1 after printing an error
+ * that names the failing file/key. */
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be);
 
 #endif

@@ -1,5 +1,5 @@
 /* core/model_stats.c - parameter and FLOP counts (formulas in core/model_stats.h). */
-#include "core/model_stats.h"
+#include "model/counts.h"
 
 #include <stdbool.h>
 

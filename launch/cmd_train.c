@@ -1,10 +1,11 @@
-/* trainer/cmd_train.c - `sluice train CONFIG [--set key=value ...]`. */
+/* launch/cmd_train.c - `sluice train CONFIG [--set key=value ...]`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backends.h"
 #include "core/comm.h"
-#include "core/config.h"
+#include "trainer/config.h"
 #include "core/log.h"
 #include "launch/commands.h"
 #include "trainer/trainer.h"
@@ -68,16 +69,24 @@ int sl_cmd_train(int argc, char **argv) {
     sl_config *cfg = calloc(1, sizeof *cfg);
     char err[2048];
     int rc = 0;
-    if (sl_config_load(config_path, cfg, err, sizeof err) != 0) {
-        sl_error("%s", err);
+    /* Every rank parses the same file and flags, so their errors are alike: printed once. */
+    if (sl_config_load(config_path, cfg, err, sizeof err) != 0 ||
+        sl_config_apply_sets(cfg, (const char *const *)sets, nsets, err, sizeof err) != 0) {
+        sl_error_once("%s", err);
         rc = 1;
     }
-    for (int i = 0; rc == 0 && i < nsets; i++)
-        if (sl_config_set(cfg, sets[i], err, sizeof err) != 0) {
-            sl_error("--set %s: %s", sets[i], err);
-            rc = 1;
-        }
-    if (rc == 0) rc = sl_train(cfg, world);
+    sl_backend *be = NULL;
+    if (rc == 0) {
+        sl_backend_params bp = {.threads = cfg->backend.threads, .device = -1};
+        be = sl_backend_create(cfg->backend.name, &bp, err, sizeof err);
+        if (!be) sl_error("%s: backend.name: %s", config_path, err);
+        /* a device can be missing on one node only: all ranks agree before training */
+        double fail = be == NULL;
+        sl_comm_allreduce_max_f64(world, &fail, 1);
+        if (fail > 0) rc = 1;
+    }
+    if (rc == 0) rc = sl_train(cfg, world, be);
+    if (be) sl_backend_free(be);
     free(cfg);
     free(sets);
     sl_comm_finalize(world);

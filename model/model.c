@@ -1,6 +1,7 @@
-/* trainer/model.c - the decoder stack, LM head and loss (see model.h). */
-#include "trainer/model.h"
+/* model/model.c - the decoder stack, LM head and loss (see model.h). */
+#include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,31 @@
 /* Elements of one logits chunk: bounds the LM head's memory independently of T. */
 #define SL_LOGITS_CHUNK_ELEMS ((int64_t)1 << 24)
 
+static sl_attn_config attn_config(const sl_model_config *c) {
+    return (sl_attn_config){.hidden = c->hidden_size,
+                            .heads = c->num_attention_heads,
+                            .kv_heads = c->num_key_value_heads,
+                            .head_dim = c->head_dim,
+                            .gate = c->attn_output_gate,
+                            .eps = (float)c->rms_norm_eps,
+                            .init_std = (float)c->initializer_range};
+}
+
+static sl_ffn_config ffn_config(const sl_model_config *c, int layer) {
+    return (sl_ffn_config){.hidden = c->hidden_size,
+                           .is_moe = sl_layer_is_moe(c, layer),
+                           .dense_ffn = c->intermediate_size,
+                           .moe = {.hidden = c->hidden_size,
+                                   .experts = c->num_experts,
+                                   .topk = c->num_experts_per_tok,
+                                   .expert_ffn = c->moe_intermediate_size,
+                                   .shared_ffn = c->shared_expert_intermediate_size,
+                                   .norm_topk = c->norm_topk_prob,
+                                   .init_std = (float)c->initializer_range},
+                           .eps = (float)c->rms_norm_eps,
+                           .init_std = (float)c->initializer_range};
+}
+
 static void declare(sl_model *m, int ep_rank, int ep_size) {
     const sl_model_config *c = &m->cfg;
     const float std = (float)c->initializer_range;
@@ -20,11 +46,15 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
                              (int64_t[]){c->vocab_size, c->hidden_size}, SL_INIT_NORMAL, std, -1);
     m->attn = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->attn);
     m->ffn = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->ffn);
+    const sl_attn_config ac = attn_config(c);
     for (int l = 0; l < c->num_hidden_layers; l++) {
-        sl_attn_block_declare(&m->attn[l], c, l, ps);
-        sl_ffn_block_declare(&m->ffn[l], c, l, ps, ep_rank, ep_size);
+        const sl_ffn_config fc = ffn_config(c, l);
+        sl_params_set_layer(ps, l);
+        sl_attn_block_declare(&m->attn[l], &ac, l, ps);
+        sl_ffn_block_declare(&m->ffn[l], &fc, l, ps, ep_rank, ep_size);
         m->n_moe_layers += m->ffn[l].is_moe;
     }
+    sl_params_set_layer(ps, -1);
     m->final_norm = sl_params_add(ps, "model.norm.weight", SL_PGROUP_DENSE, 1,
                                   (int64_t[]){c->hidden_size}, SL_INIT_ONES, 0.0f, -1);
     m->lm_head = c->tie_word_embeddings ? m->embed
@@ -33,16 +63,54 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
                                                         SL_INIT_NORMAL, std, -1);
 }
 
+/*
+ * Step statistics stay on the device until sl_model_read_stats reads them, once per step:
+ * per micro-batch slot, the loss sum (stat_loss) and, on metrics steps, each layer's gate
+ * score and each MoE layer's router statistics (stat_metrics); the per-expert counts are on
+ * the host already (the dispatcher's one read per layer) and are copied beside them.
+ */
+static void stats_reserve(sl_model *m, int cap) {
+    if (cap <= m->stat_cap) return;
+    const int64_t w = m->stat_width > 0 ? m->stat_width : 1, ne = m->cfg.num_experts;
+    const int64_t moe_counts = (int64_t)m->n_moe_layers * ne;
+    sl_tensor *loss = sl_tensor_new1(m->be, SL_F32, cap);
+    sl_tensor *metrics = sl_tensor_new2(m->be, SL_F32, cap, w);
+    int64_t *counts =
+        sl_xcalloc((size_t)cap * (size_t)(moe_counts > 0 ? moe_counts : 1), sizeof(int64_t));
+    if (m->stat_cap > 0) { /* keep the slots recorded so far */
+        sl_tensor *dst = sl_tensor_view1(loss, 0, m->stat_cap);
+        sl_tensor_copy(dst, m->stat_loss);
+        sl_tensor_free(dst);
+        dst = sl_tensor_view2(metrics, 0, m->stat_cap, w);
+        sl_tensor_copy(dst, m->stat_metrics);
+        sl_tensor_free(dst);
+        memcpy(counts, m->stat_counts, (size_t)m->stat_cap * moe_counts * sizeof(int64_t));
+    }
+    sl_tensor_free(m->stat_loss);
+    sl_tensor_free(m->stat_metrics);
+    free(m->stat_counts);
+    m->stat_loss = loss, m->stat_metrics = metrics, m->stat_counts = counts;
+    m->stat_cap = cap;
+}
+
+/* A [1] view of slot `mb`'s entry `col` of the metrics buffer (col -1: the loss). */
+static sl_tensor *stat_slot(sl_model *m, int mb, int64_t col) {
+    if (col < 0) return sl_tensor_view1(m->stat_loss, mb, 1);
+    return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, 1);
+}
+
 static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     const sl_model_config *c = &m->cfg;
     const int64_t t = m->tokens, hid = c->hidden_size;
     sl_backend *be = m->be;
     for (int l = 0; l < c->num_hidden_layers; l++) {
+        const sl_ffn_config fc = ffn_config(c, l);
         sl_attn_block_alloc(&m->attn[l], be, t);
-        sl_ffn_block_alloc(&m->ffn[l], c, be, ep, t, opts);
+        sl_ffn_block_alloc(&m->ffn[l], &fc, be, ep, t, opts);
     }
-    sl_attn_workspace_alloc(&m->attn_ws, c, be, t);
-    sl_ffn_workspace_alloc(&m->ffn_ws, c, be, t);
+    const sl_attn_config ac = attn_config(c);
+    sl_attn_workspace_alloc(&m->attn_ws, &ac, be, t);
+    sl_ffn_workspace_alloc(&m->ffn_ws, c->hidden_size, be, t);
     m->x = sl_xcalloc((size_t)c->num_hidden_layers + 1, sizeof *m->x);
     m->h = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->h);
     for (int l = 0; l <= c->num_hidden_layers; l++) {
@@ -64,6 +132,8 @@ static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     m->logits = sl_tensor_new2(be, SL_F32, m->chunk_rows, c->vocab_size);
     m->losses = sl_tensor_new1(be, SL_F32, t);
     m->host_ids = sl_xmalloc((size_t)t * sizeof(int32_t));
+    m->stat_width = c->num_hidden_layers + m->n_moe_layers * (c->num_experts + 1);
+    stats_reserve(m, 1);
 }
 
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
@@ -110,6 +180,7 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
     m->batch = batch;
     m->seq = seq;
     m->tokens = (int64_t)batch * seq;
+    m->stat_metrics_on = true; /* until the trainer's begin_step says otherwise */
     sl_params_init(&m->params, be);
     declare(m, ep_rank, ep_size);
     sl_params_finalize(&m->params);
@@ -136,22 +207,36 @@ static void load_tokens(sl_model *m, const int32_t *tokens) {
     sl_tensor_from_host(m->pos, m->host_ids);
 }
 
-static void forward_stack(sl_model *m, sl_fwd_stats *st) {
+/* Records micro-batch slot m->stat_mb's metrics as the stack runs (metrics steps only). */
+static void forward_stack(sl_model *m) {
     const sl_model_config *c = &m->cfg;
     sl_attn_inputs in = {.batch = m->batch,
                          .seq = m->seq,
                          .pos = m->pos,
                          .inv_freq = m->inv_freq,
                          .mscale = m->mscale};
-    memset(st, 0, sizeof *st);
+    const int mb = m->stat_mb, ne = c->num_experts;
+    int moe = 0;
     sl_op_embedding_fwd(m->x[0], m->ids, m->embed->w);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         sl_attn_block_forward(&m->attn[l], &in, m->x[l], m->h[l]);
         sl_ffn_block_forward(&m->ffn[l], m->h[l], m->x[l + 1]);
-        st->gate_score += sl_attn_block_gate_score(&m->attn[l]) / c->num_hidden_layers;
+        if (m->stat_metrics_on) {
+            sl_tensor *gate = stat_slot(m, mb, l);
+            sl_attn_block_gate_score(&m->attn[l], gate);
+            sl_tensor_free(gate);
+        }
         if (m->ffn[l].is_moe) {
-            st->lbl += m->ffn[l].moe.lbl / m->n_moe_layers;
-            st->zloss += m->ffn[l].moe.zloss / m->n_moe_layers;
+            if (m->stat_metrics_on) {
+                const int64_t col = c->num_hidden_layers + (int64_t)moe * (ne + 1);
+                sl_tensor *dst =
+                    sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, ne + 1);
+                sl_tensor_copy(dst, m->ffn[l].moe.router.stats);
+                sl_tensor_free(dst);
+            }
+            memcpy(m->stat_counts + ((int64_t)mb * m->n_moe_layers + moe) * ne,
+                   sl_moe_block_counts(&m->ffn[l].moe), (size_t)ne * sizeof(int64_t));
+            moe++;
         }
     }
     sl_op_rmsnorm_fwd(m->xf, m->xf_rstd, m->x[c->num_hidden_layers], m->final_norm->w,
@@ -159,7 +244,7 @@ static void forward_stack(sl_model *m, sl_fwd_stats *st) {
 }
 
 /* LM head + cross-entropy over row chunks; with backward, also the head's gradients. */
-static void head_and_loss(sl_model *m, bool backward, float ce_scale, sl_fwd_stats *st) {
+static void head_and_loss(sl_model *m, bool backward, float ce_scale) {
     const int64_t v = m->cfg.vocab_size, hid = m->cfg.hidden_size;
     for (int64_t r0 = 0; r0 < m->tokens; r0 += m->chunk_rows) {
         const int64_t n = m->tokens - r0 < m->chunk_rows ? m->tokens - r0 : m->chunk_rows;
@@ -178,22 +263,34 @@ static void head_and_loss(sl_model *m, bool backward, float ce_scale, sl_fwd_sta
         }
         sl_tensor_free(xf), sl_tensor_free(logits), sl_tensor_free(tg), sl_tensor_free(loss);
     }
-    st->loss_sum = sl_op_sum(m->losses);
-    st->tokens = m->tokens;
+    sl_tensor *loss_sum = stat_slot(m, m->stat_mb, -1);
+    sl_op_sum(loss_sum, m->losses);
+    sl_tensor_free(loss_sum);
+}
+
+/* Claims the next statistics slot of the step. */
+static void stats_next_slot(sl_model *m) {
+    if (m->stat_mb == m->stat_cap) stats_reserve(m, 2 * m->stat_cap);
 }
 
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st) {
+    /* evaluation, between training steps: slot 0, metrics as the last begin_step said */
+    m->stat_mb = m->stat_first = 0;
     load_tokens(m, tokens);
-    forward_stack(m, st);
-    head_and_loss(m, false, 1.0f, st);
+    forward_stack(m);
+    head_and_loss(m, false, 1.0f);
+    m->stat_mb = 1;
+    sl_model_read_stats(m, st);
+    m->stat_mb = 0;
 }
 
 void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
                                sl_fwd_stats *st) {
     const sl_model_config *c = &m->cfg;
+    stats_next_slot(m);
     load_tokens(m, tokens);
-    forward_stack(m, st);
-    head_and_loss(m, true, ce_scale, st);
+    forward_stack(m);
+    head_and_loss(m, true, ce_scale);
     sl_attn_inputs in = {.batch = m->batch,
                          .seq = m->seq,
                          .pos = m->pos,
@@ -214,11 +311,59 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     }
     sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
     if (m->grad_ready) m->grad_ready(m->grad_ready_user, -1);
+    m->stat_mb++;
+    if (st) {
+        /* this micro-batch alone, read now (tests and tools; the trainer passes NULL) */
+        const int first = m->stat_first;
+        m->stat_first = m->stat_mb - 1;
+        sl_model_read_stats(m, st);
+        m->stat_first = first;
+        m->stat_mb--; /* consumed: the slot is free again */
+    }
 }
 
-void sl_model_begin_step(sl_model *m) {
+void sl_model_begin_step(sl_model *m, bool metrics) {
+    m->stat_mb = 0;
+    m->stat_first = 0;
+    m->stat_metrics_on = metrics;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe);
+}
+
+void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {
+    const sl_model_config *c = &m->cfg;
+    const int first = m->stat_first, n = m->stat_mb - first, ne = c->num_experts;
+    memset(st, 0, sizeof *st);
+    st->lbl = st->zloss = st->gate_score = NAN;
+    if (n <= 0) return;
+    float *loss = sl_xmalloc((size_t)n * sizeof(float));
+    sl_tensor_to_host_range(m->stat_loss, first, n, loss);
+    for (int i = 0; i < n; i++) st->loss_sum += loss[i];
+    free(loss);
+    st->tokens = (int64_t)n * m->tokens;
+    if (!m->stat_metrics_on) return;
+    const int64_t w = m->stat_width;
+    float *mt = sl_xmalloc((size_t)(n * w > 0 ? n * w : 1) * sizeof(float));
+    if (w > 0) sl_tensor_to_host_range(m->stat_metrics, (int64_t)first * w, n * w, mt);
+    st->lbl = st->zloss = st->gate_score = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *row = mt + (int64_t)i * w;
+        double gate = 0.0, lbl = 0.0, z = 0.0;
+        for (int l = 0; l < c->num_hidden_layers; l++) gate += row[l] / c->num_hidden_layers;
+        for (int k = 0; k < m->n_moe_layers; k++) {
+            double lk, zk;
+            const int64_t *counts =
+                m->stat_counts + ((int64_t)(first + i) * m->n_moe_layers + k) * ne;
+            sl_moe_aux_stats(ne, m->tokens, counts,
+                             row + c->num_hidden_layers + (int64_t)k * (ne + 1), &lk, &zk);
+            lbl += lk / m->n_moe_layers;
+            z += zk / m->n_moe_layers;
+        }
+        st->gate_score += gate / n;
+        st->lbl += lbl / n;
+        st->zloss += z / n;
+    }
+    free(mt);
 }
 
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate) {
@@ -247,14 +392,16 @@ void sl_model_free(sl_model *m) {
             if (l < nl) sl_tensor_free(m->h[l]);
         }
     }
-    sl_tensor *ts[] = {m->dx, m->dh,      m->ids, m->targets, m->pos,   m->inv_freq,
-                       m->xf, m->xf_rstd, m->dxf, m->logits,  m->losses};
+    sl_tensor *ts[] = {m->dx,       m->dh,        m->ids,         m->targets, m->pos,
+                       m->inv_freq, m->xf,        m->xf_rstd,     m->dxf,     m->logits,
+                       m->losses,   m->stat_loss, m->stat_metrics};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(m->x);
     free(m->h);
     free(m->attn);
     free(m->ffn);
     free(m->host_ids);
+    free(m->stat_counts);
     sl_params_free(&m->params);
     free(m);
 }

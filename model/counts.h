@@ -41,7 +41,7 @@
 
 #include <stdint.h>
 
-#include "core/config.h"
+#include "model/config.h"
 
 /* Total parameters and parameters touched per token (formulas above). */
 void sl_model_param_count(const sl_model_config *m, int64_t *total, int64_t *active_per_token);

@@ -13,16 +13,18 @@
 
 #include "attention/attn_block.h"
 #include "core/comm.h"
-#include "core/config.h"
+#include "model/config.h"
 #include "core/params.h"
 #include "moe/ffn_block.h"
 
+/* Statistics of the micro-batches read together (sl_model_read_stats). */
 typedef struct {
-    double loss_sum;   /* sum of token cross-entropies (nats) of this micro-batch */
-    int64_t tokens;    /* tokens with a target */
-    double lbl;        /* mean over MoE layers of E * sum f_i P_i (k when balanced) */
-    double zloss;      /* mean over MoE layers of mean lse^2 */
-    double gate_score; /* mean over layers of mean sigmoid(gate) */
+    double loss_sum;   /* sum of token cross-entropies (nats) */
+    int64_t tokens;    /* tokens evaluated */
+    double lbl;        /* mean over micro-batches and MoE layers of E * sum f_i P_i (k when
+                        * balanced); NaN unless the step records metrics */
+    double zloss;      /* the same for mean lse^2 */
+    double gate_score; /* mean over micro-batches and layers of mean sigmoid(gate) */
 } sl_fwd_stats;
 
 typedef struct {
@@ -50,6 +52,12 @@ typedef struct {
      * (the trainer starts gradient all-reduce buckets from it). */
     void (*grad_ready)(void *user, int layer);
     void *grad_ready_user;
+    /* Step statistics on the device, one slot per micro-batch (model.c explains). */
+    int stat_cap, stat_mb, stat_first;
+    bool stat_metrics_on;
+    int64_t stat_width;                  /* layers + MoE layers * (experts + 1) */
+    sl_tensor *stat_loss, *stat_metrics; /* [cap], [cap, stat_width] */
+    int64_t *stat_counts;                /* host [cap, MoE layers, experts] */
 } sl_model;
 
 /* Declares, allocates and lays out the model for micro-batches of [batch, seq] tokens.
@@ -57,8 +65,13 @@ typedef struct {
  * dropless, per-micro-batch LBL, no selection bias) configures the MoE layers. */
 sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                           int seq, const sl_moe_options *opts, char *err, size_t errlen);
-/* Call before the first micro-batch of every optimizer step. */
-void sl_model_begin_step(sl_model *m);
+/* Call before the first micro-batch of every optimizer step. With metrics, the step also
+ * records the gate score and router statistics (for sl_model_read_stats); without, it
+ * records only the loss (the trainer asks for metrics on logged steps). */
+void sl_model_begin_step(sl_model *m, bool metrics);
+/* The step's one host read: the statistics of the micro-batches run since begin_step (loss
+ * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */
+void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);
 /* Aux-loss-free balancing: moves every MoE layer's selection bias from the step's global
  * expert counts counts[layer * num_experts + e]. */
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
@@ -68,10 +81,13 @@ int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
 
 /* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward and
  * accumulates parameter gradients of  ce_scale * sum(token losses) + aux terms, where the
- * aux coefficients (config) are multiplied by aux_scale (1 / (micro-batches * ranks)). */
+ * aux coefficients (config) are multiplied by aux_scale (1 / (micro-batches * ranks)).
+ * Statistics stay on the device for sl_model_read_stats; st != NULL reads this micro-batch's
+ * at once (a host read: tests and tools; the trainer passes NULL). */
 void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
                                sl_fwd_stats *st);
-/* Forward only (evaluation). */
+/* Forward only (evaluation): this batch's statistics, read at once (lbl, zloss and gate
+ * score only when the last sl_model_begin_step asked for metrics; a new model does). */
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st);
 
 /* Per-layer expert load of the last forward: tokens routed to each expert by this rank

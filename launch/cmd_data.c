@@ -1,4 +1,4 @@
-/* io/cmd_data.c - `sluice data build | info | verify` (docs/data.md). */
+/* launch/cmd_data.c - `sluice data build | info | verify` (docs/data.md). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>

@@ -9,16 +9,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/backend.h"
+#include "backends/backends.h"
 #include "core/comm.h"
-#include "core/config.h"
+#include "trainer/config.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "io/reader.h"
 #include "io/shard.h"
 #include "launch/commands.h"
-#include "trainer/hf_export.h"
-#include "trainer/model.h"
+#include "model/hf_export.h"
+#include "model/model.h"
 
 #define SL_EOD_TOKEN 256
 

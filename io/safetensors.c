@@ -6,7 +6,7 @@
  * be read. Integers in the header are accepted up to 2^53, the range a JSON parser that stores
  * numbers as doubles (cJSON) represents exactly; the writer refuses files larger than that.
  */
-#include "trainer/safetensors.h"
+#include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

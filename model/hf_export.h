@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "trainer/model.h"
+#include "model/model.h"
 
 typedef struct {
     char name[160];

@@ -1,5 +1,5 @@
 /* trainer/hf_export.c - Hugging Face naming of sluice's parameters (see hf_export.h). */
-#include "trainer/hf_export.h"
+#include "model/hf_export.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "trainer/safetensors.h"
+#include "io/safetensors.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);

@@ -1,0 +1,34 @@
+/*
+ * backends/backends.h - creating a compute backend by name.
+ *
+ * Each backend is a memory half in core/ (core/backend_cpu.c, core/backend_cuda.cu) plus an
+ * operation table assembled here from the kernels of every concern (backends/cpu.c and, with
+ * CUDA kernels, backends/cuda.cu). This directory sits above core/, attention/, moe/ and the
+ * trainer's kernels; launchers, tests and benchmarks create backends through it, and model
+ * code only ever sees the opaque sl_backend.
+ */
+#ifndef SL_BACKENDS_H
+#define SL_BACKENDS_H
+
+#include <stddef.h>
+
+#include "core/backend.h"
+
+typedef struct sl_ops_i sl_ops_i;
+
+/* Names of the backends compiled into this build, e.g. {"cpu", "cuda"}. */
+int sl_backend_count(void);
+const char *sl_backend_name_at(int i);
+
+/* Creates backend `name` (params NULL: defaults). On failure returns NULL and writes a reason
+ * into err. */
+sl_backend *sl_backend_create(const char *name, const sl_backend_params *params, char *err,
+                              size_t errlen);
+
+/* The operation tables (for the conformance test, which reports missing entries by name). */
+const sl_ops_i *sl_backends_cpu_ops(void);
+#ifdef SLUICE_WITH_CUDA
+const sl_ops_i *sl_backends_cuda_ops(void);
+#endif
+
+#endif

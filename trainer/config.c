@@ -1,0 +1,294 @@
+/*
+ * trainer/config.c - the run configuration as a whole: defaults, parsing a file or string
+ * section by section (trainer/config_sections.c, model/config.c), --set overrides and
+ * serialization back to JSON. Every message is "<name>: <key path>: <reason>".
+ */
+#include "trainer/config.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "trainer/config_sections.h"
+
+/* ---- defaults ---------------------------------------------------------------------------- */
+
+void sl_config_defaults(sl_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    sl_model_config_defaults(&cfg->model);
+
+    sl_train_config *t = &cfg->train;
+    t->seq_len = 4096;
+    t->micro_batch_size = 1;
+    t->global_batch_tokens = 4096; /* when absent from a file: seq_len * micro_batch_size */
+    t->max_steps = 1000;
+    t->lr = 3e-4;
+    t->min_lr = 3e-5;
+    t->warmup_steps = 100;
+    t->schedule = SL_LR_COSINE;
+    t->decay_fraction = 0.2;
+    t->beta1 = 0.9;
+    t->beta2 = 0.95;
+    t->eps = 1e-8;
+    t->weight_decay = 0.1;
+    t->grad_clip = 1.0;
+    t->seed = 1234;
+    t->eval_every = 500;
+    t->eval_tokens = 262144;
+    t->log_every = 10;
+    t->save_every = 0;
+    snprintf(t->out_dir, sizeof t->out_dir, "runs/default");
+    SL_CHECK(sl_config_derive_metrics_file(t) == 0, "default metrics_file");
+
+    cfg->data.n_train = 0;
+    cfg->data.seed = 1234;
+    cfg->data.prefetch = 4;
+
+    cfg->parallel.expert_parallel = 1;
+    cfg->parallel.zero1 = false;
+    cfg->parallel.capacity_factor = 0.0;
+    snprintf(cfg->parallel.drop_policy, sizeof cfg->parallel.drop_policy, "probs");
+    cfg->parallel.bucket_mb = 64;
+
+    snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
+    cfg->backend.threads = 0;
+}
+/* ---- parse ------------------------------------------------------------------------------- */
+
+/* Applies a parsed tree on top of the defaults and validates; writes cfg only on success. */
+static int parse_tree(const cJSON *root, const char *name, const char *path, sl_config *cfg,
+                      char *err, size_t errlen) {
+    sl_cfg_ctx c = {name, err, errlen, false};
+    char d[96];
+    if (!cJSON_IsObject(root))
+        return sl_cfg_err(
+            &c, "",
+            "the top level must be an object with the sections model, training, data, "
+            "parallel and backend; got %s",
+            sl_cfg_describe(root, d, 96));
+    sl_config *t = sl_xmalloc(sizeof *t);
+    sl_config_defaults(t);
+    snprintf(t->path, sizeof t->path, "%s", path);
+    int rc = -1;
+    const cJSON *model = NULL, *train = NULL;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        for (const cJSON *p = root->child; p != it; p = p->next)
+            if (strcmp(p->string, it->string) == 0) {
+                sl_cfg_err(&c, it->string, "duplicate section");
+                goto done;
+            }
+        const sl_config_section *s = NULL;
+        for (int i = 0; i < sl_config_nsections; i++)
+            if (strcmp(sl_config_sections[i].name, it->string) == 0) s = &sl_config_sections[i];
+        if (!s) {
+            sl_cfg_err(&c, it->string,
+                       "unknown section (expected model, training, data, parallel or backend)");
+            goto done;
+        }
+        if (sl_cfg_apply(&c, it, s->name, s->keys, *s->nkeys, (char *)t + s->off)) goto done;
+        if (s->off == offsetof(sl_config, model)) model = it;
+        if (s->off == offsetof(sl_config, train)) train = it;
+    }
+    if (!model) {
+        sl_cfg_err(&c, "model", "required section missing");
+        goto done;
+    }
+    if (sl_model_config_finish(&c, model, "model", &t->model)) goto done;
+    if (sl_config_train_finish(&c, train, &t->train)) goto done;
+    if (sl_config_validate_named(t, name, err, errlen)) goto done;
+    *cfg = *t;
+    rc = 0;
+done:
+    free(t);
+    return rc;
+}
+
+int sl_config_parse(const char *json, const char *name, sl_config *cfg, char *err, size_t errlen) {
+    if (!name) name = "<config>";
+    cJSON *root = sl_cfg_parse_json(json, name, err, errlen);
+    if (!root) return -1;
+    int rc = parse_tree(root, name, name, cfg, err, errlen);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sl_config_load(const char *path, sl_config *cfg, char *err, size_t errlen) {
+    size_t len = 0;
+    char *text = sl_read_file(path, &len, err, errlen);
+    if (!text) return -1;
+    if (strlen(text) != len) {
+        free(text);
+        return sl_cfg_message(err, errlen, path, "", "contains a NUL byte");
+    }
+    int rc = sl_config_parse(text, path, cfg, err, errlen);
+    free(text);
+    return rc;
+}
+static cJSON *config_tree(const sl_config *cfg) {
+    cJSON *root = cJSON_CreateObject();
+    SL_CHECK(root != NULL, "out of memory");
+    sl_model_config_to_json(cJSON_AddObjectToObject(root, "model"), &cfg->model, false);
+
+    const sl_train_config *t = &cfg->train;
+    cJSON *o = cJSON_AddObjectToObject(root, "training");
+    cJSON_AddNumberToObject(o, "seq_len", t->seq_len);
+    cJSON_AddNumberToObject(o, "micro_batch_size", t->micro_batch_size);
+    cJSON_AddNumberToObject(o, "global_batch_tokens", (double)t->global_batch_tokens);
+    cJSON_AddNumberToObject(o, "max_steps", t->max_steps);
+    cJSON_AddNumberToObject(o, "lr", t->lr);
+    cJSON_AddNumberToObject(o, "min_lr", t->min_lr);
+    cJSON_AddNumberToObject(o, "warmup_steps", t->warmup_steps);
+    cJSON_AddStringToObject(o, "schedule", sl_lr_schedule_name(t->schedule));
+    cJSON_AddNumberToObject(o, "decay_fraction", t->decay_fraction);
+    cJSON_AddNumberToObject(o, "beta1", t->beta1);
+    cJSON_AddNumberToObject(o, "beta2", t->beta2);
+    cJSON_AddNumberToObject(o, "eps", t->eps);
+    cJSON_AddNumberToObject(o, "weight_decay", t->weight_decay);
+    cJSON_AddNumberToObject(o, "grad_clip", t->grad_clip);
+    cJSON_AddNumberToObject(o, "seed", (double)t->seed);
+    cJSON_AddNumberToObject(o, "eval_every", t->eval_every);
+    cJSON_AddNumberToObject(o, "eval_tokens", t->eval_tokens);
+    cJSON_AddNumberToObject(o, "log_every", t->log_every);
+    cJSON_AddNumberToObject(o, "save_every", t->save_every);
+    cJSON_AddStringToObject(o, "out_dir", t->out_dir);
+    /* Left out when it is the default, so that a later out_dir override moves it too. */
+    sl_train_config derived = *t;
+    if (sl_config_derive_metrics_file(&derived) ||
+        strcmp(derived.metrics_file, t->metrics_file) != 0)
+        cJSON_AddStringToObject(o, "metrics_file", t->metrics_file);
+    cJSON_AddBoolToObject(o, "global_batch_lbl", t->global_batch_lbl);
+    cJSON_AddNumberToObject(o, "router_bias_update_rate", t->router_bias_update_rate);
+
+    const sl_data_config *d = &cfg->data;
+    o = cJSON_AddObjectToObject(root, "data");
+    if (d->n_train == 1 && d->train[0].weight == 1.0) {
+        cJSON_AddStringToObject(o, "train", d->train[0].path);
+    } else if (d->n_train > 0) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "train");
+        for (int i = 0; i < d->n_train && i < SL_MAX_CORPORA; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "path", d->train[i].path);
+            cJSON_AddNumberToObject(e, "weight", d->train[i].weight);
+            cJSON_AddItemToArray(arr, e);
+        }
+    }
+    cJSON_AddStringToObject(o, "eval", d->eval_path);
+    cJSON_AddNumberToObject(o, "seed", (double)d->seed);
+    cJSON_AddNumberToObject(o, "prefetch", d->prefetch);
+
+    o = cJSON_AddObjectToObject(root, "parallel");
+    cJSON_AddNumberToObject(o, "expert_parallel", cfg->parallel.expert_parallel);
+    cJSON_AddBoolToObject(o, "zero1", cfg->parallel.zero1);
+    cJSON_AddNumberToObject(o, "capacity_factor", cfg->parallel.capacity_factor);
+    cJSON_AddStringToObject(o, "drop_policy", cfg->parallel.drop_policy);
+    cJSON_AddNumberToObject(o, "bucket_mb", cfg->parallel.bucket_mb);
+
+    o = cJSON_AddObjectToObject(root, "backend");
+    cJSON_AddStringToObject(o, "name", cfg->backend.name);
+    cJSON_AddNumberToObject(o, "threads", cfg->backend.threads);
+    return root;
+}
+
+char *sl_config_to_json(const sl_config *cfg) {
+    return sl_cfg_print(config_tree(cfg));
+}
+
+/* ---- overrides --------------------------------------------------------------------------- */
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n')) s[--n] = '\0';
+    return s;
+}
+
+/* Applies one "key.path=value" to the tree; on error names the assignment. */
+static int apply_set(cJSON *root, const char *assignment, const char *name, char *err,
+                     size_t errlen) {
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!eq)
+        return sl_cfg_message(err, errlen, name, "", "\"%s\" is not of the form section.key=value",
+                              assignment ? assignment : "");
+    char *copy = sl_xstrdup(assignment);
+    copy[eq - assignment] = '\0';
+    char *key = trim(copy), *value = trim(copy + (eq - assignment) + 1);
+    int rc = -1;
+    cJSON *val = NULL;
+    if (!key[0] || key[0] == '.' || key[strlen(key) - 1] == '.' || strstr(key, "..")) {
+        sl_cfg_message(err, errlen, name, "", "\"%s\" is not a key path like section.key", key);
+        goto done;
+    }
+    /* Walk to the parent object of the last segment, creating missing objects (the parse
+     * then reports them as unknown keys with their full path). */
+    cJSON *parent = root;
+    char *seg = key, *dot;
+    while ((dot = strchr(seg, '.')) != NULL) {
+        *dot = '\0';
+        cJSON *next = cJSON_GetObjectItemCaseSensitive(parent, seg);
+        if (!next) next = cJSON_AddObjectToObject(parent, seg);
+        *dot = '.';
+        if (!cJSON_IsObject(next)) {
+            char prefix[SL_CFG_KEYPATH_MAX];
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - key), key);
+            sl_cfg_message(err, errlen, name, prefix,
+                           "is not an object, so %s cannot be set (set %s itself instead)", key,
+                           prefix);
+            goto done;
+        }
+        parent = next;
+        seg = dot + 1;
+    }
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(parent, seg);
+    val = cJSON_ParseWithOpts(value, NULL, 1);
+    /* A value that is not JSON is a bare string; so is a scalar given for a string key. */
+    if (!val || (cJSON_IsString(old) && !cJSON_IsString(val) && !cJSON_IsObject(val) &&
+                 !cJSON_IsArray(val))) {
+        cJSON_Delete(val);
+        val = cJSON_CreateString(value);
+    }
+    SL_CHECK(val != NULL, "out of memory");
+    if (old)
+        cJSON_ReplaceItemInObjectCaseSensitive(parent, seg, val); /* also names val */
+    else
+        cJSON_AddItemToObject(parent, seg, val);
+    val = NULL;
+    rc = 0;
+done:
+    cJSON_Delete(val);
+    free(copy);
+    return rc;
+}
+
+int sl_config_apply_sets(sl_config *cfg, const char *const *assignments, int n, char *err,
+                         size_t errlen) {
+    const char *file =
+        sl_cfg_terminated(cfg->path, sizeof cfg->path) && cfg->path[0] ? cfg->path : "<config>";
+    char name[SL_PATH_MAX + 16];
+    snprintf(name, sizeof name, "%s (--set)", file);
+    /* Every override edits one tree; the tree is parsed and validated once at the end, so
+     * validation sees the final values whatever the order of the overrides. */
+    cJSON *root = config_tree(cfg);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        char why[2048];
+        if (apply_set(root, assignments[i], name, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--set %s: %s", assignments[i] ? assignments[i] : "", why);
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        char path[SL_PATH_MAX];
+        snprintf(path, sizeof path, "%s",
+                 sl_cfg_terminated(cfg->path, sizeof cfg->path) ? cfg->path : "");
+        rc = parse_tree(root, name, path, cfg, err, errlen);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sl_config_set(sl_config *cfg, const char *assignment, char *err, size_t errlen) {
+    return sl_config_apply_sets(cfg, &assignment, 1, err, errlen);
+}

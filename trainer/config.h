@@ -1,0 +1,96 @@
+/*
+ * trainer/config.h - the run configuration, parsed from JSON (cJSON) and validated.
+ *
+ * A config file has the sections "model" (model/config.h: Hugging Face Qwen3-MoE config keys
+ * plus attn_output_gate), "training", "data" (the reader's sl_data_config, io/reader.h),
+ * "parallel" and "backend". Every key is checked: an unknown key, a wrong type or an
+ * impossible value is an error naming the file and the key path (e.g. "configs/tiny.json:
+ * model.num_key_value_heads: 3 does not divide num_attention_heads = 4"). docs/config.md lists
+ * every key.
+ */
+#ifndef SL_TRAINER_CONFIG_H
+#define SL_TRAINER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/fsutil.h" /* SL_PATH_MAX */
+#include "io/reader.h"   /* sl_data_config */
+#include "model/config.h"
+
+typedef enum { SL_LR_COSINE = 0, SL_LR_WSD = 1, SL_LR_CONSTANT = 2 } sl_lr_schedule;
+/* "cosine", "wsd", "constant". */
+const char *sl_lr_schedule_name(sl_lr_schedule s);
+
+typedef struct {
+    int seq_len;
+    int micro_batch_size;        /* sequences per micro-batch per rank */
+    int64_t global_batch_tokens; /* tokens per optimizer step over all ranks */
+    int max_steps;
+    double lr, min_lr;
+    int warmup_steps;
+    sl_lr_schedule schedule;
+    double decay_fraction; /* WSD: fraction of steps in the final decay */
+    double beta1, beta2, eps, weight_decay, grad_clip;
+    uint64_t seed;   /* initialization */
+    int eval_every;  /* steps; 0 = only at start and end */
+    int eval_tokens; /* held-out tokens per evaluation */
+    int log_every;
+    int save_every; /* steps; 0 = only at the end */
+    char out_dir[SL_PATH_MAX];
+    char metrics_file[SL_PATH_MAX]; /* default: <out_dir>/metrics.jsonl */
+    bool global_batch_lbl;          /* LBL frequencies over the global batch (Qwen) */
+    double router_bias_update_rate; /* aux-loss-free balancing (DeepSeek-V3); 0 = off */
+} sl_train_config;
+
+typedef struct {
+    int expert_parallel; /* EP */
+    bool zero1;
+    double capacity_factor; /* 0 = dropless */
+    char drop_policy[16];   /* "probs" | "position": which slots over capacity drop */
+    int bucket_mb;          /* gradient all-reduce bucket size in MiB */
+} sl_parallel_config;
+
+typedef struct {
+    char name[32]; /* "cpu" | "cuda" */
+    int threads;   /* 0 = all cores */
+} sl_backend_config;
+
+typedef struct {
+    char path[SL_PATH_MAX]; /* the file it came from, for messages */
+    sl_model_config model;
+    sl_train_config train;
+    sl_data_config data;
+    sl_parallel_config parallel;
+    sl_backend_config backend;
+} sl_config;
+
+/* Fills every field with its documented default. */
+void sl_config_defaults(sl_config *cfg);
+
+/* Parses and validates `path`. On error writes "<path>: <key>: <reason>" into err and
+ * returns -1 (cfg is left unchanged). Keys absent from the file keep their defaults. */
+int sl_config_load(const char *path, sl_config *cfg, char *err, size_t errlen);
+/* The same from a JSON string (`name` is used in messages). */
+int sl_config_parse(const char *json, const char *name, sl_config *cfg, char *err, size_t errlen);
+
+/* Applies "section.key=value" overrides (the CLI's --set) in order, then validates the result
+ * once, so the order of the overrides does not matter to validation (a later override may
+ * repair what an earlier one alone would break). A value is parsed as JSON when it is valid
+ * JSON, else taken as a string (a scalar given for a string key is taken as its text).
+ * Nested keys work: "model.rope_scaling.factor=8". On error cfg is unchanged and err names
+ * the override ("--set KEY=VALUE: ...") or the key that failed validation. */
+int sl_config_apply_sets(sl_config *cfg, const char *const *assignments, int n, char *err,
+                         size_t errlen);
+/* One override: sl_config_apply_sets with n = 1. */
+int sl_config_set(sl_config *cfg, const char *assignment, char *err, size_t errlen);
+
+/* Cross-field validation (run by load/parse/set). */
+int sl_config_validate(const sl_config *cfg, char *err, size_t errlen);
+
+/* The whole configuration as JSON in the format sl_config_parse reads (malloc'ed string):
+ * parsing it reproduces cfg. metrics_file is left out when it is <out_dir>/metrics.jsonl. */
+char *sl_config_to_json(const sl_config *cfg);
+
+#endif
