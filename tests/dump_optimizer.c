@@ -22,7 +22,7 @@
 #include "core/comm.h"
 #include "core/rng.h"
 #include "tests/test_util.h"
-#include "trainer/model.h"
+#include "model/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_step.h"
 

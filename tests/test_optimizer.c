@@ -28,7 +28,7 @@
 #include "core/rng.h"
 #include "tests/test_util.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/model.h"
+#include "model/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_step.h"
 
