@@ -512,6 +512,37 @@ static void test_data_forms(void) {
 
 /* ---- --set overrides --------------------------------------------------------------------- */
 
+/* Overrides are validated together: a later one may repair what an earlier one alone would
+ * break, in either order, and the result is validated once. */
+static void test_set_order(void) {
+    sl_config c, before;
+    char err[512];
+    if (!load("configs/tiny.json", &c)) return;
+    before = c;
+    const char *fwd[] = {"training.max_steps=10", "training.warmup_steps=2"};
+    const char *rev[] = {"training.warmup_steps=2", "training.max_steps=10"};
+    CHECK(c.train.warmup_steps > 10, "tiny.json must have warmup_steps > 10 for this test");
+    CHECK(sl_config_apply_sets(&c, fwd, 2, err, sizeof err) == 0, "max_steps then warmup: %s",
+          err);
+    CHECK(c.train.max_steps == 10 && c.train.warmup_steps == 2, "both overrides applied");
+    c = before;
+    CHECK(sl_config_apply_sets(&c, rev, 2, err, sizeof err) == 0, "warmup then max_steps: %s",
+          err);
+    CHECK(c.train.max_steps == 10 && c.train.warmup_steps == 2, "both overrides applied");
+    /* the final state is still validated, naming the key; cfg is left unchanged */
+    c = before;
+    const char *bad[] = {"training.warmup_steps=2", "training.max_steps=1"};
+    CHECK(sl_config_apply_sets(&c, bad, 2, err, sizeof err) != 0 &&
+              strstr(err, "training.warmup_steps") && strstr(err, "max_steps = 1"),
+          "warmup 2 > max_steps 1 must fail naming the key: %s", err);
+    CHECK(memcmp(&c, &before, sizeof c) == 0, "a failed set leaves the config unchanged");
+    /* a malformed override is named in the message */
+    const char *malformed[] = {"training.lr=1e-3", "training.max_steps"};
+    CHECK(sl_config_apply_sets(&c, malformed, 2, err, sizeof err) != 0 &&
+              strstr(err, "--set training.max_steps") && strstr(err, "section.key=value"),
+          "malformed override: %s", err);
+}
+
 static void test_set(void) {
     sl_config c, before;
     char err[512];
@@ -889,6 +920,7 @@ int main(void) {
     test_bad_configs();
     test_data_forms();
     test_set();
+    test_set_order();
     test_json_round_trip();
     test_hf();
     test_counts_15a2b();

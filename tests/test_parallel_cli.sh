@@ -126,6 +126,16 @@ for np in - 3; do
         not_started "bad_ep3_np$np.out" runs/bad3
     [ "$failures" -eq "$f0" ] || show "bad_ep3_np$np.out"
 done
+# a config error is the same on every rank: printed once, every rank exits non-zero
+run bad_lr_np3 3 ep2.json --set training.lr=-1 --set training.out_dir=runs/badlr
+check "a bad config under 3 ranks must fail (exit $rc)" failed_cleanly "$rc"
+check "a bad config under 3 ranks is reported exactly once" \
+    [ "$(grep -c 'training\.lr: must be >= 0' bad_lr_np3.out)" -eq 1 ]
+# --set overrides are validated together, in any order
+run set_order - ep2.json --set training.warmup_steps=8 --set training.max_steps=10 \
+    --set parallel.expert_parallel=1 --set training.out_dir=runs/setorder
+check "--set warmup_steps=8 before max_steps=10 (file: 6) must succeed (exit $rc)" [ "$rc" -eq 0 ]
+[ "$rc" -eq 0 ] || show set_order.out
 run bad_ep0 - ep2.json --set parallel.expert_parallel=0
 check "EP 0 must be rejected (exit $rc)" failed_cleanly "$rc"
 check "EP 0: the error names the key" grep -q 'parallel\.expert_parallel' bad_ep0.out
