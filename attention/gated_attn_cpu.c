@@ -108,10 +108,6 @@ SL_INLINE void pack_t(float *dst, const float *src, int n, int64_t d, int64_t ld
         for (int64_t e = 0; e < d; e++) dst[e * BK + j] = src[j * ld + e];
 }
 
-static inline float sigmoidf(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
 /* Sum of a row of BK floats in a fixed order (16 strided partial sums, then in sequence), so
  * the result does not depend on the vector width the compiler picked. */
 static inline float row_sum(const float *x) {
@@ -208,9 +204,9 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch, int rb
         for (int64_t e = 0; e < d; e++) orow[e] *= inv;
         if (m->gate == 2) {
             const float *grow = m->g + (t * m->h + h) * d;
-            for (int64_t e = 0; e < d; e++) yrow[e] = orow[e] * sigmoidf(grow[e]);
+            for (int64_t e = 0; e < d; e++) yrow[e] = orow[e] * sl_sigmoid_f32(grow[e]);
         } else {
-            const float s = m->gate == 1 ? sigmoidf(m->g[t * m->h + h]) : 1.0f;
+            const float s = m->gate == 1 ? sl_sigmoid_f32(m->g[t * m->h + h]) : 1.0f;
             for (int64_t e = 0; e < d; e++) yrow[e] = orow[e] * s;
         }
     }
@@ -351,13 +347,13 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
             const float *gr = pg + r * d;
             float *dor = dobuf + r * d, *dgr = pdg + r * d;
             for (int64_t e = 0; e < d; e++) {
-                const float s = sigmoidf(gr[e]);
+                const float s = sl_sigmoid_f32(gr[e]);
                 dor[e] = dyr[e] * s;
                 dgr[e] = dyr[e] * orow[e] * s * (1.0f - s);
                 dot += (double)dor[e] * orow[e];
             }
         } else if (m.gate == 1) {
-            const float s = sigmoidf(pg[r]);
+            const float s = sl_sigmoid_f32(pg[r]);
             float *dor = dobuf + r * d;
             double dyo = 0.0;
             for (int64_t e = 0; e < d; e++) {

@@ -25,6 +25,25 @@ int sl_fsync_parent_dir(const char *path) {
     return rc;
 }
 
+int sl_write_all(int fd, const void *data, size_t n) {
+    const char *p = data;
+    while (n > 0) {
+        /* at most 1 GiB per call: some kernels cap a single write below 2 GiB */
+        size_t step = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        ssize_t r = write(fd, p, step);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
 int sl_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -33,19 +52,11 @@ int sl_write_file_atomic(const char *path, const void *data, size_t len, char *e
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        p += n;
-        left -= (size_t)n;
+    if (sl_write_all(fd, data, len) != 0) {
+        snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
@@ -101,6 +112,11 @@ int sl_mkdirs(const char *path, char *err, size_t errlen) {
             *p = c;
             if (c == '\0') break;
         }
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a directory", buf);
+        return -1;
     }
     return 0;
 }

@@ -18,7 +18,12 @@ int sl_write_file_atomic(const char *path, const void *data, size_t len, char *e
  * Returns NULL with a message naming the file on failure. */
 char *sl_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
-/* mkdir -p. Returns 0, or -1 with a message naming the directory. */
+/* write(2) until all n bytes are written (retrying EINTR and short writes). 0, or -1 with
+ * errno set. */
+int sl_write_all(int fd, const void *data, size_t n);
+
+/* mkdir -p (the path must end up a directory). Returns 0, or -1 with a message naming the
+ * directory. */
 int sl_mkdirs(const char *path, char *err, size_t errlen);
 
 /* fsyncs the directory containing `path` (makes a rename durable). */

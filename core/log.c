@@ -106,6 +106,14 @@ void *sl_xrealloc(void *p, size_t n) {
     return q;
 }
 
+void sl_xreserve(void **p, size_t *cap, size_t need) {
+    if (*cap >= need) return;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) n *= 2;
+    *p = sl_xrealloc(*p, n);
+    *cap = n;
+}
+
 char *sl_xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = sl_xmalloc(n);

@@ -58,6 +58,8 @@ void *sl_xmalloc(size_t n);
 void *sl_xcalloc(size_t count, size_t size);
 void *sl_xrealloc(void *p, size_t n);
 char *sl_xstrdup(const char *s);
+/* Grows the buffer *p of *cap bytes to hold at least `need` (doubling; contents kept). */
+void sl_xreserve(void **p, size_t *cap, size_t need);
 
 /* Hook run by sl_fatal before exiting (the comm layer installs MPI_Abort here). */
 typedef void (*sl_abort_hook)(int code);

@@ -18,6 +18,10 @@ static uint64_t fmix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
+uint64_t sl_mix64(uint64_t z) {
+    return fmix(z + 0x9e3779b97f4a7c15ULL);
+}
+
 uint64_t sl_hash_mix(uint64_t a, uint64_t b) {
     return fmix(a ^ fmix(b + 0x9e3779b97f4a7c15ULL));
 }

@@ -19,6 +19,9 @@ typedef struct {
 
 /* 64-bit FNV-1a of a string, for deriving stream ids from names. */
 uint64_t sl_hash_str(const char *s);
+/* splitmix64's output for state z (z plus the golden-ratio increment, then the finalizer):
+ * a stateless 64-bit mixer for keyed permutations (io/reader.c's shuffles). */
+uint64_t sl_mix64(uint64_t z);
 /* Mixes two 64-bit values into one (for (seed, stream) and sub-streams). */
 uint64_t sl_hash_mix(uint64_t a, uint64_t b);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/shard.h"
 
@@ -640,24 +641,6 @@ static void remove_stage(const char *stage) {
     rmdir(stage);
 }
 
-static int mkdirs(const char *dir, char *err, size_t errlen) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return sl_fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return sl_fail(err, errlen, "%s: cannot create directory: %s", p, strerror(errno));
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-        return sl_fail(err, errlen, "%s: not a directory", p);
-    return 0;
-}
-
 int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, sl_build_result *res,
                   char *err, size_t errlen) {
     sl_build_opts o = *oin;
@@ -747,7 +730,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (tbytes != 2 && tbytes != 4) return sl_fail(err, errlen, "--token-bytes must be 2 or 4");
     if (tbytes == 2 && vocab > 65536)
         return sl_fail(err, errlen, "vocab_size %lld needs 4-byte tokens", (long long)vocab);
-    if (mkdirs(o.out_dir, err, errlen) != 0) return -1;
+    if (sl_mkdirs(o.out_dir, err, errlen) != 0) return -1;
     if (check_existing(&o, err, errlen) != 0) return -1;
 
     sink *k = sl_xcalloc(1, sizeof *k);

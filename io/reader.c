@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/rng.h"
 #include "io/crc32c.h"
 #include "io/paths.h"
 #include "io/shard.h"
@@ -100,20 +101,13 @@ struct sl_reader {
 
 /* ---- deterministic order ---- */
 
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Fisher-Yates with a splitmix64 stream keyed by (seed, corpus, epoch, shard). */
 static void shuffle(uint32_t *a, uint64_t n, uint64_t seed, uint64_t corpus_i, uint64_t epoch,
                     uint64_t what) {
-    uint64_t s = mix64(mix64(mix64(mix64(seed) ^ corpus_i) ^ epoch) ^ what);
+    uint64_t s = sl_mix64(sl_mix64(sl_mix64(sl_mix64(seed) ^ corpus_i) ^ epoch) ^ what);
     for (uint64_t i = n; i > 1; i--) {
         s += 0x9E3779B97F4A7C15ull;
-        uint64_t j = mix64(s) % i;
+        uint64_t j = sl_mix64(s) % i;
         uint32_t t = a[i - 1];
         a[i - 1] = a[j];
         a[j] = t;
@@ -179,14 +173,6 @@ static void set_prev(sl_reader *r, corpus *c) {
 
 /* ---- producer ---- */
 
-static void grow(void **p, size_t *cap, size_t need) {
-    if (*cap >= need) return;
-    size_t n = *cap ? *cap : 1024;
-    while (n < need) n *= 2;
-    *p = sl_xrealloc(*p, n);
-    *cap = n;
-}
-
 static void produce(sl_reader *r, corpus *c, slot *s) {
     if (c->p_k >= c->units_per_rank) {
         if (r->eval) {
@@ -247,7 +233,7 @@ static void produce(sl_reader *r, corpus *c, slot *s) {
     bool contiguous = c->prev_valid && c->prev_shard == si && c->prev_frame + 1 == fi;
     bool has0 = c->fb.n_docs > 0 && c->fb.docs[0] == 0;
     uint32_t extra = (!contiguous && !has0) ? 1 : 0;
-    grow((void **)&s->docs, &s->docs_cap, sizeof(uint32_t) * ((size_t)c->fb.n_docs + 1));
+    sl_xreserve((void **)&s->docs, &s->docs_cap, sizeof(uint32_t) * ((size_t)c->fb.n_docs + 1));
     if (extra) s->docs[0] = 0;
     if (c->fb.n_docs) memcpy(s->docs + extra, c->fb.docs, sizeof(uint32_t) * c->fb.n_docs);
     s->n_docs = c->fb.n_docs + extra;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 
 #define ST_INT_MAX (UINT64_C(1) << 53) /* largest integer accepted in a header */
@@ -62,28 +63,9 @@ typedef struct {
     uint64_t begin, end; /* relative to the data section */
 } st_entry;
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) sl_fatal("safetensors: out of memory (%zu bytes)", n);
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n) {
-    p = realloc(p, n ? n : 1);
-    if (!p) sl_fatal("safetensors: out of memory (%zu bytes)", n);
-    return p;
-}
-
 /* An element count as size_t (0 for the impossible negative case). */
 static size_t ucount(int n) {
     return n > 0 ? (size_t)n : 0;
-}
-
-static char *xstrdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = xmalloc(n);
-    memcpy(d, s, n);
-    return d;
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
@@ -168,7 +150,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
-        b->p = xrealloc(b->p, cap);
+        b->p = sl_xrealloc(b->p, cap);
         b->cap = cap;
     }
     memcpy(b->p + b->n, s, n);
@@ -232,31 +214,13 @@ static void werr(sl_st_writer *w, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int write_all(int fd, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        size_t step = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t r = write(fd, p, step);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (r == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += r, n -= (size_t)r;
-    }
-    return 0;
-}
-
 sl_st_writer *sl_st_writer_open(const char *path, char *err, size_t errlen) {
     if (!path || !*path) {
         set_err(err, errlen, "safetensors writer: empty path");
         return NULL;
     }
     size_t tl = strlen(path) + 32;
-    char *tmp = xmalloc(tl);
+    char *tmp = sl_xmalloc(tl);
     snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -264,9 +228,9 @@ sl_st_writer *sl_st_writer_open(const char *path, char *err, size_t errlen) {
         free(tmp);
         return NULL;
     }
-    sl_st_writer *w = xmalloc(sizeof *w);
+    sl_st_writer *w = sl_xmalloc(sizeof *w);
     memset(w, 0, sizeof *w);
-    w->path = xstrdup(path);
+    w->path = sl_xstrdup(path);
     w->tmp = tmp;
     w->fd = fd;
     return w;
@@ -285,16 +249,16 @@ int sl_st_writer_set_metadata(sl_st_writer *w, const char *key, const char *valu
     for (int i = 0; i < w->nm; i++)
         if (strcmp(w->mkey[i], key) == 0) {
             free(w->mval[i]);
-            w->mval[i] = xstrdup(value);
+            w->mval[i] = sl_xstrdup(value);
             return 0;
         }
     if (w->nm == w->capm) {
         w->capm = w->capm ? 2 * w->capm : 8;
-        w->mkey = xrealloc(w->mkey, sizeof(char *) * (size_t)w->capm);
-        w->mval = xrealloc(w->mval, sizeof(char *) * (size_t)w->capm);
+        w->mkey = sl_xrealloc(w->mkey, sizeof(char *) * (size_t)w->capm);
+        w->mval = sl_xrealloc(w->mval, sizeof(char *) * (size_t)w->capm);
     }
-    w->mkey[w->nm] = xstrdup(key);
-    w->mval[w->nm] = xstrdup(value);
+    w->mkey[w->nm] = sl_xstrdup(key);
+    w->mval[w->nm] = sl_xstrdup(value);
     w->nm++;
     return 0;
 }
@@ -327,11 +291,11 @@ int sl_st_writer_declare(sl_st_writer *w, const char *name, const char *dtype, i
     }
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 64;
-        w->t = xrealloc(w->t, sizeof(st_entry) * (size_t)w->cap);
+        w->t = sl_xrealloc(w->t, sizeof(st_entry) * (size_t)w->cap);
     }
     st_entry *e = &w->t[w->n];
     memset(e, 0, sizeof *e);
-    e->name = xstrdup(name);
+    e->name = sl_xstrdup(name);
     e->dtype = dt;
     e->ndim = ndim;
     for (int d = 0; d < ndim; d++) e->shape[d] = shape[d];
@@ -348,7 +312,7 @@ int sl_st_writer_begin_data(sl_st_writer *w) {
     if (w->data_phase) return 0;
     /* duplicate names */
     if (w->n > 1) {
-        const st_entry **by = xmalloc(sizeof(*by) * (size_t)w->n);
+        const st_entry **by = sl_xmalloc(sizeof(*by) * (size_t)w->n);
         for (int i = 0; i < w->n; i++) by[i] = &w->t[i];
         qsort(by, (size_t)w->n, sizeof(*by), cmp_name_ptr);
         for (int i = 1; i < w->n; i++)
@@ -409,8 +373,8 @@ int sl_st_writer_begin_data(sl_st_writer *w) {
     }
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
-    int rc = write_all(w->fd, len8, 8);
-    if (rc == 0) rc = write_all(w->fd, h.p, h.n);
+    int rc = sl_write_all(w->fd, len8, 8);
+    if (rc == 0) rc = sl_write_all(w->fd, h.p, h.n);
     free(h.p);
     if (rc != 0) return werr(w, "writing the header to %s: %s", w->tmp, strerror(errno)), -1;
     w->data_phase = true;
@@ -453,7 +417,7 @@ int sl_st_writer_write(sl_st_writer *w, const char *name, const void *data, size
                -1;
     }
     if (nbytes && !data) return werr(w, "tensor '%s': NULL data", name), -1;
-    if (write_all(w->fd, data, nbytes) != 0)
+    if (sl_write_all(w->fd, data, nbytes) != 0)
         return werr(w, "tensor '%s': writing %zu bytes at file offset %llu of %s: %s", name, nbytes,
                     (ull)e->begin, w->tmp, strerror(errno)),
                -1;
@@ -475,7 +439,7 @@ int sl_st_writer_write_chunk(sl_st_writer *w, const void *data, size_t nbytes) {
                     nbytes, (ull)(e->nbytes - w->done)),
                -1;
     if (!data) return werr(w, "tensor '%s': NULL data", e->name), -1;
-    if (write_all(w->fd, data, nbytes) != 0)
+    if (sl_write_all(w->fd, data, nbytes) != 0)
         return werr(w, "tensor '%s': writing %zu bytes at byte %llu of its data in %s: %s", e->name,
                     nbytes, (ull)w->done, w->tmp, strerror(errno)),
                -1;
@@ -502,10 +466,10 @@ void sl_st_writer_abort(sl_st_writer *w) {
 /* The directory part of path ("." when there is none). */
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
-    if (!slash) return xstrdup(".");
-    if (slash == path) return xstrdup("/");
+    if (!slash) return sl_xstrdup(".");
+    if (slash == path) return sl_xstrdup("/");
     size_t n = (size_t)(slash - path);
-    char *d = xmalloc(n + 1);
+    char *d = sl_xmalloc(n + 1);
     memcpy(d, path, n);
     d[n] = 0;
     return d;
@@ -710,7 +674,7 @@ static int cmp_key_offset(const void *a, const void *b) {
 
 /* Tensor sort keys of t[0..n), sorted by cmp. */
 static st_key *sorted_keys(const st_entry *t, int n, int (*cmp)(const void *, const void *)) {
-    st_key *k = xmalloc(sizeof(st_key) * ucount(n));
+    st_key *k = sl_xmalloc(sizeof(st_key) * ucount(n));
     for (int i = 0; i < n; i++) k[i] = (st_key){t[i].name, t[i].begin, t[i].end, i};
     qsort(k, (size_t)n, sizeof(st_key), cmp);
     return k;
@@ -757,7 +721,7 @@ static bool parse_header(sl_st_file *f, const char *hdr, size_t hlen, char *err,
             nt++;
         }
     }
-    f->t = xmalloc(sizeof(st_entry) * ucount(nt));
+    f->t = sl_xmalloc(sizeof(st_entry) * ucount(nt));
     memset(f->t, 0, sizeof(st_entry) * ucount(nt));
     for (const cJSON *c = root->child; c; c = c->next) {
         if (strcmp(c->string, "__metadata__") == 0) {
@@ -766,19 +730,19 @@ static bool parse_header(sl_st_file *f, const char *hdr, size_t hlen, char *err,
                 goto done;
             }
             int m = cJSON_GetArraySize(c);
-            f->mkey = xmalloc(sizeof(char *) * ucount(m));
-            f->mval = xmalloc(sizeof(char *) * ucount(m));
+            f->mkey = sl_xmalloc(sizeof(char *) * ucount(m));
+            f->mval = sl_xmalloc(sizeof(char *) * ucount(m));
             for (const cJSON *x = c->child; x; x = x->next) {
                 if (!cJSON_IsString(x)) {
                     set_err(err, errlen, "%s: __metadata__ '%s': value is not a string", path,
                             x->string);
                     goto done;
                 }
-                f->mkey[f->nm] = xstrdup(x->string);
-                f->mval[f->nm] = xstrdup(x->valuestring);
+                f->mkey[f->nm] = sl_xstrdup(x->string);
+                f->mval[f->nm] = sl_xstrdup(x->valuestring);
                 f->nm++;
             }
-            char **sorted = xmalloc(sizeof(char *) * ucount(f->nm));
+            char **sorted = sl_xmalloc(sizeof(char *) * ucount(f->nm));
             memcpy(sorted, f->mkey, sizeof(char *) * (size_t)f->nm);
             qsort(sorted, (size_t)f->nm, sizeof(char *), cmp_str_ptr);
             for (int i = 1; i < f->nm; i++)
@@ -792,7 +756,7 @@ static bool parse_header(sl_st_file *f, const char *hdr, size_t hlen, char *err,
             continue;
         }
         st_entry *e = &f->t[f->n++];
-        e->name = xstrdup(c->string);
+        e->name = sl_xstrdup(c->string);
         if (!*e->name) {
             set_err(err, errlen, "%s: tensor #%d has an empty name", path, f->n - 1);
             goto done;
@@ -809,7 +773,7 @@ static bool parse_header(sl_st_file *f, const char *hdr, size_t hlen, char *err,
     }
     /* names: unique; kept sorted for sl_st_find */
     keys = sorted_keys(f->t, f->n, cmp_key_name);
-    f->by_name = xmalloc(sizeof(int) * ucount(f->n));
+    f->by_name = sl_xmalloc(sizeof(int) * ucount(f->n));
     for (int i = 0; i < f->n; i++) f->by_name[i] = keys[i].idx;
     for (int i = 1; i < f->n; i++)
         if (strcmp(keys[i - 1].name, keys[i].name) == 0) {
@@ -864,10 +828,10 @@ sl_st_file *sl_st_open(const char *path, char *err, size_t errlen) {
         set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    sl_st_file *f = xmalloc(sizeof *f);
+    sl_st_file *f = sl_xmalloc(sizeof *f);
     memset(f, 0, sizeof *f);
     f->fd = fd;
-    f->path = xstrdup(path);
+    f->path = sl_xstrdup(path);
     char *hdr = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -916,7 +880,7 @@ sl_st_file *sl_st_open(const char *path, char *err, size_t errlen) {
     }
     f->data_start = 8 + n;
     f->data_size = f->file_size - f->data_start;
-    hdr = xmalloc((size_t)n + 1);
+    hdr = sl_xmalloc((size_t)n + 1);
     r = pread_all(fd, hdr, (size_t)n, 8);
     if (r != 0) {
         set_err(err, errlen, "%s: reading the %llu-byte header: %s", path, (ull)n,

@@ -357,15 +357,6 @@ void sl_frame_buf_free(sl_frame_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
-static void grow(void **p, size_t *cap, size_t need) {
-    if (*cap >= need) return;
-    size_t c = *cap ? *cap : 4096;
-    while (c < need) c *= 2;
-    free(*p);
-    *p = sl_xmalloc(c);
-    *cap = c;
-}
-
 static uint32_t max_u16(const uint16_t *t, size_t n) {
     uint16_t m = 0;
     for (size_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
@@ -386,7 +377,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
     const sl_shard_frame *f = &s->frames[fi];
     const unsigned long long fno = (unsigned long long)fi, off = (unsigned long long)f->offset;
     size_t span = (size_t)sl_shard_frame_span(f);
-    grow((void **)&b->cbuf, &b->cbuf_cap, span);
+    sl_xreserve((void **)&b->cbuf, &b->cbuf_cap, span);
     if (src_read(s, b->cbuf, span, f->offset, err, errlen) != 0) return -1;
     uint32_t crc = sl_crc32c(0, b->cbuf, span);
     if (crc != f->crc)
@@ -421,7 +412,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
         b->dctx = ZSTD_createDCtx();
         if (!b->dctx) sl_fatal("ZSTD_createDCtx failed");
     }
-    grow(&b->tokens, &b->tokens_cap, want);
+    sl_xreserve(&b->tokens, &b->tokens_cap, want);
     size_t r = ZSTD_decompressDCtx(b->dctx, b->tokens, want, c, f->csize);
     if (ZSTD_isError(r) || r != want)
         return sl_fail(err, errlen, "%s: frame %llu (byte offset %llu): zstd: %s", s->name, fno,
@@ -433,7 +424,7 @@ int sl_shard_read_frame(sl_shard *s, uint64_t fi, sl_frame_buf *b, char *err, si
             return sl_fail(err, errlen,
                            "%s: frame %llu (byte offset %llu): bad document-offset frame header",
                            s->name, fno, (unsigned long long)(f->offset + f->csize));
-        grow((void **)&b->docs, &b->docs_cap, 4 * (size_t)f->n_docs);
+        sl_xreserve((void **)&b->docs, &b->docs_cap, 4 * (size_t)f->n_docs);
         uint32_t prev = 0;
         for (uint32_t i = 0; i < f->n_docs; i++) {
             uint32_t v = sl_le32(d + 8 + 4 * (size_t)i);

@@ -13,6 +13,7 @@
 #include <omp.h>
 #endif
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/crc32c.h"
 #include "io/shard.h"
@@ -43,18 +44,6 @@ struct sl_shard_writer {
     uint64_t n_tokens, n_docs;
     bool doc_pending;
 };
-
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
 
 static int pwrite_all(int fd, const void *buf, size_t n, off_t off) {
     const char *p = buf;
@@ -133,7 +122,7 @@ sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_op
     sl_put32(hb + 4, SL_SHARD_HEADER_CONTENT);
     memcpy(hb + 8, "SLUICESH", 8);
     sl_put32(hb + 8 + 124, 0xFFFFFFFFu);
-    if (write_all(fd, hb, sizeof hb) != 0) {
+    if (sl_write_all(fd, hb, sizeof hb) != 0) {
         sl_fail(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
         sl_shard_writer_abort(w);
         return NULL;
@@ -217,7 +206,7 @@ static int flush_batch(sl_shard_writer *w, char *err, size_t errlen) {
         f->n_tokens = p->n;
         f->n_docs = p->ndocs;
         f->crc = p->crc;
-        if (write_all(w->fd, p->out, p->span) != 0)
+        if (sl_write_all(w->fd, p->out, p->span) != 0)
             return sl_fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
         w->pos += p->span;
         w->n_tokens += p->n;
@@ -295,16 +284,6 @@ void sl_shard_writer_abort(sl_shard_writer *w) {
     writer_free(w);
 }
 
-static int fsync_dir(const char *path) {
-    char *d = sl_xstrdup(path);
-    int fd = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(d);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, size_t errlen) {
     /* the partly filled frame joins the batch */
     if (w->batch_n < w->batch_cap && w->batch[w->batch_n].n > 0) w->batch_n++;
@@ -346,7 +325,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
         .payload_bytes = w->pos - SL_SHARD_HEADER_BYTES,
         .index_crc = sl_crc32c(0, ix + 8, (size_t)index_bytes),
     };
-    int wr = write_all(w->fd, ix, (size_t)index_bytes + 8);
+    int wr = sl_write_all(w->fd, ix, (size_t)index_bytes + 8);
     free(ix);
     if (wr != 0) {
         sl_fail(err, errlen, "%s: write failed: %s", w->tmp_path, strerror(errno));
@@ -375,7 +354,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
                 strerror(errno));
         goto bad;
     }
-    fsync_dir(w->path);
+    sl_fsync_parent_dir(w->path);
     if (out) *out = h;
     writer_free(w);
     return 0;
