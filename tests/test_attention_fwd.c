@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attention/kernels_cpu.h" /* sl_exp_f32 */
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
 /* Tolerances: fp32 online softmax in tiles vs double with logits of std ~4 (observed worst:
@@ -15,48 +16,6 @@
 
 static const char *mode_name(sl_gate_mode m) {
     return m == SL_GATE_ELEMENTWISE ? "elementwise" : m == SL_GATE_HEADWISE ? "headwise" : "none";
-}
-
-/* Naive reference: for every (b, h, i) the full row of logits over keys 0..i. */
-static void attn_ref(double *y, double *o, double *lse, const float *q, const float *k,
-                     const float *v, const float *g, sl_gate_mode mode, int b_, int s_, int h_,
-                     int kv, int d, double scale) {
-    double *logit = malloc(sizeof(double) * (size_t)s_);
-    for (int b = 0; b < b_; b++)
-        for (int h = 0; h < h_; h++) {
-            int kh = h / (h_ / kv);
-            for (int i = 0; i < s_; i++) {
-                int ti = b * s_ + i;
-                const float *qi = q + ((size_t)ti * h_ + h) * d;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    const float *kj = k + ((size_t)(b * s_ + j) * kv + kh) * d;
-                    double s = 0;
-                    for (int e = 0; e < d; e++) s += (double)qi[e] * kj[e];
-                    logit[j] = s * scale;
-                    mx = fmax(mx, logit[j]);
-                }
-                for (int j = 0; j <= i; j++) sum += exp(logit[j] - mx);
-                size_t row = (size_t)ti * h_ + h;
-                lse[row] = mx + log(sum);
-                for (int e = 0; e < d; e++) {
-                    double acc = 0;
-                    for (int j = 0; j <= i; j++)
-                        acc +=
-                            exp(logit[j] - lse[row]) * v[((size_t)(b * s_ + j) * kv + kh) * d + e];
-                    o[row * d + e] = acc;
-                    double gv = mode == SL_GATE_ELEMENTWISE ? g[row * d + e]
-                                : mode == SL_GATE_HEADWISE  ? g[row]
-                                                            : INFINITY;
-                    y[row * d + e] = acc / (1.0 + exp(-gv));
-                }
-            }
-        }
-    free(logit);
-}
-
-static void to_float(float *dst, const double *src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
 }
 
 static void check_case(int b_, int s_, int h_, int kv, int d, sl_gate_mode mode) {
@@ -83,10 +42,10 @@ static void check_case(int b_, int s_, int h_, int kv, int d, sl_gate_mode mode)
 
     double *ry = malloc(sizeof(double) * nq), *ro = malloc(sizeof(double) * nq);
     double *rl = malloc(sizeof(double) * t * h_);
-    attn_ref(ry, ro, rl, q, k, v, g, mode, b_, s_, h_, kv, d, scale);
+    sl_ref_attn_fwd(ry, ro, rl, q, k, v, g, mode, b_, s_, h_, kv, d, scale);
     float *fy = malloc(sizeof(float) * nq), *fo = malloc(sizeof(float) * nq);
     float *fl = malloc(sizeof(float) * t * h_);
-    to_float(fy, ry, nq), to_float(fo, ro, nq), to_float(fl, rl, t * h_);
+    sl_ref_f32(fy, ry, nq), sl_ref_f32(fo, ro, nq), sl_ref_f32(fl, rl, t * h_);
     float *gy = sl_test_host_f32(ty), *go = sl_test_host_f32(to), *gl = sl_test_host_f32(tl);
     CHECK(sl_test_compare("y", gy, fy, nq, ATOL, RTOL) <= 1.0, "y: B %d S %d H %d KV %d D %d %s",
           b_, s_, h_, kv, d, mode_name(mode));

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
 enum { S = 16384, D = 16 };
@@ -21,25 +22,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double sigm(double x) {
-    return 1.0 / (1.0 + exp(-x));
-}
-
-/* Softmax row i (keys 0..i) in double: writes p[0..i], returns lse. */
-static double row_probs(double *p, const float *q, const float *k, int i, double scale) {
-    double mx = -INFINITY, sum = 0;
-    for (int j = 0; j <= i; j++) {
-        double s = 0;
-        for (int e = 0; e < D; e++) s += (double)q[(size_t)i * D + e] * k[(size_t)j * D + e];
-        p[j] = s * scale;
-        mx = fmax(mx, p[j]);
-    }
-    for (int j = 0; j <= i; j++) sum += exp(p[j] - mx);
-    double lse = mx + log(sum);
-    for (int j = 0; j <= i; j++) p[j] = exp(p[j] - lse);
-    return lse;
 }
 
 /* Small run first so that one-time allocations (OpenMP, OpenBLAS buffers) are in the baseline. */
@@ -105,13 +87,13 @@ int main(void) {
     int bad = 0;
     for (int ri = 0; ri < 5; ri++) {
         const int i = rows[ri];
-        const double lse = row_probs(p, q, k, i, scale);
+        const double lse = sl_ref_attn_probs(p, q, k, 0, i, 0, S, 1, 1, D, scale);
         bad += fabs(lse - l[i]) > 1e-4 * (1 + fabs(lse));
         double oi[D], doi[D], di = 0, dq_ref[D] = {0};
         for (int e = 0; e < D; e++) {
             oi[e] = 0;
             for (int j = 0; j <= i; j++) oi[e] += p[j] * v[(size_t)j * D + e];
-            double s = sigm(g[(size_t)i * D + e]);
+            double s = sl_ref_sigmoid(g[(size_t)i * D + e]);
             bad += fabs(oi[e] - o[(size_t)i * D + e]) > 1e-4;
             bad += fabs(oi[e] * s - y[(size_t)i * D + e]) > 1e-4;
             doi[e] = r[(size_t)i * D + e] * s;

@@ -4,21 +4,10 @@
 #include <string.h>
 
 #include "attention/rope.h"
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
-/* Direct evaluation in double of x' = R x for one head vector (fwd) or R^T (sign -1). */
-static void rope_ref(double *out, const float *x, int d, int half, const float *inv_freq, int pos,
-                     double mscale, int sign) {
-    for (int e = 0; e < d; e++) out[e] = x[e];
-    for (int i = 0; i < half; i++) {
-        double a = (double)pos * (double)inv_freq[i];
-        double c = mscale * cos(a), s = sign * mscale * sin(a);
-        out[i] = x[i] * c - x[i + half] * s;
-        out[i + half] = x[i + half] * c + x[i] * s;
-    }
-}
-
-/* Runs rope fwd or bwd on [T, NH, D] and compares with rope_ref. Returns the host result. */
+/* Runs rope fwd or bwd on [T, NH, D] and compares with sl_ref_rope. Returns the host result. */
 static float *run_rope(const float *x, const int32_t *pos, int t, int nh, int d,
                        const float *inv_freq, int half, float mscale, int bwd) {
     sl_tensor *tx = sl_test_tensor(SL_F32, 3, (int64_t[]){t, nh, d}, x);
@@ -107,8 +96,8 @@ static void test_rope_apply(double partial, float mscale) {
         for (int h = 0; h < NH; h++) {
             double o[D], ot[D];
             int off = (t * NH + h) * D;
-            rope_ref(o, x + off, D, half, f, pos[t], mscale, 1);
-            rope_ref(ot, y + off, D, half, f, pos[t], mscale, -1);
+            sl_ref_rope(o, x + off, D, half, f, pos[t], mscale, 1);
+            sl_ref_rope(ot, y + off, D, half, f, pos[t], mscale, -1);
             for (int e = 0; e < D; e++) ref[off + e] = (float)o[e], reft[off + e] = (float)ot[e];
         }
     /* fp32 arithmetic on N(0,1) data with cos/sin rounded to float: ~1e-7 relative. */

@@ -2,12 +2,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
 static void test_matmul(void) {
     /* All four transpose combinations against a naive triple loop, with beta accumulate. */
     const int m = 7, n = 5, k = 9;
     float a[63], b[45], c0[35], ref[35];
+    double refd[35];
     sl_test_fill_uniform(a, 63, -1, 1, 1);
     sl_test_fill_uniform(b, 45, -1, 1, 2);
     sl_test_fill_uniform(c0, 35, -1, 1, 3);
@@ -17,14 +19,8 @@ static void test_matmul(void) {
             sl_tensor *A = sl_test_tensor(SL_F32, 2, sa, a), *B = sl_test_tensor(SL_F32, 2, sb, b);
             sl_tensor *C = sl_test_tensor(SL_F32, 2, (int64_t[]){m, n}, c0);
             sl_op_matmul(C, A, B, ta, tb, 0.5f, 2.0f);
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) {
-                    double s = 0;
-                    for (int p = 0; p < k; p++)
-                        s += (double)(ta ? a[p * m + i] : a[i * k + p]) *
-                             (tb ? b[j * k + p] : b[p * n + j]);
-                    ref[i * n + j] = (float)(0.5 * s + 2.0 * c0[i * n + j]);
-                }
+            sl_ref_matmul(refd, a, b, c0, m, n, k, ta, tb, 0.5, 2.0);
+            sl_ref_f32(ref, refd, m * n);
             float *got = sl_test_host_f32(C);
             CHECK(sl_test_compare("matmul", got, ref, m * n, 1e-5, 1e-5) <= 1.0,
                   "matmul trans_a=%d trans_b=%d", ta, tb);
@@ -116,14 +112,10 @@ static void test_cross_entropy(void) {
     sl_tensor *dl = sl_test_tensor(SL_F32, 2, (int64_t[]){N, V}, NULL);
     sl_op_cross_entropy(ls, dl, l, t, 1.0f);
     float *hl = sl_test_host_f32(ls), *g = sl_test_host_f32(dl);
-    /* Reference loss in double. */
-    for (int r = 0; r < N; r++) {
-        double m = -1e30, s = 0;
-        for (int i = 0; i < V; i++) m = fmax(m, logits[r * V + i]);
-        for (int i = 0; i < V; i++) s += exp(logits[r * V + i] - m);
-        double ref = tg[r] < 0 ? 0.0 : m + log(s) - logits[r * V + tg[r]];
-        CHECK(fabs(hl[r] - ref) < 1e-5, "cross-entropy row %d: %g vs %g", r, hl[r], ref);
-    }
+    double ref[N];
+    sl_ref_cross_entropy(ref, NULL, logits, tg, N, V, 1.0);
+    for (int r = 0; r < N; r++)
+        CHECK(fabs(hl[r] - ref[r]) < 1e-5, "cross-entropy row %d: %g vs %g", r, hl[r], ref[r]);
     CHECK(sl_test_fd_check("ce dlogits", logits, g, N * V, ce_loss, &c, 1e-2, 1e-3, 1e-2, 55) == 0,
           "cross-entropy gradient");
     free(hl), free(g);
@@ -159,10 +151,11 @@ static void test_embedding(void) {
 
 static void test_adamw(void) {
     enum { N = 8 };
-    float p[N], g[N], pref[N], m[N] = {0}, v[N] = {0};
+    float p[N], g[N], pref[N];
+    double pd[N], m[N] = {0}, v[N] = {0};
     sl_test_fill_normal(p, N, 1, 41);
     sl_test_fill_normal(g, N, 1, 42);
-    memcpy(pref, p, sizeof p);
+    for (int i = 0; i < N; i++) pd[i] = p[i];
     sl_tensor *tp = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, p);
     sl_tensor *tg = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, g);
     sl_tensor *tm = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, NULL);
@@ -176,14 +169,9 @@ static void test_adamw(void) {
     for (int step = 1; step <= 3; step++) {
         hp.step = step;
         sl_op_adamw(tp, tg, tm, tv, &hp);
-        for (int i = 0; i < N; i++) {
-            double gi = g[i] * 0.5;
-            m[i] = (float)(0.9 * m[i] + 0.1 * gi);
-            v[i] = (float)(0.95 * v[i] + 0.05 * gi * gi);
-            double mh = m[i] / (1 - pow(0.9, step)), vh = v[i] / (1 - pow(0.95, step));
-            pref[i] = (float)(pref[i] - 0.01 * (mh / (sqrt(vh) + 1e-8) + 0.1 * pref[i]));
-        }
+        sl_ref_adamw(pd, m, v, g, N, &hp);
     }
+    sl_ref_f32(pref, pd, N);
     float *got = sl_test_host_f32(tp);
     CHECK(sl_test_compare("adamw", got, pref, N, 1e-6, 1e-5) <= 1.0, "adamw matches reference");
     free(got);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "moe/kernels_cpu.h"
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
 static const sl_ggemm_mode modes[3] = {SL_GGEMM_AUTO, SL_GGEMM_SERIAL_GROUPS,
@@ -35,25 +36,15 @@ static void test_forward(const gcase *gc) {
         const int64_t in = tb ? s : r, out = tb ? r : s;
         float *a = malloc(sizeof(float) * rows * in), *b = malloc(sizeof(float) * G * r * s);
         float *c0 = malloc(sizeof(float) * rows * out), *ref = malloc(sizeof(float) * rows * out);
+        double *refd = malloc(sizeof(double) * rows * out);
         sl_test_fill_uniform(a, rows * in, -1, 1, 100 + tb);
         sl_test_fill_uniform(b, G * r * s, -1, 1, 200 + tb);
         sl_test_fill_uniform(c0, rows * out, -1, 1, 300 + tb);
         /* Rows of A past the groups are poison: reading them would show in C. */
         for (int64_t i = n * in; i < rows * in; i++) a[i] = 1e30f;
         for (int beta = 0; beta <= 1; beta++) {
-            memcpy(ref, c0, sizeof(float) * rows * out);
-            int64_t row0 = 0;
-            for (int g = 0; g < G; row0 += gc->counts[g], g++)
-                for (int64_t i = row0; i < row0 + gc->counts[g]; i++)
-                    for (int64_t o = 0; o < out; o++) {
-                        double acc = 0.0;
-                        for (int64_t p = 0; p < in; p++) {
-                            /* trans_b: B_g [R=out, S=in]; else B_g [R=in, S=out] */
-                            double bv = tb ? b[(g * r + o) * s + p] : b[(g * r + p) * s + o];
-                            acc += (double)a[i * in + p] * bv;
-                        }
-                        ref[i * out + o] = (float)(acc + beta * (double)c0[i * out + o]);
-                    }
+            sl_ref_grouped_matmul(refd, a, b, c0, gc->counts, gc->groups, rows, r, s, tb, beta);
+            sl_ref_f32(ref, refd, rows * out);
             float *first = NULL;
             for (int mi = 0; mi < 3; mi++) {
                 sl_cpu_grouped_matmul_set_mode(modes[mi]);
@@ -80,7 +71,7 @@ static void test_forward(const gcase *gc) {
             }
             free(first);
         }
-        free(a), free(b), free(c0), free(ref);
+        free(a), free(b), free(c0), free(ref), free(refd);
     }
     sl_cpu_grouped_matmul_set_mode(SL_GGEMM_AUTO);
 }
@@ -94,15 +85,11 @@ static void test_dw(const gcase *gc) {
     sl_test_fill_uniform(w0, G * r * s, -1, 1, 403);
     for (int64_t i = n * r; i < rows * r; i++) dy[i] = 1e30f;
     for (int64_t i = n * s; i < rows * s; i++) x[i] = 1e30f;
-    int64_t row0 = 0;
-    for (int g = 0; g < G; row0 += gc->counts[g], g++)
-        for (int64_t i = 0; i < r; i++)
-            for (int64_t j = 0; j < s; j++) {
-                double acc = w0[(g * r + i) * s + j];
-                for (int64_t t = row0; t < row0 + gc->counts[g]; t++)
-                    acc += (double)dy[t * r + i] * x[t * s + j];
-                ref[(g * r + i) * s + j] = (float)acc;
-            }
+    double *refd = malloc(sizeof(double) * G * r * s);
+    for (int64_t i = 0; i < G * r * s; i++) refd[i] = w0[i];
+    sl_ref_grouped_matmul_dw(refd, dy, x, gc->counts, gc->groups, r, s);
+    sl_ref_f32(ref, refd, G * r * s);
+    free(refd);
     float *first = NULL;
     for (int mi = 0; mi < 3; mi++) {
         sl_cpu_grouped_matmul_set_mode(modes[mi]);

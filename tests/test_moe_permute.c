@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
 
 /* Expert ids: k distinct experts per token from [0, e - 1): expert e - 1 is never used. */
@@ -46,10 +47,7 @@ static void test_sort(int n, int k, int e) {
     sl_op_fill(tc, 99.0f); /* counts are written, not accumulated */
     sl_op_moe_sort(tc, tst, tsp, ti);
     sl_tensor_to_host(tc, cnt), sl_tensor_to_host(tst, st), sl_tensor_to_host(tsp, sp);
-    int pos = 0;
-    for (int x = 0; x < e; x++)
-        for (int s = 0; s < n * k; s++)
-            if (idx[s] == x) rst[pos] = s / k, rsp[s] = pos++, rcnt[x]++;
+    sl_ref_moe_sort(rcnt, rst, rsp, idx, n, k, e);
     CHECK(memcmp(cnt, rcnt, sizeof(int32_t) * e) == 0, "moe_sort counts");
     CHECK(cnt[e - 1] == 0, "moe_sort: the unused expert has count 0");
     CHECK(memcmp(st, rst, sizeof(int32_t) * n * k) == 0, "moe_sort sorted_token (stable order)");
@@ -151,13 +149,9 @@ static void test_combine(int n, int k, int c, bool fd) {
     for (int s = 0; s < m; s++) cc.sp[s] = (int32_t)(((int64_t)s * 37 + 11) % m); /* a bijection */
     float *y = malloc(sizeof(float) * n * c), *ref = malloc(sizeof(float) * n * c);
     combine(&cc, y);
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < c; i++) {
-            double s = 0.0;
-            for (int j = 0; j < k; j++)
-                s += (double)cc.w[t * k + j] * cc.x[cc.sp[t * k + j] * c + i];
-            ref[t * c + i] = (float)s;
-        }
+    double *refd = malloc(sizeof(double) * (size_t)m * c);
+    sl_ref_moe_combine(refd, cc.x, cc.sp, cc.w, n, k, c);
+    sl_ref_f32(ref, refd, (int64_t)n * c);
     CHECK(sl_test_compare("moe_combine", y, ref, (int64_t)n * c, 1e-6, 1e-5) <= 1.0,
           "moe_combine (n=%d k=%d c=%d)", n, k, c);
     /* backward */
@@ -179,22 +173,18 @@ static void test_combine(int n, int k, int c, bool fd) {
               "moe_combine_bwd dw finite differences");
     } else { /* large case (parallel path): the same formulas against double loops */
         float *rx = malloc(sizeof(float) * m * c), *rw = malloc(sizeof(float) * m);
-        for (int t = 0; t < n; t++)
-            for (int j = 0; j < k; j++) {
-                double d = 0.0;
-                for (int i = 0; i < c; i++) {
-                    d += (double)cc.r[t * c + i] * cc.x[cc.sp[t * k + j] * c + i];
-                    rx[cc.sp[t * k + j] * c + i] = cc.w[t * k + j] * cc.r[t * c + i];
-                }
-                rw[t * k + j] = (float)d;
-            }
+        double *rwd = malloc(sizeof(double) * m);
+        sl_ref_moe_combine_bwd(refd, rwd, cc.r, cc.x, cc.sp, cc.w, n, k, c);
+        sl_ref_f32(rx, refd, (int64_t)m * c), sl_ref_f32(rw, rwd, m);
+        free(rwd);
         CHECK(sl_test_compare("combine dx", gx, rx, (int64_t)m * c, 1e-6, 1e-5) <= 1.0,
               "moe_combine_bwd dx (large)");
         CHECK(sl_test_compare("combine dw", gw, rw, m, 1e-5, 1e-5) <= 1.0,
               "moe_combine_bwd dw (large)");
         free(rx), free(rw);
     }
-    free(gx), free(gw), free(y), free(ref), free(cc.x), free(cc.w), free(cc.r), free(cc.sp);
+    free(gx), free(gw), free(y), free(ref), free(refd), free(cc.x), free(cc.w), free(cc.r),
+        free(cc.sp);
     sl_tensor_free(tx), sl_tensor_free(tw), sl_tensor_free(ts), sl_tensor_free(tdy);
     sl_tensor_free(tdx), sl_tensor_free(tdw);
 }
@@ -205,10 +195,6 @@ typedef struct {
     int m, width; /* swiglu: gu [m, 2*width]; rowgate: x [m, width], s [m] */
     float *a, *s, *r;
 } act_case;
-
-static double silu_ref(double g) {
-    return g / (1.0 + exp(-g));
-}
 
 static double swiglu_loss(void *u) {
     const act_case *ac = u;
@@ -225,6 +211,7 @@ static double swiglu_loss(void *u) {
 static void test_swiglu(void) {
     enum { M = 6, I = 10 };
     float gu[M * 2 * I], r[M * I], ref[M * I];
+    double refd[M * I];
     sl_test_fill_normal(gu, M * 2 * I, 2.0f, 81);
     sl_test_fill_normal(r, M * I, 1.0f, 82);
     act_case ac = {.m = M, .width = I, .a = gu, .r = r};
@@ -234,9 +221,8 @@ static void test_swiglu(void) {
     sl_tensor *tdg = sl_test_tensor(SL_F32, 2, (int64_t[]){M, 2 * I}, NULL);
     sl_op_swiglu_fwd(th, tg);
     float *h = sl_test_host_f32(th);
-    for (int t = 0; t < M; t++)
-        for (int i = 0; i < I; i++)
-            ref[t * I + i] = (float)(silu_ref(gu[t * 2 * I + i]) * gu[t * 2 * I + I + i]);
+    sl_ref_swiglu_fwd(refd, gu, M, I);
+    sl_ref_f32(ref, refd, M * I);
     CHECK(sl_test_compare("swiglu", h, ref, M * I, 1e-6, 1e-5) <= 1.0, "swiglu_fwd");
     sl_op_fill(tdg, 3.0f);
     sl_op_swiglu_bwd(tdg, tdh, tg);
@@ -264,6 +250,7 @@ static double rowgate_loss(void *u) {
 static void test_rowgate(void) {
     enum { N = 7, C = 9 };
     float x[N * C], s[N], r[N * C], ref[N * C];
+    double refd[N * C];
     sl_test_fill_normal(x, N * C, 1.0f, 91);
     sl_test_fill_normal(s, N, 2.0f, 92);
     sl_test_fill_normal(r, N * C, 1.0f, 93);
@@ -276,8 +263,8 @@ static void test_rowgate(void) {
     sl_tensor *tds = sl_test_tensor(SL_F32, 1, (int64_t[]){N}, NULL);
     sl_op_rowgate_fwd(ty, tx, ts);
     float *y = sl_test_host_f32(ty);
-    for (int t = 0; t < N; t++)
-        for (int i = 0; i < C; i++) ref[t * C + i] = (float)(x[t * C + i] / (1.0 + exp(-s[t])));
+    sl_ref_rowgate_fwd(refd, x, s, N, C);
+    sl_ref_f32(ref, refd, N * C);
     CHECK(sl_test_compare("rowgate", y, ref, N * C, 1e-6, 1e-5) <= 1.0, "rowgate_fwd");
     sl_op_fill(tdx, 3.0f), sl_op_fill(tds, 3.0f);
     sl_op_rowgate_bwd(tdx, tds, tdy, tx, ts);

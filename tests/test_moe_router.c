@@ -15,34 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/ref_ops.h"
 #include "tests/test_util.h"
-
-/* Double-precision reference of one row. */
-static void ref_row(const float *l, const float *bias, int e, int k, bool norm, double *p, int *idx,
-                    double *w, double *lse) {
-    double m = l[0], s = 0.0;
-    for (int i = 1; i < e; i++) m = fmax(m, l[i]);
-    for (int i = 0; i < e; i++) s += exp((double)l[i] - m);
-    *lse = m + log(s);
-    for (int i = 0; i < e; i++) p[i] = exp((double)l[i] - *lse);
-    /* Selection sort: largest score first, ties to the lower index. */
-    bool used[256] = {false};
-    double sum = 0.0;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        double bs = 0.0;
-        for (int i = 0; i < e; i++) {
-            double sc = p[i] + (bias ? (double)bias[i] : 0.0);
-            if (!used[i] && (best < 0 || sc > bs)) best = i, bs = sc;
-        }
-        used[best] = true;
-        idx[j] = best;
-        w[j] = p[best];
-        sum += p[best];
-    }
-    if (norm)
-        for (int j = 0; j < k; j++) w[j] /= sum;
-}
 
 typedef struct {
     int n, e, k;
@@ -88,7 +62,7 @@ static void test_forward(int n, int e, int k, bool norm, bool with_bias, uint64_
     int id[64], bad_idx = 0, changed = 0;
     for (int r = 0; r < n; r++) {
         double lse;
-        ref_row(l + r * e, rc.bias, e, k, norm, pd, id, wd, &lse);
+        sl_ref_router_row(l + r * e, rc.bias, e, k, norm, pd, id, wd, &lse);
         for (int i = 0; i < e; i++) pref[r * e + i] = (float)pd[i], sd[i] += pd[i];
         sd[e] += lse * lse;
         for (int j = 0; j < k; j++) {
@@ -102,7 +76,7 @@ static void test_forward(int n, int e, int k, bool norm, bool with_bias, uint64_
         if (with_bias) { /* does the bias change this row's selection? */
             int id0[64];
             double w0[64];
-            ref_row(l + r * e, NULL, e, k, norm, pd, id0, w0, &lse);
+            sl_ref_router_row(l + r * e, NULL, e, k, norm, pd, id0, w0, &lse);
             for (int j = 0; j < k; j++) changed += id0[j] != id[j];
         }
     }
@@ -206,7 +180,7 @@ static void test_backward(bool norm, bool lbl, float z, bool with_bias) {
     for (int n = 0; n < N; n++) {
         double p[E], w[K], lse, sc[E];
         int id[K];
-        ref_row(logits + n * E, rc.bias, E, K, norm, p, id, w, &lse);
+        sl_ref_router_row(logits + n * E, rc.bias, E, K, norm, p, id, w, &lse);
         for (int i = 0; i < E; i++) sc[i] = p[i] + (rc.bias ? bias[i] : 0.0);
         double kth = sc[id[K - 1]], next = -1e9;
         for (int i = 0; i < E; i++) {
