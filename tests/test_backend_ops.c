@@ -292,21 +292,15 @@ static void setup_check(cx *c, bool ok, const char *what) {
     c->setup_ok &= ok;
 }
 
-/* ---- sum, sumsq, sigmoid_mean: the only calls of the three reductions -----------------------
- * They return a host double today; when they write a device scalar (a 1-element fp32 `out`)
- * instead, each wrapper's body becomes the call itself, e.g. sl_op_sum(out, x). */
-static void put_scalar(sl_tensor *out, double v) {
-    const float f = (float)v;
-    sl_tensor_from_host(out, &f);
-}
+/* ---- sum, sumsq, sigmoid_mean write device scalars (a 1-element fp32 `out`) ------------- */
 static void run_sum(sl_tensor *out, const sl_tensor *x) {
-    put_scalar(out, sl_op_sum(x));
+    sl_op_sum(out, x);
 }
 static void run_sumsq(sl_tensor *out, const sl_tensor *x) {
-    put_scalar(out, sl_op_sumsq(x));
+    sl_op_sumsq(out, x);
 }
 static void run_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
-    put_scalar(out, sl_op_sigmoid_mean(g));
+    sl_op_sigmoid_mean(out, g);
 }
 
 /* ---- memory-level helpers ---------------------------------------------------------------- */

@@ -522,12 +522,10 @@ static void test_set_order(void) {
     const char *fwd[] = {"training.max_steps=10", "training.warmup_steps=2"};
     const char *rev[] = {"training.warmup_steps=2", "training.max_steps=10"};
     CHECK(c.train.warmup_steps > 10, "tiny.json must have warmup_steps > 10 for this test");
-    CHECK(sl_config_apply_sets(&c, fwd, 2, err, sizeof err) == 0, "max_steps then warmup: %s",
-          err);
+    CHECK(sl_config_apply_sets(&c, fwd, 2, err, sizeof err) == 0, "max_steps then warmup: %s", err);
     CHECK(c.train.max_steps == 10 && c.train.warmup_steps == 2, "both overrides applied");
     c = before;
-    CHECK(sl_config_apply_sets(&c, rev, 2, err, sizeof err) == 0, "warmup then max_steps: %s",
-          err);
+    CHECK(sl_config_apply_sets(&c, rev, 2, err, sizeof err) == 0, "warmup then max_steps: %s", err);
     CHECK(c.train.max_steps == 10 && c.train.warmup_steps == 2, "both overrides applied");
     /* the final state is still validated, naming the key; cfg is left unchanged */
     c = before;
