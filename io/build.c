@@ -641,6 +641,40 @@ static void remove_stage(const char *stage) {
     rmdir(stage);
 }
 
+/* The first directory of `dir`'s path that does not exist yet ("" when dir exists): what a
+ * build creates, so that a failed build can leave the file system as it found it. */
+static void first_missing_dir(const char *dir, char *out, size_t n) {
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s", dir);
+    out[0] = '\0';
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0') continue;
+        const char c = *s;
+        *s = '\0';
+        if (stat(p, &st) != 0) {
+            snprintf(out, n, "%s", p);
+            return;
+        }
+        *s = c;
+        if (c == '\0') return;
+    }
+}
+
+/* Removes the directories a failed build created: dir and its parents up to `created`. */
+static void remove_created_dirs(const char *dir, const char *created) {
+    if (!created[0]) return;
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (;;) {
+        rmdir(p);
+        if (strcmp(p, created) == 0) return;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) return;
+        *slash = '\0';
+    }
+}
+
 int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, sl_build_result *res,
                   char *err, size_t errlen) {
     sl_build_opts o = *oin;
@@ -730,7 +764,12 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (tbytes != 2 && tbytes != 4) return sl_fail(err, errlen, "--token-bytes must be 2 or 4");
     if (tbytes == 2 && vocab > 65536)
         return sl_fail(err, errlen, "vocab_size %lld needs 4-byte tokens", (long long)vocab);
-    if (sl_mkdirs(o.out_dir, err, errlen) != 0) return -1;
+    char created[4096];
+    first_missing_dir(o.out_dir, created, sizeof created);
+    if (sl_mkdirs(o.out_dir, err, errlen) != 0) {
+        remove_created_dirs(o.out_dir, created);
+        return -1;
+    }
     if (check_existing(&o, err, errlen) != 0) return -1;
 
     sink *k = sl_xcalloc(1, sizeof *k);
@@ -739,6 +778,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
         sl_fail(err, errlen, "%s: cannot create a staging directory: %s", o.out_dir,
                 strerror(errno));
         free(k);
+        remove_created_dirs(o.out_dir, created);
         return -1;
     }
     k->o = &o;
@@ -786,5 +826,7 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (rc == 0) rc = publish(k, err, errlen);
     remove_stage(k->stage);
     free(k);
+    /* a failed build into a new directory leaves no directory behind (docs/data.md) */
+    if (rc != 0) remove_created_dirs(o.out_dir, created);
     return rc;
 }

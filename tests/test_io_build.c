@@ -195,6 +195,17 @@ static void test_text(void) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "test $(ls -a '%s' | wc -l) -eq 3", out);
     CHECK(system(cmd) == 0, "a failed build leaves no staging files");
+    /* a failed build into a directory that did not exist leaves none behind, parents too */
+    char fresh[600], parent[560];
+    pathf(parent, sizeof parent, "fresh_parent");
+    snprintf(fresh, sizeof fresh, "%s/out", parent);
+    o.out_dir = fresh;
+    CHECK(build_err(o, b, err, sizeof err) != 0 && strstr(err, "empty corpus"),
+          "empty text input into a new directory: %s", err);
+    struct stat st;
+    CHECK(stat(fresh, &st) != 0 && stat(parent, &st) != 0,
+          "a failed build into a new directory removes the directories it created");
+    o.out_dir = out;
     /* missing input */
     char missing[512];
     pathf(missing, sizeof missing, "nope.txt");
