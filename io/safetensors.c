@@ -1,5 +1,5 @@
 /*
- * trainer/safetensors.c - the safetensors reader and writer (see safetensors.h).
+ * io/safetensors.c - the safetensors reader and writer (see safetensors.h).
  *
  * The writer builds the JSON header itself (exact integers, its own escaping) and streams the
  * data; the reader parses the header with cJSON and validates every field before any tensor can

@@ -1,5 +1,5 @@
 /*
- * trainer/safetensors.h - reading and writing Hugging Face safetensors files (host memory).
+ * io/safetensors.h - reading and writing Hugging Face safetensors files (host memory).
  *
  * File layout: an 8-byte little-endian u64 N, then N bytes of UTF-8 JSON header (starting with
  * '{', padded with trailing spaces), then the data section. The header maps each tensor name to

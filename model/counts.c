@@ -1,4 +1,4 @@
-/* core/model_stats.c - parameter and FLOP counts (formulas in core/model_stats.h). */
+/* model/counts.c - parameter and FLOP counts (formulas in model/counts.h). */
 #include "model/counts.h"
 
 #include <stdbool.h>

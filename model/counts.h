@@ -1,5 +1,5 @@
 /*
- * core/model_stats.h - parameter and training-FLOP counts of a model configuration.
+ * model/counts.h - parameter and training-FLOP counts of a model configuration.
  *
  * Notation: V = vocab_size, h = hidden_size, L = num_hidden_layers, H = num_attention_heads,
  * KV = num_key_value_heads, D = head_dim, E = num_experts, k = num_experts_per_tok,

@@ -1,4 +1,4 @@
-/* trainer/hf_export.c - Hugging Face naming of sluice's parameters (see hf_export.h). */
+/* model/hf_export.c - Hugging Face naming of sluice's parameters (see hf_export.h). */
 #include "model/hf_export.h"
 
 #include <stdio.h>

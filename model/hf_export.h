@@ -1,5 +1,5 @@
 /*
- * trainer/hf_export.h - model weights in Hugging Face layout (safetensors + config.json).
+ * model/hf_export.h - model weights in Hugging Face layout (safetensors + config.json).
  *
  * sluice stores some tensors fused for speed (gate and up projections stacked; experts
  * stacked per layer). The mapping below splits them into the Hugging Face Qwen3-MoE names

@@ -1,5 +1,5 @@
 /*
- * trainer/model.h - the gated-attention MoE decoder:
+ * model/model.h - the gated-attention MoE decoder:
  *
  *     x_0 = embed(tokens);  for each layer: h = x + Attn(norm(x)), x' = h + FFN(norm(h))
  *     logits = lm_head(final_norm(x_L));  loss = mean cross-entropy

@@ -1,4 +1,4 @@
-# trainer/model.c: the whole model's gradients, training, and the PyTorch cross-check.
+# model/model.c: the whole model's gradients, training, and the PyTorch cross-check.
 sluice_test(test_model_grad SOURCES test_model_grad.c LABELS model)
 add_executable(dump_grads dump_grads.c)
 target_link_libraries(dump_grads PRIVATE sluice_testutil)

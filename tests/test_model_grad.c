@@ -65,12 +65,12 @@ static void check_variant(const char *label, const sl_model_config *cfg) {
     CHECK(m != NULL, "%s: model create: %s", label, err);
     if (!m) return;
     sl_params_randomize(&m->params, 1234);
-    /* The banner's parameter count (core/model_stats.c, counted from the config) is the
+    /* The banner's parameter count (model/counts.c, counted from the config) is the
      * number of parameters the model actually allocates. */
     int64_t total = 0, active = 0;
     sl_model_param_count(cfg, &total, &active);
     CHECK(total == sl_params_numel(&m->params),
-          "%s: model_stats counts %lld parameters, the "
+          "%s: model/counts.c counts %lld parameters, the "
           "model holds %lld",
           label, (long long)total, (long long)sl_params_numel(&m->params));
     int32_t tokens[2 * 6];
