@@ -1,219 +1,287 @@
 /*
- * tests/test_moe_block.c - the MoE block composed from the ops, as the model builds it:
+ * tests/test_moe_block.c - the MoE block through its own interface (moe/moe_block.h):
+ * sl_moe_block_declare / alloc / forward / backward on one rank (ep = NULL and per-micro-batch
+ * LBL, as the trainer runs a single expert-parallel rank), with the shared expert and its
+ * sigmoid gate, and the aux-loss-free selection bias keeping one expert unused (an empty
+ * group). The reference is a naive per-token loop in double written from the reference card
+ * (/work/shared/reference/model-math.md, "MoE block") and moe_block.h:
  *
- *   logits = X Wr^T                       Wr [E, C]
- *   route (norm_topk, aux-free bias)   -> probs, topk_idx, topk_w
- *   sort -> gather X rows in expert order -> grouped GEMM with the gate_up stack [E, 2I, C]
- *   -> SwiGLU -> grouped GEMM with the down stack [E, C, I] -> combine with topk_w
+ *   logits = X W_r^T,  p = softmax(logits),  top-k of p + bias (ties: lower index),
+ *   w_j = p_{i_j} / sum_m p_{i_m}                                     (norm_topk_prob)
+ *   y   = sum_j w_j Expert_{i_j}(X) + sigmoid(X . w_sg) SharedExpert(X)
+ *   Expert(x) = W_down (silu(W_gate x) * (W_up x))                    (gate rows first)
+ *   LBL = E sum_i f_i P_i  with f_i = count_i / N (sums to k), P_i = mean_n p[n, i]
+ *   z   = mean_n lse_n^2
+ *   J   = sum r * y + lbl_coef * LBL / k + z_coef * z
  *
- * Forward: equals a naive per-token double loop over its top-k experts (1e-5 absolute,
- * 1e-4 relative), and the routing matches exactly. The bias keeps one expert unused (a
- * zero-count group).
- * Backward (the ops' backward chain: combine_bwd, grouped GEMM and grouped_matmul_dw,
- * swiglu_bwd, scatter_add_rows, router_bwd, matmul): central finite differences of
- * loss = sum r * y on X, Wr, the gate_up and the down stacks, h = 1e-3, tolerance
- * 5e-4 + 5e-3 |numeric|; the router weights are chosen so the top-k margin exceeds what the
- * perturbation can move.
+ * Checks, with their tolerances:
+ *   - routing (top-k indices) and the per-expert counts equal the reference exactly;
+ *   - y equals the reference within 1e-5 absolute + 1e-4 relative (fp32 vs double);
+ *   - the block's lbl and zloss statistics equal E sum f_i P_i and mean lse^2 within
+ *     1e-5 relative (fp32 sums of O(1) terms);
+ *   - the gradients of J from sl_moe_block_backward (dy = r, coefficients through
+ *     sl_moe_loss_coefs) on X, the router, both expert stacks, the shared expert's two
+ *     matrices and the shared gate equal central finite differences of the double reference
+ *     J (h = 1e-3, every coordinate) within 2e-5 + 2e-3 |numeric|; once with r random (the
+ *     whole objective) and once with r = 0, where only the auxiliary losses drive the router
+ *     and X gradients, so that a wrong LBL or z coefficient cannot hide behind the larger
+ *     output term.
+ * The router weights are the first seed whose top-k margin exceeds what the perturbation can
+ * move, so the finite differences never cross a routing change.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe/moe_block.h"
 #include "tests/test_util.h"
 
-enum { N = 12, C = 10, E = 6, K = 2, I = 8, M = N * K };
+enum { N = 12, C = 10, E = 6, K = 2, I = 8, F = 6 };
+
+static const double LBL_COEF = 0.5, Z_COEF = 0.05;
+
+/* Host values of the input and every parameter, and the output weights r of J. */
+typedef struct {
+    float x[N * C];
+    float wr[E * C];          /* router [E, C] */
+    float wgu[E * 2 * I * C]; /* experts gate_up [E, 2I, C]: gate rows, then up rows */
+    float wd[E * C * I];      /* experts down [E, C, I] */
+    float sgu[2 * F * C];     /* shared gate_up [2F, C] */
+    float sd[C * F];          /* shared down [C, F] */
+    float sg[C];              /* shared gate [1, C] */
+    float bias[E];            /* selection bias (not a parameter) */
+    float r[N * C];
+} values;
 
 typedef struct {
-    float x[N * C], wr[E * C], wgu[E * 2 * I * C], wd[E * C * I], bias[E], r[N * C];
-} block;
+    double y[N * C], lbl, z, margin;
+    int idx[N * K];
+    int64_t counts[E];
+} ref_out;
 
-/* Activations kept for the backward. */
-typedef struct {
-    sl_tensor *x, *wr, *wgu, *wd, *bias, *logits, *probs, *idx, *w, *stats, *counts, *stok, *spos,
-        *xs, *gu, *h, *out, *y;
-    int64_t counts_h[E];
-} acts;
-
-static void forward(const block *b, acts *a) {
-    a->x = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, b->x);
-    a->wr = sl_test_tensor(SL_F32, 2, (int64_t[]){E, C}, b->wr);
-    a->wgu = sl_test_tensor(SL_F32, 3, (int64_t[]){E, 2 * I, C}, b->wgu);
-    a->wd = sl_test_tensor(SL_F32, 3, (int64_t[]){E, C, I}, b->wd);
-    a->bias = sl_test_tensor(SL_F32, 1, (int64_t[]){E}, b->bias);
-    a->logits = sl_test_tensor(SL_F32, 2, (int64_t[]){N, E}, NULL);
-    a->probs = sl_test_tensor(SL_F32, 2, (int64_t[]){N, E}, NULL);
-    a->idx = sl_test_tensor(SL_I32, 2, (int64_t[]){N, K}, NULL);
-    a->w = sl_test_tensor(SL_F32, 2, (int64_t[]){N, K}, NULL);
-    a->stats = sl_test_tensor(SL_F32, 1, (int64_t[]){E + 1}, NULL);
-    a->counts = sl_test_tensor(SL_I32, 1, (int64_t[]){E}, NULL);
-    a->stok = sl_test_tensor(SL_I32, 1, (int64_t[]){M}, NULL);
-    a->spos = sl_test_tensor(SL_I32, 1, (int64_t[]){M}, NULL);
-    a->xs = sl_test_tensor(SL_F32, 2, (int64_t[]){M, C}, NULL);
-    a->gu = sl_test_tensor(SL_F32, 2, (int64_t[]){M, 2 * I}, NULL);
-    a->h = sl_test_tensor(SL_F32, 2, (int64_t[]){M, I}, NULL);
-    a->out = sl_test_tensor(SL_F32, 2, (int64_t[]){M, C}, NULL);
-    a->y = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, NULL);
-
-    sl_op_matmul(a->logits, a->x, a->wr, false, true, 1.0f, 0.0f);
-    sl_op_router_fwd(a->probs, a->idx, a->w, a->stats, a->logits, a->bias, true);
-    sl_op_moe_sort(a->counts, a->stok, a->spos, a->idx);
-    int32_t c32[E];
-    sl_tensor_to_host(a->counts, c32);
-    for (int e = 0; e < E; e++) a->counts_h[e] = c32[e];
-    sl_op_gather_rows(a->xs, a->x, a->stok);
-    sl_op_grouped_matmul(a->gu, a->xs, a->wgu, a->counts_h, E, true, 0.0f);
-    sl_op_swiglu_fwd(a->h, a->gu);
-    sl_op_grouped_matmul(a->out, a->h, a->wd, a->counts_h, E, true, 0.0f);
-    sl_op_moe_combine(a->y, a->out, a->spos, a->w);
+static double sigmoid(double v) {
+    return 1.0 / (1.0 + exp(-v));
 }
 
-static void free_acts(acts *a) {
-    sl_tensor *all[] = {a->x,     a->wr,  a->wgu, a->wd,    a->bias,   a->logits,
-                        a->probs, a->idx, a->w,   a->stats, a->counts, a->stok,
-                        a->spos,  a->xs,  a->gu,  a->h,     a->out,    a->y};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sl_tensor_free(all[i]);
+/* SwiGLU of one row: o[C] = down (silu(gate x) * (up x)) with gate_up [2f, C], down [C, f]. */
+static void swiglu_ref(const float *gu, const float *down, int f, const float *x, double *o) {
+    double h[I > F ? I : F];
+    for (int i = 0; i < f; i++) {
+        double g = 0.0, u = 0.0;
+        for (int c = 0; c < C; c++) {
+            g += (double)gu[i * C + c] * x[c];
+            u += (double)gu[(f + i) * C + c] * x[c];
+        }
+        h[i] = g * sigmoid(g) * u;
+    }
+    for (int c = 0; c < C; c++) {
+        o[c] = 0.0;
+        for (int i = 0; i < f; i++) o[c] += (double)down[c * f + i] * h[i];
+    }
 }
 
-/* Naive per-token reference in double; also returns the routing and the selection margin. */
-static double naive(const block *b, double *y, int *idx_out) {
-    double margin = 1e9;
+/* The reference block in double; also the top-k selection margin (smallest gap between the
+ * k-th selected score and an unselected one). */
+static void reference(const values *v, ref_out *o) {
+    double psum[E] = {0}, lse2 = 0.0;
+    memset(o->counts, 0, sizeof o->counts);
+    o->margin = 1e300;
     for (int n = 0; n < N; n++) {
+        const float *x = v->x + n * C;
         double l[E], p[E], m = -1e300, s = 0.0;
         for (int e = 0; e < E; e++) {
             l[e] = 0.0;
-            for (int c = 0; c < C; c++) l[e] += (double)b->x[n * C + c] * b->wr[e * C + c];
+            for (int c = 0; c < C; c++) l[e] += (double)x[c] * v->wr[e * C + c];
             m = fmax(m, l[e]);
         }
         for (int e = 0; e < E; e++) s += exp(l[e] - m);
-        for (int e = 0; e < E; e++) p[e] = exp(l[e] - m) / s;
-        int idx[K];
+        const double lse = m + log(s);
+        lse2 += lse * lse;
+        for (int e = 0; e < E; e++) {
+            p[e] = exp(l[e] - lse);
+            psum[e] += p[e];
+        }
+        int *idx = o->idx + n * K;
         bool used[E] = {false};
         for (int j = 0; j < K; j++) {
             int best = -1;
             for (int e = 0; e < E; e++)
-                if (!used[e] && (best < 0 || p[e] + b->bias[e] > p[best] + b->bias[best])) best = e;
+                if (!used[e] && (best < 0 || p[e] + v->bias[e] > p[best] + v->bias[best])) best = e;
             used[best] = true;
             idx[j] = best;
-            idx_out[n * K + j] = best;
+            o->counts[best]++;
         }
+        const int last = idx[K - 1];
         for (int e = 0; e < E; e++)
-            if (!used[e])
-                margin = fmin(margin, p[idx[K - 1]] + b->bias[idx[K - 1]] - p[e] - b->bias[e]);
+            if (!used[e]) o->margin = fmin(o->margin, p[last] + v->bias[last] - p[e] - v->bias[e]);
         double wsum = 0.0;
         for (int j = 0; j < K; j++) wsum += p[idx[j]];
-        for (int c = 0; c < C; c++) y[n * C + c] = 0.0;
+        double *y = o->y + n * C, eo[C];
+        for (int c = 0; c < C; c++) y[c] = 0.0;
         for (int j = 0; j < K; j++) {
             const int e = idx[j];
-            const double w = p[e] / wsum;
-            double hh[I];
-            for (int i = 0; i < I; i++) {
-                double g = 0.0, u = 0.0;
-                for (int c = 0; c < C; c++) {
-                    g += (double)b->wgu[(e * 2 * I + i) * C + c] * b->x[n * C + c];
-                    u += (double)b->wgu[(e * 2 * I + I + i) * C + c] * b->x[n * C + c];
-                }
-                hh[i] = g / (1.0 + exp(-g)) * u;
-            }
-            for (int c = 0; c < C; c++) {
-                double o = 0.0;
-                for (int i = 0; i < I; i++) o += (double)b->wd[(e * C + c) * I + i] * hh[i];
-                y[n * C + c] += w * o;
-            }
+            swiglu_ref(v->wgu + (size_t)e * 2 * I * C, v->wd + (size_t)e * C * I, I, x, eo);
+            for (int c = 0; c < C; c++) y[c] += p[e] / wsum * eo[c];
         }
+        double sl = 0.0;
+        for (int c = 0; c < C; c++) sl += (double)v->sg[c] * x[c];
+        swiglu_ref(v->sgu, v->sd, F, x, eo);
+        for (int c = 0; c < C; c++) y[c] += sigmoid(sl) * eo[c];
     }
-    return margin;
+    o->lbl = 0.0;
+    for (int e = 0; e < E; e++) o->lbl += ((double)o->counts[e] / N) * (psum[e] / N);
+    o->lbl *= E;
+    o->z = lse2 / N;
 }
 
-static double block_loss(void *u) {
-    const block *b = u;
-    acts a;
-    forward(b, &a);
-    float y[N * C];
-    sl_tensor_to_host(a.y, y);
-    free_acts(&a);
-    double l = 0.0;
-    for (int i = 0; i < N * C; i++) l += (double)b->r[i] * y[i];
-    return l;
+static double objective(const values *v, const ref_out *o) {
+    double j = LBL_COEF * o->lbl / K + Z_COEF * o->z;
+    for (int i = 0; i < N * C; i++) j += (double)v->r[i] * o->y[i];
+    return j;
+}
+
+static double ref_objective(void *u) {
+    const values *v = u;
+    ref_out o;
+    reference(v, &o);
+    return objective(v, &o);
+}
+
+typedef struct {
+    sl_params ps;
+    sl_moe_block b;
+    sl_tensor *x, *y, *dy, *dx;
+} harness;
+
+static void harness_init(harness *h, const values *v) {
+    const sl_moe_config m = {.hidden = C,
+                             .experts = E,
+                             .topk = K,
+                             .expert_ffn = I,
+                             .shared_ffn = F,
+                             .norm_topk = true,
+                             .init_std = 0.1f};
+    sl_backend *be = sl_test_cpu();
+    sl_params_init(&h->ps, be);
+    sl_moe_block_declare(&h->b, &m, 0, &h->ps, 0, 1);
+    sl_params_finalize(&h->ps);
+    /* One rank: no expert-parallel group and per-micro-batch LBL, as the trainer runs it. */
+    const sl_moe_options opts = {.selection_bias = true};
+    sl_moe_block_alloc(&h->b, &m, be, NULL, N, &opts);
+    sl_router_set_bias(&h->b.router, v->bias);
+    sl_tensor_from_host(h->b.router.weight->w, v->wr);
+    sl_tensor_from_host(h->b.experts.gate_up->w, v->wgu);
+    sl_tensor_from_host(h->b.experts.down->w, v->wd);
+    sl_tensor_from_host(h->b.shared.gate_up->w, v->sgu);
+    sl_tensor_from_host(h->b.shared.down->w, v->sd);
+    sl_tensor_from_host(h->b.shared_gate->w, v->sg);
+    h->x = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, v->x);
+    h->y = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, NULL);
+    h->dy = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, NULL);
+    h->dx = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, NULL);
+}
+
+static void harness_free(harness *h) {
+    sl_moe_block_free(&h->b);
+    sl_params_free(&h->ps);
+    sl_tensor_free(h->x), sl_tensor_free(h->y), sl_tensor_free(h->dy), sl_tensor_free(h->dx);
+}
+
+/* Backward with dy = r and the test's coefficients; checks every gradient of J against
+ * finite differences of the reference objective. */
+static void check_gradients(harness *h, values *v, const char *what) {
+    sl_tensor_from_host(h->dy, v->r);
+    sl_params_zero_grad(&h->ps);
+    const sl_moe_loss_coefs coefs = {.lbl_coef = LBL_COEF, .z_coef = Z_COEF};
+    sl_moe_block_backward(&h->b, h->x, h->dy, &coefs, h->dx);
+    struct {
+        const char *name;
+        float *host;
+        const sl_tensor *grad;
+        int64_t n;
+    } groups[] = {
+        {"dX", v->x, h->dx, N * C},
+        {"d router", v->wr, h->b.router.weight->g, E * C},
+        {"d experts gate_up", v->wgu, h->b.experts.gate_up->g, E * 2 * I * C},
+        {"d experts down", v->wd, h->b.experts.down->g, E * C * I},
+        {"d shared gate_up", v->sgu, h->b.shared.gate_up->g, 2 * F * C},
+        {"d shared down", v->sd, h->b.shared.down->g, C * F},
+        {"d shared gate", v->sg, h->b.shared_gate->g, C},
+    };
+    const double fd_h = 1e-3, atol = 2e-5, rtol = 2e-3;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        float *an = sl_test_host_f32(groups[g].grad);
+        char label[96];
+        snprintf(label, sizeof label, "%s, %s", groups[g].name, what);
+        const int bad = sl_test_fd_check(label, groups[g].host, an, groups[g].n, ref_objective, v,
+                                         fd_h, atol, rtol, (int)groups[g].n);
+        CHECK(bad == 0, "%s: %d of %lld coordinates differ from finite differences", label, bad,
+              (long long)groups[g].n);
+        free(an);
+    }
 }
 
 int main(void) {
-    static block b;
-    sl_test_fill_normal(b.x, N * C, 1.0f, 1);
-    sl_test_fill_normal(b.wgu, E * 2 * I * C, 0.3f, 3);
-    sl_test_fill_normal(b.wd, E * C * I, 0.3f, 4);
-    sl_test_fill_normal(b.r, N * C, 1.0f, 5);
-    for (int e = 0; e < E; e++) b.bias[e] = e == E - 1 ? -2.0f : 0.0f; /* expert E-1 unused */
-    double yref[N * C];
-    int iref[N * K];
-    /* The finite differences perturb X and Wr by h = 1e-3, which moves a logit by at most
-     * h * max(|x|, |Wr|) and a probability by at most half of that: pick the first router
-     * seed whose top-k margin is 4x that bound, so the selection cannot flip. */
+    static values v;
+    sl_test_fill_normal(v.x, N * C, 1.0f, 11);
+    sl_test_fill_normal(v.wgu, E * 2 * I * C, 0.3f, 13);
+    sl_test_fill_normal(v.wd, E * C * I, 0.3f, 14);
+    sl_test_fill_normal(v.sgu, 2 * F * C, 0.3f, 15);
+    sl_test_fill_normal(v.sd, C * F, 0.3f, 16);
+    sl_test_fill_normal(v.sg, C, 0.5f, 17);
+    sl_test_fill_normal(v.r, N * C, 1.0f, 18);
+    for (int e = 0; e < E; e++) v.bias[e] = e == E - 1 ? -2.0f : 0.0f; /* expert E-1 unused */
+    /* A perturbation h of one X or W_r entry moves a logit by at most h max(|x|, |W_r|) and a
+     * probability by at most half of that: take the first router seed whose top-k margin is 4x
+     * that bound, so that neither the finite differences nor fp32 rounding flip a selection. */
+    ref_out ref;
     float xmax = 0.0f;
-    for (int i = 0; i < N * C; i++) xmax = fmaxf(xmax, fabsf(b.x[i]));
-    double margin = 0.0, need = 0.0;
-    for (uint64_t seed = 2; seed < 200 && !(margin > need); seed++) {
-        sl_test_fill_normal(b.wr, E * C, 0.5f, seed);
+    for (int i = 0; i < N * C; i++) xmax = fmaxf(xmax, fabsf(v.x[i]));
+    double need = 0.0;
+    ref.margin = 0.0;
+    for (uint64_t seed = 20; seed < 300 && !(ref.margin > need); seed++) {
+        sl_test_fill_normal(v.wr, E * C, 0.5f, seed);
         float wmax = xmax;
-        for (int i = 0; i < E * C; i++) wmax = fmaxf(wmax, fabsf(b.wr[i]));
+        for (int i = 0; i < E * C; i++) wmax = fmaxf(wmax, fabsf(v.wr[i]));
         need = 4.0 * 0.5 * 1e-3 * wmax;
-        margin = naive(&b, yref, iref);
+        reference(&v, &ref);
     }
-    CHECK(margin > need, "test setup: no router seed with selection margin > %g", need);
+    CHECK(ref.margin > need, "test setup: no router seed with selection margin > %g", need);
+
+    harness h;
+    harness_init(&h, &v);
 
     /* ---- forward ---- */
-    acts a;
-    forward(&b, &a);
-    float y[N * C], yr[N * C];
+    sl_moe_block_forward(&h.b, h.x, h.y);
     int32_t idx[N * K];
-    sl_tensor_to_host(a.y, y);
-    sl_tensor_to_host(a.idx, idx);
-    for (int i = 0; i < N * C; i++) yr[i] = (float)yref[i];
-    CHECK(memcmp(idx, iref, sizeof idx) == 0, "routing matches the naive top-k");
-    CHECK(a.counts_h[E - 1] == 0, "the biased-out expert has no tokens");
+    sl_tensor_to_host(h.b.router.topk_idx, idx);
+    bool same_idx = true;
+    for (int i = 0; i < N * K; i++) same_idx = same_idx && idx[i] == ref.idx[i];
+    CHECK(same_idx, "routing equals the reference top-k");
+    const int64_t *counts = sl_moe_block_counts(&h.b);
+    CHECK(memcmp(counts, ref.counts, sizeof ref.counts) == 0, "per-expert counts");
+    CHECK(counts[E - 1] == 0, "the biased-out expert got %lld tokens", (long long)counts[E - 1]);
+    float y[N * C], yr[N * C];
+    sl_tensor_to_host(h.y, y);
+    for (int i = 0; i < N * C; i++) yr[i] = (float)ref.y[i];
     CHECK(sl_test_compare("moe block y", y, yr, N * C, 1e-5, 1e-4) <= 1.0,
-          "MoE block forward equals the naive per-token loop");
+          "block output equals the reference (routed experts + gated shared expert)");
+    double lbl = 0.0, zloss = 0.0;
+    sl_moe_block_aux_stats(&h.b, &lbl, &zloss);
+    CHECK(fabs(lbl - ref.lbl) <= 1e-5 * fabs(ref.lbl), "lbl %.9g, reference E sum f P = %.9g", lbl,
+          ref.lbl);
+    CHECK(fabs(zloss - ref.z) <= 1e-5 * fabs(ref.z), "zloss %.9g, reference mean lse^2 = %.9g",
+          zloss, ref.z);
+    /* Sanity of the statistics' scale: uniform routing would give LBL = k, any routing >= 0. */
+    CHECK(ref.lbl > 0.0 && ref.lbl < E, "reference LBL %g in (0, E)", ref.lbl);
 
-    /* ---- backward through the ops ---- */
-    sl_tensor *dy = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, b.r);
-    sl_tensor *dout = sl_test_tensor(SL_F32, 2, (int64_t[]){M, C}, NULL);
-    sl_tensor *dw = sl_test_tensor(SL_F32, 2, (int64_t[]){N, K}, NULL);
-    sl_tensor *dh = sl_test_tensor(SL_F32, 2, (int64_t[]){M, I}, NULL);
-    sl_tensor *dgu = sl_test_tensor(SL_F32, 2, (int64_t[]){M, 2 * I}, NULL);
-    sl_tensor *dxs = sl_test_tensor(SL_F32, 2, (int64_t[]){M, C}, NULL);
-    sl_tensor *dx = sl_test_tensor(SL_F32, 2, (int64_t[]){N, C}, NULL);
-    sl_tensor *dlog = sl_test_tensor(SL_F32, 2, (int64_t[]){N, E}, NULL);
-    sl_tensor *dwr = sl_test_tensor(SL_F32, 2, (int64_t[]){E, C}, NULL);
-    sl_tensor *dwgu = sl_test_tensor(SL_F32, 3, (int64_t[]){E, 2 * I, C}, NULL);
-    sl_tensor *dwd = sl_test_tensor(SL_F32, 3, (int64_t[]){E, C, I}, NULL);
-    sl_op_moe_combine_bwd(dout, dw, dy, a.out, a.spos, a.w);
-    sl_op_grouped_matmul(dh, dout, a.wd, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwd, dout, a.h, a.counts_h, E);
-    sl_op_swiglu_bwd(dgu, dh, a.gu);
-    sl_op_grouped_matmul(dxs, dgu, a.wgu, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwgu, dgu, a.xs, a.counts_h, E);
-    sl_op_scatter_add_rows(dx, dxs, a.stok);
-    sl_op_router_bwd(dlog, dw, a.probs, a.idx, a.w, a.logits, NULL, 0.0f, true);
-    sl_op_matmul(dx, dlog, a.wr, false, false, 1.0f, 1.0f);
-    sl_op_matmul(dwr, dlog, a.x, true, false, 1.0f, 1.0f);
-    float *gx = sl_test_host_f32(dx), *gwr = sl_test_host_f32(dwr);
-    float *gwgu = sl_test_host_f32(dwgu), *gwd = sl_test_host_f32(dwd);
-    const double h = 1e-3, at = 5e-4, rt = 5e-3;
-    CHECK(sl_test_fd_check("block dX", b.x, gx, N * C, block_loss, &b, h, at, rt, 60) == 0,
-          "MoE block dX finite differences");
-    CHECK(sl_test_fd_check("block dWr", b.wr, gwr, E * C, block_loss, &b, h, at, rt, 60) == 0,
-          "MoE block dW_router finite differences");
-    CHECK(sl_test_fd_check("block dWgu", b.wgu, gwgu, E * 2 * I * C, block_loss, &b, h, at, rt,
-                           120) == 0,
-          "MoE block d gate_up finite differences");
-    CHECK(sl_test_fd_check("block dWd", b.wd, gwd, E * C * I, block_loss, &b, h, at, rt, 120) == 0,
-          "MoE block d down finite differences");
-    /* The unused expert's weight gradients stay zero. */
-    double unused = 0.0;
-    for (int i = 0; i < 2 * I * C; i++) unused += fabs(gwgu[(E - 1) * 2 * I * C + i]);
-    for (int i = 0; i < C * I; i++) unused += fabs(gwd[(E - 1) * C * I + i]);
-    CHECK(unused == 0.0, "unused expert has zero weight gradient");
-    free(gx), free(gwr), free(gwgu), free(gwd);
-    sl_tensor *all[] = {dy, dout, dw, dh, dgu, dxs, dx, dlog, dwr, dwgu, dwd};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sl_tensor_free(all[i]);
-    free_acts(&a);
+    /* ---- backward: the whole objective, then the auxiliary losses alone ---- */
+    check_gradients(&h, &v, "J = r.y + aux");
+    static float r_saved[N * C];
+    memcpy(r_saved, v.r, sizeof r_saved);
+    memset(v.r, 0, sizeof v.r);
+    check_gradients(&h, &v, "J = aux only");
+    memcpy(v.r, r_saved, sizeof r_saved);
+
+    harness_free(&h);
     return sl_test_finish("test_moe_block");
 }
