@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     sl_rng r;
     sl_rng_init(&r, tc->seed, 99);
     /* Selection bias: BIAS_ROUNDS updates from counts spread over [0, 2 * uniform load]. */
-    const int rounds = mo.selection_bias ? BIAS_ROUNDS : 0;
+    const int rounds = mo.selection_bias && ne > 0 ? BIAS_ROUNDS : 0;
     int64_t *bias_counts = calloc((size_t)(rounds ? rounds : 1) * nl * (ne ? ne : 1), 8);
     for (int i = 0; i < rounds; i++) {
         int64_t *c = bias_counts + (int64_t)i * nl * ne;

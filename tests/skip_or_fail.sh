@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # tests/skip_or_fail.sh - the one rule for a test whose software dependency is missing
 # (sourced by the test scripts; POSIX sh). The C tests follow the same rule through
 # sl_test_skip() in tests/test_util.c.

@@ -9,6 +9,9 @@
 
 #include "tests/test_util.h"
 
+/* A missing GPU (or a build without CUDA, as on CI) is missing hardware, not a missing
+ * software dependency: this test skips everywhere, CI included, instead of going through
+ * sl_test_skip (which fails under CI). */
 int main(void) {
     char err[256] = "";
     bool built = false;

@@ -57,8 +57,8 @@ static int count_files(const char *prefix) {
     return n;
 }
 
-/* Runs /usr/bin/python3 -c script arg; returns its exit status, or 77 when python3 or numpy
- * is unavailable. */
+/* Runs /usr/bin/python3 -c script arg; returns its exit status, or 77 when /usr/bin/python3
+ * is missing (a missing numpy makes the script fail). */
 static int run_python(const char *script, const char *arg) {
     if (access("/usr/bin/python3", X_OK) != 0) return 77;
     fflush(stdout), fflush(stderr);
@@ -248,7 +248,7 @@ static void test_round_trip(void) {
         "len(d)\n";
     int rc = run_python(py_check, path);
     if (rc == 77)
-        printf("skip: /usr/bin/python3 not available for the interop check\n");
+        sl_test_skip("/usr/bin/python3 not available for the interop check");
     else
         CHECK(rc == 0, "python/numpy reading the sluice-written file (exit %d)", rc);
 }
@@ -285,7 +285,7 @@ static void test_python_written(void) {
     const char *path = tpath("py.safetensors");
     int rc = run_python(py_write, path);
     if (rc == 77) {
-        printf("skip: /usr/bin/python3 not available for the numpy-written file\n");
+        sl_test_skip("/usr/bin/python3 not available for the numpy-written file");
         return;
     }
     CHECK(rc == 0, "python writer exit %d", rc);

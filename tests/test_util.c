@@ -1,6 +1,7 @@
 /* tests/test_util.c - see test_util.h. */
 #include "tests/test_util.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,27 @@ int sl_test_checks = 0;
 int sl_test_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, sl_test_checks, sl_test_failures);
     return sl_test_failures ? 1 : 0;
+}
+
+bool sl_test_under_ci(void) {
+    const char *ci = getenv("CI");
+    return ci && (strcmp(ci, "true") == 0 || strcmp(ci, "TRUE") == 0 || strcmp(ci, "True") == 0 ||
+                  strcmp(ci, "1") == 0);
+}
+
+int sl_test_skip(const char *fmt, ...) {
+    const bool ci = sl_test_under_ci();
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, ci ? "FAIL: " : "SKIP: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, ci ? " (a missing dependency is a failure under CI)\n" : "\n");
+    va_end(ap);
+    if (!ci) return 77;
+    sl_test_checks++;
+    sl_test_failures++;
+    return 1;
 }
 
 sl_backend *sl_test_cpu(void) {

@@ -35,6 +35,19 @@ extern int sl_test_checks;
 /* Prints a summary line and returns the exit status (0 when every check passed). */
 int sl_test_finish(const char *name);
 
+/* Whether the tests run under CI (environment CI=true or CI=1). */
+bool sl_test_under_ci(void);
+
+/*
+ * A missing software dependency (a tool or package; never missing hardware such as a GPU,
+ * which skips everywhere). Outside CI: prints "SKIP: <reason>" and returns 77, the exit status
+ * ctest reports as skipped. Under CI, where the dependency step installed everything: records
+ * a failed check, prints "FAIL: <reason>" and returns 1. `return sl_test_skip(...)` skips a
+ * whole test; a plain call skips one part and the test goes on (sl_test_finish then fails
+ * under CI). The same rule as tests/skip_or_fail.sh for the scripts.
+ */
+int sl_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The CPU backend shared by a test (created on first use with 2 threads). */
 sl_backend *sl_test_cpu(void);
 

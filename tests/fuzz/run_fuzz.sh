@@ -4,8 +4,10 @@
 # Builds the shard-parser fuzzer with clang -fsanitize=fuzzer,address,undefined, seeds it with
 # shards made by `sluice data build`, and runs it for SECONDS (default 30, or $SLUICE_FUZZ_SECONDS).
 # Exit status: 0 no finding, 1 a crash/sanitizer report or a build failure of the harness,
-# 77 (skipped) only when clang or its libFuzzer runtime is not installed.
+# 77 (skipped) only when clang or its libFuzzer runtime is not installed, and under CI=true
+# not even then: a missing runtime is a failure there (tests/skip_or_fail.sh).
 set -u
+. "$(dirname "$0")/../skip_or_fail.sh"
 SRC=$1
 WORK=$2
 SLUICE=$3
@@ -16,16 +18,14 @@ mkdir -p "$WORK" || exit 1
 cd "$WORK" || exit 1
 
 if ! command -v "$CLANG" > /dev/null 2>&1; then
-    echo "fuzz: $CLANG not found: skipped"
-    exit 77
+    skip_or_fail "fuzz: $CLANG not found (apt-get install clang)"
 fi
 # Is the libFuzzer runtime there? (Debian: libclang-rt-NN-dev / libclang-common-NN-dev)
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > probe.c
 if ! "$CLANG" -fsanitize=fuzzer,address,undefined probe.c -o probe > probe.log 2>&1; then
     if grep -qi "fuzzer" probe.log && grep -qiE "no such file|cannot find|not found" probe.log; then
-        echo "fuzz: clang's libFuzzer runtime is not installed: skipped"
         cat probe.log
-        exit 77
+        skip_or_fail "fuzz: clang's libFuzzer runtime is not installed (Debian: libclang-rt-NN-dev)"
     fi
     echo "fuzz: clang cannot link a fuzzer:"
     cat probe.log
