@@ -1,18 +1,28 @@
 """Training throughput of the same model in PyTorch (float32, CPU), for comparison with
 bench_train (bench/train_bench.c).
 
-Usage: /usr/bin/python3 torch_train_bench.py CONFIG [--steps N] [--warmup N] [--threads N]
-                                               [--batch B] [--seq S]
+Usage: /usr/bin/python3 torch_train_bench.py CONFIG [--variant hf|stacked] [--experts grouped|bmm]
+           [--steps N] [--warmup N] [--threads N] [--batch B] [--seq S] [--foreach]
 
 Reads the model and training sections of a sluice config and trains the model on random
 tokens (fixed seed) with micro-batches of B x S tokens: each step zeroes the gradients, runs
 forward and backward (cross-entropy + load-balancing and z-loss terms), clips the gradient
 to training.grad_clip and takes one torch.optim.AdamW step (betas, eps, weight decay on the
-matrices only, the config's learning-rate schedule). The implementation is written the way
-Hugging Face writes Qwen3-MoE: one nn.Linear per projection, a loop over the experts that
-received tokens with index_select / index_add_, attention as matmul + causal mask + softmax
-(torch 1.13 has no scaled_dot_product_attention), GQA through repeat_kv. Model FLOPs per
-token follow sluice's convention (core/model_stats.h). The last output line is JSON.
+matrices only, the config's learning-rate schedule). Attention is the same in both variants:
+matmul + causal mask + softmax (torch 1.13 has no scaled_dot_product_attention), GQA through
+repeat_kv. The MoE layers differ:
+
+  --variant hf       the way Hugging Face writes Qwen3-MoE: one nn.Linear per projection and
+                     expert, a Python loop over the experts that received tokens with
+                     index_select / index_add_; AdamW foreach only with --foreach.
+  --variant stacked  the strongest formulation found for torch 1.13 on the CPU: the experts as
+                     two stacked parameters [E, C, 2I] and [E, I, C], computed by one autograd
+                     Function that runs each expert's rows through both GEMMs while they are
+                     in cache and writes the backward out (GroupedExperts; --experts bmm: padded
+                     torch.bmm instead), and torch.optim.AdamW(foreach=True).
+
+Model FLOPs per token follow sluice's convention (core/model_stats.h). The last output line
+is JSON.
 """
 import argparse
 import json
@@ -30,7 +40,13 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=-1)
     ap.add_argument("--batch", type=int, default=-1)
     ap.add_argument("--seq", type=int, default=-1)
-    ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True)")
+    ap.add_argument("--variant", choices=("hf", "stacked"), default="hf",
+                    help="hf: per-expert nn.Linear modules and a Python loop (Hugging Face style); "
+                    "stacked: stacked expert weights, grouped computation, AdamW(foreach=True)")
+    ap.add_argument("--experts", choices=("grouped", "bmm"), default="grouped",
+                    help="stacked variant: per-expert GEMMs in one autograd Function (grouped) or "
+                    "padded torch.bmm over all experts (bmm)")
+    ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True) (always on for stacked)")
     return ap.parse_args()
 
 
@@ -140,32 +156,59 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class SparseMoE(nn.Module):
+class MoEBase(nn.Module):
+    """Router and auxiliary losses, shared by both variants (reference card, moe_block.h):
+    p = softmax(X W_r^T), top-k of p, weights renormalized when norm_topk_prob;
+    LBL = E sum_i f_i P_i with f_i = count_i / N (sums to k, so LBL = k under uniform
+    routing, as sluice reports it), z = mean lse^2 (only when its coefficient is non-zero)."""
+
     def __init__(self):
         super().__init__()
         h = MC["hidden_size"]
         self.E, self.k = MC["num_experts"], MC["num_experts_per_tok"]
         self.norm_topk = MC.get("norm_topk_prob", True)
         self.gate = nn.Linear(h, self.E, bias=False)
-        self.experts = nn.ModuleList([MLP(h, MC["moe_intermediate_size"]) for _ in range(self.E)])
         si = MC.get("shared_expert_intermediate_size", 0)
         self.shared = MLP(h, si) if si > 0 else None
         self.shared_gate = nn.Linear(h, 1, bias=False) if si > 0 else None
 
-    def forward(self, x):
-        B, S, h = x.shape
-        X = x.reshape(-1, h)
-        N = X.shape[0]
+    def route(self, X):
+        """Returns (w [N, k], flat expert index [N*k], order = slots sorted by expert,
+        counts [E], probs, logits)."""
         logits = self.gate(X)
         probs = torch.softmax(logits, dim=-1)
         w, idx = torch.topk(probs, self.k, dim=-1)
         if self.norm_topk:
             w = w / w.sum(-1, keepdim=True)
-        y = torch.zeros_like(X)
-        # Token lists per expert from one sort instead of E nonzero() calls.
         flat = idx.reshape(-1)
         order = torch.argsort(flat)
         counts = torch.bincount(flat, minlength=self.E)
+        return w, flat, order, counts, probs, logits
+
+    def finish(self, X, y, counts, probs, logits):
+        if self.shared is not None:
+            y = y + torch.sigmoid(self.shared_gate(X)) * self.shared(X)
+        f = counts.to(X.dtype) / X.shape[0]  # not differentiable
+        lbl = self.E * (f * probs.mean(0)).sum()
+        z = (torch.logsumexp(logits, -1) ** 2).mean() if MC.get("router_z_loss_coef", 0.0) > 0 else None
+        return y, lbl, z
+
+
+class SparseMoE(MoEBase):
+    """--variant hf: one MLP module (three nn.Linear) per expert and a Python loop over the
+    experts that received tokens, as Hugging Face's Qwen3-MoE."""
+
+    def __init__(self):
+        super().__init__()
+        h = MC["hidden_size"]
+        self.experts = nn.ModuleList([MLP(h, MC["moe_intermediate_size"]) for _ in range(self.E)])
+
+    def forward(self, x):
+        B, S, h = x.shape
+        X = x.reshape(-1, h)
+        w, flat, order, counts, probs, logits = self.route(X)
+        y = torch.zeros_like(X)
+        # Token lists per expert from one sort instead of E nonzero() calls.
         rows_all, wflat = order // self.k, w.reshape(-1)
         start = 0
         for e, c in enumerate(counts.tolist()):
@@ -176,11 +219,103 @@ class SparseMoE(nn.Module):
             start += c
             out = self.experts[e](X.index_select(0, rows)) * wflat.index_select(0, sel)[:, None]
             y.index_add_(0, rows, out)
-        if self.shared is not None:
-            y = y + torch.sigmoid(self.shared_gate(X)) * self.shared(X)
-        f = counts.to(X.dtype) / (N * self.k)  # not differentiable
-        lbl = self.E * (f * probs.mean(0)).sum()
-        z = (torch.logsumexp(logits, -1) ** 2).mean() if MC.get("router_z_loss_coef", 0.0) > 0 else None
+        y, lbl, z = self.finish(X, y, counts, probs, logits)
+        return y.view(B, S, h), lbl, z
+
+
+class GroupedExperts(torch.autograd.Function):
+    """y[n] = sum over the slots s of token n of ws[s] * Expert_e(s)(X[n]) for stacked expert
+    weights gate_up [E, C, 2I] ([gate | up] columns) and down [E, I, C], slots grouped by
+    expert (tok[s] = token of slot s, counts[e] slots per expert).
+
+    Per expert, the whole chain (gather rows, GEMM, SwiGLU, GEMM, weight, scatter-add) runs on
+    that expert's rows while they are in cache, and the backward is written out: no autograd
+    node per expert, no [N, C] zero-filled gradient per expert (what index_select's backward
+    costs in the hf variant), and every GEMM is a plain torch.mm on contiguous or transposed
+    2-D operands (BLAS sgemm). torch 1.13's CPU bmm is slower for the transposed operands
+    that bmm's own backward needs, which is why the padded-bmm formulation (--experts bmm)
+    is not the default."""
+
+    @staticmethod
+    def forward(ctx, X, ws, gate_up, down, tok, counts):
+        I = down.shape[1]
+        gu = X.new_empty(tok.shape[0], 2 * I)  # saved for the backward
+        out = X.new_empty(tok.shape[0], X.shape[1])  # saved: dL/dws needs it
+        y = torch.zeros_like(X)
+        bounds = [0]
+        for c in counts:
+            bounds.append(bounds[-1] + c)
+        for e in range(len(counts)):
+            a, b = bounds[e], bounds[e + 1]
+            if a == b:
+                continue
+            te = tok[a:b]
+            g = torch.mm(X.index_select(0, te), gate_up[e], out=gu[a:b])
+            o = torch.mm(F.silu(g[:, :I]) * g[:, I:], down[e], out=out[a:b])
+            y.index_add_(0, te, o * ws[a:b, None])
+        ctx.save_for_backward(X, ws, gate_up, down, tok, gu, out)
+        ctx.bounds = bounds
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        X, ws, gate_up, down, tok, gu, out = ctx.saved_tensors
+        bounds, I = ctx.bounds, down.shape[1]
+        dy = dy.contiguous()
+        dX, dws = torch.zeros_like(X), torch.empty_like(ws)
+        dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
+        for e in range(len(bounds) - 1):
+            a, b = bounds[e], bounds[e + 1]
+            if a == b:
+                continue
+            te = tok[a:b]
+            dye = dy.index_select(0, te)
+            torch.sum(dye * out[a:b], 1, out=dws[a:b])
+            do = dye * ws[a:b, None]
+            g, u = gu[a:b, :I], gu[a:b, I:]
+            sg = torch.sigmoid(g)
+            silu = g * sg
+            torch.mm((silu * u).t(), do, out=ddown[e])
+            dh = torch.mm(do, down[e].t())
+            dgu = torch.cat([dh * u * (sg * (1.0 + g * (1.0 - sg))), dh * silu], 1)
+            torch.mm(X.index_select(0, te).t(), dgu, out=dgate_up[e])
+            dX.index_add_(0, te, torch.mm(dgu, gate_up[e].t()))
+        return dX, dws, dgate_up, ddown, None, None
+
+
+class StackedMoE(MoEBase):
+    """--variant stacked: the experts as two stacked parameters, gate_up [E, C, 2I] and
+    down [E, I, C]; --experts picks how they are computed: 'grouped' (GroupedExperts, the
+    default, the fastest measured) or 'bmm' (rows padded to the largest group, torch.bmm over
+    all experts at once, autograd for the backward)."""
+
+    def __init__(self):
+        super().__init__()
+        h, I = MC["hidden_size"], MC["moe_intermediate_size"]
+        self.I = I
+        self.gate_up = nn.Parameter(torch.empty(self.E, h, 2 * I))
+        self.down = nn.Parameter(torch.empty(self.E, I, h))
+
+    def forward(self, x):
+        B, S, h = x.shape
+        X = x.reshape(-1, h)
+        N = X.shape[0]
+        w, flat, order, counts, probs, logits = self.route(X)
+        tok, ws = order // self.k, w.reshape(-1).index_select(0, order)
+        if ARGS.experts == "grouped":
+            y = GroupedExperts.apply(X, ws, self.gate_up, self.down, tok, counts.tolist())
+        else:
+            cap = int(counts.max())
+            start = torch.cumsum(counts, 0) - counts
+            se = flat.index_select(0, order)
+            dest = se * cap + (torch.arange(N * self.k) - start.index_select(0, se))
+            src = torch.full((self.E * cap,), N, dtype=torch.long)  # row N: zeros (padding)
+            src[dest] = tok
+            Xp = torch.cat([X, X.new_zeros(1, h)]).index_select(0, src).view(self.E, cap, h)
+            g, u = torch.bmm(Xp, self.gate_up).split(self.I, -1)
+            out = torch.bmm(F.silu(g) * u, self.down).view(self.E * cap, h)
+            y = X.new_zeros(N, h).index_add(0, tok, out.index_select(0, dest) * ws[:, None])
+        y, lbl, z = self.finish(X, y, counts, probs, logits)
         return y.view(B, S, h), lbl, z
 
 
@@ -191,7 +326,8 @@ class Layer(nn.Module):
         self.input_layernorm = RMSNorm(h, eps)
         self.self_attn = Attention()
         self.post_attention_layernorm = RMSNorm(h, eps)
-        self.mlp = SparseMoE() if moe else MLP(h, MC["intermediate_size"])
+        moe_cls = StackedMoE if ARGS.variant == "stacked" else SparseMoE
+        self.mlp = moe_cls() if moe else MLP(h, MC["intermediate_size"])
         self.moe = moe
 
     def forward(self, x, cos, sin, rot, mask):
@@ -279,6 +415,9 @@ def flops_per_token(seq):  # core/model_stats.h
     return 6.0 * mm + 6.0 * L * H * D * seq
 
 
+FOREACH = ARGS.foreach or ARGS.variant == "stacked"
+
+
 def main():
     batch = ARGS.batch if ARGS.batch > 0 else TC.get("micro_batch_size", 1)
     seq = ARGS.seq if ARGS.seq > 0 else TC.get("seq_len", 4096)
@@ -291,7 +430,7 @@ def main():
         lr=lr_at(0),
         betas=(TC.get("beta1", 0.9), TC.get("beta2", 0.95)),
         eps=TC.get("eps", 1e-8),
-        foreach=ARGS.foreach,
+        foreach=FOREACH,
     )
     gen = torch.Generator().manual_seed(20240601)
     tokens = torch.randint(0, MC["vocab_size"], (batch, seq + 1), generator=gen)
@@ -327,8 +466,9 @@ def main():
     tok_s = tok / mean_s
     fpt = flops_per_token(seq)
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"torch_train_bench: {ARGS.config} | torch {torch.__version__} x {torch.get_num_threads()} threads | "
-          f"batch {batch} x seq {seq} = {tok} tokens/step | {nparams / 1e6:.2f}M params")
+    variant = ARGS.variant + (f" ({ARGS.experts})" if ARGS.variant == "stacked" else "")
+    print(f"torch_train_bench: {ARGS.config} | variant {variant}, AdamW foreach={FOREACH} | "
+          f"torch {torch.__version__} x {torch.get_num_threads()} threads | batch {batch} x seq {seq} = {tok} tokens/step | {nparams / 1e6:.2f}M params")
     print(f"steps: {ARGS.warmup} warmup + {ARGS.steps} timed | loss {loss_first:.4f} (step 1) -> "
           f"{loss_last:.4f} (step {ARGS.warmup + ARGS.steps})")
     print(f"time/step: mean {1e3 * mean_s:.2f} ms, median {1e3 * med:.2f} ms, min {1e3 * min(times):.2f} ms")
@@ -339,7 +479,9 @@ def main():
           f"{tok / min(times):.1f})")
     print(f"model FLOPs/token: {fpt:.4g} | achieved {fpt * tok_s * 1e-9:.2f} GFLOP/s")
     print(json.dumps({
-        "impl": "torch", "config": ARGS.config, "threads": torch.get_num_threads(), "batch": batch,
+        "impl": "torch", "variant": ARGS.variant,
+        "experts": ARGS.experts if ARGS.variant == "stacked" else "loop", "foreach": FOREACH,
+        "config": ARGS.config, "threads": torch.get_num_threads(), "batch": batch,
         "seq": seq, "warmup": ARGS.warmup, "steps": ARGS.steps, "tokens_per_s": tok_s,
         "ms_per_step": 1e3 * mean_s, "ms_per_step_median": 1e3 * med,
         "ms_per_step_min": 1e3 * min(times),
