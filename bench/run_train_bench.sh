@@ -3,7 +3,7 @@
 # PyTorch (float32, same threads, batch, sequence, steps), on configs/tiny.json and
 # bench/configs/moe-mid.json, against two PyTorch variants (bench/torch_train_bench.py):
 # "hf" (Hugging Face style, per-expert modules and a Python loop) and "stacked" (stacked
-# expert weights, grouped GEMMs, AdamW foreach). Each config runs --reps rounds of
+# expert weights, grouped GEMMs, cache-blocked AdamW). Each config runs --reps rounds of
 # sluice, hf, stacked (interleaved, so that a slow phase of a shared machine hits all three);
 # the table at the end gives medians over the rounds and both ratios (bench/README.md).
 #
@@ -102,7 +102,7 @@ print("ratios (each round's sluice run / the same round's torch run); 'best' = t
 print("fastest steps over all rounds (robust to interference); 'of peak' = sluice's model FLOP/s")
 print("(core/model_stats.h) / OpenBLAS sgemm 2048^3 peak measured in the same run.")
 print("hf = PyTorch, Hugging Face style (per-expert nn.Linear, Python loop over experts);")
-print("stacked = PyTorch, stacked expert weights + grouped GEMMs + AdamW(foreach=True).")
+print("stacked = PyTorch, stacked expert weights + grouped GEMMs + AdamW over 256K-element blocks.")
 cols = [("config", 8), ("sluice tok/s", 12), ("hf tok/s", 9), ("stacked tok/s", 13),
         ("sluice/hf", 9), ("rounds", 11), ("best", 6), ("sluice/stacked", 14), ("rounds", 11),
         ("best", 6), ("sluice GFLOP/s", 14), ("of peak", 7)]

@@ -2,7 +2,8 @@
 bench_train (bench/train_bench.c).
 
 Usage: /usr/bin/python3 torch_train_bench.py CONFIG [--variant hf|stacked] [--experts grouped|bmm]
-           [--steps N] [--warmup N] [--threads N] [--batch B] [--seq S] [--foreach]
+           [--steps N] [--warmup N] [--threads N] [--batch B] [--seq S] [--[no-]foreach]
+           [--adamw-block N] [--malloc default|heap]
 
 Reads the model and training sections of a sluice config and trains the model on random
 tokens (fixed seed) with micro-batches of B x S tokens: each step zeroes the gradients, runs
@@ -10,16 +11,20 @@ forward and backward (cross-entropy + load-balancing and z-loss terms), clips th
 to training.grad_clip and takes one torch.optim.AdamW step (betas, eps, weight decay on the
 matrices only, the config's learning-rate schedule). Attention is the same in both variants:
 matmul + causal mask + softmax (torch 1.13 has no scaled_dot_product_attention), GQA through
-repeat_kv. The MoE layers differ:
+repeat_kv. The variants differ in the MoE layers and in how the step is run:
 
   --variant hf       the way Hugging Face writes Qwen3-MoE: one nn.Linear per projection and
                      expert, a Python loop over the experts that received tokens with
-                     index_select / index_add_; AdamW foreach only with --foreach.
-  --variant stacked  the strongest formulation found for torch 1.13 on the CPU: the experts as
-                     two stacked parameters [E, C, 2I] and [E, I, C], computed by one autograd
-                     Function that runs each expert's rows through both GEMMs while they are
-                     in cache and writes the backward out (GroupedExperts; --experts bmm: padded
-                     torch.bmm instead), and torch.optim.AdamW(foreach=True).
+                     index_select / index_add_; torch.optim.AdamW over the parameters as they
+                     are; the default allocator.
+  --variant stacked  the fastest formulation measured for torch 1.13 on the CPU: the experts
+                     as two stacked parameters [E, C, 2I] and [E, I, C], computed by one
+                     autograd Function that runs each expert's rows through both GEMMs while
+                     they are in cache and writes the backward out (GroupedExperts; --experts
+                     bmm: padded torch.bmm instead); torch.optim.AdamW stepping 256K-element
+                     blocks of the parameters (--adamw-block); glibc malloc kept from mmap
+                     (--malloc heap). bench/README.md has the measurements behind each choice,
+                     including why foreach=True is off (--foreach turns it on).
 
 Model FLOPs per token follow sluice's convention (core/model_stats.h). The last output line
 is JSON.
@@ -42,15 +47,40 @@ def parse_args():
     ap.add_argument("--seq", type=int, default=-1)
     ap.add_argument("--variant", choices=("hf", "stacked"), default="hf",
                     help="hf: per-expert nn.Linear modules and a Python loop (Hugging Face style); "
-                    "stacked: stacked expert weights, grouped computation, AdamW(foreach=True)")
+                    "stacked: stacked expert weights, grouped computation, blocked AdamW, heap malloc")
     ap.add_argument("--experts", choices=("grouped", "bmm"), default="grouped",
                     help="stacked variant: per-expert GEMMs in one autograd Function (grouped) or "
                     "padded torch.bmm over all experts (bmm)")
-    ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True) (always on for stacked)")
-    return ap.parse_args()
+    ap.add_argument("--foreach", action=argparse.BooleanOptionalAction, default=False,
+                    help="AdamW(foreach=True) (slower than the loop in every case measured on torch 1.13 CPU)")
+    ap.add_argument("--adamw-block", type=int, default=-1,
+                    help="AdamW steps parameters in blocks (views) of at most this many elements "
+                    "(0: whole parameters); default: 0 for hf, 262144 for stacked")
+    ap.add_argument("--malloc", choices=("default", "heap"), default=None,
+                    help="heap: glibc malloc never uses mmap and never trims, so large tensors "
+                    "reuse memory instead of page-faulting fresh mappings every step; "
+                    "default: default for hf, heap for stacked")
+    args = ap.parse_args()
+    stacked = args.variant == "stacked"
+    if args.adamw_block < 0:
+        args.adamw_block = 262144 if stacked else 0
+    if args.malloc is None:
+        args.malloc = "heap" if stacked else "default"
+    return args
 
 
 ARGS = parse_args()
+if ARGS.malloc == "heap":
+    # What jemalloc/tcmalloc do for PyTorch on CPUs (neither is installed here): keep freed
+    # large blocks for reuse. glibc otherwise serves every allocation above 32 MB (a stacked
+    # expert tensor, its gradient, many activations) with a fresh mmap that is zero-filled
+    # page by page on first touch, and unmaps it on free. Must run before torch allocates.
+    import ctypes
+
+    _libc = ctypes.CDLL("libc.so.6")
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    _libc.mallopt(M_MMAP_MAX, 0)
+    _libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
 CFG = json.load(open(ARGS.config))
 MC, TC = CFG["model"], CFG.get("training", {})
 THREADS = ARGS.threads if ARGS.threads >= 0 else CFG.get("backend", {}).get("threads", 0)
@@ -415,7 +445,43 @@ def flops_per_token(seq):  # core/model_stats.h
     return 6.0 * mm + 6.0 * L * H * D * seq
 
 
-FOREACH = ARGS.foreach or ARGS.variant == "stacked"
+FOREACH = ARGS.foreach
+
+
+class BlockedParams:
+    """The optimizer's view of the parameters: each parameter larger than `block` elements
+    as consecutive blocks (views of its storage), each with the matching view of the gradient
+    as .grad. torch 1.13's AdamW makes about ten elementwise passes (with temporaries) over
+    each tensor it steps: over cache-sized blocks they stay in cache, over a 64 MB stacked
+    expert tensor each pass goes to memory. Updates through the views land in the parameters;
+    the moments live per block."""
+
+    def __init__(self, params, block):
+        self.block = block
+        self.params = list(params)
+        self.views = []
+        for p in self.params:
+            if block > 0 and p.numel() > block:
+                self.views.append(list(p.detach().view(-1).split(block)))
+            else:
+                self.views.append([p])
+
+    def flat(self):
+        return [v for vs in self.views for v in vs]
+
+    def attach_grads(self):
+        for p, vs in zip(self.params, self.views):
+            if vs[0] is p:
+                continue
+            gs = p.grad.view(-1).split(self.block) if p.grad is not None else [None] * len(vs)
+            for v, g in zip(vs, gs):
+                v.grad = g
+
+    def detach_grads(self):  # so that the next step's set_to_none frees the gradients
+        for p, vs in zip(self.params, self.views):
+            if vs[0] is not p:
+                for v in vs:
+                    v.grad = None
 
 
 def main():
@@ -423,10 +489,11 @@ def main():
     seq = ARGS.seq if ARGS.seq > 0 else TC.get("seq_len", 4096)
     torch.manual_seed(TC.get("seed", 1234))
     model = Model(seq)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    decay = BlockedParams([p for p in model.parameters() if p.dim() >= 2], ARGS.adamw_block)
+    no_decay = BlockedParams([p for p in model.parameters() if p.dim() < 2], ARGS.adamw_block)
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": TC.get("weight_decay", 0.1)}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": decay.flat(), "weight_decay": TC.get("weight_decay", 0.1)},
+         {"params": no_decay.flat(), "weight_decay": 0.0}],
         lr=lr_at(0),
         betas=(TC.get("beta1", 0.9), TC.get("beta2", 0.95)),
         eps=TC.get("eps", 1e-8),
@@ -442,7 +509,7 @@ def main():
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
-        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         ta = time.perf_counter()
         obj, ce = model(ids, tgt)
         tb = time.perf_counter()
@@ -451,7 +518,11 @@ def main():
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         td = time.perf_counter()
+        for b in (decay, no_decay):
+            b.attach_grads()
         opt.step()
+        for b in (decay, no_decay):
+            b.detach_grads()
         t1 = time.perf_counter()
         loss = ce.item()
         loss_first = loss if loss_first is None else loss_first
@@ -467,7 +538,8 @@ def main():
     fpt = flops_per_token(seq)
     nparams = sum(p.numel() for p in model.parameters())
     variant = ARGS.variant + (f" ({ARGS.experts})" if ARGS.variant == "stacked" else "")
-    print(f"torch_train_bench: {ARGS.config} | variant {variant}, AdamW foreach={FOREACH} | "
+    print(f"torch_train_bench: {ARGS.config} | variant {variant}, AdamW foreach={FOREACH} "
+          f"block={ARGS.adamw_block or 'whole'}, malloc {ARGS.malloc} | "
           f"torch {torch.__version__} x {torch.get_num_threads()} threads | batch {batch} x seq {seq} = {tok} tokens/step | {nparams / 1e6:.2f}M params")
     print(f"steps: {ARGS.warmup} warmup + {ARGS.steps} timed | loss {loss_first:.4f} (step 1) -> "
           f"{loss_last:.4f} (step {ARGS.warmup + ARGS.steps})")
@@ -481,6 +553,7 @@ def main():
     print(json.dumps({
         "impl": "torch", "variant": ARGS.variant,
         "experts": ARGS.experts if ARGS.variant == "stacked" else "loop", "foreach": FOREACH,
+        "adamw_block": ARGS.adamw_block, "malloc": ARGS.malloc,
         "config": ARGS.config, "threads": torch.get_num_threads(), "batch": batch,
         "seq": seq, "warmup": ARGS.warmup, "steps": ARGS.steps, "tokens_per_s": tok_s,
         "ms_per_step": 1e3 * mean_s, "ms_per_step_median": 1e3 * med,
