@@ -451,7 +451,7 @@ FOREACH = ARGS.foreach
 class BlockedParams:
     """The optimizer's view of the parameters: each parameter larger than `block` elements
     as consecutive blocks (views of its storage), each with the matching view of the gradient
-    as .grad. torch 1.13's AdamW makes about ten elementwise passes (with temporaries) over
+    as .grad. torch 1.13's AdamW runs nine elementwise kernels (two with temporaries) over
     each tensor it steps: over cache-sized blocks they stay in cache, over a 64 MB stacked
     expert tensor each pass goes to memory. Updates through the views land in the parameters;
     the moments live per block."""
