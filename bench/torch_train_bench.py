@@ -1,18 +1,33 @@
 """Training throughput of the same model in PyTorch (float32, CPU), for comparison with
 bench_train (bench/train_bench.c).
 
-Usage: /usr/bin/python3 torch_train_bench.py CONFIG [--steps N] [--warmup N] [--threads N]
-                                               [--batch B] [--seq S]
+Usage: /usr/bin/python3 torch_train_bench.py CONFIG [--variant hf|stacked] [--experts grouped|bmm]
+           [--steps N] [--warmup N] [--threads N] [--batch B] [--seq S] [--[no-]foreach]
+           [--adamw-block N] [--malloc default|heap]
 
 Reads the model and training sections of a sluice config and trains the model on random
 tokens (fixed seed) with micro-batches of B x S tokens: each step zeroes the gradients, runs
 forward and backward (cross-entropy + load-balancing and z-loss terms), clips the gradient
 to training.grad_clip and takes one torch.optim.AdamW step (betas, eps, weight decay on the
-matrices only, the config's learning-rate schedule). The implementation is written the way
-Hugging Face writes Qwen3-MoE: one nn.Linear per projection, a loop over the experts that
-received tokens with index_select / index_add_, attention as matmul + causal mask + softmax
-(torch 1.13 has no scaled_dot_product_attention), GQA through repeat_kv. Model FLOPs per
-token follow sluice's convention (core/model_stats.h). The last output line is JSON.
+matrices only, the config's learning-rate schedule). Attention is the same in both variants:
+matmul + causal mask + softmax (torch 1.13 has no scaled_dot_product_attention), GQA through
+repeat_kv. The variants differ in the MoE layers and in how the step is run:
+
+  --variant hf       the way Hugging Face writes Qwen3-MoE: one nn.Linear per projection and
+                     expert, a Python loop over the experts that received tokens with
+                     index_select / index_add_; torch.optim.AdamW over the parameters as they
+                     are; the default allocator.
+  --variant stacked  the fastest formulation measured for torch 1.13 on the CPU: the experts
+                     as two stacked parameters [E, C, 2I] and [E, I, C], computed by one
+                     autograd Function that runs each expert's rows through both GEMMs while
+                     they are in cache and writes the backward out (GroupedExperts; --experts
+                     bmm: padded torch.bmm instead); torch.optim.AdamW stepping 256K-element
+                     blocks of the parameters (--adamw-block); glibc malloc kept from mmap
+                     (--malloc heap). bench/README.md has the measurements behind each choice,
+                     including why foreach=True is off (--foreach turns it on).
+
+Model FLOPs per token follow sluice's convention (core/model_stats.h). The last output line
+is JSON.
 """
 import argparse
 import json
@@ -30,11 +45,42 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=-1)
     ap.add_argument("--batch", type=int, default=-1)
     ap.add_argument("--seq", type=int, default=-1)
-    ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True)")
-    return ap.parse_args()
+    ap.add_argument("--variant", choices=("hf", "stacked"), default="hf",
+                    help="hf: per-expert nn.Linear modules and a Python loop (Hugging Face style); "
+                    "stacked: stacked expert weights, grouped computation, blocked AdamW, heap malloc")
+    ap.add_argument("--experts", choices=("grouped", "bmm"), default="grouped",
+                    help="stacked variant: per-expert GEMMs in one autograd Function (grouped) or "
+                    "padded torch.bmm over all experts (bmm)")
+    ap.add_argument("--foreach", action=argparse.BooleanOptionalAction, default=False,
+                    help="AdamW(foreach=True) (slower than the loop in every case measured on torch 1.13 CPU)")
+    ap.add_argument("--adamw-block", type=int, default=-1,
+                    help="AdamW steps parameters in blocks (views) of at most this many elements "
+                    "(0: whole parameters); default: 0 for hf, 262144 for stacked")
+    ap.add_argument("--malloc", choices=("default", "heap"), default=None,
+                    help="heap: glibc malloc never uses mmap and never trims, so large tensors "
+                    "reuse memory instead of page-faulting fresh mappings every step; "
+                    "default: default for hf, heap for stacked")
+    args = ap.parse_args()
+    stacked = args.variant == "stacked"
+    if args.adamw_block < 0:
+        args.adamw_block = 262144 if stacked else 0
+    if args.malloc is None:
+        args.malloc = "heap" if stacked else "default"
+    return args
 
 
 ARGS = parse_args()
+if ARGS.malloc == "heap":
+    # What jemalloc/tcmalloc do for PyTorch on CPUs (neither is installed here): keep freed
+    # large blocks for reuse. glibc otherwise serves every allocation above 32 MB (a stacked
+    # expert tensor, its gradient, many activations) with a fresh mmap that is zero-filled
+    # page by page on first touch, and unmaps it on free. Must run before torch allocates.
+    import ctypes
+
+    _libc = ctypes.CDLL("libc.so.6")
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    _libc.mallopt(M_MMAP_MAX, 0)
+    _libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
 CFG = json.load(open(ARGS.config))
 MC, TC = CFG["model"], CFG.get("training", {})
 THREADS = ARGS.threads if ARGS.threads >= 0 else CFG.get("backend", {}).get("threads", 0)
@@ -140,32 +186,59 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class SparseMoE(nn.Module):
+class MoEBase(nn.Module):
+    """Router and auxiliary losses, shared by both variants (reference card, moe_block.h):
+    p = softmax(X W_r^T), top-k of p, weights renormalized when norm_topk_prob;
+    LBL = E sum_i f_i P_i with f_i = count_i / N (sums to k, so LBL = k under uniform
+    routing, as sluice reports it), z = mean lse^2 (only when its coefficient is non-zero)."""
+
     def __init__(self):
         super().__init__()
         h = MC["hidden_size"]
         self.E, self.k = MC["num_experts"], MC["num_experts_per_tok"]
         self.norm_topk = MC.get("norm_topk_prob", True)
         self.gate = nn.Linear(h, self.E, bias=False)
-        self.experts = nn.ModuleList([MLP(h, MC["moe_intermediate_size"]) for _ in range(self.E)])
         si = MC.get("shared_expert_intermediate_size", 0)
         self.shared = MLP(h, si) if si > 0 else None
         self.shared_gate = nn.Linear(h, 1, bias=False) if si > 0 else None
 
-    def forward(self, x):
-        B, S, h = x.shape
-        X = x.reshape(-1, h)
-        N = X.shape[0]
+    def route(self, X):
+        """Returns (w [N, k], flat expert index [N*k], order = slots sorted by expert,
+        counts [E], probs, logits)."""
         logits = self.gate(X)
         probs = torch.softmax(logits, dim=-1)
         w, idx = torch.topk(probs, self.k, dim=-1)
         if self.norm_topk:
             w = w / w.sum(-1, keepdim=True)
-        y = torch.zeros_like(X)
-        # Token lists per expert from one sort instead of E nonzero() calls.
         flat = idx.reshape(-1)
         order = torch.argsort(flat)
         counts = torch.bincount(flat, minlength=self.E)
+        return w, flat, order, counts, probs, logits
+
+    def finish(self, X, y, counts, probs, logits):
+        if self.shared is not None:
+            y = y + torch.sigmoid(self.shared_gate(X)) * self.shared(X)
+        f = counts.to(X.dtype) / X.shape[0]  # not differentiable
+        lbl = self.E * (f * probs.mean(0)).sum()
+        z = (torch.logsumexp(logits, -1) ** 2).mean() if MC.get("router_z_loss_coef", 0.0) > 0 else None
+        return y, lbl, z
+
+
+class SparseMoE(MoEBase):
+    """--variant hf: one MLP module (three nn.Linear) per expert and a Python loop over the
+    experts that received tokens, as Hugging Face's Qwen3-MoE."""
+
+    def __init__(self):
+        super().__init__()
+        h = MC["hidden_size"]
+        self.experts = nn.ModuleList([MLP(h, MC["moe_intermediate_size"]) for _ in range(self.E)])
+
+    def forward(self, x):
+        B, S, h = x.shape
+        X = x.reshape(-1, h)
+        w, flat, order, counts, probs, logits = self.route(X)
+        y = torch.zeros_like(X)
+        # Token lists per expert from one sort instead of E nonzero() calls.
         rows_all, wflat = order // self.k, w.reshape(-1)
         start = 0
         for e, c in enumerate(counts.tolist()):
@@ -176,11 +249,103 @@ class SparseMoE(nn.Module):
             start += c
             out = self.experts[e](X.index_select(0, rows)) * wflat.index_select(0, sel)[:, None]
             y.index_add_(0, rows, out)
-        if self.shared is not None:
-            y = y + torch.sigmoid(self.shared_gate(X)) * self.shared(X)
-        f = counts.to(X.dtype) / (N * self.k)  # not differentiable
-        lbl = self.E * (f * probs.mean(0)).sum()
-        z = (torch.logsumexp(logits, -1) ** 2).mean() if MC.get("router_z_loss_coef", 0.0) > 0 else None
+        y, lbl, z = self.finish(X, y, counts, probs, logits)
+        return y.view(B, S, h), lbl, z
+
+
+class GroupedExperts(torch.autograd.Function):
+    """y[n] = sum over the slots s of token n of ws[s] * Expert_e(s)(X[n]) for stacked expert
+    weights gate_up [E, C, 2I] ([gate | up] columns) and down [E, I, C], slots grouped by
+    expert (tok[s] = token of slot s, counts[e] slots per expert).
+
+    Per expert, the whole chain (gather rows, GEMM, SwiGLU, GEMM, weight, scatter-add) runs on
+    that expert's rows while they are in cache, and the backward is written out: no autograd
+    node per expert, no [N, C] zero-filled gradient per expert (what index_select's backward
+    costs in the hf variant), and every GEMM is a plain torch.mm on contiguous or transposed
+    2-D operands (BLAS sgemm). torch 1.13's CPU bmm is slower for the transposed operands
+    that bmm's own backward needs, which is why the padded-bmm formulation (--experts bmm)
+    is not the default."""
+
+    @staticmethod
+    def forward(ctx, X, ws, gate_up, down, tok, counts):
+        I = down.shape[1]
+        gu = X.new_empty(tok.shape[0], 2 * I)  # saved for the backward
+        out = X.new_empty(tok.shape[0], X.shape[1])  # saved: dL/dws needs it
+        y = torch.zeros_like(X)
+        bounds = [0]
+        for c in counts:
+            bounds.append(bounds[-1] + c)
+        for e in range(len(counts)):
+            a, b = bounds[e], bounds[e + 1]
+            if a == b:
+                continue
+            te = tok[a:b]
+            g = torch.mm(X.index_select(0, te), gate_up[e], out=gu[a:b])
+            o = torch.mm(F.silu(g[:, :I]) * g[:, I:], down[e], out=out[a:b])
+            y.index_add_(0, te, o * ws[a:b, None])
+        ctx.save_for_backward(X, ws, gate_up, down, tok, gu, out)
+        ctx.bounds = bounds
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        X, ws, gate_up, down, tok, gu, out = ctx.saved_tensors
+        bounds, I = ctx.bounds, down.shape[1]
+        dy = dy.contiguous()
+        dX, dws = torch.zeros_like(X), torch.empty_like(ws)
+        dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
+        for e in range(len(bounds) - 1):
+            a, b = bounds[e], bounds[e + 1]
+            if a == b:
+                continue
+            te = tok[a:b]
+            dye = dy.index_select(0, te)
+            torch.sum(dye * out[a:b], 1, out=dws[a:b])
+            do = dye * ws[a:b, None]
+            g, u = gu[a:b, :I], gu[a:b, I:]
+            sg = torch.sigmoid(g)
+            silu = g * sg
+            torch.mm((silu * u).t(), do, out=ddown[e])
+            dh = torch.mm(do, down[e].t())
+            dgu = torch.cat([dh * u * (sg * (1.0 + g * (1.0 - sg))), dh * silu], 1)
+            torch.mm(X.index_select(0, te).t(), dgu, out=dgate_up[e])
+            dX.index_add_(0, te, torch.mm(dgu, gate_up[e].t()))
+        return dX, dws, dgate_up, ddown, None, None
+
+
+class StackedMoE(MoEBase):
+    """--variant stacked: the experts as two stacked parameters, gate_up [E, C, 2I] and
+    down [E, I, C]; --experts picks how they are computed: 'grouped' (GroupedExperts, the
+    default, the fastest measured) or 'bmm' (rows padded to the largest group, torch.bmm over
+    all experts at once, autograd for the backward)."""
+
+    def __init__(self):
+        super().__init__()
+        h, I = MC["hidden_size"], MC["moe_intermediate_size"]
+        self.I = I
+        self.gate_up = nn.Parameter(torch.empty(self.E, h, 2 * I))
+        self.down = nn.Parameter(torch.empty(self.E, I, h))
+
+    def forward(self, x):
+        B, S, h = x.shape
+        X = x.reshape(-1, h)
+        N = X.shape[0]
+        w, flat, order, counts, probs, logits = self.route(X)
+        tok, ws = order // self.k, w.reshape(-1).index_select(0, order)
+        if ARGS.experts == "grouped":
+            y = GroupedExperts.apply(X, ws, self.gate_up, self.down, tok, counts.tolist())
+        else:
+            cap = int(counts.max())
+            start = torch.cumsum(counts, 0) - counts
+            se = flat.index_select(0, order)
+            dest = se * cap + (torch.arange(N * self.k) - start.index_select(0, se))
+            src = torch.full((self.E * cap,), N, dtype=torch.long)  # row N: zeros (padding)
+            src[dest] = tok
+            Xp = torch.cat([X, X.new_zeros(1, h)]).index_select(0, src).view(self.E, cap, h)
+            g, u = torch.bmm(Xp, self.gate_up).split(self.I, -1)
+            out = torch.bmm(F.silu(g) * u, self.down).view(self.E * cap, h)
+            y = X.new_zeros(N, h).index_add(0, tok, out.index_select(0, dest) * ws[:, None])
+        y, lbl, z = self.finish(X, y, counts, probs, logits)
         return y.view(B, S, h), lbl, z
 
 
@@ -191,7 +356,8 @@ class Layer(nn.Module):
         self.input_layernorm = RMSNorm(h, eps)
         self.self_attn = Attention()
         self.post_attention_layernorm = RMSNorm(h, eps)
-        self.mlp = SparseMoE() if moe else MLP(h, MC["intermediate_size"])
+        moe_cls = StackedMoE if ARGS.variant == "stacked" else SparseMoE
+        self.mlp = moe_cls() if moe else MLP(h, MC["intermediate_size"])
         self.moe = moe
 
     def forward(self, x, cos, sin, rot, mask):
@@ -279,19 +445,59 @@ def flops_per_token(seq):  # core/model_stats.h
     return 6.0 * mm + 6.0 * L * H * D * seq
 
 
+FOREACH = ARGS.foreach
+
+
+class BlockedParams:
+    """The optimizer's view of the parameters: each parameter larger than `block` elements
+    as consecutive blocks (views of its storage), each with the matching view of the gradient
+    as .grad. torch 1.13's AdamW runs nine elementwise kernels (two with temporaries) over
+    each tensor it steps: over cache-sized blocks they stay in cache, over a 64 MB stacked
+    expert tensor each pass goes to memory. Updates through the views land in the parameters;
+    the moments live per block."""
+
+    def __init__(self, params, block):
+        self.block = block
+        self.params = list(params)
+        self.views = []
+        for p in self.params:
+            if block > 0 and p.numel() > block:
+                self.views.append(list(p.detach().view(-1).split(block)))
+            else:
+                self.views.append([p])
+
+    def flat(self):
+        return [v for vs in self.views for v in vs]
+
+    def attach_grads(self):
+        for p, vs in zip(self.params, self.views):
+            if vs[0] is p:
+                continue
+            gs = p.grad.view(-1).split(self.block) if p.grad is not None else [None] * len(vs)
+            for v, g in zip(vs, gs):
+                v.grad = g
+
+    def detach_grads(self):  # so that the next step's set_to_none frees the gradients
+        for p, vs in zip(self.params, self.views):
+            if vs[0] is not p:
+                for v in vs:
+                    v.grad = None
+
+
 def main():
     batch = ARGS.batch if ARGS.batch > 0 else TC.get("micro_batch_size", 1)
     seq = ARGS.seq if ARGS.seq > 0 else TC.get("seq_len", 4096)
     torch.manual_seed(TC.get("seed", 1234))
     model = Model(seq)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    decay = BlockedParams([p for p in model.parameters() if p.dim() >= 2], ARGS.adamw_block)
+    no_decay = BlockedParams([p for p in model.parameters() if p.dim() < 2], ARGS.adamw_block)
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": TC.get("weight_decay", 0.1)}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": decay.flat(), "weight_decay": TC.get("weight_decay", 0.1)},
+         {"params": no_decay.flat(), "weight_decay": 0.0}],
         lr=lr_at(0),
         betas=(TC.get("beta1", 0.9), TC.get("beta2", 0.95)),
         eps=TC.get("eps", 1e-8),
-        foreach=ARGS.foreach,
+        foreach=FOREACH,
     )
     gen = torch.Generator().manual_seed(20240601)
     tokens = torch.randint(0, MC["vocab_size"], (batch, seq + 1), generator=gen)
@@ -303,7 +509,7 @@ def main():
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
-        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         ta = time.perf_counter()
         obj, ce = model(ids, tgt)
         tb = time.perf_counter()
@@ -312,7 +518,11 @@ def main():
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         td = time.perf_counter()
+        for b in (decay, no_decay):
+            b.attach_grads()
         opt.step()
+        for b in (decay, no_decay):
+            b.detach_grads()
         t1 = time.perf_counter()
         loss = ce.item()
         loss_first = loss if loss_first is None else loss_first
@@ -327,8 +537,10 @@ def main():
     tok_s = tok / mean_s
     fpt = flops_per_token(seq)
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"torch_train_bench: {ARGS.config} | torch {torch.__version__} x {torch.get_num_threads()} threads | "
-          f"batch {batch} x seq {seq} = {tok} tokens/step | {nparams / 1e6:.2f}M params")
+    variant = ARGS.variant + (f" ({ARGS.experts})" if ARGS.variant == "stacked" else "")
+    print(f"torch_train_bench: {ARGS.config} | variant {variant}, AdamW foreach={FOREACH} "
+          f"block={ARGS.adamw_block or 'whole'}, malloc {ARGS.malloc} | "
+          f"torch {torch.__version__} x {torch.get_num_threads()} threads | batch {batch} x seq {seq} = {tok} tokens/step | {nparams / 1e6:.2f}M params")
     print(f"steps: {ARGS.warmup} warmup + {ARGS.steps} timed | loss {loss_first:.4f} (step 1) -> "
           f"{loss_last:.4f} (step {ARGS.warmup + ARGS.steps})")
     print(f"time/step: mean {1e3 * mean_s:.2f} ms, median {1e3 * med:.2f} ms, min {1e3 * min(times):.2f} ms")
@@ -339,7 +551,10 @@ def main():
           f"{tok / min(times):.1f})")
     print(f"model FLOPs/token: {fpt:.4g} | achieved {fpt * tok_s * 1e-9:.2f} GFLOP/s")
     print(json.dumps({
-        "impl": "torch", "config": ARGS.config, "threads": torch.get_num_threads(), "batch": batch,
+        "impl": "torch", "variant": ARGS.variant,
+        "experts": ARGS.experts if ARGS.variant == "stacked" else "loop", "foreach": FOREACH,
+        "adamw_block": ARGS.adamw_block, "malloc": ARGS.malloc,
+        "config": ARGS.config, "threads": torch.get_num_threads(), "batch": batch,
         "seq": seq, "warmup": ARGS.warmup, "steps": ARGS.steps, "tokens_per_s": tok_s,
         "ms_per_step": 1e3 * mean_s, "ms_per_step_median": 1e3 * med,
         "ms_per_step_min": 1e3 * min(times),
