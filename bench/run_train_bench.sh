@@ -100,7 +100,7 @@ print("second over a run's timed steps (mean step time); 'sluice/hf', 'sluice/st
 print("median tok/s / that PyTorch variant's median tok/s; 'rounds' = the range of the per-round")
 print("ratios (each round's sluice run / the same round's torch run); 'best' = the ratio of the")
 print("fastest steps over all rounds (robust to interference); 'of peak' = sluice's model FLOP/s")
-print("(core/model_stats.h) / OpenBLAS sgemm 2048^3 peak measured in the same run.")
+print("(model/counts.h) / OpenBLAS sgemm 2048^3 peak measured in the same run.")
 print("hf = PyTorch, Hugging Face style (per-expert nn.Linear, Python loop over experts);")
 print("stacked = PyTorch, stacked expert weights + grouped GEMMs + AdamW over 256K-element blocks.")
 cols = [("config", 8), ("sluice tok/s", 12), ("hf tok/s", 9), ("stacked tok/s", 13),

@@ -26,7 +26,7 @@ repeat_kv. The variants differ in the MoE layers and in how the step is run:
                      (--malloc heap). bench/README.md has the measurements behind each choice,
                      including why foreach=True is off (--foreach turns it on).
 
-Model FLOPs per token follow sluice's convention (core/model_stats.h). The last output line
+Model FLOPs per token follow sluice's convention (model/counts.h). The last output line
 is JSON.
 """
 import argparse
@@ -428,7 +428,7 @@ def lr_at(step):  # trainer/lr_schedule.c
     return lr
 
 
-def flops_per_token(seq):  # core/model_stats.h
+def flops_per_token(seq):  # model/counts.h
     V, h, L = MC["vocab_size"], MC["hidden_size"], MC["num_hidden_layers"]
     H, KV, D = MC["num_attention_heads"], MC["num_key_value_heads"], MC["head_dim"]
     qw = {"elementwise": 2 * H * D, "headwise": H * D + H}.get(MC.get("attn_output_gate", "elementwise"), H * D)

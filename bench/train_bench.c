@@ -11,7 +11,7 @@
  * rate. `warmup` untimed steps, then `steps` timed ones.
  *
  * In the same process it measures the OpenBLAS sgemm peak (cblas_sgemm 2048^3, fp32, the
- * same thread count, best of 5) and reports the model FLOP/s (core/model_stats.h convention)
+ * same thread count, best of 5) and reports the model FLOP/s (model/counts.h convention)
  * as a fraction of it. The last line of the output is one JSON object for scripts.
  */
 #include <cblas.h>
