@@ -13,16 +13,18 @@ static sl_tensor *flat2(sl_tensor *t) {
     return sl_tensor_view2(t, 0, sl_tensor_dim(t, 0), sl_tensor_numel(t) / sl_tensor_dim(t, 0));
 }
 
+/* The gate logits (or their gradient): [T, H, D] elementwise, [T, H, 1] headwise, none. */
+static sl_tensor *gate_tensor(const sl_attn_config *c, sl_backend *be, int64_t t) {
+    if (c->gate == SL_GATE_NONE) return NULL;
+    return sl_tensor_new3(be, SL_F32, t, c->heads,
+                          c->gate == SL_GATE_ELEMENTWISE ? c->head_dim : 1);
+}
+
 void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *cfg, int layer, sl_params *ps) {
     memset(b, 0, sizeof *b);
-    b->gate = cfg->gate;
-    b->heads = cfg->heads;
-    b->kv_heads = cfg->kv_heads;
-    b->head_dim = cfg->head_dim;
-    b->hidden = cfg->hidden;
-    b->eps = cfg->eps;
-    const int64_t c = cfg->hidden, hd = (int64_t)b->heads * b->head_dim;
-    const int64_t kvd = (int64_t)b->kv_heads * b->head_dim;
+    b->cfg = *cfg;
+    const int64_t c = cfg->hidden, hd = (int64_t)b->cfg.heads * b->cfg.head_dim;
+    const int64_t kvd = (int64_t)b->cfg.kv_heads * b->cfg.head_dim;
     const float std = cfg->init_std;
     char name[112];
 #define DECL(field, suffix, ndim, shape, init)                                                     \
@@ -32,20 +34,21 @@ void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *cfg, int laye
     } while (0)
     DECL(norm, "input_layernorm.weight", 1, ((int64_t[]){c}), SL_INIT_ONES);
     DECL(q_proj, "self_attn.q_proj.weight", 2,
-         ((int64_t[]){sl_qgate_width(b->gate, b->heads, b->head_dim), c}), SL_INIT_NORMAL);
+         ((int64_t[]){sl_qgate_width(b->cfg.gate, b->cfg.heads, b->cfg.head_dim), c}),
+         SL_INIT_NORMAL);
     DECL(k_proj, "self_attn.k_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
     DECL(v_proj, "self_attn.v_proj.weight", 2, ((int64_t[]){kvd, c}), SL_INIT_NORMAL);
     DECL(o_proj, "self_attn.o_proj.weight", 2, ((int64_t[]){c, hd}), SL_INIT_NORMAL);
-    DECL(q_norm, "self_attn.q_norm.weight", 1, ((int64_t[]){b->head_dim}), SL_INIT_ONES);
-    DECL(k_norm, "self_attn.k_norm.weight", 1, ((int64_t[]){b->head_dim}), SL_INIT_ONES);
+    DECL(q_norm, "self_attn.q_norm.weight", 1, ((int64_t[]){b->cfg.head_dim}), SL_INIT_ONES);
+    DECL(k_norm, "self_attn.k_norm.weight", 1, ((int64_t[]){b->cfg.head_dim}), SL_INIT_ONES);
 #undef DECL
 }
 
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
-    const int64_t c = b->hidden, h = b->heads, kv = b->kv_heads, d = b->head_dim;
+    const int64_t c = b->cfg.hidden, h = b->cfg.heads, kv = b->cfg.kv_heads, d = b->cfg.head_dim;
     b->xn = sl_tensor_new2(be, SL_F32, t, c);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->qall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(b->gate, h, d));
+    b->qall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(b->cfg.gate, h, d));
     b->q = sl_tensor_new3(be, SL_F32, t, h, d);
     b->q_rstd = sl_tensor_new1(be, SL_F32, t * h);
     b->qn = sl_tensor_new3(be, SL_F32, t, h, d);
@@ -53,8 +56,7 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     b->k_rstd = sl_tensor_new1(be, SL_F32, t * kv);
     b->kn = sl_tensor_new3(be, SL_F32, t, kv, d);
     b->v = sl_tensor_new3(be, SL_F32, t, kv, d);
-    if (b->gate != SL_GATE_NONE)
-        b->g = sl_tensor_new3(be, SL_F32, t, h, b->gate == SL_GATE_ELEMENTWISE ? d : 1);
+    b->g = gate_tensor(&b->cfg, be, t);
     b->y = sl_tensor_new3(be, SL_F32, t, h, d);
     b->o = sl_tensor_new3(be, SL_F32, t, h, d);
     b->lse = sl_tensor_new2(be, SL_F32, t, h);
@@ -72,9 +74,7 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_
     ws->dk = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dk_pre = sl_tensor_new3(be, SL_F32, t, kv, d);
     ws->dv = sl_tensor_new3(be, SL_F32, t, kv, d);
-    ws->dg = c->gate == SL_GATE_NONE
-                 ? NULL
-                 : sl_tensor_new3(be, SL_F32, t, h, c->gate == SL_GATE_ELEMENTWISE ? d : 1);
+    ws->dg = gate_tensor(c, be, t);
     ws->dqall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(c->gate, h, d));
     ws->dxn = sl_tensor_new2(be, SL_F32, t, c->hidden);
     ws->dy2 = flat2(ws->dy);
@@ -83,19 +83,19 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_
 }
 
 static float attn_scale(const sl_attn_block *b) {
-    return 1.0f / sqrtf((float)b->head_dim);
+    return 1.0f / sqrtf((float)b->cfg.head_dim);
 }
 
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
                            sl_tensor *out) {
-    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
+    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->cfg.eps);
     sl_op_matmul(b->qall, b->xn, b->q_proj->w, false, true, 1.0f, 0.0f);
     sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
     sl_op_matmul(b->v2, b->xn, b->v_proj->w, false, true, 1.0f, 0.0f);
-    sl_op_qgate_split(b->q, b->g, b->qall, b->gate);
+    sl_op_qgate_split(b->q, b->g, b->qall, b->cfg.gate);
     /* QK-norm per head, before RoPE; never applied to the gate. */
-    sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->eps);
-    sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->eps);
+    sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->cfg.eps);
+    sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
     sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
     sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
     sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->batch, in->seq,
@@ -118,7 +118,7 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
     sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
     sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
     sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
-    sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->gate);
+    sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->cfg.gate);
     /* projections */
     sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f, 1.0f);
     sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f, 1.0f);

@@ -31,9 +31,7 @@ typedef struct {
 
 typedef struct {
     sl_param *norm, *q_proj, *k_proj, *v_proj, *o_proj, *q_norm, *k_norm;
-    sl_gate_mode gate;
-    int heads, kv_heads, head_dim, hidden;
-    float eps;
+    sl_attn_config cfg;
     /* saved activations */
     sl_tensor *xn, *rstd;           /* [T, C], [T] */
     sl_tensor *qall;                /* [T, Wq] q_proj output */

@@ -23,11 +23,11 @@
 
 #include "backends/backends.h"
 #include "core/comm.h"
-#include "trainer/config.h"
-#include "model/counts.h"
 #include "core/rng.h"
-#include "trainer/lr_schedule.h"
+#include "model/counts.h"
 #include "model/model.h"
+#include "trainer/config.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 
 static double now_s(void) {

@@ -209,6 +209,36 @@ int sl_cfg_apply(const sl_cfg_ctx *c, const cJSON *obj, const char *prefix, cons
     return 0;
 }
 
+void sl_cfg_emit(cJSON *o, const sl_cfg_key *defs, int n, const void *sec) {
+    for (int i = 0; i < n; i++) {
+        const sl_cfg_key *k = &defs[i];
+        const void *f = (const char *)sec + k->off;
+        switch (k->kind) {
+        case SL_K_INT:
+            cJSON_AddNumberToObject(o, k->key, *(const int *)f);
+            break;
+        case SL_K_I64:
+            cJSON_AddNumberToObject(o, k->key, (double)*(const int64_t *)f);
+            break;
+        case SL_K_U64:
+            cJSON_AddNumberToObject(o, k->key, (double)*(const uint64_t *)f);
+            break;
+        case SL_K_DBL:
+            cJSON_AddNumberToObject(o, k->key, *(const double *)f);
+            break;
+        case SL_K_BOOL:
+            cJSON_AddBoolToObject(o, k->key, *(const bool *)f);
+            break;
+        case SL_K_STR:
+            cJSON_AddStringToObject(o, k->key, (const char *)f);
+            break;
+        case SL_K_FN:
+            if (k->emit) k->emit(o, k->key, sec);
+            break;
+        }
+    }
+}
+
 const cJSON *sl_cfg_member(const cJSON *obj, const char *key) {
     return obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
 }

@@ -67,24 +67,33 @@ typedef enum {
 } sl_cfg_key_kind;
 /* A key that needs its own parsing: v is the value, sec the section struct. */
 typedef int (*sl_cfg_key_fn)(const sl_cfg_ctx *c, const cJSON *v, const char *path, void *sec);
+/* Writes a function-parsed key's value from the section struct into the JSON object o. */
+typedef void (*sl_cfg_emit_fn)(cJSON *o, const char *key, const void *sec);
 typedef struct {
     const char *key;
     sl_cfg_key_kind kind;
     size_t off, size;
-    sl_cfg_key_fn fn;
+    sl_cfg_key_fn fn;    /* SL_K_FN: parses the value */
+    sl_cfg_emit_fn emit; /* SL_K_FN: writes it back (NULL: the key is input-only) */
 } sl_cfg_key;
 
-/* A plain key of struct S stored in `field`; a key parsed by a function. */
+/* A plain key of struct S stored in `field`; a key parsed by a function and written back by
+ * another; an input-only key (informational keys that are checked, then ignored). */
 #define SL_KD(S, name, kind, field)                                                                \
-    { name, kind, offsetof(S, field), sizeof(((S *)0)->field), NULL }
-#define SL_KF(name, fn)                                                                            \
-    { name, SL_K_FN, 0, 0, fn }
-#define SL_NKEYS(t) ((int)(sizeof(t) / sizeof((t)[0])))
+    { name, kind, offsetof(S, field), sizeof(((S *)0)->field), NULL, NULL }
+#define SL_KFE(name, fn, emit)                                                                     \
+    { name, SL_K_FN, 0, 0, fn, emit }
+#define SL_KF(name, fn) SL_KFE(name, fn, NULL)
+#define SL_NKEYS(t)     ((int)(sizeof(t) / sizeof((t)[0])))
 
 /* Applies every member of `obj` to the section struct `sec` through the key table. Unknown
  * keys are errors (with a "did you mean" hint), except in a Hugging Face config (c->hf). */
 int sl_cfg_apply(const sl_cfg_ctx *c, const cJSON *obj, const char *prefix, const sl_cfg_key *defs,
                  int n, void *sec);
+/* The inverse of sl_cfg_apply: adds every key of the table, in table order, with its value
+ * in `sec` to the JSON object o (function keys through their emit function), so a section
+ * is serialized from the same table it is parsed with and a new key cannot be forgotten. */
+void sl_cfg_emit(cJSON *o, const sl_cfg_key *defs, int n, const void *sec);
 /* obj[key] or NULL (obj may be NULL). */
 const cJSON *sl_cfg_member(const cJSON *obj, const char *key);
 

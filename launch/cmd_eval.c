@@ -11,7 +11,6 @@
 
 #include "backends/backends.h"
 #include "core/comm.h"
-#include "trainer/config.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "io/reader.h"
@@ -19,6 +18,7 @@
 #include "launch/commands.h"
 #include "model/hf_export.h"
 #include "model/model.h"
+#include "trainer/config.h"
 
 #define SL_EOD_TOKEN 256
 

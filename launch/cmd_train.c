@@ -5,9 +5,9 @@
 
 #include "backends/backends.h"
 #include "core/comm.h"
-#include "trainer/config.h"
 #include "core/log.h"
 #include "launch/commands.h"
+#include "trainer/config.h"
 #include "trainer/trainer.h"
 
 static void usage(FILE *f) {

@@ -192,6 +192,35 @@ static int fn_sparse_step(const sl_cfg_ctx *c, const cJSON *v, const char *path,
     return 0;
 }
 
+static void emit_rope_scaling(cJSON *o, const char *key, const void *sec) {
+    const sl_rope_scaling *r = &((const sl_model_config *)sec)->rope_scaling;
+    if (r->type != SL_ROPE_YARN) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(o, key);
+    cJSON_AddStringToObject(rs, "rope_type", "yarn");
+    cJSON_AddNumberToObject(rs, "factor", r->factor);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+                            r->original_max_position_embeddings);
+    cJSON_AddNumberToObject(rs, "beta_fast", r->beta_fast);
+    cJSON_AddNumberToObject(rs, "beta_slow", r->beta_slow);
+    if (r->attention_factor > 0)
+        cJSON_AddNumberToObject(rs, "attention_factor", r->attention_factor);
+}
+
+static void emit_mlp_only_layers(cJSON *o, const char *key, const void *sec) {
+    const sl_model_config *m = sec;
+    cJSON *mlp = cJSON_AddArrayToObject(o, key);
+    for (int l = 0; l < SL_MAX_LAYERS; l++)
+        if (m->dense_layer[l]) cJSON_AddItemToArray(mlp, cJSON_CreateNumber(l));
+}
+
+static void emit_gate(cJSON *o, const char *key, const void *sec) {
+    cJSON_AddStringToObject(o, key,
+                            sl_gate_mode_name(((const sl_model_config *)sec)->attn_output_gate));
+}
+
 #define KM(name, kind) SL_KD(sl_model_config, #name, kind, name)
 const sl_cfg_key sl_model_keys[] = {
     KM(vocab_size, SL_K_INT),
@@ -203,7 +232,7 @@ const sl_cfg_key sl_model_keys[] = {
     KM(rms_norm_eps, SL_K_DBL),
     KM(rope_theta, SL_K_DBL),
     KM(partial_rotary_factor, SL_K_DBL),
-    SL_KF("rope_scaling", fn_rope_scaling),
+    SL_KFE("rope_scaling", fn_rope_scaling, emit_rope_scaling),
     KM(max_position_embeddings, SL_K_INT),
     KM(num_experts, SL_K_INT),
     KM(num_experts_per_tok, SL_K_INT),
@@ -213,10 +242,10 @@ const sl_cfg_key sl_model_keys[] = {
     KM(norm_topk_prob, SL_K_BOOL),
     KM(router_aux_loss_coef, SL_K_DBL),
     KM(router_z_loss_coef, SL_K_DBL),
-    SL_KF("mlp_only_layers", fn_mlp_only_layers),
+    SL_KFE("mlp_only_layers", fn_mlp_only_layers, emit_mlp_only_layers),
     KM(tie_word_embeddings, SL_K_BOOL),
     KM(initializer_range, SL_K_DBL),
-    SL_KF("attn_output_gate", fn_gate),
+    SL_KFE("attn_output_gate", fn_gate, emit_gate),
     SL_KF("model_type", fn_info_string),
     SL_KF("architectures", fn_architectures),
     SL_KF("torch_dtype", fn_info_string),
@@ -420,59 +449,17 @@ int sl_model_config_validate(const sl_cfg_vctx *v, const sl_model_config *m) {
 }
 /* ---- serialization ----------------------------------------------------------------------- */
 
-static void add_rope_scaling(cJSON *o, const sl_rope_scaling *r) {
-    if (r->type != SL_ROPE_YARN) {
-        cJSON_AddNullToObject(o, "rope_scaling");
-        return;
-    }
-    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-    cJSON_AddStringToObject(rs, "rope_type", "yarn");
-    cJSON_AddNumberToObject(rs, "factor", r->factor);
-    cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
-                            r->original_max_position_embeddings);
-    cJSON_AddNumberToObject(rs, "beta_fast", r->beta_fast);
-    cJSON_AddNumberToObject(rs, "beta_slow", r->beta_slow);
-    if (r->attention_factor > 0)
-        cJSON_AddNumberToObject(rs, "attention_factor", r->attention_factor);
-}
-
 void sl_model_config_to_json(cJSON *o, const sl_model_config *m, bool hf) {
     if (hf) {
+        /* the informational keys a Hugging Face loader expects (input-only in the table) */
         cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
         cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3MoeForCausalLM"));
         cJSON_AddStringToObject(o, "model_type", "qwen3_moe");
-    }
-    cJSON_AddNumberToObject(o, "vocab_size", m->vocab_size);
-    cJSON_AddNumberToObject(o, "hidden_size", m->hidden_size);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", m->num_hidden_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", m->num_attention_heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", m->num_key_value_heads);
-    cJSON_AddNumberToObject(o, "head_dim", m->head_dim);
-    if (hf) {
         cJSON_AddStringToObject(o, "hidden_act", "silu");
         cJSON_AddFalseToObject(o, "attention_bias");
+        cJSON_AddNumberToObject(o, "decoder_sparse_step", 1);
     }
-    cJSON_AddNumberToObject(o, "rms_norm_eps", m->rms_norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
-    cJSON_AddNumberToObject(o, "partial_rotary_factor", m->partial_rotary_factor);
-    add_rope_scaling(o, &m->rope_scaling);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", m->max_position_embeddings);
-    cJSON_AddNumberToObject(o, "num_experts", m->num_experts);
-    cJSON_AddNumberToObject(o, "num_experts_per_tok", m->num_experts_per_tok);
-    cJSON_AddNumberToObject(o, "moe_intermediate_size", m->moe_intermediate_size);
-    cJSON_AddNumberToObject(o, "shared_expert_intermediate_size",
-                            m->shared_expert_intermediate_size);
-    cJSON_AddNumberToObject(o, "intermediate_size", m->intermediate_size);
-    if (hf) cJSON_AddNumberToObject(o, "decoder_sparse_step", 1);
-    cJSON *mlp = cJSON_AddArrayToObject(o, "mlp_only_layers");
-    for (int l = 0; l < SL_MAX_LAYERS; l++)
-        if (m->dense_layer[l]) cJSON_AddItemToArray(mlp, cJSON_CreateNumber(l));
-    cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk_prob);
-    cJSON_AddNumberToObject(o, "router_aux_loss_coef", m->router_aux_loss_coef);
-    cJSON_AddNumberToObject(o, "router_z_loss_coef", m->router_z_loss_coef);
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tie_word_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", m->initializer_range);
-    cJSON_AddStringToObject(o, "attn_output_gate", sl_gate_mode_name(m->attn_output_gate));
+    sl_cfg_emit(o, sl_model_keys, sl_model_nkeys, m);
 }
 
 char *sl_model_config_to_hf_json(const sl_model_config *m) {

@@ -71,7 +71,7 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
  */
 static void stats_reserve(sl_model *m, int cap) {
     if (cap <= m->stat_cap) return;
-    const int64_t w = m->stat_width > 0 ? m->stat_width : 1, ne = m->cfg.num_experts;
+    const int64_t w = m->stat_width, ne = m->cfg.num_experts;
     const int64_t moe_counts = (int64_t)m->n_moe_layers * ne;
     sl_tensor *loss = sl_tensor_new1(m->be, SL_F32, cap);
     sl_tensor *metrics = sl_tensor_new2(m->be, SL_F32, cap, w);
@@ -93,10 +93,10 @@ static void stats_reserve(sl_model *m, int cap) {
     m->stat_cap = cap;
 }
 
-/* A [1] view of slot `mb`'s entry `col` of the metrics buffer (col -1: the loss). */
-static sl_tensor *stat_slot(sl_model *m, int mb, int64_t col) {
-    if (col < 0) return sl_tensor_view1(m->stat_loss, mb, 1);
-    return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, 1);
+/* A view of n entries of slot `mb`'s metrics row from column col: the gate score of layer l
+ * is column l, MoE layer k's router statistics the E + 1 columns from L + k (E + 1). */
+static sl_tensor *metrics_view(sl_model *m, int mb, int64_t col, int64_t n) {
+    return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, n);
 }
 
 static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
@@ -221,19 +221,15 @@ static void forward_stack(sl_model *m) {
     for (int l = 0; l < c->num_hidden_layers; l++) {
         sl_attn_block_forward(&m->attn[l], &in, m->x[l], m->h[l]);
         sl_ffn_block_forward(&m->ffn[l], m->h[l], m->x[l + 1]);
-        if (m->stat_metrics_on) {
-            sl_tensor *gate = stat_slot(m, mb, l);
-            sl_attn_block_gate_score(&m->attn[l], gate);
-            sl_tensor_free(gate);
-        }
+        if (!m->stat_metrics_on) continue;
+        sl_tensor *gate = metrics_view(m, mb, l, 1);
+        sl_attn_block_gate_score(&m->attn[l], gate);
+        sl_tensor_free(gate);
         if (m->ffn[l].is_moe) {
-            if (m->stat_metrics_on) {
-                const int64_t col = c->num_hidden_layers + (int64_t)moe * (ne + 1);
-                sl_tensor *dst =
-                    sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, ne + 1);
-                sl_tensor_copy(dst, m->ffn[l].moe.router.stats);
-                sl_tensor_free(dst);
-            }
+            sl_tensor *dst =
+                metrics_view(m, mb, c->num_hidden_layers + (int64_t)moe * (ne + 1), ne + 1);
+            sl_tensor_copy(dst, m->ffn[l].moe.router.stats);
+            sl_tensor_free(dst);
             memcpy(m->stat_counts + ((int64_t)mb * m->n_moe_layers + moe) * ne,
                    sl_moe_block_counts(&m->ffn[l].moe), (size_t)ne * sizeof(int64_t));
             moe++;
@@ -263,9 +259,47 @@ static void head_and_loss(sl_model *m, bool backward, float ce_scale) {
         }
         sl_tensor_free(xf), sl_tensor_free(logits), sl_tensor_free(tg), sl_tensor_free(loss);
     }
-    sl_tensor *loss_sum = stat_slot(m, m->stat_mb, -1);
+    sl_tensor *loss_sum = sl_tensor_view1(m->stat_loss, m->stat_mb, 1);
     sl_op_sum(loss_sum, m->losses);
     sl_tensor_free(loss_sum);
+}
+
+/* The statistics of slots [first, first + n): loss sum and tokens always, the metrics (gate
+ * score, LBL, z-loss) on metrics steps. One host read, two on metrics steps. */
+static void read_slots(sl_model *m, int first, int n, sl_fwd_stats *st) {
+    const sl_model_config *c = &m->cfg;
+    const int ne = c->num_experts;
+    memset(st, 0, sizeof *st);
+    st->lbl = st->zloss = st->gate_score = NAN;
+    if (n <= 0) return;
+    float *loss = sl_xmalloc((size_t)n * sizeof(float));
+    sl_tensor_to_host_range(m->stat_loss, first, n, loss);
+    for (int i = 0; i < n; i++) st->loss_sum += loss[i];
+    free(loss);
+    st->tokens = (int64_t)n * m->tokens;
+    if (!m->stat_metrics_on) return;
+    const int64_t w = m->stat_width;
+    float *mt = sl_xmalloc((size_t)(n * w) * sizeof(float));
+    sl_tensor_to_host_range(m->stat_metrics, (int64_t)first * w, n * w, mt);
+    st->lbl = st->zloss = st->gate_score = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *row = mt + (int64_t)i * w;
+        double gate = 0.0, lbl = 0.0, z = 0.0;
+        for (int l = 0; l < c->num_hidden_layers; l++) gate += row[l] / c->num_hidden_layers;
+        for (int k = 0; k < m->n_moe_layers; k++) {
+            double lk, zk;
+            const int64_t *counts =
+                m->stat_counts + ((int64_t)(first + i) * m->n_moe_layers + k) * ne;
+            sl_moe_aux_stats(ne, m->tokens, counts,
+                             row + c->num_hidden_layers + (int64_t)k * (ne + 1), &lk, &zk);
+            lbl += lk / m->n_moe_layers;
+            z += zk / m->n_moe_layers;
+        }
+        st->gate_score += gate / n;
+        st->lbl += lbl / n;
+        st->zloss += z / n;
+    }
+    free(mt);
 }
 
 /* Claims the next statistics slot of the step. */
@@ -275,13 +309,11 @@ static void stats_next_slot(sl_model *m) {
 
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st) {
     /* evaluation, between training steps: slot 0, metrics as the last begin_step said */
-    m->stat_mb = m->stat_first = 0;
+    m->stat_mb = 0;
     load_tokens(m, tokens);
     forward_stack(m);
     head_and_loss(m, false, 1.0f);
-    m->stat_mb = 1;
-    sl_model_read_stats(m, st);
-    m->stat_mb = 0;
+    read_slots(m, 0, 1, st);
 }
 
 void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
@@ -311,61 +343,24 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     }
     sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
     if (m->grad_ready) m->grad_ready(m->grad_ready_user, -1);
-    m->stat_mb++;
-    if (st) {
-        /* this micro-batch alone, read now (tests and tools; the trainer passes NULL) */
-        const int first = m->stat_first;
-        m->stat_first = m->stat_mb - 1;
-        sl_model_read_stats(m, st);
-        m->stat_first = first;
-        m->stat_mb--; /* consumed: the slot is free again */
-    }
+    /* st: this micro-batch alone, read now, and its slot is free again (tests and tools);
+     * the trainer passes NULL and reads the whole step with sl_model_read_stats */
+    if (st)
+        read_slots(m, m->stat_mb, 1, st);
+    else
+        m->stat_mb++;
 }
 
 void sl_model_begin_step(sl_model *m, bool metrics) {
     m->stat_mb = 0;
-    m->stat_first = 0;
     m->stat_metrics_on = metrics;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe);
 }
 
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {
-    const sl_model_config *c = &m->cfg;
-    const int first = m->stat_first, n = m->stat_mb - first, ne = c->num_experts;
-    memset(st, 0, sizeof *st);
-    st->lbl = st->zloss = st->gate_score = NAN;
-    if (n <= 0) return;
-    float *loss = sl_xmalloc((size_t)n * sizeof(float));
-    sl_tensor_to_host_range(m->stat_loss, first, n, loss);
-    for (int i = 0; i < n; i++) st->loss_sum += loss[i];
-    free(loss);
-    st->tokens = (int64_t)n * m->tokens;
-    if (!m->stat_metrics_on) return;
-    const int64_t w = m->stat_width;
-    float *mt = sl_xmalloc((size_t)(n * w > 0 ? n * w : 1) * sizeof(float));
-    if (w > 0) sl_tensor_to_host_range(m->stat_metrics, (int64_t)first * w, n * w, mt);
-    st->lbl = st->zloss = st->gate_score = 0.0;
-    for (int i = 0; i < n; i++) {
-        const float *row = mt + (int64_t)i * w;
-        double gate = 0.0, lbl = 0.0, z = 0.0;
-        for (int l = 0; l < c->num_hidden_layers; l++) gate += row[l] / c->num_hidden_layers;
-        for (int k = 0; k < m->n_moe_layers; k++) {
-            double lk, zk;
-            const int64_t *counts =
-                m->stat_counts + ((int64_t)(first + i) * m->n_moe_layers + k) * ne;
-            sl_moe_aux_stats(ne, m->tokens, counts,
-                             row + c->num_hidden_layers + (int64_t)k * (ne + 1), &lk, &zk);
-            lbl += lk / m->n_moe_layers;
-            z += zk / m->n_moe_layers;
-        }
-        st->gate_score += gate / n;
-        st->lbl += lbl / n;
-        st->zloss += z / n;
-    }
-    free(mt);
+    read_slots(m, 0, m->stat_mb, st);
 }
-
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->ffn[l].is_moe)

@@ -13,8 +13,8 @@
 
 #include "attention/attn_block.h"
 #include "core/comm.h"
-#include "model/config.h"
 #include "core/params.h"
+#include "model/config.h"
 #include "moe/ffn_block.h"
 
 /* Statistics of the micro-batches read together (sl_model_read_stats). */
@@ -53,7 +53,7 @@ typedef struct {
     void (*grad_ready)(void *user, int layer);
     void *grad_ready_user;
     /* Step statistics on the device, one slot per micro-batch (model.c explains). */
-    int stat_cap, stat_mb, stat_first;
+    int stat_cap, stat_mb;
     bool stat_metrics_on;
     int64_t stat_width;                  /* layers + MoE layers * (experts + 1) */
     sl_tensor *stat_loss, *stat_metrics; /* [cap], [cap, stat_width] */

@@ -30,10 +30,10 @@
 
 #include "backends/backends.h"
 #include "core/comm.h"
-#include "trainer/config.h"
 #include "core/rng.h"
 #include "model/hf_export.h"
 #include "model/model.h"
+#include "trainer/config.h"
 
 enum { BIAS_ROUNDS = 4 };
 

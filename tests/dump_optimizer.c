@@ -21,8 +21,8 @@
 
 #include "core/comm.h"
 #include "core/rng.h"
-#include "tests/test_util.h"
 #include "model/model.h"
+#include "tests/test_util.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_step.h"
 

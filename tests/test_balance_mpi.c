@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "tests/test_util.h"
 #include "model/model.h"
+#include "tests/test_util.h"
 
 enum { B = 2, S = 8 };
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config.h"
 #include "model/counts.h"
 #include "tests/test_util.h"
+#include "trainer/config.h"
 
 #ifndef SLUICE_SOURCE_DIR
 #error "SLUICE_SOURCE_DIR must be defined (tests/config.cmake)"

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "io/build.h"
 #include "io/paths.h"
 #include "io/shard.h"
-#include "core/log.h"
 #include "launch/commands.h"
 #include "tests/test_util.h"
 

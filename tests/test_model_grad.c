@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/counts.h"
 #include "core/params.h"
-#include "tests/test_util.h"
+#include "model/counts.h"
 #include "model/model.h"
+#include "tests/test_util.h"
 
 typedef struct {
     sl_model *m;

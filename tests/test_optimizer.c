@@ -26,9 +26,9 @@
 #include "core/comm.h"
 #include "core/params.h"
 #include "core/rng.h"
+#include "model/model.h"
 #include "tests/test_util.h"
 #include "trainer/lr_schedule.h"
-#include "model/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_step.h"
 

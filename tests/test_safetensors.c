@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/test_util.h"
 #include "io/safetensors.h"
+#include "tests/test_util.h"
 
 static char g_dir[256];
 

@@ -14,9 +14,9 @@
 #include <stdio.h>
 
 #include "backends/backends.h"
-#include "trainer/config.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "trainer/config.h"
 
 extern int sl_test_failures;
 extern int sl_test_checks;

@@ -6,9 +6,9 @@
  */
 #include <math.h>
 
-#include "trainer/kernels_cpu.h"
 #include "core/log.h"
 #include "core/vmath.h"
+#include "trainer/kernels_cpu.h"
 
 /* The update of one contiguous range, vectorized per ISA (SL_CPU_CLONES). Constants are
  * hoisted so the loop is multiplies, one sqrt and one divide per element. */

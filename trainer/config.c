@@ -130,65 +130,18 @@ int sl_config_load(const char *path, sl_config *cfg, char *err, size_t errlen) {
 static cJSON *config_tree(const sl_config *cfg) {
     cJSON *root = cJSON_CreateObject();
     SL_CHECK(root != NULL, "out of memory");
-    sl_model_config_to_json(cJSON_AddObjectToObject(root, "model"), &cfg->model, false);
-
-    const sl_train_config *t = &cfg->train;
-    cJSON *o = cJSON_AddObjectToObject(root, "training");
-    cJSON_AddNumberToObject(o, "seq_len", t->seq_len);
-    cJSON_AddNumberToObject(o, "micro_batch_size", t->micro_batch_size);
-    cJSON_AddNumberToObject(o, "global_batch_tokens", (double)t->global_batch_tokens);
-    cJSON_AddNumberToObject(o, "max_steps", t->max_steps);
-    cJSON_AddNumberToObject(o, "lr", t->lr);
-    cJSON_AddNumberToObject(o, "min_lr", t->min_lr);
-    cJSON_AddNumberToObject(o, "warmup_steps", t->warmup_steps);
-    cJSON_AddStringToObject(o, "schedule", sl_lr_schedule_name(t->schedule));
-    cJSON_AddNumberToObject(o, "decay_fraction", t->decay_fraction);
-    cJSON_AddNumberToObject(o, "beta1", t->beta1);
-    cJSON_AddNumberToObject(o, "beta2", t->beta2);
-    cJSON_AddNumberToObject(o, "eps", t->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", t->weight_decay);
-    cJSON_AddNumberToObject(o, "grad_clip", t->grad_clip);
-    cJSON_AddNumberToObject(o, "seed", (double)t->seed);
-    cJSON_AddNumberToObject(o, "eval_every", t->eval_every);
-    cJSON_AddNumberToObject(o, "eval_tokens", t->eval_tokens);
-    cJSON_AddNumberToObject(o, "log_every", t->log_every);
-    cJSON_AddNumberToObject(o, "save_every", t->save_every);
-    cJSON_AddStringToObject(o, "out_dir", t->out_dir);
-    /* Left out when it is the default, so that a later out_dir override moves it too. */
-    sl_train_config derived = *t;
-    if (sl_config_derive_metrics_file(&derived) ||
-        strcmp(derived.metrics_file, t->metrics_file) != 0)
-        cJSON_AddStringToObject(o, "metrics_file", t->metrics_file);
-    cJSON_AddBoolToObject(o, "global_batch_lbl", t->global_batch_lbl);
-    cJSON_AddNumberToObject(o, "router_bias_update_rate", t->router_bias_update_rate);
-
-    const sl_data_config *d = &cfg->data;
-    o = cJSON_AddObjectToObject(root, "data");
-    if (d->n_train == 1 && d->train[0].weight == 1.0) {
-        cJSON_AddStringToObject(o, "train", d->train[0].path);
-    } else if (d->n_train > 0) {
-        cJSON *arr = cJSON_AddArrayToObject(o, "train");
-        for (int i = 0; i < d->n_train && i < SL_MAX_CORPORA; i++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "path", d->train[i].path);
-            cJSON_AddNumberToObject(e, "weight", d->train[i].weight);
-            cJSON_AddItemToArray(arr, e);
-        }
+    for (int i = 0; i < sl_config_nsections; i++) {
+        const sl_config_section *s = &sl_config_sections[i];
+        sl_cfg_emit(cJSON_AddObjectToObject(root, s->name), s->keys, *s->nkeys,
+                    (const char *)cfg + s->off);
     }
-    cJSON_AddStringToObject(o, "eval", d->eval_path);
-    cJSON_AddNumberToObject(o, "seed", (double)d->seed);
-    cJSON_AddNumberToObject(o, "prefetch", d->prefetch);
-
-    o = cJSON_AddObjectToObject(root, "parallel");
-    cJSON_AddNumberToObject(o, "expert_parallel", cfg->parallel.expert_parallel);
-    cJSON_AddBoolToObject(o, "zero1", cfg->parallel.zero1);
-    cJSON_AddNumberToObject(o, "capacity_factor", cfg->parallel.capacity_factor);
-    cJSON_AddStringToObject(o, "drop_policy", cfg->parallel.drop_policy);
-    cJSON_AddNumberToObject(o, "bucket_mb", cfg->parallel.bucket_mb);
-
-    o = cJSON_AddObjectToObject(root, "backend");
-    cJSON_AddStringToObject(o, "name", cfg->backend.name);
-    cJSON_AddNumberToObject(o, "threads", cfg->backend.threads);
+    /* metrics_file is left out when it is the default, so that a later out_dir override
+     * moves it too. */
+    sl_train_config derived = cfg->train;
+    if (sl_config_derive_metrics_file(&derived) == 0 &&
+        strcmp(derived.metrics_file, cfg->train.metrics_file) == 0)
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "training"),
+                                                "metrics_file");
     return root;
 }
 

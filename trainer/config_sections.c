@@ -36,6 +36,10 @@ static int fn_schedule(const sl_cfg_ctx *c, const cJSON *v, const char *path, vo
                       sl_cfg_describe(v, d, 96));
 }
 
+static void emit_schedule(cJSON *o, const char *key, const void *sec) {
+    cJSON_AddStringToObject(o, key, sl_lr_schedule_name(((const sl_train_config *)sec)->schedule));
+}
+
 #define KT(name, kind) SL_KD(sl_train_config, #name, kind, name)
 static const sl_cfg_key train_keys[] = {
     KT(seq_len, SL_K_INT),
@@ -45,7 +49,7 @@ static const sl_cfg_key train_keys[] = {
     KT(lr, SL_K_DBL),
     KT(min_lr, SL_K_DBL),
     KT(warmup_steps, SL_K_INT),
-    SL_KF("schedule", fn_schedule),
+    SL_KFE("schedule", fn_schedule, emit_schedule),
     KT(decay_fraction, SL_K_DBL),
     KT(beta1, SL_K_DBL),
     KT(beta2, SL_K_DBL),
@@ -127,8 +131,23 @@ static int fn_train(const sl_cfg_ctx *c, const cJSON *v, const char *path, void 
     return 0;
 }
 
+/* One corpus of weight 1 as its path; otherwise the list of {path, weight}. */
+static void emit_train(cJSON *o, const char *key, const void *sec) {
+    const sl_data_config *d = sec;
+    if (d->n_train == 1 && d->train[0].weight == 1.0) {
+        cJSON_AddStringToObject(o, key, d->train[0].path);
+    } else if (d->n_train > 0) {
+        cJSON *arr = cJSON_AddArrayToObject(o, key);
+        for (int i = 0; i < d->n_train && i < SL_MAX_CORPORA; i++) {
+            cJSON *e = cJSON_CreateObject();
+            sl_cfg_emit(e, corpus_keys, SL_NKEYS(corpus_keys), &d->train[i]);
+            cJSON_AddItemToArray(arr, e);
+        }
+    }
+}
+
 static const sl_cfg_key data_keys[] = {
-    SL_KF("train", fn_train),
+    SL_KFE("train", fn_train, emit_train),
     SL_KD(sl_data_config, "eval", SL_K_STR, eval_path),
     SL_KD(sl_data_config, "seed", SL_K_U64, seed),
     SL_KD(sl_data_config, "prefetch", SL_K_INT, prefetch),

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 
 #include "core/comm.h"
-#include "trainer/config.h"
 #include "core/params.h"
+#include "trainer/config.h"
 #include "trainer/grad_reducer.h"
 
 typedef struct {

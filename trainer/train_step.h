@@ -12,8 +12,8 @@
 #define SL_TRAIN_STEP_H
 
 #include "core/comm.h"
-#include "trainer/config.h"
 #include "model/model.h"
+#include "trainer/config.h"
 #include "trainer/optimizer.h"
 
 /* Fills one micro-batch tokens [batch, seq + 1]. Returns 0, or -1 with a message in err. */
