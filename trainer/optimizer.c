@@ -17,6 +17,7 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
     o->zero1 = p->zero1;
     o->layers = p->layers;
     o->sumsq = sl_tensor_new1(ps->be, SL_F32, SL_PGROUP_COUNT);
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) o->group_sumsq[g] = sl_tensor_view1(o->sumsq, g, 1);
     const int64_t bucket = p->bucket_bytes > 0 ? p->bucket_bytes / 4 : 0;
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         const int64_t n = ps->size[g];
@@ -65,12 +66,10 @@ double sl_optimizer_finish_reduce(sl_optimizer *o) {
     /* Both groups' sums of squares into device scalars, then the step's one host read of
      * them: the clip factor is needed on the host for the next AdamW launch. */
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
-        sl_tensor *sq = sl_tensor_view1(o->sumsq, g, 1);
         if (o->ps->size[g] > 0)
-            sl_op_sumsq(sq, o->ps->g[g]);
+            sl_op_sumsq(o->group_sumsq[g], o->ps->g[g]);
         else
-            sl_op_fill(sq, 0.0f);
-        sl_tensor_free(sq);
+            sl_op_fill(o->group_sumsq[g], 0.0f);
     }
     float sq[SL_PGROUP_COUNT];
     sl_tensor_to_host(o->sumsq, sq);
@@ -114,6 +113,7 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
 }
 
 void sl_optimizer_free(sl_optimizer *o) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_tensor_free(o->group_sumsq[g]);
     sl_tensor_free(o->sumsq);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         sl_grad_reducer_free(&o->reducer[g]);

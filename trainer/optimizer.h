@@ -35,6 +35,7 @@ typedef struct {
     int layers;
     int step;         /* optimizer steps taken */
     sl_tensor *sumsq; /* [groups] device scalars: each group's sum of squared gradients */
+    sl_tensor *group_sumsq[SL_PGROUP_COUNT]; /* [1] views of it, made once */
 } sl_optimizer;
 
 typedef struct {
