@@ -14,6 +14,10 @@
 
 #include "core/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sl_ops_i sl_ops_i;
 
 /* Names of the backends compiled into this build, e.g. {"cpu", "cuda"}. */
@@ -29,6 +33,10 @@ sl_backend *sl_backend_create(const char *name, const sl_backend_params *params,
 const sl_ops_i *sl_backends_cpu_ops(void);
 #ifdef SLUICE_WITH_CUDA
 const sl_ops_i *sl_backends_cuda_ops(void);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

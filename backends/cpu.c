@@ -16,6 +16,7 @@ static const sl_ops_i k_cpu_ops = {
     .add = sl_cpu_add,
     .axpy = sl_cpu_axpy,
     .scale = sl_cpu_scale,
+    .convert = sl_cpu_convert,
     .sum = sl_cpu_sum,
     .sumsq = sl_cpu_sumsq,
     /* core/matmul_cpu.c, moe/grouped_matmul_cpu.c */

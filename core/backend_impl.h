@@ -17,11 +17,16 @@
 #include "core/ops.h"
 #include "core/tensor_impl.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sl_ops_i {
     void (*fill)(void *ctx, sl_tensor *x, float value);
     void (*add)(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
     void (*axpy)(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
     void (*scale)(void *ctx, sl_tensor *x, float s);
+    void (*convert)(void *ctx, sl_tensor *dst, const sl_tensor *src);
     void (*sum)(void *ctx, sl_tensor *out, const sl_tensor *x);
     void (*sumsq)(void *ctx, sl_tensor *out, const sl_tensor *x);
 
@@ -82,12 +87,13 @@ typedef struct sl_ops_i {
                         const sl_tensor *x, const sl_tensor *s);
 
     void (*adamw)(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
-                  const sl_adamw_params *hp);
+                  sl_tensor *p_copy, const sl_adamw_params *hp);
 } sl_ops_i;
 
 typedef struct sl_backend_i {
     const char *name;
     bool host_memory;                        /* tensor data is host-addressable */
+    bool bf16;                               /* its kernels accept bf16 tensors */
     void *(*alloc)(void *ctx, size_t bytes); /* zero-filled */
     void (*free)(void *ctx, void *ptr);
     void (*memset0)(void *ctx, void *ptr, size_t bytes);
@@ -116,6 +122,10 @@ sl_backend *sl_backend_cpu_create(const sl_backend_params *params, const sl_ops_
 #ifdef SLUICE_WITH_CUDA
 sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops, char *err,
                                    size_t errlen);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

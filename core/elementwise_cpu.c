@@ -1,4 +1,6 @@
 /* core/elementwise_cpu.c - fill, add, axpy, scale and reductions on the CPU (fp32). */
+#include <string.h>
+
 #include "core/kernels_cpu.h"
 #include "core/log.h"
 #include "core/vmath.h"
@@ -52,6 +54,13 @@ void sl_cpu_scale(void *ctx, sl_tensor *x, float s) {
     int64_t n = x->numel;
 #pragma omp parallel for if (n > SL_PAR_MIN)
     for (int64_t i = 0; i < n; i++) p[i] *= s;
+}
+
+void sl_cpu_convert(void *ctx, sl_tensor *dst, const sl_tensor *src) {
+    (void)ctx;
+    need_f32(dst, "convert");
+    need_f32(src, "convert");
+    if (dst->data != src->data) memcpy(dst->data, src->data, sizeof(float) * (size_t)dst->numel);
 }
 
 void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x) {

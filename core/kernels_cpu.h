@@ -9,6 +9,7 @@ void sl_cpu_fill(void *ctx, sl_tensor *x, float value);
 void sl_cpu_add(void *ctx, sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
 void sl_cpu_axpy(void *ctx, sl_tensor *y, const sl_tensor *x, float alpha);
 void sl_cpu_scale(void *ctx, sl_tensor *x, float s);
+void sl_cpu_convert(void *ctx, sl_tensor *dst, const sl_tensor *src);
 void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
 void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
 

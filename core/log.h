@@ -13,6 +13,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifdef __GNUC__
 #define SL_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define SL_NORETURN     __attribute__((noreturn))
@@ -64,5 +68,9 @@ void sl_xreserve(void **p, size_t *cap, size_t need);
 /* Hook run by sl_fatal before exiting (the comm layer installs MPI_Abort here). */
 typedef void (*sl_abort_hook)(int code);
 void sl_set_abort_hook(sl_abort_hook hook);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -44,19 +44,34 @@ static void need_numel(const char *op, const char *arg, const sl_tensor *t, int6
              (long long)n);
 }
 
+/* A float operand ("any" in docs/cuda.md): fp32, or bf16 on a backend whose kernels take it. */
 static void need_float(const char *op, const char *arg, const sl_tensor *t) {
     SL_CHECK(t != NULL, "%s: %s is NULL", op, arg);
     SL_CHECK(t->dtype == SL_F32 || t->dtype == SL_BF16, "%s: %s has dtype %s, expected a float", op,
              arg, sl_dtype_name(t->dtype));
+    SL_CHECK(t->dtype == SL_F32 || t->be->iface.bf16,
+             "%s: %s is bf16, but backend '%s' computes in fp32 only", op, arg, t->be->iface.name);
+}
+
+/* A float operand that must have the dtype of `ref` ("T" in docs/cuda.md). */
+static void need_like(const char *op, const char *arg, const sl_tensor *t, const sl_tensor *ref) {
+    need_float(op, arg, t);
+    SL_CHECK(t->dtype == ref->dtype,
+             "%s: %s has dtype %s, expected %s (as the op's other operands)", op, arg,
+             sl_dtype_name(t->dtype), sl_dtype_name(ref->dtype));
 }
 
 /* ---- memory-level helpers ---- */
 
 void sl_op_fill(sl_tensor *x, float value) {
+    need_float("fill", "x", x);
     DISPATCH(BE(x), fill, x, value);
 }
 
 void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b) {
+    need_float("add", "y", y);
+    need_float("add", "a", a);
+    need_float("add", "b", b);
     need_numel("add", "a", a, y->numel);
     need_numel("add", "b", b, y->numel);
     need_same_backend("add", y, a);
@@ -65,16 +80,28 @@ void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b) {
 }
 
 void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha) {
+    need_float("axpy", "y", y);
+    need_float("axpy", "x", x);
     need_numel("axpy", "x", x, y->numel);
     need_same_backend("axpy", y, x);
     DISPATCH(BE(y), axpy, y, x, alpha);
 }
 
 void sl_op_scale(sl_tensor *x, float s) {
+    need_float("scale", "x", x);
     DISPATCH(BE(x), scale, x, s);
+}
+
+void sl_op_convert(sl_tensor *dst, const sl_tensor *src) {
+    need_float("convert", "dst", dst);
+    need_float("convert", "src", src);
+    need_numel("convert", "src", src, dst->numel);
+    need_same_backend("convert", dst, src);
+    DISPATCH(BE(dst), convert, dst, src);
 }
 /* A device scalar: one fp32 element on the same backend as the input. */
 static void need_scalar(const char *op, const sl_tensor *out, const sl_tensor *x) {
+    need_float(op, "x", x);
     need_numel(op, "out", out, 1);
     need_dtype(op, "out", out, SL_F32);
     need_same_backend(op, out, x);
@@ -95,7 +122,7 @@ void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool tra
                   float alpha, float beta) {
     need_float("matmul", "c", c);
     need_float("matmul", "a", a);
-    need_float("matmul", "b", b);
+    need_like("matmul", "b", b, a);
     need_same_backend("matmul", c, a);
     need_same_backend("matmul", c, b);
     int64_t am = trans_a ? sl_last_dim(a) : sl_rows(a), ak = trans_a ? sl_rows(a) : sl_last_dim(a);
@@ -118,9 +145,9 @@ static int64_t sum_counts(const int64_t *counts, int groups) {
 
 void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                           const int64_t *counts, int groups, bool trans_b, float beta) {
-    need_float("grouped_matmul", "c", c);
     need_float("grouped_matmul", "a", a);
-    need_float("grouped_matmul", "b", b);
+    need_like("grouped_matmul", "b", b, a);
+    need_like("grouped_matmul", "c", c, a);
     SL_CHECK(b->ndim == 3 && b->shape[0] == groups, "grouped_matmul: b must be [groups=%d, R, S]",
              groups);
     int64_t r = b->shape[1], s = b->shape[2], n = sum_counts(counts, groups);
@@ -135,6 +162,8 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                              const int64_t *counts, int groups) {
     need_float("grouped_matmul_dw", "dw", dw);
+    need_float("grouped_matmul_dw", "dy", dy);
+    need_like("grouped_matmul_dw", "x", x, dy);
     SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
              "grouped_matmul_dw: dw must be [groups=%d, R, S]", groups);
     int64_t n = sum_counts(counts, groups);
@@ -149,6 +178,9 @@ void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor
 void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const sl_tensor *w,
                        float eps) {
     need_float("rmsnorm_fwd", "x", x);
+    need_like("rmsnorm_fwd", "y", y, x);
+    need_like("rmsnorm_fwd", "w", w, x);
+    need_dtype("rmsnorm_fwd", "rstd", rstd, SL_F32);
     need_numel("rmsnorm_fwd", "y", y, x->numel);
     SL_CHECK(x->numel % w->numel == 0, "rmsnorm_fwd: x is not rows of width %lld",
              (long long)w->numel);
@@ -158,6 +190,12 @@ void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const 
 
 void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                        const sl_tensor *w, const sl_tensor *rstd) {
+    need_float("rmsnorm_bwd", "x", x);
+    need_like("rmsnorm_bwd", "dx", dx, x);
+    need_like("rmsnorm_bwd", "dy", dy, x);
+    need_like("rmsnorm_bwd", "w", w, x);
+    need_float("rmsnorm_bwd", "dw", dw);
+    need_dtype("rmsnorm_bwd", "rstd", rstd, SL_F32);
     need_numel("rmsnorm_bwd", "dx", dx, x->numel);
     need_numel("rmsnorm_bwd", "dy", dy, x->numel);
     need_numel("rmsnorm_bwd", "dw", dw, w->numel);
@@ -169,12 +207,16 @@ void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const 
 
 void sl_op_embedding_fwd(sl_tensor *out, const sl_tensor *ids, const sl_tensor *table) {
     need_dtype("embedding_fwd", "ids", ids, SL_I32);
+    need_float("embedding_fwd", "table", table);
+    need_like("embedding_fwd", "out", out, table);
     need_numel("embedding_fwd", "out", out, ids->numel * sl_last_dim(table));
     DISPATCH(BE(out), embedding_fwd, out, ids, table);
 }
 
 void sl_op_embedding_bwd(sl_tensor *dtable, const sl_tensor *dout, const sl_tensor *ids) {
     need_dtype("embedding_bwd", "ids", ids, SL_I32);
+    need_float("embedding_bwd", "dtable", dtable);
+    need_float("embedding_bwd", "dout", dout);
     need_numel("embedding_bwd", "dout", dout, ids->numel * sl_last_dim(dtable));
     DISPATCH(BE(dtable), embedding_bwd, dtable, dout, ids);
 }
@@ -182,6 +224,9 @@ void sl_op_embedding_bwd(sl_tensor *dtable, const sl_tensor *dout, const sl_tens
 void sl_op_cross_entropy(sl_tensor *losses, sl_tensor *dlogits, const sl_tensor *logits,
                          const sl_tensor *targets, float grad_scale) {
     need_dtype("cross_entropy", "targets", targets, SL_I32);
+    need_float("cross_entropy", "logits", logits);
+    if (dlogits) need_like("cross_entropy", "dlogits", dlogits, logits);
+    need_dtype("cross_entropy", "losses", losses, SL_F32);
     need_numel("cross_entropy", "losses", losses, sl_rows(logits));
     need_numel("cross_entropy", "targets", targets, sl_rows(logits));
     if (dlogits) need_numel("cross_entropy", "dlogits", dlogits, logits->numel);
@@ -209,6 +254,9 @@ int sl_gate_mode_from_name(const char *name, sl_gate_mode *mode) {
 
 void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gate_mode mode) {
     SL_CHECK(q->ndim == 3, "qgate_split: q must be [T, H, D]");
+    need_float("qgate_split", "qall", qall);
+    need_like("qgate_split", "q", q, qall);
+    if (mode != SL_GATE_NONE) need_like("qgate_split", "g", g, qall);
     int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2];
     int64_t w = sl_qgate_width(mode, h, d);
     need_numel("qgate_split", "qall", qall, t * w);
@@ -220,6 +268,9 @@ void sl_op_qgate_split(sl_tensor *q, sl_tensor *g, const sl_tensor *qall, sl_gat
 void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
                        sl_gate_mode mode) {
     SL_CHECK(dq->ndim == 3, "qgate_merge: dq must be [T, H, D]");
+    need_float("qgate_merge", "dqall", dqall);
+    need_like("qgate_merge", "dq", dq, dqall);
+    if (mode != SL_GATE_NONE) need_like("qgate_merge", "dg", dg, dqall);
     int64_t t = dq->shape[0], h = dq->shape[1], d = dq->shape[2];
     int64_t w = sl_qgate_width(mode, h, d);
     need_numel("qgate_merge", "dqall", dqall, t * w);
@@ -231,6 +282,7 @@ void sl_op_qgate_merge(sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *d
 static void check_rope(const char *op, const sl_tensor *x, const sl_tensor *pos,
                        const sl_tensor *inv_freq) {
     SL_CHECK(x->ndim == 3, "%s: x must be [T, heads, D]", op);
+    need_float(op, "x", x);
     need_dtype(op, "pos", pos, SL_I32);
     need_dtype(op, "inv_freq", inv_freq, SL_F32);
     need_numel(op, "pos", pos, x->shape[0]);
@@ -251,6 +303,10 @@ void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_fr
 static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                        const sl_tensor *g, int batch, int seq) {
     SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]", op);
+    need_float(op, "q", q);
+    need_like(op, "k", k, q);
+    need_like(op, "v", v, q);
+    if (g) need_like(op, "g", g, q);
     int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2], kv = k->shape[1];
     SL_CHECK(t == (int64_t)batch * seq, "%s: %lld tokens is not batch %d x seq %d", op,
              (long long)t, batch, seq);
@@ -268,6 +324,9 @@ void sl_op_gated_attn_fwd(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_t
                           const sl_tensor *k, const sl_tensor *v, const sl_tensor *g, int batch,
                           int seq, float scale) {
     check_attn("gated_attn_fwd", q, k, v, g, batch, seq);
+    need_like("gated_attn_fwd", "y", y, q);
+    need_like("gated_attn_fwd", "o", o, q);
+    need_dtype("gated_attn_fwd", "lse", lse, SL_F32);
     need_numel("gated_attn_fwd", "y", y, q->numel);
     need_numel("gated_attn_fwd", "o", o, q->numel);
     need_numel("gated_attn_fwd", "lse", lse, q->shape[0] * q->shape[1]);
@@ -279,6 +338,13 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                           const sl_tensor *lse, int batch, int seq, float scale) {
     check_attn("gated_attn_bwd", q, k, v, g, batch, seq);
+    need_like("gated_attn_bwd", "dq", dq, q);
+    need_like("gated_attn_bwd", "dk", dk, q);
+    need_like("gated_attn_bwd", "dv", dv, q);
+    need_like("gated_attn_bwd", "dy", dy, q);
+    need_like("gated_attn_bwd", "o", o, q);
+    if (g) need_like("gated_attn_bwd", "dg", dg, q);
+    need_dtype("gated_attn_bwd", "lse", lse, SL_F32);
     need_numel("gated_attn_bwd", "dq", dq, q->numel);
     need_numel("gated_attn_bwd", "dk", dk, k->numel);
     need_numel("gated_attn_bwd", "dv", dv, v->numel);
@@ -306,6 +372,8 @@ void sl_op_router_fwd(sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w, 
     need_numel("router_fwd", "topk_idx", topk_idx, n * k);
     need_numel("router_fwd", "topk_w", topk_w, n * k);
     need_numel("router_fwd", "stats", stats, e + 1);
+    need_dtype("router_fwd", "stats", stats, SL_F32);
+    if (bias) need_dtype("router_fwd", "bias", bias, SL_F32);
     if (bias) need_numel("router_fwd", "bias", bias, e);
     DISPATCH(BE(logits), router_fwd, probs, topk_idx, topk_w, stats, logits, bias, norm_topk);
 }
@@ -314,6 +382,12 @@ void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_ten
                       const sl_tensor *topk_idx, const sl_tensor *topk_w, const sl_tensor *logits,
                       const sl_tensor *lbl_grad, float z_scale, bool norm_topk) {
     need_dtype("router_bwd", "dlogits", dlogits, SL_F32);
+    need_dtype("router_bwd", "dtopk_w", dtopk_w, SL_F32);
+    need_dtype("router_bwd", "probs", probs, SL_F32);
+    need_dtype("router_bwd", "topk_idx", topk_idx, SL_I32);
+    need_dtype("router_bwd", "topk_w", topk_w, SL_F32);
+    need_dtype("router_bwd", "logits", logits, SL_F32);
+    if (lbl_grad) need_dtype("router_bwd", "lbl_grad", lbl_grad, SL_F32);
     need_numel("router_bwd", "dlogits", dlogits, probs->numel);
     need_numel("router_bwd", "dtopk_w", dtopk_w, topk_w->numel);
     if (lbl_grad) need_numel("router_bwd", "lbl_grad", lbl_grad, sl_last_dim(probs));
@@ -334,6 +408,8 @@ void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_
 
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {
     need_dtype("gather_rows", "idx", idx, SL_I32);
+    need_float("gather_rows", "src", src);
+    need_like("gather_rows", "dst", dst, src);
     SL_CHECK(sl_last_dim(dst) == sl_last_dim(src), "gather_rows: row widths differ");
     SL_CHECK(sl_rows(dst) >= idx->numel, "gather_rows: %lld indices into %lld rows",
              (long long)idx->numel, (long long)sl_rows(dst));
@@ -342,6 +418,8 @@ void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *id
 
 void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {
     need_dtype("scatter_add_rows", "idx", idx, SL_I32);
+    need_float("scatter_add_rows", "src", src);
+    need_like("scatter_add_rows", "dst", dst, src);
     SL_CHECK(sl_last_dim(dst) == sl_last_dim(src), "scatter_add_rows: row widths differ");
     SL_CHECK(sl_rows(src) >= idx->numel, "scatter_add_rows: %lld indices over %lld rows",
              (long long)idx->numel, (long long)sl_rows(src));
@@ -351,6 +429,9 @@ void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tenso
 void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                        const sl_tensor *w) {
     need_dtype("moe_combine", "slot_pos", slot_pos, SL_I32);
+    need_float("moe_combine", "x", x);
+    need_like("moe_combine", "y", y, x);
+    need_dtype("moe_combine", "w", w, SL_F32);
     need_numel("moe_combine", "slot_pos", slot_pos, w->numel);
     SL_CHECK(sl_rows(w) == sl_rows(y) && sl_last_dim(x) == sl_last_dim(y) && sl_rows(x) >= w->numel,
              "moe_combine: shapes do not match");
@@ -359,6 +440,12 @@ void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_p
 
 void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                            const sl_tensor *slot_pos, const sl_tensor *w) {
+    need_dtype("moe_combine_bwd", "slot_pos", slot_pos, SL_I32);
+    need_float("moe_combine_bwd", "x", x);
+    need_like("moe_combine_bwd", "dx", dx, x);
+    need_like("moe_combine_bwd", "dy", dy, x);
+    need_dtype("moe_combine_bwd", "w", w, SL_F32);
+    need_dtype("moe_combine_bwd", "dw", dw, SL_F32);
     need_numel("moe_combine_bwd", "dw", dw, w->numel);
     need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(x));
     SL_CHECK(sl_rows(dx) >= w->numel && sl_last_dim(dx) == sl_last_dim(x),
@@ -367,18 +454,26 @@ void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, co
 }
 
 void sl_op_swiglu_fwd(sl_tensor *h, const sl_tensor *gu) {
+    need_float("swiglu_fwd", "gu", gu);
+    need_like("swiglu_fwd", "h", h, gu);
     SL_CHECK(sl_last_dim(gu) == 2 * sl_last_dim(h) && sl_rows(gu) == sl_rows(h),
              "swiglu_fwd: gu must be [M, 2I] for h [M, I]");
     DISPATCH(BE(h), swiglu_fwd, h, gu);
 }
 
 void sl_op_swiglu_bwd(sl_tensor *dgu, const sl_tensor *dh, const sl_tensor *gu) {
+    need_float("swiglu_bwd", "gu", gu);
+    need_like("swiglu_bwd", "dgu", dgu, gu);
+    need_like("swiglu_bwd", "dh", dh, gu);
     need_numel("swiglu_bwd", "dgu", dgu, gu->numel);
     SL_CHECK(2 * dh->numel == gu->numel, "swiglu_bwd: dh must be half of gu");
     DISPATCH(BE(dgu), swiglu_bwd, dgu, dh, gu);
 }
 
 void sl_op_rowgate_fwd(sl_tensor *y, const sl_tensor *x, const sl_tensor *s) {
+    need_float("rowgate_fwd", "x", x);
+    need_like("rowgate_fwd", "y", y, x);
+    need_like("rowgate_fwd", "s", s, x);
     need_numel("rowgate_fwd", "y", y, x->numel);
     need_numel("rowgate_fwd", "s", s, sl_rows(x));
     DISPATCH(BE(y), rowgate_fwd, y, x, s);
@@ -386,6 +481,11 @@ void sl_op_rowgate_fwd(sl_tensor *y, const sl_tensor *x, const sl_tensor *s) {
 
 void sl_op_rowgate_bwd(sl_tensor *dx, sl_tensor *ds, const sl_tensor *dy, const sl_tensor *x,
                        const sl_tensor *s) {
+    need_float("rowgate_bwd", "x", x);
+    need_like("rowgate_bwd", "dx", dx, x);
+    need_like("rowgate_bwd", "ds", ds, x);
+    need_like("rowgate_bwd", "dy", dy, x);
+    need_like("rowgate_bwd", "s", s, x);
     need_numel("rowgate_bwd", "dx", dx, x->numel);
     need_numel("rowgate_bwd", "dy", dy, x->numel);
     need_numel("rowgate_bwd", "ds", ds, sl_rows(x));
@@ -394,13 +494,21 @@ void sl_op_rowgate_bwd(sl_tensor *dx, sl_tensor *ds, const sl_tensor *dy, const 
 
 /* ---- optimizer ---- */
 
-void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v, sl_tensor *p_copy,
                  const sl_adamw_params *hp) {
-    need_dtype("adamw", "m", m, SL_F32); /* optimizer state is fp32 on every backend */
+    /* master weights, gradients and optimizer state are fp32 on every backend */
+    need_dtype("adamw", "p", p, SL_F32);
+    need_dtype("adamw", "g", g, SL_F32);
+    need_dtype("adamw", "m", m, SL_F32);
     need_dtype("adamw", "v", v, SL_F32);
     need_numel("adamw", "g", g, p->numel);
     need_numel("adamw", "m", m, p->numel);
     need_numel("adamw", "v", v, p->numel);
+    if (p_copy) {
+        need_float("adamw", "p_copy", p_copy);
+        need_numel("adamw", "p_copy", p_copy, p->numel);
+        need_same_backend("adamw", p, p_copy);
+    }
     SL_CHECK(hp->step >= 1, "adamw: step must be >= 1");
-    DISPATCH(BE(p), adamw, p, g, m, v, hp);
+    DISPATCH(BE(p), adamw, p, g, m, v, p_copy, hp);
 }

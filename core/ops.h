@@ -11,7 +11,9 @@
  *   - Gradients of PARAMETERS accumulate (+=) so that micro-batches sum without extra
  *     buffers; gradients of ACTIVATIONS are written (=). Each op says which.
  *   - Index tensors are SL_I32. Host arrays (counts) are plain C arrays.
- *   - fp32 on the CPU; the router is always fp32 on every backend.
+ *   - fp32 on the CPU; the router is always fp32 on every backend. A device backend also
+ *     takes bf16 operands; which operands of an op must share a dtype is the table in
+ *     docs/cuda.md ("Precision"), checked below in core/ops.c.
  */
 #ifndef SL_OPS_H
 #define SL_OPS_H
@@ -20,6 +22,10 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- memory-level helpers ------------------------------------------------------------ */
 
@@ -30,6 +36,8 @@ void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b);
 void sl_op_axpy(sl_tensor *y, const sl_tensor *x, float alpha);
 /* x *= s */
 void sl_op_scale(sl_tensor *x, float s);
+/* dst = src converted to dst's dtype (fp32 <-> bf16, round to nearest even; same numel). */
+void sl_op_convert(sl_tensor *dst, const sl_tensor *src);
 /* Sum and sum of squares of all elements into the device scalar out (a 1-element fp32
  * tensor on x's backend), accumulated in double on the CPU. Nothing is read by the host:
  * callers copy scalars out once per step (see docs/architecture.md, "Host reads"). */
@@ -176,8 +184,14 @@ typedef struct {
     int step;         /* 1-based, for bias correction */
 } sl_adamw_params;
 
-/* Decoupled AdamW: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p). */
-void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
+/* Decoupled AdamW: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p). p, g, m, v
+ * are fp32 (master weights, their gradient, the moments). When p_copy is not NULL it receives
+ * the updated p in its own dtype (the bf16 compute copy), in the same pass. */
+void sl_op_adamw(sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v, sl_tensor *p_copy,
                  const sl_adamw_params *hp);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sl_backend sl_backend;
 typedef struct sl_tensor sl_tensor;
 
@@ -81,5 +85,9 @@ void sl_tensor_copy(sl_tensor *dst, const sl_tensor *src);
 
 /* "[2, 3, 4]" into buf; returns buf. */
 const char *sl_tensor_shape_str(const sl_tensor *t, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

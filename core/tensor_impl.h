@@ -11,6 +11,10 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct sl_tensor {
     sl_backend *be;
     sl_dtype dtype;
@@ -33,5 +37,9 @@ static inline int64_t sl_last_dim(const sl_tensor *t) {
 static inline int64_t sl_rows(const sl_tensor *t) {
     return t->numel / t->shape[t->ndim - 1];
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

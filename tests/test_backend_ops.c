@@ -32,12 +32,14 @@
  * without a conformance case fails the test with the slot's name (read from
  * core/backend_impl.h) before anything runs.
  *
- * dtypes: with SLUICE_TEST_DTYPE=bf16 every float tensor of the backend under test is bf16,
- * except those pinned to fp32: by core/ops.h (the router, hence the combine weights it
- * produces and their gradient; adamw's m and v; RoPE's inv_freq), the 1-element results of
- * sum/sumsq/sigmoid_mean, and - an assumption to revisit when a bf16 backend exists - the
- * saved statistics (rmsnorm's rstd, attention's lse, cross-entropy's losses).
- * Inputs are rounded to the dtype under test on both sides, so both compute on equal values.
+ * dtypes: with SLUICE_TEST_DTYPE=bf16 the float tensors of the backend under test are bf16
+ * as in bf16 training (docs/cuda.md, "Precision"), except those pinned to fp32: the router
+ * (hence the combine weights it produces and their gradient), adamw's master weights,
+ * gradients and moments, RoPE's inv_freq, the 1-element results of sum/sumsq/sigmoid_mean,
+ * the saved statistics (rmsnorm's rstd, attention's lse, cross-entropy's losses) and
+ * parameter gradients that accumulate (rmsnorm's dw, the embedding's dtable, the grouped
+ * GEMM's dw, and a matmul C in some shapes). Inputs are rounded to the dtype under test on
+ * both sides, so both compute on equal values.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,6 +73,7 @@ static const struct {
     {"add", {1e-6, 1e-6}, {1e-2, 1e-2}},
     {"axpy", {1e-6, 1e-6}, {1e-2, 1e-2}},
     {"scale", {1e-6, 1e-6}, {1e-2, 1e-2}},
+    {"convert", {0, 0}, {0, 0}},         /* inputs are representable in both dtypes */
     {"sum", {1e-6, 1e-6}, {1e-6, 1e-6}}, /* fp32 result of a sum of bf16 inputs */
     {"sumsq", {1e-6, 1e-6}, {1e-6, 1e-6}},
     {"matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
@@ -99,7 +102,9 @@ static const struct {
     {"swiglu_bwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
     {"rowgate_fwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
     {"rowgate_bwd", {5e-6, 1e-5}, {2e-2, 2e-2}}, /* ds sums over the row */
-    {"adamw", {1e-6, 1e-5}, {1e-2, 1e-2}},
+    /* bf16: p, m, v are fp32 as in f32 mode; p_copy is p rounded once to bf16 (2^-8 relative at
+     * worst, 2^-7 if p lands next to a rounding boundary) */
+    {"adamw", {1e-6, 1e-5}, {1e-6, 8e-3}},
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -254,6 +259,8 @@ static sl_tensor *mk(cx *c, sl_dtype dt, const void *host, int ndim, const int64
 #define ACT(c, host, ...) mk(c, (c)->act, host, SHAPE(__VA_ARGS__)) /* the dtype under test */
 #define F32(c, host, ...) mk(c, SL_F32, host, SHAPE(__VA_ARGS__))   /* pinned to fp32 */
 #define I32(c, host, ...) mk(c, SL_I32, host, SHAPE(__VA_ARGS__))
+/* A parameter gradient that accumulates: fp32 in bf16 training as in fp32 training. */
+#define GRAD(c, host, ...) F32(c, host, __VA_ARGS__)
 
 static output *add_output(cx *c, const char *name, int64_t n, bool exact) {
     SL_CHECK(c->nout < MAX_OUT, "test_backend_ops: raise MAX_OUT");
@@ -370,6 +377,22 @@ static void case_scale(cx *c) {
     got(c, "x", tx);
 }
 
+/* Both directions: an fp32 tensor into the dtype under test and back. */
+static void case_convert(cx *c) {
+    const int64_t n = pick_len(c);
+    const float *x = gen_normal(c, n, 1.0); /* representable in the dtype under test */
+    if (!c->be) {
+        double *y = want(c, "dst", n), *z = want(c, "back", n);
+        for (int64_t i = 0; i < n; i++) y[i] = z[i] = x[i];
+        return;
+    }
+    sl_tensor *tx = F32(c, x, n), *ty = ACT(c, junk(c, n), n), *tz = F32(c, junk(c, n), n);
+    sl_op_convert(ty, tx);
+    sl_op_convert(tz, ty);
+    got(c, "dst", ty);
+    got(c, "back", tz);
+}
+
 /* sum and sumsq: positive terms, so the relative tolerance is well conditioned. */
 static void case_sum(cx *c) {
     const int64_t n = pick_len(c);
@@ -402,19 +425,20 @@ static void case_sumsq(cx *c) {
 typedef struct {
     int m, n, k, ta, tb;
     float alpha, beta;
+    int c32; /* C pinned to fp32 (a parameter gradient: dW += dY^T X) */
 } mm_shape;
 
 static void case_matmul(cx *c) {
     static const mm_shape k_shapes[] = {
-        {1, 1, 1, 0, 0, 1.0f, 0.0f},     {1, 13, 7, 0, 1, 1.0f, 0.0f},    /* a single row */
-        {7, 5, 9, 1, 0, 0.5f, 2.0f},     {7, 5, 9, 1, 1, 1.0f, 1.0f},     /* every layout */
-        {64, 48, 80, 0, 0, 1.0f, 0.0f},  {65, 33, 129, 0, 1, 1.0f, 0.5f}, /* odd sizes */
-        {33, 65, 17, 1, 1, -1.0f, 0.0f},
+        {1, 1, 1, 0, 0, 1.0f, 0.0f, 0},     {1, 13, 7, 0, 1, 1.0f, 0.0f, 0},    /* a single row */
+        {7, 5, 9, 1, 0, 0.5f, 2.0f, 0},     {7, 5, 9, 1, 1, 1.0f, 1.0f, 0},     /* every layout */
+        {64, 48, 80, 0, 0, 1.0f, 0.0f, 0},  {65, 33, 129, 0, 1, 1.0f, 0.5f, 0}, /* odd sizes */
+        {33, 65, 17, 1, 1, -1.0f, 0.0f, 0}, {40, 24, 70, 1, 0, 1.0f, 1.0f, 1},  /* dW += dY^T X */
     };
     const mm_shape *s = PICK(c, k_shapes);
     const int64_t m = s->m, n = s->n, k = s->k;
-    desc(c, "%lldx%lldx%lld%s%s", (long long)m, (long long)n, (long long)k, s->ta ? "/At" : "",
-         s->tb ? "/Bt" : "");
+    desc(c, "%lldx%lldx%lld%s%s%s", (long long)m, (long long)n, (long long)k, s->ta ? "/At" : "",
+         s->tb ? "/Bt" : "", s->c32 ? "/Cf32" : "");
     const float *a = gen_uniform(c, m * k, -1, 1), *b = gen_uniform(c, k * n, -1, 1);
     const float *c0 = gen_uniform(c, m * n, -1, 1);
     if (!c->be) {
@@ -422,7 +446,8 @@ static void case_matmul(cx *c) {
         return;
     }
     sl_tensor *ta = s->ta ? ACT(c, a, k, m) : ACT(c, a, m, k);
-    sl_tensor *tb = s->tb ? ACT(c, b, n, k) : ACT(c, b, k, n), *tc = ACT(c, c0, m, n);
+    sl_tensor *tb = s->tb ? ACT(c, b, n, k) : ACT(c, b, k, n);
+    sl_tensor *tc = s->c32 ? GRAD(c, c0, m, n) : ACT(c, c0, m, n);
     sl_op_matmul(tc, ta, tb, s->ta, s->tb, s->alpha, s->beta);
     got(c, "c", tc);
 }
@@ -491,7 +516,7 @@ static void case_grouped_matmul_dw(cx *c) {
         sl_ref_grouped_matmul_dw(dw, dy, x, s->counts, s->groups, r, sc);
         return;
     }
-    sl_tensor *tdw = ACT(c, dw0, g, r, sc);
+    sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
     sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts, s->groups);
     got(c, "dw", tdw);
 }
@@ -543,7 +568,7 @@ static void case_rmsnorm_bwd(cx *c) {
         sl_ref_rmsnorm_bwd(dx, dw, dy, x, w, rstd, rows, d);
         return;
     }
-    sl_tensor *tdx = ACT(c, junk(c, rows * d), rows, d), *tdw = ACT(c, dw0, d);
+    sl_tensor *tdx = ACT(c, junk(c, rows * d), rows, d), *tdw = GRAD(c, dw0, d);
     sl_op_rmsnorm_bwd(tdx, tdw, ACT(c, dy, rows, d), ACT(c, x, rows, d), ACT(c, w, d),
                       F32(c, rstd, rows));
     got(c, "dx", tdx);
@@ -588,7 +613,7 @@ static void case_embedding_bwd(cx *c) {
         sl_ref_embedding_bwd(dt, dout, ids, n, w);
         return;
     }
-    sl_tensor *tdt = ACT(c, dt0, v, w);
+    sl_tensor *tdt = GRAD(c, dt0, v, w);
     sl_op_embedding_bwd(tdt, ACT(c, dout, n, w), I32(c, ids, n));
     got(c, "dtable", tdt);
 }
@@ -1131,13 +1156,17 @@ static void case_adamw(cx *c) {
         double *p = want(c, "p", n), *m = want(c, "m", n), *v = want(c, "v", n);
         for (int64_t i = 0; i < n; i++) p[i] = p0[i], m[i] = m0[i], v[i] = v0[i];
         sl_ref_adamw(p, m, v, g, n, &hp);
+        double *copy = want(c, "p_copy", n);
+        for (int64_t i = 0; i < n; i++) copy[i] = p[i];
         return;
     }
-    sl_tensor *tp = ACT(c, p0, n), *tm = F32(c, m0, n), *tv = F32(c, v0, n);
-    sl_op_adamw(tp, ACT(c, g, n), tm, tv, &hp);
+    sl_tensor *tp = F32(c, p0, n), *tm = F32(c, m0, n), *tv = F32(c, v0, n);
+    sl_tensor *tcopy = ACT(c, junk(c, n), n);
+    sl_op_adamw(tp, F32(c, g, n), tm, tv, tcopy, &hp);
     got(c, "p", tp);
     got(c, "m", tm);
     got(c, "v", tv);
+    got(c, "p_copy", tcopy);
 }
 
 /* ---- the operation table and the harness ------------------------------------------------- */
@@ -1157,6 +1186,7 @@ static const op_row k_ops[] = {
     OP(add),
     OP(axpy),
     OP(scale),
+    OP(convert),
     OP(sum),
     OP(sumsq),
     OP(matmul),

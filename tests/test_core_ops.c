@@ -168,7 +168,7 @@ static void test_adamw(void) {
                           .grad_scale = 0.5f};
     for (int step = 1; step <= 3; step++) {
         hp.step = step;
-        sl_op_adamw(tp, tg, tm, tv, &hp);
+        sl_op_adamw(tp, tg, tm, tv, NULL, &hp);
         sl_ref_adamw(pd, m, v, g, N, &hp);
     }
     sl_ref_f32(pref, pd, N);

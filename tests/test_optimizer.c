@@ -152,7 +152,7 @@ static void test_adamw_op(void) {
                               .weight_decay = (float)wd,
                               .grad_scale = (float)gs,
                               .step = t};
-        sl_op_adamw(tp, tg, tm, tv, &hp);
+        sl_op_adamw(tp, tg, tm, tv, NULL, &hp);
         float ref[N];
         for (int i = 0; i < N; i++) {
             const double g = grads[t - 1][i] * gs;

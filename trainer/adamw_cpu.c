@@ -5,6 +5,7 @@
  *   p -= lr * ( (m / (1-b1^t)) / (sqrt(v) / sqrt(1-b2^t) + eps) + wd * p )
  */
 #include <math.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "core/vmath.h"
@@ -28,7 +29,7 @@ SL_CPU_CLONES static void adamw_range(float *restrict p, const float *restrict g
 }
 
 void sl_cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
-                  const sl_adamw_params *hp) {
+                  sl_tensor *p_copy, const sl_adamw_params *hp) {
     (void)ctx;
     SL_CHECK(p->dtype == SL_F32 && g->dtype == SL_F32, "cpu adamw: only f32 is supported");
     float *pp = sl_f32(p), *pm = sl_f32(m), *pv = sl_f32(v);
@@ -45,4 +46,6 @@ void sl_cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_
         adamw_range(pp + lo, pg + lo, pm + lo, pv + lo, len, hp->beta1, hp->beta2, hp->lr,
                     hp->weight_decay, hp->eps, hp->grad_scale, inv_bc1, inv_sqrt_bc2);
     }
+    /* The CPU computes in fp32 (core/ops.c rejects bf16 here), so a copy is a plain copy. */
+    if (p_copy && p_copy->data != p->data) memcpy(p_copy->data, p->data, sizeof(float) * (size_t)n);
 }

@@ -6,6 +6,6 @@
 #include "core/backend_impl.h"
 
 void sl_cpu_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl_tensor *v,
-                  const sl_adamw_params *hp);
+                  sl_tensor *p_copy, const sl_adamw_params *hp);
 
 #endif

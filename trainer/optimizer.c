@@ -102,7 +102,7 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
                               .weight_decay = p->decay ? (float)t->weight_decay : 0.0f,
                               .grad_scale = (float)grad_scale,
                               .step = o->step};
-        sl_op_adamw(w, gr, m, v, &hp);
+        sl_op_adamw(w, gr, m, v, NULL, &hp);
         sl_tensor_free(w), sl_tensor_free(gr), sl_tensor_free(m), sl_tensor_free(v);
     }
     if (o->zero1)

@@ -1,0 +1,38 @@
+/* attention/kernels_cuda.h - the CUDA kernels of attention/ (listed in backends/cuda.cu; semantics:
+ * core/ops.h, conventions: docs/cuda.md). C linkage: the launchers fill the C table sl_ops_i. */
+#ifndef SL_ATTENTION_KERNELS_CUDA_H
+#define SL_ATTENTION_KERNELS_CUDA_H
+
+#include "core/backend_impl.h" /* C linkage of its own */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* qgate.cu */
+void sl_cuda_qgate_split(void *ctx, sl_tensor *q, sl_tensor *g, const sl_tensor *qall,
+                         sl_gate_mode mode);
+void sl_cuda_qgate_merge(void *ctx, sl_tensor *dqall, const sl_tensor *dq, const sl_tensor *dg,
+                         sl_gate_mode mode);
+
+/* rope.cu */
+void sl_cuda_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_freq,
+                      float mscale);
+void sl_cuda_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
+                      float mscale);
+
+/* gated_attn.cu */
+void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                            const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                            const sl_tensor *g, int batch, int seq, float scale);
+void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+                            const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
+                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
+                            const sl_tensor *lse, int batch, int seq, float scale);
+void sl_cuda_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

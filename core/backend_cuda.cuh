@@ -1,0 +1,40 @@
+/*
+ * core/backend_cuda.cuh - what kernel launchers need from the CUDA backend (C++, .cu files
+ * only; docs/cuda.md).
+ *
+ * Every launcher in sl_ops_i receives the backend context `ctx` first; these functions read
+ * the stream, the cuBLAS handle and the backend's runtime services from it. Everything a
+ * launcher queues goes on sl_cuda_stream(ctx): the backend has one stream, so operations are
+ * ordered and scratch memory can be reused by the next operation without a synchronization.
+ */
+#ifndef SL_BACKEND_CUDA_CUH
+#define SL_BACKEND_CUDA_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+cudaStream_t sl_cuda_stream(void *ctx);
+cublasHandle_t sl_cuda_cublas(void *ctx);
+const cudaDeviceProp *sl_cuda_props(void *ctx);
+/* backend params' `deterministic` (core/backend.h). */
+bool sl_cuda_deterministic(void *ctx);
+
+/* Device scratch of at least `bytes`, valid for the calling operation: the next call may
+ * return the same memory, which is safe because every operation runs on the one stream. Grows
+ * (stream-ordered) when a larger size is asked for the first time, so steady-state training
+ * allocates nothing. `slot` 0..3 gives independent buffers to an operation that needs several. */
+void *sl_cuda_scratch(void *ctx, int slot, size_t bytes);
+
+/* Copies `bytes` of host memory to device memory valid for the calling operation (through a
+ * pinned staging ring, asynchronously: the host buffer may be reused on return). For small
+ * per-call arrays such as cuBLAS pointer arrays. Returns the device address. */
+void *sl_cuda_upload(void *ctx, const void *host, size_t bytes);
+
+/* Stop the run (sl_fatal) when a CUDA or cuBLAS call failed, naming the operation (the
+ * sl_ops_i entry, e.g. "rmsnorm_fwd") and what was being done. */
+void sl_cuda_check(cudaError_t e, const char *op, const char *what);
+void sl_cublas_check(cublasStatus_t s, const char *op, const char *what);
+
+#endif
