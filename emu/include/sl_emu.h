@@ -56,8 +56,8 @@ inline void sl_emu_launch(const char *name, void (*kernel)(P...), dim3 grid, dim
                           size_t smem, cudaStream_t stream, A &&...args) {
     static_assert(sizeof...(P) == sizeof...(A),
                   "SL_LAUNCH: the number of arguments differs from the kernel's parameters");
-    const sl_emu::closure<P...> c{kernel,
-                                  std::tuple<P...>(sl_emu::convert_arg<P>(std::forward<A>(args))...)};
+    const sl_emu::closure<P...> c{
+        kernel, std::tuple<P...>(sl_emu::convert_arg<P>(std::forward<A>(args))...)};
     sl_emu::launch_desc d;
     d.name = name;
     d.kernel = (const void *)kernel;

@@ -96,12 +96,12 @@ template <class T> inline uint64_t to_bits(T v) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
                   "warp collectives move values of at most 8 bytes");
     uint64_t u = 0;
-    std::memcpy(&u, &v, sizeof v);
+    std::memcpy(&u, (const void *)&v, sizeof v);
     return u;
 }
 template <class T> inline T from_bits(uint64_t u) {
     T v;
-    std::memcpy(&v, &u, sizeof v);
+    std::memcpy((void *)&v, &u, sizeof v);
     return v;
 }
 /* PTX shfl's c operand: ((32 - width) << 8) | clamp. */
@@ -218,8 +218,7 @@ template <class T> inline unsigned __match_any_sync(unsigned mask, T value) {
     return (unsigned)sl_emu::warp_op(sl_emu::w_match_any, mask, sl_emu::to_bits(value), 0, 0);
 }
 template <class T> inline unsigned __match_all_sync(unsigned mask, T value, int *pred) {
-    const uint64_t r =
-        sl_emu::warp_op(sl_emu::w_match_all, mask, sl_emu::to_bits(value), 0, 0);
+    const uint64_t r = sl_emu::warp_op(sl_emu::w_match_all, mask, sl_emu::to_bits(value), 0, 0);
     *pred = (int)(r >> 32);
     return (unsigned)r;
 }
@@ -520,7 +519,8 @@ inline unsigned long long __brevll(unsigned long long x) {
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const uint64_t v = ((uint64_t)y << 32) | x;
     unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    for (int i = 0; i < 4; i++)
+        r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
     return r;
 }
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
@@ -553,8 +553,12 @@ inline unsigned __umul24(unsigned a, unsigned b) {
 /* min and max: CUDA's overloads for integer and floating types (math_functions.hpp). Mixed
  * signed/unsigned arguments compare as unsigned, as there. */
 #define SL_EMU_MINMAX(T)                                                                           \
-    inline T min(T a, T b) { return b < a ? b : a; }                                               \
-    inline T max(T a, T b) { return a < b ? b : a; }
+    inline T min(T a, T b) {                                                                       \
+        return b < a ? b : a;                                                                      \
+    }                                                                                              \
+    inline T max(T a, T b) {                                                                       \
+        return a < b ? b : a;                                                                      \
+    }
 SL_EMU_MINMAX(int)
 SL_EMU_MINMAX(unsigned)
 SL_EMU_MINMAX(long)
@@ -629,7 +633,8 @@ inline unsigned long long ullmax(unsigned long long a, unsigned long long b) {
     return max(a, b);
 }
 
-/* ---- cache-hinted loads and stores: plain accesses on the CPU ---------------------------------- */
+/* ---- cache-hinted loads and stores: plain accesses on the CPU ----------------------------------
+ */
 
 template <class T> inline T __ldg(const T *p) {
     return *p;

@@ -28,14 +28,14 @@ namespace sl_emu {
 
 /* ---- configuration (environment, read once; emu/README.md lists the variables) ---- */
 struct config {
-    bool racecheck;      /* SLUICE_EMU_RACECHECK (default 1) */
-    int orders;          /* SLUICE_EMU_ORDERS: thread orders per launch when checking (>= 2) */
-    uint64_t seed;       /* SLUICE_EMU_SEED: seed of the shuffled orders (order 3 onwards) */
-    bool fatal;          /* SLUICE_EMU_FATAL (default 1): a fault aborts the process */
-    size_t stack_bytes;  /* SLUICE_EMU_STACK: fiber stack size */
-    size_t mem_limit;    /* SLUICE_EMU_MEM_LIMIT: device memory the emulated GPU has */
-    int devices;         /* SLUICE_EMU_DEVICES: 1, or 0 to emulate a machine without a GPU */
-    bool stats;          /* SLUICE_EMU_STATS: per-kernel statistics on stderr at exit */
+    bool racecheck;     /* SLUICE_EMU_RACECHECK (default 1) */
+    int orders;         /* SLUICE_EMU_ORDERS: thread orders per launch when checking (>= 2) */
+    uint64_t seed;      /* SLUICE_EMU_SEED: seed of the shuffled orders (order 3 onwards) */
+    bool fatal;         /* SLUICE_EMU_FATAL (default 1): a fault aborts the process */
+    size_t stack_bytes; /* SLUICE_EMU_STACK: fiber stack size */
+    size_t mem_limit;   /* SLUICE_EMU_MEM_LIMIT: device memory the emulated GPU has */
+    int devices;        /* SLUICE_EMU_DEVICES: 1, or 0 to emulate a machine without a GPU */
+    bool stats;         /* SLUICE_EMU_STATS: per-kernel statistics on stderr at exit */
 };
 const config &cfg();
 

@@ -42,11 +42,24 @@ size_t env_size(const char *name, size_t dflt) {
     char *end = nullptr;
     double x = strtod(v, &end);
     switch (end && *end ? *end : 0) {
-    case 'k': case 'K': x *= 1024.0; break;
-    case 'm': case 'M': x *= 1024.0 * 1024.0; break;
-    case 'g': case 'G': x *= 1024.0 * 1024.0 * 1024.0; break;
-    case 't': case 'T': x *= 1024.0 * 1024.0 * 1024.0 * 1024.0; break;
-    case 0: break;
+    case 'k':
+    case 'K':
+        x *= 1024.0;
+        break;
+    case 'm':
+    case 'M':
+        x *= 1024.0 * 1024.0;
+        break;
+    case 'g':
+    case 'G':
+        x *= 1024.0 * 1024.0 * 1024.0;
+        break;
+    case 't':
+    case 'T':
+        x *= 1024.0 * 1024.0 * 1024.0 * 1024.0;
+        break;
+    case 0:
+        break;
     default:
         fprintf(stderr, "sluice emu: %s=%s: expected a size such as 65536, 64K, 2G\n", name, v);
         exit(2);
@@ -121,10 +134,9 @@ cudaError_t do_free(void *p, bool device, const char *fn) {
     if (!p) return cudaSuccess;
     auto &m = allocations();
     auto it = m.find((uintptr_t)p);
-    if (it == m.end() || (it->second.kind == k_device) != device ||
-        it->second.kind == k_registered)
-        return reject(cudaErrorInvalidValue, "%s(%p): not the start of a live %s allocation", fn,
-                      p, device ? "device" : "pinned host");
+    if (it == m.end() || (it->second.kind == k_device) != device || it->second.kind == k_registered)
+        return reject(cudaErrorInvalidValue, "%s(%p): not the start of a live %s allocation", fn, p,
+                      device ? "device" : "pinned host");
     const allocation a = it->second;
     check_guard(a, fn);
     m.erase(it);
@@ -142,12 +154,11 @@ cudaError_t check_range(const char *fn, const char *which, const void *p, size_t
     if (a) {
         char what[256];
         describe(*a, what, sizeof what);
-        return reject(cudaErrorInvalidValue,
-                      "%s: %s range %p + %zu bytes runs past the end of %s", fn, which, p, n,
-                      what);
+        return reject(cudaErrorInvalidValue, "%s: %s range %p + %zu bytes runs past the end of %s",
+                      fn, which, p, n, what);
     }
-    return reject(cudaErrorInvalidValue, "%s: %s %p is not device memory (no live allocation)",
-                  fn, which, p);
+    return reject(cudaErrorInvalidValue, "%s: %s %p is not device memory (no live allocation)", fn,
+                  which, p);
 }
 /* The host side of a copy must not be device memory (CUDA: undefined behaviour). */
 cudaError_t check_host(const char *fn, const char *which, const void *p, size_t n) {
@@ -201,7 +212,8 @@ bool known_stream(cudaStream_t s) {
     if (cudaError_t sticky_ = sticky_error()) return ret(sticky_)
 
 #define CHECK_STREAM(s)                                                                            \
-    if (!known_stream(s)) return reject(cudaErrorInvalidResourceHandle, "%s: unknown stream %p", __func__, (void *)(s))
+    if (!known_stream(s))                                                                          \
+    return reject(cudaErrorInvalidResourceHandle, "%s: unknown stream %p", __func__, (void *)(s))
 
 } // namespace
 
@@ -285,8 +297,7 @@ bool check_guard(const allocation &a, const char *who) {
     snprintf(msg, sizeof msg,
              "%s: out-of-bounds write: %s has its guard zone overwritten at byte offset %ld (%s "
              "its %s)",
-             who, what, bad, bad < 0 ? "before" : "past",
-             bad < 0 ? "start" : "end");
+             who, what, bad, bad < 0 ? "before" : "past", bad < 0 ? "start" : "end");
     /* Repair it, so that (with SLUICE_EMU_FATAL=0) the next check does not report it again. */
     memset(a.user - k_guard, k_guard_byte, k_guard);
     memset(a.user + a.size, k_guard_byte, k_guard);
@@ -395,15 +406,17 @@ cudaError_t cudaPeekAtLastError(void) {
 
 const char *cudaGetErrorString(cudaError_t error) {
 #define X(e, s)                                                                                    \
-    case e: return s;
-    switch (error) { SL_EMU_ERRORS(X) default: return "unrecognized error code"; }
+    case e:                                                                                        \
+        return s;
+    switch (error) { SL_EMU_ERRORS(X) default : return "unrecognized error code"; }
 #undef X
 }
 
 const char *cudaGetErrorName(cudaError_t error) {
 #define X(e, s)                                                                                    \
-    case e: return #e;
-    switch (error) { SL_EMU_ERRORS(X) default: return "cudaErrorUnknown"; }
+    case e:                                                                                        \
+        return #e;
+    switch (error) { SL_EMU_ERRORS(X) default : return "cudaErrorUnknown"; }
 #undef X
 }
 
@@ -489,39 +502,99 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     cudaDeviceProp p;
     if (cudaError_t e = cudaGetDeviceProperties(&p, device)) return e;
     switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-    case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
-    case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
-    case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
-    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
-    case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
-    case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    case cudaDevAttrMaxThreadsPerBlock:
+        *value = p.maxThreadsPerBlock;
+        break;
+    case cudaDevAttrMaxBlockDimX:
+        *value = p.maxThreadsDim[0];
+        break;
+    case cudaDevAttrMaxBlockDimY:
+        *value = p.maxThreadsDim[1];
+        break;
+    case cudaDevAttrMaxBlockDimZ:
+        *value = p.maxThreadsDim[2];
+        break;
+    case cudaDevAttrMaxGridDimX:
+        *value = p.maxGridSize[0];
+        break;
+    case cudaDevAttrMaxGridDimY:
+        *value = p.maxGridSize[1];
+        break;
+    case cudaDevAttrMaxGridDimZ:
+        *value = p.maxGridSize[2];
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *value = (int)p.sharedMemPerBlock;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *value = (int)p.sharedMemPerBlockOptin;
+        break;
     case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
         *value = (int)p.sharedMemPerMultiprocessor;
         break;
-    case cudaDevAttrTotalConstantMemory: *value = (int)p.totalConstMem; break;
-    case cudaDevAttrWarpSize: *value = p.warpSize; break;
-    case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
-    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = p.regsPerMultiprocessor; break;
-    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
-    case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
-    case cudaDevAttrUnifiedAddressing: *value = 1; break;
-    case cudaDevAttrCanMapHostMemory: *value = 1; break;
-    case cudaDevAttrConcurrentKernels: *value = 1; break;
-    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
-    case cudaDevAttrHostRegisterSupported: *value = 1; break;
-    case cudaDevAttrIntegrated: *value = 0; break;
-    case cudaDevAttrEccEnabled: *value = 0; break;
-    case cudaDevAttrCooperativeLaunch: *value = 0; break;
-    case cudaDevAttrManagedMemory: *value = 0; break;
-    case cudaDevAttrReservedSharedMemoryPerBlock: *value = (int)p.reservedSharedMemPerBlock; break;
+    case cudaDevAttrTotalConstantMemory:
+        *value = (int)p.totalConstMem;
+        break;
+    case cudaDevAttrWarpSize:
+        *value = p.warpSize;
+        break;
+    case cudaDevAttrMaxRegistersPerBlock:
+        *value = p.regsPerBlock;
+        break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor:
+        *value = p.regsPerMultiprocessor;
+        break;
+    case cudaDevAttrMultiProcessorCount:
+        *value = p.multiProcessorCount;
+        break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor:
+        *value = p.maxThreadsPerMultiProcessor;
+        break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor:
+        *value = p.maxBlocksPerMultiProcessor;
+        break;
+    case cudaDevAttrComputeCapabilityMajor:
+        *value = p.major;
+        break;
+    case cudaDevAttrComputeCapabilityMinor:
+        *value = p.minor;
+        break;
+    case cudaDevAttrL2CacheSize:
+        *value = p.l2CacheSize;
+        break;
+    case cudaDevAttrGlobalMemoryBusWidth:
+        *value = p.memoryBusWidth;
+        break;
+    case cudaDevAttrUnifiedAddressing:
+        *value = 1;
+        break;
+    case cudaDevAttrCanMapHostMemory:
+        *value = 1;
+        break;
+    case cudaDevAttrConcurrentKernels:
+        *value = 1;
+        break;
+    case cudaDevAttrMemoryPoolsSupported:
+        *value = 1;
+        break;
+    case cudaDevAttrHostRegisterSupported:
+        *value = 1;
+        break;
+    case cudaDevAttrIntegrated:
+        *value = 0;
+        break;
+    case cudaDevAttrEccEnabled:
+        *value = 0;
+        break;
+    case cudaDevAttrCooperativeLaunch:
+        *value = 0;
+        break;
+    case cudaDevAttrManagedMemory:
+        *value = 0;
+        break;
+    case cudaDevAttrReservedSharedMemoryPerBlock:
+        *value = (int)p.reservedSharedMemPerBlock;
+        break;
     default:
         return reject(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated",
                       (int)attr);
@@ -751,12 +824,20 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr 
     API_BEGIN;
     if (memPool != (cudaMemPool_t)&g_pool_dummy || !value) return ret(cudaErrorInvalidValue);
     switch (attr) {
-    case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = g_pool_release_threshold; break;
+    case cudaMemPoolAttrReleaseThreshold:
+        *(uint64_t *)value = g_pool_release_threshold;
+        break;
     case cudaMemPoolAttrReservedMemCurrent:
-    case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = g_used; break;
+    case cudaMemPoolAttrUsedMemCurrent:
+        *(uint64_t *)value = g_used;
+        break;
     case cudaMemPoolAttrReservedMemHigh:
-    case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = g_peak; break;
-    default: *(int *)value = 0; break;
+    case cudaMemPoolAttrUsedMemHigh:
+        *(uint64_t *)value = g_peak;
+        break;
+    default:
+        *(int *)value = 0;
+        break;
     }
     return cudaSuccess;
 }
@@ -767,7 +848,8 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
     return memPool == (cudaMemPool_t)&g_pool_dummy ? cudaSuccess : ret(cudaErrorInvalidValue);
 }
 
-/* ---- streams and events: synchronous (the work is done when it is enqueued) ------------------- */
+/* ---- streams and events: synchronous (the work is done when it is enqueued) -------------------
+ */
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority) {
     API_BEGIN;

@@ -58,18 +58,18 @@ namespace {
 enum class ts : uint8_t { unstarted, ready, running, at_barrier, at_warp, exited };
 
 struct thread_rec {
-    bc::fiber fib;            /* this thread's continuation while it waits */
-    bc::fiber *sink;          /* where the fiber it runs on keeps the scheduler's continuation */
-    const void *stack_lo;     /* the stack it runs on (sanitizer annotations, overflow notes) */
+    bc::fiber fib;        /* this thread's continuation while it waits */
+    bc::fiber *sink;      /* where the fiber it runs on keeps the scheduler's continuation */
+    const void *stack_lo; /* the stack it runs on (sanitizer annotations, overflow notes) */
     size_t stack_size;
     uint3 idx;
     ts state;
     bool handled;
-    int kind;                 /* what it waits at */
-    unsigned mask;            /* warp collectives: the named lanes */
-    int b, c;                 /* shuffle operands */
-    uint64_t value;           /* what it contributes */
-    uint64_t result;          /* what it gets back */
+    int kind;        /* what it waits at */
+    unsigned mask;   /* warp collectives: the named lanes */
+    int b, c;        /* shuffle operands */
+    uint64_t value;  /* what it contributes */
+    uint64_t result; /* what it gets back */
 };
 
 /* Thrown into a waiting thread to unwind it when a launch is abandoned after a fault with
@@ -103,8 +103,12 @@ class stack_pool {
 #endif
         return sc;
     }
-    void deallocate(bc::stack_context &sc) noexcept { free_.push_back(sc); }
-    size_t created() const { return created_; }
+    void deallocate(bc::stack_context &sc) noexcept {
+        free_.push_back(sc);
+    }
+    size_t created() const {
+        return created_;
+    }
 
   private:
     std::vector<bc::stack_context> free_;
@@ -138,8 +142,8 @@ void print_stats() {
             "threads", "resumes", "fibers", "ms", "check ms");
     for (const auto &kv : *g_stats) {
         const kstat &s = kv.second;
-        fprintf(stderr, "%-44s %8llu %10llu %12llu %12llu %10llu %10.1f %10.1f\n",
-                kv.first.c_str(), (unsigned long long)s.launches, (unsigned long long)s.blocks,
+        fprintf(stderr, "%-44s %8llu %10llu %12llu %12llu %10llu %10.1f %10.1f\n", kv.first.c_str(),
+                (unsigned long long)s.launches, (unsigned long long)s.blocks,
                 (unsigned long long)s.threads, (unsigned long long)s.resumes,
                 (unsigned long long)s.fibers, s.seconds * 1e3, s.check_seconds * 1e3);
     }
@@ -149,7 +153,7 @@ void print_stats() {
 
 /* ---- the state of the running launch -------------------------------------------------------- */
 
-const launch_desc *g_desc;      /* null outside a launch */
+const launch_desc *g_desc; /* null outside a launch */
 std::vector<thread_rec> g_threads;
 unsigned g_nthreads;
 std::vector<unsigned> g_pass; /* the current pass: thread indices in resumption order */
@@ -201,11 +205,11 @@ const char *kind_name(ts state, int kind) {
         return bars[kind];
     }
     static const char *const warps[] = {
-        "__syncwarp",          "__shfl_sync",         "__shfl_up_sync",      "__shfl_down_sync",
-        "__shfl_xor_sync",     "__ballot_sync",       "__any_sync",          "__all_sync",
-        "__reduce_add_sync",   "__reduce_min_sync",   "__reduce_max_sync",   "__reduce_min_sync",
-        "__reduce_max_sync",   "__reduce_and_sync",   "__reduce_or_sync",    "__reduce_xor_sync",
-        "__match_any_sync",    "__match_all_sync"};
+        "__syncwarp",        "__shfl_sync",       "__shfl_up_sync",    "__shfl_down_sync",
+        "__shfl_xor_sync",   "__ballot_sync",     "__any_sync",        "__all_sync",
+        "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_min_sync",
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",  "__reduce_xor_sync",
+        "__match_any_sync",  "__match_all_sync"};
     return warps[kind];
 }
 
@@ -220,8 +224,8 @@ bool launch_fault(const thread_rec *t, const char *fmt, ...) {
     va_end(ap);
     const launch_desc &d = *g_desc;
     int n = snprintf(ctx, sizeof ctx, "kernel '%s' <<<(%u,%u,%u), (%u,%u,%u), %zu>>> (%s order)",
-                     d.name, d.grid.x, d.grid.y, d.grid.z, d.block.x, d.block.y, d.block.z,
-                     d.smem, order_name(g_order, ob, sizeof ob));
+                     d.name, d.grid.x, d.grid.y, d.grid.z, d.block.x, d.block.y, d.block.z, d.smem,
+                     order_name(g_order, ob, sizeof ob));
     if (t) {
         const unsigned lin = (unsigned)(t - g_threads.data());
         snprintf(ctx + n, sizeof ctx - n, ", block (%u,%u,%u), thread (%u,%u,%u) [warp %u lane %u]",
@@ -374,14 +378,30 @@ void complete_warp(int kind, unsigned m, unsigned base) {
                 continue;
             }
             switch (kind) {
-            case w_reduce_add: acc += v; break;
-            case w_reduce_and: acc &= v; break;
-            case w_reduce_or: acc |= v; break;
-            case w_reduce_xor: acc ^= v; break;
-            case w_reduce_min_u: acc = std::min(acc, v); break;
-            case w_reduce_max_u: acc = std::max(acc, v); break;
-            case w_reduce_min_i: acc = (uint32_t)std::min((int32_t)acc, (int32_t)v); break;
-            default: acc = (uint32_t)std::max((int32_t)acc, (int32_t)v); break;
+            case w_reduce_add:
+                acc += v;
+                break;
+            case w_reduce_and:
+                acc &= v;
+                break;
+            case w_reduce_or:
+                acc |= v;
+                break;
+            case w_reduce_xor:
+                acc ^= v;
+                break;
+            case w_reduce_min_u:
+                acc = std::min(acc, v);
+                break;
+            case w_reduce_max_u:
+                acc = std::max(acc, v);
+                break;
+            case w_reduce_min_i:
+                acc = (uint32_t)std::min((int32_t)acc, (int32_t)v);
+                break;
+            default:
+                acc = (uint32_t)std::max((int32_t)acc, (int32_t)v);
+                break;
             }
         }
         r = acc;
@@ -422,22 +442,25 @@ bool resolve() {
             if (t->state != ts::at_warp || t->handled) continue;
             const unsigned m = t->mask;
             if (!(m >> l & 1))
-                return launch_fault(t, "%s with mask 0x%08x, which does not include the calling "
-                                       "lane %u",
+                return launch_fault(t,
+                                    "%s with mask 0x%08x, which does not include the calling "
+                                    "lane %u",
                                     kind_name(t->state, t->kind), m, l);
             if (lanes < 32 && (m >> lanes))
-                return launch_fault(t, "%s with mask 0x%08x names lanes that do not exist (the "
-                                       "block's last warp has %u threads)",
+                return launch_fault(t,
+                                    "%s with mask 0x%08x names lanes that do not exist (the "
+                                    "block's last warp has %u threads)",
                                     kind_name(t->state, t->kind), m, lanes);
             bool complete = true;
             for (unsigned j = 0; j < lanes; j++) {
                 if (!(m >> j & 1)) continue;
                 const thread_rec *u = &g_threads[base + j];
                 if (u->state == ts::exited)
-                    return launch_fault(t, "%s with mask 0x%08x: lane %u, named in the mask, has "
-                                           "exited (a lane that exited must not feed a stale "
-                                           "value; keep every named lane alive to the "
-                                           "collective)",
+                    return launch_fault(t,
+                                        "%s with mask 0x%08x: lane %u, named in the mask, has "
+                                        "exited (a lane that exited must not feed a stale "
+                                        "value; keep every named lane alive to the "
+                                        "collective)",
                                         kind_name(t->state, t->kind), m, j);
                 if (u->state != ts::at_warp || u->kind != t->kind || u->mask != m) complete = false;
             }
@@ -464,21 +487,26 @@ bool resolve() {
                     if (!(t->mask >> j & 1) ||
                         (u->state == ts::at_warp && u->kind == t->kind && u->mask == t->mask))
                         continue;
-                    return launch_fault(t, "waits at %s with mask 0x%08x, but lane %u waits at %s%s "
-                                           "(mask 0x%08x): the named lanes never meet",
-                                        kind_name(t->state, t->kind), t->mask, j,
-                                        kind_name(u->state, u->kind),
-                                        u->state == ts::at_barrier ? " instead" : "",
-                                        u->state == ts::at_warp ? u->mask : 0u);
+                    char other[64];
+                    if (u->state == ts::at_warp)
+                        snprintf(other, sizeof other, "%s with mask 0x%08x",
+                                 kind_name(u->state, u->kind), u->mask);
+                    else
+                        snprintf(other, sizeof other, "%s", kind_name(u->state, u->kind));
+                    return launch_fault(t,
+                                        "waits at %s with mask 0x%08x, but lane %u, named in "
+                                        "the mask, waits at %s: the named lanes never meet",
+                                        kind_name(t->state, t->kind), t->mask, j, other);
                 }
             }
             if (t->state == ts::at_barrier && !waiting) waiting = t;
             if (t->state == ts::exited && !exited) exited = t;
         }
         if (exited)
-            return launch_fault(waiting, "waits at %s, but thread (%u,%u,%u) has exited: every "
-                                         "thread of a block must reach every barrier (no early "
-                                         "return before __syncthreads)",
+            return launch_fault(waiting,
+                                "waits at %s, but thread (%u,%u,%u) has exited: every "
+                                "thread of a block must reach every barrier (no early "
+                                "return before __syncthreads)",
                                 kind_name(waiting->state, waiting->kind), exited->idx.x,
                                 exited->idx.y, exited->idx.z);
         unsigned count = 0;
@@ -565,8 +593,9 @@ void run_block(uint64_t b) {
 #if !SL_EMU_ASAN
     for (size_t i = 0; i < k_guard; i++)
         if (g_smem[g_smem_size + i] != k_guard_byte) {
-            launch_fault(nullptr, "block (%u,%u,%u) wrote past the end of its %zu bytes of dynamic "
-                                  "shared memory (at byte offset %zu)",
+            launch_fault(nullptr,
+                         "block (%u,%u,%u) wrote past the end of its %zu bytes of dynamic "
+                         "shared memory (at byte offset %zu)",
                          blockIdx.x, blockIdx.y, blockIdx.z, g_smem_size, g_smem_size + i);
             return;
         }
@@ -588,6 +617,7 @@ void run_grid(int order) {
             run_block(order == 1 ? nblocks - 1 - i : i);
     }
     g_kstat->blocks += nblocks;
+    g_kstat->threads += nblocks * g_nthreads;
 }
 
 /* ---- the race check ------------------------------------------------------------------------- */
@@ -664,7 +694,7 @@ void race_fault(size_t ri, int order) {
     describe(*r.a, what, sizeof what);
     launch_fault(nullptr,
                  "results differ between the forward and the %s thread order - a race: %s: "
-                 "%zu bytes differ, the first at byte offset %zu (as fp32 element %zu: %.9g vs "
+                 "%zu byte(s) differ, the first at byte offset %zu (as fp32 element %zu: %.9g vs "
                  "%.9g). Typical causes: shared memory written by one thread and read by another "
                  "without __syncthreads() between, a read of global memory that another thread or "
                  "block of the same launch writes, or floating-point atomics",
@@ -763,8 +793,8 @@ bool valid_config(const launch_desc &d) {
         snprintf(why, sizeof why,
                  "block (%u,%u,%u): at most 1024 threads, (1024, 1024, 64) per dimension, none 0",
                  d.block.x, d.block.y, d.block.z);
-    } else if (!d.grid.x || !d.grid.y || !d.grid.z || d.grid.x > 2147483647u ||
-               d.grid.y > 65535 || d.grid.z > 65535) {
+    } else if (!d.grid.x || !d.grid.y || !d.grid.z || d.grid.x > 2147483647u || d.grid.y > 65535 ||
+               d.grid.z > 65535) {
         e = cudaErrorInvalidConfiguration;
         snprintf(why, sizeof why,
                  "grid (%u,%u,%u): x at most 2^31-1, y and z at most 65535, none 0", d.grid.x,
@@ -795,8 +825,9 @@ void launch(const launch_desc &d) {
         return;
     }
     if (g_desc) {
-        fprintf(stderr, "sluice emu: kernel '%s' launched from inside kernel '%s' (dynamic "
-                        "parallelism is not emulated)\n",
+        fprintf(stderr,
+                "sluice emu: kernel '%s' launched from inside kernel '%s' (dynamic "
+                "parallelism is not emulated)\n",
                 d.name, g_desc->name);
         abort();
     }
@@ -818,7 +849,6 @@ void launch(const launch_desc &d) {
     g_launch_serial++;
     g_failed = false;
     g_nthreads = d.block.x * d.block.y * d.block.z;
-    g_kstat->threads += g_nthreads * (uint64_t)d.grid.x * d.grid.y * d.grid.z;
     if (g_threads.size() < g_nthreads) g_threads.resize(g_nthreads);
     for (unsigned i = 0; i < g_nthreads; i++) {
         thread_rec &t = g_threads[i];
@@ -848,7 +878,12 @@ void launch(const launch_desc &d) {
 #if SL_EMU_ASAN
     unpoison(g_smem, k_smem_max + 128);
 #endif
-    if (!g_failed) check_guards(d.name);
+    if (!g_failed) {
+        char who[300];
+        snprintf(who, sizeof who, "kernel '%s' <<<(%u,%u,%u), (%u,%u,%u), %zu>>>", d.name, d.grid.x,
+                 d.grid.y, d.grid.z, d.block.x, d.block.y, d.block.z, d.smem);
+        check_guards(who);
+    }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g_kstat->seconds += sec;
     if (check) g_kstat->check_seconds += sec;
