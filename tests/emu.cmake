@@ -29,4 +29,10 @@ if(SLUICE_CUDA_EMULATED)
   # Faulty kernels (races, out-of-bounds writes, lanes or threads missing at a collective or a
   # barrier, ...) are flagged, each in a child process.
   sluice_emu_test(test_emu_faults SOURCES emu/test_emu_faults.cu)
+  # The runtime: device, memory, copies, streams, events, CUDA's error rules.
+  sluice_emu_test(test_emu_runtime SOURCES emu/test_emu_runtime.cu)
+  # What the emulator costs (printed, not asserted).
+  sluice_emu_test(test_emu_bench SOURCES emu/test_emu_bench.cu)
+  # AddressSanitizer inside kernels (-DSLUICE_SANITIZE=ON; skipped otherwise).
+  sluice_emu_test(test_emu_asan SOURCES emu/test_emu_asan.cu)
 endif()

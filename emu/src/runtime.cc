@@ -243,9 +243,11 @@ std::recursive_mutex &big_lock() {
     return m;
 }
 
+/* Never destroyed: memory a program leaves allocated at exit stays reachable (as on a GPU it
+ * is freed with the context), so LeakSanitizer does not report it. */
 std::map<uintptr_t, allocation> &allocations() {
-    static std::map<uintptr_t, allocation> m;
-    return m;
+    static auto *m = new std::map<uintptr_t, allocation>();
+    return *m;
 }
 
 const allocation *find_allocation(const void *p, size_t n) {

@@ -743,6 +743,7 @@ void checked_run(const launch_desc &d) {
     }
 }
 
+#if !SL_EMU_ASAN
 /* A fiber stack overflow lands on the guard page: say so instead of a bare segfault. */
 void on_segv(int sig, siginfo_t *si, void *uc) {
     (void)uc;
@@ -763,6 +764,9 @@ void on_segv(int sig, siginfo_t *si, void *uc) {
     signal(sig, SIG_DFL); /* returning re-runs the access, which now kills the process */
 }
 
+#endif
+
+/* Under ASan its own handler reports stack overflows. */
 void install_segv_note() {
 #if !SL_EMU_ASAN
     static bool done = false;
