@@ -314,7 +314,7 @@ void complete_warp(int kind, unsigned m, unsigned base) {
     uint64_t r = 0;
     switch (kind) {
     case w_syncwarp:
-        break;
+        return;
     case w_shfl_idx:
     case w_shfl_up:
     case w_shfl_down:
@@ -446,7 +446,10 @@ bool resolve() {
                                     "%s with mask 0x%08x, which does not include the calling "
                                     "lane %u",
                                     kind_name(t->state, t->kind), m, l);
-            if (lanes < 32 && (m >> lanes))
+            /* __syncwarp waits for the named lanes that have not exited (CUDA's rule); the
+             * collectives exchange values, so every named lane must take part. */
+            const bool sync_only = t->kind == w_syncwarp;
+            if (!sync_only && lanes < 32 && (m >> lanes))
                 return launch_fault(t,
                                     "%s with mask 0x%08x names lanes that do not exist (the "
                                     "block's last warp has %u threads)",
@@ -455,6 +458,7 @@ bool resolve() {
             for (unsigned j = 0; j < lanes; j++) {
                 if (!(m >> j & 1)) continue;
                 const thread_rec *u = &g_threads[base + j];
+                if (u->state == ts::exited && sync_only) continue;
                 if (u->state == ts::exited)
                     return launch_fault(t,
                                         "%s with mask 0x%08x: lane %u, named in the mask, has "
@@ -467,7 +471,7 @@ bool resolve() {
             if (!complete) continue;
             complete_warp(t->kind, m, base);
             for (unsigned j = 0; j < lanes; j++)
-                if (m >> j & 1) {
+                if ((m >> j & 1) && g_threads[base + j].state == ts::at_warp) {
                     g_threads[base + j].handled = true;
                     g_threads[base + j].state = ts::ready;
                 }
@@ -485,7 +489,8 @@ bool resolve() {
                 for (unsigned j = 0; j < 32 && base + j < n; j++) {
                     const thread_rec *u = &g_threads[base + j];
                     if (!(t->mask >> j & 1) ||
-                        (u->state == ts::at_warp && u->kind == t->kind && u->mask == t->mask))
+                        (u->state == ts::at_warp && u->kind == t->kind && u->mask == t->mask) ||
+                        (u->state == ts::exited && t->kind == w_syncwarp))
                         continue;
                     char other[64];
                     if (u->state == ts::at_warp)

@@ -78,6 +78,17 @@ __global__ void partial_warp_kernel(const float *x, float *out) {
     out[t] = v;
 }
 
+/* __syncwarp waits for the named lanes that have not exited: odd lanes leave, a partial warp
+ * names lanes that do not exist; shared memory written before it is read after it. */
+__global__ void syncwarp_exit_kernel(int *out) {
+    __shared__ int s[64];
+    const int t = threadIdx.x;
+    if (t % 2) return;
+    s[t] = t * 10;
+    __syncwarp();
+    out[t] = s[t ^ 2];
+}
+
 __global__ void barrier_pred_kernel(const int *pred, int *out) {
     const int p = pred[blockIdx.x * blockDim.x + threadIdx.x];
     const int c = __syncthreads_count(p);
@@ -316,6 +327,20 @@ int main() {
         for (int t = 32; t < 48; t++) ok &= out[t] == 33.0f * 16 + 120.0f; /* 33 + ... + 48 */
         CHECK(ok, "partial warp with a 16-lane mask (got %g and %g)", out[0], out[40]);
         cudaFree(dx);
+        cudaFree(dout);
+    }
+    /* __syncwarp with exited and non-existent lanes in its mask. */
+    {
+        int *dout;
+        std::vector<int> out(48, -1);
+        CUDA_CHECK(cudaMalloc((void **)&dout, 48 * 4));
+        CUDA_CHECK(cudaMemcpy(dout, out.data(), 48 * 4, cudaMemcpyHostToDevice));
+        SL_LAUNCH(syncwarp_exit_kernel, 1, 48, 0, 0, dout);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemcpy(out.data(), dout, 48 * 4, cudaMemcpyDeviceToHost));
+        bool ok = true;
+        for (int t = 0; t < 48; t++) ok &= out[t] == (t % 2 ? -1 : (t ^ 2) * 10);
+        CHECK(ok, "__syncwarp after lanes exited, in a partial warp");
         cudaFree(dout);
     }
     /* __syncthreads_count/and/or. */
