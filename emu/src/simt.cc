@@ -675,7 +675,8 @@ const char *expected_chunk(size_t ri, size_t off, size_t &cursor) {
 void race_fault(size_t ri, int order) {
     const region &r = g_regions[ri];
     size_t first = SIZE_MAX, ndiff = 0, cursor = 0;
-    float fa = 0, fb = 0;
+    uint32_t wa = 0, wb = 0; /* the 32-bit word holding the first difference */
+    bool have_word = false;
     for (size_t off = 0; off < r.n; off += k_chunk) {
         const size_t len = std::min(k_chunk, r.n - off);
         const char *e = expected_chunk(ri, off, cursor);
@@ -684,27 +685,32 @@ void race_fault(size_t ri, int order) {
                 if (first == SIZE_MAX) {
                     first = off + i;
                     const size_t f = first / 4 * 4;
-                    if (f + 4 <= r.n) {
-                        const size_t fo = f - off;
-                        if (fo + 4 <= len) {
-                            memcpy(&fa, e + fo, 4);
-                            memcpy(&fb, r.p + f, 4);
-                        }
+                    if (f >= off && f + 4 <= off + len) {
+                        memcpy(&wa, e + (f - off), 4);
+                        memcpy(&wb, r.p + f, 4);
+                        have_word = true;
                     }
                 }
                 ndiff++;
             }
     }
-    char what[256], ob[64];
+    char what[256], ob[64], word[160] = "";
     describe(*r.a, what, sizeof what);
+    if (have_word) {
+        float fa, fb;
+        memcpy(&fa, &wa, 4);
+        memcpy(&fb, &wb, 4);
+        snprintf(word, sizeof word, " (32-bit word %zu: 0x%08x vs 0x%08x, as fp32 %.9g vs %.9g)",
+                 first / 4, wa, wb, (double)fa, (double)fb);
+    }
     launch_fault(nullptr,
                  "results differ between the forward and the %s thread order - a race: %s: "
-                 "%zu byte(s) differ, the first at byte offset %zu (as fp32 element %zu: %.9g vs "
-                 "%.9g). Typical causes: shared memory written by one thread and read by another "
-                 "without __syncthreads() between, a read of global memory that another thread or "
-                 "block of the same launch writes, or floating-point atomics",
-                 order_name(order, ob, sizeof ob), what, ndiff, first, first / 4, (double)fa,
-                 (double)fb);
+                 "%zu byte(s) differ, the first at byte offset %zu%s. Typical causes: shared "
+                 "memory written by one thread and read by another without __syncthreads() "
+                 "between, a read of global memory that another thread or block of the same "
+                 "launch writes, atomics whose order changes the result (floating-point sums, "
+                 "a returned old value)",
+                 order_name(order, ob, sizeof ob), what, ndiff, first, word);
 }
 
 void checked_run(const launch_desc &d) {

@@ -79,6 +79,13 @@ __global__ void interblock_kernel(float *y) {
     if (threadIdx.x == 0) y[b + 1] = y[b] + 1.0f;
 }
 
+/* Which of three threads comes second: the same under the forward and the reverse order (the
+ * middle one both times), different under most shuffles - found only with
+ * SLUICE_EMU_ORDERS > 2. */
+__global__ void middle_kernel(int *counter, int *out) {
+    if (atomicAdd(counter, 1) == 1) *out = (int)threadIdx.x;
+}
+
 __global__ void trap_kernel(int *flag) {
     if (threadIdx.x == 3 && blockIdx.x == 1) __trap();
     flag[threadIdx.x] = 1;
@@ -159,6 +166,17 @@ static int run_case(const char *name) {
         cudaMemcpy(y, h.data(), 65 * 4, cudaMemcpyHostToDevice);
         SL_LAUNCH(interblock_kernel, 64, 32, 0, 0, y);
         return 0;
+    }
+    if (c == "middle") {
+        int *counter, *out;
+        cudaMalloc((void **)&counter, 4);
+        cudaMalloc((void **)&out, 4);
+        cudaMemset(counter, 0, 4);
+        cudaMemset(out, 0, 4);
+        SL_LAUNCH(middle_kernel, 1, 3, 0, 0, counter, out);
+        int h = -1;
+        cudaMemcpy(&h, out, 4, cudaMemcpyDeviceToHost);
+        return h == 1 ? 0 : 11;
     }
     if (c == "trap") {
         int *flag;
@@ -271,6 +289,21 @@ int main(int argc, char **argv) {
     {
         const char *n[] = {"interblock_kernel", "results differ", nullptr};
         expect_fault(self, "interblock", n);
+    }
+    {
+        /* Forward and reverse agree on this race; the seeded shuffles find it. */
+        const emu_child r2 = emu_run_child(self, "middle");
+        CHECK(r2.exited && r2.code == 0, "two orders do not see the middle-thread race: exit %d %s",
+              r2.code, r2.err.c_str());
+        const char *env[] = {"SLUICE_EMU_ORDERS=6", nullptr};
+        const emu_child r6 = emu_run_child(self, "middle", env);
+        CHECK(r6.signal == SIGABRT && emu_has(r6, "middle_kernel") && emu_has(r6, "shuffled"),
+              "SLUICE_EMU_ORDERS=6 finds it: exit %d signal %d, output:\n%s", r6.code, r6.signal,
+              r6.err.c_str());
+        const char *env5[] = {"SLUICE_EMU_ORDERS=5", nullptr};
+        const emu_child rf = emu_run_child(self, "race_fixed", env5);
+        CHECK(rf.exited && rf.code == 0, "a correct kernel under 5 orders: exit %d %s", rf.code,
+              rf.err.c_str());
     }
     {
         const char *n[] = {"trap_kernel", "__trap()", "block (1,0,0)", "thread (3,0,0)", nullptr};
