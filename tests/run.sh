@@ -50,9 +50,9 @@ PY
 known=$(cmake --build "$emu" --target help | sed -n -e 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p' \
     -e 's/^\([A-Za-z0-9_]*\): .*/\1/p')
 targets=()
-for t in $(sort -u <<<"$wanted"); do
-    grep -qx "$t" <<<"$known" && targets+=(--target "$t")
-done
+while read -r t; do
+    if [ -n "$t" ] && grep -qx "$t" <<<"$known"; then targets+=(--target "$t"); fi
+done < <(sort -u <<<"$wanted")
 cmake --build "$emu" -j "$jobs" "${targets[@]}"
 (cd "$emu" && ctest --output-on-failure -j "$jobs" -L 'emu|cuda') || status=$?
 exit $status
