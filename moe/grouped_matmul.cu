@@ -12,13 +12,16 @@
  * Row-major to column-major (core/gemm_cuda.cuh): group g's C_g = A_g op(B_g) is computed as
  * C_g^T = op(B_g)^T A_g^T, so B_g comes first.
  *
- * Data types: the grouped API computes with A, B and C of one type (fp32 or bf16, compute type
- * CUBLAS_COMPUTE_32F: fp32 accumulation, no TF32). The forward pass always has one type
- * (core/ops.c). The weight gradient may accumulate bf16 dY, X into an fp32 dW (bf16 training),
- * a combination the grouped API does not accept (see emu/src/cublas_emu.cc, which refuses it
- * too, so that the emulated build cannot hide such a call); that case runs one cublasGemmEx per
- * non-empty expert instead, which keeps the fp32 accumulation of the gradient at the cost of one
- * launch per expert.
+ * Data types: compute type CUBLAS_COMPUTE_32F (fp32 accumulation, no TF32). The forward pass
+ * has one type for A, B and C (core/ops.c), which the grouped API takes (fp32 or bf16). The
+ * weight gradient of bf16 training accumulates bf16 dY, X into an fp32 dW; cuBLAS documents the
+ * grouped GEMM for one type throughout, and the emulator's fake (emu/src/cublas_emu.cc) refuses
+ * anything else so that CI cannot hide a call a GPU refuses. That call is therefore tried once
+ * per process: if cuBLAS accepts it, it is used from then on; if not, as in CI, dW runs as one
+ * cublasGemmEx per non-empty expert, which keeps the fp32 accumulation of the gradient at the
+ * cost of one launch per expert (rounding each expert's product to bf16 first would not). An
+ * fp32 dY, X into a bf16 dW (no cuBLAS GEMM writes that) goes per expert through
+ * sl_cuda_gemm's fp32 scratch.
  */
 #include <vector>
 
@@ -41,11 +44,12 @@ const char *byte_ptr(const void *p, int64_t elems, size_t elem_size) {
     return (const char *)p + elems * (int64_t)elem_size;
 }
 
-/* Runs every problem (all of dtype `dt`, alpha 1, the same beta) in one grouped call. */
-void run_grouped(void *ctx, const char *op, const std::vector<problem> &ps, sl_dtype dt,
-                 float beta) {
+/* Runs every problem (A and B of dtype `ab`, C of `cd`, alpha 1, the same beta) in one
+ * grouped call; returns cuBLAS's status. */
+cublasStatus_t run_grouped(void *ctx, const std::vector<problem> &ps, sl_dtype ab, sl_dtype cd,
+                           float beta) {
     const size_t g = ps.size();
-    if (g == 0) return;
+    if (g == 0) return CUBLAS_STATUS_SUCCESS;
     std::vector<cublasOperation_t> ta(g), tb(g);
     std::vector<int> m(g), n(g), k(g), lda(g), ldb(g), ldc(g), size(g, 1);
     std::vector<float> alpha(g, 1.0f), betas(g, beta);
@@ -57,13 +61,16 @@ void run_grouped(void *ctx, const char *op, const std::vector<problem> &ps, sl_d
         ptrs[i] = p.a, ptrs[g + i] = p.b, ptrs[2 * g + i] = p.c;
     }
     void **dev = (void **)sl_cuda_upload(ctx, ptrs.data(), ptrs.size() * sizeof(void *));
-    const cudaDataType t = sl_cuda_data_type(dt);
-    sl_cublas_check(cublasGemmGroupedBatchedEx(sl_cuda_cublas(ctx), ta.data(), tb.data(), m.data(),
-                                               n.data(), k.data(), alpha.data(), dev, t, lda.data(),
-                                               dev + g, t, ldb.data(), betas.data(), dev + 2 * g, t,
-                                               ldc.data(), (int)g, size.data(), CUBLAS_COMPUTE_32F),
-                    op, "cublasGemmGroupedBatchedEx");
+    const cudaDataType t = sl_cuda_data_type(ab);
+    return cublasGemmGroupedBatchedEx(sl_cuda_cublas(ctx), ta.data(), tb.data(), m.data(), n.data(),
+                                      k.data(), alpha.data(), dev, t, lda.data(), dev + g, t,
+                                      ldb.data(), betas.data(), dev + 2 * g, sl_cuda_data_type(cd),
+                                      ldc.data(), (int)g, size.data(), CUBLAS_COMPUTE_32F);
 }
+
+/* Whether cuBLAS took bf16 A, B with an fp32 C in one grouped call: -1 not tried yet, 0 no,
+ * 1 yes (see the top). */
+int g_grouped_bf16_f32 = -1;
 
 } // namespace
 
@@ -103,7 +110,8 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         p.ldc = p.m;
         ps.push_back(p);
     }
-    run_grouped(ctx, op, ps, a->dtype, beta);
+    sl_cublas_check(run_grouped(ctx, ps, a->dtype, c->dtype, beta), op,
+                    "cublasGemmGroupedBatchedEx");
 }
 
 /* dW_g [R, S] += dY_g^T X_g. Column-major: dW_g^T [S, R] += X_g^T [S, n_g] dY_g [n_g, R], where
@@ -115,32 +123,37 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
-    const bool one_type = dw->dtype == dy->dtype;
     std::vector<problem> ps;
     int64_t row0 = 0;
     for (int g = 0; g < groups; row0 += counts[g], g++) {
         if (counts[g] == 0) continue; /* dW_g += 0 */
-        const void *xg = byte_ptr(x->data, row0 * s, es_in);
-        const void *dyg = byte_ptr(dy->data, row0 * r, es_in);
-        void *dwg = (void *)byte_ptr(dw->data, (int64_t)g * r * s, es_w);
-        if (!one_type) { /* mixed types: one cublasGemmEx per expert (see the top) */
-            sl_cuda_gemm(ctx, op, false, true, s, r, counts[g], 1.0f, xg, s, dyg, r, dy->dtype,
-                         1.0f, dwg, s, dw->dtype);
-            continue;
-        }
         problem p;
         p.ta = CUBLAS_OP_N;
         p.tb = CUBLAS_OP_T;
         p.m = sl_cuda_blas_int(s, op, "S");
         p.n = sl_cuda_blas_int(r, op, "R");
         p.k = sl_cuda_blas_int(counts[g], op, "group rows");
-        p.a = xg;
+        p.a = byte_ptr(x->data, row0 * s, es_in);
         p.lda = p.m;
-        p.b = dyg;
+        p.b = byte_ptr(dy->data, row0 * r, es_in);
         p.ldb = p.n;
-        p.c = dwg;
+        p.c = (void *)byte_ptr(dw->data, (int64_t)g * r * s, es_w);
         p.ldc = p.m;
         ps.push_back(p);
     }
-    run_grouped(ctx, op, ps, dw->dtype, 1.0f);
+    if (ps.empty()) return;
+    if (dw->dtype == dy->dtype) {
+        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f), op,
+                        "cublasGemmGroupedBatchedEx");
+        return;
+    }
+    if (dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {
+        /* A refused call has done nothing: cuBLAS checks its arguments before it launches. */
+        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f) == CUBLAS_STATUS_SUCCESS;
+        g_grouped_bf16_f32 = took;
+        if (took) return;
+    }
+    for (const problem &p : ps)
+        sl_cuda_gemm(ctx, op, false, true, p.m, p.n, p.k, 1.0f, p.a, p.lda, p.b, p.ldb, dy->dtype,
+                     1.0f, p.c, p.ldc, dw->dtype);
 }
