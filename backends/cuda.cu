@@ -11,8 +11,8 @@
 #include "trainer/kernels_cuda.h"
 #include "backends/backends.h"
 
-/* Slots still commented out stay NULL on purpose; g++ -Wextra would flag each skipped member
- * of the designated initializer. */
+/* Entries without a kernel are left out on purpose (NULL), which C++'s -Wextra reports as
+ * missing initializers. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const sl_ops_i k_cuda_ops = {

@@ -3,7 +3,8 @@
  * core/elementwise_cpu.c; semantics: core/ops.h).
  *
  * Every operand is fp32 or bf16 independently of the others (docs/cuda.md), so the kernels are
- * templates over each operand's storage type, computing in fp32.
+ * templates over each operand's storage type, computing in fp32 (fill also takes an i32
+ * tensor).
  *
  * Maps (fill ... convert): one kernel, k_ew, a grid-stride loop in which each thread moves
  * packs of 8 elements per operand (16-byte accesses, core/cuda_pack.cuh) and then the n % 8
@@ -71,6 +72,16 @@ __global__ void __launch_bounds__(kThreads)
         if constexpr (use_b) vb = sl_ld(b[i]);
         y[i] = sl_st<TY>(ew_apply<OP>(va, vb, s));
     }
+}
+
+/* fill of an index tensor: x[i] = v, 4 per 16-byte store when aligned. */
+__global__ void __launch_bounds__(kThreads) k_fill_i32(int32_t *x, int64_t n, int32_t v, bool vec) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t nquads = vec ? n / 4 : 0;
+    for (int64_t q = tid; q < nquads; q += stride)
+        reinterpret_cast<int4 *>(x)[q] = make_int4(v, v, v, v);
+    for (int64_t i = nquads * 4 + tid; i < n; i += stride) x[i] = v;
 }
 
 /* Threads needed for n elements: one per pack plus the tail, or one per element. */
@@ -151,6 +162,18 @@ void reduce_launch(void *ctx, const char *op, float *out, const T *x, int64_t n)
 /* ---- launchers (sl_ops_i) ---- */
 
 extern "C" void sl_cuda_fill(void *ctx, sl_tensor *x, float value) {
+    if (x->dtype == SL_I32) {
+        const int64_t n = x->numel;
+        if (n == 0) return;
+        int32_t *p = sl_ptr<int32_t>(x);
+        const bool vec = sl_aligned16(p);
+        int64_t blocks = sl_blocks(vec ? n / 4 + n % 4 : n, kThreads);
+        if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+        const int32_t v = (int32_t)value; /* as the CPU converts it */
+        SL_LAUNCH(k_fill_i32, (unsigned)blocks, kThreads, 0, sl_cuda_stream(ctx), p, n, v, vec);
+        SL_CUDA_LAUNCHED("fill");
+        return;
+    }
     SL_DISPATCH_FLOAT(x->dtype, T, {
         const float *none = NULL;
         ew_launch<EW_FILL>(ctx, "fill", sl_ptr<T>(x), none, none, x->numel, value);
