@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         if (threadIdx.x == 0) losses[row] = fill;
         if (d) {
             float z[VEC];
-#pragma unroll
+            SL_UNROLL
             for (int e = 0; e < VEC; e++) z[e] = fill;
             for (int64_t p = threadIdx.x; p < npk; p += blockDim.x) sl_stv<VEC>(d + p * VEC, z);
         }
@@ -62,15 +62,16 @@ __global__ void __launch_bounds__(kMaxThreads)
         float x[VEC];
         sl_ldv<VEC>(l + p * VEC, x);
         float pm = x[0];
-#pragma unroll
+        SL_UNROLL
         for (int e = 1; e < VEC; e++) pm = fmaxf(pm, x[e]);
         if (pm > m) {
             s *= expf(m - pm); /* 0 while m = -inf and s = 0 */
             m = pm;
         }
-        if (m != -INFINITY) /* else every logit so far is -inf: nothing to add */
-#pragma unroll
+        if (m != -INFINITY) { /* else every logit so far is -inf: nothing to add */
+            SL_UNROLL
             for (int e = 0; e < VEC; e++) s += expf(x[e] - m);
+        }
     }
     /* Combine: lanes by butterfly (every lane ends with the warp's pair), then warps in order. */
     for (int o = 16; o > 0; o >>= 1) {
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int64_t p = threadIdx.x; p < npk; p += blockDim.x) {
         float x[VEC];
         sl_ldv<VEC>(l + p * VEC, x);
-#pragma unroll
+        SL_UNROLL
         for (int e = 0; e < VEC; e++) {
             x[e] = expf(x[e] - lse) * grad_scale;
             if (p * VEC + e == t) x[e] -= grad_scale;

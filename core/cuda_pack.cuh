@@ -21,6 +21,14 @@
 /* Elements per pack. */
 #define SL_PACK 8
 
+/* `#pragma unroll` for nvcc, where it keeps per-thread arrays in registers; g++ (the emulated
+ * build) does not know the pragma. */
+#ifdef SLUICE_CUDA_EMULATED
+#define SL_UNROLL
+#else
+#define SL_UNROLL _Pragma("unroll")
+#endif
+
 static inline bool sl_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;
 }
@@ -35,8 +43,8 @@ __device__ __forceinline__ void sl_ld8(const float *p, float (&v)[8]) {
 __device__ __forceinline__ void sl_ld8(const sl_bf16 *p, float (&v)[8]) {
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
     sl_bf16 h[8];
-    memcpy(h, &u, sizeof u); /* a register move after optimization, and no aliasing question */
-#pragma unroll
+    memcpy((void *)h, &u, sizeof u); /* register moves once optimized; no aliasing question */
+    SL_UNROLL
     for (int k = 0; k < 8; k++) v[k] = __bfloat162float(h[k]);
 }
 
@@ -47,10 +55,10 @@ __device__ __forceinline__ void sl_st8(float *p, const float (&v)[8]) {
 
 __device__ __forceinline__ void sl_st8(sl_bf16 *p, const float (&v)[8]) {
     sl_bf16 h[8];
-#pragma unroll
+    SL_UNROLL
     for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(v[k]);
     uint4 u;
-    memcpy(&u, h, sizeof u);
+    memcpy(&u, (const void *)h, sizeof u);
     *reinterpret_cast<uint4 *>(p) = u;
 }
 

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
         float va[SL_PACK] = {}, vb[SL_PACK] = {}, vy[SL_PACK];
         if constexpr (use_a) sl_ld8(a + i, va);
         if constexpr (use_b) sl_ld8(b + i, vb);
-#pragma unroll
+        SL_UNROLL
         for (int k = 0; k < SL_PACK; k++) vy[k] = ew_apply<OP>(va[k], vb[k], s);
         sl_st8(y + i, vy);
     }
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t p = tid; p < npacks; p += stride) {
         float v[SL_PACK];
         sl_ld8(x + p * SL_PACK, v);
-#pragma unroll
+        SL_UNROLL
         for (int k = 0; k < SL_PACK; k++) acc += SQ ? (double)v[k] * v[k] : (double)v[k];
     }
     for (int64_t i = npacks * SL_PACK + tid; i < n; i += stride) {

@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         const int digit = (key >> shift) & (kDigits - 1);
         unsigned peers = __ballot_sync(0xffffffffu, valid); /* valid lanes with my digit */
-#pragma unroll
+        SL_UNROLL
         for (int bit = 0; bit < kDigitBits; bit++) {
             const bool set = (digit >> bit) & 1;
             const unsigned b = __ballot_sync(0xffffffffu, set);
@@ -187,14 +187,16 @@ __global__ void __launch_bounds__(kThreads)
     sl_ldv<VEC>(trow, acc);
     for (int64_t j = i; j < end; j += kAhead) {
         float rows[kAhead][VEC];
-#pragma unroll
+        SL_UNROLL
         for (int u = 0; u < kAhead; u++)
             if (j + u < end) sl_ldv<VEC>(dout + (int64_t)pos[j + u] * c + col, rows[u]);
-#pragma unroll
-        for (int u = 0; u < kAhead; u++)
-            if (j + u < end)
-#pragma unroll
+        SL_UNROLL
+        for (int u = 0; u < kAhead; u++) {
+            if (j + u < end) {
+                SL_UNROLL
                 for (int e = 0; e < VEC; e++) acc[e] += rows[u][e];
+            }
+        }
     }
     sl_stv<VEC>(trow, acc);
 }

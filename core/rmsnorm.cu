@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int p = lane; p < npk; p += 32) {
         float v[VEC];
         sl_ldv<VEC>(xr + p * VEC, v);
-#pragma unroll
+        SL_UNROLL
         for (int k = 0; k < VEC; k++) ss += v[k] * v[k];
     }
     ss = sl_warp_sum(ss);
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads)
         float v[VEC], wv[VEC];
         sl_ldv<VEC>(xr + p * VEC, v);
         sl_ldv<VEC>(w + p * VEC, wv);
-#pragma unroll
+        SL_UNROLL
         for (int k = 0; k < VEC; k++) v[k] = v[k] * s * wv[k];
         sl_stv<VEC>(yr + p * VEC, v);
     }
@@ -77,10 +77,11 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = (int64_t)blockIdx.x * rpb;
     const int64_t r1 = r0 + rpb < rows ? r0 + rpb : rows;
     float acc[NP][VEC];
-#pragma unroll
-    for (int k = 0; k < NP; k++)
-#pragma unroll
+    SL_UNROLL
+    for (int k = 0; k < NP; k++) {
+        SL_UNROLL
         for (int e = 0; e < VEC; e++) acc[k][e] = 0.0f;
+    }
 
     for (int64_t row = r0 + warp; row < r1; row += kWarps) {
         const T *xr = x + row * d, *dyr = dy + row * d;
@@ -91,11 +92,11 @@ __global__ void __launch_bounds__(kThreads)
             sl_ldv<VEC>(xr + p * VEC, xv);
             sl_ldv<VEC>(dyr + p * VEC, gv);
             sl_ldv<VEC>(w + p * VEC, wv);
-#pragma unroll
+            SL_UNROLL
             for (int e = 0; e < VEC; e++) dot += gv[e] * wv[e] * (xv[e] * s);
         }
         const float mean = sl_warp_sum(dot) / (float)d;
-#pragma unroll
+        SL_UNROLL
         for (int k = 0; k < NP; k++) {
             const int p = lane + 32 * k;
             if (p < wpk) {
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
                 sl_ldv<VEC>(xr + col, xv);
                 sl_ldv<VEC>(dyr + col, gv);
                 sl_ldv<VEC>(w + col, wv);
-#pragma unroll
+                SL_UNROLL
                 for (int e = 0; e < VEC; e++) {
                     const float xh = xv[e] * s;
                     out[e] = s * (gv[e] * wv[e] - xh * mean);
@@ -120,12 +121,13 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int wi = 0; wi < kWarps; wi++) {
         if (warp == wi) {
-#pragma unroll
+            SL_UNROLL
             for (int k = 0; k < NP; k++) {
                 const int p = lane + 32 * k;
-                if (p < wpk)
-#pragma unroll
+                if (p < wpk) {
+                    SL_UNROLL
                     for (int e = 0; e < VEC; e++) sdw[p * VEC + e] += acc[k][e];
+                }
             }
         }
         __syncthreads();

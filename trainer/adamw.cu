@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) k_adamw(float *p, const float *g, fl
         sl_ld8(g + i, gv);
         sl_ld8(m + i, mv);
         sl_ld8(v + i, vv);
-#pragma unroll
+        SL_UNROLL
         for (int e = 0; e < SL_PACK; e++) adamw_elem(pv[e], gv[e], mv[e], vv[e], k);
         sl_st8(p + i, pv);
         sl_st8(m + i, mv);
