@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[VEC];
     sl_ldv<VEC>(trow, acc);
     for (int64_t j = i; j < end; j += kAhead) {
-        float rows[kAhead][VEC];
+        float rows[kAhead][VEC] = {}; /* rows past the run stay unused */
         SL_UNROLL
         for (int u = 0; u < kAhead; u++)
             if (j + u < end) sl_ldv<VEC>(dout + (int64_t)pos[j + u] * c + col, rows[u]);
