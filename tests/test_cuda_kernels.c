@@ -9,8 +9,8 @@
  *   - RMSNorm rows wider than one column window (the backward's dw registers);
  *   - embedding backward over a 151,936-id vocabulary (three radix passes) with many 1024-token
  *     tiles and one id taking 40% of the tokens: bitwise equal to the CPU in fp32 (both add
- *     each id's rows in token order, starting from dtable), and the atomic variant of
- *     non-deterministic mode within rounding; out-of-range ids (NaN rows forward, dropped
+ *     each id's rows in token order, starting from dtable), and (on a GPU) the atomic variant
+ *     of non-deterministic mode within rounding; out-of-range ids (NaN rows forward, dropped
  *     backward);
  *   - cross-entropy over a 151,936-wide row, in place, fp32 and bf16, and a target outside
  *     the vocabulary (NaN loss).
@@ -345,6 +345,9 @@ static void test_embedding(void) {
     embedding_case(151936, 24, 2500, g_cuda, true); /* 3 radix passes, 3 tiles, packs */
     embedding_case(70000, 5, 1100, g_cuda, true);   /* width 5: elements */
     embedding_case(64, 8, 3000, g_cuda, true);      /* few ids, long runs */
+#ifndef SLUICE_CUDA_EMULATED
+    /* Not under the emulator: it runs every launch under two thread orders and requires equal
+     * results, which float atomics in a varying order do not give (that is their point). */
     sl_backend_params p = {.threads = 0, .device = -1, .allow_nondeterministic = true};
     char err[256];
     sl_backend *fast = sl_backend_create("cuda", &p, err, sizeof err);
@@ -353,6 +356,7 @@ static void test_embedding(void) {
         embedding_case(151936, 24, 2500, fast, false);
         sl_backend_free(fast);
     }
+#endif
     embedding_out_of_range();
 }
 
