@@ -14,9 +14,9 @@
  *      rows in turn. A lane always handles the same columns (packs lane, lane + 32, ...), so
  *      it accumulates its share of dw in registers across rows; at the end the warps add their
  *      registers into shared memory in warp order and the block writes one partial dw row.
- *   2. k_rmsnorm_dw: one thread per column adds the partial rows in block order to dw.
+ *   2. k_rmsnorm_dw adds the partial rows to dw column by column in a fixed order.
  * The number of partials depends only on the number of rows, so results do not depend on the
- * GPU. The registers bound the columns a lane can own (kMaxNp packs), so wider rows run in
+ *  GPU. The registers bound the columns a lane can own (max_np packs), so wider rows run in
  * column windows: each launch covers one window of the row (and recomputes the row's dot
  * product, which needs the whole row).
  */
@@ -135,15 +135,38 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = threadIdx.x; j < cw; j += blockDim.x) part[(int64_t)blockIdx.x * cw + j] = sdw[j];
 }
 
-/* dw[c0 + j] += sum over b < nparts of part[b * cw + j], in block order; thread j. */
+/* dw[c0 + j] += sum over b < nparts of part[b * cw + j]. A block of 32 x kGroups threads
+ * takes 32 columns: thread (x, y) sums the y-th contiguous range of partials of column x (8
+ * loads in flight, added in order), then thread (x, 0) adds the kGroups range sums in order -
+ * a fixed order, and many threads in flight even when the row is narrow. */
+constexpr int kGroups = 16;
 template <typename TW>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(32 * kGroups)
     k_rmsnorm_dw(TW *dw, const float *part, int nparts, int c0, int cw) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= cw) return;
+    __shared__ float sums[kGroups][32];
+    const int x = threadIdx.x & 31, y = threadIdx.x >> 5;
+    const int j = blockIdx.x * 32 + x;
+    const int chunk = (nparts + kGroups - 1) / kGroups;
+    const int b0 = y * chunk, b1 = b0 + chunk < nparts ? b0 + chunk : nparts;
     float acc = 0.0f;
-    for (int b = 0; b < nparts; b++) acc += part[(int64_t)b * cw + j];
-    dw[c0 + j] = sl_st<TW>(sl_ld(dw[c0 + j]) + acc);
+    if (j < cw) {
+        int b = b0;
+        for (; b + 8 <= b1; b += 8) {
+            float v[8];
+            SL_UNROLL
+            for (int k = 0; k < 8; k++) v[k] = part[(int64_t)(b + k) * cw + j];
+            SL_UNROLL
+            for (int k = 0; k < 8; k++) acc += v[k];
+        }
+        for (; b < b1; b++) acc += part[(int64_t)b * cw + j];
+    }
+    sums[y][x] = acc;
+    __syncthreads();
+    if (y == 0 && j < cw) {
+        float total = sums[0][x];
+        for (int g = 1; g < kGroups; g++) total += sums[g][x];
+        dw[c0 + j] = sl_st<TW>(sl_ld(dw[c0 + j]) + total);
+    }
 }
 
 /* Columns one lane can own: packs (VEC = 8) or elements (VEC = 1) per lane, at most. */
@@ -192,7 +215,7 @@ void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const T *x, const T *w, c
         }
         const float *cpart = part;
         auto *const dw_kernel = k_rmsnorm_dw<TW>;
-        SL_LAUNCH(dw_kernel, sl_blocks(cw, kThreads), kThreads, 0, sl_cuda_stream(ctx), dw, cpart,
+        SL_LAUNCH(dw_kernel, sl_blocks(cw, 32), 32 * kGroups, 0, sl_cuda_stream(ctx), dw, cpart,
                   nparts, c0, cw);
         SL_CUDA_LAUNCHED("rmsnorm_bwd");
     }
