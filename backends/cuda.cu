@@ -16,21 +16,21 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const sl_ops_i k_cuda_ops = {
-    // .fill = sl_cuda_fill, /* core/elementwise.cu */
-    // .add = sl_cuda_add, /* core/elementwise.cu */
-    // .axpy = sl_cuda_axpy, /* core/elementwise.cu */
-    // .scale = sl_cuda_scale, /* core/elementwise.cu */
-    // .convert = sl_cuda_convert, /* core/elementwise.cu */
-    // .sum = sl_cuda_sum, /* core/elementwise.cu */
-    // .sumsq = sl_cuda_sumsq, /* core/elementwise.cu */
-    .matmul = sl_cuda_matmul,                       /* core/matmul.cu */
-    .grouped_matmul = sl_cuda_grouped_matmul,       /* moe/grouped_matmul.cu */
+    .fill = sl_cuda_fill, /* core/elementwise.cu */
+    .add = sl_cuda_add, /* core/elementwise.cu */
+    .axpy = sl_cuda_axpy, /* core/elementwise.cu */
+    .scale = sl_cuda_scale, /* core/elementwise.cu */
+    .convert = sl_cuda_convert, /* core/elementwise.cu */
+    .sum = sl_cuda_sum, /* core/elementwise.cu */
+    .sumsq = sl_cuda_sumsq, /* core/elementwise.cu */
+    .matmul = sl_cuda_matmul, /* core/matmul.cu */
+    .grouped_matmul = sl_cuda_grouped_matmul, /* moe/grouped_matmul.cu */
     .grouped_matmul_dw = sl_cuda_grouped_matmul_dw, /* moe/grouped_matmul.cu */
-    // .rmsnorm_fwd = sl_cuda_rmsnorm_fwd, /* core/rmsnorm.cu */
-    // .rmsnorm_bwd = sl_cuda_rmsnorm_bwd, /* core/rmsnorm.cu */
-    // .embedding_fwd = sl_cuda_embedding_fwd, /* core/embedding.cu */
-    // .embedding_bwd = sl_cuda_embedding_bwd, /* core/embedding.cu */
-    // .cross_entropy = sl_cuda_cross_entropy, /* core/cross_entropy.cu */
+    .rmsnorm_fwd = sl_cuda_rmsnorm_fwd, /* core/rmsnorm.cu */
+    .rmsnorm_bwd = sl_cuda_rmsnorm_bwd, /* core/rmsnorm.cu */
+    .embedding_fwd = sl_cuda_embedding_fwd, /* core/embedding.cu */
+    .embedding_bwd = sl_cuda_embedding_bwd, /* core/embedding.cu */
+    .cross_entropy = sl_cuda_cross_entropy, /* core/cross_entropy.cu */
     // .qgate_split = sl_cuda_qgate_split, /* attention/qgate.cu */
     // .qgate_merge = sl_cuda_qgate_merge, /* attention/qgate.cu */
     // .rope_fwd = sl_cuda_rope_fwd, /* attention/rope.cu */
@@ -49,7 +49,7 @@ static const sl_ops_i k_cuda_ops = {
     // .swiglu_bwd = sl_cuda_swiglu_bwd, /* moe/swiglu.cu */
     // .rowgate_fwd = sl_cuda_rowgate_fwd, /* moe/swiglu.cu */
     // .rowgate_bwd = sl_cuda_rowgate_bwd, /* moe/swiglu.cu */
-    // .adamw = sl_cuda_adamw, /* trainer/adamw.cu */
+    .adamw = sl_cuda_adamw, /* trainer/adamw.cu */
 };
 #pragma GCC diagnostic pop
 
