@@ -245,11 +245,11 @@ template <typename T, int DP, int B> void launch_bwd(const args<T> &a, cudaStrea
     const int64_t kv_blocks = nt * a.batch * a.kv * a.nch, q_blocks = nt * a.batch * a.h * a.nch;
     SL_CHECK(q_blocks <= 0x7fffffff, "gated_attn_bwd: %lld blocks exceed the grid limit",
              (long long)q_blocks);
-    void (*dkdv)(args<T>) = attn_bwd_dkdv_kernel<T, DP, B>;
-    SL_LAUNCH(dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), 0, stream, a);
+    void (*attn_bwd_dkdv)(args<T>) = attn_bwd_dkdv_kernel<T, DP, B>;
+    SL_LAUNCH(attn_bwd_dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), 0, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
-    void (*dq)(args<T>) = attn_bwd_dq_kernel<T, DP, B>;
-    SL_LAUNCH(dq, dim3((unsigned)q_blocks), dim3(kThreads), 0, stream, a);
+    void (*attn_bwd_dq)(args<T>) = attn_bwd_dq_kernel<T, DP, B>;
+    SL_LAUNCH(attn_bwd_dq, dim3((unsigned)q_blocks), dim3(kThreads), 0, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
 }
 
@@ -277,9 +277,8 @@ extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, 
         a.nch = (int)((d + dp - 1) / dp), a.scale = scale;
 
         const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
-        void (*prep)(args<T>, float *, T *) = attn_bwd_prep_kernel<T>;
-        SL_LAUNCH(prep, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)), dim3(32 * kPrepWarps),
-                  0, stream, a, di, g ? sl_ptr<T>(dg) : (T *)nullptr);
+        SL_LAUNCH(attn_bwd_prep_kernel<T>, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)),
+                  dim3(32 * kPrepWarps), 0, stream, a, di, g ? sl_ptr<T>(dg) : (T *)nullptr);
         SL_CUDA_LAUNCHED("gated_attn_bwd");
         if (dp == 32)
             launch_bwd<T, 32, 32>(a, stream);

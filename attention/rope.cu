@@ -64,9 +64,7 @@ void rope(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_fr
     const int64_t blocks = (n + threads - 1) / threads;
     const unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); /* then stride */
     SL_DISPATCH_FLOAT(x->dtype, T, {
-        void (*kernel)(T *, const int32_t *, const float *, int64_t, int, int, int, float, int) =
-            rope_kernel<T>;
-        SL_LAUNCH(kernel, dim3(grid), dim3(threads), 0, sl_cuda_stream(ctx), sl_ptr<T>(x),
+        SL_LAUNCH(rope_kernel<T>, dim3(grid), dim3(threads), 0, sl_cuda_stream(ctx), sl_ptr<T>(x),
                   sl_ptr<int32_t>(pos), sl_ptr<float>(inv_freq), t, (int)heads, (int)d, (int)half,
                   mscale, sign);
     });
