@@ -179,6 +179,60 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sl_tensor_free(all[i]);
 }
 
+/* Sizes the shapes above do not reach: empty tensors (nothing launched, or a scalar of 0) and
+ * sizes past the kernels' grid caps, which then stride (sigmoid_mean's 512 blocks of 1024,
+ * qgate's 65535 blocks of 8 rows when a row is one word). */
+static void run_edges(sl_backend *cpu, sl_backend *gpu) {
+    /* sigmoid_mean: empty, and 2^20 + 7 elements (1025 blocks' worth on a 512-block grid) */
+    for (int e = 0; e < 2; e++) {
+        const int64_t n = e ? (1 << 20) + 7 : 0;
+        float *g = gen(n, 3.0f, 21, SL_F32);
+        sl_tensor *cg = upload(cpu, SL_F32, g, 1, 1, n), *gg = upload(gpu, SL_F32, g, 1, 1, n);
+        const double want = sl_test_op_scalar(sl_op_sigmoid_mean, cg);
+        const double got = sl_test_op_scalar(sl_op_sigmoid_mean, gg);
+        CHECK(fabs(got - want) <= 1e-6 + 1e-6 * fabs(want), "sigmoid_mean [%lld]: %.9g vs %.9g",
+              (long long)n, got, want);
+        sl_tensor_free(cg), sl_tensor_free(gg), free(g);
+    }
+    /* qgate split/merge, headwise with H = D = 1 (rows of two 4-byte words), 600000 rows */
+    {
+        const int64_t t = 600000;
+        float *all = gen(2 * t, 1.0f, 22, SL_F32);
+        sl_tensor *ga = upload(gpu, SL_F32, all, t, 1, 2);
+        sl_tensor *gq = sl_tensor_new3(gpu, SL_F32, t, 1, 1),
+                  *gg = sl_tensor_new3(gpu, SL_F32, t, 1, 1);
+        sl_tensor_reshape(ga, 2, (int64_t[]){t, 2});
+        sl_op_qgate_split(gq, gg, ga, SL_GATE_HEADWISE);
+        float *q = download(gq), *g = download(gg);
+        bool ok = true;
+        for (int64_t i = 0; i < t; i++) ok &= q[i] == all[2 * i] && g[i] == all[2 * i + 1];
+        CHECK(ok, "qgate_split over %lld rows", (long long)t);
+        sl_tensor *gb = sl_tensor_new2(gpu, SL_F32, t, 2);
+        sl_op_qgate_merge(gb, gq, gg, SL_GATE_HEADWISE);
+        float *back = download(gb);
+        CHECK(memcmp(back, all, sizeof(float) * (size_t)(2 * t)) == 0, "qgate_merge over %lld rows",
+              (long long)t);
+        sl_tensor_free(ga), sl_tensor_free(gq), sl_tensor_free(gg), sl_tensor_free(gb);
+        free(all), free(q), free(g), free(back);
+    }
+    /* no tokens: qgate, rope and attention launch nothing and must not fail */
+    {
+        sl_tensor *q = sl_tensor_new3(gpu, SL_F32, 0, 2, 8),
+                  *all = sl_tensor_new2(gpu, SL_F32, 0, 32);
+        sl_tensor *g = sl_tensor_new3(gpu, SL_F32, 0, 2, 8), *l = sl_tensor_new2(gpu, SL_F32, 0, 2);
+        sl_tensor *pos = sl_tensor_new1(gpu, SL_I32, 0), *f = sl_tensor_new1(gpu, SL_F32, 4);
+        sl_op_qgate_split(q, g, all, SL_GATE_ELEMENTWISE);
+        sl_op_qgate_merge(all, q, g, SL_GATE_ELEMENTWISE);
+        sl_op_rope_fwd(q, pos, f, 1.0f);
+        sl_op_gated_attn_fwd(g, g, l, q, q, q, NULL, 0, 7, 0.5f);
+        sl_op_gated_attn_bwd(q, q, q, NULL, q, q, q, q, NULL, q, l, 0, 7, 0.5f);
+        sl_backend_synchronize(gpu);
+        sl_tensor_free(q), sl_tensor_free(all), sl_tensor_free(g), sl_tensor_free(l);
+        sl_tensor_free(pos), sl_tensor_free(f);
+    }
+    printf("  edge cases (empty tensors, grid-stride sizes) done\n");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     bool built = false;
@@ -197,6 +251,7 @@ int main(void) {
     }
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
         run_shape(sl_test_cpu(), gpu, &k_shapes[i]);
+    run_edges(sl_test_cpu(), gpu);
     sl_backend_free(gpu);
     return sl_test_finish("test_attention_cuda");
 }
