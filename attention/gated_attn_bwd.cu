@@ -20,8 +20,9 @@
  *
  * Tiles: 64 threads (8 x 8, as the forward), B = 32 rows x 32 keys for head dims up to 64 and
  * B = 16 for DP = 128, since four B x DP fp32 tiles (Q, dO, K, V) plus P and dS must fit in the
- * 48 KiB of static shared memory (42 KiB at DP = 64, 35 KiB at DP = 128). D > 128 runs in chunks
- * of 128 output columns per block, S and dP contracting over every chunk (operands reloaded).
+ * 48 KiB of static shared memory (dK/dV: 41984 bytes at DP = 64, 35328 at DP = 128). D > 128 runs
+ * in chunks of 128 output columns per block, S and dP contracting over every chunk (operands
+ * reloaded).
  */
 #include "attention/gated_attn.cuh"
 #include "attention/kernels_cuda.h"

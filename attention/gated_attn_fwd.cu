@@ -19,7 +19,7 @@
  * (zero padding; D = 64 and 128 are exact); D > 128 runs in chunks of 128: each chunk's block
  * computes S over all of D (the query chunk then reloads per key tile) and its slice of O.
  * K and V take turns in one shared buffer, which with the query tile and P keeps a block within
- * the 48 KiB of static shared memory (37 KiB at DP = 128).
+ * the 48 KiB of static shared memory (37248 bytes at DP = 128).
  */
 #include "attention/gated_attn.cuh"
 #include "attention/kernels_cuda.h"

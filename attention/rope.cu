@@ -4,7 +4,7 @@
  *
  * The angle and its cos/sin are evaluated in double, as the CPU twin does: positions reach
  * 131071 with YaRN, where an fp32 product pos * inv_freq is off by up to half an ulp of 1.3e5
- * (4e-3 rad), far above the 1e-6 the fp32 mode is compared at. One cos/sin pair per (token,
+ * (8e-3 rad), far above the 1e-6 the fp32 mode is compared at. One cos/sin pair per (token,
  * frequency) serves every head of the token, so the double math is T * rot/2 evaluations per call
  * (cheap on sm_80/sm_90, whose fp64 rate is half the fp32 rate).
  *
