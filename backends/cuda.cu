@@ -35,21 +35,21 @@ static const sl_ops_i k_cuda_ops = {
     .qgate_merge = sl_cuda_qgate_merge,             /* attention/qgate.cu */
     .rope_fwd = sl_cuda_rope_fwd,                   /* attention/rope.cu */
     .rope_bwd = sl_cuda_rope_bwd,                   /* attention/rope.cu */
-    .gated_attn_fwd = sl_cuda_gated_attn_fwd,       /* attention/gated_attn_fwd.cu */
-    .gated_attn_bwd = sl_cuda_gated_attn_bwd,       /* attention/gated_attn_bwd.cu */
-    .sigmoid_mean = sl_cuda_sigmoid_mean,           /* attention/gated_attn_fwd.cu */
-    // .router_fwd = sl_cuda_router_fwd, /* moe/router.cu */
-    // .router_bwd = sl_cuda_router_bwd, /* moe/router.cu */
-    // .moe_sort = sl_cuda_moe_sort, /* moe/permute.cu */
-    // .gather_rows = sl_cuda_gather_rows, /* moe/permute.cu */
-    // .scatter_add_rows = sl_cuda_scatter_add_rows, /* moe/permute.cu */
-    // .moe_combine = sl_cuda_moe_combine, /* moe/permute.cu */
-    // .moe_combine_bwd = sl_cuda_moe_combine_bwd, /* moe/permute.cu */
-    // .swiglu_fwd = sl_cuda_swiglu_fwd, /* moe/swiglu.cu */
-    // .swiglu_bwd = sl_cuda_swiglu_bwd, /* moe/swiglu.cu */
-    // .rowgate_fwd = sl_cuda_rowgate_fwd, /* moe/swiglu.cu */
-    // .rowgate_bwd = sl_cuda_rowgate_bwd, /* moe/swiglu.cu */
-    .adamw = sl_cuda_adamw, /* trainer/adamw.cu */
+    .gated_attn_fwd = sl_cuda_gated_attn_fwd,       /* attention/gated_attn.cu */
+    .gated_attn_bwd = sl_cuda_gated_attn_bwd,       /* attention/gated_attn.cu */
+    .sigmoid_mean = sl_cuda_sigmoid_mean,           /* attention/gated_attn.cu */
+    .router_fwd = sl_cuda_router_fwd,               /* moe/router.cu */
+    .router_bwd = sl_cuda_router_bwd,               /* moe/router.cu */
+    .moe_sort = sl_cuda_moe_sort,                   /* moe/permute.cu */
+    .gather_rows = sl_cuda_gather_rows,             /* moe/permute.cu */
+    .scatter_add_rows = sl_cuda_scatter_add_rows,   /* moe/permute.cu */
+    .moe_combine = sl_cuda_moe_combine,             /* moe/permute.cu */
+    .moe_combine_bwd = sl_cuda_moe_combine_bwd,     /* moe/permute.cu */
+    .swiglu_fwd = sl_cuda_swiglu_fwd,               /* moe/swiglu.cu */
+    .swiglu_bwd = sl_cuda_swiglu_bwd,               /* moe/swiglu.cu */
+    .rowgate_fwd = sl_cuda_rowgate_fwd,             /* moe/swiglu.cu */
+    .rowgate_bwd = sl_cuda_rowgate_bwd,             /* moe/swiglu.cu */
+    .adamw = sl_cuda_adamw,                         /* trainer/adamw.cu */
 };
 #pragma GCC diagnostic pop
 
