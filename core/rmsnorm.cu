@@ -16,7 +16,7 @@
  *      registers into shared memory in warp order and the block writes one partial dw row.
  *   2. k_rmsnorm_dw adds the partial rows to dw column by column in a fixed order.
  * The number of partials depends only on the number of rows, so results do not depend on the
- *  GPU. The registers bound the columns a lane can own (max_np packs), so wider rows run in
+ * GPU. The registers bound the columns a lane can own (max_np packs), so wider rows run in
  * column windows: each launch covers one window of the row (and recomputes the row's dot
  * product, which needs the whole row).
  */
