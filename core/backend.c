@@ -20,6 +20,7 @@ bool sl_backend_host_memory(const sl_backend *be) {
     return be->iface.host_memory;
 }
 void sl_backend_synchronize(sl_backend *be) {
+    be->syncs++;
     if (be->iface.synchronize) be->iface.synchronize(be->ctx);
 }
 int sl_backend_threads(const sl_backend *be) {
@@ -27,4 +28,7 @@ int sl_backend_threads(const sl_backend *be) {
 }
 long long sl_backend_host_reads(const sl_backend *be) {
     return (long long)be->host_reads;
+}
+long long sl_backend_syncs(const sl_backend *be) {
+    return (long long)be->syncs;
 }

@@ -20,10 +20,10 @@ typedef struct sl_backend sl_backend;
 typedef struct {
     int threads; /* CPU: OpenMP/OpenBLAS threads (0 = all cores); ignored by CUDA */
     int device;  /* CUDA: device ordinal (-1 = from the launcher's local rank) */
-    /* CUDA: every kernel gives bitwise the same result run after run (no floating-point
-     * atomics whose order varies); false lets the few kernels that have a faster atomic
-     * variant use it. The CPU is always deterministic. */
-    bool deterministic;
+    /* CUDA: false (the default) makes every kernel give bitwise the same result run after
+     * run (no floating-point atomics whose order varies); true lets the few kernels that have
+     * a faster atomic variant use it. The CPU is always deterministic. */
+    bool allow_nondeterministic;
 } sl_backend_params;
 
 /* Backends are created by name through backends/backends.h (sl_backend_create), which
@@ -40,6 +40,9 @@ int sl_backend_threads(const sl_backend *be);
 /* Device-to-host copies made through the tensor API so far: on a GPU each one waits for the
  * stream, so tests count them per training step (docs/architecture.md, "Host reads"). */
 long long sl_backend_host_reads(const sl_backend *be);
+/* Explicit sl_backend_synchronize calls so far. A host read waits for the device too, so the
+ * host waits at most host_reads + syncs times (docs/architecture.md, "Host reads"). */
+long long sl_backend_syncs(const sl_backend *be);
 
 #ifdef __cplusplus
 }

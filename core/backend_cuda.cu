@@ -1,10 +1,23 @@
 /*
- * core/backend_cuda.cu - the CUDA backend: device memory, one stream, one cuBLAS handle.
+ * core/backend_cuda.cu - the CUDA backend's memory half and runtime services: device memory
+ * through a caching allocator, one stream, one cuBLAS handle, pinned staging for host
+ * transfers, per-operation scratch, and the error checks every launcher uses
+ * (core/backend_cuda.cuh). The operation table is assembled in backends/cuda.cu.
  *
- * This translation unit provides the memory half of the backend interface. Operation
- * kernels are added per concern beside their CPU versions (attention/gated_attn.cu beside
- * attention/gated_attn_cpu.c, ...); until a kernel exists its table entry is NULL and
- * calling it stops the run with the operation's name.
+ * Why each piece:
+ *   - Caching allocator: cudaMalloc and cudaFree synchronize the device and cost tens of
+ *     microseconds; a training step frees and reallocates the same sizes every time, so freed
+ *     blocks are kept and reused (best fit within a size class). Everything runs on one stream,
+ *     so a block freed by the host can be handed to later work at once: the stream orders the
+ *     old users before the new ones. Out of memory: the cache is returned to the driver and the
+ *     allocation retried once; then the run stops naming the tensor and the sizes.
+ *   - Pinned staging ring: copies from pageable host memory are synchronous. Host data is
+ *     copied into a pinned ring and queued asynchronously, so the host never waits to upload
+ *     (token ids, parameters); the ring is split into segments, each guarded by an event, so
+ *     a segment is rewritten only after the copies that used it finished.
+ *   - Host reads: to_host waits for the stream (counted by the tensor layer); to_host_async
+ *     queues the copy into pinned memory and the host copy-out happens in synchronize, so a
+ *     read can be started early and waited for late (the MoE counts read).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -12,59 +25,273 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {
+#include "core/backend_cuda.cuh"
 #include "core/backend_impl.h"
 #include "core/log.h"
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+void sl_cuda_check(cudaError_t e, const char *op, const char *what) {
+    if (e != cudaSuccess)
+        sl_fatal("CUDA error in %s (%s): %s: %s", op, what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
 }
 
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) sl_fatal("CUDA: %s failed: %s", #call, cudaGetErrorString(e_));     \
-    } while (0)
+void sl_cublas_check(cublasStatus_t s, const char *op, const char *what) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+        sl_fatal("cuBLAS error in %s (%s): %s", op, what, cublasGetStatusString(s));
+}
+
+#define CK(call, op) sl_cuda_check((call), (op), #call)
+
+/* ---- the context -------------------------------------------------------------------------- */
+
+enum { STAGE_SEGMENTS = 4, SCRATCH_SLOTS = 4 };
+
+typedef struct cached_block {
+    void *ptr;
+    size_t size;
+    struct cached_block *next;
+} cached_block;
+
+/* A pending read: `bytes` at pinned `src` go to `dst` when the stream is synchronized. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} pending_read;
 
 typedef struct {
     int device;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    cudaDeviceProp props;
+    bool deterministic;
+
+    /* caching allocator */
+    cached_block *free_blocks; /* cached, not in use */
+    cached_block *used_blocks; /* in use (looked up by pointer on free) */
+    size_t bytes_in_use, bytes_cached, peak_in_use;
+    long long driver_allocs; /* cudaMalloc calls so far */
+    const char *alloc_what;  /* the tensor being allocated, for the out-of-memory message */
+
+    /* per-operation scratch */
+    void *scratch[SCRATCH_SLOTS];
+    size_t scratch_cap[SCRATCH_SLOTS];
+
+    /* pinned staging ring (host side) and the device ring for sl_cuda_upload */
+    unsigned char *stage;
+    size_t stage_seg, stage_off;
+    int stage_cur;
+    cudaEvent_t stage_done[STAGE_SEGMENTS];
+    bool stage_has_reads[STAGE_SEGMENTS];
+    unsigned char *upload;
+    size_t upload_cap, upload_off;
+    pending_read *reads;
+    int nreads, cap_reads;
 } cuda_ctx;
 
+static cuda_ctx *C(void *ctx) {
+    return (cuda_ctx *)ctx;
+}
+
+cudaStream_t sl_cuda_stream(void *ctx) {
+    return C(ctx)->stream;
+}
+cublasHandle_t sl_cuda_cublas(void *ctx) {
+    return C(ctx)->cublas;
+}
+const cudaDeviceProp *sl_cuda_props(void *ctx) {
+    return &C(ctx)->props;
+}
+bool sl_cuda_deterministic(void *ctx) {
+    return C(ctx)->deterministic;
+}
+
+/* ---- caching allocator -------------------------------------------------------------------- */
+
+/* Size classes: 512-byte granules up to 1 MiB, 2 MiB granules above, so that the sizes a
+ * step asks for map to few classes and a cached block fits the next request of its class. */
+static size_t round_size(size_t bytes) {
+    const size_t small = 512, large = (size_t)2 << 20;
+    if (bytes == 0) bytes = 1;
+    return bytes <= ((size_t)1 << 20) ? (bytes + small - 1) / small * small
+                                      : (bytes + large - 1) / large * large;
+}
+
+static void release_cache(cuda_ctx *c) {
+    /* cudaFree synchronizes the device, so no queued work still uses these blocks. */
+    while (c->free_blocks) {
+        cached_block *b = c->free_blocks;
+        c->free_blocks = b->next;
+        CK(cudaFree(b->ptr), "allocator");
+        c->bytes_cached -= b->size;
+        free(b);
+    }
+}
+
 static void *cuda_alloc(void *ctx, size_t bytes) {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    void *p = NULL;
-    CUDA_OK(cudaMalloc(&p, bytes ? bytes : 1));
-    CUDA_OK(cudaMemsetAsync(p, 0, bytes, c->stream));
-    return p;
+    cuda_ctx *c = C(ctx);
+    const size_t size = round_size(bytes);
+    /* Best fit among cached blocks of at least this size and at most twice it. */
+    cached_block **best = NULL;
+    for (cached_block **p = &c->free_blocks; *p; p = &(*p)->next)
+        if ((*p)->size >= size && (*p)->size <= 2 * size && (!best || (*p)->size < (*best)->size))
+            best = p;
+    cached_block *b;
+    if (best) {
+        b = *best;
+        *best = b->next;
+        c->bytes_cached -= b->size;
+    } else {
+        void *ptr = NULL;
+        cudaError_t e = cudaMalloc(&ptr, size);
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError(); /* clear it; retry with the cache given back */
+            release_cache(c);
+            e = cudaMalloc(&ptr, size);
+        }
+        if (e != cudaSuccess) {
+            size_t free_b = 0, total_b = 0;
+            (void)cudaGetLastError();
+            (void)cudaMemGetInfo(&free_b, &total_b);
+            sl_fatal("CUDA out of memory allocating %s: %.1f MiB requested; sluice holds %.1f MiB "
+                     "in tensors (peak %.1f MiB); device %d has %.1f MiB free of %.1f MiB (%s)",
+                     c->alloc_what ? c->alloc_what : "a tensor", (double)bytes / 1048576.0,
+                     (double)c->bytes_in_use / 1048576.0, (double)c->peak_in_use / 1048576.0,
+                     c->device, (double)free_b / 1048576.0, (double)total_b / 1048576.0,
+                     cudaGetErrorString(e));
+        }
+        c->driver_allocs++;
+        b = (cached_block *)sl_xcalloc(1, sizeof *b);
+        b->ptr = ptr;
+        b->size = size;
+    }
+    b->next = c->used_blocks;
+    c->used_blocks = b;
+    c->bytes_in_use += b->size;
+    if (c->bytes_in_use > c->peak_in_use) c->peak_in_use = c->bytes_in_use;
+    /* The interface promises zero-filled memory; queued, so it costs the host nothing. */
+    CK(cudaMemsetAsync(b->ptr, 0, bytes, c->stream), "allocator");
+    return b->ptr;
 }
 
-static void cuda_free(void *ctx, void *p) {
-    (void)ctx;
-    CUDA_OK(cudaFree(p));
+static void cuda_free(void *ctx, void *ptr) {
+    cuda_ctx *c = C(ctx);
+    for (cached_block **p = &c->used_blocks; *p; p = &(*p)->next)
+        if ((*p)->ptr == ptr) {
+            cached_block *b = *p;
+            *p = b->next;
+            c->bytes_in_use -= b->size;
+            b->next = c->free_blocks;
+            c->free_blocks = b;
+            c->bytes_cached += b->size;
+            return;
+        }
+    sl_fatal("CUDA allocator: freeing %p, which it did not allocate", ptr);
 }
 
-static void cuda_memset0(void *ctx, void *p, size_t bytes) {
-    CUDA_OK(cudaMemsetAsync(p, 0, bytes, ((cuda_ctx *)ctx)->stream));
+/* ---- scratch and staging ------------------------------------------------------------------- */
+
+void *sl_cuda_scratch(void *ctx, int slot, size_t bytes) {
+    cuda_ctx *c = C(ctx);
+    SL_CHECK(slot >= 0 && slot < SCRATCH_SLOTS, "sl_cuda_scratch: slot %d out of range", slot);
+    if (bytes > c->scratch_cap[slot]) {
+        /* Grows rarely (the first step's largest size): the old buffer goes back to the cache,
+         * where queued work that still uses it is ordered before any new user. */
+        if (c->scratch[slot]) cuda_free(ctx, c->scratch[slot]);
+        const size_t cap = round_size(bytes + bytes / 4);
+        c->alloc_what = "operation scratch";
+        c->scratch[slot] = cuda_alloc(ctx, cap);
+        c->alloc_what = NULL;
+        c->scratch_cap[slot] = cap;
+    }
+    return c->scratch[slot];
 }
 
-static void cuda_to_host(void *ctx, void *host, const void *src, size_t bytes) {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    CUDA_OK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_OK(cudaStreamSynchronize(c->stream));
-}
-
-static void cuda_from_host(void *ctx, void *dst, const void *host, size_t bytes) {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    CUDA_OK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream));
-    /* The host buffer may be reused as soon as we return. */
-    CUDA_OK(cudaStreamSynchronize(c->stream));
-}
-
-static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
-    CUDA_OK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ((cuda_ctx *)ctx)->stream));
+static void finish_reads(cuda_ctx *c) {
+    for (int i = 0; i < c->nreads; i++) memcpy(c->reads[i].dst, c->reads[i].src, c->reads[i].bytes);
+    c->nreads = 0;
+    for (int s = 0; s < STAGE_SEGMENTS; s++) c->stage_has_reads[s] = false;
 }
 
 static void cuda_synchronize(void *ctx) {
-    CUDA_OK(cudaStreamSynchronize(((cuda_ctx *)ctx)->stream));
+    cuda_ctx *c = C(ctx);
+    CK(cudaStreamSynchronize(c->stream), "synchronize");
+    finish_reads(c);
+}
+
+/* `bytes` (at most one segment) of pinned staging memory, free for the host to write: when
+ * the current segment is full, the next one is entered after the copies that last used it have
+ * finished (its event) and its pending reads have been delivered. */
+static unsigned char *stage_take(cuda_ctx *c, size_t bytes) {
+    if (c->stage_off + bytes > c->stage_seg) {
+        CK(cudaEventRecord(c->stage_done[c->stage_cur], c->stream), "staging");
+        c->stage_cur = (c->stage_cur + 1) % STAGE_SEGMENTS;
+        if (c->stage_has_reads[c->stage_cur]) cuda_synchronize(c);
+        CK(cudaEventSynchronize(c->stage_done[c->stage_cur]), "staging");
+        c->stage_off = 0;
+    }
+    unsigned char *p = c->stage + (size_t)c->stage_cur * c->stage_seg + c->stage_off;
+    c->stage_off += (bytes + 255) & ~(size_t)255;
+    return p;
+}
+
+static void cuda_from_host(void *ctx, void *dst, const void *host, size_t bytes) {
+    cuda_ctx *c = C(ctx);
+    /* Through the ring in segment-sized pieces: the host copies into pinned memory and goes
+     * on; the device copies when the stream reaches them. */
+    for (size_t off = 0; off < bytes;) {
+        const size_t n = bytes - off < c->stage_seg ? bytes - off : c->stage_seg;
+        unsigned char *p = stage_take(c, n);
+        memcpy(p, (const unsigned char *)host + off, n);
+        CK(cudaMemcpyAsync((unsigned char *)dst + off, p, n, cudaMemcpyHostToDevice, c->stream),
+           "from_host");
+        off += n;
+    }
+}
+
+void *sl_cuda_upload(void *ctx, const void *host, size_t bytes) {
+    cuda_ctx *c = C(ctx);
+    SL_CHECK(bytes <= c->upload_cap && bytes <= c->stage_seg,
+             "sl_cuda_upload: %zu bytes exceed the upload ring (%zu)", bytes, c->upload_cap);
+    /* The device ring needs no event: a later upload into the same bytes is queued on the
+     * stream after the operations that read the earlier one. */
+    if (c->upload_off + bytes > c->upload_cap) c->upload_off = 0;
+    unsigned char *dev = c->upload + c->upload_off;
+    c->upload_off += (bytes + 255) & ~(size_t)255;
+    cuda_from_host(ctx, dev, host, bytes);
+    return dev;
+}
+
+static void cuda_to_host(void *ctx, void *host, const void *src, size_t bytes) {
+    cuda_ctx *c = C(ctx);
+    CK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, c->stream), "to_host");
+    cuda_synchronize(ctx);
+}
+
+static void cuda_to_host_async(void *ctx, void *host, const void *src, size_t bytes) {
+    cuda_ctx *c = C(ctx);
+    if (bytes > c->stage_seg) { /* too large to stage: a blocking read */
+        cuda_to_host(ctx, host, src, bytes);
+        return;
+    }
+    unsigned char *p = stage_take(c, bytes);
+    c->stage_has_reads[c->stage_cur] = true;
+    CK(cudaMemcpyAsync(p, src, bytes, cudaMemcpyDeviceToHost, c->stream), "to_host_async");
+    if (c->nreads == c->cap_reads) {
+        c->cap_reads = c->cap_reads ? 2 * c->cap_reads : 16;
+        c->reads = (pending_read *)sl_xrealloc(c->reads, sizeof *c->reads * (size_t)c->cap_reads);
+    }
+    c->reads[c->nreads++] = (pending_read){host, p, bytes};
+}
+
+static void cuda_memset0(void *ctx, void *p, size_t bytes) {
+    CK(cudaMemsetAsync(p, 0, bytes, C(ctx)->stream), "memset0");
+}
+
+static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, C(ctx)->stream), "copy");
 }
 
 static int cuda_threads(void *ctx) {
@@ -72,11 +299,43 @@ static int cuda_threads(void *ctx) {
     return 1;
 }
 
+static void cuda_set_alloc_context(void *ctx, const char *what) {
+    C(ctx)->alloc_what = what;
+}
+
 static void cuda_free_ctx(void *ctx) {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = C(ctx);
+    (void)cudaStreamSynchronize(c->stream);
+    finish_reads(c);
+    for (int s = 0; s < SCRATCH_SLOTS; s++)
+        if (c->scratch[s]) cuda_free(ctx, c->scratch[s]);
+    if (c->upload) cuda_free(ctx, c->upload);
+    while (c->used_blocks) { /* tensors still alive: their memory goes with the backend */
+        cached_block *b = c->used_blocks;
+        c->used_blocks = b->next;
+        (void)cudaFree(b->ptr);
+        free(b);
+    }
+    release_cache(c);
+    for (int s = 0; s < STAGE_SEGMENTS; s++) cudaEventDestroy(c->stage_done[s]);
+    cudaFreeHost(c->stage);
+    free(c->reads);
     cublasDestroy(c->cublas);
     cudaStreamDestroy(c->stream);
     free(c);
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+static int pick_device(const sl_backend_params *params, int count) {
+    if (params->device >= 0) return params->device;
+    /* Map local ranks round-robin onto the node's GPUs (launchers export these). */
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v) return atoi(v) % count;
+    }
+    return 0;
 }
 
 extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops,
@@ -86,47 +345,54 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     if (e != cudaSuccess || count == 0) {
         snprintf(err, errlen, "no CUDA device available (%s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        (void)cudaGetLastError();
         return NULL;
     }
-    int device = params->device;
-    if (device < 0) {
-        /* Map local ranks round-robin onto the node's GPUs (launchers export these). */
-        const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"};
-        device = 0;
-        for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-            const char *v = getenv(vars[i]);
-            if (v) {
-                device = atoi(v) % count;
-                break;
-            }
-        }
-    }
+    const int device = pick_device(params, count);
     if (device >= count) {
         snprintf(err, errlen, "CUDA device %d requested but only %d present", device, count);
         return NULL;
     }
-    CUDA_OK(cudaSetDevice(device));
+    CK(cudaSetDevice(device), "backend creation");
     cuda_ctx *c = (cuda_ctx *)sl_xcalloc(1, sizeof *c);
     c->device = device;
-    CUDA_OK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    c->deterministic = !params->allow_nondeterministic;
+    CK(cudaGetDeviceProperties(&c->props, device), "backend creation");
+    CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend creation");
     if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cublasCreate failed on device %d", device);
         cudaStreamDestroy(c->stream);
         free(c);
         return NULL;
     }
-    cublasSetStream(c->cublas, c->stream);
+    sl_cublas_check(cublasSetStream(c->cublas, c->stream), "backend creation", "cublasSetStream");
+    /* 16 MiB of pinned staging in 4 segments; 1 MiB of device memory for small uploads. */
+    const size_t stage_bytes = (size_t)16 << 20;
+    CK(cudaMallocHost((void **)&c->stage, stage_bytes), "backend creation");
+    c->stage_seg = stage_bytes / STAGE_SEGMENTS;
+    for (int s = 0; s < STAGE_SEGMENTS; s++) {
+        CK(cudaEventCreateWithFlags(&c->stage_done[s], cudaEventDisableTiming), "backend creation");
+        CK(cudaEventRecord(c->stage_done[s], c->stream), "backend creation");
+    }
+    c->upload_cap = (size_t)1 << 20;
+    c->alloc_what = "the upload ring";
+    c->upload = (unsigned char *)cuda_alloc(c, c->upload_cap);
+    c->alloc_what = NULL;
+
     sl_backend *be = (sl_backend *)sl_xcalloc(1, sizeof *be);
     be->iface.name = "cuda";
     be->iface.host_memory = false;
+    be->iface.bf16 = true;
     be->iface.alloc = cuda_alloc;
     be->iface.free = cuda_free;
     be->iface.memset0 = cuda_memset0;
     be->iface.to_host = cuda_to_host;
+    be->iface.to_host_async = cuda_to_host_async;
     be->iface.from_host = cuda_from_host;
     be->iface.copy = cuda_copy;
     be->iface.synchronize = cuda_synchronize;
     be->iface.threads = cuda_threads;
+    be->iface.set_alloc_context = cuda_set_alloc_context;
     be->iface.free_ctx = cuda_free_ctx;
     be->ops = ops;
     be->ctx = c;

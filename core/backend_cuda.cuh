@@ -18,7 +18,7 @@
 cudaStream_t sl_cuda_stream(void *ctx);
 cublasHandle_t sl_cuda_cublas(void *ctx);
 const cudaDeviceProp *sl_cuda_props(void *ctx);
-/* backend params' `deterministic` (core/backend.h). */
+/* False when the backend was created with allow_nondeterministic (core/backend.h). */
 bool sl_cuda_deterministic(void *ctx);
 
 /* Device scratch of at least `bytes`, valid for the calling operation: the next call may

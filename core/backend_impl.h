@@ -104,6 +104,9 @@ typedef struct sl_backend_i {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*synchronize)(void *ctx);
     int (*threads)(void *ctx);
+    /* Optional: what the next alloc is for ("bf16 [4096, 2048]"), for an out-of-memory
+     * message that names the tensor; NULL clears it. */
+    void (*set_alloc_context)(void *ctx, const char *what);
     void (*free_ctx)(void *ctx);
 } sl_backend_i;
 
@@ -112,6 +115,7 @@ struct sl_backend {
     const sl_ops_i *ops;
     void *ctx;
     int64_t host_reads; /* device-to-host copies so far (sl_backend_host_reads) */
+    int64_t syncs;      /* explicit sl_backend_synchronize calls (sl_backend_syncs) */
 };
 
 /* Constructors of the built-in backends' memory halves (NULL + err on failure). The

@@ -58,7 +58,16 @@ sl_tensor *sl_tensor_new(sl_backend *be, sl_dtype dt, int ndim, const int64_t *s
     t->ndim = ndim;
     t->numel = shape_numel(ndim, shape);
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->data = be->iface.alloc(be->ctx, (size_t)t->numel * sl_dtype_size(dt));
+    if (be->iface.set_alloc_context) { /* names the tensor if the device runs out of memory */
+        char what[96];
+        snprintf(what, sizeof what, "a %s tensor ", sl_dtype_name(dt));
+        sl_tensor_shape_str(t, what + strlen(what), sizeof what - strlen(what));
+        be->iface.set_alloc_context(be->ctx, what);
+        t->data = be->iface.alloc(be->ctx, (size_t)t->numel * sl_dtype_size(dt));
+        be->iface.set_alloc_context(be->ctx, NULL);
+    } else {
+        t->data = be->iface.alloc(be->ctx, (size_t)t->numel * sl_dtype_size(dt));
+    }
     return t;
 }
 

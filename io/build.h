@@ -1,7 +1,7 @@
 /*
  * io/build.h - `sluice data build`: turns text, JSONL or already-tokenized files into shards.
  *
- * Inputs and how documents are found (docs/data.md has the details):
+ * Inputs and how documents are found (docs/data.md has the details; io/importers.c reads them):
  *   text      byte-level tokenizer (token = byte value, 0..255), end-of-document token 256 after
  *             every document, vocabulary 257. A document is a whole file, a line, or a
  *             paragraph (lines up to an empty line), per text_docs.
@@ -39,7 +39,7 @@ typedef enum { SL_TEXT_DOC_FILE = 0, SL_TEXT_DOC_LINE, SL_TEXT_DOC_PARAGRAPH } s
 typedef struct {
     const char *out_dir;
     const char *prefix;     /* default "shard" */
-    sl_input_format format; /* AUTO: by extension / magic (build.c: detect_format) */
+    sl_input_format format; /* AUTO: by extension / magic (importers.c: detect_format) */
     sl_text_docs text_docs;
     int raw_token_bytes;   /* raw inputs: 2 or 4 */
     int64_t vocab;         /* -1: the format's default (text 257, llm.c 50257 / 128256) */

@@ -1,0 +1,73 @@
+/*
+ * io/importers.h - the input formats of `sluice data build`: the sink an importer pushes tokens
+ * into, format detection, each format's defaults, and the import of one input file.
+ * Internal to io/build.c and io/importers.c; users include io/build.h (which describes the
+ * formats).
+ *
+ * An importer reads one input file and turns it into tokens and document starts. It knows
+ * nothing of shards: it pushes into an sl_sink, which io/build.c implements (shard rotation at
+ * document boundaries, staging, publishing).
+ *
+ * Adding an importer (a new input format):
+ *   1. io/build.h: a value in sl_input_format, and the format's line in the comment at the top.
+ *   2. io/importers.c: `static int import_<name>(sl_sink *k, const char *path, char *err,
+ *      size_t errlen)` and its row in the `formats` table (the --format name, which
+ *      sl_input_format_name also returns). The function calls sl_sink_doc before the first
+ *      token of every document and sl_sink_push for each token, checks every token against
+ *      k->vocab, and fails with a message naming the file and the byte offset (or line). It
+ *      reads its options from k->o and never flushes (build.c does at the end).
+ *   3. io/importers.c: detect_format, when the format can be told from a file's name or first
+ *      bytes; sl_import_defaults, for its default vocabulary and end-of-document token (a
+ *      format without a default vocabulary fails there asking for --vocab).
+ *   4. launch/cmd_data.c: the --format value and the flags of its options; docs/data.md;
+ *      a round trip and its errors in tests/test_io_build.c.
+ */
+#ifndef SL_IO_IMPORTERS_H
+#define SL_IO_IMPORTERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/build.h"
+
+/* Tokens an importer pushes before the sink writes them out. */
+#define SL_SINK_TOKENS 65536
+
+/* What an importer sees of the build's output: the options, the vocabulary and a token buffer.
+ * io/build.c embeds it as the first member of its own state. */
+typedef struct {
+    const sl_build_opts *o; /* the build's options, the format's defaults filled in */
+    uint32_t vocab;         /* every token pushed is below it */
+    uint32_t buf[SL_SINK_TOKENS];
+    size_t n; /* tokens in buf */
+} sl_sink;
+
+/* Starts a document: the next token pushed is its first (io/build.c). 0, or -1 with err. */
+int sl_sink_doc(sl_sink *k, char *err, size_t errlen);
+
+/* Writes the buffered tokens to the shards (io/build.c). 0, or -1 with err. */
+int sl_sink_flush(sl_sink *k, char *err, size_t errlen);
+
+/* Appends one token to the current document (inline: it runs once per token). */
+static inline int sl_sink_push(sl_sink *k, uint32_t t, char *err, size_t errlen) {
+    k->buf[k->n++] = t;
+    return k->n == SL_SINK_TOKENS ? sl_sink_flush(k, err, errlen) : 0;
+}
+
+/* The one format of all inputs into *fmt: `format` unless SL_FMT_AUTO, else told from each
+ * input's name or first bytes (all must agree). Checks that every input exists; a Megatron
+ * input may be named by its prefix (PREFIX for PREFIX.idx + PREFIX.bin). 0, or -1 with err. */
+int sl_import_format(sl_input_format format, char *const *inputs, int n_inputs,
+                     sl_input_format *fmt, char *err, size_t errlen);
+
+/* The format's defaults and checks of its options: sets o->eod where the format has a default
+ * separator, *vocab (o->vocab, or the format's default when that is -1) and *eod_hdr (the
+ * end-of-document token the shard headers record, -1 for none). llm.c input reads the header
+ * of first_input for its token width. 0, or -1 with err. */
+int sl_import_defaults(sl_input_format fmt, sl_build_opts *o, const char *first_input,
+                       int64_t *vocab, int64_t *eod_hdr, char *err, size_t errlen);
+
+/* Pushes the documents of input `path`, in format fmt, into k. 0, or -1 with err. */
+int sl_import(sl_sink *k, sl_input_format fmt, const char *path, char *err, size_t errlen);
+
+#endif
