@@ -16,7 +16,7 @@ static sl_tensor *flat2(sl_tensor *t) {
 /* The gate logits (or their gradient): [T, H, D] elementwise, [T, H, 1] headwise, none. */
 static sl_tensor *gate_tensor(const sl_attn_config *c, sl_backend *be, int64_t t) {
     if (c->gate == SL_GATE_NONE) return NULL;
-    return sl_tensor_new3(be, SL_F32, t, c->heads,
+    return sl_tensor_new3(be, c->act, t, c->heads,
                           c->gate == SL_GATE_ELEMENTWISE ? c->head_dim : 1);
 }
 
@@ -46,19 +46,20 @@ void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *cfg, int laye
 
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     const int64_t c = b->cfg.hidden, h = b->cfg.heads, kv = b->cfg.kv_heads, d = b->cfg.head_dim;
-    b->xn = sl_tensor_new2(be, SL_F32, t, c);
+    const sl_dtype a = b->cfg.act;
+    b->xn = sl_tensor_new2(be, a, t, c);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->qall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(b->cfg.gate, h, d));
-    b->q = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->qall = sl_tensor_new2(be, a, t, sl_qgate_width(b->cfg.gate, h, d));
+    b->q = sl_tensor_new3(be, a, t, h, d);
     b->q_rstd = sl_tensor_new1(be, SL_F32, t * h);
-    b->qn = sl_tensor_new3(be, SL_F32, t, h, d);
-    b->k = sl_tensor_new3(be, SL_F32, t, kv, d);
+    b->qn = sl_tensor_new3(be, a, t, h, d);
+    b->k = sl_tensor_new3(be, a, t, kv, d);
     b->k_rstd = sl_tensor_new1(be, SL_F32, t * kv);
-    b->kn = sl_tensor_new3(be, SL_F32, t, kv, d);
-    b->v = sl_tensor_new3(be, SL_F32, t, kv, d);
+    b->kn = sl_tensor_new3(be, a, t, kv, d);
+    b->v = sl_tensor_new3(be, a, t, kv, d);
     b->g = gate_tensor(&b->cfg, be, t);
-    b->y = sl_tensor_new3(be, SL_F32, t, h, d);
-    b->o = sl_tensor_new3(be, SL_F32, t, h, d);
+    b->y = sl_tensor_new3(be, a, t, h, d);
+    b->o = sl_tensor_new3(be, a, t, h, d);
     b->lse = sl_tensor_new2(be, SL_F32, t, h);
     b->k2 = flat2(b->k);
     b->v2 = flat2(b->v);
@@ -68,15 +69,16 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
 void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
                              int64_t t) {
     const int64_t h = c->heads, kv = c->kv_heads, d = c->head_dim;
-    ws->dy = sl_tensor_new3(be, SL_F32, t, h, d);
-    ws->dq = sl_tensor_new3(be, SL_F32, t, h, d);
-    ws->dq_pre = sl_tensor_new3(be, SL_F32, t, h, d);
-    ws->dk = sl_tensor_new3(be, SL_F32, t, kv, d);
-    ws->dk_pre = sl_tensor_new3(be, SL_F32, t, kv, d);
-    ws->dv = sl_tensor_new3(be, SL_F32, t, kv, d);
+    const sl_dtype a = c->act;
+    ws->dy = sl_tensor_new3(be, a, t, h, d);
+    ws->dq = sl_tensor_new3(be, a, t, h, d);
+    ws->dq_pre = sl_tensor_new3(be, a, t, h, d);
+    ws->dk = sl_tensor_new3(be, a, t, kv, d);
+    ws->dk_pre = sl_tensor_new3(be, a, t, kv, d);
+    ws->dv = sl_tensor_new3(be, a, t, kv, d);
     ws->dg = gate_tensor(c, be, t);
-    ws->dqall = sl_tensor_new2(be, SL_F32, t, sl_qgate_width(c->gate, h, d));
-    ws->dxn = sl_tensor_new2(be, SL_F32, t, c->hidden);
+    ws->dqall = sl_tensor_new2(be, a, t, sl_qgate_width(c->gate, h, d));
+    ws->dxn = sl_tensor_new2(be, a, t, c->hidden);
     ws->dy2 = flat2(ws->dy);
     ws->dk_pre2 = flat2(ws->dk_pre);
     ws->dv2 = flat2(ws->dv);

@@ -19,6 +19,7 @@ typedef struct {
     sl_gate_mode gate;
     float eps;      /* RMSNorm epsilon of input_layernorm, q_norm and k_norm */
     float init_std; /* std of the projections' initial values */
+    sl_dtype act;   /* activations' dtype: the compute dtype (docs/cuda.md, "Precision") */
 } sl_attn_config;
 
 /* Per-batch inputs shared by every layer: shape, positions and the RoPE table. */

@@ -64,7 +64,7 @@ static void need_like(const char *op, const char *arg, const sl_tensor *t, const
 /* ---- memory-level helpers ---- */
 
 void sl_op_fill(sl_tensor *x, float value) {
-    need_float("fill", "x", x);
+    if (x->dtype != SL_I32) need_float("fill", "x", x); /* index tensors are filled too */
     DISPATCH(BE(x), fill, x, value);
 }
 

@@ -29,6 +29,7 @@ extern "C" {
 
 /* ---- memory-level helpers ------------------------------------------------------------ */
 
+/* x[i] = value; x is a float tensor or an i32 tensor (value converted to an integer). */
 void sl_op_fill(sl_tensor *x, float value);
 /* y = a + b (y may alias a or b). */
 void sl_op_add(sl_tensor *y, const sl_tensor *a, const sl_tensor *b);

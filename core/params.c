@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/ops.h"
 #include "core/rng.h"
 
 void sl_params_init(sl_params *ps, sl_backend *be) {
@@ -56,13 +57,28 @@ void sl_params_finalize(sl_params *ps) {
         int64_t n = ps->size[gi] ? ps->size[gi] : 1;
         ps->w[gi] = sl_tensor_new1(ps->be, SL_F32, n);
         ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+        if (ps->compute != SL_F32) ps->wc[gi] = sl_tensor_new1(ps->be, ps->compute, n);
     }
     for (int i = 0; i < ps->count; i++) {
         sl_param *p = ps->items[i];
-        p->w = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
+                                : p->master;
         p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
     }
     ps->finalized = true;
+}
+
+void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt) {
+    SL_CHECK(!ps->finalized, "the compute dtype is set before the parameters are finalized");
+    SL_CHECK(dt == SL_F32 || dt == SL_BF16, "parameters compute in f32 or bf16, not %s",
+             sl_dtype_name(dt));
+    ps->compute = dt;
+}
+
+void sl_params_sync_compute(sl_params *ps) {
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++)
+        if (ps->wc[gi]) sl_op_convert(ps->wc[gi], ps->w[gi]);
 }
 
 static void fill_normal(float *dst, int64_t n, uint64_t seed, const char *stream_name, float std) {
@@ -91,9 +107,10 @@ void sl_params_randomize(sl_params *ps, uint64_t seed) {
         } else {
             fill_normal(h, p->numel, seed, p->name, p->init_std);
         }
-        sl_tensor_from_host(p->w, h);
+        sl_tensor_from_host(p->master, h);
         free(h);
     }
+    sl_params_sync_compute(ps);
 }
 
 void sl_params_zero_grad(sl_params *ps) {
@@ -114,13 +131,15 @@ int64_t sl_params_numel(const sl_params *ps) {
 
 void sl_params_free(sl_params *ps) {
     for (int i = 0; i < ps->count; i++) {
-        sl_tensor_free(ps->items[i]->w);
+        if (ps->items[i]->w != ps->items[i]->master) sl_tensor_free(ps->items[i]->w);
+        sl_tensor_free(ps->items[i]->master);
         sl_tensor_free(ps->items[i]->g);
         free(ps->items[i]);
     }
     free(ps->items);
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
         sl_tensor_free(ps->w[gi]);
+        sl_tensor_free(ps->wc[gi]);
         sl_tensor_free(ps->g[gi]);
     }
     memset(ps, 0, sizeof *ps);

@@ -6,6 +6,10 @@
  *   SL_PGROUP_DENSE   replicated on every rank; gradients averaged over all ranks
  *   SL_PGROUP_EXPERT  this rank's slice of the experts; gradients averaged over the ranks
  *                     that hold the same experts (the expert-data-parallel group)
+ * Precision: the flat buffers w[] hold the fp32 master weights the optimizer updates. With a
+ * bf16 compute dtype (training.precision = "bf16") each group also has a bf16 copy wc[], and
+ * every parameter's `w` is a view of that copy - what the model computes with - while
+ * `master` views the fp32 values (checkpoints, export, the router). In fp32, master == w.
  * Inside a group, parameters are laid out in declaration order (embedding, layer 0, ...,
  * layer L-1, final norm, head). The backward finishes them in reverse order, so the tail of
  * a group's gradient buffer is final first: gradient buckets are reduced from the end while
@@ -36,20 +40,29 @@ typedef struct sl_param {
     /* Expert stacks [local experts, ...]: the global index of the first local expert, so
      * that each expert's initial values depend on its global index only. -1 otherwise. */
     int expert_base;
-    int layer;    /* the layer it was declared in (sl_params_set_layer), -1 outside layers */
-    sl_tensor *w; /* the value */
-    sl_tensor *g; /* its gradient (accumulated over micro-batches) */
+    int layer;         /* the layer it was declared in (sl_params_set_layer), -1 outside layers */
+    sl_tensor *w;      /* the value the model computes with (compute dtype) */
+    sl_tensor *master; /* the fp32 value (== w in fp32 training) */
+    sl_tensor *g;      /* its fp32 gradient (accumulated over micro-batches) */
 } sl_param;
 
 typedef struct {
     sl_param **items;
     int count, cap;
     sl_backend *be;
-    int64_t size[SL_PGROUP_COUNT]; /* elements per group */
-    sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT];
+    int64_t size[SL_PGROUP_COUNT];                      /* elements per group */
+    sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT]; /* fp32 master weights, gradients */
+    sl_tensor *wc[SL_PGROUP_COUNT]; /* bf16 compute copies (NULL in fp32 training) */
+    sl_dtype compute;               /* SL_F32 (default) or SL_BF16 */
     bool finalized;
     int layer; /* layer of the parameters being declared (-1: none) */
 } sl_params;
+
+/* The dtype a parameter computes in, which is also the dtype of the activations computed with
+ * it (blocks allocate their activations in their weights' dtype). */
+static inline sl_dtype sl_param_dtype(const sl_param *p) {
+    return sl_tensor_dtype(p->w);
+}
 
 void sl_params_init(sl_params *ps, sl_backend *be);
 /* Declares a parameter (before finalize). Matrices (ndim >= 2) get weight decay. */
@@ -59,8 +72,13 @@ sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int nd
  * default). The optimizer uses it to know which gradients are final as the backward walks
  * the layers in reverse. */
 void sl_params_set_layer(sl_params *ps, int layer);
+/* The dtype the model computes with (before finalize; SL_F32 unless set). */
+void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt);
 /* Lays out and allocates the flat buffers and binds every parameter's views. */
 void sl_params_finalize(sl_params *ps);
+/* Refreshes the compute copies from the master weights (after they were written other than
+ * by the optimizer: initialization, loading, a test); a no-op in fp32. */
+void sl_params_sync_compute(sl_params *ps);
 /* Fills every parameter from its own RNG stream (seed, name, global expert index). */
 void sl_params_randomize(sl_params *ps, uint64_t seed);
 void sl_params_zero_grad(sl_params *ps);

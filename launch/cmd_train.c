@@ -77,7 +77,9 @@ int sl_cmd_train(int argc, char **argv) {
     }
     sl_backend *be = NULL;
     if (rc == 0) {
-        sl_backend_params bp = {.threads = cfg->backend.threads, .device = -1};
+        sl_backend_params bp = {.threads = cfg->backend.threads,
+                                .device = -1,
+                                .allow_nondeterministic = !cfg->backend.deterministic};
         be = sl_backend_create(cfg->backend.name, &bp, err, sizeof err);
         if (!be) sl_error("%s: backend.name: %s", config_path, err);
         /* a device can be missing on one node only: all ranks agree before training */

@@ -15,7 +15,7 @@ pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-de
 for arg in "$@"; do
     case "$arg" in
     --build) ;;
-    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev) ;;
+    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev patchelf) ;;
     --corpus) pkgs+=(bible-kjv) ;;
     -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;

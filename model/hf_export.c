@@ -103,7 +103,7 @@ static int write_tensors(const sl_model *m, const char *path, bool grads, bool w
     float *buf = sl_xmalloc((size_t)(maxn ? maxn : 1) * sizeof(float));
     for (int i = 0; i < n; i++) {
         const int64_t k = entry_numel(&ents[i]);
-        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->w, ents[i].offset, k,
+        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->master, ents[i].offset, k,
                                 buf);
         sl_st_writer_write(w, ents[i].name, buf, (size_t)k * sizeof(float));
     }
@@ -327,8 +327,9 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
             rc = -1;
             break;
         }
-        sl_tensor_from_host_range(e->param->w, e->offset, k, buf);
+        sl_tensor_from_host_range(e->param->master, e->offset, k, buf);
     }
+    if (rc == 0) sl_params_sync_compute(&m->params);
     free(buf);
     free(ents);
     weight_files_close(&wf);

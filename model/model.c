@@ -13,8 +13,9 @@
 /* Elements of one logits chunk: bounds the LM head's memory independently of T. */
 #define SL_LOGITS_CHUNK_ELEMS ((int64_t)1 << 24)
 
-static sl_attn_config attn_config(const sl_model_config *c) {
-    return (sl_attn_config){.hidden = c->hidden_size,
+static sl_attn_config attn_config(const sl_model_config *c, sl_dtype act) {
+    return (sl_attn_config){.act = act,
+                            .hidden = c->hidden_size,
                             .heads = c->num_attention_heads,
                             .kv_heads = c->num_key_value_heads,
                             .head_dim = c->head_dim,
@@ -46,7 +47,7 @@ static void declare(sl_model *m, int ep_rank, int ep_size) {
                              (int64_t[]){c->vocab_size, c->hidden_size}, SL_INIT_NORMAL, std, -1);
     m->attn = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->attn);
     m->ffn = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->ffn);
-    const sl_attn_config ac = attn_config(c);
+    const sl_attn_config ac = attn_config(c, ps->compute);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const sl_ffn_config fc = ffn_config(c, l);
         sl_params_set_layer(ps, l);
@@ -108,28 +109,29 @@ static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
         sl_attn_block_alloc(&m->attn[l], be, t);
         sl_ffn_block_alloc(&m->ffn[l], &fc, be, ep, t, opts);
     }
-    const sl_attn_config ac = attn_config(c);
+    const sl_dtype a = m->params.compute;
+    const sl_attn_config ac = attn_config(c, a);
     sl_attn_workspace_alloc(&m->attn_ws, &ac, be, t);
-    sl_ffn_workspace_alloc(&m->ffn_ws, c->hidden_size, be, t);
+    sl_ffn_workspace_alloc(&m->ffn_ws, c->hidden_size, a, be, t);
     m->x = sl_xcalloc((size_t)c->num_hidden_layers + 1, sizeof *m->x);
     m->h = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->h);
     for (int l = 0; l <= c->num_hidden_layers; l++) {
-        m->x[l] = sl_tensor_new2(be, SL_F32, t, hid);
-        if (l < c->num_hidden_layers) m->h[l] = sl_tensor_new2(be, SL_F32, t, hid);
+        m->x[l] = sl_tensor_new2(be, a, t, hid);
+        if (l < c->num_hidden_layers) m->h[l] = sl_tensor_new2(be, a, t, hid);
     }
-    m->dx = sl_tensor_new2(be, SL_F32, t, hid);
-    m->dh = sl_tensor_new2(be, SL_F32, t, hid);
+    m->dx = sl_tensor_new2(be, a, t, hid);
+    m->dh = sl_tensor_new2(be, a, t, hid);
     m->ids = sl_tensor_new1(be, SL_I32, t);
     m->targets = sl_tensor_new1(be, SL_I32, t);
     m->pos = sl_tensor_new1(be, SL_I32, t);
     m->inv_freq = sl_tensor_new1(be, SL_F32, c->head_dim / 2);
-    m->xf = sl_tensor_new2(be, SL_F32, t, hid);
+    m->xf = sl_tensor_new2(be, a, t, hid);
     m->xf_rstd = sl_tensor_new1(be, SL_F32, t);
-    m->dxf = sl_tensor_new2(be, SL_F32, t, hid);
+    m->dxf = sl_tensor_new2(be, a, t, hid);
     m->chunk_rows = SL_LOGITS_CHUNK_ELEMS / c->vocab_size;
     if (m->chunk_rows < 1) m->chunk_rows = 1;
     if (m->chunk_rows > t) m->chunk_rows = t;
-    m->logits = sl_tensor_new2(be, SL_F32, m->chunk_rows, c->vocab_size);
+    m->logits = sl_tensor_new2(be, a, m->chunk_rows, c->vocab_size);
     m->losses = sl_tensor_new1(be, SL_F32, t);
     m->host_ids = sl_xmalloc((size_t)t * sizeof(int32_t));
     m->stat_width = c->num_hidden_layers + m->n_moe_layers * (c->num_experts + 1);
@@ -166,6 +168,12 @@ int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
 
 sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                           int seq, const sl_moe_options *opts, char *err, size_t errlen) {
+    return sl_model_create_ex(cfg, be, ep, batch, seq, opts, SL_F32, err, errlen);
+}
+
+sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                             int seq, const sl_moe_options *opts, sl_dtype compute, char *err,
+                             size_t errlen) {
     static const sl_moe_options defaults = {0};
     if (!opts) opts = &defaults;
     const int ep_size = ep ? sl_comm_size(ep) : 1, ep_rank = ep ? sl_comm_rank(ep) : 0;
@@ -182,6 +190,7 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
     m->tokens = (int64_t)batch * seq;
     m->stat_metrics_on = true; /* until the trainer's begin_step says otherwise */
     sl_params_init(&m->params, be);
+    sl_params_set_compute_dtype(&m->params, compute);
     declare(m, ep_rank, ep_size);
     sl_params_finalize(&m->params);
     allocate(m, ep, opts);

@@ -65,6 +65,12 @@ typedef struct {
  * dropless, per-micro-batch LBL, no selection bias) configures the MoE layers. */
 sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                           int seq, const sl_moe_options *opts, char *err, size_t errlen);
+/* The same with the dtype the model computes in: SL_F32, or SL_BF16 for bf16 weights' copies
+ * and activations with fp32 master weights, gradients, router and statistics
+ * (training.precision; docs/cuda.md, "Precision"). sl_model_create computes in fp32. */
+sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                             int seq, const sl_moe_options *opts, sl_dtype compute, char *err,
+                             size_t errlen);
 /* Call before the first micro-batch of every optimizer step. With metrics, the step also
  * records the gate score and router statistics (for sl_model_read_stats); without, it
  * records only the loss (the trainer asks for metrics on logged steps). */

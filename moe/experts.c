@@ -26,10 +26,11 @@ void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows) {
     if (rows <= x->capacity) return;
     sl_experts_free(x);
     x->capacity = rows;
-    x->gu = sl_tensor_new2(be, SL_F32, rows, 2 * x->ffn);
-    x->h = sl_tensor_new2(be, SL_F32, rows, x->ffn);
-    x->dgu = sl_tensor_new2(be, SL_F32, rows, 2 * x->ffn);
-    x->dh = sl_tensor_new2(be, SL_F32, rows, x->ffn);
+    const sl_dtype a = sl_param_dtype(x->gate_up);
+    x->gu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
+    x->h = sl_tensor_new2(be, a, rows, x->ffn);
+    x->dgu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
+    x->dh = sl_tensor_new2(be, a, rows, x->ffn);
 }
 
 static int64_t total_rows(const sl_experts *x, const int64_t *counts) {

@@ -25,17 +25,19 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *m, int layer, sl
 
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
-    b->xn = sl_tensor_new2(be, SL_F32, t, m->hidden);
+    const sl_dtype a = sl_param_dtype(b->norm);
+    b->xn = sl_tensor_new2(be, a, t, m->hidden);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->y = sl_tensor_new2(be, SL_F32, t, m->hidden);
+    b->y = sl_tensor_new2(be, a, t, m->hidden);
     if (b->is_moe)
         sl_moe_block_alloc(&b->moe, &m->moe, be, ep, t, opts);
     else
         sl_swiglu_mlp_alloc(&b->mlp, be, t);
 }
 
-void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_backend *be, int64_t t) {
-    ws->dxn = sl_tensor_new2(be, SL_F32, t, hidden);
+void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_backend *be,
+                            int64_t t) {
+    ws->dxn = sl_tensor_new2(be, act, t, hidden);
 }
 
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {

@@ -41,7 +41,8 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *c, int layer, sl
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
 /* Sized for `hidden`, the residual width shared by every layer. */
-void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_backend *be, int64_t tokens);
+void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_backend *be,
+                            int64_t tokens);
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);
 /* dx written; coefs apply to MoE layers only. */
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,

@@ -30,25 +30,27 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl
 
 void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
-    sl_router_alloc(&b->router, be, t, opts->selection_bias);
+    const sl_dtype a = sl_param_dtype(b->experts.gate_up);
+    sl_router_alloc(&b->router, be, t, opts->selection_bias, a);
     sl_dispatcher_params dp = {.experts = m->experts,
                                .topk = m->topk,
                                .hidden = m->hidden,
                                .max_tokens = t,
                                .ep = ep,
                                .capacity_factor = opts->capacity_factor,
-                               .drop_policy = opts->drop_policy};
+                               .drop_policy = opts->drop_policy,
+                               .act = a};
     sl_token_dispatcher_init(&b->dispatcher, be, &dp);
     sl_experts_reserve(&b->experts, be, t * m->topk);
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     if (b->has_shared) {
         sl_swiglu_mlp_alloc(&b->shared, be, t);
-        b->shared_out = sl_tensor_new2(be, SL_F32, t, m->hidden);
-        b->shared_y = sl_tensor_new2(be, SL_F32, t, m->hidden);
-        b->dshared_out = sl_tensor_new2(be, SL_F32, t, m->hidden);
-        b->shared_logit = sl_tensor_new2(be, SL_F32, t, 1);
-        b->dshared_logit = sl_tensor_new2(be, SL_F32, t, 1);
+        b->shared_out = sl_tensor_new2(be, a, t, m->hidden);
+        b->shared_y = sl_tensor_new2(be, a, t, m->hidden);
+        b->dshared_out = sl_tensor_new2(be, a, t, m->hidden);
+        b->shared_logit = sl_tensor_new2(be, a, t, 1);
+        b->dshared_logit = sl_tensor_new2(be, a, t, 1);
     }
 }
 

@@ -20,7 +20,12 @@ void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int e
                               SL_INIT_NORMAL, init_std, -1);
 }
 
-void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bias) {
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bias, sl_dtype act) {
+    if (act != SL_F32) {
+        const int64_t c = sl_tensor_dim(r->weight->master, 1);
+        r->x32 = sl_tensor_new2(be, SL_F32, t, c);
+        r->dx32 = sl_tensor_new2(be, SL_F32, t, c);
+    }
     if (selection_bias) {
         r->bias = sl_tensor_new1(be, SL_F32, r->experts);
         r->bias_host = sl_xcalloc((size_t)r->experts, sizeof(float));
@@ -37,7 +42,11 @@ void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bia
 
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     r->tokens = sl_tensor_rows(xn);
-    sl_op_matmul(r->logits, xn, r->weight->w, false, true, 1.0f, 0.0f);
+    if (r->x32) {
+        sl_op_convert(r->x32, xn);
+        xn = r->x32;
+    }
+    sl_op_matmul(r->logits, xn, r->weight->master, false, true, 1.0f, 0.0f);
     sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias, r->norm_topk);
 }
 
@@ -46,8 +55,14 @@ void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad
     if (lbl_grad_host) sl_tensor_from_host(r->lbl_grad, lbl_grad_host);
     sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
                      lbl_grad_host ? r->lbl_grad : NULL, z_scale, r->norm_topk);
+    if (r->x32) { /* x32 still holds this micro-batch's input from the forward */
+        sl_op_matmul(r->weight->g, r->dlogits, r->x32, true, false, 1.0f, 1.0f);
+        sl_op_matmul(r->dx32, r->dlogits, r->weight->master, false, false, 1.0f, 0.0f);
+        sl_op_add(dxn, dxn, r->dx32);
+        return;
+    }
     sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f, 1.0f);
-    sl_op_matmul(dxn, r->dlogits, r->weight->w, false, false, 1.0f, 1.0f);
+    sl_op_matmul(dxn, r->dlogits, r->weight->master, false, false, 1.0f, 1.0f);
 }
 
 void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate) {
@@ -70,7 +85,7 @@ void sl_router_set_bias(sl_router *r, const float *bias) {
 void sl_router_free(sl_router *r) {
     sl_tensor_free(r->bias);
     free(r->bias_host);
-    sl_tensor *ts[] = {r->logits, r->probs,   r->dlogits, r->topk_idx,
-                       r->topk_w, r->dtopk_w, r->stats,   r->lbl_grad};
+    sl_tensor *ts[] = {r->logits,  r->probs, r->dlogits,  r->topk_idx, r->topk_w,
+                       r->dtopk_w, r->stats, r->lbl_grad, r->x32,      r->dx32};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
 }

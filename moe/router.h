@@ -1,7 +1,9 @@
 /*
  * moe/router.h - the MoE router (always fp32): logits = X W_r^T, softmax over the E
  * experts, top-k selection, optional renormalization of the k weights; plus the
- * load-balancing and z-loss terms computed from its statistics.
+ * load-balancing and z-loss terms computed from its statistics. With bf16 activations the
+ * router converts its input to fp32 and computes with the fp32 master weight, so routing
+ * decisions never see bf16 rounding of the logits.
  */
 #ifndef SL_ROUTER_H
 #define SL_ROUTER_H
@@ -18,12 +20,16 @@ typedef struct {
     sl_tensor *logits, *probs, *topk_idx, *topk_w, *stats;
     sl_tensor *dlogits, *dtopk_w, *lbl_grad;
     sl_tensor *bias; /* [E] selection bias (aux-loss-free balancing) or NULL */
+    sl_tensor *x32;  /* [T, C] fp32 copy of a bf16 input, or NULL */
+    sl_tensor *dx32; /* [T, C] fp32 input gradient before it joins a bf16 dxn, or NULL */
     float *bias_host;
 } sl_router;
 
 void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
                        bool norm_topk, float init_std);
-void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens, bool selection_bias);
+/* `act`: the dtype of the inputs it will route. */
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens, bool selection_bias,
+                     sl_dtype act);
 /* Aux-loss-free balancing: bias[e] += rate * sign(mean_count - count[e]) from the global
  * batch's expert counts (DeepSeek-V3). The bias moves selection only, never the weights. */
 void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate);

@@ -21,10 +21,11 @@ void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, 
 }
 
 void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t t) {
-    f->gu = sl_tensor_new2(be, SL_F32, t, 2 * f->ffn);
-    f->h = sl_tensor_new2(be, SL_F32, t, f->ffn);
-    f->dgu = sl_tensor_new2(be, SL_F32, t, 2 * f->ffn);
-    f->dh = sl_tensor_new2(be, SL_F32, t, f->ffn);
+    const sl_dtype a = sl_param_dtype(f->gate_up);
+    f->gu = sl_tensor_new2(be, a, t, 2 * f->ffn);
+    f->h = sl_tensor_new2(be, a, t, f->ffn);
+    f->dgu = sl_tensor_new2(be, a, t, 2 * f->ffn);
+    f->dh = sl_tensor_new2(be, a, t, f->ffn);
 }
 
 void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y) {

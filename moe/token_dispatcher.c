@@ -40,10 +40,11 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
     d->counts_i32 = sl_xcalloc((size_t)p->experts, sizeof(int32_t));
     d->kept_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
     d->local_counts = sl_xcalloc((size_t)d->local_experts, sizeof(int64_t));
-    d->xs = sl_tensor_new2(be, SL_F32, slots, c);
-    d->dxs = sl_tensor_new2(be, SL_F32, slots, c);
-    d->ys = sl_tensor_new2(be, SL_F32, slots, c);
-    d->dys = sl_tensor_new2(be, SL_F32, slots, c);
+    d->act = p->act;
+    d->xs = sl_tensor_new2(be, d->act, slots, c);
+    d->dxs = sl_tensor_new2(be, d->act, slots, c);
+    d->ys = sl_tensor_new2(be, d->act, slots, c);
+    d->dys = sl_tensor_new2(be, d->act, slots, c);
     if (drops(d)) {
         d->gather_idx = sl_tensor_new1(be, SL_I32, slots);
         d->combine_pos = sl_tensor_new1(be, SL_I32, slots);
@@ -68,10 +69,10 @@ static void reserve(sl_token_dispatcher *d, int64_t rows) {
     const int64_t cap = rows + rows / 4 + 1;
     sl_tensor *ts[] = {d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
-    d->expert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
-    d->expert_out = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
-    d->dexpert_in = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
-    d->dexpert_out = sl_tensor_new2(d->be, SL_F32, cap, d->hidden);
+    d->expert_in = sl_tensor_new2(d->be, d->act, cap, d->hidden);
+    d->expert_out = sl_tensor_new2(d->be, d->act, cap, d->hidden);
+    d->dexpert_in = sl_tensor_new2(d->be, d->act, cap, d->hidden);
+    d->dexpert_out = sl_tensor_new2(d->be, d->act, cap, d->hidden);
     d->capacity = cap;
 }
 

@@ -38,6 +38,7 @@ typedef struct {
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     sl_backend *be;
+    sl_dtype act;   /* dtype of the rows */
     int64_t tokens; /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
@@ -63,6 +64,7 @@ typedef struct {
     sl_comm *ep;            /* NULL or the expert-parallel group */
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
+    sl_dtype act; /* dtype of the rows it moves (the experts' compute dtype) */
 } sl_dispatcher_params;
 
 void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,

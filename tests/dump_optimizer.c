@@ -41,7 +41,7 @@ static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t 
 static void write_all(FILE *f, const sl_params *ps, bool grads) {
     for (int i = 0; i < ps->count; i++) {
         const sl_param *p = ps->items[i];
-        float *h = sl_test_host_f32(grads ? p->g : p->w);
+        float *h = sl_test_host_f32(grads ? p->g : p->master);
         fwrite(h, sizeof(float), (size_t)p->numel, f);
         free(h);
     }

@@ -131,6 +131,14 @@ static void test_defaults(void) {
     CHECK(c.model.partial_rotary_factor == 1.0, "default partial_rotary_factor");
     CHECK(strcmp(c.backend.name, "cpu") == 0 && c.parallel.expert_parallel == 1,
           "default backend / EP");
+    CHECK(strcmp(c.train.precision, "auto") == 0 && sl_config_compute_dtype(&c) == SL_F32,
+          "default precision: auto, fp32 on the CPU");
+    snprintf(c.backend.name, sizeof c.backend.name, "cuda");
+    CHECK(sl_config_compute_dtype(&c) == SL_BF16, "precision auto is bf16 on CUDA");
+    snprintf(c.train.precision, sizeof c.train.precision, "fp32");
+    CHECK(sl_config_compute_dtype(&c) == SL_F32, "precision fp32 on CUDA");
+    CHECK(c.backend.deterministic, "deterministic kernels by default");
+    sl_config_defaults(&c);
 
     /* A minimal file: only the four required model keys; everything else defaults or derives. */
     char err[512];
@@ -298,6 +306,11 @@ static void test_bad_configs(void) {
         {"{\"model\": {\"tie_word_embeddings\": 1}}", 0, "model.tie_word_embeddings",
          "expected true or false"},
         {"{\"model\": {\"hidden_size\": 1e12}}", 0, "model.hidden_size", "out of range"},
+        /* precision: known names only; bf16 needs a backend that computes in it */
+        {"{\"training\": {\"precision\": \"fp16\"}}", 0, "training.precision",
+         "unknown precision \"fp16\""},
+        {"{\"training\": {\"precision\": \"bf16\"}}", 0, "training.precision",
+         "needs backend.name = \"cuda\""},
         {"{\"model\": {\"vocab_size\": \"<delete>\"}}", 0, "model.vocab_size",
          "required key missing"},
         {"{\"model\": {\"vocab_size\": 257, \"vocab_size\": 258}}", 1, "model.vocab_size",

@@ -66,6 +66,7 @@ static double loss_fn(void *u) {
     fd_ctx *c = u;
     for (int g = 0; g < SL_PGROUP_COUNT; g++)
         if (c->m->params.size[g]) sl_tensor_from_host(c->m->params.w[g], c->host[g]);
+    sl_params_sync_compute(&c->m->params);
     sl_fwd_stats st;
     sl_model_forward(c->m, c->tokens, &st);
     c->routing = routing_signature(c->m);

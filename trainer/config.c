@@ -55,6 +55,8 @@ void sl_config_defaults(sl_config *cfg) {
 
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
+    cfg->backend.deterministic = true;
+    snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
 }
 /* ---- parse ------------------------------------------------------------------------------- */
 

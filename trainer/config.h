@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/fsutil.h" /* SL_PATH_MAX */
+#include "core/tensor.h" /* sl_dtype */
 #include "io/reader.h"   /* sl_data_config */
 #include "model/config.h"
 
@@ -42,6 +43,7 @@ typedef struct {
     char metrics_file[SL_PATH_MAX]; /* default: <out_dir>/metrics.jsonl */
     bool global_batch_lbl;          /* LBL frequencies over the global batch (Qwen) */
     double router_bias_update_rate; /* aux-loss-free balancing (DeepSeek-V3); 0 = off */
+    char precision[8];              /* "auto" (fp32 on the CPU, bf16 on CUDA) | "fp32" | "bf16" */
 } sl_train_config;
 
 typedef struct {
@@ -53,8 +55,9 @@ typedef struct {
 } sl_parallel_config;
 
 typedef struct {
-    char name[32]; /* "cpu" | "cuda" */
-    int threads;   /* 0 = all cores */
+    char name[32];      /* "cpu" | "cuda" */
+    int threads;        /* 0 = all cores */
+    bool deterministic; /* CUDA: bitwise-reproducible kernels (default true) */
 } sl_backend_config;
 
 typedef struct {
@@ -65,6 +68,10 @@ typedef struct {
     sl_parallel_config parallel;
     sl_backend_config backend;
 } sl_config;
+
+/* The dtype the model computes in: training.precision, with "auto" resolved by the backend
+ * (bf16 on CUDA, fp32 on the CPU). */
+sl_dtype sl_config_compute_dtype(const sl_config *cfg);
 
 /* Fills every field with its documented default. */
 void sl_config_defaults(sl_config *cfg);

@@ -65,6 +65,7 @@ static const sl_cfg_key train_keys[] = {
     KT(metrics_file, SL_K_STR),
     KT(global_batch_lbl, SL_K_BOOL),
     KT(router_bias_update_rate, SL_K_DBL),
+    KT(precision, SL_K_STR),
 };
 
 int sl_config_derive_metrics_file(sl_train_config *t) {
@@ -164,6 +165,7 @@ static const sl_cfg_key parallel_keys[] = {
 static const sl_cfg_key backend_keys[] = {
     SL_KD(sl_backend_config, "name", SL_K_STR, name),
     SL_KD(sl_backend_config, "threads", SL_K_INT, threads),
+    SL_KD(sl_backend_config, "deterministic", SL_K_BOOL, deterministic),
 };
 
 static const int n_train_keys = SL_NKEYS(train_keys), n_data_keys = SL_NKEYS(data_keys),
@@ -289,6 +291,30 @@ static int validate_backend(const sl_cfg_vctx *v, const sl_backend_config *b) {
     return 0;
 }
 
+static int validate_precision(const sl_cfg_vctx *v, const sl_config *cfg) {
+    const char *p = cfg->train.precision;
+    if (!sl_cfg_terminated(p, sizeof cfg->train.precision))
+        return sl_cfg_verr(v, "precision", "string too long");
+    if (strcmp(p, "auto") != 0 && strcmp(p, "fp32") != 0 && strcmp(p, "bf16") != 0)
+        return sl_cfg_verr(v, "precision",
+                           "unknown precision \"%s\" (expected \"auto\", \"fp32\" "
+                           "or \"bf16\")",
+                           p);
+    if (strcmp(p, "bf16") == 0 && strcmp(cfg->backend.name, "cuda") != 0)
+        return sl_cfg_verr(
+            v, "precision",
+            "\"bf16\" needs backend.name = \"cuda\" (the %s backend computes in fp32)",
+            cfg->backend.name);
+    return 0;
+}
+
+sl_dtype sl_config_compute_dtype(const sl_config *cfg) {
+    const char *p = cfg->train.precision;
+    if (strcmp(p, "bf16") == 0) return SL_BF16;
+    if (strcmp(p, "fp32") == 0) return SL_F32;
+    return strcmp(cfg->backend.name, "cuda") == 0 ? SL_BF16 : SL_F32;
+}
+
 int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, size_t errlen) {
     sl_cfg_vctx v = {name, "model", err, errlen};
     if (sl_model_config_validate(&v, &cfg->model)) return -1;
@@ -300,6 +326,8 @@ int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, 
     if (validate_parallel(&v, &cfg->parallel, &cfg->model)) return -1;
     v.prefix = "backend";
     if (validate_backend(&v, &cfg->backend)) return -1;
+    v.prefix = "training"; /* checked last: it depends on the backend */
+    if (validate_precision(&v, cfg)) return -1;
     return 0;
 }
 

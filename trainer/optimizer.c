@@ -50,6 +50,24 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
             if (o->layer_offset[g][l + 1] < o->layer_offset[g][l])
                 o->layer_offset[g][l] = o->layer_offset[g][l + 1];
     }
+    o->slices = sl_xcalloc((size_t)(ps->count ? ps->count : 1), sizeof *o->slices);
+    for (int i = 0; i < ps->count; i++) {
+        const sl_param *q = ps->items[i];
+        const int g = q->group;
+        const int64_t lo = q->offset > o->shard_off[g] ? q->offset : o->shard_off[g];
+        const int64_t hi_p = q->offset + q->numel, hi_s = o->shard_off[g] + o->shard_len[g];
+        const int64_t hi = hi_p < hi_s ? hi_p : hi_s;
+        if (hi <= lo) continue;
+        struct sl_opt_slice *s = &o->slices[o->nslices++];
+        s->p = q;
+        s->w = sl_tensor_view1(ps->w[g], lo, hi - lo);
+        s->g = sl_tensor_view1(ps->g[g], lo, hi - lo);
+        s->m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], hi - lo);
+        s->v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], hi - lo);
+        /* With ZeRO-1 the whole copy is converted after the all-gather (other ranks' shards
+         * change too), so AdamW writes it only without ZeRO-1. */
+        if (ps->wc[g] && !o->zero1) s->copy = sl_tensor_view1(ps->wc[g], lo, hi - lo);
+    }
 }
 
 void sl_optimizer_begin_reduce(sl_optimizer *o) {
@@ -83,18 +101,9 @@ double sl_optimizer_finish_reduce(sl_optimizer *o) {
 void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale) {
     o->step++;
     sl_params *ps = o->ps;
-    for (int i = 0; i < ps->count; i++) {
-        sl_param *p = ps->items[i];
-        const int g = p->group;
-        /* the part of this parameter inside this rank's shard */
-        const int64_t lo = p->offset > o->shard_off[g] ? p->offset : o->shard_off[g];
-        const int64_t hi_p = p->offset + p->numel, hi_s = o->shard_off[g] + o->shard_len[g];
-        const int64_t hi = hi_p < hi_s ? hi_p : hi_s;
-        if (hi <= lo) continue;
-        sl_tensor *w = sl_tensor_view1(ps->w[g], lo, hi - lo);
-        sl_tensor *gr = sl_tensor_view1(ps->g[g], lo, hi - lo);
-        sl_tensor *m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], hi - lo);
-        sl_tensor *v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], hi - lo);
+    for (int i = 0; i < o->nslices; i++) {
+        const struct sl_opt_slice *s = &o->slices[i];
+        const sl_param *p = s->p;
         sl_adamw_params hp = {.lr = (float)lr,
                               .beta1 = (float)t->beta1,
                               .beta2 = (float)t->beta2,
@@ -102,17 +111,24 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
                               .weight_decay = p->decay ? (float)t->weight_decay : 0.0f,
                               .grad_scale = (float)grad_scale,
                               .step = o->step};
-        sl_op_adamw(w, gr, m, v, NULL, &hp);
-        sl_tensor_free(w), sl_tensor_free(gr), sl_tensor_free(m), sl_tensor_free(v);
+        sl_op_adamw(s->w, s->g, s->m, s->v, s->copy, &hp);
     }
     if (o->zero1)
         for (int g = 0; g < SL_PGROUP_COUNT; g++)
-            if (ps->size[g] > 0)
+            if (ps->size[g] > 0) {
                 sl_comm_allgather_segments(o->group_comm[g], ps->w[g], o->seg_off[g],
                                            o->seg_len[g]);
+                if (ps->wc[g]) sl_op_convert(ps->wc[g], ps->w[g]);
+            }
 }
 
 void sl_optimizer_free(sl_optimizer *o) {
+    for (int i = 0; i < o->nslices; i++) {
+        struct sl_opt_slice *s = &o->slices[i];
+        sl_tensor_free(s->w), sl_tensor_free(s->g), sl_tensor_free(s->m), sl_tensor_free(s->v);
+        sl_tensor_free(s->copy);
+    }
+    free(o->slices);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_tensor_free(o->group_sumsq[g]);
     sl_tensor_free(o->sumsq);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {

@@ -9,7 +9,9 @@
  *      min(1, clip / norm);
  *   3. AdamW, with weight decay on matrices only. With ZeRO-1 each rank keeps the AdamW
  *      moments of one contiguous shard of each group (1/ranks of the memory), updates only
- *      that shard and all-gathers the updated parameters.
+ *      that shard and all-gathers the updated parameters. AdamW updates the fp32 master
+ *      weights and, in bf16 training, writes their bf16 compute copy in the same kernel
+ *      (with ZeRO-1 the copy is refreshed from the gathered master instead).
  */
 #ifndef SL_OPTIMIZER_H
 #define SL_OPTIMIZER_H
@@ -36,6 +38,14 @@ typedef struct {
     int step;         /* optimizer steps taken */
     sl_tensor *sumsq; /* [groups] device scalars: each group's sum of squared gradients */
     sl_tensor *group_sumsq[SL_PGROUP_COUNT]; /* [1] views of it, made once */
+    /* Per parameter, the part inside this rank's shard: views of the master weight, gradient,
+     * moments and compute copy (NULL when there is none or none is written here), made once
+     * so that a step allocates no tensor handles. */
+    struct sl_opt_slice {
+        const sl_param *p;
+        sl_tensor *w, *g, *m, *v, *copy;
+    } * slices;
+    int nslices;
 } sl_optimizer;
 
 typedef struct {

@@ -1,0 +1,13 @@
+# The CUDA backend end to end (tests/test_cuda_train.sh): training on backend cuda matches the
+# CPU backend, fp32 and bf16, one rank and two ranks with expert parallelism. Label `cuda`:
+# runs in the emulated build (-DSLUICE_CUDA=EMULATED) and on a GPU; skipped (77) elsewhere.
+add_test(NAME test_cuda_train
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_train.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/cuda_train ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_cuda_train PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2")
+# A 15A2B-shaped smoke test (2 layers, seq 4096, bf16) on a real GPU only (label gpu).
+add_test(NAME test_gpu_smoke
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_smoke.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/gpu_smoke)
+set_tests_properties(test_gpu_smoke PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "gpu")
