@@ -138,6 +138,8 @@ def layer_activation_bytes(mc, layer, tokens, precision):
     if is_moe(mc, layer):
         E, k, Im = mc["num_experts"], mc["num_experts_per_tok"], mc["moe_intermediate_size"]
         f32 += 3 * E + 3 * k  # router logits, probs, dlogits; topk_w, dtopk_w (+idx below)
+        if precision == "bf16":
+            f32 += 2 * h  # the router's fp32 copies of its input and input gradient
         i32 += k + 2 * k  # topk_idx; sorted_token, slot_pos
         act += 4 * k * h  # dispatcher xs, dxs, ys, dys
         act += k * 6 * Im  # experts gu, h, dgu, dh
@@ -190,6 +192,8 @@ class Op:
         d = DEVICES[dev]
         if self.kind == "gemm":
             tc = self.flops / (d["bf16"] * (GEMM_EFF if practical else 1.0))
+        elif self.kind == "gemm32":  # fp32 cuBLAS GEMM without TF32: CUDA cores
+            tc = self.flops / (d["fp32"] * (GEMM_EFF if practical else 1.0))
         elif self.kind == "simt" and attn == "tc":
             tc = self.flops / (d["bf16"] * (TC_ATTN_EFF if practical else 1.0))
         elif self.kind == "simt":
@@ -206,9 +210,9 @@ class Op:
         d = DEVICES[dev]
         if self.kind == "sync":
             return "host"
-        peak = d["bf16"] if self.kind == "gemm" else d["fp32"] if self.kind == "simt" else 0
+        peak = d["bf16"] if self.kind == "gemm" else d["fp32"] if self.kind in ("simt", "gemm32") else 0
         if peak and self.flops / peak >= self.bytes / d["hbm"]:
-            return "fp32 cores" if self.kind == "simt" else "tensor cores"
+            return "tensor cores" if self.kind == "gemm" else "fp32 cores"
         return "HBM"
 
 
@@ -258,7 +262,12 @@ def layer_ops(mc, batch, seq, precision, layer=0):
     if is_moe(mc, layer):
         E, k, Im = mc["num_experts"], mc["num_experts_per_tok"], mc["moe_intermediate_size"]
         S_ = T * k  # routed slots
-        gemm("router GEMM (fp32 logits)", "fwd", T, E, h, a, a, f)
+        # moe/router.c: the router is fp32 throughout; in bf16 training it converts its input
+        # and uses the fp32 master weight, so its GEMMs are fp32 (no TF32): CUDA cores
+        if a != f:
+            add("router input to fp32 (convert)", "fwd", "mem", 0, T * h * (a + f))
+        gemm("router GEMM (fp32)", "fwd", T, E, h, f, f, f)
+        ops[-1].kind = "gemm32"
         add("router_fwd (softmax, top-k, stats)", "fwd", "mem", 10.0 * T * E,
             2 * T * E * f + T * k * (4 + f) + (E + 1) * f)
         add("moe_sort (histogram, scan, scatter)", "fwd", "mem", 0, T * k * 4 + 2 * S_ * 4 + E * 4,
@@ -287,8 +296,12 @@ def layer_ops(mc, batch, seq, precision, layer=0):
         add("zero dxn", "bwd", "mem", 0, T * h * a)
         add("scatter_add_rows", "bwd", "mem", S_ * h, S_ * h * a + 2 * T * h * a + S_ * 4)
         add("router_bwd", "bwd", "mem", 10.0 * T * E, 3 * T * E * f + T * k * (4 + 2 * f))
-        gemm("router GEMM dW", "bwd", E, h, T, a, a, f, c_rw=True)
-        gemm("router GEMM dX (+=)", "bwd", T, h, E, a, a, a, c_rw=True)
+        gemm("router GEMM dW (fp32)", "bwd", E, h, T, f, f, f, c_rw=True)
+        ops[-1].kind = "gemm32"
+        gemm("router GEMM dX (fp32)", "bwd", T, h, E, f, f, f, c_rw=a == f)
+        ops[-1].kind = "gemm32"
+        if a != f:
+            add("router dX into dxn (add)", "bwd", "mem", T * h, T * h * (2 * a + f))
     else:
         I = mc["intermediate_size"]
         gemm("gate_up fwd", "fwd", T, 2 * I, h, a, a, a)
@@ -405,6 +418,10 @@ def analyse(args):
     lp_total, lp_active = layer_params(mc, 0)
     hops, chunk_rows, chunks = head_ops(mc, batch, seq, prec, args.logits_chunk)
     hops_one, _, _ = head_ops(mc, batch, seq, prec, T * mc["vocab_size"])
+    if prec == "fp32":  # fp32 training: every GEMM is an fp32 cuBLAS GEMM without TF32
+        for o in lops + hops + hops_one:
+            if o.kind == "gemm":
+                o.kind = "gemm32"
     V, h = mc["vocab_size"], mc["hidden_size"]
     emb_params = V * h * (1 if mc.get("tie_word_embeddings", False) else 2) + h
     res = {"config": os.path.relpath(args.config, ROOT), "seq": seq, "batch": batch, "tokens": T,
@@ -486,7 +503,8 @@ def markdown(args):
     kinds = {}
     for o in lops:
         kinds.setdefault(o.kind, []).append(o)
-    names = {"gemm": "cuBLAS GEMMs (dense and grouped)", "simt": "SIMT gated attention",
+    names = {"gemm": "cuBLAS bf16 GEMMs (dense and grouped)", "gemm32": "cuBLAS fp32 router GEMMs",
+             "simt": "SIMT gated attention",
              "mem": "bandwidth-bound kernels", "sync": "host reads"}
     p("")
     p("Share of the layer's practical H100 time by kind:")
