@@ -236,8 +236,12 @@ def build_hf():
               attention_bias=False, use_cache=False, initializer_range=MC.get("initializer_range", 0.02))
     if MC.get("shared_expert_intermediate_size", 0):
         raise SystemExit("--impl hf: Qwen3-MoE has no shared expert; use --impl native")
-    cfg = Qwen3MoeConfig(**kw)
-    cfg._attn_implementation = "sdpa"
+    # The attention is replaced below; the implementation only decides how HF builds its
+    # (unused) causal mask.
+    try:
+        cfg = Qwen3MoeConfig(attn_implementation="sdpa", **kw)
+    except TypeError:
+        cfg = Qwen3MoeConfig(**kw)
     model = Qwen3MoeForCausalLM(cfg)
     norm_cls = getattr(mq, "Qwen3MoeRMSNorm", RMSNorm)
     for layer in model.model.layers:
