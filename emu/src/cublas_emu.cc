@@ -362,9 +362,14 @@ cublasStatus_t run_batch(cublasHandle_t h, const char *fn, gemm_args g, const vo
     if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
     const support s = gemm_ex_support(g.at, g.bt, g.ct, compute);
     if (s != EMULATED) return refuse(s, fn, g.at, g.bt, g.ct, compute);
+    if (!can_launch(h)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    /* In device pointer mode alpha and beta are device memory too. */
+    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE && alpha && beta &&
+        (!addressable(fn, "alpha", alpha, sizeof(float)) ||
+         !addressable(fn, "beta", beta, sizeof(float))))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     float a, b;
     if ((st = read_scalars(alpha, beta, &a, &b)) != CUBLAS_STATUS_SUCCESS) return st;
-    if (!can_launch(h)) return CUBLAS_STATUS_EXECUTION_FAILED;
     const rounding r = input_rounding(h, g.at, compute, legacy);
     for (int64_t i = 0; i < batch; i++) {
         if ((st = problem(i, g)) != CUBLAS_STATUS_SUCCESS) return st;

@@ -533,6 +533,13 @@ static int run_case(const char *name) {
                                         (const void *const *)dhp.p, CUDA_R_32F, &one, &beta,
                                         (void *const *)dhp.p, CUDA_R_32F, &one, 1, &one,
                                         CUBLAS_COMPUTE_32F);
+    } else if (strcmp(what, "host_alpha_device_mode") == 0) { /* device mode, host alpha */
+        const float one[2] = {1, 0};
+        dev dab(one, sizeof one);
+        cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE);
+        st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, fault ? &alpha : (float *)dab.p, dp,
+                          CUDA_R_32F, 2, dp, CUDA_R_32F, 2, (float *)dab.p + 1, dp + 8, CUDA_R_32F,
+                          2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else {
         return 3;
     }
@@ -575,6 +582,7 @@ int main(int argc, char **argv) {
     expect_fault(argv[0], "host_matrix", "matrix A");
     expect_fault(argv[0], "past_end", "matrix C");
     expect_fault(argv[0], "host_pointer_array", "the A pointer array");
+    expect_fault(argv[0], "host_alpha_device_mode", "alpha");
     const char *no_gpu[] = {"SLUICE_EMU_DEVICES=0", nullptr};
     const emu_child r = emu_run_child(argv[0], "no_device", no_gpu);
     CHECK(r.exited && r.code == 0, "cublasCreate without a GPU: exit %d: %s", r.code,
