@@ -10,7 +10,7 @@ if(SLUICE_CUDA_EMULATED)
       list(APPEND srcs ${abs})
       if(abs MATCHES "\\.cu$")
         set_source_files_properties(${abs} PROPERTIES LANGUAGE CXX
-                                    COMPILE_OPTIONS "-x;c++;-include;cuda_runtime.h;-fstack-clash-protection")
+                                    COMPILE_OPTIONS "-x;c++;-include;cuda_runtime.h;-fstack-clash-protection;-Wno-unknown-pragmas;-Wno-class-memaccess;-Wno-maybe-uninitialized")
       endif()
     endforeach()
     add_executable(${name} ${srcs})
