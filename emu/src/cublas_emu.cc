@@ -17,6 +17,13 @@
  *     A combination real cuBLAS accepts but this fake does not compute (integer, fp64, complex,
  *     half-precision accumulation) also returns NOT_SUPPORTED, with a line on stderr saying
  *     that it is the fake's limit;
+ *   - every matrix a call reads or writes, and every pointer array, must lie inside one
+ *     allocation of the emulated device (cudaMalloc, or pinned host memory, which a GPU can
+ *     address): a host pointer or a region running past an allocation's end is a fault
+ *     (cudaErrorIllegalAddress, as the GPU would raise), reported like an out-of-bounds write
+ *     in a kernel. A call on an unknown stream, or after a sticky CUDA error, fails
+ *     (EXECUTION_FAILED), and cublasCreate fails (NOT_INITIALIZED) where the emulated machine
+ *     has no GPU (SLUICE_EMU_DEVICES=0);
  *   - the grouped GEMM accepts only A, B and C of one type (fp32 with CUBLAS_COMPUTE_32F or
  *     _FAST_TF32, bf16 or fp16 with CUBLAS_COMPUTE_32F): the combinations cuBLAS documents for
  *     cublasGemmGroupedBatchedEx. If a newer cuBLAS accepts more, refusing here costs the caller
@@ -34,12 +41,20 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <mutex>
 #include <vector>
+
+#include "internal.h"
+
+namespace sl_emu {
+bool valid_stream(cudaStream_t s); /* runtime.cc (as simt.cc declares it) */
+} // namespace sl_emu
 
 struct cublasContext {
     cudaStream_t stream = nullptr;
@@ -296,8 +311,47 @@ const void *offset(const void *p, long long elems, cudaDataType t) {
     return p ? (const char *)p + elems * (long long)type_size(t) : nullptr;
 }
 
+/* Whether [p, p + bytes) lies inside one allocation the emulated GPU can address; if not, a
+ * fault naming the call and the operand (the fault aborts unless SLUICE_EMU_FATAL=0). */
+bool addressable(const char *fn, const char *what, const void *p, size_t bytes) {
+    if (bytes == 0) return true;
+    std::lock_guard<std::recursive_mutex> lock(sl_emu::big_lock());
+    if (sl_emu::find_allocation(p, bytes)) return true;
+    char msg[320];
+    snprintf(msg, sizeof msg,
+             "%s: %s at %p (%zu bytes) is not inside one allocation of the device: a host "
+             "pointer, or a region running past its allocation's end",
+             fn, what, p, bytes);
+    sl_emu::fault(cudaErrorIllegalAddress, msg);
+    return false;
+}
+
+/* The bytes a column-major rows x cols matrix with leading dimension ld spans. */
+size_t span(cudaDataType t, int64_t rows, int64_t cols, int64_t ld) {
+    if (rows == 0 || cols == 0) return 0;
+    return (size_t)((cols - 1) * ld + rows) * type_size(t);
+}
+
+/* The matrices one problem touches are device memory (A and B only when k > 0). */
+bool operands_addressable(const char *fn, const gemm_args &g) {
+    if (g.m == 0 || g.n == 0) return true;
+    const int64_t rows_a = g.ta == CUBLAS_OP_N ? g.m : g.k, cols_a = g.m + g.k - rows_a;
+    const int64_t rows_b = g.tb == CUBLAS_OP_N ? g.k : g.n, cols_b = g.k + g.n - rows_b;
+    return addressable(fn, "matrix A", g.a, span(g.at, rows_a, cols_a, g.lda)) &&
+           addressable(fn, "matrix B", g.b, span(g.bt, rows_b, cols_b, g.ldb)) &&
+           addressable(fn, "matrix C", g.c, span(g.ct, g.m, g.n, g.ldc));
+}
+
+/* What a GPU call on this handle meets before any computing: an unknown stream, or a sticky
+ * error from an earlier fault, fails the call as a kernel launch would fail. */
+bool can_launch(const cublasContext *h) {
+    std::lock_guard<std::recursive_mutex> lock(sl_emu::big_lock());
+    return sl_emu::valid_stream(h->stream) && sl_emu::sticky_error() == cudaSuccess;
+}
+
 /* One GEMM, or a strided or pointer-array batch of GEMMs of one shape: `problem(i, g)` sets
- * g's matrices to problem i's. `legacy`: a cublas<t>gemm routine (math-mode rules). */
+ * g's matrices to problem i's and returns a status (what reading a pointer array met).
+ * `legacy`: a cublas<t>gemm routine (math-mode rules). */
 template <typename F>
 cublasStatus_t run_batch(cublasHandle_t h, const char *fn, gemm_args g, const void *alpha,
                          const void *beta, int64_t batch, cublasComputeType_t compute, bool legacy,
@@ -308,12 +362,19 @@ cublasStatus_t run_batch(cublasHandle_t h, const char *fn, gemm_args g, const vo
     if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
     const support s = gemm_ex_support(g.at, g.bt, g.ct, compute);
     if (s != EMULATED) return refuse(s, fn, g.at, g.bt, g.ct, compute);
+    if (!can_launch(h)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    /* In device pointer mode alpha and beta are device memory too. */
+    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE && alpha && beta &&
+        (!addressable(fn, "alpha", alpha, sizeof(float)) ||
+         !addressable(fn, "beta", beta, sizeof(float))))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     float a, b;
     if ((st = read_scalars(alpha, beta, &a, &b)) != CUBLAS_STATUS_SUCCESS) return st;
     const rounding r = input_rounding(h, g.at, compute, legacy);
     for (int64_t i = 0; i < batch; i++) {
-        problem(i, g);
+        if ((st = problem(i, g)) != CUBLAS_STATUS_SUCCESS) return st;
         if (!pointers_present(g)) return CUBLAS_STATUS_INVALID_VALUE;
+        if (!operands_addressable(fn, g)) return CUBLAS_STATUS_EXECUTION_FAILED;
         run_gemm(g, a, b, r);
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -352,6 +413,11 @@ const char *status_name(cublasStatus_t s) {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
     if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        cudaGetLastError(); /* cuBLAS reports it as its own status */
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
     *handle = new cublasContext();
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -469,7 +535,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
     (void)algo; /* an algorithm choice changes speed, not the result's definition */
     const gemm_args g = {transa, transb, m, n, k, A, B, C, lda, ldb, ldc, Atype, Btype, Ctype};
     return run_batch(handle, "cublasGemmEx", g, alpha, beta, 1, computeType, false,
-                     [](int64_t, gemm_args &) {});
+                     [](int64_t, gemm_args &) { return CUBLAS_STATUS_SUCCESS; });
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -487,6 +553,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                          p.a = offset(A, i * strideA, Atype);
                          p.b = offset(B, i * strideB, Btype);
                          p.c = (void *)offset(C, i * strideC, Ctype);
+                         return CUBLAS_STATUS_SUCCESS;
                      });
 }
 
@@ -498,14 +565,23 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t tran
                                    int ldc, int batchCount, cublasComputeType_t computeType,
                                    cublasGemmAlgo_t algo) {
     (void)algo;
-    if (batchCount > 0 && (!Aarray || !Barray || !Carray)) return CUBLAS_STATUS_INVALID_VALUE;
     const gemm_args g = {transa,  transb, m,   n,   k,     nullptr, nullptr,
                          nullptr, lda,    ldb, ldc, Atype, Btype,   Ctype};
     return run_batch(handle, "cublasGemmBatchedEx", g, alpha, beta, batchCount, computeType, false,
                      [&](int64_t i, gemm_args &p) {
+                         if (i == 0) { /* the arrays themselves, before the first read */
+                             if (!Aarray || !Barray || !Carray) return CUBLAS_STATUS_INVALID_VALUE;
+                             const size_t bytes = (size_t)batchCount * sizeof(void *);
+                             const char *fn = "cublasGemmBatchedEx";
+                             if (!addressable(fn, "the A pointer array", Aarray, bytes) ||
+                                 !addressable(fn, "the B pointer array", Barray, bytes) ||
+                                 !addressable(fn, "the C pointer array", Carray, bytes))
+                                 return CUBLAS_STATUS_EXECUTION_FAILED;
+                         }
                          p.a = Aarray[i];
                          p.b = Barray[i];
                          p.c = Carray[i];
+                         return CUBLAS_STATUS_SUCCESS;
                      });
 }
 
@@ -531,6 +607,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                          p.a = offset(A, i * strideA, CUDA_R_32F);
                          p.b = offset(B, i * strideB, CUDA_R_32F);
                          p.c = (void *)offset(C, i * strideC, CUDA_R_32F);
+                         return CUBLAS_STATUS_SUCCESS;
                      });
 }
 
@@ -566,6 +643,13 @@ cublasStatus_t cublasGemmGroupedBatchedEx(
         problems += group_size[i];
     }
     if (problems > 0 && (!Aarray || !Barray || !Carray)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!can_launch(handle)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    const char *fn = "cublasGemmGroupedBatchedEx";
+    const size_t array_bytes = (size_t)problems * sizeof(void *);
+    if (!addressable(fn, "the A pointer array", Aarray, array_bytes) ||
+        !addressable(fn, "the B pointer array", Barray, array_bytes) ||
+        !addressable(fn, "the C pointer array", Carray, array_bytes))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     const float *alphas = (const float *)alpha_array, *betas = (const float *)beta_array;
     const rounding r = input_rounding(handle, Atype, computeType, false);
     int64_t p = 0;
@@ -576,6 +660,7 @@ cublasStatus_t cublasGemmGroupedBatchedEx(
                 Aarray[p],       Barray[p],       Carray[p],  lda_array[i], ldb_array[i],
                 ldc_array[i],    Atype,           Btype,      Ctype};
             if (!pointers_present(g)) return CUBLAS_STATUS_INVALID_VALUE;
+            if (!operands_addressable(fn, g)) return CUBLAS_STATUS_EXECUTION_FAILED;
             run_gemm(g, alphas[i], betas[i], r);
         }
     return CUBLAS_STATUS_SUCCESS;
