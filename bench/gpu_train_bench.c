@@ -1,0 +1,609 @@
+/*
+ * bench/gpu_train_bench.c - training throughput of the CUDA backend, as a fraction of a bf16
+ * GEMM peak measured in the same run (issue 9, section 7).
+ *
+ *   gpu_train_bench [CONFIG] [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
+ *                   [--warmup N] [--precision bf16|fp32] [--mem-gib G] [--peak-n N]
+ *                   [--peak-reps N] [--nondeterministic]
+ *
+ * CONFIG (default configs/qwen-gated-15a2b.json; also --config) is trained with its layers cut
+ * to fit one GPU: the same widths, experts and routing, `--layers` decoder layers (default:
+ * the most whose memory estimate below fits the device), seq `--seq` (default
+ * training.seq_len), micro-batch `--batch` (default training.micro_batch_size), backend cuda,
+ * training.precision `--precision` (default bf16). One step is sl_train_step, exactly what
+ * `sluice train` runs per optimizer step: zero the gradients, `--accum` micro-batches of
+ * forward + backward on random tokens (fixed seed), gradient norm, clipping, AdamW, router
+ * statistics, with every host read the trainer makes. `--warmup` untimed steps (the caching
+ * allocator fills during the first), then `--steps` timed ones; the host waits for the device
+ * only at the step boundaries (sl_backend_synchronize), so a step's time is the device's time
+ * plus whatever the step's own host reads cost.
+ *
+ * Reported: tokens/s, model FLOP/s (model/counts.h convention: 6 x the active matmul
+ * parameters incl. the LM head + 6 x layers x heads x head_dim x seq per token; elementwise
+ * work not counted), and that as a fraction of the bf16 GEMM peak measured in the same
+ * process: cublasGemmEx 8192^3 (bf16 A, B, C; fp32 accumulation), `--peak-reps` timed after 3
+ * warm-ups, median, once before the model exists and once after the steps (the larger
+ * counts; the second is skipped when its buffers no longer fit). The memory estimate, the
+ * device memory in use after the steps, and the host reads per step are printed too. The last
+ * line of the output is one JSON object for scripts (bench/run_gpu_bench.sh).
+ *
+ * On the emulated CUDA backend (-DSLUICE_CUDA=EMULATED) this runs end to end on the CPU with a
+ * tiny config and a small --peak-n; its speed says nothing about a GPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/backends.h"
+#include "bench/gpu_cublas_peak.h"
+#include "core/comm.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "model/counts.h"
+#include "model/model.h"
+#include "trainer/config.h"
+#include "trainer/optimizer.h"
+#include "trainer/train_step.h"
+
+#define GIB ((double)(1ULL << 30))
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- memory estimate (mirrored by bench/perf_model.py; change both together) ------------- */
+
+static int64_t q_width(const sl_model_config *m) {
+    const int64_t hd = (int64_t)m->num_attention_heads * m->head_dim;
+    switch (m->attn_output_gate) {
+    case SL_GATE_ELEMENTWISE:
+        return 2 * hd;
+    case SL_GATE_HEADWISE:
+        return hd + m->num_attention_heads;
+    case SL_GATE_NONE:
+        return hd;
+    }
+    return hd;
+}
+
+static int64_t gate_width(const sl_model_config *m) {
+    switch (m->attn_output_gate) {
+    case SL_GATE_ELEMENTWISE:
+        return (int64_t)m->num_attention_heads * m->head_dim;
+    case SL_GATE_HEADWISE:
+        return m->num_attention_heads;
+    case SL_GATE_NONE:
+        return 0;
+    }
+    return 0;
+}
+
+/* Bytes per parameter: fp32 master, fp32 gradient, AdamW m and v, and in bf16 mode the bf16
+ * compute copy (docs/cuda.md, "Precision"). */
+static double state_bytes_per_param(bool bf16) {
+    return bf16 ? 18.0 : 16.0;
+}
+
+/* The device tensors layer l allocates for a micro-batch of `tokens` (attention/attn_block.c,
+ * moe/ffn_block.c, moe/router.c, moe/token_dispatcher.c, moe/experts.c). */
+static double layer_activation_bytes(const sl_model_config *m, int l, int64_t tokens, bool bf16) {
+    const double a = bf16 ? 2.0 : 4.0;
+    const int64_t h = m->hidden_size, hd = (int64_t)m->num_attention_heads * m->head_dim;
+    const int64_t kvd = (int64_t)m->num_key_value_heads * m->head_dim;
+    /* residual x[l], h[l]; attention xn, qall, q, qn, k, kn, v, g, y, o; ffn xn, y */
+    int64_t act = 2 * h + h + q_width(m) + 2 * hd + 3 * kvd + gate_width(m) + 2 * hd + 2 * h;
+    /* rstd, q_rstd, k_rstd, lse, ffn rstd */
+    int64_t f32 = 1 + m->num_attention_heads + m->num_key_value_heads + m->num_attention_heads + 1;
+    int64_t i32 = 0;
+    if (sl_layer_is_moe(m, l)) {
+        const int64_t e = m->num_experts, k = m->num_experts_per_tok;
+        f32 += 3 * e + 3 * k;   /* router logits, probs, dlogits; topk_w, dtopk_w */
+        if (bf16) f32 += 2 * h; /* the router's fp32 copies of its input and input gradient */
+        i32 += 3 * k;           /* topk_idx; sorted_token, slot_pos */
+        act += 4 * k * h;       /* dispatcher xs, dxs, ys, dys */
+        act += k * 6 * (int64_t)m->moe_intermediate_size; /* experts gu, h, dgu, dh */
+    } else {
+        act += 6 * (int64_t)m->intermediate_size;
+    }
+    return (double)tokens * ((double)act * a + (double)(f32 + i32) * 4.0);
+}
+
+/* Shared across layers: attention and FFN gradient workspaces, the residual gradients, the
+ * final norm, one logits chunk (model.c: 2^24 elements), ids/targets/positions. */
+static double workspace_bytes(const sl_model_config *m, int64_t tokens, bool bf16) {
+    const double a = bf16 ? 2.0 : 4.0;
+    const int64_t h = m->hidden_size, hd = (int64_t)m->num_attention_heads * m->head_dim;
+    const int64_t kvd = (int64_t)m->num_key_value_heads * m->head_dim;
+    const int64_t ws = 3 * hd + 3 * kvd + gate_width(m) + q_width(m) + h + h + 2 * h + 2 * h;
+    int64_t rows = ((int64_t)1 << 24) / m->vocab_size;
+    if (rows > tokens) rows = tokens;
+    return (double)tokens * ((double)ws * a + 12.0) + (double)(rows * m->vocab_size) * a;
+}
+
+typedef struct {
+    double state, activations, workspace, total;
+} mem_estimate;
+
+static mem_estimate estimate_memory(const sl_model_config *full, int layers, int64_t tokens,
+                                    bool bf16) {
+    sl_model_config m = *full;
+    m.num_hidden_layers = layers;
+    int64_t total = 0;
+    sl_model_param_count(&m, &total, NULL);
+    mem_estimate e = {.state = (double)total * state_bytes_per_param(bf16)};
+    for (int l = 0; l < layers; l++) e.activations += layer_activation_bytes(&m, l, tokens, bf16);
+    e.workspace = workspace_bytes(&m, tokens, bf16);
+    e.total = e.state + e.activations + e.workspace;
+    return e;
+}
+
+/* What the model may use of `device_bytes`: the CUDA context, cuBLAS workspaces and the
+ * caching allocator's slack take the rest. */
+static double usable_bytes(double device_bytes) {
+    return 0.92 * device_bytes - 2.0 * GIB;
+}
+
+/* The most layers (up to the config's) whose estimate fits `budget` bytes of device memory. */
+static int choose_layers(const sl_model_config *m, int64_t tokens, bool bf16, double budget) {
+    int layers = 1;
+    for (int n = 1; n <= m->num_hidden_layers; n++)
+        if (estimate_memory(m, n, tokens, bf16).total <= usable_bytes(budget)) layers = n;
+    return layers;
+}
+
+static void print_estimate(const mem_estimate *e, bool bf16, double budget) {
+    printf("memory estimate: state %.2f GiB (%.0f bytes/param) + activations %.2f GiB + "
+           "workspaces %.2f GiB = %.2f GiB of %.2f GiB usable (92%% of %.1f GiB - 2 GiB)\n",
+           e->state / GIB, state_bytes_per_param(bf16), e->activations / GIB, e->workspace / GIB,
+           e->total / GIB, usable_bytes(budget) / GIB, budget / GIB);
+}
+
+/* ---- tokens ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int batch, seq, vocab;
+} token_source;
+
+/* Random tokens, the same for every step: micro-batch `micro` always gets the same ones. */
+static int random_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    const token_source *s = user;
+    sl_rng rng;
+    sl_rng_init(&rng, 20240601, (uint64_t)micro + 1);
+    const int64_t n = (int64_t)s->batch * (s->seq + 1);
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)sl_rng_below(&rng, (uint64_t)s->vocab);
+    return 0;
+}
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *config;
+    int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps;
+    double mem_gib;
+    const char *precision;
+    bool nondeterministic, estimate_only;
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: gpu_train_bench [CONFIG] [--config PATH] [--layers N] [--seq S] [--batch B]\n"
+            "                       [--accum N] [--steps N] [--warmup N] [--precision bf16|fp32]\n"
+            "                       [--mem-gib G] [--peak-n N] [--peak-reps N] "
+            "[--nondeterministic]\n"
+            "                       [--estimate]\n"
+            "  CONFIG          default configs/qwen-gated-15a2b.json\n"
+            "  --layers N      decoder layers (default: the most whose memory estimate fits)\n"
+            "  --seq, --batch  default training.seq_len, training.micro_batch_size\n"
+            "  --accum N       micro-batches per optimizer step (default 1)\n"
+            "  --steps N       timed steps (default 10); --warmup N untimed steps (default 2)\n"
+            "  --precision P   training.precision (default bf16)\n"
+            "  --mem-gib G     memory to fit the default layer count in (default: the device's)\n"
+            "  --peak-n N      size of the cuBLAS bf16 peak GEMM (default 8192; 0 skips it)\n"
+            "  --peak-reps N   timed peak GEMMs, median reported (default 21)\n"
+            "  --nondeterministic  let kernels with a faster atomic variant use it\n"
+            "  --estimate      only print the memory estimate and the layer count it gives for\n"
+            "                  --mem-gib (default 139, an H200) and exit; needs no GPU\n");
+}
+
+static int parse_options(int argc, char **argv, options *o) {
+    *o = (options){.config = "configs/qwen-gated-15a2b.json",
+                   .accum = 1,
+                   .steps = 10,
+                   .warmup = 2,
+                   .peak_n = 8192,
+                   .peak_reps = 21,
+                   .precision = "bf16"};
+    bool have_config = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int *dst = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--nondeterministic") == 0) {
+            o->nondeterministic = true;
+            continue;
+        } else if (strcmp(a, "--estimate") == 0) {
+            o->estimate_only = true;
+            continue;
+        } else if (a[0] != '-') {
+            if (have_config) {
+                fprintf(stderr, "gpu_train_bench: a second config '%s'\n", a);
+                return -1;
+            }
+            o->config = a;
+            have_config = true;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--config") == 0 || strcmp(a, "--precision") == 0 ||
+            strcmp(a, "--mem-gib") == 0) {
+            /* string-valued options */
+        } else if (strcmp(a, "--layers") == 0) {
+            dst = &o->layers;
+        } else if (strcmp(a, "--seq") == 0) {
+            dst = &o->seq;
+        } else if (strcmp(a, "--batch") == 0) {
+            dst = &o->batch;
+        } else if (strcmp(a, "--accum") == 0) {
+            dst = &o->accum;
+        } else if (strcmp(a, "--steps") == 0) {
+            dst = &o->steps;
+        } else if (strcmp(a, "--warmup") == 0) {
+            dst = &o->warmup;
+        } else if (strcmp(a, "--peak-n") == 0) {
+            dst = &o->peak_n;
+        } else if (strcmp(a, "--peak-reps") == 0) {
+            dst = &o->peak_reps;
+        } else {
+            fprintf(stderr, "gpu_train_bench: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (!v) {
+            fprintf(stderr, "gpu_train_bench: %s needs a value\n", a);
+            return -1;
+        }
+        i++;
+        if (strcmp(a, "--config") == 0) {
+            o->config = v;
+            have_config = true;
+            continue;
+        } else if (strcmp(a, "--precision") == 0) {
+            o->precision = v;
+            continue;
+        } else if (strcmp(a, "--mem-gib") == 0) {
+            char *end = NULL;
+            o->mem_gib = strtod(v, &end);
+            if (!end || *end || !(o->mem_gib > 0)) {
+                fprintf(stderr, "gpu_train_bench: --mem-gib: not a positive number: '%s'\n", v);
+                return -1;
+            }
+            continue;
+        }
+        char *end = NULL;
+        const long x = strtol(v, &end, 10);
+        if (!end || *end || x < 0 || x > 1000000000L) {
+            fprintf(stderr, "gpu_train_bench: %s: not a count: '%s'\n", a, v);
+            return -1;
+        }
+        *dst = (int)x;
+    }
+    if (o->steps < 1 || o->accum < 1 || o->peak_reps < 1 ||
+        (strcmp(o->precision, "bf16") != 0 && strcmp(o->precision, "fp32") != 0)) {
+        fprintf(stderr, "gpu_train_bench: need --steps >= 1, --accum >= 1, --peak-reps >= 1 "
+                        "and --precision bf16 or fp32\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* --estimate: the layer count and estimate for a budget, without a GPU. */
+static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens, bool bf16) {
+    const double budget = (o->mem_gib > 0 ? o->mem_gib : 139.0) * GIB;
+    const int layers = o->layers > 0 ? o->layers : choose_layers(&cfg->model, tokens, bf16, budget);
+    const mem_estimate e = estimate_memory(&cfg->model, layers, tokens, bf16);
+    printf("gpu_train_bench --estimate: %s | %d of %d layers | %lld tokens per micro-batch | "
+           "precision %s\n",
+           o->config, layers, cfg->model.num_hidden_layers, (long long)tokens, o->precision);
+    print_estimate(&e, bf16, budget);
+    printf("{\"config\": \"%s\", \"layers\": %d, \"tokens\": %lld, \"precision\": \"%s\", "
+           "\"budget_gib\": %.6g, \"usable_gib\": %.6g, \"state_gib\": %.6g, "
+           "\"activations_gib\": %.6g, \"workspace_gib\": %.6g, \"mem_estimate_gib\": %.6g}\n",
+           o->config, layers, (long long)tokens, o->precision, budget / GIB,
+           usable_bytes(budget) / GIB, e.state / GIB, e.activations / GIB, e.workspace / GIB,
+           e.total / GIB);
+    return 0;
+}
+
+/* Measures the peak unless disabled; peak->n == 0 when not measured (reason in why). */
+static void measure_peak(const options *o, sl_bench_peak *peak, char *why, size_t whylen) {
+    memset(peak, 0, sizeof *peak);
+    if (o->peak_n <= 0) {
+        snprintf(why, whylen, "skipped (--peak-n 0)");
+        return;
+    }
+    if (sl_bench_gemm_peak(o->peak_n, 3, o->peak_reps, peak, why, whylen) != 0) peak->n = 0;
+}
+
+/* Applies the benchmark's settings to cfg through the config API, so that they are validated
+ * like a config file's. Returns 0, or -1 after printing why. */
+static int configure(sl_config *cfg, const options *o, int layers, int seq, int batch) {
+    char sets[5][96], err[2048];
+    snprintf(sets[0], sizeof sets[0], "model.num_hidden_layers=%d", layers);
+    snprintf(sets[1], sizeof sets[1], "training.seq_len=%d", seq);
+    snprintf(sets[2], sizeof sets[2], "training.micro_batch_size=%d", batch);
+    snprintf(sets[3], sizeof sets[3], "training.global_batch_tokens=%lld",
+             (long long)batch * seq * o->accum);
+    snprintf(sets[4], sizeof sets[4], "backend.name=cuda");
+    const char *const list[] = {sets[0], sets[1], sets[2], sets[3], sets[4]};
+    if (sl_config_apply_sets(cfg, list, 5, err, sizeof err) != 0) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        return -1;
+    }
+    /* training.precision: bf16 (fp32 master weights, bf16 compute copies and activations)
+     * or fp32 (docs/cuda.md, "Precision"); what ran is read back from the model. */
+    char set[64];
+    snprintf(set, sizeof set, "training.precision=%s", o->precision);
+    if (o->nondeterministic && sl_config_set(cfg, "backend.deterministic=false", err, sizeof err)) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        return -1;
+    }
+    if (sl_config_set(cfg, set, err, sizeof err) != 0) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (parse_options(argc, argv, &o) != 0) {
+        fprintf(stderr, "gpu_train_bench: --help lists the options\n");
+        return 2;
+    }
+    sl_comm *world = sl_comm_init_world(&argc, &argv);
+    int rc = 1;
+    static sl_config cfg; /* large: keep it off the stack */
+    char err[2048], why_before[512] = "", why_after[512] = "";
+    sl_backend *be = NULL;
+    sl_model *m = NULL;
+    sl_optimizer opt;
+    bool opt_ready = false;
+    int64_t *counts = NULL;
+    int32_t *tokens = NULL;
+    double *dt = NULL;
+
+    if (sl_config_load(o.config, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        goto out;
+    }
+    const int full_layers = cfg.model.num_hidden_layers;
+    const int seq = o.seq > 0 ? o.seq : cfg.train.seq_len;
+    const int batch = o.batch > 0 ? o.batch : cfg.train.micro_batch_size;
+    const bool bf16 = strcmp(o.precision, "bf16") == 0;
+    const int64_t tokens_mb = (int64_t)batch * seq;
+    if (o.estimate_only) {
+        rc = estimate_only(&cfg, &o, tokens_mb, bf16);
+        goto out;
+    }
+
+    /* as launch/cmd_train.c creates it (backend.deterministic from the config or the flag) */
+    sl_backend_params bp = {.threads = 0,
+                            .device = -1,
+                            .allow_nondeterministic =
+                                o.nondeterministic || !cfg.backend.deterministic};
+    be = sl_backend_create("cuda", &bp, err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "gpu_train_bench: backend cuda: %s\n", err);
+        goto out;
+    }
+    sl_bench_device dev;
+    if (sl_bench_device_info(&dev, err, sizeof err) != 0) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        goto out;
+    }
+
+    /* The peak first, before the model takes the memory. */
+    sl_bench_peak peak_before, peak_after;
+    measure_peak(&o, &peak_before, why_before, sizeof why_before);
+
+    /* Layers: the most that fit, unless given. */
+    const double budget = o.mem_gib > 0 ? o.mem_gib * GIB : (double)dev.total_bytes;
+    const int layers = o.layers > 0 ? o.layers : choose_layers(&cfg.model, tokens_mb, bf16, budget);
+    if (layers > SL_MAX_LAYERS) {
+        fprintf(stderr, "gpu_train_bench: --layers %d exceeds %d\n", layers, SL_MAX_LAYERS);
+        goto out;
+    }
+    const mem_estimate est = estimate_memory(&cfg.model, layers, tokens_mb, bf16);
+    if (configure(&cfg, &o, layers, seq, batch) != 0) goto out;
+
+    /* MoE options as `sluice train` sets them for a single rank (trainer/trainer.c). */
+    sl_moe_options mo = {
+        .capacity_factor = cfg.parallel.capacity_factor,
+        .drop_policy =
+            strcmp(cfg.parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION : SL_DROP_PROBS,
+        .lbl_comm = cfg.train.global_batch_lbl ? world : NULL,
+        .selection_bias = cfg.train.router_bias_update_rate > 0,
+    };
+    /* created as trainer/trainer.c creates it for one rank */
+    m = sl_model_create_ex(&cfg.model, be, NULL, batch, seq, &mo, sl_config_compute_dtype(&cfg),
+                           err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "gpu_train_bench: %s\n", err);
+        goto out;
+    }
+    sl_params_randomize(&m->params, cfg.train.seed);
+    const char *ran_dtype = sl_dtype_name(sl_tensor_dtype(m->x[0]));
+    if (strcmp(ran_dtype, bf16 ? "bf16" : "f32") != 0)
+        fprintf(stderr,
+                "gpu_train_bench: warning: --precision %s asked for, but the model's activations "
+                "are %s\n",
+                o.precision, ran_dtype);
+
+    int64_t total_params = 0, active_params = 0;
+    sl_model_param_count(&cfg.model, &total_params, &active_params);
+    const double flops_tok = sl_model_flops_per_token(&cfg.model, seq);
+
+    sl_optimizer_params op = {.dense = world,
+                              .expert = world,
+                              .ep = NULL,
+                              .zero1 = cfg.parallel.zero1,
+                              .bucket_bytes = (int64_t)cfg.parallel.bucket_mb << 20,
+                              .layers = cfg.model.num_hidden_layers};
+    sl_optimizer_init(&opt, &m->params, &op);
+    opt_ready = true;
+    const int nl = cfg.model.num_hidden_layers, ne = cfg.model.num_experts;
+    counts = calloc((size_t)nl * (ne > 0 ? ne : 1), sizeof(int64_t));
+    tokens = malloc(sizeof(int32_t) * (size_t)batch * (size_t)(seq + 1));
+    dt = malloc(sizeof(double) * (size_t)o.steps);
+    if (!counts || !tokens || !dt) {
+        fprintf(stderr, "gpu_train_bench: out of host memory\n");
+        goto out;
+    }
+    token_source src = {.batch = batch, .seq = seq, .vocab = cfg.model.vocab_size};
+    const sl_stepper stepper = {
+        .model = m, .opt = &opt, .world = world, .micro_batches = o.accum, .tokens = tokens};
+    const int64_t step_tokens = tokens_mb * o.accum;
+    double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
+    long long reads_step = -1, syncs_step = -1;
+    sl_backend_synchronize(be);
+    for (int s = 0; s < o.warmup + o.steps; s++) {
+        const long long r0 = sl_backend_host_reads(be), y0 = sl_backend_syncs(be);
+        const double t0 = now_s();
+        sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
+        if (sl_train_step(&stepper, &cfg.train, s, random_batch, &src, &res, err, sizeof err) !=
+            0) {
+            fprintf(stderr, "gpu_train_bench: %s\n", err);
+            goto out;
+        }
+        sl_backend_synchronize(be);
+        const double t1 = now_s();
+        /* the closing synchronize is the benchmark's, not the step's */
+        reads_step = sl_backend_host_reads(be) - r0;
+        syncs_step = sl_backend_syncs(be) - y0 - 1;
+        if (s == 0) loss_first = res.loss;
+        loss_last = res.loss;
+        if (s >= o.warmup) {
+            dt[s - o.warmup] = t1 - t0;
+            t_timed += t1 - t0;
+        }
+    }
+    sl_bench_device dev_after;
+    const bool have_after = sl_bench_device_info(&dev_after, err, sizeof err) == 0;
+    const double used = have_after ? (double)(dev_after.total_bytes - dev_after.free_bytes) : NAN;
+    measure_peak(&o, &peak_after, why_after, sizeof why_after);
+    const double peak = peak_before.median_flops > peak_after.median_flops
+                            ? peak_before.median_flops
+                            : peak_after.median_flops;
+
+    const double mean_s = t_timed / o.steps;
+    qsort(dt, (size_t)o.steps, sizeof(double), cmp_double);
+    const double median_s = dt[o.steps / 2], min_s = dt[0];
+    const double tok_s = (double)step_tokens / mean_s;
+    const double model_flops_s = flops_tok * tok_s;
+    const double frac = peak > 0 ? model_flops_s / peak : NAN;
+
+    printf("gpu_train_bench: %s | %s (sm_%d%d, %d SMs, %.1f GiB) | precision %s (activations "
+           "%s)\n",
+           o.config, dev.name, dev.major, dev.minor, dev.sms, (double)dev.total_bytes / GIB,
+           o.precision, ran_dtype);
+    printf("model: %d of %d layers, hidden %d, %d/%d heads x %d, %d experts top-%d (expert ffn "
+           "%d), vocab %d | %.1fM params, %.1fM active/token\n",
+           nl, full_layers, cfg.model.hidden_size, cfg.model.num_attention_heads,
+           cfg.model.num_key_value_heads, cfg.model.head_dim, ne, cfg.model.num_experts_per_tok,
+           cfg.model.moe_intermediate_size, cfg.model.vocab_size, total_params / 1e6,
+           active_params / 1e6);
+    printf("step: %d micro-batch(es) of %d x %d = %lld tokens/step | %d warmup + %d timed | "
+           "loss %.4f (step 1) -> %.4f (step %d)\n",
+           o.accum, batch, seq, (long long)step_tokens, o.warmup, o.steps, loss_first, loss_last,
+           o.warmup + o.steps);
+    printf("memory estimate (%s%s): state %.2f GiB (%.0f bytes/param) + activations %.2f GiB + "
+           "workspaces %.2f GiB = %.2f GiB of %.2f GiB usable (92%% of %.1f GiB - 2 GiB)\n",
+           o.layers > 0 ? "--layers given" : "chose the layer count",
+           o.mem_gib > 0 ? ", --mem-gib" : "", est.state / GIB, state_bytes_per_param(bf16),
+           est.activations / GIB, est.workspace / GIB, est.total / GIB, usable_bytes(budget) / GIB,
+           budget / GIB);
+    printf("device memory in use after the steps (cudaMemGetInfo: tensors, allocator cache, "
+           "context): %.2f GiB\n",
+           used / GIB);
+    printf("host reads per step: %lld (+ %lld explicit synchronizations)\n", reads_step,
+           syncs_step);
+    printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
+           1e3 * min_s);
+    printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
+           (double)step_tokens / median_s, (double)step_tokens / min_s);
+    printf("model FLOPs/token %.4g (model/counts.h: 6 x active matmul params + 6 L H D S) | "
+           "%.2f TFLOP/s\n",
+           flops_tok, model_flops_s * 1e-12);
+    if (peak_before.n)
+        printf("bf16 GEMM peak before the steps (cublasGemmEx %d^3, fp32 accumulation, median of "
+               "%d): %.1f TFLOP/s (best %.1f, worst %.1f)\n",
+               peak_before.n, peak_before.reps, peak_before.median_flops * 1e-12,
+               peak_before.best_flops * 1e-12, peak_before.worst_flops * 1e-12);
+    else
+        printf("bf16 GEMM peak before the steps: not measured: %s\n", why_before);
+    if (peak_after.n)
+        printf("bf16 GEMM peak after the steps: %.1f TFLOP/s (best %.1f, worst %.1f)\n",
+               peak_after.median_flops * 1e-12, peak_after.best_flops * 1e-12,
+               peak_after.worst_flops * 1e-12);
+    else
+        printf("bf16 GEMM peak after the steps: not measured: %s\n", why_after);
+    printf("model FLOP/s at %.1f%% of the measured bf16 GEMM peak (target >= 35%%)\n",
+           100.0 * frac);
+    /* JSON: one line; numbers that were not measured are null */
+    printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
+           "\"activation_dtype\": \"%s\", \"layers\": %d, \"full_layers\": %d, \"batch\": %d, "
+           "\"seq\": %d, \"accum\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_step\": %lld, "
+           "\"host_reads_per_step\": %lld, \"syncs_per_step\": %lld, \"total_params\": %lld, "
+           "\"active_params\": %lld, \"gemm_peak_n\": %d",
+           o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
+           o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
+           (long long)total_params, (long long)active_params,
+           peak_before.n ? peak_before.n : peak_after.n);
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"tokens_per_s", tok_s},
+                {"ms_per_step", 1e3 * mean_s},
+                {"ms_per_step_median", 1e3 * median_s},
+                {"ms_per_step_min", 1e3 * min_s},
+                {"flops_per_token", flops_tok},
+                {"model_tflops", model_flops_s * 1e-12},
+                {"gemm_peak_tflops", peak > 0 ? peak * 1e-12 : NAN},
+                {"gemm_peak_before_tflops", peak_before.n ? peak_before.median_flops * 1e-12 : NAN},
+                {"gemm_peak_after_tflops", peak_after.n ? peak_after.median_flops * 1e-12 : NAN},
+                {"peak_fraction", frac},
+                {"mem_estimate_gib", est.total / GIB},
+                {"mem_used_gib", used / GIB},
+                {"device_mem_gib", (double)dev.total_bytes / GIB},
+                {"loss_first", loss_first},
+                {"loss_last", loss_last}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        if (isfinite(nums[i].v))
+            printf(", \"%s\": %.6g", nums[i].key, nums[i].v);
+        else
+            printf(", \"%s\": null", nums[i].key);
+    }
+    printf("}\n");
+    fflush(stdout);
+    rc = 0;
+out:
+    free(dt);
+    free(tokens);
+    free(counts);
+    if (opt_ready) sl_optimizer_free(&opt);
+    sl_model_free(m);
+    if (be) sl_backend_free(be);
+    sl_comm_finalize(world);
+    return rc;
+}

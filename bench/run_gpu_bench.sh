@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# bench/run_gpu_bench.sh - issue 9's GPU benchmark: sluice's CUDA backend (gpu_train_bench)
+# against PyTorch (gpu_train_bench_torch.py) on the same model, and the two targets:
+#   sluice's model FLOP/s >= 35% of the bf16 GEMM peak measured in the same run;
+#   sluice's tokens/s >= 3x PyTorch's.
+#
+#   bench/run_gpu_bench.sh [--build DIR] [--bin PATH] [--python PY] [--config PATH]
+#                          [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
+#                          [--warmup N] [--quick] [--no-torch]
+#
+# --build DIR  the CMake build to use (default build-gpu; configured with -DSLUICE_CUDA=ON when
+#              it has no cache yet) and build gpu_train_bench in it
+# --bin PATH   a gpu_train_bench that is already built (for example from the relocatable
+#              bundle of launch/bundle.sh: source its env.sh first); nothing is built
+# --python PY  the interpreter with PyTorch (and transformers) on the GPU node (default python3)
+# --layers N   decoder layers for both (default: the most that fit, chosen by gpu_train_bench;
+#              when PyTorch runs out of memory with that many, both run again with one fewer,
+#              at most twice, so that the ratio compares the same model)
+# --quick      3 timed steps after 1 warm-up and a 4096^3 peak (checks the script)
+# --no-torch   sluice only (the fraction-of-peak target)
+# --config, --seq, --batch, --accum, --steps and --warmup go to both sides. Each side prints
+# its own details and a JSON line; the last line here is one JSON object with both results
+# and the targets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build-gpu bin="" py=python3 config=configs/qwen-gated-15a2b.json
+layers="" seq="" batch="" accum=1 steps=10 warmup=2 peak_n=8192 torch=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build) build=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --python) py=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --layers) layers=$2; shift 2 ;;
+    --seq) seq=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --accum) accum=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --quick) steps=3 warmup=1 peak_n=4096; shift ;;
+    --no-torch) torch=0; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "run_gpu_bench.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+    esac
+done
+
+if [ -z "$bin" ]; then
+    if [ ! -f "$build/CMakeCache.txt" ]; then
+        cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=ON -DSLUICE_TESTS=OFF
+    fi
+    cmake --build "$build" -j"$(nproc)" --target gpu_train_bench
+    bin=$build/bench/gpu_train_bench
+fi
+[ -x "$bin" ] || { echo "run_gpu_bench.sh: $bin is not executable" >&2; exit 1; }
+
+common=(--accum "$accum" --steps "$steps" --warmup "$warmup")
+[ -n "$seq" ] && common+=(--seq "$seq")
+[ -n "$batch" ] && common+=(--batch "$batch")
+log=$(mktemp -d "${TMPDIR:-/tmp}/run_gpu_bench.XXXXXX")
+trap 'rm -rf "$log"' EXIT
+
+# The last line of a side's output is its JSON object.
+run_sluice() { # LAYERS (empty: the bench chooses)
+    local extra=()
+    [ -n "$1" ] && extra=(--layers "$1")
+    echo "== sluice: $bin $config ${common[*]} ${extra[*]} --peak-n $peak_n"
+    "$bin" "$config" "${common[@]}" "${extra[@]}" --peak-n "$peak_n" | tee "$log/sluice.txt"
+    tail -n 1 "$log/sluice.txt" > "$log/sluice.json"
+}
+run_torch() { # LAYERS; returns the script's exit status (3: out of memory)
+    echo "== torch: $py bench/gpu_train_bench_torch.py $config ${common[*]} --layers $1"
+    set +e
+    "$py" bench/gpu_train_bench_torch.py "$config" "${common[@]}" --layers "$1" --peak-n "$peak_n" \
+        | tee "$log/torch.txt"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    tail -n 1 "$log/torch.txt" > "$log/torch.json"
+    return "$rc"
+}
+field() { # FILE KEY
+    "$py" -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
+}
+
+run_sluice "$layers"
+n=$(field "$log/sluice.json" layers)
+if [ "$torch" = 1 ]; then
+    tries=0
+    while :; do
+        rc=0
+        run_torch "$n" || rc=$?
+        [ "$rc" = 0 ] && break
+        if [ "$rc" != 3 ] || [ "$tries" -ge 2 ] || [ "$n" -le 1 ]; then
+            echo "run_gpu_bench.sh: the PyTorch side failed (exit $rc)" >&2
+            exit 1
+        fi
+        tries=$((tries + 1)) n=$((n - 1))
+        echo "== PyTorch ran out of memory: both sides again with $n layers"
+        run_sluice "$n"
+    done
+fi
+
+"$py" - "$log/sluice.json" "$log/torch.json" "$torch" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2])) if sys.argv[3] == "1" else None
+print()
+print("== %s on %s: %d layers, %d x %d tokens x %d micro-batch(es), precision %s (activations %s)" % (
+    s["config"], s["device"], s["layers"], s["batch"], s["seq"], s["accum"], s["precision"],
+    s["activation_dtype"]))
+print("%-28s %14s %12s %14s" % ("", "tokens/s", "ms/step", "model TFLOP/s"))
+print("%-28s %14.1f %12.2f %14.2f" % ("sluice", s["tokens_per_s"], s["ms_per_step"], s["model_tflops"]))
+if t:
+    print("%-28s %14.1f %12.2f %14.2f" % (t["impl"], t["tokens_per_s"], t["ms_per_step"],
+                                        t["model_tflops"]))
+if t and (t["layers"] != s["layers"] or t["seq"] != s["seq"] or t["batch"] != s["batch"]):
+    print("WARNING: the two sides ran different shapes (layers %d/%d, seq %d/%d, batch %d/%d): the "
+          "ratio compares different models" % (s["layers"], t["layers"], s["seq"], t["seq"], s["batch"], t["batch"]))
+elif t and abs(t["flops_per_token"] - s["flops_per_token"]) > 1e-9 * s["flops_per_token"]:
+    print("WARNING: FLOPs/token differ (sluice %.6g, torch %.6g): model/counts.c and "
+          "bench/perf_model.py disagree" % (s["flops_per_token"], t["flops_per_token"]))
+frac = s.get("peak_fraction")
+ratio = s["tokens_per_s"] / t["tokens_per_s"] if t else None
+out = {"sluice": s, "torch": t, "peak_fraction": frac, "speedup_vs_torch": ratio}
+if frac is not None:
+    print("bf16 GEMM peak (cuBLAS %d^3, measured): %.1f TFLOP/s; sluice at %.1f%% of it: target >= 35%%: %s" % (
+        s["gemm_peak_n"], s["gemm_peak_tflops"], 100 * frac, "MET" if frac >= 0.35 else "NOT MET"))
+    out["peak_target_met"] = frac >= 0.35
+else:
+    print("bf16 GEMM peak: not measured")
+if ratio is not None:
+    print("sluice / torch tokens/s: %.2fx: target >= 3x: %s" % (ratio, "MET" if ratio >= 3 else "NOT MET"))
+    out["speedup_target_met"] = ratio >= 3
+print(json.dumps(out))
+EOF
