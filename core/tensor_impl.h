@@ -34,8 +34,12 @@ static inline int32_t *sl_i32(const sl_tensor *t) {
 static inline int64_t sl_last_dim(const sl_tensor *t) {
     return t->shape[t->ndim - 1];
 }
+/* The product of the leading dimensions (not numel / last: that divides by zero for a
+ * [M, 0] tensor, which has M rows). */
 static inline int64_t sl_rows(const sl_tensor *t) {
-    return t->numel / t->shape[t->ndim - 1];
+    int64_t r = 1;
+    for (int i = 0; i + 1 < t->ndim; i++) r *= t->shape[i];
+    return r;
 }
 
 #ifdef __cplusplus

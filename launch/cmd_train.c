@@ -17,6 +17,8 @@ static void usage(FILE *f) {
             "Trains the model described by CONFIG (JSON; docs/config.md lists every key) on the\n"
             "data it names. Works as a plain process and under mpirun/srun: ranks split into\n"
             "expert-parallel and data-parallel groups (parallel.expert_parallel).\n"
+            "backend.name = \"cuda\" runs on one GPU per rank (the launcher's local rank), in\n"
+            "bf16 with fp32 master weights unless training.precision = \"fp32\".\n"
             "\n"
             "options:\n"
             "  --set KEY=VALUE  override one config key, e.g. --set training.lr=1e-3 or\n"

@@ -24,7 +24,13 @@ static void usage(FILE *f) {
     for (const command *c = k_commands; c->name; c++)
         fprintf(f, "  %-8s %s\n", c->name, c->summary);
     fprintf(f, "\nRun 'sluice <command> --help' for the options of a command.\nbackends built in:");
-    for (int i = 0; i < sl_backend_count(); i++) fprintf(f, " %s", sl_backend_name_at(i));
+    for (int i = 0; i < sl_backend_count(); i++) {
+        fprintf(f, " %s", sl_backend_name_at(i));
+#ifdef SLUICE_CUDA_EMULATED
+        if (strcmp(sl_backend_name_at(i), "cuda") == 0)
+            fprintf(f, " (emulated on the CPU: a test build, -DSLUICE_CUDA=EMULATED)");
+#endif
+    }
     fprintf(f, "\n");
 }
 

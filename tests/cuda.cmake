@@ -9,5 +9,6 @@ set_tests_properties(test_cuda_train PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 
 # A 15A2B-shaped smoke test (2 layers, seq 4096, bf16) on a real GPU only (label gpu).
 add_test(NAME test_gpu_smoke
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_smoke.sh $<TARGET_FILE:sluice>
-                 ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/gpu_smoke)
+                 ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/gpu_smoke
+                 $<IF:$<BOOL:${SLUICE_CUDA_EMULATED}>,emulated,gpu>)
 set_tests_properties(test_gpu_smoke PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "gpu")

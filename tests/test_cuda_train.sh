@@ -66,6 +66,22 @@ if ! out=$("$sluice" train tiny.json --set backend.name=cuda --set training.max_
     exit 1
 fi
 
+# Out of device memory is a clear error naming the tensor and the sizes, and a non-zero exit
+# (the emulator's device memory can be capped; a real GPU cannot be made to run out so cheaply).
+if "$sluice" --help 2>&1 | grep -q "emulated on the CPU"; then
+    set +e
+    out=$(SLUICE_EMU_MEM_LIMIT=3000000 "$sluice" train every.json --set backend.name=cuda \
+        --set training.out_dir=oom 2>&1)
+    rc=$?
+    set -e
+    msg=$(grep -m1 "out of memory" <<<"$out" || true)
+    echo "out of memory: exit $rc: $msg"
+    if [ $rc -eq 0 ] || ! grep -q "allocating a [a-z0-9]* tensor \[[0-9, ]*\]: .* MiB requested" <<<"$msg"; then
+        echo "FAIL: expected a non-zero exit and a message naming the tensor and the sizes"
+        exit 1
+    fi
+fi
+
 run() { # config, out dir, extra --set arguments...
     local cfg=$1 out=$2
     shift 2

@@ -5,12 +5,16 @@
 # step's loss is finite, starts near ln(151936) = 11.93 and falls, and the run reports no
 # error. Label gpu: skipped (77) without a real GPU, including under the CPU emulator, where
 # one step at these widths would take hours.
-# usage: test_gpu_smoke.sh SLUICE_BINARY SOURCE_DIR WORK_DIR
+# usage: test_gpu_smoke.sh SLUICE_BINARY SOURCE_DIR WORK_DIR [emulated|gpu]
 set -euo pipefail
 sluice=$1
 src=$2
 work=$3
 . "$(dirname "$0")/skip_or_fail.sh"
+if [ "${4:-gpu}" = emulated ]; then
+    echo "SKIP: this build runs CUDA on the CPU emulator; the smoke test needs a real GPU"
+    exit 77
+fi
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
     echo "SKIP: no NVIDIA GPU on this machine"
     exit 77
