@@ -81,20 +81,38 @@ sl_tensor *sl_tensor_new3(sl_backend *be, sl_dtype dt, int64_t d0, int64_t d1, i
     return sl_tensor_new(be, dt, 3, (int64_t[]){d0, d1, d2});
 }
 
-sl_tensor *sl_tensor_view(sl_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
+sl_tensor *sl_tensor_view_handle(void) {
+    sl_tensor *t = sl_xcalloc(1, sizeof *t);
+    t->is_view = true;
+    return t;
+}
+
+sl_tensor *sl_tensor_view_set(sl_tensor *t, const sl_tensor *base, int64_t offset, int ndim,
+                              const int64_t *shape) {
+    SL_CHECK(t->is_view, "sl_tensor_view_set on a tensor that owns its memory");
     int64_t n = shape_numel(ndim, shape);
     SL_CHECK(offset >= 0 && offset + n <= base->numel,
              "view [%lld, %lld) outside a tensor of %lld elements", (long long)offset,
              (long long)(offset + n), (long long)base->numel);
-    sl_tensor *t = sl_xcalloc(1, sizeof *t);
     t->be = base->be;
     t->dtype = base->dtype;
     t->ndim = ndim;
     t->numel = n;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->data = (char *)base->data + (size_t)offset * sl_dtype_size(base->dtype);
-    t->is_view = true;
     return t;
+}
+
+sl_tensor *sl_tensor_view_set1(sl_tensor *view, const sl_tensor *base, int64_t offset, int64_t d0) {
+    return sl_tensor_view_set(view, base, offset, 1, (int64_t[]){d0});
+}
+sl_tensor *sl_tensor_view_set2(sl_tensor *view, const sl_tensor *base, int64_t offset, int64_t d0,
+                               int64_t d1) {
+    return sl_tensor_view_set(view, base, offset, 2, (int64_t[]){d0, d1});
+}
+
+sl_tensor *sl_tensor_view(sl_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
+    return sl_tensor_view_set(sl_tensor_view_handle(), base, offset, ndim, shape);
 }
 
 sl_tensor *sl_tensor_view1(sl_tensor *base, int64_t offset, int64_t d0) {

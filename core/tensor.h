@@ -47,6 +47,17 @@ sl_tensor *sl_tensor_view1(sl_tensor *base, int64_t offset, int64_t d0);
 sl_tensor *sl_tensor_view2(sl_tensor *base, int64_t offset, int64_t d0, int64_t d1);
 sl_tensor *sl_tensor_view3(sl_tensor *base, int64_t offset, int64_t d0, int64_t d1, int64_t d2);
 
+/* Views without an allocation per use, for hot loops whose views change every step (row
+ * chunks, routed-row counts): sl_tensor_view_handle makes a view handle that points nowhere
+ * (once, at setup); sl_tensor_view_set re-points it at numel(shape) elements of `base` from
+ * `offset`, with the checks of sl_tensor_view. Free the handle with sl_tensor_free. */
+sl_tensor *sl_tensor_view_handle(void);
+sl_tensor *sl_tensor_view_set(sl_tensor *view, const sl_tensor *base, int64_t offset, int ndim,
+                              const int64_t *shape);
+sl_tensor *sl_tensor_view_set1(sl_tensor *view, const sl_tensor *base, int64_t offset, int64_t d0);
+sl_tensor *sl_tensor_view_set2(sl_tensor *view, const sl_tensor *base, int64_t offset, int64_t d0,
+                               int64_t d1);
+
 /* Changes the shape of a tensor in place (same number of elements, or fewer for a view
  * whose caller shrinks the logical size, e.g. a shorter last micro-batch). */
 void sl_tensor_reshape(sl_tensor *t, int ndim, const int64_t *shape);

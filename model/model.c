@@ -134,6 +134,7 @@ static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     m->logits = sl_tensor_new2(be, a, m->chunk_rows, c->vocab_size);
     m->losses = sl_tensor_new1(be, SL_F32, t);
     m->host_ids = sl_xmalloc((size_t)t * sizeof(int32_t));
+    for (int i = 0; i < SL_MODEL_VIEWS; i++) m->hv[i] = sl_tensor_view_handle();
     m->stat_width = c->num_hidden_layers + m->n_moe_layers * (c->num_experts + 1);
     stats_reserve(m, 1);
 }
@@ -253,24 +254,20 @@ static void head_and_loss(sl_model *m, bool backward, float ce_scale) {
     const int64_t v = m->cfg.vocab_size, hid = m->cfg.hidden_size;
     for (int64_t r0 = 0; r0 < m->tokens; r0 += m->chunk_rows) {
         const int64_t n = m->tokens - r0 < m->chunk_rows ? m->tokens - r0 : m->chunk_rows;
-        sl_tensor *xf = sl_tensor_view2(m->xf, r0 * hid, n, hid);
-        sl_tensor *logits = sl_tensor_view2(m->logits, 0, n, v);
-        sl_tensor *tg = sl_tensor_view1(m->targets, r0, n);
-        sl_tensor *loss = sl_tensor_view1(m->losses, r0, n);
+        sl_tensor *xf = sl_tensor_view_set2(m->hv[0], m->xf, r0 * hid, n, hid);
+        sl_tensor *logits = sl_tensor_view_set2(m->hv[1], m->logits, 0, n, v);
+        sl_tensor *tg = sl_tensor_view_set1(m->hv[2], m->targets, r0, n);
+        sl_tensor *loss = sl_tensor_view_set1(m->hv[3], m->losses, r0, n);
         sl_op_matmul(logits, xf, m->lm_head->w, false, true, 1.0f, 0.0f);
         /* The gradient overwrites the logits in place. */
         sl_op_cross_entropy(loss, backward ? logits : NULL, logits, tg, ce_scale);
         if (backward) {
-            sl_tensor *dxf = sl_tensor_view2(m->dxf, r0 * hid, n, hid);
+            sl_tensor *dxf = sl_tensor_view_set2(m->hv[4], m->dxf, r0 * hid, n, hid);
             sl_op_matmul(m->lm_head->g, logits, xf, true, false, 1.0f, 1.0f);
             sl_op_matmul(dxf, logits, m->lm_head->w, false, false, 1.0f, 0.0f);
-            sl_tensor_free(dxf);
         }
-        sl_tensor_free(xf), sl_tensor_free(logits), sl_tensor_free(tg), sl_tensor_free(loss);
     }
-    sl_tensor *loss_sum = sl_tensor_view1(m->stat_loss, m->stat_mb, 1);
-    sl_op_sum(loss_sum, m->losses);
-    sl_tensor_free(loss_sum);
+    sl_op_sum(sl_tensor_view_set1(m->hv[5], m->stat_loss, m->stat_mb, 1), m->losses);
 }
 
 /* The statistics of slots [first, first + n): loss sum and tokens always, the metrics (gate
@@ -405,6 +402,7 @@ void sl_model_free(sl_model *m) {
     free(m->attn);
     free(m->ffn);
     free(m->host_ids);
+    for (int i = 0; i < SL_MODEL_VIEWS; i++) sl_tensor_free(m->hv[i]);
     free(m->stat_counts);
     sl_params_free(&m->params);
     free(m);

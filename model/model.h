@@ -18,6 +18,8 @@
 #include "moe/ffn_block.h"
 
 /* Statistics of the micro-batches read together (sl_model_read_stats). */
+enum { SL_MODEL_VIEWS = 6 };
+
 typedef struct {
     double loss_sum;   /* sum of token cross-entropies (nats) */
     int64_t tokens;    /* tokens evaluated */
@@ -46,7 +48,8 @@ typedef struct {
     sl_tensor *xf, *xf_rstd, *dxf; /* final norm output and its gradient */
     sl_tensor *logits, *losses;    /* logits of one row chunk; per-token losses */
     int64_t chunk_rows;
-    int32_t *host_ids; /* staging for one micro-batch of ids/targets/positions */
+    int32_t *host_ids;             /* staging for one micro-batch of ids/targets/positions */
+    sl_tensor *hv[SL_MODEL_VIEWS]; /* view handles of the head's row chunks (no per-step alloc) */
     /* Optional backward progress callback: called with layer l once every parameter of
      * layers >= l has its gradient for this micro-batch, and with -1 at the very end
      * (the trainer starts gradient all-reduce buckets from it). */

@@ -27,6 +27,7 @@ void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows) {
     sl_experts_free(x);
     x->capacity = rows;
     const sl_dtype a = sl_param_dtype(x->gate_up);
+    for (int i = 0; i < 3; i++) x->hv[i] = sl_tensor_view_handle();
     x->gu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
     x->h = sl_tensor_new2(be, a, rows, x->ffn);
     x->dgu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
@@ -42,17 +43,12 @@ static int64_t total_rows(const sl_experts *x, const int64_t *counts) {
 /* The elementwise SwiGLU runs on exactly the routed rows, not the whole capacity. */
 static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
     if (m == 0) return;
-    sl_tensor *gu = sl_tensor_view2(x->gu, 0, m, 2 * x->ffn);
-    sl_tensor *h = sl_tensor_view2(backward ? x->dh : x->h, 0, m, x->ffn);
-    if (backward) {
-        sl_tensor *dgu = sl_tensor_view2(x->dgu, 0, m, 2 * x->ffn);
-        sl_op_swiglu_bwd(dgu, h, gu);
-        sl_tensor_free(dgu);
-    } else {
+    sl_tensor *gu = sl_tensor_view_set2(x->hv[0], x->gu, 0, m, 2 * x->ffn);
+    sl_tensor *h = sl_tensor_view_set2(x->hv[1], backward ? x->dh : x->h, 0, m, x->ffn);
+    if (backward)
+        sl_op_swiglu_bwd(sl_tensor_view_set2(x->hv[2], x->dgu, 0, m, 2 * x->ffn), h, gu);
+    else
         sl_op_swiglu_fwd(h, gu);
-    }
-    sl_tensor_free(gu);
-    sl_tensor_free(h);
 }
 
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out) {
@@ -75,6 +71,7 @@ void sl_experts_free(sl_experts *x) {
     sl_tensor_free(x->h);
     sl_tensor_free(x->dgu);
     sl_tensor_free(x->dh);
+    for (int i = 0; i < 3; i++) sl_tensor_free(x->hv[i]), x->hv[i] = NULL;
     x->gu = x->h = x->dgu = x->dh = NULL;
     x->capacity = 0;
 }

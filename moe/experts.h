@@ -15,6 +15,7 @@ typedef struct {
     int local, first;              /* number of local experts, global index of the first */
     int64_t hidden, ffn, capacity; /* capacity = rows the buffers hold */
     sl_tensor *gu, *h, *dgu, *dh;
+    sl_tensor *hv[3]; /* view handles re-pointed at the routed rows each call */
 } sl_experts;
 
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,

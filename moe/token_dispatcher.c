@@ -34,6 +34,7 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
     d->first_expert = d->ep_rank * d->local_experts;
     const int64_t slots = p->max_tokens * p->topk, c = p->hidden;
     d->counts = sl_tensor_new1(be, SL_I32, p->experts);
+    for (int i = 0; i < 2; i++) d->hv[i] = sl_tensor_view_handle();
     d->sorted_token = sl_tensor_new1(be, SL_I32, slots);
     d->slot_pos = sl_tensor_new1(be, SL_I32, slots);
     d->counts_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
@@ -191,22 +192,18 @@ static void exchange(sl_token_dispatcher *d, const sl_tensor *src, sl_tensor *ds
                               to_experts);
 }
 
-static void permute(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx, int64_t n) {
+static void permute(sl_token_dispatcher *d, sl_tensor *dst, const sl_tensor *src,
+                    const sl_tensor *idx, int64_t n) {
     if (n == 0) return;
-    sl_tensor *v = sl_tensor_view1((sl_tensor *)idx, 0, n);
-    sl_op_gather_rows(dst, src, v);
-    sl_tensor_free(v);
+    sl_op_gather_rows(dst, src, sl_tensor_view_set1(d->hv[0], idx, 0, n));
 }
 
 void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
                                   const sl_tensor *topk_idx, const sl_tensor *topk_w) {
     d->tokens = sl_tensor_rows(xn);
     const int64_t slots = d->tokens * d->topk;
-    sl_tensor *sorted = sl_tensor_view1(d->sorted_token, 0, slots);
-    sl_tensor *pos = sl_tensor_view1(d->slot_pos, 0, slots);
-    sl_op_moe_sort(d->counts, sorted, pos, topk_idx);
-    sl_tensor_free(sorted);
-    sl_tensor_free(pos);
+    sl_op_moe_sort(d->counts, sl_tensor_view_set1(d->hv[0], d->sorted_token, 0, slots),
+                   sl_tensor_view_set1(d->hv[1], d->slot_pos, 0, slots), topk_idx);
     /* The MoE layer's one host read: the per-expert counts size the grouped GEMMs and the
      * exchange. It is queued right after the sort and waited for where it is first needed:
      * without drops the gather of the rows (slots rows, known on the host) runs before. */
@@ -217,9 +214,9 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
     if (drops(d)) {
         wait_counts(d, &counts_read);
         plan_drops(d, topk_w);
-        permute(d->xs, xn, d->gather_idx, d->kept);
+        permute(d, d->xs, xn, d->gather_idx, d->kept);
     } else {
-        permute(d->xs, xn, d->sorted_token, d->kept);
+        permute(d, d->xs, xn, d->sorted_token, d->kept);
         wait_counts(d, &counts_read);
     }
     if (!exchanges(d)) {
@@ -237,21 +234,20 @@ void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w
     }
     if (d->dropped > 0) {
         /* dropped slots read all-zero rows */
-        sl_tensor *z = sl_tensor_view2(d->ys, d->kept * d->hidden, d->dropped, d->hidden);
-        sl_tensor_zero(z);
-        sl_tensor_free(z);
+        sl_tensor_zero(
+            sl_tensor_view_set2(d->hv[0], d->ys, d->kept * d->hidden, d->dropped, d->hidden));
     }
-    sl_tensor *pos = sl_tensor_view1(drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
+    sl_tensor *pos =
+        sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
     sl_op_moe_combine(y, d->ys, pos, topk_w);
-    sl_tensor_free(pos);
 }
 
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w) {
     const int64_t slots = d->tokens * d->topk;
-    sl_tensor *pos = sl_tensor_view1(drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
+    sl_tensor *pos =
+        sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
     sl_op_moe_combine_bwd(d->dys, dtopk_w, dy, d->ys, pos, topk_w);
-    sl_tensor_free(pos);
     if (exchanges(d)) {
         exchange(d, d->dys, d->dexpert_out, true);
     }
@@ -262,14 +258,15 @@ void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dx
         exchange(d, d->dexpert_in, d->dxs, false);
     }
     if (d->kept == 0) return;
-    sl_tensor *idx = sl_tensor_view1(drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept);
-    sl_op_scatter_add_rows(dxn, d->dxs, idx);
-    sl_tensor_free(idx);
+    sl_op_scatter_add_rows(
+        dxn, d->dxs,
+        sl_tensor_view_set1(d->hv[0], drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept));
 }
 
 void sl_token_dispatcher_free(sl_token_dispatcher *d) {
-    sl_tensor *ts[] = {d->counts, d->sorted_token, d->slot_pos, d->gather_idx, d->combine_pos,
-                       d->xs,     d->ys,           d->dys,      d->dxs};
+    sl_tensor *ts[] = {d->hv[0],    d->hv[1],      d->counts,      d->sorted_token,
+                       d->slot_pos, d->gather_idx, d->combine_pos, d->xs,
+                       d->ys,       d->dys,        d->dxs};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     if (exchanges(d)) {
         sl_tensor *rs[] = {d->expert_in, d->expert_out, d->dexpert_in, d->dexpert_out};

@@ -38,8 +38,9 @@ typedef struct {
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     sl_backend *be;
-    sl_dtype act;   /* dtype of the rows */
-    int64_t tokens; /* N of the last dispatch */
+    sl_dtype act;     /* dtype of the rows */
+    sl_tensor *hv[2]; /* view handles re-pointed each call (no allocation per step) */
+    int64_t tokens;   /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
     int64_t *counts_host;                /* [E] slots routed to each expert (before drops) */
