@@ -11,7 +11,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-dev
-      libopenblas-openmp-dev libzstd-dev libcjson-dev zstd)
+      libopenblas-openmp-dev libzstd-dev libcjson-dev zstd libboost-context-dev)
 for arg in "$@"; do
     case "$arg" in
     --build) ;;

@@ -1,0 +1,88 @@
+/*
+ * emu/src/internal.h - state shared by the emulator's runtime (runtime.cc) and its SIMT
+ * scheduler (simt.cc): the registry of allocations, configuration from the environment,
+ * error state, sanitizer hooks.
+ */
+#ifndef SL_EMU_INTERNAL_H
+#define SL_EMU_INTERNAL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include <cuda_runtime_api.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SL_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SL_EMU_ASAN 1
+#endif
+#endif
+#ifndef SL_EMU_ASAN
+#define SL_EMU_ASAN 0
+#endif
+
+namespace sl_emu {
+
+/* ---- configuration (environment, read once; emu/README.md lists the variables) ---- */
+struct config {
+    bool racecheck;     /* SLUICE_EMU_RACECHECK (default 1) */
+    int orders;         /* SLUICE_EMU_ORDERS: thread orders per launch when checking (>= 2) */
+    uint64_t seed;      /* SLUICE_EMU_SEED: seed of the shuffled orders (order 3 onwards) */
+    bool fatal;         /* SLUICE_EMU_FATAL (default 1): a fault aborts the process */
+    size_t stack_bytes; /* SLUICE_EMU_STACK: fiber stack size */
+    size_t mem_limit;   /* SLUICE_EMU_MEM_LIMIT: device memory the emulated GPU has */
+    int devices;        /* SLUICE_EMU_DEVICES: 1, or 0 to emulate a machine without a GPU */
+    bool stats;         /* SLUICE_EMU_STATS: per-kernel statistics on stderr at exit */
+};
+const config &cfg();
+
+/* One big lock: the emulator runs one launch or runtime call at a time. Recursive because a
+ * host function (cudaLaunchHostFunc) may call the runtime again. */
+std::recursive_mutex &big_lock();
+
+/* ---- allocations ---- */
+enum alloc_kind : int { k_device, k_pinned, k_registered };
+struct allocation {
+    char *raw;   /* what was allocated (guards included); null for registered host memory */
+    char *user;  /* what the program sees */
+    size_t size; /* the program's size */
+    alloc_kind kind;
+    uint64_t serial; /* n-th allocation of this process: names it in messages */
+};
+/* Guard zones: bytes before and after each allocation, filled with k_guard_byte. */
+constexpr size_t k_guard = 64;
+constexpr unsigned char k_guard_byte = 0xfd;
+constexpr size_t k_front = 256; /* keeps the user pointer 256-byte aligned, like cudaMalloc */
+
+/* Allocations by user address. */
+std::map<uintptr_t, allocation> &allocations();
+/* The allocation containing [p, p + n), or null. */
+const allocation *find_allocation(const void *p, size_t n);
+/* Checks every allocation's guard zones; reports the first damaged one as written by `who`
+ * (a kernel name or an API function) and returns false. */
+bool check_guards(const char *who);
+bool check_guard(const allocation &a, const char *who);
+/* Printable description of an allocation ("device allocation #12 of 4096 bytes at 0x...") */
+void describe(const allocation &a, char *buf, size_t len);
+
+/* ---- errors ---- */
+void set_last_error(cudaError_t e);
+cudaError_t sticky_error();
+void set_sticky_error(cudaError_t e);
+/* A fault found by the emulator (race, out-of-bounds write, divergent barrier, ...): prints
+ * the message and aborts, or, with SLUICE_EMU_FATAL=0, makes `e` the sticky error. */
+void fault(cudaError_t e, const char *msg);
+
+/* The largest dynamic shared memory a kernel may use (cudaFuncSetAttribute). */
+size_t dynamic_smem_limit(const void *kernel);
+
+/* ---- sanitizer hooks ---- */
+void poison(const void *p, size_t n);
+void unpoison(const void *p, size_t n);
+
+} // namespace sl_emu
+
+#endif
