@@ -21,7 +21,7 @@ void sl_cuda_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_te
 void sl_cuda_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
                       float mscale);
 
-/* gated_attn.cu */
+/* gated_attn_fwd.cu (forward, sigmoid_mean), gated_attn_bwd.cu */
 void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                             const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                             const sl_tensor *g, int batch, int seq, float scale);

@@ -5,3 +5,6 @@ sluice_test(test_attention_fwd SOURCES test_attention_fwd.c LABELS attention)
 sluice_test(test_attention_grad SOURCES test_attention_grad.c LABELS attention)
 # S = 16384: ~0.5 s optimized, ~2 min in a -O0 sanitizer build.
 sluice_test(test_attention_long SOURCES test_attention_long.c LABELS attention TIMEOUT 900)
+# The CUDA kernels against the CPU at 200-512 tokens and head dims 64/128/160 (fp32 and bf16);
+# skipped without the CUDA backend. Under the emulator (-DSLUICE_CUDA=EMULATED) it runs on the CPU.
+sluice_test(test_attention_cuda SOURCES test_attention_cuda.c LABELS attention cuda TIMEOUT 300)

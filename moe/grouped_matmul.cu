@@ -1,0 +1,159 @@
+/*
+ * moe/grouped_matmul.cu - one GEMM per expert group on the GPU (the CPU twin:
+ * moe/grouped_matmul_cpu.c), through cuBLAS's grouped GEMM.
+ *
+ * All experts of one projection go into a single cublasGemmGroupedBatchedEx call: each
+ * non-empty expert is one cuBLAS "group" of one problem (experts differ in their row count, so
+ * they cannot share a group's sizes). Empty experts are left out, rows past sum(counts) are
+ * never addressed, and no expert means no call. cuBLAS takes the sizes, leading dimensions,
+ * alpha and beta as host arrays and the matrix pointers as device arrays, uploaded here with
+ * sl_cuda_upload (one upload per call).
+ *
+ * Row-major to column-major (core/gemm_cuda.cuh): group g's C_g = A_g op(B_g) is computed as
+ * C_g^T = op(B_g)^T A_g^T, so B_g comes first.
+ *
+ * Data types: compute type CUBLAS_COMPUTE_32F (fp32 accumulation, no TF32). The forward pass
+ * has one type for A, B and C (core/ops.c), which the grouped API takes (fp32 or bf16). The
+ * weight gradient of bf16 training accumulates bf16 dY, X into an fp32 dW; cuBLAS documents the
+ * grouped GEMM for one type throughout, and the emulator's fake (emu/src/cublas_emu.cc) refuses
+ * anything else so that CI cannot hide a call a GPU refuses. That call is therefore tried once
+ * per process: if cuBLAS accepts it, it is used from then on; if not, as in CI, dW runs as one
+ * cublasGemmEx per non-empty expert, which keeps the fp32 accumulation of the gradient at the
+ * cost of one launch per expert (rounding each expert's product to bf16 first would not). An
+ * fp32 dY, X into a bf16 dW (no cuBLAS GEMM writes that) goes per expert through
+ * sl_cuda_gemm's fp32 scratch.
+ */
+#include <vector>
+
+#include "core/cuda_common.cuh"
+#include "core/gemm_cuda.cuh"
+#include "core/log.h"
+#include "moe/kernels_cuda.h"
+
+namespace {
+
+/* One column-major problem C = op(A) op(B) + beta C; pointers are device addresses. */
+struct problem {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    const void *a, *b;
+    void *c;
+};
+
+const char *byte_ptr(const void *p, int64_t elems, size_t elem_size) {
+    return (const char *)p + elems * (int64_t)elem_size;
+}
+
+/* Runs every problem (A and B of dtype `ab`, C of `cd`, alpha 1, the same beta) in one
+ * grouped call; returns cuBLAS's status. */
+cublasStatus_t run_grouped(void *ctx, const std::vector<problem> &ps, sl_dtype ab, sl_dtype cd,
+                           float beta) {
+    const size_t g = ps.size();
+    if (g == 0) return CUBLAS_STATUS_SUCCESS;
+    std::vector<cublasOperation_t> ta(g), tb(g);
+    std::vector<int> m(g), n(g), k(g), lda(g), ldb(g), ldc(g), size(g, 1);
+    std::vector<float> alpha(g, 1.0f), betas(g, beta);
+    std::vector<const void *> ptrs(3 * g); /* A pointers, then B, then C */
+    for (size_t i = 0; i < g; i++) {
+        const problem &p = ps[i];
+        ta[i] = p.ta, tb[i] = p.tb, m[i] = p.m, n[i] = p.n, k[i] = p.k;
+        lda[i] = p.lda, ldb[i] = p.ldb, ldc[i] = p.ldc;
+        ptrs[i] = p.a, ptrs[g + i] = p.b, ptrs[2 * g + i] = p.c;
+    }
+    void **dev = (void **)sl_cuda_upload(ctx, ptrs.data(), ptrs.size() * sizeof(void *));
+    const cudaDataType t = sl_cuda_data_type(ab);
+    return cublasGemmGroupedBatchedEx(sl_cuda_cublas(ctx), ta.data(), tb.data(), m.data(), n.data(),
+                                      k.data(), alpha.data(), dev, t, lda.data(), dev + g, t,
+                                      ldb.data(), betas.data(), dev + 2 * g, sl_cuda_data_type(cd),
+                                      ldc.data(), (int)g, size.data(), CUBLAS_COMPUTE_32F);
+}
+
+/* Whether cuBLAS took bf16 A, B with an fp32 C in one grouped call: -1 not tried yet, 0 no,
+ * 1 yes (see the top). */
+int g_grouped_bf16_f32 = -1;
+
+} // namespace
+
+/* C [n, out] = A_g op(B_g) + beta C per group; B [groups, R, S] row-major. Column-major per
+ * group: C_g^T [out, n_g] = op(B_g)^T [out, in] A_g^T [in, n_g], where B_g's row-major [R, S]
+ * is the column-major [S, R] with ld S: used as is without trans_b (out = S), transposed with
+ * it (out = R). */
+void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                            const int64_t *counts, int groups, bool trans_b, float beta) {
+    static const char *op = "grouped_matmul";
+    const int64_t r = b->shape[1], s = b->shape[2];
+    const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
+    if (out == 0) return;
+    const size_t es = sl_dtype_size(a->dtype), es_c = sl_dtype_size(c->dtype);
+    if (in == 0) { /* every product is empty: C_g = beta C_g on the groups' rows only */
+        int64_t rows = 0;
+        for (int g = 0; g < groups; g++) rows += counts[g];
+        sl_cuda_gemm_scale_c(ctx, op, c->data, out, c->dtype, out, rows, beta);
+        return;
+    }
+    std::vector<problem> ps;
+    ps.reserve((size_t)(groups > 0 ? groups : 0));
+    int64_t row0 = 0;
+    for (int g = 0; g < groups; row0 += counts[g], g++) {
+        if (counts[g] == 0) continue;
+        problem p;
+        p.ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+        p.tb = CUBLAS_OP_N;
+        p.m = sl_cuda_blas_int(out, op, "output width");
+        p.n = sl_cuda_blas_int(counts[g], op, "group rows");
+        p.k = sl_cuda_blas_int(in, op, "input width");
+        p.a = byte_ptr(b->data, (int64_t)g * r * s, es);
+        p.lda = sl_cuda_blas_int(s, op, "B row width");
+        p.b = byte_ptr(a->data, row0 * in, es);
+        p.ldb = p.k;
+        p.c = (void *)byte_ptr(c->data, row0 * out, es_c);
+        p.ldc = p.m;
+        ps.push_back(p);
+    }
+    sl_cublas_check(run_grouped(ctx, ps, a->dtype, c->dtype, beta), op,
+                    "cublasGemmGroupedBatchedEx");
+}
+
+/* dW_g [R, S] += dY_g^T X_g. Column-major: dW_g^T [S, R] += X_g^T [S, n_g] dY_g [n_g, R], where
+ * X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is) and dY_g's
+ * row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). */
+void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                               const int64_t *counts, int groups) {
+    static const char *op = "grouped_matmul_dw";
+    const int64_t r = dw->shape[1], s = dw->shape[2];
+    if (r == 0 || s == 0) return;
+    const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
+    std::vector<problem> ps;
+    int64_t row0 = 0;
+    for (int g = 0; g < groups; row0 += counts[g], g++) {
+        if (counts[g] == 0) continue; /* dW_g += 0 */
+        problem p;
+        p.ta = CUBLAS_OP_N;
+        p.tb = CUBLAS_OP_T;
+        p.m = sl_cuda_blas_int(s, op, "S");
+        p.n = sl_cuda_blas_int(r, op, "R");
+        p.k = sl_cuda_blas_int(counts[g], op, "group rows");
+        p.a = byte_ptr(x->data, row0 * s, es_in);
+        p.lda = p.m;
+        p.b = byte_ptr(dy->data, row0 * r, es_in);
+        p.ldb = p.n;
+        p.c = (void *)byte_ptr(dw->data, (int64_t)g * r * s, es_w);
+        p.ldc = p.m;
+        ps.push_back(p);
+    }
+    if (ps.empty()) return;
+    if (dw->dtype == dy->dtype) {
+        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f), op,
+                        "cublasGemmGroupedBatchedEx");
+        return;
+    }
+    if (dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {
+        /* A refused call has done nothing: cuBLAS checks its arguments before it launches. */
+        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f) == CUBLAS_STATUS_SUCCESS;
+        g_grouped_bf16_f32 = took;
+        if (took) return;
+    }
+    for (const problem &p : ps)
+        sl_cuda_gemm(ctx, op, false, true, p.m, p.n, p.k, 1.0f, p.a, p.lda, p.b, p.ldb, dy->dtype,
+                     1.0f, p.c, p.ldc, dw->dtype);
+}

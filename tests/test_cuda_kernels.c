@@ -1,0 +1,421 @@
+/*
+ * tests/test_cuda_kernels.c - the CUDA kernels of core/ and trainer/ (elementwise, reductions,
+ * RMSNorm, embedding, cross-entropy, AdamW) on the paths the conformance test
+ * (test_backend_ops) does not reach with its small shapes, against the CPU backend:
+ *   - sum/sumsq over millions of elements (a gradient norm's size; the CPU accumulates in
+ *     double and the bound is test_backend_ops' f32 bound, 1e-6 relative), bitwise equal
+ *     run after run;
+ *   - element-by-element fallbacks: views at an odd offset (not 16-byte aligned);
+ *   - RMSNorm rows wider than one column window (the backward's dw registers);
+ *   - embedding backward over a 151,936-id vocabulary (three radix passes) with many 1024-token
+ *     tiles and one id taking 40% of the tokens: bitwise equal to the CPU in fp32 (both add
+ *     each id's rows in token order, starting from dtable), and (on a GPU) the atomic variant
+ *     of non-deterministic mode within rounding; out-of-range ids (NaN rows forward, dropped
+ *     backward);
+ *   - cross-entropy over a 151,936-wide row, in place, fp32 and bf16, and a target outside
+ *     the vocabulary (NaN loss).
+ * Runs wherever the build has the CUDA backend (on a GPU, or emulated on the CPU); elsewhere
+ * it reports itself skipped. $SLUICE_TEST_REDUCE_N overrides the reductions' length.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test_util.h"
+
+static sl_backend *g_cpu, *g_cuda;
+static uint64_t g_seed = 12345;
+
+/* Every tensor a case makes, freed together by release() (views before their bases). */
+enum { MAX_TENSORS = 256 };
+static sl_tensor *g_all[MAX_TENSORS];
+static int g_nall;
+
+static sl_tensor *reg(sl_tensor *t) {
+    if (g_nall == MAX_TENSORS) {
+        fprintf(stderr, "test_cuda_kernels: raise MAX_TENSORS\n");
+        exit(1);
+    }
+    return g_all[g_nall++] = t;
+}
+
+static void release(void) {
+    while (g_nall > 0) sl_tensor_free(g_all[--g_nall]);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static float *normal(int64_t n, float std) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_normal(x, n, std, g_seed++);
+    return x;
+}
+
+static float *uniform(int64_t n, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_uniform(x, n, lo, hi, g_seed++);
+    return x;
+}
+
+/* bf16 rounding (nearest even) of a finite float, as the GPU's __float2bfloat16_rn. */
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static sl_tensor *tensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const void *h) {
+    sl_tensor *t = reg(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
+                                            : sl_tensor_new1(be, dt, rows * cols));
+    if (h) sl_tensor_from_host(t, h);
+    return t;
+}
+
+/* A bf16 tensor on the CUDA backend holding host floats (rounded by the kernel's convert). */
+static sl_tensor *cuda_bf16(int64_t rows, int64_t cols, const float *h) {
+    sl_tensor *f = tensor(g_cuda, SL_F32, rows, cols, h),
+              *b = tensor(g_cuda, SL_BF16, rows, cols, 0);
+    sl_op_convert(b, f);
+    return b;
+}
+
+/* Host floats of any float tensor (bf16 through a convert on its own backend). */
+static float *host(const sl_tensor *t) {
+    if (sl_tensor_dtype(t) == SL_F32) return sl_test_host_f32(t);
+    sl_tensor *f = sl_tensor_new1(sl_tensor_backend(t), SL_F32, sl_tensor_numel(t));
+    sl_op_convert(f, t);
+    float *h = sl_test_host_f32(f);
+    sl_tensor_free(f);
+    return h;
+}
+
+static bool same_bits(const float *a, const float *b, int64_t n) {
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+static void compare(const char *what, const sl_tensor *got, const sl_tensor *want, double atol,
+                    double rtol) {
+    float *g = host(got), *w = host(want);
+    const double r = sl_test_compare(what, g, w, sl_tensor_numel(want), atol, rtol);
+    CHECK(r <= 1.0, "%s: error %.3g of the tolerance", what, r);
+    free(g);
+    free(w);
+}
+
+static double scalar(void (*op)(sl_tensor *, const sl_tensor *), const sl_tensor *x) {
+    sl_tensor *out = sl_tensor_new1(sl_tensor_backend(x), SL_F32, 1);
+    op(out, x);
+    float v;
+    sl_tensor_to_host(out, &v);
+    sl_tensor_free(out);
+    return v;
+}
+
+/* ---- reductions -------------------------------------------------------------------------- */
+
+static void test_reductions(void) {
+    int64_t n = 8388613; /* 2^23 + 5: 1024 partial blocks of many packs, and a tail */
+    const char *env = getenv("SLUICE_TEST_REDUCE_N");
+    if (env && atoll(env) > 0) n = atoll(env);
+    float *g = normal(n, 1e-2f), *u = uniform(n, 0.0f, 1.0f);
+    sl_tensor *cg = tensor(g_cpu, SL_F32, n, 1, g), *dg = tensor(g_cuda, SL_F32, n, 1, g);
+    sl_tensor *cu = tensor(g_cpu, SL_F32, n, 1, u), *du = tensor(g_cuda, SL_F32, n, 1, u);
+    const double want_sq = scalar(sl_op_sumsq, cg), want_s = scalar(sl_op_sum, cu);
+    const double got_sq = scalar(sl_op_sumsq, dg), got_s = scalar(sl_op_sum, du);
+    printf("  sumsq of %lld: relative error %.2e; sum: %.2e\n", (long long)n,
+           fabs(got_sq - want_sq) / want_sq, fabs(got_s - want_s) / want_s);
+    CHECK(fabs(got_sq - want_sq) <= 1e-6 * want_sq, "sumsq: %.9g, CPU %.9g", got_sq, want_sq);
+    CHECK(fabs(got_s - want_s) <= 1e-6 * want_s, "sum: %.9g, CPU %.9g", got_s, want_s);
+    CHECK(scalar(sl_op_sumsq, dg) == got_sq, "sumsq is the same run after run");
+    /* bf16 input: the same values rounded on both sides. */
+    for (int64_t i = 0; i < n; i++) g[i] = bf16_round(g[i]);
+    sl_tensor_from_host(cg, g);
+    sl_tensor *db = cuda_bf16(n, 1, g);
+    const double want_b = scalar(sl_op_sumsq, cg), got_b = scalar(sl_op_sumsq, db);
+    CHECK(fabs(got_b - want_b) <= 1e-6 * want_b, "bf16 sumsq: %.9g, CPU %.9g", got_b, want_b);
+    /* Not 16-byte aligned: element by element. */
+    sl_tensor *cv = reg(sl_tensor_view1(cu, 1, n - 1)), *dv = reg(sl_tensor_view1(du, 1, n - 1));
+    const double want_v = scalar(sl_op_sum, cv), got_v = scalar(sl_op_sum, dv);
+    CHECK(fabs(got_v - want_v) <= 1e-6 * want_v, "sum of a view: %.9g, CPU %.9g", got_v, want_v);
+    sl_tensor *none = reg(sl_tensor_view1(du, 3, 0));
+    CHECK(scalar(sl_op_sum, none) == 0.0, "the sum of nothing is 0");
+    release();
+    free(g);
+    free(u);
+}
+
+/* ---- maps and AdamW on misaligned views ---------------------------------------------------- */
+
+/* A view of elements [1, n + 1) of a new tensor: 4 bytes past a 16-byte boundary. */
+static sl_tensor *odd_view(sl_backend *be, sl_dtype dt, int64_t n, const float *h) {
+    sl_tensor *base = reg(sl_tensor_new1(be, dt, n + 1)), *v = reg(sl_tensor_view1(base, 1, n));
+    if (h && dt == SL_F32) sl_tensor_from_host(v, h);
+    if (h && dt == SL_BF16) sl_op_convert(v, tensor(be, SL_F32, n, 1, h));
+    return v;
+}
+
+/* fill of an index tensor (the value truncated to an integer, as the CPU does): aligned
+ * (4 per store and a tail) and a view one element in. */
+static void test_fill_i32(void) {
+    const int64_t n = 1003;
+    sl_tensor *t = tensor(g_cuda, SL_I32, n, 1, NULL), *v = reg(sl_tensor_view1(t, 1, n - 2));
+    int32_t *h = malloc(sizeof(int32_t) * n);
+    sl_op_fill(t, 7.9f);
+    sl_op_fill(v, -3.0f);
+    sl_tensor_to_host(t, h);
+    bool ok = h[0] == 7 && h[n - 1] == 7;
+    for (int64_t i = 1; i < n - 1; i++) ok &= h[i] == -3;
+    CHECK(ok, "fill of i32 tensors and views");
+    release();
+    free(h);
+}
+
+static void test_unaligned(void) {
+    const int64_t n = 1001;
+    float *a = normal(n, 1.0f), *b = normal(n, 1.0f), *y = normal(n, 1.0f);
+    sl_tensor *ca = odd_view(g_cpu, SL_F32, n, a), *cb = odd_view(g_cpu, SL_F32, n, b);
+    sl_tensor *da = odd_view(g_cuda, SL_F32, n, a), *db = odd_view(g_cuda, SL_F32, n, b);
+    sl_op_add(ca, ca, cb);
+    sl_op_add(da, da, db);
+    compare("add (views, y = a)", da, ca, 1e-6, 1e-6);
+    sl_op_axpy(cb, ca, -0.7f);
+    sl_op_axpy(db, da, -0.7f);
+    compare("axpy (views)", db, cb, 1e-6, 1e-6);
+    sl_op_scale(cb, 1.37f);
+    sl_op_scale(db, 1.37f);
+    compare("scale (views)", db, cb, 1e-6, 1e-6);
+    /* fp32 view -> bf16 view (2 bytes past a boundary) -> fp32 view: bf16 rounding, exactly */
+    sl_tensor *h16 = odd_view(g_cuda, SL_BF16, n, NULL), *back = odd_view(g_cuda, SL_F32, n, NULL);
+    sl_tensor *src = odd_view(g_cuda, SL_F32, n, y);
+    sl_op_convert(h16, src);
+    sl_op_convert(back, h16);
+    float *got = host(back);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++) ok &= got[i] == bf16_round(y[i]);
+    CHECK(ok, "convert of views rounds to nearest even and back exactly");
+    free(got);
+    /* add with a bf16 operand on views: y = a + bf16(b) */
+    sl_tensor *cb16 = odd_view(g_cpu, SL_F32, n, NULL);
+    float *br = malloc(sizeof(float) * n);
+    for (int64_t i = 0; i < n; i++) br[i] = bf16_round(b[i]);
+    sl_tensor_from_host(cb16, br);
+    sl_tensor *db16 = odd_view(g_cuda, SL_BF16, n, b);
+    sl_tensor *ya = odd_view(g_cpu, SL_F32, n, NULL), *yd = odd_view(g_cuda, SL_F32, n, NULL);
+    sl_op_add(ya, ca, cb16);
+    sl_op_add(yd, da, db16);
+    compare("add fp32 + bf16 (views)", yd, ya, 1e-6, 1e-6);
+    /* AdamW on views, with a bf16 compute copy */
+    float *p = normal(n, 1.0f), *gr = normal(n, 1.0f), *m = normal(n, 0.01f);
+    float *v = uniform(n, 0.0f, 1e-3f);
+    const sl_adamw_params hp = {.lr = 1e-2f,
+                                .beta1 = 0.9f,
+                                .beta2 = 0.95f,
+                                .eps = 1e-8f,
+                                .weight_decay = 0.1f,
+                                .grad_scale = 0.5f,
+                                .step = 3};
+    sl_tensor *cp = odd_view(g_cpu, SL_F32, n, p), *cg = odd_view(g_cpu, SL_F32, n, gr);
+    sl_tensor *cm = odd_view(g_cpu, SL_F32, n, m), *cv = odd_view(g_cpu, SL_F32, n, v);
+    sl_tensor *dp = odd_view(g_cuda, SL_F32, n, p), *dgr = odd_view(g_cuda, SL_F32, n, gr);
+    sl_tensor *dm = odd_view(g_cuda, SL_F32, n, m), *dv = odd_view(g_cuda, SL_F32, n, v);
+    sl_tensor *copy = odd_view(g_cuda, SL_BF16, n, NULL);
+    sl_op_adamw(cp, cg, cm, cv, NULL, &hp);
+    sl_op_adamw(dp, dgr, dm, dv, copy, &hp);
+    compare("adamw p (views)", dp, cp, 1e-6, 1e-5);
+    compare("adamw m (views)", dm, cm, 1e-6, 1e-5);
+    compare("adamw v (views)", dv, cv, 1e-6, 1e-5);
+    compare("adamw bf16 copy (views)", copy, cp, 1e-6, 8e-3);
+    release();
+    free(a), free(b), free(y), free(br), free(p), free(gr), free(m), free(v);
+}
+
+/* ---- RMSNorm: wide rows and odd offsets ------------------------------------------------------ */
+
+static void rmsnorm_case(int64_t rows, int64_t d, bool odd) {
+    char what[64];
+    float *x = normal(rows * d, 1.0f), *w = uniform(d, 0.5f, 1.5f), *dy = normal(rows * d, 1.0f);
+    float *dw0 = normal(d, 1.0f);
+    sl_tensor *t[2][8];
+    sl_backend *be[2] = {g_cpu, g_cuda};
+    for (int k = 0; k < 2; k++) {
+        /* x, w, dy, dw as [rows, d] / [d]; y, dx, rstd written */
+        t[k][0] = odd ? odd_view(be[k], SL_F32, rows * d, x) : tensor(be[k], SL_F32, rows, d, x);
+        t[k][1] = tensor(be[k], SL_F32, d, 1, w);
+        t[k][2] = odd ? odd_view(be[k], SL_F32, rows * d, dy) : tensor(be[k], SL_F32, rows, d, dy);
+        t[k][3] = tensor(be[k], SL_F32, d, 1, dw0);
+        t[k][4] = odd ? odd_view(be[k], SL_F32, rows * d, NULL) : tensor(be[k], SL_F32, rows, d, 0);
+        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, NULL) : tensor(be[k], SL_F32, rows, d, 0);
+        t[k][6] = tensor(be[k], SL_F32, rows, 1, 0);
+        sl_op_rmsnorm_fwd(t[k][4], t[k][6], t[k][0], t[k][1], 1e-6f);
+        sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6]);
+    }
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld%s y", (long long)rows, (long long)d,
+             odd ? " (views)" : "");
+    compare(what, t[1][4], t[0][4], 1e-6, 1e-5);
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld rstd", (long long)rows, (long long)d);
+    compare(what, t[1][6], t[0][6], 1e-6, 1e-5);
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld dx", (long long)rows, (long long)d);
+    compare(what, t[1][5], t[0][5], 5e-5, 1e-5);
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld dw", (long long)rows, (long long)d);
+    compare(what, t[1][3], t[0][3], 5e-5, 1e-5);
+    release();
+    free(x), free(w), free(dy), free(dw0);
+}
+
+static void test_rmsnorm(void) {
+    rmsnorm_case(21, 4104, false); /* packs: windows of 2048, 2048 and 8 columns */
+    rmsnorm_case(5, 2049, false);  /* elements: windows of 1024, 1024 and 1 */
+    rmsnorm_case(40, 64, true);    /* width a multiple of 8 but not aligned: elements */
+    rmsnorm_case(1100, 16, false); /* more rows than 8 per block at the most partials */
+}
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+/* ids: `heavy` of every 10 tokens are id v - 1 (the top digits of the key), the rest uniform. */
+static int32_t *skewed_ids(int64_t n, int64_t v, int heavy) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    uint64_t s = g_seed++;
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int)(i % 10) < heavy ? (int32_t)(v - 1)
+                                       : (int32_t)(sl_test_rand_u64(&s) % (uint64_t)v);
+    return ids;
+}
+
+static void embedding_case(int64_t v, int64_t c, int64_t n, sl_backend *cuda, bool exact) {
+    char what[80];
+    float *dt0 = normal(v * c, 1.0f), *dout = normal(n * c, 1.0f);
+    int32_t *ids = skewed_ids(n, v, 4);
+    sl_tensor *cid = tensor(g_cpu, SL_I32, n, 1, ids), *did = tensor(cuda, SL_I32, n, 1, ids);
+    sl_tensor *ct = tensor(g_cpu, SL_F32, v, c, dt0), *dt = tensor(cuda, SL_F32, v, c, dt0);
+    sl_tensor *cd = tensor(g_cpu, SL_F32, n, c, dout), *dd = tensor(cuda, SL_F32, n, c, dout);
+    sl_op_embedding_bwd(ct, cd, cid);
+    sl_op_embedding_bwd(dt, dd, did);
+    float *want = host(ct), *got = host(dt);
+    snprintf(what, sizeof what, "embedding_bwd V%lld/C%lld/N%lld%s", (long long)v, (long long)c,
+             (long long)n, exact ? "" : " (atomic)");
+    if (exact) {
+        CHECK(same_bits(got, want, v * c), "%s: not bitwise equal to the CPU", what);
+    } else {
+        const double r = sl_test_compare(what, got, want, v * c, 1e-5, 1e-5);
+        CHECK(r <= 1.0, "%s: error %.3g of the tolerance", what, r);
+    }
+    /* The forward of the same ids: rows of the table, exactly. */
+    sl_tensor *co = tensor(g_cpu, SL_F32, n, c, 0), *dout_t = tensor(cuda, SL_F32, n, c, 0);
+    sl_op_embedding_fwd(co, cid, ct);
+    sl_tensor_from_host(dt, want); /* both tables equal */
+    sl_op_embedding_fwd(dout_t, did, dt);
+    float *fw = host(co), *fg = host(dout_t);
+    CHECK(same_bits(fg, fw, n * c), "embedding_fwd V%lld/C%lld: rows copied exactly", (long long)v,
+          (long long)c);
+    release();
+    free(fw), free(fg), free(want), free(got), free(dt0), free(dout), free(ids);
+}
+
+/* Ids outside [0, V): the forward writes NaN rows, the backward drops those tokens. */
+static void embedding_out_of_range(void) {
+    const int64_t v = 50, c = 16, n = 6;
+    const int32_t ids[6] = {3, -1, 49, 50, 3, 7}, ids_cpu[6] = {3, 0, 49, 0, 3, 7};
+    float *table = normal(v * c, 1.0f), *dout = normal(n * c, 1.0f);
+    sl_tensor *did = tensor(g_cuda, SL_I32, n, 1, ids), *cid = tensor(g_cpu, SL_I32, n, 1, ids_cpu);
+    sl_tensor *dt = tensor(g_cuda, SL_F32, v, c, table), *out = tensor(g_cuda, SL_F32, n, c, 0);
+    sl_op_embedding_fwd(out, did, dt);
+    float *o = host(out);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < c; j++) {
+            const bool bad = ids[i] < 0 || ids[i] >= v;
+            ok &= bad ? isnan(o[i * c + j]) : o[i * c + j] == table[ids[i] * c + j];
+        }
+    CHECK(ok, "embedding_fwd: NaN rows for ids outside the vocabulary, table rows otherwise");
+    /* backward: the CPU run gets those tokens' rows zeroed (and a valid id) */
+    sl_tensor *dd = tensor(g_cuda, SL_F32, n, c, dout);
+    for (int64_t j = 0; j < c; j++) dout[1 * c + j] = dout[3 * c + j] = 0.0f;
+    sl_tensor *ct = tensor(g_cpu, SL_F32, v, c, table), *cd = tensor(g_cpu, SL_F32, n, c, dout);
+    sl_op_embedding_bwd(dt, dd, did);
+    sl_op_embedding_bwd(ct, cd, cid);
+    float *got = host(dt), *want = host(ct);
+    CHECK(same_bits(got, want, v * c), "embedding_bwd drops the tokens outside the vocabulary");
+    release();
+    free(o), free(got), free(want), free(table), free(dout);
+}
+
+static void test_embedding(void) {
+    embedding_case(151936, 24, 2500, g_cuda, true); /* 3 radix passes, 3 tiles, packs */
+    embedding_case(70000, 5, 1100, g_cuda, true);   /* width 5: elements */
+    embedding_case(64, 8, 3000, g_cuda, true);      /* few ids, long runs */
+#ifndef SLUICE_CUDA_EMULATED
+    /* Not under the emulator: it runs every launch under two thread orders and requires equal
+     * results, which float atomics in a varying order do not give (that is their point). */
+    sl_backend_params p = {.threads = 0, .device = -1, .allow_nondeterministic = true};
+    char err[256];
+    sl_backend *fast = sl_backend_create("cuda", &p, err, sizeof err);
+    CHECK(fast != NULL, "a non-deterministic CUDA backend: %s", err);
+    if (fast) {
+        embedding_case(151936, 24, 2500, fast, false);
+        sl_backend_free(fast);
+    }
+#endif
+    embedding_out_of_range();
+}
+
+/* ---- cross-entropy ------------------------------------------------------------------------ */
+
+static void test_cross_entropy(void) {
+    const int64_t n = 4, v = 151936;
+    const int32_t tg[4] = {5, -1, 151935, 77777};
+    float *l = normal(n * v, 2.0f);
+    sl_tensor *ctg = tensor(g_cpu, SL_I32, n, 1, tg), *dtg = tensor(g_cuda, SL_I32, n, 1, tg);
+    sl_tensor *cl = tensor(g_cpu, SL_F32, n, v, l), *closs = tensor(g_cpu, SL_F32, n, 1, 0);
+    sl_op_cross_entropy(closs, cl, cl, ctg, 0.5f);
+    /* fp32, in place */
+    sl_tensor *dl = tensor(g_cuda, SL_F32, n, v, l), *dloss = tensor(g_cuda, SL_F32, n, 1, 0);
+    sl_op_cross_entropy(dloss, dl, dl, dtg, 0.5f);
+    compare("cross_entropy V151936 losses", dloss, closs, 1e-5, 1e-5);
+    compare("cross_entropy V151936 dlogits (in place)", dl, cl, 1e-5, 1e-5);
+    /* bf16 logits, separate dlogits: the CPU gets the same rounded logits */
+    for (int64_t i = 0; i < n * v; i++) l[i] = bf16_round(l[i]);
+    sl_tensor_from_host(cl, l);
+    sl_op_cross_entropy(closs, cl, cl, ctg, 0.5f);
+    sl_tensor *bl = cuda_bf16(n, v, l), *bd = tensor(g_cuda, SL_BF16, n, v, 0);
+    sl_op_cross_entropy(dloss, bd, bl, dtg, 0.5f);
+    compare("cross_entropy bf16 losses", dloss, closs, 1e-5, 1e-5);
+    /* one bf16 rounding of each gradient (2^-9 relative) */
+    compare("cross_entropy bf16 dlogits", bd, cl, 1e-9, 4e-3);
+    /* a target outside the vocabulary: NaN loss (the CPU stops the run instead) */
+    const int32_t bad[4] = {5, -1, 151936, 0};
+    sl_tensor_from_host(dtg, bad);
+    sl_op_cross_entropy(dloss, NULL, bl, dtg, 1.0f);
+    float *loss = host(dloss);
+    CHECK(isnan(loss[2]) && !isnan(loss[0]) && loss[1] == 0.0f,
+          "cross_entropy: NaN loss for a target outside the vocabulary (got %g %g %g)", loss[0],
+          loss[1], loss[2]);
+    release();
+    free(loss), free(l);
+}
+
+int main(void) {
+    bool built = false;
+    for (int i = 0; i < sl_backend_count(); i++)
+        if (strcmp(sl_backend_name_at(i), "cuda") == 0) built = true;
+    if (!built) {
+        printf("SKIP: this build has no CUDA backend\n");
+        return 77;
+    }
+    char err[256] = "";
+    g_cuda = sl_backend_create("cuda", NULL, err, sizeof err);
+    if (!g_cuda) {
+        printf("SKIP: %s\n", err);
+        return 77;
+    }
+    g_cpu = sl_test_cpu();
+    test_reductions();
+    test_fill_i32();
+    test_unaligned();
+    test_rmsnorm();
+    test_embedding();
+    test_cross_entropy();
+    sl_backend_free(g_cuda);
+    return sl_test_finish("test_cuda_kernels");
+}
