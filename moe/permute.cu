@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(SORT_MAX_WARPS * 32)
         if (valid && lane == __ffs(m) - 1) row[b] += __popc(m);
         __syncwarp();
         if (MODE == SORT_OUT_MOE) {
-            if (valid) out.a[pos] = (int32_t)(s / out.k);
+            if (valid) out.a[pos] = (int32_t)s / out.k; /* s < 2^31 (make_plan) */
             if (s < p.n) out.b[s] = pos;
         } else if (valid) {
             const uint32_t u = (uint32_t)key < p.key.limit ? (uint32_t)key : p.key.limit;
