@@ -12,82 +12,85 @@
 
 #include "core/cuda_common.cuh"
 
-template <typename T, int V> struct alignas(sizeof(T) * V) sl_vec { T v[V]; };
+template <typename T, int V> struct alignas(sizeof(T) * V) sl_moe_vec { T v[V]; };
 
 /* f[0..V) = p[0..V) as fp32; p aligned to sizeof(T) * V. */
-template <typename T, int V> __device__ __forceinline__ void sl_vload(float (&f)[V], const T *p) {
-    const sl_vec<T, V> x = *reinterpret_cast<const sl_vec<T, V> *>(p);
+template <typename T, int V>
+__device__ __forceinline__ void sl_moe_vload(float (&f)[V], const T *p) {
+    const sl_moe_vec<T, V> x = *reinterpret_cast<const sl_moe_vec<T, V> *>(p);
 #pragma unroll
     for (int i = 0; i < V; i++) f[i] = sl_ld(x.v[i]);
 }
 
 /* p[0..V) = f[0..V) rounded to T. */
-template <typename T, int V> __device__ __forceinline__ void sl_vstore(T *p, const float (&f)[V]) {
-    sl_vec<T, V> x;
+template <typename T, int V>
+__device__ __forceinline__ void sl_moe_vstore(T *p, const float (&f)[V]) {
+    sl_moe_vec<T, V> x;
 #pragma unroll
     for (int i = 0; i < V; i++) x.v[i] = sl_st<T>(f[i]);
-    *reinterpret_cast<sl_vec<T, V> *>(p) = x;
+    *reinterpret_cast<sl_moe_vec<T, V> *>(p) = x;
 }
 
 /* Elements per 16-byte access of T. */
-template <typename T> constexpr int sl_vec16() {
+template <typename T> constexpr int sl_moe_vec16() {
     return (int)(16 / sizeof(T));
 }
 
-static inline bool sl_aligned16(const void *p) {
+static inline bool sl_moe_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;
 }
 
 /* Whether rows of `width` elements of T, starting at every given base (NULL = unused), can all
  * be accessed 16 bytes at a time. */
 template <typename T>
-static inline bool sl_rows_vec16(int64_t width, const void *a, const void *b = 0, const void *c = 0,
-                                 const void *d = 0) {
-    return (width * (int64_t)sizeof(T)) % 16 == 0 && sl_aligned16(a) && sl_aligned16(b) &&
-           sl_aligned16(c) && sl_aligned16(d);
+static inline bool sl_moe_rows_vec16(int64_t width, const void *a, const void *b = 0,
+                                     const void *c = 0, const void *d = 0) {
+    return (width * (int64_t)sizeof(T)) % 16 == 0 && sl_moe_aligned16(a) && sl_moe_aligned16(b) &&
+           sl_moe_aligned16(c) && sl_moe_aligned16(d);
 }
 
-/* Row kernels run one warp per row, SL_ROW_WARPS warps per block, grid-stride over the rows:
+/* Row kernels run one warp per row, SL_MOE_ROW_WARPS warps per block, grid-stride over the rows:
  * a row's accesses are 32 lanes x 16 bytes wide and no index needs a 64-bit division. */
-enum { SL_ROW_WARPS = 8 };
+enum { SL_MOE_ROW_WARPS = 8 };
 
 /* Launch bounds of the row kernels: 256 threads, at least 4 blocks per SM (<= 64 registers).
  * Plenty for streaming a few rows, and without the minimum ptxas was seen to spill a few bytes
  * at 48 registers (a build error here). */
-#define SL_ROW_BOUNDS __launch_bounds__(SL_ROW_WARPS * 32, 4)
+#define SL_MOE_ROW_BOUNDS __launch_bounds__(SL_MOE_ROW_WARPS * 32, 4)
 
 /* Blocks for `rows` rows at one warp each: enough to fill the GPU many times over, capped so
  * that huge row counts keep gridDim.x modest (the kernels loop). */
-static inline unsigned sl_row_blocks(int64_t rows) {
+static inline unsigned sl_moe_row_blocks(int64_t rows) {
     const int64_t cap = 1 << 20;
-    const int64_t b = (rows + SL_ROW_WARPS - 1) / SL_ROW_WARPS;
+    const int64_t b = (rows + SL_MOE_ROW_WARPS - 1) / SL_MOE_ROW_WARPS;
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
 /* for (int64_t r = this warp's first row; r < rows; r += warps in the grid) */
-#define SL_FOR_WARP_ROWS(r, rows)                                                                  \
-    for (int64_t r = (int64_t)blockIdx.x * SL_ROW_WARPS + (threadIdx.x >> 5); r < (rows);          \
-         r += (int64_t)gridDim.x * SL_ROW_WARPS)
+#define SL_MOE_FOR_WARP_ROWS(r, rows)                                                              \
+    for (int64_t r = (int64_t)blockIdx.x * SL_MOE_ROW_WARPS + (threadIdx.x >> 5); r < (rows);      \
+         r += (int64_t)gridDim.x * SL_MOE_ROW_WARPS)
 
 /* Launches the row kernel template `kernel<T, V>` (V elements per access) over `rows` rows:
- * V = 16 bytes of T when `vec` (see sl_rows_vec16), else 1. The instances get names of their
+ * V = 16 bytes of T when `vec` (see sl_moe_rows_vec16), else 1. The instances get names of their
  * own (SL_LAUNCH takes no template argument list with a comma). */
-#define SL_ROW_LAUNCH(kernel, T, vec, op, stream, rows, ...)                                       \
+#define SL_MOE_ROW_LAUNCH(kernel, T, vec, op, stream, rows, ...)                                   \
     do {                                                                                           \
         if (vec) {                                                                                 \
-            const auto kernel##_vec = kernel<T, sl_vec16<T>()>;                                    \
-            SL_LAUNCH(kernel##_vec, sl_row_blocks(rows), SL_ROW_WARPS * 32, 0, stream,             \
+            const auto kernel##_vec = kernel<T, sl_moe_vec16<T>()>;                                \
+            SL_LAUNCH(kernel##_vec, sl_moe_row_blocks(rows), SL_MOE_ROW_WARPS * 32, 0, stream,     \
                       __VA_ARGS__);                                                                \
         } else {                                                                                   \
             const auto kernel##_1 = kernel<T, 1>;                                                  \
-            SL_LAUNCH(kernel##_1, sl_row_blocks(rows), SL_ROW_WARPS * 32, 0, stream, __VA_ARGS__); \
+            SL_LAUNCH(kernel##_1, sl_moe_row_blocks(rows), SL_MOE_ROW_WARPS * 32, 0, stream,       \
+                      __VA_ARGS__);                                                                \
         }                                                                                          \
         SL_CUDA_LAUNCHED(op);                                                                      \
     } while (0)
 
 /* sigmoid as the CPU twin computes it (core/vmath.h): 1 / (1 + exp(-x)); expf saturates to
  * +inf for very negative x, giving exactly 0, and to 0 for large x, giving exactly 1. */
-__device__ __forceinline__ float sl_sigmoidf(float x) {
+__device__ __forceinline__ float sl_moe_sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 

@@ -29,6 +29,8 @@
 #include "moe/kernels_cuda.h"
 #include "moe/moe_vec.cuh"
 
+namespace {
+
 /* ---- the stable counting sort ----------------------------------------------------------- */
 
 enum {
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(SORT_MAX_WARPS * 32)
         if (valid && lane == __ffs(m) - 1) row[b] += __popc(m);
         __syncwarp();
         if (MODE == SORT_OUT_MOE) {
-            if (valid) out.a[pos] = (int32_t)(s / out.k);
+            if (valid) out.a[pos] = (int32_t)s / out.k; /* s < 2^31 (make_plan) */
             if (s < p.n) out.b[s] = pos;
         } else if (valid) {
             const uint32_t u = (uint32_t)key < p.key.limit ? (uint32_t)key : p.key.limit;
@@ -251,6 +253,8 @@ static void sort_pass(cudaStream_t st, const sort_plan &p, const int32_t *keys, 
     SL_CUDA_LAUNCHED(op);
 }
 
+} // namespace
+
 extern "C" void sl_cuda_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted_token,
                                  sl_tensor *slot_pos, const sl_tensor *topk_idx) {
     const int64_t e = counts->numel, slots = topk_idx->numel;
@@ -265,17 +269,19 @@ extern "C" void sl_cuda_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted
                             sl_ptr<int32_t>(counts), out, "moe_sort");
 }
 
+namespace {
+
 /* ---- gather ---------------------------------------------------------------------------- */
 
 /* dst row i = src row idx[i], a bit copy in units U (the widest that divides the rows and the
  * bases' alignment): one warp per row. An index outside [0, rows) leaves its row unwritten
  * rather than read out of bounds. */
 template <typename U>
-__global__ void SL_ROW_BOUNDS gather_kernel(U *__restrict__ dst, const U *__restrict__ src,
-                                            const int32_t *__restrict__ idx, int64_t m, int64_t upr,
-                                            int64_t rows) {
+__global__ void SL_MOE_ROW_BOUNDS gather_kernel(U *__restrict__ dst, const U *__restrict__ src,
+                                                const int32_t *__restrict__ idx, int64_t m,
+                                                int64_t upr, int64_t rows) {
     const int lane = threadIdx.x & 31;
-    SL_FOR_WARP_ROWS(i, m) {
+    SL_MOE_FOR_WARP_ROWS(i, m) {
         const int64_t r = idx[i];
         if (r < 0 || r >= rows) continue;
         const U *s = src + r * upr;
@@ -287,10 +293,12 @@ __global__ void SL_ROW_BOUNDS gather_kernel(U *__restrict__ dst, const U *__rest
 template <typename U>
 static void gather_launch(cudaStream_t st, void *dst, const void *src, const int32_t *idx,
                           int64_t m, int64_t row_bytes, int64_t rows) {
-    SL_LAUNCH(gather_kernel<U>, sl_row_blocks(m), SL_ROW_WARPS * 32, 0, st, (U *)dst,
+    SL_LAUNCH(gather_kernel<U>, sl_moe_row_blocks(m), SL_MOE_ROW_WARPS * 32, 0, st, (U *)dst,
               (const U *)src, idx, m, row_bytes / (int64_t)sizeof(U), rows);
     SL_CUDA_LAUNCHED("gather_rows");
 }
+
+} // namespace
 
 extern "C" void sl_cuda_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
                                     const sl_tensor *idx) {
@@ -311,6 +319,8 @@ extern "C" void sl_cuda_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *
         gather_launch<uint16_t>(st, dst->data, src->data, pi, m, rb, rows);
 }
 
+namespace {
+
 /* ---- scatter-add ------------------------------------------------------------------------ */
 
 /* Deterministic: `keys` are idx sorted stably (ties in increasing i) and `order` the matching
@@ -330,37 +340,38 @@ __device__ __forceinline__ int64_t lower_bound_i32(const int32_t *a, int64_t n, 
 }
 
 template <typename T, int V>
-__global__ void SL_ROW_BOUNDS scatter_rows_kernel(T *__restrict__ dst, const T *__restrict__ src,
-                                                  const int32_t *__restrict__ keys,
-                                                  const int32_t *__restrict__ order, int64_t m,
-                                                  int64_t rows, int64_t c) {
+__global__ void SL_MOE_ROW_BOUNDS scatter_rows_kernel(T *__restrict__ dst,
+                                                      const T *__restrict__ src,
+                                                      const int32_t *__restrict__ keys,
+                                                      const int32_t *__restrict__ order, int64_t m,
+                                                      int64_t rows, int64_t c) {
     const int lane = threadIdx.x & 31;
-    SL_FOR_WARP_ROWS(r, rows) {
+    SL_MOE_FOR_WARP_ROWS(r, rows) {
         const int64_t lo = lower_bound_i32(keys, m, (int32_t)r);
         const int64_t hi = lower_bound_i32(keys + lo, m - lo, (int32_t)(r + 1)) + lo;
         if (lo == hi) continue;
         T *d = dst + r * c;
         for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
             float acc[V], v[V];
-            sl_vload<T, V>(acc, d + c0);
+            sl_moe_vload<T, V>(acc, d + c0);
             for (int64_t q = lo; q < hi; q++) {
-                sl_vload<T, V>(v, src + (int64_t)order[q] * c + c0);
+                sl_moe_vload<T, V>(v, src + (int64_t)order[q] * c + c0);
 #pragma unroll
                 for (int i = 0; i < V; i++) acc[i] += v[i];
             }
-            sl_vstore<T, V>(d + c0, acc);
+            sl_moe_vstore<T, V>(d + c0, acc);
         }
     }
 }
 
 /* Not deterministic (the order of the atomic adds varies): fp32 only, and only when the backend
  * is not deterministic. One warp per source row. */
-__global__ void SL_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
-                                                    const float *__restrict__ src,
-                                                    const int32_t *__restrict__ idx, int64_t m,
-                                                    int64_t rows, int64_t c) {
+__global__ void SL_MOE_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
+                                                        const float *__restrict__ src,
+                                                        const int32_t *__restrict__ idx, int64_t m,
+                                                        int64_t rows, int64_t c) {
     const int lane = threadIdx.x & 31;
-    SL_FOR_WARP_ROWS(i, m) {
+    SL_MOE_FOR_WARP_ROWS(i, m) {
         const int64_t r = idx[i];
         if (r < 0 || r >= rows) continue;
         for (int64_t j = lane; j < c; j += 32) atomicAdd(dst + r * c + j, src[i * c + j]);
@@ -375,10 +386,12 @@ template <typename T>
 static void scatter_sorted_launch(cudaStream_t st, sl_tensor *dst, const sl_tensor *src,
                                   const int32_t *keys, const int32_t *order, int64_t m) {
     const int64_t rows = sl_rows(dst), c = sl_last_dim(dst);
-    SL_ROW_LAUNCH(scatter_rows_kernel, T, sl_rows_vec16<T>(c, dst->data, src->data),
-                  "scatter_add_rows", st, rows, sl_ptr<T>(dst), sl_ptr<T>(src), keys, order, m,
-                  rows, c);
+    SL_MOE_ROW_LAUNCH(scatter_rows_kernel, T, sl_moe_rows_vec16<T>(c, dst->data, src->data),
+                      "scatter_add_rows", st, rows, sl_ptr<T>(dst), sl_ptr<T>(src), keys, order, m,
+                      rows, c);
 }
+
+} // namespace
 
 extern "C" void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
                                          const sl_tensor *idx) {
@@ -387,7 +400,7 @@ extern "C" void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_ten
     cudaStream_t st = sl_cuda_stream(ctx);
     const int32_t *pi = sl_ptr<int32_t>(idx);
     if (dst->dtype == SL_F32 && !sl_cuda_deterministic(ctx)) {
-        SL_LAUNCH(scatter_atomic_kernel, sl_row_blocks(m), SL_ROW_WARPS * 32, 0, st,
+        SL_LAUNCH(scatter_atomic_kernel, sl_moe_row_blocks(m), SL_MOE_ROW_WARPS * 32, 0, st,
                   sl_ptr<float>(dst), sl_ptr<float>(src), pi, m, rows, c);
         SL_CUDA_LAUNCHED("scatter_add_rows");
         return;
@@ -426,17 +439,19 @@ extern "C" void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_ten
     SL_DISPATCH_FLOAT(dst->dtype, T, scatter_sorted_launch<T>(st, dst, src, keys, vals, m));
 }
 
+namespace {
+
 /* ---- combine ---------------------------------------------------------------------------- */
 
 /* y[t] = sum_j w[t, j] x[slot_pos[t k + j]], j in order, fp32. One warp per token; the k
  * weights and slot positions are read by every lane (one broadcast each). */
 template <typename T, int V>
-__global__ void SL_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__restrict__ x,
-                                             const int32_t *__restrict__ sp,
-                                             const float *__restrict__ w, int64_t n, int k,
-                                             int64_t c, int64_t xrows) {
+__global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__restrict__ x,
+                                                 const int32_t *__restrict__ sp,
+                                                 const float *__restrict__ w, int64_t n, int k,
+                                                 int64_t c, int64_t xrows) {
     const int lane = threadIdx.x & 31;
-    SL_FOR_WARP_ROWS(t, n) {
+    SL_MOE_FOR_WARP_ROWS(t, n) {
         for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
             float acc[V], v[V];
 #pragma unroll
@@ -445,11 +460,11 @@ __global__ void SL_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__restr
                 const int64_t row = sp[t * k + j];
                 const float wj = w[t * k + j];
                 if (row < 0 || row >= xrows) continue; /* no read out of bounds */
-                sl_vload<T, V>(v, x + row * c + c0);
+                sl_moe_vload<T, V>(v, x + row * c + c0);
 #pragma unroll
                 for (int i = 0; i < V; i++) acc[i] += wj * v[i];
             }
-            sl_vstore<T, V>(y + t * c + c0, acc);
+            sl_moe_vstore<T, V>(y + t * c + c0, acc);
         }
     }
 }
@@ -458,10 +473,12 @@ template <typename T>
 static void combine_launch(cudaStream_t st, sl_tensor *y, const sl_tensor *x,
                            const sl_tensor *slot_pos, const sl_tensor *w) {
     const int64_t n = sl_rows(y), c = sl_last_dim(y);
-    SL_ROW_LAUNCH(combine_kernel, T, sl_rows_vec16<T>(c, y->data, x->data), "moe_combine", st, n,
-                  sl_ptr<T>(y), sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos), sl_ptr<float>(w), n,
-                  (int)sl_last_dim(w), c, sl_rows(x));
+    SL_MOE_ROW_LAUNCH(combine_kernel, T, sl_moe_rows_vec16<T>(c, y->data, x->data), "moe_combine",
+                      st, n, sl_ptr<T>(y), sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos),
+                      sl_ptr<float>(w), n, (int)sl_last_dim(w), c, sl_rows(x));
 }
+
+} // namespace
 
 extern "C" void sl_cuda_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x,
                                     const sl_tensor *slot_pos, const sl_tensor *w) {
@@ -469,17 +486,20 @@ extern "C" void sl_cuda_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x,
     SL_DISPATCH_FLOAT(y->dtype, T, combine_launch<T>(sl_cuda_stream(ctx), y, x, slot_pos, w));
 }
 
+namespace {
+
 /* Backward, one warp per slot p = t k + j: dx[slot_pos[p]] = w[p] dy[t] and dw[p] = <dy[t],
  * x[slot_pos[p]]> (fp32, each lane's elements in order, then the warp's butterfly: a fixed
  * order). The k warps of a token read the same dy row, mostly from cache. */
 template <typename T, int V>
-__global__ void SL_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *__restrict__ dw,
-                                                 const T *__restrict__ dy, const T *__restrict__ x,
-                                                 const int32_t *__restrict__ sp,
-                                                 const float *__restrict__ w, int64_t slots, int k,
-                                                 int64_t c, int64_t rows) {
+__global__ void SL_MOE_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *__restrict__ dw,
+                                                     const T *__restrict__ dy,
+                                                     const T *__restrict__ x,
+                                                     const int32_t *__restrict__ sp,
+                                                     const float *__restrict__ w, int64_t slots,
+                                                     int k, int64_t c, int64_t rows) {
     const int lane = threadIdx.x & 31;
-    SL_FOR_WARP_ROWS(p, slots) {
+    SL_MOE_FOR_WARP_ROWS(p, slots) {
         const int64_t row = sp[p], tok = p / k;
         const float wj = w[p];
         float dot = 0.0f;
@@ -488,14 +508,14 @@ __global__ void SL_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *__re
             T *dxr = dx + row * c;
             for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
                 float a[V], b[V];
-                sl_vload<T, V>(a, dyr + c0);
-                sl_vload<T, V>(b, xr + c0);
+                sl_moe_vload<T, V>(a, dyr + c0);
+                sl_moe_vload<T, V>(b, xr + c0);
 #pragma unroll
                 for (int i = 0; i < V; i++) {
                     dot += a[i] * b[i];
                     a[i] *= wj;
                 }
-                sl_vstore<T, V>(dxr + c0, a);
+                sl_moe_vstore<T, V>(dxr + c0, a);
             }
         }
         dot = sl_warp_sum(dot);
@@ -508,11 +528,13 @@ static void combine_bwd_launch(cudaStream_t st, sl_tensor *dx, sl_tensor *dw, co
                                const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w) {
     const int64_t slots = w->numel, c = sl_last_dim(x);
     const int64_t rows = sl_rows(x) < sl_rows(dx) ? sl_rows(x) : sl_rows(dx);
-    SL_ROW_LAUNCH(combine_bwd_kernel, T, sl_rows_vec16<T>(c, dx->data, dy->data, x->data),
-                  "moe_combine_bwd", st, slots, sl_ptr<T>(dx), sl_ptr<float>(dw), sl_ptr<T>(dy),
-                  sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos), sl_ptr<float>(w), slots,
-                  (int)sl_last_dim(w), c, rows);
+    SL_MOE_ROW_LAUNCH(combine_bwd_kernel, T, sl_moe_rows_vec16<T>(c, dx->data, dy->data, x->data),
+                      "moe_combine_bwd", st, slots, sl_ptr<T>(dx), sl_ptr<float>(dw), sl_ptr<T>(dy),
+                      sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos), sl_ptr<float>(w), slots,
+                      (int)sl_last_dim(w), c, rows);
 }
+
+} // namespace
 
 extern "C" void sl_cuda_moe_combine_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw,
                                         const sl_tensor *dy, const sl_tensor *x,

@@ -20,6 +20,8 @@
 #include "core/log.h"
 #include "moe/kernels_cuda.h"
 
+namespace {
+
 enum {
     ROUTER_WARPS = 8,                                      /* warps per block */
     ROUTER_TOKENS_PER_WARP = 16,                           /* tokens per warp in router_fwd */
@@ -189,6 +191,8 @@ static void router_fwd_launch(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, 
     SL_CUDA_LAUNCHED("router_fwd");
 }
 
+} // namespace
+
 extern "C" void sl_cuda_router_fwd(void *ctx, sl_tensor *probs, sl_tensor *topk_idx,
                                    sl_tensor *topk_w, sl_tensor *stats, const sl_tensor *logits,
                                    const sl_tensor *bias, bool norm_topk) {
@@ -216,6 +220,8 @@ extern "C" void sl_cuda_router_fwd(void *ctx, sl_tensor *probs, sl_tensor *topk_
     }
 #undef ROUTER_FWD
 }
+
+namespace {
 
 /* Backward, one warp per token, the same register layout. dL/dp starts as lbl_grad; the k
  * combine-weight gradients are broadcast one by one (j order, as the CPU adds them) and added
@@ -314,6 +320,8 @@ static void router_bwd_launch(void *ctx, sl_tensor *dlogits, const sl_tensor *dt
               sl_ptr<float>(logits), sl_ptr<float>(lbl_grad), z_scale, norm_topk, n, e, k);
     SL_CUDA_LAUNCHED("router_bwd");
 }
+
+} // namespace
 
 extern "C" void sl_cuda_router_bwd(void *ctx, sl_tensor *dlogits, const sl_tensor *dtopk_w,
                                    const sl_tensor *probs, const sl_tensor *topk_idx,
