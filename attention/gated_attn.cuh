@@ -43,6 +43,46 @@ template <typename T> struct args {
     float scale;
 };
 
+/* Where a query-tile block works (the forward and the dQ pass share the grid): blockIdx.x
+ * enumerates (query tile, sequence b, head h, head-dim chunk), latest query tiles first so the
+ * longest causal rows start first. Rows [i0, i0 + nq) of sequence b are the tile's queries;
+ * keys run to kend; qb/kb/vb point at the tile's first query row and the sequence's first
+ * key/value row of head h's kv head; c2 folds the softmax scale into the base-2 exponent;
+ * resident: the whole head fits one chunk, so Q stays in shared memory. */
+template <typename T> struct qtile {
+    int qt, chunk, h, kvh, c_out, i0, nq, kend;
+    int64_t b, tok0, ldq, ldk;
+    const T *qb, *kb, *vb;
+    float c2;
+    bool resident;
+};
+
+template <typename T, int B, int DP>
+__device__ __forceinline__ qtile<T> locate_qtile(const args<T> &a) {
+    qtile<T> t;
+    const int nqt = (a.seq + B - 1) / B;
+    const int64_t per_tile = (int64_t)a.batch * a.h * a.nch;
+    t.qt = nqt - 1 - (int)(blockIdx.x / per_tile);
+    const int64_t rem = blockIdx.x % per_tile;
+    t.chunk = (int)(rem % a.nch);
+    t.h = (int)(rem / a.nch % a.h);
+    t.b = rem / a.nch / a.h;
+    t.kvh = t.h / a.grp;
+    t.c_out = t.chunk * DP;
+    t.i0 = t.qt * B;
+    t.nq = a.seq - t.i0 < B ? a.seq - t.i0 : B;
+    t.kend = t.i0 + t.nq;
+    t.tok0 = t.b * a.seq;
+    t.ldq = (int64_t)a.h * a.d;
+    t.ldk = (int64_t)a.kv * a.d;
+    t.qb = a.q + ((t.tok0 + t.i0) * a.h + t.h) * a.d;
+    t.kb = a.k + (t.tok0 * a.kv + t.kvh) * a.d;
+    t.vb = a.v + (t.tok0 * a.kv + t.kvh) * a.d;
+    t.c2 = a.scale * kLog2e;
+    t.resident = a.nch == 1;
+    return t;
+}
+
 __device__ __forceinline__ float sigmoid(float x) {
     return 1.0f / (1.0f + expf(-x));
 }

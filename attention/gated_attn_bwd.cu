@@ -182,19 +182,8 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
     __shared__ float sds[B * LDP], slse[B], sdi[B];
     const int tid = threadIdx.x, tr = tid >> 3, tc = tid & 7;
 
-    const int nt = (a.seq + B - 1) / B;
-    const int64_t per_tile = (int64_t)a.batch * a.h * a.nch;
-    const int qt = nt - 1 - (int)(blockIdx.x / per_tile);
-    const int64_t rem = blockIdx.x % per_tile;
-    const int chunk = (int)(rem % a.nch), h = (int)(rem / a.nch % a.h);
-    const int64_t b = rem / a.nch / a.h;
-    const int kvh = h / a.grp, c_out = chunk * DP;
-    const int i0 = qt * B, nq = a.seq - i0 < B ? a.seq - i0 : B, kend = i0 + nq;
-    const int64_t tok0 = b * a.seq, ldq = (int64_t)a.h * a.d, ldk = (int64_t)a.kv * a.d;
-    const T *qb = a.q + ((tok0 + i0) * a.h + h) * a.d;
-    const T *kb = a.k + (tok0 * a.kv + kvh) * a.d, *vb = a.v + (tok0 * a.kv + kvh) * a.d;
-    const float c2 = a.scale * kLog2e;
-    const bool resident = a.nch == 1;
+    const auto [qt, chunk, h, kvh, c_out, i0, nq, kend, b, tok0, ldq, ldk, qb, kb, vb, c2,
+                resident] = locate_qtile<T, B, DP>(a);
 
     float dq[R][RD];
     zero(dq);

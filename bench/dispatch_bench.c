@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "backends/backends.h"
+#include "bench/bench_util.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/ops.h"
@@ -74,15 +75,10 @@ enum {
     NT
 };
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(const double *v, int n) {
     double *s = sl_xmalloc(sizeof(double) * (size_t)n);
     memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    qsort(s, (size_t)n, sizeof(double), sl_bench_cmp_double);
     const double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
     free(s);
     return m;

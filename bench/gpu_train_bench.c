@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
+#include "bench/bench_util.h"
 #include "bench/gpu_cublas_peak.h"
 #include "core/comm.h"
 #include "core/rng.h"
@@ -49,42 +50,15 @@
 
 #define GIB ((double)(1ULL << 30))
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ---- memory estimate (mirrored by bench/perf_model.py; change both together) ------------- */
 
 static int64_t q_width(const sl_model_config *m) {
-    const int64_t hd = (int64_t)m->num_attention_heads * m->head_dim;
-    switch (m->attn_output_gate) {
-    case SL_GATE_ELEMENTWISE:
-        return 2 * hd;
-    case SL_GATE_HEADWISE:
-        return hd + m->num_attention_heads;
-    case SL_GATE_NONE:
-        return hd;
-    }
-    return hd;
+    return sl_qgate_width(m->attn_output_gate, m->num_attention_heads, m->head_dim);
 }
 
+/* The gate logits per token: the part of q_proj's output beyond the queries. */
 static int64_t gate_width(const sl_model_config *m) {
-    switch (m->attn_output_gate) {
-    case SL_GATE_ELEMENTWISE:
-        return (int64_t)m->num_attention_heads * m->head_dim;
-    case SL_GATE_HEADWISE:
-        return m->num_attention_heads;
-    case SL_GATE_NONE:
-        return 0;
-    }
-    return 0;
+    return q_width(m) - (int64_t)m->num_attention_heads * m->head_dim;
 }
 
 /* Bytes per parameter: fp32 master, fp32 gradient, AdamW m and v, and in bf16 mode the bf16
@@ -479,7 +453,7 @@ int main(int argc, char **argv) {
     sl_backend_synchronize(be);
     for (int s = 0; s < o.warmup + o.steps; s++) {
         const long long r0 = sl_backend_host_reads(be), y0 = sl_backend_syncs(be);
-        const double t0 = now_s();
+        const double t0 = sl_bench_now();
         sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
         if (sl_train_step(&stepper, &cfg.train, s, random_batch, &src, &res, err, sizeof err) !=
             0) {
@@ -487,7 +461,7 @@ int main(int argc, char **argv) {
             goto out;
         }
         sl_backend_synchronize(be);
-        const double t1 = now_s();
+        const double t1 = sl_bench_now();
         /* the closing synchronize is the benchmark's, not the step's */
         reads_step = sl_backend_host_reads(be) - r0;
         syncs_step = sl_backend_syncs(be) - y0 - 1;
@@ -507,7 +481,7 @@ int main(int argc, char **argv) {
                             : peak_after.median_flops;
 
     const double mean_s = t_timed / o.steps;
-    qsort(dt, (size_t)o.steps, sizeof(double), cmp_double);
+    qsort(dt, (size_t)o.steps, sizeof(double), sl_bench_cmp_double);
     const double median_s = dt[o.steps / 2], min_s = dt[0];
     const double tok_s = (double)step_tokens / mean_s;
     const double model_flops_s = flops_tok * tok_s;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
+#include "bench/bench_util.h"
 #include "core/ops.h"
 #include "moe/kernels_cpu.h"
 
@@ -18,11 +19,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct {
@@ -63,7 +59,7 @@ static void run(sl_backend *be, const shape *sh, int reps) {
                     sl_op_grouped_matmul_dw(b, c, a, counts, sh->groups);
                 if (r >= 0) t[r] = now() - t0;
             }
-            qsort(t, (size_t)reps, sizeof(double), cmp_double);
+            qsort(t, (size_t)reps, sizeof(double), sl_bench_cmp_double);
             printf("%-34s %-3s %-16s median %9.3f ms  min %9.3f ms %7.1f GFLOP/s\n", sh->name,
                    pass ? "dw" : "fwd", names[m], 1e3 * t[reps / 2], 1e3 * t[0],
                    flops / t[0] * 1e-9);

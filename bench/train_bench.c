@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
+#include "bench/bench_util.h"
 #include "core/comm.h"
 #include "core/rng.h"
 #include "model/counts.h"
@@ -29,17 +30,6 @@
 #include "trainer/config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Best FLOP/s of cblas_sgemm on n x n x n over `reps` calls (after one untimed call). */
 static double sgemm_peak(int n, int reps) {
@@ -56,10 +46,10 @@ static double sgemm_peak(int n, int reps) {
     }
     double best = 0.0;
     for (int r = -1; r < reps; r++) {
-        const double t0 = now_s();
+        const double t0 = sl_bench_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c,
                     n);
-        const double dt = now_s() - t0;
+        const double dt = sl_bench_now() - t0;
         const double f = 2.0 * (double)n * n * n / dt;
         if (r >= 0 && f > best) best = f;
     }
@@ -188,10 +178,10 @@ int main(int argc, char **argv) {
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
     double phase[4] = {0, 0, 0, 0}; /* zero grads, forward+backward, reduce+norm, AdamW */
     for (int s = 0; s < warmup + steps; s++) {
-        const double t0 = now_s();
+        const double t0 = sl_bench_now();
         /* one optimizer step of one micro-batch, as trainer/trainer.c does it */
         sl_params_zero_grad(&m->params);
-        const double ta = now_s();
+        const double ta = sl_bench_now();
         sl_model_begin_step(m, false);
         sl_optimizer_begin_reduce(&opt);
         m->grad_ready = on_grads_ready;
@@ -199,13 +189,13 @@ int main(int argc, char **argv) {
         sl_fwd_stats st;
         sl_model_forward_backward(m, tokens, ce_scale, 1.0, &st);
         m->grad_ready = NULL;
-        const double tb = now_s();
+        const double tb = sl_bench_now();
         const double gnorm = sl_optimizer_finish_reduce(&opt);
-        const double tc0 = now_s();
+        const double tc0 = sl_bench_now();
         const double clip =
             tc->grad_clip > 0 && gnorm > tc->grad_clip ? tc->grad_clip / gnorm : 1.0;
         if (isfinite(gnorm)) sl_optimizer_apply(&opt, tc, sl_lr_at(tc, s), clip);
-        const double td = now_s();
+        const double td = sl_bench_now();
         if (ne > 0) {
             for (int l = 0; l < nl; l++) {
                 const int64_t *lc = sl_model_expert_counts(m, l);
@@ -215,7 +205,7 @@ int main(int argc, char **argv) {
                 sl_model_update_router_bias(m, counts, tc->router_bias_update_rate);
         }
         sl_backend_synchronize(be);
-        const double t1 = now_s();
+        const double t1 = sl_bench_now();
         const double loss = st.loss_sum / (double)st.tokens;
         if (s == 0) loss_first = loss;
         loss_last = loss;
@@ -230,7 +220,7 @@ int main(int argc, char **argv) {
     const double peak_after = sgemm_peak(2048, 5);
     const double peak = peak_before > peak_after ? peak_before : peak_after;
     const double mean_s = t_timed / steps;
-    qsort(dt, (size_t)steps, sizeof(double), cmp_double);
+    qsort(dt, (size_t)steps, sizeof(double), sl_bench_cmp_double);
     const double median_s = dt[steps / 2], min_s = dt[0];
     const double tok_s = (double)step_tokens / mean_s;
     const double model_flops_s = flops_tok * tok_s;

@@ -3,6 +3,8 @@
 
 #include <stdbool.h>
 
+#include "core/ops.h" /* sl_qgate_width */
+
 /* Per-model pieces shared by the parameter and FLOP counts. */
 typedef struct {
     int64_t embed;      /* V*h */
@@ -14,16 +16,7 @@ typedef struct {
 } counts;
 
 static int64_t q_width(const sl_model_config *m) {
-    int64_t hd = (int64_t)m->num_attention_heads * m->head_dim;
-    switch (m->attn_output_gate) {
-    case SL_GATE_ELEMENTWISE:
-        return 2 * hd;
-    case SL_GATE_HEADWISE:
-        return hd + m->num_attention_heads;
-    case SL_GATE_NONE:
-        return hd;
-    }
-    return hd;
+    return sl_qgate_width(m->attn_output_gate, m->num_attention_heads, m->head_dim);
 }
 
 static counts count(const sl_model_config *m) {

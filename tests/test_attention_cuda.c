@@ -235,20 +235,8 @@ static void run_edges(sl_backend *cpu, sl_backend *gpu) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    bool built = false;
-    for (int i = 0; i < sl_backend_count(); i++)
-        built |= strcmp(sl_backend_name_at(i), "cuda") == 0;
-    if (!built) {
-        printf("SKIP: this build has no CUDA backend\n");
-        return 77;
-    }
-    char err[256] = "";
     const sl_backend_params p = {.device = -1}; /* deterministic (the default) */
-    sl_backend *gpu = sl_backend_create("cuda", &p, err, sizeof err);
-    if (!gpu) {
-        printf("SKIP: %s\n", err);
-        return 77;
-    }
+    sl_backend *gpu = sl_test_cuda_or_skip(&p);
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
         run_shape(sl_test_cpu(), gpu, &k_shapes[i]);
     run_edges(sl_test_cpu(), gpu);

@@ -9,23 +9,8 @@
 
 #include "tests/test_util.h"
 
-/* A missing GPU (or a build without CUDA, as on CI) is missing hardware, not a missing
- * software dependency: this test skips everywhere, CI included, instead of going through
- * sl_test_skip (which fails under CI). */
 int main(void) {
-    char err[256] = "";
-    bool built = false;
-    for (int i = 0; i < sl_backend_count(); i++)
-        if (strcmp(sl_backend_name_at(i), "cuda") == 0) built = true;
-    if (!built) {
-        printf("SKIP: this build has no CUDA backend\n");
-        return 77;
-    }
-    sl_backend *be = sl_backend_create("cuda", NULL, err, sizeof err);
-    if (!be) {
-        printf("SKIP: %s\n", err);
-        return 77;
-    }
+    sl_backend *be = sl_test_cuda_or_skip(NULL);
     CHECK(!sl_backend_host_memory(be), "cuda memory is device memory");
     enum { N = 1000 };
     float h[N], back[N];

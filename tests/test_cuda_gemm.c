@@ -179,19 +179,7 @@ static void case_zero_groups(void) {
 }
 
 int main(void) {
-    bool built = false;
-    for (int i = 0; i < sl_backend_count(); i++)
-        if (strcmp(sl_backend_name_at(i), "cuda") == 0) built = true;
-    if (!built) {
-        printf("SKIP: this build has no CUDA backend\n");
-        return 77;
-    }
-    char err[256] = "";
-    g_be = sl_backend_create("cuda", NULL, err, sizeof err);
-    if (!g_be) { /* no GPU: missing hardware skips everywhere (test_cuda_backend.c) */
-        printf("SKIP: %s\n", err);
-        return 77;
-    }
+    g_be = sl_test_cuda_or_skip(NULL);
     /* k = 0: only with A transposed (A [0, M]); beta scales, beta = 0 zeroes NaN */
     case_matmul("k0", SL_F32, SL_F32, 5, 3, 0, true, false, 1.0f, 2.0f, false, 1);
     case_matmul("k0", SL_F32, SL_F32, 5, 3, 0, true, false, 1.0f, 0.0f, true, 2);

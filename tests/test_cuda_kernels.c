@@ -25,23 +25,6 @@
 static sl_backend *g_cpu, *g_cuda;
 static uint64_t g_seed = 12345;
 
-/* Every tensor a case makes, freed together by release() (views before their bases). */
-enum { MAX_TENSORS = 256 };
-static sl_tensor *g_all[MAX_TENSORS];
-static int g_nall;
-
-static sl_tensor *reg(sl_tensor *t) {
-    if (g_nall == MAX_TENSORS) {
-        fprintf(stderr, "test_cuda_kernels: raise MAX_TENSORS\n");
-        exit(1);
-    }
-    return g_all[g_nall++] = t;
-}
-
-static void release(void) {
-    while (g_nall > 0) sl_tensor_free(g_all[--g_nall]);
-}
-
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 static float *normal(int64_t n, float std) {
@@ -67,8 +50,8 @@ static float bf16_round(float f) {
 }
 
 static sl_tensor *tensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const void *h) {
-    sl_tensor *t = reg(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
-                                            : sl_tensor_new1(be, dt, rows * cols));
+    sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
+                                                      : sl_tensor_new1(be, dt, rows * cols));
     if (h) sl_tensor_from_host(t, h);
     return t;
 }
@@ -136,12 +119,13 @@ static void test_reductions(void) {
     const double want_b = scalar(sl_op_sumsq, cg), got_b = scalar(sl_op_sumsq, db);
     CHECK(fabs(got_b - want_b) <= 1e-6 * want_b, "bf16 sumsq: %.9g, CPU %.9g", got_b, want_b);
     /* Not 16-byte aligned: element by element. */
-    sl_tensor *cv = reg(sl_tensor_view1(cu, 1, n - 1)), *dv = reg(sl_tensor_view1(du, 1, n - 1));
+    sl_tensor *cv = sl_test_track(sl_tensor_view1(cu, 1, n - 1)),
+              *dv = sl_test_track(sl_tensor_view1(du, 1, n - 1));
     const double want_v = scalar(sl_op_sum, cv), got_v = scalar(sl_op_sum, dv);
     CHECK(fabs(got_v - want_v) <= 1e-6 * want_v, "sum of a view: %.9g, CPU %.9g", got_v, want_v);
-    sl_tensor *none = reg(sl_tensor_view1(du, 3, 0));
+    sl_tensor *none = sl_test_track(sl_tensor_view1(du, 3, 0));
     CHECK(scalar(sl_op_sum, none) == 0.0, "the sum of nothing is 0");
-    release();
+    sl_test_release();
     free(g);
     free(u);
 }
@@ -150,7 +134,8 @@ static void test_reductions(void) {
 
 /* A view of elements [1, n + 1) of a new tensor: 4 bytes past a 16-byte boundary. */
 static sl_tensor *odd_view(sl_backend *be, sl_dtype dt, int64_t n, const float *h) {
-    sl_tensor *base = reg(sl_tensor_new1(be, dt, n + 1)), *v = reg(sl_tensor_view1(base, 1, n));
+    sl_tensor *base = sl_test_track(sl_tensor_new1(be, dt, n + 1)),
+              *v = sl_test_track(sl_tensor_view1(base, 1, n));
     if (h && dt == SL_F32) sl_tensor_from_host(v, h);
     if (h && dt == SL_BF16) sl_op_convert(v, tensor(be, SL_F32, n, 1, h));
     return v;
@@ -160,7 +145,8 @@ static sl_tensor *odd_view(sl_backend *be, sl_dtype dt, int64_t n, const float *
  * (4 per store and a tail) and a view one element in. */
 static void test_fill_i32(void) {
     const int64_t n = 1003;
-    sl_tensor *t = tensor(g_cuda, SL_I32, n, 1, NULL), *v = reg(sl_tensor_view1(t, 1, n - 2));
+    sl_tensor *t = tensor(g_cuda, SL_I32, n, 1, NULL),
+              *v = sl_test_track(sl_tensor_view1(t, 1, n - 2));
     int32_t *h = malloc(sizeof(int32_t) * n);
     sl_op_fill(t, 7.9f);
     sl_op_fill(v, -3.0f);
@@ -168,7 +154,7 @@ static void test_fill_i32(void) {
     bool ok = h[0] == 7 && h[n - 1] == 7;
     for (int64_t i = 1; i < n - 1; i++) ok &= h[i] == -3;
     CHECK(ok, "fill of i32 tensors and views");
-    release();
+    sl_test_release();
     free(h);
 }
 
@@ -227,7 +213,7 @@ static void test_unaligned(void) {
     compare("adamw m (views)", dm, cm, 1e-6, 1e-5);
     compare("adamw v (views)", dv, cv, 1e-6, 1e-5);
     compare("adamw bf16 copy (views)", copy, cp, 1e-6, 8e-3);
-    release();
+    sl_test_release();
     free(a), free(b), free(y), free(br), free(p), free(gr), free(m), free(v);
 }
 
@@ -260,7 +246,7 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd) {
     compare(what, t[1][5], t[0][5], 5e-5, 1e-5);
     snprintf(what, sizeof what, "rmsnorm %lldx%lld dw", (long long)rows, (long long)d);
     compare(what, t[1][3], t[0][3], 5e-5, 1e-5);
-    release();
+    sl_test_release();
     free(x), free(w), free(dy), free(dw0);
 }
 
@@ -309,7 +295,7 @@ static void embedding_case(int64_t v, int64_t c, int64_t n, sl_backend *cuda, bo
     float *fw = host(co), *fg = host(dout_t);
     CHECK(same_bits(fg, fw, n * c), "embedding_fwd V%lld/C%lld: rows copied exactly", (long long)v,
           (long long)c);
-    release();
+    sl_test_release();
     free(fw), free(fg), free(want), free(got), free(dt0), free(dout), free(ids);
 }
 
@@ -337,7 +323,7 @@ static void embedding_out_of_range(void) {
     sl_op_embedding_bwd(ct, cd, cid);
     float *got = host(dt), *want = host(ct);
     CHECK(same_bits(got, want, v * c), "embedding_bwd drops the tokens outside the vocabulary");
-    release();
+    sl_test_release();
     free(o), free(got), free(want), free(table), free(dout);
 }
 
@@ -391,24 +377,12 @@ static void test_cross_entropy(void) {
     CHECK(isnan(loss[2]) && !isnan(loss[0]) && loss[1] == 0.0f,
           "cross_entropy: NaN loss for a target outside the vocabulary (got %g %g %g)", loss[0],
           loss[1], loss[2]);
-    release();
+    sl_test_release();
     free(loss), free(l);
 }
 
 int main(void) {
-    bool built = false;
-    for (int i = 0; i < sl_backend_count(); i++)
-        if (strcmp(sl_backend_name_at(i), "cuda") == 0) built = true;
-    if (!built) {
-        printf("SKIP: this build has no CUDA backend\n");
-        return 77;
-    }
-    char err[256] = "";
-    g_cuda = sl_backend_create("cuda", NULL, err, sizeof err);
-    if (!g_cuda) {
-        printf("SKIP: %s\n", err);
-        return 77;
-    }
+    g_cuda = sl_test_cuda_or_skip(NULL);
     g_cpu = sl_test_cpu();
     test_reductions();
     test_fill_i32();

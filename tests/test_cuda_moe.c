@@ -24,23 +24,6 @@
 static sl_backend *g_cpu, *g_cuda;
 static uint64_t g_seed = 777;
 
-/* Every tensor a case makes, freed together by release() (views before their bases). */
-enum { MAX_TENSORS = 256 };
-static sl_tensor *g_all[MAX_TENSORS];
-static int g_nall;
-
-static sl_tensor *reg(sl_tensor *t) {
-    if (g_nall == MAX_TENSORS) {
-        fprintf(stderr, "test_cuda_moe: raise MAX_TENSORS\n");
-        exit(1);
-    }
-    return g_all[g_nall++] = t;
-}
-
-static void release(void) {
-    while (g_nall > 0) sl_tensor_free(g_all[--g_nall]);
-}
-
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 static float *normal(int64_t n, float std) {
@@ -66,8 +49,8 @@ static float *rounded(const float *x, int64_t n) {
 }
 
 static sl_tensor *tensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const void *h) {
-    sl_tensor *t = reg(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
-                                            : sl_tensor_new1(be, dt, rows * cols));
+    sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
+                                                      : sl_tensor_new1(be, dt, rows * cols));
     if (h) sl_tensor_from_host(t, h);
     return t;
 }
@@ -84,8 +67,8 @@ static sl_tensor *ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t col
 /* A view of elements [1, 1 + rows * cols) of a new tensor, shaped [rows, cols]: one element past
  * a 16-byte boundary, so the kernels take their element-by-element paths. */
 static sl_tensor *odd_view(sl_backend *be, int64_t rows, int64_t cols, const float *h) {
-    sl_tensor *base = reg(sl_tensor_new1(be, SL_F32, rows * cols + 1));
-    sl_tensor *v = reg(sl_tensor_view2(base, 1, rows, cols));
+    sl_tensor *base = sl_test_track(sl_tensor_new1(be, SL_F32, rows * cols + 1));
+    sl_tensor *v = sl_test_track(sl_tensor_view2(base, 1, rows, cols));
     if (h) sl_tensor_from_host(v, h);
     return v;
 }
@@ -190,7 +173,7 @@ static void router_case(int64_t n, int e, int k, bool norm, bool biased) {
     sl_op_router_fwd(t[1][2], t[1][3], t[1][4], t[1][5], t[1][0], t[1][1], norm);
     float *again = host(t[1][5]);
     CHECK(same_bits(first, again, e + 1), "%s: stats differ run after run", what);
-    release();
+    sl_test_release();
     free(first), free(again), free(l), free(b), free(dw), free(lbl);
 }
 
@@ -235,7 +218,7 @@ static void sort_case(int64_t n, int64_t k, int64_t e) {
     snprintf(what, sizeof what, "moe_sort N%lld/k%lld/E%lld slot_pos", (long long)n, (long long)k,
              (long long)e);
     compare_i32(what, t[1][3], t[0][3]);
-    release();
+    sl_test_release();
     free(ids);
 }
 
@@ -263,7 +246,7 @@ static void sort_out_of_range(void) {
         ok &= sp[i] == pos && st[pos] == i / k;
     }
     CHECK(ok, "moe_sort skips expert ids outside [0, E) (slot_pos -1, not counted)");
-    release();
+    sl_test_release();
     free(cnt), free(st), free(sp);
 }
 
@@ -319,7 +302,7 @@ static void scatter_case(int64_t rows, int64_t m, int64_t c, sl_dtype dt, bool b
               (long long)c);
         free(gb);
     }
-    release();
+    sl_test_release();
     free(idx), free(cidx), free(src), free(csrc), free(dst), free(want), free(got);
 }
 
@@ -349,7 +332,7 @@ static void test_scatter(void) {
                                tensor(fast, SL_I32, m, 1, idx));
         /* ~3000 terms on the hot row in another order: within 1e-5 of its magnitude */
         compare("scatter_add_rows (atomic)", fd, cd, 1e-4, 1e-5);
-        release();
+        sl_test_release();
         free(idx), free(src), free(dst);
         sl_backend_free(fast);
     }
@@ -406,7 +389,7 @@ static void rows_case(int64_t n, int64_t k, int64_t c, sl_dtype dt, bool odd) {
         sl_op_swiglu_bwd(o[b][4], tdy, tgu);
         sl_op_rowgate_fwd(o[b][5], tdy, ts);
         sl_op_rowgate_bwd(o[b][6], o[b][7], tdy, tdy, ts);
-        sl_tensor *first = reg(sl_tensor_view1(tsp, 0, n));
+        sl_tensor *first = sl_test_track(sl_tensor_view1(tsp, 0, n));
         sl_op_gather_rows(o[b][8], tx, first);
     }
     static const char *names[9] = {"moe_combine",    "moe_combine_bwd dx", "moe_combine_bwd dw",
@@ -426,7 +409,7 @@ static void rows_case(int64_t n, int64_t k, int64_t c, sl_dtype dt, bool odd) {
             compare(what, o[1][i], o[0][i], sums ? 10 * atol : atol, sums ? 2 * rtol : rtol);
         }
     }
-    release();
+    sl_test_release();
     free(x), free(dy), free(gu), free(s), free(w), free(sp);
 }
 
@@ -438,19 +421,7 @@ static void test_rows(void) {
 }
 
 int main(void) {
-    bool built = false;
-    for (int i = 0; i < sl_backend_count(); i++)
-        if (strcmp(sl_backend_name_at(i), "cuda") == 0) built = true;
-    if (!built) {
-        printf("SKIP: this build has no CUDA backend\n");
-        return 77;
-    }
-    char err[256] = "";
-    g_cuda = sl_backend_create("cuda", NULL, err, sizeof err);
-    if (!g_cuda) {
-        printf("SKIP: %s\n", err);
-        return 77;
-    }
+    g_cuda = sl_test_cuda_or_skip(NULL);
     g_cpu = sl_test_cpu();
     test_router();
     test_sort();

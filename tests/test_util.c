@@ -160,3 +160,34 @@ double sl_test_op_scalar(void (*op)(sl_tensor *out, const sl_tensor *x), const s
     sl_tensor_free(out);
     return v;
 }
+
+sl_backend *sl_test_cuda_or_skip(const sl_backend_params *params) {
+    bool built = false;
+    for (int i = 0; i < sl_backend_count(); i++)
+        built |= strcmp(sl_backend_name_at(i), "cuda") == 0;
+    if (!built) {
+        printf("SKIP: this build has no CUDA backend\n");
+        exit(77);
+    }
+    char err[256] = "";
+    sl_backend *be = sl_backend_create("cuda", params, err, sizeof err);
+    if (!be) {
+        printf("SKIP: %s\n", err);
+        exit(77);
+    }
+    return be;
+}
+
+enum { SL_TEST_MAX_TRACKED = 1024 };
+static sl_tensor *g_tracked[SL_TEST_MAX_TRACKED];
+static int g_ntracked;
+
+sl_tensor *sl_test_track(sl_tensor *t) {
+    SL_CHECK(g_ntracked < SL_TEST_MAX_TRACKED, "sl_test_track: more than %d live tensors",
+             SL_TEST_MAX_TRACKED);
+    return g_tracked[g_ntracked++] = t;
+}
+
+void sl_test_release(void) {
+    while (g_ntracked > 0) sl_tensor_free(g_tracked[--g_ntracked]);
+}

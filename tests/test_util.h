@@ -50,6 +50,15 @@ int sl_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The CPU backend shared by a test (created on first use with 2 threads). */
 sl_backend *sl_test_cpu(void);
+/* The CUDA backend with `params` (NULL: defaults), or - in a build without it or on a machine
+ * without a GPU - prints "SKIP: <why>" and exits 77. Missing hardware skips everywhere, CI
+ * included (unlike a missing software dependency, sl_test_skip). */
+sl_backend *sl_test_cuda_or_skip(const sl_backend_params *params);
+
+/* Tensors a case makes, freed together: sl_test_track(t) returns t; sl_test_release() frees
+ * every tracked tensor, newest first (views before their bases). */
+sl_tensor *sl_test_track(sl_tensor *t);
+void sl_test_release(void);
 
 /* splitmix64 stream for test data: the next 64-bit value, and a uniform double in [0, 1). */
 uint64_t sl_test_rand_u64(uint64_t *state);
