@@ -39,48 +39,13 @@ static float *uniform(int64_t n, float lo, float hi) {
     return x;
 }
 
-/* bf16 rounding (nearest even) of a finite float, as the GPU's __float2bfloat16_rn. */
-static float bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static sl_tensor *tensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const void *h) {
-    sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
-                                                      : sl_tensor_new1(be, dt, rows * cols));
-    if (h) sl_tensor_from_host(t, h);
-    return t;
-}
-
-/* A bf16 tensor on the CUDA backend holding host floats (rounded by the kernel's convert). */
-static sl_tensor *cuda_bf16(int64_t rows, int64_t cols, const float *h) {
-    sl_tensor *f = tensor(g_cuda, SL_F32, rows, cols, h),
-              *b = tensor(g_cuda, SL_BF16, rows, cols, 0);
-    sl_op_convert(b, f);
-    return b;
-}
-
-/* Host floats of any float tensor (bf16 through a convert on its own backend). */
-static float *host(const sl_tensor *t) {
-    if (sl_tensor_dtype(t) == SL_F32) return sl_test_host_f32(t);
-    sl_tensor *f = sl_tensor_new1(sl_tensor_backend(t), SL_F32, sl_tensor_numel(t));
-    sl_op_convert(f, t);
-    float *h = sl_test_host_f32(f);
-    sl_tensor_free(f);
-    return h;
-}
-
 static bool same_bits(const float *a, const float *b, int64_t n) {
     return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
 }
 
 static void compare(const char *what, const sl_tensor *got, const sl_tensor *want, double atol,
                     double rtol) {
-    float *g = host(got), *w = host(want);
+    float *g = sl_test_host_floats(got), *w = sl_test_host_floats(want);
     const double r = sl_test_compare(what, g, w, sl_tensor_numel(want), atol, rtol);
     CHECK(r <= 1.0, "%s: error %.3g of the tolerance", what, r);
     free(g);
@@ -103,8 +68,10 @@ static void test_reductions(void) {
     const char *env = getenv("SLUICE_TEST_REDUCE_N");
     if (env && atoll(env) > 0) n = atoll(env);
     float *g = normal(n, 1e-2f), *u = uniform(n, 0.0f, 1.0f);
-    sl_tensor *cg = tensor(g_cpu, SL_F32, n, 1, g), *dg = tensor(g_cuda, SL_F32, n, 1, g);
-    sl_tensor *cu = tensor(g_cpu, SL_F32, n, 1, u), *du = tensor(g_cuda, SL_F32, n, 1, u);
+    sl_tensor *cg = sl_test_matrix(g_cpu, SL_F32, n, 1, g),
+              *dg = sl_test_matrix(g_cuda, SL_F32, n, 1, g);
+    sl_tensor *cu = sl_test_matrix(g_cpu, SL_F32, n, 1, u),
+              *du = sl_test_matrix(g_cuda, SL_F32, n, 1, u);
     const double want_sq = scalar(sl_op_sumsq, cg), want_s = scalar(sl_op_sum, cu);
     const double got_sq = scalar(sl_op_sumsq, dg), got_s = scalar(sl_op_sum, du);
     printf("  sumsq of %lld: relative error %.2e; sum: %.2e\n", (long long)n,
@@ -113,9 +80,9 @@ static void test_reductions(void) {
     CHECK(fabs(got_s - want_s) <= 1e-6 * want_s, "sum: %.9g, CPU %.9g", got_s, want_s);
     CHECK(scalar(sl_op_sumsq, dg) == got_sq, "sumsq is the same run after run");
     /* bf16 input: the same values rounded on both sides. */
-    for (int64_t i = 0; i < n; i++) g[i] = bf16_round(g[i]);
+    for (int64_t i = 0; i < n; i++) g[i] = sl_test_bf16_round(g[i]);
     sl_tensor_from_host(cg, g);
-    sl_tensor *db = cuda_bf16(n, 1, g);
+    sl_tensor *db = sl_test_ftensor(g_cuda, SL_BF16, n, 1, g);
     const double want_b = scalar(sl_op_sumsq, cg), got_b = scalar(sl_op_sumsq, db);
     CHECK(fabs(got_b - want_b) <= 1e-6 * want_b, "bf16 sumsq: %.9g, CPU %.9g", got_b, want_b);
     /* Not 16-byte aligned: element by element. */
@@ -137,7 +104,7 @@ static sl_tensor *odd_view(sl_backend *be, sl_dtype dt, int64_t n, const float *
     sl_tensor *base = sl_test_track(sl_tensor_new1(be, dt, n + 1)),
               *v = sl_test_track(sl_tensor_view1(base, 1, n));
     if (h && dt == SL_F32) sl_tensor_from_host(v, h);
-    if (h && dt == SL_BF16) sl_op_convert(v, tensor(be, SL_F32, n, 1, h));
+    if (h && dt == SL_BF16) sl_op_convert(v, sl_test_matrix(be, SL_F32, n, 1, h));
     return v;
 }
 
@@ -145,7 +112,7 @@ static sl_tensor *odd_view(sl_backend *be, sl_dtype dt, int64_t n, const float *
  * (4 per store and a tail) and a view one element in. */
 static void test_fill_i32(void) {
     const int64_t n = 1003;
-    sl_tensor *t = tensor(g_cuda, SL_I32, n, 1, NULL),
+    sl_tensor *t = sl_test_matrix(g_cuda, SL_I32, n, 1, NULL),
               *v = sl_test_track(sl_tensor_view1(t, 1, n - 2));
     int32_t *h = malloc(sizeof(int32_t) * n);
     sl_op_fill(t, 7.9f);
@@ -177,15 +144,15 @@ static void test_unaligned(void) {
     sl_tensor *src = odd_view(g_cuda, SL_F32, n, y);
     sl_op_convert(h16, src);
     sl_op_convert(back, h16);
-    float *got = host(back);
+    float *got = sl_test_host_floats(back);
     bool ok = true;
-    for (int64_t i = 0; i < n; i++) ok &= got[i] == bf16_round(y[i]);
+    for (int64_t i = 0; i < n; i++) ok &= got[i] == sl_test_bf16_round(y[i]);
     CHECK(ok, "convert of views rounds to nearest even and back exactly");
     free(got);
     /* add with a bf16 operand on views: y = a + bf16(b) */
     sl_tensor *cb16 = odd_view(g_cpu, SL_F32, n, NULL);
     float *br = malloc(sizeof(float) * n);
-    for (int64_t i = 0; i < n; i++) br[i] = bf16_round(b[i]);
+    for (int64_t i = 0; i < n; i++) br[i] = sl_test_bf16_round(b[i]);
     sl_tensor_from_host(cb16, br);
     sl_tensor *db16 = odd_view(g_cuda, SL_BF16, n, b);
     sl_tensor *ya = odd_view(g_cpu, SL_F32, n, NULL), *yd = odd_view(g_cuda, SL_F32, n, NULL);
@@ -227,13 +194,17 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd) {
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int k = 0; k < 2; k++) {
         /* x, w, dy, dw as [rows, d] / [d]; y, dx, rstd written */
-        t[k][0] = odd ? odd_view(be[k], SL_F32, rows * d, x) : tensor(be[k], SL_F32, rows, d, x);
-        t[k][1] = tensor(be[k], SL_F32, d, 1, w);
-        t[k][2] = odd ? odd_view(be[k], SL_F32, rows * d, dy) : tensor(be[k], SL_F32, rows, d, dy);
-        t[k][3] = tensor(be[k], SL_F32, d, 1, dw0);
-        t[k][4] = odd ? odd_view(be[k], SL_F32, rows * d, NULL) : tensor(be[k], SL_F32, rows, d, 0);
-        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, NULL) : tensor(be[k], SL_F32, rows, d, 0);
-        t[k][6] = tensor(be[k], SL_F32, rows, 1, 0);
+        t[k][0] =
+            odd ? odd_view(be[k], SL_F32, rows * d, x) : sl_test_matrix(be[k], SL_F32, rows, d, x);
+        t[k][1] = sl_test_matrix(be[k], SL_F32, d, 1, w);
+        t[k][2] = odd ? odd_view(be[k], SL_F32, rows * d, dy)
+                      : sl_test_matrix(be[k], SL_F32, rows, d, dy);
+        t[k][3] = sl_test_matrix(be[k], SL_F32, d, 1, dw0);
+        t[k][4] = odd ? odd_view(be[k], SL_F32, rows * d, NULL)
+                      : sl_test_matrix(be[k], SL_F32, rows, d, 0);
+        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, NULL)
+                      : sl_test_matrix(be[k], SL_F32, rows, d, 0);
+        t[k][6] = sl_test_matrix(be[k], SL_F32, rows, 1, 0);
         sl_op_rmsnorm_fwd(t[k][4], t[k][6], t[k][0], t[k][1], 1e-6f);
         sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6]);
     }
@@ -273,12 +244,15 @@ static void embedding_case(int64_t v, int64_t c, int64_t n, sl_backend *cuda, bo
     char what[80];
     float *dt0 = normal(v * c, 1.0f), *dout = normal(n * c, 1.0f);
     int32_t *ids = skewed_ids(n, v, 4);
-    sl_tensor *cid = tensor(g_cpu, SL_I32, n, 1, ids), *did = tensor(cuda, SL_I32, n, 1, ids);
-    sl_tensor *ct = tensor(g_cpu, SL_F32, v, c, dt0), *dt = tensor(cuda, SL_F32, v, c, dt0);
-    sl_tensor *cd = tensor(g_cpu, SL_F32, n, c, dout), *dd = tensor(cuda, SL_F32, n, c, dout);
+    sl_tensor *cid = sl_test_matrix(g_cpu, SL_I32, n, 1, ids),
+              *did = sl_test_matrix(cuda, SL_I32, n, 1, ids);
+    sl_tensor *ct = sl_test_matrix(g_cpu, SL_F32, v, c, dt0),
+              *dt = sl_test_matrix(cuda, SL_F32, v, c, dt0);
+    sl_tensor *cd = sl_test_matrix(g_cpu, SL_F32, n, c, dout),
+              *dd = sl_test_matrix(cuda, SL_F32, n, c, dout);
     sl_op_embedding_bwd(ct, cd, cid);
     sl_op_embedding_bwd(dt, dd, did);
-    float *want = host(ct), *got = host(dt);
+    float *want = sl_test_host_floats(ct), *got = sl_test_host_floats(dt);
     snprintf(what, sizeof what, "embedding_bwd V%lld/C%lld/N%lld%s", (long long)v, (long long)c,
              (long long)n, exact ? "" : " (atomic)");
     if (exact) {
@@ -288,11 +262,12 @@ static void embedding_case(int64_t v, int64_t c, int64_t n, sl_backend *cuda, bo
         CHECK(r <= 1.0, "%s: error %.3g of the tolerance", what, r);
     }
     /* The forward of the same ids: rows of the table, exactly. */
-    sl_tensor *co = tensor(g_cpu, SL_F32, n, c, 0), *dout_t = tensor(cuda, SL_F32, n, c, 0);
+    sl_tensor *co = sl_test_matrix(g_cpu, SL_F32, n, c, 0),
+              *dout_t = sl_test_matrix(cuda, SL_F32, n, c, 0);
     sl_op_embedding_fwd(co, cid, ct);
     sl_tensor_from_host(dt, want); /* both tables equal */
     sl_op_embedding_fwd(dout_t, did, dt);
-    float *fw = host(co), *fg = host(dout_t);
+    float *fw = sl_test_host_floats(co), *fg = sl_test_host_floats(dout_t);
     CHECK(same_bits(fg, fw, n * c), "embedding_fwd V%lld/C%lld: rows copied exactly", (long long)v,
           (long long)c);
     sl_test_release();
@@ -304,10 +279,12 @@ static void embedding_out_of_range(void) {
     const int64_t v = 50, c = 16, n = 6;
     const int32_t ids[6] = {3, -1, 49, 50, 3, 7}, ids_cpu[6] = {3, 0, 49, 0, 3, 7};
     float *table = normal(v * c, 1.0f), *dout = normal(n * c, 1.0f);
-    sl_tensor *did = tensor(g_cuda, SL_I32, n, 1, ids), *cid = tensor(g_cpu, SL_I32, n, 1, ids_cpu);
-    sl_tensor *dt = tensor(g_cuda, SL_F32, v, c, table), *out = tensor(g_cuda, SL_F32, n, c, 0);
+    sl_tensor *did = sl_test_matrix(g_cuda, SL_I32, n, 1, ids),
+              *cid = sl_test_matrix(g_cpu, SL_I32, n, 1, ids_cpu);
+    sl_tensor *dt = sl_test_matrix(g_cuda, SL_F32, v, c, table),
+              *out = sl_test_matrix(g_cuda, SL_F32, n, c, 0);
     sl_op_embedding_fwd(out, did, dt);
-    float *o = host(out);
+    float *o = sl_test_host_floats(out);
     bool ok = true;
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < c; j++) {
@@ -316,12 +293,13 @@ static void embedding_out_of_range(void) {
         }
     CHECK(ok, "embedding_fwd: NaN rows for ids outside the vocabulary, table rows otherwise");
     /* backward: the CPU run gets those tokens' rows zeroed (and a valid id) */
-    sl_tensor *dd = tensor(g_cuda, SL_F32, n, c, dout);
+    sl_tensor *dd = sl_test_matrix(g_cuda, SL_F32, n, c, dout);
     for (int64_t j = 0; j < c; j++) dout[1 * c + j] = dout[3 * c + j] = 0.0f;
-    sl_tensor *ct = tensor(g_cpu, SL_F32, v, c, table), *cd = tensor(g_cpu, SL_F32, n, c, dout);
+    sl_tensor *ct = sl_test_matrix(g_cpu, SL_F32, v, c, table),
+              *cd = sl_test_matrix(g_cpu, SL_F32, n, c, dout);
     sl_op_embedding_bwd(dt, dd, did);
     sl_op_embedding_bwd(ct, cd, cid);
-    float *got = host(dt), *want = host(ct);
+    float *got = sl_test_host_floats(dt), *want = sl_test_host_floats(ct);
     CHECK(same_bits(got, want, v * c), "embedding_bwd drops the tokens outside the vocabulary");
     sl_test_release();
     free(o), free(got), free(want), free(table), free(dout);
@@ -352,19 +330,23 @@ static void test_cross_entropy(void) {
     const int64_t n = 4, v = 151936;
     const int32_t tg[4] = {5, -1, 151935, 77777};
     float *l = normal(n * v, 2.0f);
-    sl_tensor *ctg = tensor(g_cpu, SL_I32, n, 1, tg), *dtg = tensor(g_cuda, SL_I32, n, 1, tg);
-    sl_tensor *cl = tensor(g_cpu, SL_F32, n, v, l), *closs = tensor(g_cpu, SL_F32, n, 1, 0);
+    sl_tensor *ctg = sl_test_matrix(g_cpu, SL_I32, n, 1, tg),
+              *dtg = sl_test_matrix(g_cuda, SL_I32, n, 1, tg);
+    sl_tensor *cl = sl_test_matrix(g_cpu, SL_F32, n, v, l),
+              *closs = sl_test_matrix(g_cpu, SL_F32, n, 1, 0);
     sl_op_cross_entropy(closs, cl, cl, ctg, 0.5f);
     /* fp32, in place */
-    sl_tensor *dl = tensor(g_cuda, SL_F32, n, v, l), *dloss = tensor(g_cuda, SL_F32, n, 1, 0);
+    sl_tensor *dl = sl_test_matrix(g_cuda, SL_F32, n, v, l),
+              *dloss = sl_test_matrix(g_cuda, SL_F32, n, 1, 0);
     sl_op_cross_entropy(dloss, dl, dl, dtg, 0.5f);
     compare("cross_entropy V151936 losses", dloss, closs, 1e-5, 1e-5);
     compare("cross_entropy V151936 dlogits (in place)", dl, cl, 1e-5, 1e-5);
     /* bf16 logits, separate dlogits: the CPU gets the same rounded logits */
-    for (int64_t i = 0; i < n * v; i++) l[i] = bf16_round(l[i]);
+    for (int64_t i = 0; i < n * v; i++) l[i] = sl_test_bf16_round(l[i]);
     sl_tensor_from_host(cl, l);
     sl_op_cross_entropy(closs, cl, cl, ctg, 0.5f);
-    sl_tensor *bl = cuda_bf16(n, v, l), *bd = tensor(g_cuda, SL_BF16, n, v, 0);
+    sl_tensor *bl = sl_test_ftensor(g_cuda, SL_BF16, n, v, l),
+              *bd = sl_test_matrix(g_cuda, SL_BF16, n, v, 0);
     sl_op_cross_entropy(dloss, bd, bl, dtg, 0.5f);
     compare("cross_entropy bf16 losses", dloss, closs, 1e-5, 1e-5);
     /* one bf16 rounding of each gradient (2^-9 relative) */
@@ -373,7 +355,7 @@ static void test_cross_entropy(void) {
     const int32_t bad[4] = {5, -1, 151936, 0};
     sl_tensor_from_host(dtg, bad);
     sl_op_cross_entropy(dloss, NULL, bl, dtg, 1.0f);
-    float *loss = host(dloss);
+    float *loss = sl_test_host_floats(dloss);
     CHECK(isnan(loss[2]) && !isnan(loss[0]) && loss[1] == 0.0f,
           "cross_entropy: NaN loss for a target outside the vocabulary (got %g %g %g)", loss[0],
           loss[1], loss[2]);

@@ -32,36 +32,10 @@ static float *normal(int64_t n, float std) {
     return x;
 }
 
-/* bf16 rounding (nearest even) of a finite float, as the GPU's __float2bfloat16_rn. */
-static float bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static float *rounded(const float *x, int64_t n) {
     float *y = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) y[i] = bf16_round(x[i]);
+    for (int64_t i = 0; i < n; i++) y[i] = sl_test_bf16_round(x[i]);
     return y;
-}
-
-static sl_tensor *tensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const void *h) {
-    sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
-                                                      : sl_tensor_new1(be, dt, rows * cols));
-    if (h) sl_tensor_from_host(t, h);
-    return t;
-}
-
-/* A float tensor of dtype dt on `be` holding host floats (bf16: through the backend's convert,
- * which rounds to nearest even). */
-static sl_tensor *ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols, const float *h) {
-    if (dt == SL_F32) return tensor(be, SL_F32, rows, cols, h);
-    sl_tensor *f = tensor(be, SL_F32, rows, cols, h), *b = tensor(be, SL_BF16, rows, cols, 0);
-    sl_op_convert(b, f);
-    return b;
 }
 
 /* A view of elements [1, 1 + rows * cols) of a new tensor, shaped [rows, cols]: one element past
@@ -71,16 +45,6 @@ static sl_tensor *odd_view(sl_backend *be, int64_t rows, int64_t cols, const flo
     sl_tensor *v = sl_test_track(sl_tensor_view2(base, 1, rows, cols));
     if (h) sl_tensor_from_host(v, h);
     return v;
-}
-
-/* Host floats of any float tensor (bf16 through a convert on its own backend). */
-static float *host(const sl_tensor *t) {
-    if (sl_tensor_dtype(t) == SL_F32) return sl_test_host_f32(t);
-    sl_tensor *f = sl_tensor_new1(sl_tensor_backend(t), SL_F32, sl_tensor_numel(t));
-    sl_op_convert(f, t);
-    float *h = sl_test_host_f32(f);
-    sl_tensor_free(f);
-    return h;
 }
 
 static int32_t *host_i32(const sl_tensor *t) {
@@ -95,7 +59,7 @@ static bool same_bits(const void *a, const void *b, int64_t n) {
 
 static void compare(const char *what, const sl_tensor *got, const sl_tensor *want, double atol,
                     double rtol) {
-    float *g = host(got), *w = host(want);
+    float *g = sl_test_host_floats(got), *w = sl_test_host_floats(want);
     const double r = sl_test_compare(what, g, w, sl_tensor_numel(want), atol, rtol);
     CHECK(r <= 1.0, "%s: error %.3g of the tolerance", what, r);
     free(g);
@@ -144,15 +108,15 @@ static void router_case(int64_t n, int e, int k, bool norm, bool biased) {
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int s = 0; s < 2; s++) {
         /* logits, bias, probs, topk_idx, topk_w, stats, dtopk_w, lbl_grad, dlogits */
-        t[s][0] = tensor(be[s], SL_F32, n, e, l);
-        t[s][1] = biased ? tensor(be[s], SL_F32, e, 1, b) : NULL;
-        t[s][2] = tensor(be[s], SL_F32, n, e, 0);
-        t[s][3] = tensor(be[s], SL_I32, n, k, 0);
-        t[s][4] = tensor(be[s], SL_F32, n, k, 0);
-        t[s][5] = tensor(be[s], SL_F32, e + 1, 1, 0);
-        t[s][6] = tensor(be[s], SL_F32, n, k, dw);
-        t[s][7] = tensor(be[s], SL_F32, e, 1, lbl);
-        t[s][8] = tensor(be[s], SL_F32, n, e, 0);
+        t[s][0] = sl_test_matrix(be[s], SL_F32, n, e, l);
+        t[s][1] = biased ? sl_test_matrix(be[s], SL_F32, e, 1, b) : NULL;
+        t[s][2] = sl_test_matrix(be[s], SL_F32, n, e, 0);
+        t[s][3] = sl_test_matrix(be[s], SL_I32, n, k, 0);
+        t[s][4] = sl_test_matrix(be[s], SL_F32, n, k, 0);
+        t[s][5] = sl_test_matrix(be[s], SL_F32, e + 1, 1, 0);
+        t[s][6] = sl_test_matrix(be[s], SL_F32, n, k, dw);
+        t[s][7] = sl_test_matrix(be[s], SL_F32, e, 1, lbl);
+        t[s][8] = sl_test_matrix(be[s], SL_F32, n, e, 0);
         sl_op_router_fwd(t[s][2], t[s][3], t[s][4], t[s][5], t[s][0], t[s][1], norm);
         sl_op_router_bwd(t[s][8], t[s][6], t[s][2], t[s][3], t[s][4], t[s][0], t[s][7], 0.01f,
                          norm);
@@ -169,9 +133,9 @@ static void router_case(int64_t n, int e, int k, bool norm, bool biased) {
     snprintf(item, sizeof item, "%s dlogits", what);
     compare(item, t[1][8], t[0][8], 1e-6, 1e-5);
     /* stats again: the same bits */
-    float *first = host(t[1][5]);
+    float *first = sl_test_host_floats(t[1][5]);
     sl_op_router_fwd(t[1][2], t[1][3], t[1][4], t[1][5], t[1][0], t[1][1], norm);
-    float *again = host(t[1][5]);
+    float *again = sl_test_host_floats(t[1][5]);
     CHECK(same_bits(first, again, e + 1), "%s: stats differ run after run", what);
     sl_test_release();
     free(first), free(again), free(l), free(b), free(dw), free(lbl);
@@ -203,10 +167,10 @@ static void sort_case(int64_t n, int64_t k, int64_t e) {
     sl_tensor *t[2][4];
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int s = 0; s < 2; s++) {
-        t[s][0] = tensor(be[s], SL_I32, n, k, ids);
-        t[s][1] = tensor(be[s], SL_I32, e, 1, 0);
-        t[s][2] = tensor(be[s], SL_I32, n * k, 1, 0);
-        t[s][3] = tensor(be[s], SL_I32, n * k, 1, 0);
+        t[s][0] = sl_test_matrix(be[s], SL_I32, n, k, ids);
+        t[s][1] = sl_test_matrix(be[s], SL_I32, e, 1, 0);
+        t[s][2] = sl_test_matrix(be[s], SL_I32, n * k, 1, 0);
+        t[s][3] = sl_test_matrix(be[s], SL_I32, n * k, 1, 0);
         sl_op_moe_sort(t[s][1], t[s][2], t[s][3], t[s][0]);
     }
     snprintf(what, sizeof what, "moe_sort N%lld/k%lld/E%lld counts", (long long)n, (long long)k,
@@ -227,8 +191,10 @@ static void sort_case(int64_t n, int64_t k, int64_t e) {
 static void sort_out_of_range(void) {
     const int64_t n = 7, k = 3, e = 4;
     const int32_t ids[21] = {0, 3, -1, 2, 4, 2, 1, 1, 0, 99, 3, 3, 2, 0, -7, 1, 2, 3, 0, 0, 4};
-    sl_tensor *ti = tensor(g_cuda, SL_I32, n, k, ids), *tc = tensor(g_cuda, SL_I32, e, 1, 0);
-    sl_tensor *ts = tensor(g_cuda, SL_I32, n * k, 1, 0), *tp = tensor(g_cuda, SL_I32, n * k, 1, 0);
+    sl_tensor *ti = sl_test_matrix(g_cuda, SL_I32, n, k, ids),
+              *tc = sl_test_matrix(g_cuda, SL_I32, e, 1, 0);
+    sl_tensor *ts = sl_test_matrix(g_cuda, SL_I32, n * k, 1, 0),
+              *tp = sl_test_matrix(g_cuda, SL_I32, n * k, 1, 0);
     sl_op_moe_sort(tc, ts, tp, ti);
     int32_t *cnt = host_i32(tc), *st = host_i32(ts), *sp = host_i32(tp);
     int32_t want_cnt[4] = {0}, next[4];
@@ -283,19 +249,21 @@ static void scatter_case(int64_t rows, int64_t m, int64_t c, sl_dtype dt, bool b
             cidx[i] = 0;
             for (int64_t j = 0; j < c; j++) csrc[i * c + j] = 0.0f;
         }
-    sl_tensor *cd = tensor(g_cpu, SL_F32, rows, c, dst), *cs = tensor(g_cpu, SL_F32, m, c, csrc);
-    sl_op_scatter_add_rows(cd, cs, tensor(g_cpu, SL_I32, m, 1, cidx));
-    sl_tensor *gd = ftensor(g_cuda, dt, rows, c, dst), *gs = ftensor(g_cuda, dt, m, c, src);
-    sl_op_scatter_add_rows(gd, gs, tensor(g_cuda, SL_I32, m, 1, idx));
-    float *want = host(cd), *got = host(gd);
+    sl_tensor *cd = sl_test_matrix(g_cpu, SL_F32, rows, c, dst),
+              *cs = sl_test_matrix(g_cpu, SL_F32, m, c, csrc);
+    sl_op_scatter_add_rows(cd, cs, sl_test_matrix(g_cpu, SL_I32, m, 1, cidx));
+    sl_tensor *gd = sl_test_ftensor(g_cuda, dt, rows, c, dst),
+              *gs = sl_test_ftensor(g_cuda, dt, m, c, src);
+    sl_op_scatter_add_rows(gd, gs, sl_test_matrix(g_cuda, SL_I32, m, 1, idx));
+    float *want = sl_test_host_floats(cd), *got = sl_test_host_floats(gd);
     if (dt == SL_BF16)
-        for (int64_t i = 0; i < rows * c; i++) want[i] = bf16_round(want[i]);
+        for (int64_t i = 0; i < rows * c; i++) want[i] = sl_test_bf16_round(want[i]);
     CHECK(same_bits(got, want, rows * c), "%s: not bitwise equal to the CPU's", what);
     /* gather the rows back (a bit copy; bad indices leave their rows alone) */
     if (!bad) {
-        sl_tensor *back = ftensor(g_cuda, dt, m, c, src);
-        sl_op_gather_rows(back, gd, tensor(g_cuda, SL_I32, m, 1, idx));
-        float *gb = host(back);
+        sl_tensor *back = sl_test_ftensor(g_cuda, dt, m, c, src);
+        sl_op_gather_rows(back, gd, sl_test_matrix(g_cuda, SL_I32, m, 1, idx));
+        float *gb = sl_test_host_floats(back);
         bool ok = true;
         for (int64_t i = 0; i < m; i++) ok &= same_bits(gb + i * c, got + idx[i] * c, c);
         CHECK(ok, "gather_rows %lld<-%lldx%lld: rows copied exactly", (long long)m, (long long)rows,
@@ -324,12 +292,12 @@ static void test_scatter(void) {
         const int64_t rows = 1000, m = 30000, c = 24;
         int32_t *idx = skewed(m, rows, 4);
         float *src = normal(m * c, 1.0f), *dst = normal(rows * c, 1.0f);
-        sl_tensor *cd = tensor(g_cpu, SL_F32, rows, c, dst),
-                  *fd = tensor(fast, SL_F32, rows, c, dst);
-        sl_op_scatter_add_rows(cd, tensor(g_cpu, SL_F32, m, c, src),
-                               tensor(g_cpu, SL_I32, m, 1, idx));
-        sl_op_scatter_add_rows(fd, tensor(fast, SL_F32, m, c, src),
-                               tensor(fast, SL_I32, m, 1, idx));
+        sl_tensor *cd = sl_test_matrix(g_cpu, SL_F32, rows, c, dst),
+                  *fd = sl_test_matrix(fast, SL_F32, rows, c, dst);
+        sl_op_scatter_add_rows(cd, sl_test_matrix(g_cpu, SL_F32, m, c, src),
+                               sl_test_matrix(g_cpu, SL_I32, m, 1, idx));
+        sl_op_scatter_add_rows(fd, sl_test_matrix(fast, SL_F32, m, c, src),
+                               sl_test_matrix(fast, SL_I32, m, 1, idx));
         /* ~3000 terms on the hot row in another order: within 1e-5 of its magnitude */
         compare("scatter_add_rows (atomic)", fd, cd, 1e-4, 1e-5);
         sl_test_release();
@@ -369,19 +337,20 @@ static void rows_case(int64_t n, int64_t k, int64_t c, sl_dtype dt, bool odd) {
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int b = 0; b < 2; b++) {
         const sl_dtype d = b == 0 ? SL_F32 : dt;
-#define MK(r, cc, h) (b == 1 && odd ? odd_view(be[b], r, cc, h) : ftensor(be[b], d, r, cc, h))
+#define MK(r, cc, h)                                                                               \
+    (b == 1 && odd ? odd_view(be[b], r, cc, h) : sl_test_ftensor(be[b], d, r, cc, h))
         sl_tensor *tx = MK(n * k, c, x), *tdy = MK(n, c, dy), *tgu = MK(n, 2 * c, gu);
-        sl_tensor *ts = MK(n, 1, s), *tw = tensor(be[b], SL_F32, n, k, w);
-        sl_tensor *tsp = tensor(be[b], SL_I32, n * k, 1, sp);
-        o[b][0] = MK(n, c, NULL);                 /* y = combine */
-        o[b][1] = MK(n * k, c, NULL);             /* dx */
-        o[b][2] = tensor(be[b], SL_F32, n, k, 0); /* dw */
-        o[b][3] = MK(n, c, NULL);                 /* h = swiglu */
-        o[b][4] = MK(n, 2 * c, NULL);             /* dgu */
-        o[b][5] = MK(n, c, NULL);                 /* rowgate y */
-        o[b][6] = MK(n, c, NULL);                 /* rowgate dx */
-        o[b][7] = MK(n, 1, NULL);                 /* ds */
-        o[b][8] = MK(n, c, NULL);                 /* gather of x's rows */
+        sl_tensor *ts = MK(n, 1, s), *tw = sl_test_matrix(be[b], SL_F32, n, k, w);
+        sl_tensor *tsp = sl_test_matrix(be[b], SL_I32, n * k, 1, sp);
+        o[b][0] = MK(n, c, NULL);                         /* y = combine */
+        o[b][1] = MK(n * k, c, NULL);                     /* dx */
+        o[b][2] = sl_test_matrix(be[b], SL_F32, n, k, 0); /* dw */
+        o[b][3] = MK(n, c, NULL);                         /* h = swiglu */
+        o[b][4] = MK(n, 2 * c, NULL);                     /* dgu */
+        o[b][5] = MK(n, c, NULL);                         /* rowgate y */
+        o[b][6] = MK(n, c, NULL);                         /* rowgate dx */
+        o[b][7] = MK(n, 1, NULL);                         /* ds */
+        o[b][8] = MK(n, c, NULL);                         /* gather of x's rows */
 #undef MK
         sl_op_moe_combine(o[b][0], tx, tsp, tw);
         sl_op_moe_combine_bwd(o[b][1], o[b][2], tdy, tx, tsp, tw);
@@ -402,7 +371,7 @@ static void rows_case(int64_t n, int64_t k, int64_t c, sl_dtype dt, bool odd) {
                  (long long)c, tag);
         const bool sums = i == 2 || i == 7;
         if (i == 8) { /* a bit copy */
-            float *g = host(o[1][i]), *h = host(o[0][i]);
+            float *g = sl_test_host_floats(o[1][i]), *h = sl_test_host_floats(o[0][i]);
             CHECK(same_bits(g, h, n * c), "%s: rows not copied exactly", what);
             free(g), free(h);
         } else {

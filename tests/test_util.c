@@ -191,3 +191,38 @@ sl_tensor *sl_test_track(sl_tensor *t) {
 void sl_test_release(void) {
     while (g_ntracked > 0) sl_tensor_free(g_tracked[--g_ntracked]);
 }
+
+float sl_test_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
+                          const void *host) {
+    sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
+                                                      : sl_tensor_new1(be, dt, rows * cols));
+    if (host) sl_tensor_from_host(t, host);
+    return t;
+}
+
+sl_tensor *sl_test_ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
+                           const float *host) {
+    if (dt == SL_F32) return sl_test_matrix(be, SL_F32, rows, cols, host);
+    sl_tensor *f = sl_test_matrix(be, SL_F32, rows, cols, host);
+    sl_tensor *b = sl_test_matrix(be, dt, rows, cols, NULL);
+    sl_op_convert(b, f);
+    return b;
+}
+
+float *sl_test_host_floats(const sl_tensor *t) {
+    if (sl_tensor_dtype(t) == SL_F32) return sl_test_host_f32(t);
+    sl_tensor *f = sl_tensor_new1(sl_tensor_backend(t), SL_F32, sl_tensor_numel(t));
+    sl_op_convert(f, t);
+    float *h = sl_test_host_f32(f);
+    sl_tensor_free(f);
+    return h;
+}

@@ -60,6 +60,19 @@ sl_backend *sl_test_cuda_or_skip(const sl_backend_params *params);
 sl_tensor *sl_test_track(sl_tensor *t);
 void sl_test_release(void);
 
+/* bf16 rounding (nearest even) of a finite float, as a GPU's __float2bfloat16_rn. */
+float sl_test_bf16_round(float f);
+/* A tracked tensor [rows, cols] (1-D when both are 1) of dtype dt on `be`, holding `host` (of
+ * dt's element type; NULL: zeros). */
+sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
+                          const void *host);
+/* The same for a float dtype from host floats: bf16 through the backend's convert (rounding to
+ * nearest even on the backend itself). */
+sl_tensor *sl_test_ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
+                           const float *host);
+/* Host floats of any float tensor (bf16 through a convert on its own backend); free() them. */
+float *sl_test_host_floats(const sl_tensor *t);
+
 /* splitmix64 stream for test data: the next 64-bit value, and a uniform double in [0, 1). */
 uint64_t sl_test_rand_u64(uint64_t *state);
 double sl_test_rand_unif(uint64_t *state);
