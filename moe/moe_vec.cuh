@@ -31,6 +31,27 @@ __device__ __forceinline__ void sl_moe_vstore(T *p, const float (&f)[V]) {
     *reinterpret_cast<sl_moe_vec<T, V> *>(p) = x;
 }
 
+/* One warp over a row of width c: writes dx = scale * dy and returns this lane's share of the
+ * dot product <dy, x> (the caller sums the warp). The gradient of a row scaled by a weight
+ * (combine's dx and dw, the row gate's dx and ds) in one pass over dy and x. */
+template <typename T, int V>
+__device__ __forceinline__ float sl_moe_scale_dot_row(T *dx, const T *dy, const T *x, int64_t c,
+                                                      float scale, int lane) {
+    float dot = 0.0f;
+    for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
+        float a[V], b[V];
+        sl_moe_vload<T, V>(a, dy + c0);
+        sl_moe_vload<T, V>(b, x + c0);
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            dot += a[i] * b[i];
+            a[i] *= scale;
+        }
+        sl_moe_vstore<T, V>(dx + c0, a);
+    }
+    return dot;
+}
+
 /* Elements per 16-byte access of T. */
 template <typename T> constexpr int sl_moe_vec16() {
     return (int)(16 / sizeof(T));

@@ -503,21 +503,8 @@ __global__ void SL_MOE_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *
         const int64_t row = sp[p], tok = p / k;
         const float wj = w[p];
         float dot = 0.0f;
-        if (row >= 0 && row < rows) {
-            const T *dyr = dy + tok * c, *xr = x + row * c;
-            T *dxr = dx + row * c;
-            for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
-                float a[V], b[V];
-                sl_moe_vload<T, V>(a, dyr + c0);
-                sl_moe_vload<T, V>(b, xr + c0);
-#pragma unroll
-                for (int i = 0; i < V; i++) {
-                    dot += a[i] * b[i];
-                    a[i] *= wj;
-                }
-                sl_moe_vstore<T, V>(dxr + c0, a);
-            }
-        }
+        if (row >= 0 && row < rows)
+            dot = sl_moe_scale_dot_row<T, V>(dx + row * c, dy + tok * c, x + row * c, c, wj, lane);
         dot = sl_warp_sum(dot);
         if (lane == 0) dw[p] = dot;
     }

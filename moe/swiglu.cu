@@ -88,20 +88,7 @@ __global__ void SL_MOE_ROW_BOUNDS rowgate_bwd_kernel(T *__restrict__ dx, T *__re
     const int lane = threadIdx.x & 31;
     SL_MOE_FOR_WARP_ROWS(r, n) {
         const float gate = sl_moe_sigmoidf(sl_ld(s[r]));
-        const T *dyr = dy + r * c, *xr = x + r * c;
-        T *dxr = dx + r * c;
-        float dot = 0.0f;
-        for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
-            float a[V], b[V];
-            sl_moe_vload<T, V>(a, dyr + c0);
-            sl_moe_vload<T, V>(b, xr + c0);
-#pragma unroll
-            for (int i = 0; i < V; i++) {
-                dot += a[i] * b[i];
-                a[i] *= gate;
-            }
-            sl_moe_vstore<T, V>(dxr + c0, a);
-        }
+        float dot = sl_moe_scale_dot_row<T, V>(dx + r * c, dy + r * c, x + r * c, c, gate, lane);
         dot = sl_warp_sum(dot);
         if (lane == 0) ds[r] = sl_st<T>(dot * gate * (1.0f - gate));
     }
