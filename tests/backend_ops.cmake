@@ -4,9 +4,10 @@
 sluice_test(test_backend_ops SOURCES test_backend_ops.c LABELS core TIMEOUT 120)
 target_compile_definitions(test_backend_ops PRIVATE SLUICE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 # The same cases on the CUDA backend against the CPU, in fp32 and in bf16, every operation
-# required: in the emulated build (label cuda) and on a GPU; skipped (77) without a CUDA backend.
+# required: in the emulated build (label cuda; label asan: also in the sanitizer build) and on a
+# GPU; skipped (77) without a CUDA backend.
 foreach(dt f32 bf16)
   add_test(NAME test_backend_ops_cuda_${dt} COMMAND test_backend_ops cuda --require-all)
   set_tests_properties(test_backend_ops_cuda_${dt} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                       LABELS "core;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_DTYPE=${dt}")
+                       LABELS "core;cuda;asan" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_DTYPE=${dt}")
 endforeach()

@@ -8,8 +8,10 @@
 #
 # usage: tests/run.sh [ctest options...]     e.g. tests/run.sh -L moe
 #   (the options apply to the first ctest run; the emulated run is always -L 'emu|cuda')
-# Environment: BUILD_DIR (default build), EMU_BUILD_DIR (default build-emu), JOBS (default:
-# all cores), SLUICE_SKIP_EMU=1 to leave out the emulated build.
+# Then the emulated build again under ASan + UBSan runs the tests labelled emu.
+# Environment: BUILD_DIR (default build), EMU_BUILD_DIR (default build-emu),
+# EMU_ASAN_BUILD_DIR (default build-emu-asan), JOBS (default: all cores), SLUICE_SKIP_EMU=1
+# to leave out both emulated builds, SLUICE_SKIP_ASAN=1 the sanitizer one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,14 +24,20 @@ status=0
 (cd "$build" && ctest --output-on-failure -j "$jobs" "$@") || status=$?
 
 [ "${SLUICE_SKIP_EMU:-0}" = 1 ] && exit $status
-emu=${EMU_BUILD_DIR:-build-emu}
-cmake -S . -B "$emu" -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=EMULATED
-# The targets those tests run: every argument of their commands that names a file in the build
-# tree (read from the generated CTestTestfile.cmake files: ctest cannot show the commands of
-# tests whose executables are not built yet).
-wanted=$(python3 - "$(cd "$emu" && pwd)" <<'PY'
+
+# emulated_run DIR LABEL_REGEX [cmake args...]: configures DIR as an emulated build, builds the
+# targets of the tests whose labels match, runs them.
+emulated_run() {
+    local emu=$1 labels=$2
+    shift 2
+    cmake -S . -B "$emu" -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=EMULATED "$@"
+    # The targets those tests run: every argument of their commands that names a file in the
+    # build tree (read from the generated CTestTestfile.cmake files: ctest cannot show the
+    # commands of tests whose executables are not built yet).
+    local wanted known t
+    wanted=$(python3 - "$(cd "$emu" && pwd)" "$labels" <<'PY'
 import os, re, sys
-build = sys.argv[1]
+build, want = sys.argv[1], re.compile(sys.argv[2])
 cmds, labels = {}, {}
 for d, _, files in os.walk(build):
     if "CTestTestfile.cmake" not in files:
@@ -41,18 +49,30 @@ for d, _, files in os.walk(build):
                          text, re.M):
         labels[m.group(1)] = m.group(2).split(";")
 for name, cmd in cmds.items():
-    if {"emu", "cuda"} & set(labels.get(name, [])):
+    if any(want.fullmatch(l) for l in labels.get(name, [])):
         for a in cmd:
             if a.startswith(build + "/"):
                 print(os.path.basename(a))
 PY
 )
-known=$(cmake --build "$emu" --target help | sed -n -e 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p' \
-    -e 's/^\([A-Za-z0-9_]*\): .*/\1/p')
-targets=()
-while read -r t; do
-    if [ -n "$t" ] && grep -qx "$t" <<<"$known"; then targets+=(--target "$t"); fi
-done < <(sort -u <<<"$wanted")
-cmake --build "$emu" -j "$jobs" "${targets[@]}"
-(cd "$emu" && ctest --output-on-failure -j "$jobs" -L 'emu|cuda') || status=$?
+    known=$(cmake --build "$emu" --target help | sed -n -e 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p' \
+        -e 's/^\([A-Za-z0-9_]*\): .*/\1/p')
+    local targets=()
+    while read -r t; do
+        if [ -n "$t" ] && grep -qx "$t" <<<"$known"; then targets+=(--target "$t"); fi
+    done < <(sort -u <<<"$wanted")
+    cmake --build "$emu" -j "$jobs" "${targets[@]}"
+    (cd "$emu" && ctest --output-on-failure -j "$jobs" -L "$labels") || status=$?
+}
+
+# The kernels, executed: every test of the emulator and of the cuda backend.
+emulated_run "${EMU_BUILD_DIR:-build-emu}" 'emu|cuda'
+# The same sources under AddressSanitizer and UBSan: the emulator's own tests (an out-of-bounds
+# write to shared or device memory must be reported) and the conformance test of every kernel
+# (label asan; none may report).
+# Leak checking is off: Open MPI's initialization leaks by design.
+if [ "${SLUICE_SKIP_ASAN:-0}" != 1 ]; then
+    ASAN_OPTIONS=detect_leaks=0 emulated_run "${EMU_ASAN_BUILD_DIR:-build-emu-asan}" 'emu|asan' \
+        -DSLUICE_SANITIZE=ON
+fi
 exit $status
