@@ -98,7 +98,7 @@ static double workspace_bytes(const sl_model_config *m, int64_t tokens, bool bf1
     const int64_t h = m->hidden_size, hd = (int64_t)m->num_attention_heads * m->head_dim;
     const int64_t kvd = (int64_t)m->num_key_value_heads * m->head_dim;
     const int64_t ws = 3 * hd + 3 * kvd + gate_width(m) + q_width(m) + h + h + 2 * h + 2 * h;
-    int64_t rows = ((int64_t)1 << 24) / m->vocab_size;
+    int64_t rows = ((int64_t)1 << 28) / m->vocab_size; /* model.c: SL_LOGITS_CHUNK_ELEMS_DEVICE */
     if (rows > tokens) rows = tokens;
     return (double)tokens * ((double)ws * a + 12.0) + (double)(rows * m->vocab_size) * a;
 }

@@ -56,8 +56,8 @@ TC_ATTN_EFF = 0.35
 # An 8192^3 bf16 GEMM on an H200 in practice (public figure, gpu-facts.md), for the target.
 PUBLIC_GEMM_PEAK = (770e12, 800e12)
 
-# model.c: elements of one logits chunk (SL_LOGITS_CHUNK_ELEMS)
-MODEL_LOGITS_CHUNK = 1 << 24
+# model.c: elements of one logits chunk on a device backend (SL_LOGITS_CHUNK_ELEMS_DEVICE)
+MODEL_LOGITS_CHUNK = 1 << 28
 
 
 # ---- counts (mirror model/counts.c) -----------------------------------------------------
@@ -520,7 +520,7 @@ def markdown(args):
     p("")
     p("### Once per micro-batch: embedding, LM head and loss (vocabulary %d)" % mc["vocab_size"])
     p("")
-    p("model/model.c runs the LM head in chunks of %d logits (SL_LOGITS_CHUNK_ELEMS): %d rows, so "
+    p("model/model.c runs the LM head in chunks of %d logits (SL_LOGITS_CHUNK_ELEMS_DEVICE): %d rows, so "
       "%d chunks at %d tokens, and each chunk's two head GEMMs read the whole bf16 head weight and "
       "its dW GEMM reads and writes the whole fp32 head gradient:" % (
           args.logits_chunk, res["logits_chunk_rows"], res["logits_chunks"], T))
