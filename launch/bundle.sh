@@ -9,7 +9,8 @@
 #   --out DIR     the folder to write (default DIR/sluice-bundle); replaced if it is an
 #                 earlier bundle, refused if it is anything else
 #   --no-build    use the binaries as they are in the build (fails if sluice is missing)
-#   --with-bench  also build and carry the benchmark programs (bench_train, ...)
+#   --with-bench  also carry the benchmark programs and their drivers: gpu_train_bench and
+#                 reader_bench in a CUDA build, the CPU benchmarks otherwise
 #   --max-mb N    fail when the folder is larger than N MiB (default 64)
 # Environment: JOBS (build parallelism, default: all cores).
 #
@@ -47,7 +48,14 @@ build=$(cd "$build" && pwd)
 [ -n "$out" ] || out=$build/sluice-bundle
 die() { echo "bundle: error: $*" >&2; exit 1; }
 
-bench_targets=(bench_train bench_grouped_gemm bench_dispatch reader_bench)
+# --with-bench carries the benchmarks a node runs: in a build with the CUDA backend the GPU
+# training benchmark and the reader benchmark (each program carries the CUDA kernels, about
+# 6 MB, so the CPU benchmarks would push the folder past 64 MiB), otherwise the CPU ones.
+if [ -f "$build/bench/Makefile" ] && grep -q "gpu_train_bench" "$build/bench/Makefile"; then
+    bench_targets=(gpu_train_bench reader_bench)
+else
+    bench_targets=(bench_train bench_grouped_gemm bench_dispatch reader_bench)
+fi
 if [ "$do_build" = 1 ]; then
     [ -f "$build/CMakeCache.txt" ] ||
         cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -185,6 +193,11 @@ if [ -n "$pmix_src" ]; then
     echo "share/pmix/help-*.txt <- $pmix_data" >>"$manifest"
 fi
 cp "$root"/configs/*.json "$out/configs/"
+if [ "$with_bench" = 1 ]; then # the drivers and the PyTorch twins of the benchmarks
+    mkdir -p "$out/bench/configs"
+    cp "$root"/bench/*.py "$root"/bench/*.sh "$out/bench/"
+    cp "$root"/bench/configs/*.json "$out/bench/configs/"
+fi
 
 # Open MPI reads <sysconfdir>/openmpi-mca-params.conf; env.sh points sysconfdir here so that
 # a node's own /etc/openmpi (another version, other components) is not read.
