@@ -1,7 +1,10 @@
 /* tests/test_io_reader.c - the streaming reader: packing with one-token overlap and document
- * starts, eval order, rank partitions (disjoint, covering), deterministic shuffles, resume from a
- * cursor (identical stream, across epochs, mixtures and a seq_len change), mixture weights over a
- * million tokens, the prefetch thread keeping ahead, and reader errors. */
+ * starts, eval order and eval rank partitions (disjoint, covering), the training stream (whole
+ * shuffled frames, a permutation per epoch, deterministic per seed), the global order at dp = 1,
+ * 2 and 4 (identical global batches, batch hashes, only touched frames decoded), resume from a
+ * cursor (identical stream, across epochs, mixtures, a seq_len change, and across world sizes),
+ * the sequence hash, mixture weights over a million tokens, the prefetch thread keeping ahead,
+ * and reader errors. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
