@@ -3,24 +3,33 @@
  *
  * Each corpus (a data path: shard file, directory or glob; io/paths.h) is a list of frames.
  * Every epoch the frames are put in a deterministic order from data.seed (shards shuffled, then
- * the frames inside each shard), and data-parallel rank r takes the frames at positions
- * r, r + dp_size, r + 2 dp_size, ... of that order: the ranks' slices are disjoint and together
- * cover the corpus. A background thread decodes the rank's frames ahead into a bounded queue
- * (data.prefetch frames per corpus).
+ * the frames inside each shard), and the epochs' orders, one after the other, define the corpus's
+ * token stream. The stream does not depend on the number of ranks.
  *
  * Packing (llm.c style): each sequence is seq_len + 1 consecutive tokens of one corpus's stream
  * and the next sequence of that corpus starts with the last token of this one, so inputs are
  * tokens[0 .. seq_len) and targets tokens[1 .. seq_len], and every token is a target exactly
  * once. Documents are packed back to back with the separators stored in the shards (e.g. the
  * byte tokenizer's end-of-document token 256); doc_start lists the positions where a document
- * begins (a frame that does not continue the previous frame read also begins one).
+ * begins (a frame that does not continue the previous frame of the stream also begins one).
  *
  * Several training corpora are interleaved sequence by sequence: the next sequence comes from
  * the corpus whose share of the tokens so far lags its weight the most, so the mixture holds
- * to within one sequence at every point.
+ * to within one sequence at every point. This defines one global sequence order, the same for
+ * any number of ranks.
  *
- * The cursor records the position in tokens, not sequences, so it restores the identical token
- * stream and carries over unchanged when seq_len changes between training stages.
+ * Global batch t is the global_batch_sequences (S) sequences after the first t * S. Data-parallel
+ * rank r of dp takes the contiguous share [r S / dp, (r + 1) S / dp) of every global batch, in
+ * order, so a rank's micro-batch m is the next micro_batch_size sequences of its share. The rank's
+ * background thread decodes only the frames its share touches (found from the token counts in the
+ * shard indexes) into a bounded queue (data.prefetch frames per corpus).
+ *
+ * The cursor records the global position in tokens of each corpus's stream, not sequences or
+ * frames of one rank, so it restores the identical global stream at any number of ranks and
+ * carries over unchanged when seq_len changes between training stages.
+ *
+ * Eval mode keeps a per-rank partition: rank r reads frames r, r + dp, ... of data.eval_path in
+ * file order, once.
  */
 #ifndef SL_IO_READER_H
 #define SL_IO_READER_H
@@ -53,35 +62,65 @@ typedef struct {
     const sl_data_config *data;
     int dp_rank, dp_size;
     int seq_len;
+    /* Sequences per global batch (training): a multiple of dp_size; 0 means dp_size (each rank
+     * takes every dp_size-th sequence). The trainer passes global_batch_tokens / seq_len. */
+    int64_t global_batch_sequences;
     bool eval; /* read data.eval_path in order: no shuffle, no loop, partitioned over ranks */
 } sl_reader_opts;
 
 sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen);
 
-/* Next packed sequence: tokens[seq_len + 1]; doc_start[] (room for seq_len + 1 entries) gets the
- * offsets where a document begins, n_docs of them (pass doc_start = NULL to skip).
- * Returns 1 on success, 0 at the end (eval mode only; a trailing part shorter than a sequence is
- * not returned), -1 on error with a message naming the file and frame/offset in err. After an
- * error every later call fails too. */
+/* This rank's next packed sequence: tokens[seq_len + 1]; doc_start[] (room for seq_len + 1
+ * entries) gets the offsets where a document begins, n_docs of them (pass doc_start = NULL to
+ * skip). Returns 1 on success, 0 at the end (eval mode only; a trailing part shorter than a
+ * sequence is not returned), -1 on error with a message naming the file and frame/offset in
+ * err. After an error every later call fails too. */
 int sl_reader_next(sl_reader *r, int32_t *tokens, int32_t *doc_start, int *n_docs, char *err,
                    size_t errlen);
 
-/* The position as JSON (malloc'ed). */
+/* The position as JSON (malloc'ed). Between global batches (every rank has taken its whole
+ * share, or not started it) the training cursor is the same on every rank and independent of
+ * dp_size; inside a rank's share it also names the rank and restores only there. */
 char *sl_reader_cursor_json(const sl_reader *r);
-/* Restores a position written by sl_reader_cursor_json for the same data, seed, mode and
- * data-parallel layout. 0 or -1 with err set. */
+/* Restores a position written by sl_reader_cursor_json for the same data, seed and mode (and,
+ * for eval cursors and cursors inside a rank's share, the same data-parallel rank and size).
+ * 0, or -1 with err set and the reader unchanged. */
 int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t errlen);
 
+/* The position in tokens is kept; the global batch keeps its number of sequences. */
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
 int sl_reader_vocab_size(const sl_reader *r);
 void sl_reader_close(sl_reader *r);
+
+/* ---- batch hashes: proof that runs at different world sizes read the same batches ----
+ * sl_sequence_hash(g, tokens, n) hashes global sequence g (its index in the global sequence
+ * order) with its n tokens; a batch's hash is the sum modulo 2^64 of its sequences' hashes, so
+ * each rank hashes its share and the ranks' sums add up to the global batch's hash in any
+ * grouping. Across ranks: split into int64 parts, sum-allreduce them, join. */
+uint64_t sl_sequence_hash(uint64_t index, const int32_t *tokens, size_t n);
+/* The sum of sl_sequence_hash over the sequences next() returned since the previous call
+ * (this rank's share of the step); resets the sum. */
+uint64_t sl_reader_take_hash(sl_reader *r);
+/* Two 32-bit halves as int64: their sums over up to 2^31 ranks cannot overflow. */
+static inline void sl_hash_split(uint64_t h, int64_t parts[2]) {
+    parts[0] = (int64_t)(h & 0xFFFFFFFFu);
+    parts[1] = (int64_t)(h >> 32);
+}
+static inline uint64_t sl_hash_join(const int64_t parts[2]) {
+    return (uint64_t)parts[0] + ((uint64_t)parts[1] << 32);
+}
 
 /* Statistics for logging and tests. */
 typedef struct {
     int n_corpora;
     uint64_t tokens[SL_MAX_CORPORA];   /* tokens in each corpus (all ranks) */
-    uint64_t consumed[SL_MAX_CORPORA]; /* tokens this rank has advanced through per corpus */
-    uint64_t epoch[SL_MAX_CORPORA];    /* epoch of the frame being read per corpus */
+    uint64_t consumed[SL_MAX_CORPORA]; /* tokens of each corpus in this rank's sequences so far
+                                        * (seq_len per sequence) */
+    uint64_t position[SL_MAX_CORPORA]; /* the corpus's stream position at the reader's global
+                                        * position (tokens consumed by all ranks together) */
+    uint64_t epoch[SL_MAX_CORPORA];    /* epoch of the last token this rank read per corpus */
+    uint64_t sequence;                 /* global sequences before the reader's position */
+    uint64_t frames;                   /* frames this rank has decoded */
     uint64_t waits;                    /* times next() found the queue empty and waited */
 } sl_reader_stats;
 void sl_reader_get_stats(const sl_reader *r, sl_reader_stats *s);

@@ -1,7 +1,10 @@
 /* tests/test_io_reader.c - the streaming reader: packing with one-token overlap and document
- * starts, eval order, rank partitions (disjoint, covering), deterministic shuffles, resume from a
- * cursor (identical stream, across epochs, mixtures and a seq_len change), mixture weights over a
- * million tokens, the prefetch thread keeping ahead, and reader errors. */
+ * starts, eval order and eval rank partitions (disjoint, covering), the training stream (whole
+ * shuffled frames, a permutation per epoch, deterministic per seed), the global order at dp = 1,
+ * 2 and 4 (identical global batches, batch hashes, only touched frames decoded), resume from a
+ * cursor (identical stream, across epochs, mixtures, a seq_len change, and across world sizes),
+ * the sequence hash, mixture weights over a million tokens, the prefetch thread keeping ahead,
+ * and reader errors. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -187,54 +190,64 @@ static void test_eval_partition(void) {
     truth_free(&t);
 }
 
-/* Training over 3 ranks: each epoch's slices are disjoint and cover the corpus; the order is
- * shuffled, deterministic per seed, and different in the next epoch. */
-static void test_train_partition_and_shuffle(void) {
+/* Training, one rank: each epoch of the stream is a permutation of the corpus, shuffled,
+ * deterministic per seed, and in another order the next epoch. */
+static void test_train_order_and_shuffle(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tr", g_dir);
     truth t = make_corpus(dir, 3, 1000, 100, 0, 3000, 2);
     sl_data_config d = config(42, 4);
     add_corpus(&d, dir, 1);
-    int *owner[2];
-    bool disjoint[2] = {true, true}, cover[2] = {true, true};
-    owner[0] = malloc(sizeof(int) * t.n), owner[1] = malloc(sizeof(int) * t.n);
-    for (uint32_t i = 0; i < t.n; i++) owner[0][i] = owner[1][i] = -1;
-    int32_t *order[2];
-    order[0] = malloc(4 * t.n), order[1] = malloc(4 * t.n);
-    int n_order[2] = {0, 0};
-    for (int rank = 0; rank < 3; rank++) {
-        sl_reader *r = open_reader(&d, rank, 3, 1, false);
-        int32_t tok[2];
-        char err[1024];
-        sl_reader_stats st;
-        bool first = true;
-        for (;;) {
-            if (sl_reader_next(r, tok, NULL, NULL, err, sizeof err) != 1) {
-                CHECK(0, "train next: %s", err);
-                break;
-            }
-            sl_reader_get_stats(r, &st);
-            uint64_t ep = st.epoch[0];
-            if (ep >= 2) break;
-            for (int i = first ? 0 : 1; i < 2; i++) {
-                if (owner[ep][tok[i]] != -1) disjoint[ep] = false;
-                owner[ep][tok[i]] = rank;
-                if (rank == 0) order[ep][n_order[ep]++] = tok[i];
-            }
-            first = false;
+    const int L = 7;
+    /* the stream positions 0 .. 2N (sequence j holds positions jL .. jL + L) */
+    int32_t *stream = malloc(4 * ((size_t)2 * t.n + L + 1));
+    bool *is_doc = calloc((size_t)2 * t.n + L + 1, 1);
+    sl_reader *r = open_reader(&d, 0, 1, L, false);
+    int32_t tok[8], ds[8];
+    int nd;
+    char err[1024];
+    for (uint32_t j = 0; j * L < 2 * t.n; j++) {
+        if (sl_reader_next(r, tok, ds, &nd, err, sizeof err) != 1) {
+            CHECK(0, "train next: %s", err);
+            break;
         }
-        sl_reader_close(r);
+        memcpy(stream + (size_t)j * L, tok, sizeof tok);
+        for (int k = 0; k < nd; k++) is_doc[(size_t)j * L + ds[k]] = true;
     }
+    sl_reader_stats st;
+    sl_reader_get_stats(r, &st);
+    CHECK(st.epoch[0] == 2 && st.position[0] / st.tokens[0] == 2,
+          "the run reached epoch 2 (epoch %llu, position %llu)", (unsigned long long)st.epoch[0],
+          (unsigned long long)st.position[0]);
+    sl_reader_close(r);
+    int *seen = calloc(t.n, sizeof(int));
+    bool perm[2] = {true, true};
     for (int ep = 0; ep < 2; ep++) {
-        for (uint32_t i = 0; i < t.n; i++) cover[ep] &= owner[ep][i] >= 0;
-        CHECK(disjoint[ep], "epoch %d: rank slices are disjoint", ep);
-        CHECK(cover[ep], "epoch %d: rank slices cover the corpus", ep);
+        memset(seen, 0, sizeof(int) * t.n);
+        for (uint32_t i = 0; i < t.n; i++) {
+            int32_t v = stream[(size_t)ep * t.n + i];
+            if (v < 0 || (uint32_t)v >= t.n || seen[v]++) perm[ep] = false;
+        }
+        CHECK(perm[ep], "epoch %d of the stream holds every token exactly once", ep);
     }
     bool sorted = true;
-    for (int i = 1; i < n_order[0]; i++) sorted &= order[0][i] > order[0][i - 1];
+    for (uint32_t i = 1; i < t.n; i++) sorted &= stream[i] > stream[i - 1];
     CHECK(!sorted, "training order is shuffled");
-    CHECK(n_order[0] != n_order[1] || memcmp(order[0], order[1], 4 * (size_t)n_order[0]) != 0,
+    CHECK(memcmp(stream, stream + t.n, 4 * (size_t)t.n) != 0,
           "epoch 1 is in a different order than epoch 0");
+    /* frames stay whole: inside a frame of 100 tokens the values are consecutive */
+    bool whole = true;
+    for (uint32_t i = 0; i < t.n; i++)
+        if (i % 100 != 0) whole &= stream[i] == stream[i - 1] + 1;
+    CHECK(whole, "the stream is made of whole frames");
+    /* document starts: the indexed ones, and every frame that does not continue the previous
+     * frame of the stream (the start of the stream, and across the epoch boundary too) */
+    bool docs_ok = true;
+    for (uint32_t i = 0; i < 2 * t.n; i++) {
+        bool fresh = i == 0 || (i % 100 == 0 && stream[i] != stream[i - 1] + 1);
+        docs_ok &= is_doc[i] == (t.doc[stream[i]] || fresh);
+    }
+    CHECK(docs_ok, "document starts are the indexed ones plus every discontinuity");
     /* same seed: same stream; other seed: another stream */
     int32_t a[65], b[65], c[65];
     sl_data_config d2 = config(43, 4);
@@ -242,7 +255,6 @@ static void test_train_partition_and_shuffle(void) {
     sl_reader *ra = open_reader(&d, 1, 3, 64, false), *rb = open_reader(&d, 1, 3, 64, false),
               *rc = open_reader(&d2, 1, 3, 64, false);
     bool same = true, differ = false;
-    char err[1024];
     for (int i = 0; i < 100; i++) {
         sl_reader_next(ra, a, NULL, NULL, err, sizeof err);
         sl_reader_next(rb, b, NULL, NULL, err, sizeof err);
@@ -253,7 +265,7 @@ static void test_train_partition_and_shuffle(void) {
     CHECK(same, "the same seed gives the same stream");
     CHECK(differ, "another seed gives another stream");
     sl_reader_close(ra), sl_reader_close(rb), sl_reader_close(rc);
-    free(owner[0]), free(owner[1]), free(order[0]), free(order[1]);
+    free(stream), free(seen), free(is_doc);
     truth_free(&t);
 }
 
@@ -375,18 +387,20 @@ static void test_resume(void) {
     sl_reader *swap = open_reader(&swapped, 1, 2, L, false);
     CHECK(sl_reader_restore(other_seed, cur[3], err, sizeof err) != 0 && strstr(err, "seed"),
           "cursor with another seed: %s", err);
-    CHECK(sl_reader_restore(other_rank, cur[3], err, sizeof err) != 0 && strstr(err, "rank"),
-          "cursor of another rank: %s", err);
+    /* between global batches (here of 2 sequences, one per rank) the position is global */
+    CHECK(sl_reader_restore(other_rank, cur[3], err, sizeof err) == 0,
+          "a cursor between batches restores into another rank: %s", err);
     CHECK(sl_reader_restore(one_corpus, cur[3], err, sizeof err) != 0 && strstr(err, "corpora"),
           "cursor with another number of corpora: %s", err);
     CHECK(sl_reader_restore(swap, cur[3], err, sizeof err) != 0 && strstr(err, "different shards"),
           "cursor for other shards: %s", err);
     CHECK(sl_reader_restore(r, "{not json", err, sizeof err) != 0, "garbage cursor: %s", err);
     char *bad = strdup(cur[3]);
-    char *o = strstr(bad, "\"offset\":");
-    if (o) memcpy(o, "\"offsex\":", 9);
-    CHECK(sl_reader_restore(r, bad, err, sizeof err) != 0 && strstr(err, "offset"),
-          "cursor without an offset: %s", err);
+    char *o = strstr(bad, "\"position\":");
+    CHECK(o != NULL, "the cursor has positions: %s", cur[3]);
+    if (o) memcpy(o, "\"positiox\":", 11);
+    CHECK(sl_reader_restore(r, bad, err, sizeof err) != 0 && strstr(err, "position"),
+          "cursor without a position: %s", err);
     free(bad);
     CHECK(sl_reader_next(r, tok, NULL, NULL, err, sizeof err) == 1 &&
               memcmp(tok, full.tok + (L + 1), sizeof tok) == 0,
@@ -396,6 +410,262 @@ static void test_resume(void) {
     for (int c = 0; c < 6; c++) free(cur[c]), record_free(&parts[c]);
     record_free(&tail), record_free(&full);
     sl_reader_close(ref);
+    truth_free(&ta), truth_free(&tb);
+}
+
+static sl_reader *open_batched(const sl_data_config *d, int rank, int dp, int seq_len, int64_t S) {
+    char err[1024];
+    sl_reader_opts o = {
+        .data = d, .dp_rank = rank, .dp_size = dp, .seq_len = seq_len, .global_batch_sequences = S};
+    sl_reader *r = sl_reader_open(&o, err, sizeof err);
+    if (!r) fprintf(stderr, "open: %s\n", err);
+    return r;
+}
+
+/* Reads n sequences into tok/ds/nd at sequence index `at`. */
+static bool read_into(sl_reader *r, int n, int L, int at, int32_t *tok, int32_t *ds, int *nd) {
+    char err[1024];
+    for (int i = at; i < at + n; i++)
+        if (sl_reader_next(r, tok + (size_t)i * (L + 1), ds + (size_t)i * (L + 1), &nd[i], err,
+                           sizeof err) != 1) {
+            CHECK(0, "next: %s", err);
+            return false;
+        }
+    return true;
+}
+
+static bool seqs_eq(const int32_t *ta, const int32_t *da, const int *na, const int32_t *tb,
+                    const int32_t *db, const int *nb, int n, int L) {
+    for (int i = 0; i < n; i++) {
+        size_t o = (size_t)i * (L + 1);
+        if (memcmp(ta + o, tb + o, 4 * ((size_t)L + 1)) != 0 || na[i] != nb[i] ||
+            memcmp(da + o, db + o, 4 * (size_t)na[i]) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The dataset of the world-size tests: two corpora (weights 2:1) of several shards with frames
+ * of different sizes, small enough that a few dozen steps cross epochs of both. Token values
+ * name the corpus, shard and frame: see frame_id. */
+static void dp_dataset(const char *tag, sl_data_config *d, truth *ta, truth *tb) {
+    char da[512], db[512];
+    snprintf(da, sizeof da, "%s/%sa", g_dir, tag);
+    snprintf(db, sizeof db, "%s/%sb", g_dir, tag);
+    *ta = make_corpus(da, 3, 1000, 128, 0, 100000, 4);
+    *tb = make_corpus(db, 2, 700, 90, 50000, 100000, 4);
+    *d = config(9, 2);
+    add_corpus(d, da, 2);
+    add_corpus(d, db, 1);
+}
+static int frame_id(int32_t v) {
+    if (v < 50000) return (v / 1000) * 1000 + (v % 1000) / 128;
+    int x = v - 50000;
+    return 1000000 + (x / 700) * 1000 + (x % 700) / 90;
+}
+
+/* sl_sequence_hash depends on the index, the length, every token and their order. */
+static void test_sequence_hash(void) {
+    enum { N = 513, K = 20000 };
+    int32_t t[N];
+    for (int i = 0; i < N; i++) t[i] = (int32_t)(rnd() % 50000);
+    const uint64_t h = sl_sequence_hash(1234, t, N);
+    CHECK(sl_sequence_hash(1234, t, N) == h, "deterministic");
+    bool idx = true, len = true, tok = true, order = true;
+    for (uint64_t g = 0; g < 64; g++) idx &= g == 1234 || sl_sequence_hash(g, t, N) != h;
+    for (uint64_t g = 0; g < 64; g++) idx &= sl_sequence_hash(1234 ^ (1ull << g), t, N) != h;
+    for (int n = 0; n < N; n++) len &= sl_sequence_hash(1234, t, (size_t)n) != h;
+    for (int i = 0; i < N; i++) {
+        for (int b = 0; b < 32; b++) {
+            t[i] ^= (int32_t)(1u << b);
+            tok &= sl_sequence_hash(1234, t, N) != h;
+            t[i] ^= (int32_t)(1u << b);
+        }
+        int j = (i + 1 + (int)(rnd() % (N - 1))) % N;
+        if (t[i] == t[j]) continue;
+        int32_t x = t[i];
+        t[i] = t[j], t[j] = x;
+        order &= sl_sequence_hash(1234, t, N) != h;
+        t[j] = t[i], t[i] = x;
+    }
+    CHECK(idx, "another index, another hash");
+    CHECK(len, "a prefix hashes differently");
+    CHECK(tok, "flipping any bit of any token changes the hash");
+    CHECK(order, "swapping two tokens changes the hash");
+    /* no collisions among K hashes of short sequences of neighbouring indices */
+    uint64_t *hs = malloc(sizeof(uint64_t) * K);
+    for (int k = 0; k < K; k++) {
+        int32_t u[3] = {k % 7, k % 11, k % 13};
+        hs[k] = sl_sequence_hash((uint64_t)k / 3, u, 3);
+    }
+    int dup = 0;
+    for (int k = 0; k < K; k++)
+        for (int m = k + 1; m < K && m < k + 400; m++) dup += hs[k] == hs[m];
+    CHECK(dup == 0, "%d collisions among neighbouring sequences", dup);
+    free(hs);
+    int64_t parts[2];
+    bool split = true;
+    for (int k = 0; k < 1000; k++) {
+        uint64_t a = ((uint64_t)rnd() << 43) ^ ((uint64_t)rnd() << 21) ^ rnd();
+        uint64_t b = ((uint64_t)rnd() << 43) ^ ((uint64_t)rnd() << 21) ^ rnd();
+        int64_t pa[2], pb[2];
+        sl_hash_split(a, pa), sl_hash_split(b, pb);
+        parts[0] = pa[0] + pb[0], parts[1] = pa[1] + pb[1];
+        split &= sl_hash_join(parts) == a + b && pa[0] >= 0 && pa[1] >= 0;
+    }
+    CHECK(split, "summing split halves and joining them gives the sum modulo 2^64");
+}
+
+/* The data order does not depend on the number of ranks: for every step, the sequences of dp
+ * = 2 and dp = 4 readers, concatenated in rank order, are the dp = 1 reader's global batch,
+ * token for token with the same document starts, across epoch boundaries of both corpora; the
+ * ranks' batch hashes add up to the global batch's; and a rank decodes only the frames its
+ * sequences touch. */
+static void test_dp_invariance(void) {
+    sl_data_config d;
+    truth ta, tb;
+    dp_dataset("dpi", &d, &ta, &tb);
+    enum { L = 37, S = 8, T = 40 };
+    sl_reader *rd[7];
+    rd[0] = open_batched(&d, 0, 1, L, S);
+    for (int r = 0; r < 2; r++) rd[1 + r] = open_batched(&d, r, 2, L, S);
+    for (int r = 0; r < 4; r++) rd[3 + r] = open_batched(&d, r, 4, L, S);
+    for (int i = 0; i < 7; i++)
+        if (!rd[i]) return;
+    const size_t w = L + 1;
+    int32_t *rt = malloc(4 * S * w), *rds = malloc(4 * S * w), *gt = malloc(4 * S * w),
+            *gds = malloc(4 * S * w);
+    int rnd_[S], gnd[S];
+    bool same[2] = {true, true}, hash_ok = true, hash_dp = true;
+    int last_frame[4][2], runs[4] = {0, 0, 0, 0};
+    memset(last_frame, 0xFF, sizeof last_frame);
+    for (int t = 0; t < T; t++) {
+        if (!read_into(rd[0], S, L, 0, rt, rds, rnd_)) break;
+        uint64_t want = 0;
+        for (int j = 0; j < S; j++)
+            want += sl_sequence_hash((uint64_t)t * S + (uint64_t)j, rt + j * w, w);
+        hash_ok &= sl_reader_take_hash(rd[0]) == want;
+        for (int k = 0; k < 2; k++) {
+            const int dp = k == 0 ? 2 : 4, first = k == 0 ? 1 : 3, share = S / dp;
+            uint64_t h = 0;
+            for (int r = 0; r < dp; r++) {
+                if (!read_into(rd[first + r], share, L, r * share, gt, gds, gnd)) break;
+                h += sl_reader_take_hash(rd[first + r]);
+                if (dp != 4) continue;
+                for (int j = r * share; j < (r + 1) * share; j++)
+                    for (size_t i = 0; i < w; i++) {
+                        int f = frame_id(gt[j * w + i]), c = f >= 1000000;
+                        if (f != last_frame[r][c]) runs[r]++, last_frame[r][c] = f;
+                    }
+            }
+            same[k] &= seqs_eq(rt, rds, rnd_, gt, gds, gnd, S, L);
+            hash_dp &= h == want;
+        }
+    }
+    CHECK(same[0], "dp = 2: the ranks' sequences make up the dp = 1 global batches");
+    CHECK(same[1], "dp = 4: the ranks' sequences make up the dp = 1 global batches");
+    CHECK(hash_ok, "a batch hash is the sum of sl_sequence_hash over (global index, tokens)");
+    CHECK(hash_dp, "the ranks' batch hashes add up to the global batch's at dp = 2 and 4");
+    sl_reader_stats s1, s4;
+    sl_reader_get_stats(rd[0], &s1);
+    CHECK(s1.position[0] / s1.tokens[0] >= 2 && s1.position[1] / s1.tokens[1] >= 2 &&
+              s1.sequence == (uint64_t)T * S,
+          "the run crosses two epochs of both corpora (positions %llu, %llu; %llu sequences)",
+          (unsigned long long)s1.position[0], (unsigned long long)s1.position[1],
+          (unsigned long long)s1.sequence);
+    for (int r = 0; r < 4; r++) {
+        sl_reader_get_stats(rd[3 + r], &s4);
+        /* the queue (prefetch 2 x 2 corpora) may hold frames beyond the last sequence; a frame
+         * read again in the next epoch counts once more */
+        CHECK(s4.frames >= (uint64_t)runs[r] && s4.frames <= (uint64_t)runs[r] + 4 + 4,
+              "dp 4 rank %d decoded %llu frames for %d touched", r, (unsigned long long)s4.frames,
+              runs[r]);
+        CHECK(s4.frames < s1.frames, "dp 4 rank %d decoded fewer frames (%llu) than dp 1 (%llu)", r,
+              (unsigned long long)s4.frames, (unsigned long long)s1.frames);
+        CHECK(s4.sequence == s1.sequence &&
+                  memcmp(s4.position, s1.position, sizeof s1.position) == 0,
+              "dp 4 rank %d stands at the same global position as dp 1", r);
+    }
+    for (int i = 0; i < 7; i++) sl_reader_close(rd[i]);
+    free(rt), free(rds), free(gt), free(gds);
+    truth_free(&ta), truth_free(&tb);
+}
+
+/* A cursor written between batches at dp = 4 is the same on every rank and restores at dp = 2
+ * and dp = 1 into the identical continuing stream; one written inside a rank's share restores
+ * only into that rank of the same layout. */
+static void test_cursor_across_dp(void) {
+    sl_data_config d;
+    truth ta, tb;
+    dp_dataset("dpc", &d, &ta, &tb);
+    enum { L = 37, S = 8, K = 13, M = 30 };
+    const size_t w = L + 1;
+    sl_reader *ref = open_batched(&d, 0, 1, L, S);
+    record full;
+    record_seqs(ref, &full, (K + M) * S, L);
+    sl_reader_close(ref);
+    sl_reader *r4[4];
+    int32_t *tok = malloc(4 * S * w), *ds = malloc(4 * S * w);
+    int nd[S];
+    char *cur[4];
+    for (int r = 0; r < 4; r++) {
+        r4[r] = open_batched(&d, r, 4, L, S);
+        for (int t = 0; t < K; t++) read_into(r4[r], S / 4, L, 0, tok, ds, nd);
+        cur[r] = sl_reader_cursor_json(r4[r]);
+    }
+    bool equal = true;
+    for (int r = 1; r < 4; r++) equal &= strcmp(cur[0], cur[r]) == 0;
+    CHECK(equal, "every dp 4 rank writes the same cursor after %d steps: %s", K, cur[0]);
+    CHECK(strstr(cur[0], "\"rank\"") == NULL, "a cursor between batches names no rank");
+    char err[1024];
+    for (int dp = 1; dp <= 4; dp *= 2) {
+        sl_reader *rr[4];
+        bool ok = true, same = true;
+        for (int r = 0; r < dp; r++) {
+            rr[r] = open_batched(&d, r, dp, L, S);
+            ok &= rr[r] && sl_reader_restore(rr[r], cur[r % 4], err, sizeof err) == 0;
+        }
+        CHECK(ok, "restore the dp 4 cursor at dp %d: %s", dp, err);
+        for (int t = K; ok && t < K + M; t++) {
+            for (int r = 0; r < dp; r++) read_into(rr[r], S / dp, L, r * (S / dp), tok, ds, nd);
+            same &= seqs_eq(full.tok + (size_t)t * S * w, full.ds + (size_t)t * S * w,
+                            full.nd + t * S, tok, ds, nd, S, L);
+        }
+        CHECK(same, "after the dp 4 cursor, dp %d continues with the identical global batches", dp);
+        for (int r = 0; r < dp; r++) sl_reader_close(rr[r]);
+    }
+    /* inside a share: rank 1 of 2 has taken 2 of its 4 sequences of batch K */
+    sl_reader *a = open_batched(&d, 1, 2, L, S);
+    for (int t = 0; t < K; t++) read_into(a, S / 2, L, 0, tok, ds, nd);
+    read_into(a, 2, L, 0, tok, ds, nd);
+    char *mid = sl_reader_cursor_json(a);
+    CHECK(strstr(mid, "\"rank\"") != NULL, "a cursor inside a share names the rank: %s", mid);
+    sl_reader *b0 = open_batched(&d, 0, 2, L, S), *b4 = open_batched(&d, 1, 4, L, S),
+              *bs = open_batched(&d, 1, 2, L, 2 * S), *b = open_batched(&d, 1, 2, L, S);
+    CHECK(sl_reader_restore(b0, mid, err, sizeof err) != 0 && strstr(err, "rank"),
+          "a mid-share cursor of rank 1 refused by rank 0: %s", err);
+    CHECK(sl_reader_restore(b4, mid, err, sizeof err) != 0 && strstr(err, "rank"),
+          "a mid-share cursor of rank 1 of 2 refused by rank 1 of 4: %s", err);
+    CHECK(sl_reader_restore(bs, mid, err, sizeof err) != 0 && strstr(err, "sequences"),
+          "a mid-share cursor refused with another batch size: %s", err);
+    CHECK(sl_reader_restore(b, mid, err, sizeof err) == 0, "mid-share restore: %s", err);
+    /* the rest of the share (global K S + 6, + 7), then rank 1's share of batch K + 1 */
+    read_into(b, 2, L, 0, tok, ds, nd);
+    read_into(b, 4, L, 2, tok, ds, nd);
+    CHECK(seqs_eq(full.tok + ((size_t)K * S + 6) * w, full.ds + ((size_t)K * S + 6) * w,
+                  full.nd + K * S + 6, tok, ds, nd, 2, L) &&
+              seqs_eq(full.tok + ((size_t)(K + 1) * S + 4) * w,
+                      full.ds + ((size_t)(K + 1) * S + 4) * w, full.nd + (K + 1) * S + 4,
+                      tok + 2 * w, ds + 2 * w, nd + 2, 4, L),
+          "a mid-share cursor continues the rank's share and the next batch");
+    char *after = sl_reader_cursor_json(b);
+    CHECK(strstr(after, "\"rank\"") == NULL, "after its share the cursor is global again");
+    free(after), free(mid);
+    sl_reader_close(a), sl_reader_close(b0), sl_reader_close(b4), sl_reader_close(bs);
+    sl_reader_close(b);
+    for (int r = 0; r < 4; r++) sl_reader_close(r4[r]), free(cur[r]);
+    free(tok), free(ds);
+    record_free(&full);
     truth_free(&ta), truth_free(&tb);
 }
 
@@ -595,12 +865,21 @@ static void test_errors(void) {
     sl_reader_opts o = {.data = &dm, .dp_rank = 0, .dp_size = 1, .seq_len = 8};
     r = sl_reader_open(&o, err, sizeof err);
     CHECK(!r && strstr(err, "vocabulary size"), "vocab mismatch: %s", err);
-    /* more ranks than frames */
+    /* more ranks than frames: the ranks share sequences, not frames */
     sl_data_config dsmall = config(1, 2);
     add_corpus(&dsmall, d2, 1);
-    o = (sl_reader_opts){.data = &dsmall, .dp_rank = 0, .dp_size = 2, .seq_len = 8};
+    o = (sl_reader_opts){.data = &dsmall, .dp_rank = 1, .dp_size = 2, .seq_len = 8};
     r = sl_reader_open(&o, err, sizeof err);
-    CHECK(!r && strstr(err, "fewer than the 2 data-parallel ranks"), "dp > frames: %s", err);
+    int32_t t9[9];
+    CHECK(r && sl_reader_next(r, t9, NULL, NULL, err, sizeof err) == 1 && t9[0] != t9[1],
+          "rank 1 of 2 reads a one-frame corpus: %s", r ? err : "open failed");
+    sl_reader_close(r);
+    /* a global batch that does not split over the ranks */
+    o = (sl_reader_opts){
+        .data = &dsmall, .dp_rank = 0, .dp_size = 4, .seq_len = 8, .global_batch_sequences = 6};
+    r = sl_reader_open(&o, err, sizeof err);
+    CHECK(!r && strstr(err, "6 sequences") && strstr(err, "4 data-parallel ranks"),
+          "6 sequences over 4 ranks: %s", err);
     /* truncated shard, missing path, no eval path */
     char s0[600];
     snprintf(s0, sizeof s0, "%s/c-00000.shard.zst", dir);
@@ -624,8 +903,11 @@ int main(void) {
     mkdir(g_dir, 0755);
     test_eval_packing();
     test_eval_partition();
-    test_train_partition_and_shuffle();
+    test_train_order_and_shuffle();
     test_resume();
+    test_sequence_hash();
+    test_dp_invariance();
+    test_cursor_across_dp();
     test_seq_len_change();
     test_mixture();
     test_prefetch();

@@ -84,6 +84,9 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         fprintf(f, ", \"%s\": ", fields[i].key);
         json_num(f, fields[i].value);
     }
+    /* a hex string: JSON numbers are doubles */
+    if (s->has_batch_hash)
+        fprintf(f, ", \"batch_hash\": \"%016llx\"", (unsigned long long)s->batch_hash);
     fputs(", \"expert_load\": [", f);
     int first = 1;
     for (int l = 0; l < s->n_layers; l++) {

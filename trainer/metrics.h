@@ -26,6 +26,8 @@ typedef struct {
     int ep_size;
     bool has_eval;
     double eval_loss;
+    bool has_batch_hash;
+    uint64_t batch_hash; /* of the global batch's token ids (io/reader.h) */
 } sl_step_metrics;
 
 typedef struct {

@@ -151,10 +151,13 @@ static int setup(trainer *t) {
         return -1;
     }
     sl_params_randomize(&t->model->params, tc->seed);
+    /* the global batch is global_batch_tokens / seq_len sequences of the global data order,
+     * each rank reading its contiguous share (io/reader.h) */
     sl_reader_opts o = {.data = &c->data,
                         .dp_rank = t->topo.dp_rank,
                         .dp_size = t->topo.dp_size,
                         .seq_len = tc->seq_len,
+                        .global_batch_sequences = tc->global_batch_tokens / tc->seq_len,
                         .eval = false};
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     if (!t->train_reader) {
@@ -305,6 +308,10 @@ static int train_loop(trainer *t) {
             sl_error("training data: %s", t->err);
             sl_comm_abort(1);
         }
+        /* the hash of the step's global batch: the ranks' shares add up (docs/data.md) */
+        int64_t hash_parts[2];
+        sl_hash_split(sl_reader_take_hash(t->train_reader), hash_parts);
+        sl_comm_allreduce_sum_i64(t->topo.world, hash_parts, 2);
         const double gnorm = res.grad_norm, lr = res.lr;
         summarize_load(t, load_max, load_mean, counts);
         /* tokens each expert-parallel rank received per step, summed over MoE layers and
@@ -336,6 +343,8 @@ static int train_loop(trainer *t) {
             .n_experts = mc->num_experts,
             .rank_load = t->topo.ep_size > 1 ? rank_load : NULL,
             .ep_size = t->topo.ep_size,
+            .has_batch_hash = true,
+            .batch_hash = sl_hash_join(hash_parts),
         };
         sm.lbl_normalized = mc->num_experts_per_tok > 0 ? sm.lbl / mc->num_experts_per_tok : 0;
         if (!isfinite(gnorm) || !isfinite(sm.loss)) {
