@@ -7,3 +7,15 @@ add_test(NAME test_checkpoint_torture
          COMMAND test_checkpoint --torture 30 ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_torture)
 set_tests_properties(test_checkpoint_torture PROPERTIES TIMEOUT 240 LABELS "checkpoint;io"
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+# Real parallel writes: 4 and 2 MPI ranks (the environment of tests/parallel.cmake, which is
+# included after this file).
+add_executable(test_checkpoint_mpi test_checkpoint_mpi.c checkpoint_model.c)
+target_link_libraries(test_checkpoint_mpi PRIVATE sluice_testutil)
+foreach(np 2 4)
+  add_test(NAME test_checkpoint_mpi_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+                   $<TARGET_FILE:test_checkpoint_mpi> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_mpi)
+  set_tests_properties(test_checkpoint_mpi_np${np} PROPERTIES TIMEOUT 120
+    LABELS "checkpoint;io;parallel" PROCESSORS ${np}
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

@@ -201,20 +201,24 @@ static int compare_range(sl_ckpt *c, const ckm_tensor *t, int64_t step, int64_t 
     return bad;
 }
 
-int ckm_check_world(sl_ckpt *c, const ckm_model *m, int64_t step, int world) {
+int ckm_check_rank(sl_ckpt *c, const ckm_model *m, int64_t step, int r, int world) {
     int bad = 0;
     char what[64];
-    for (int r = 0; r < world; r++) {
-        snprintf(what, sizeof what, "rank %d of %d", r, world);
-        for (int k = 0; k < m->n; k++) {
-            const ckm_tensor *t = &m->t[k];
-            int64_t b, e;
-            ckm_range(t, r, world, &b, &e);
-            /* a replicated tensor is read by every rank of the new world */
-            if (t->kind == CKM_REPLICATED) b = 0, e = ckm_numel(t);
-            bad += compare_range(c, t, step, b, e, what);
-        }
+    snprintf(what, sizeof what, "rank %d of %d", r, world);
+    for (int k = 0; k < m->n; k++) {
+        const ckm_tensor *t = &m->t[k];
+        int64_t b, e;
+        ckm_range(t, r, world, &b, &e);
+        /* a replicated tensor is read by every rank of the new world */
+        if (t->kind == CKM_REPLICATED) b = 0, e = ckm_numel(t);
+        bad += compare_range(c, t, step, b, e, what);
     }
+    return bad;
+}
+
+int ckm_check_world(sl_ckpt *c, const ckm_model *m, int64_t step, int world) {
+    int bad = 0;
+    for (int r = 0; r < world; r++) bad += ckm_check_rank(c, m, step, r, world);
     return bad;
 }
 

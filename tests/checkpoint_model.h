@@ -60,6 +60,8 @@ int ckm_save_sequential(const char *root, const ckm_model *m, int64_t step, int 
 /* Reads, for every rank r of a world of `world` ranks, the range r owns of every tensor and
  * compares it with the content of `step`. Returns the number of mismatches (printed). */
 int ckm_check_world(sl_ckpt *c, const ckm_model *m, int64_t step, int world);
+/* The same for rank r of `world` alone: what that rank reads after a resume at that size. */
+int ckm_check_rank(sl_ckpt *c, const ckm_model *m, int64_t step, int r, int world);
 /* Reads n_random random ranges of every tensor and compares them. */
 int ckm_check_random(sl_ckpt *c, const ckm_model *m, int64_t step, int n_random, uint64_t seed);
 
