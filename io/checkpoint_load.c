@@ -134,6 +134,7 @@ typedef struct {
     uint64_t bytes;
     sl_st_file *st; /* open, or NULL */
     bool checked;   /* its safetensors header was checked against the manifests */
+    bool absent;    /* missing or of the wrong size when opened (reported then) */
     char *bad;      /* the problem found then (reads from the file fail with it) */
     uint64_t last_use;
     int *refs; /* the pieces it holds: indices into idx.refs */
@@ -362,9 +363,10 @@ static sl_ckpt *load(const char *path, reporter *r, char *err, size_t errlen) {
     for (int i = 0; i < c->nfiles; i++) {
         struct stat st;
         if (stat(c->files[i].path, &st) != 0)
-            problem(r, "%s: missing (%s)", c->files[i].path, strerror(errno));
+            problem(r, "%s: missing (%s)", c->files[i].path, strerror(errno)),
+                c->files[i].absent = true;
         else if ((uint64_t)st.st_size != c->files[i].bytes)
-            problem(r, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
+            c->files[i].absent = true, problem(r, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
                     c->files[i].path, (long long)st.st_size, c->files[i].bytes);
     }
     /* coverage */
@@ -669,6 +671,7 @@ int sl_ckpt_verify(const char *path, sl_ckpt_report_fn report, void *user,
     s.pieces = c->idx.nrefs;
     s.files = c->nfiles;
     for (int fi = 0; fi < c->nfiles; fi++) {
+        if (c->files[fi].absent) continue; /* reported by load */
         if (open_file(c, fi, e, sizeof e) != 0) {
             problem(&r, "%s", e);
             continue;

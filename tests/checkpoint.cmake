@@ -19,3 +19,11 @@ foreach(np 2 4)
     LABELS "checkpoint;io;parallel" PROCESSORS ${np}
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
+# `sluice ckpt info | verify | export`; the exports are read back with /usr/bin/python3 +
+# PyTorch (a missing PyTorch fails under CI=true, tests/skip_or_fail.sh).
+add_test(NAME test_checkpoint_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint_cli.sh $<TARGET_FILE:sluice>
+                 $<TARGET_FILE:test_checkpoint> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_cli
+                 ${PROJECT_SOURCE_DIR}/configs/tiny.json)
+set_tests_properties(test_checkpoint_cli PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     LABELS "checkpoint;io;cli")

@@ -7,6 +7,8 @@
 
 #include "core/log.h"
 
+const cJSON *ckm_extra_state = NULL;
+
 static void add(ckm_model *m, const char *name, const char *dtype, int ndim, int64_t d0, int64_t d1,
                 int64_t d2, int kind, int owner) {
     ckm_tensor *t = &m->t[m->n++];
@@ -156,6 +158,8 @@ int ckm_save_sequential(const char *root, const ckm_model *m, int64_t step, int 
     cJSON_AddNumberToObject(state, "tokens", (double)step * 1000);
     cJSON *layout = cJSON_AddObjectToObject(state, "layout");
     cJSON_AddNumberToObject(layout, "world", world);
+    for (const cJSON *it = ckm_extra_state ? ckm_extra_state->child : NULL; it; it = it->next)
+        cJSON_AddItemToObject(state, it->string, cJSON_Duplicate(it, 1));
     for (int r = world - 1; r >= 0 && rc == 0; r--) {
         char e[2048];
         int c = sl_ckpt_save_commit(w[r], r == 0 ? state : NULL, e, sizeof e);

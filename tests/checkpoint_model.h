@@ -50,6 +50,9 @@ int ckm_add_pieces(sl_ckpt_writer *w, const ckm_model *m, int r, int world, int6
                    const ckm_fault *fault, void ***bufs, int *nbufs);
 void ckm_free_bufs(void **bufs, int n);
 
+/* Members added to the train state of ckm_save_sequential (NULL: none). */
+extern const cJSON *ckm_extra_state;
+
 /* One process saving as `world` ranks in turn (agree: local): begin rank 0 first, write every
  * rank, commit rank 0 last. Returns rank 0's commit status; err gets the first error. The train
  * state holds {"tokens": step * 1000, "layout": {"world": world}}. */

@@ -859,8 +859,59 @@ static int torture(int rounds, const char *dir) {
     return sl_test_finish("test_checkpoint --torture");
 }
 
+/* `--example DIR WORLD [CONFIG]`: a checkpoint of step 7 written by WORLD ranks under DIR/run
+ * (the run config CONFIG stored as the trainer state's "config"), and the expected values of
+ * its model tensors as float32 files DIR/expected/<tensor>.f32, for the CLI test. */
+static int example(const char *dir, int world, const char *config) {
+    char err[4096], p[8192];
+    cJSON *extra = cJSON_CreateObject();
+    cJSON_AddStringToObject(extra, "stage", "pretrain");
+    if (config) {
+        size_t n;
+        char *text = sl_read_file(config, &n, err, sizeof err);
+        cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        if (!cfg) {
+            fprintf(stderr, "example: %s: not readable JSON\n", config);
+            return 1;
+        }
+        cJSON_AddItemToObject(extra, "config", cfg);
+    }
+    ckm_extra_state = extra;
+    ckm_model m;
+    ckm_model_init(&m, 24);
+    ck_path(p, sizeof p, "%s/run", dir);
+    int rc = ckm_save_sequential(p, &m, 7, world, 0, 0, NULL, err, sizeof err);
+    ckm_extra_state = NULL;
+    cJSON_Delete(extra);
+    if (rc != 0) {
+        fprintf(stderr, "example: %s\n", err);
+        return 1;
+    }
+    ck_path(p, sizeof p, "%s/expected", dir);
+    if (sl_mkdirs(p, err, sizeof err) != 0) return 1;
+    for (int k = 0; k < m.n; k++) {
+        const ckm_tensor *t = &m.t[k];
+        if (strcmp(t->dtype, "I64") == 0) continue;
+        const int64_t n = ckm_numel(t);
+        void *src = sl_xmalloc((size_t)n * ckm_esize(t) + 1);
+        float *f = sl_xmalloc((size_t)n * 4 + 1);
+        ckm_fill(t, 7, 0, n, src);
+        for (int64_t i = 0; i < n; i++)
+            f[i] = strcmp(t->dtype, "F32") == 0 ? ((float *)src)[i]
+                                                : bf16_to_f32(((uint16_t *)src)[i]);
+        ck_path(p, sizeof p, "%s/expected/%s.f32", dir, t->name);
+        put(p, f, (size_t)n * 4);
+        free(src);
+        free(f);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "--torture") == 0) return torture(atoi(argv[2]), argv[3]);
+    if (argc >= 4 && strcmp(argv[1], "--example") == 0)
+        return example(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
     const char *dir = argc >= 2 ? argv[1] : "test_checkpoint_work";
     if (dir[0] != '/') {
         char cwd[1024];
