@@ -366,7 +366,8 @@ static sl_ckpt *load(const char *path, reporter *r, char *err, size_t errlen) {
             problem(r, "%s: missing (%s)", c->files[i].path, strerror(errno)),
                 c->files[i].absent = true;
         else if ((uint64_t)st.st_size != c->files[i].bytes)
-            c->files[i].absent = true, problem(r, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
+            c->files[i].absent = true,
+            problem(r, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
                     c->files[i].path, (long long)st.st_size, c->files[i].bytes);
     }
     /* coverage */

@@ -27,3 +27,11 @@ add_test(NAME test_checkpoint_cli
                  ${PROJECT_SOURCE_DIR}/configs/tiny.json)
 set_tests_properties(test_checkpoint_cli PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                      LABELS "checkpoint;io;cli")
+# libFuzzer harness for the manifest, COMMIT and train-state parsers and the coverage index,
+# under ASan+UBSan, bounded like the shard parser's (test_io_fuzz); SLUICE_FUZZ_SECONDS
+# overrides the 20 s.
+add_test(NAME test_checkpoint_fuzz
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz_ckpt.sh ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/fuzz_ckpt_work $<TARGET_FILE:test_checkpoint> 20)
+set_tests_properties(test_checkpoint_fuzz PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77
+                     LABELS "checkpoint;io;fuzz")
