@@ -241,9 +241,13 @@ static char *resolve(const char *path, char *err, size_t errlen) {
         sl_fail(err, errlen, "%s: no such checkpoint directory", path);
         return NULL;
     }
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    while (base > path && !*base) base--; /* "dir/" */
+    /* the last component, trailing slashes ignored */
+    char last[CK_PATH_MAX];
+    snprintf(last, sizeof last, "%s", path);
+    size_t n = strlen(last);
+    while (n > 1 && last[n - 1] == '/') last[--n] = 0;
+    const char *base = strrchr(last, '/');
+    base = base ? base + 1 : last;
     if (step_of(base) >= 0 || strncmp(base, ".tmp-", 5) == 0) {
         sl_fail(err, errlen,
                 "%s: not a committed checkpoint (no " CK_COMMIT_FILE
@@ -362,13 +366,15 @@ static sl_ckpt *load(const char *path, reporter *r, char *err, size_t errlen) {
             problem(r, "%s: listed by two manifests", c->files[i].path);
     for (int i = 0; i < c->nfiles; i++) {
         struct stat st;
-        if (stat(c->files[i].path, &st) != 0)
-            problem(r, "%s: missing (%s)", c->files[i].path, strerror(errno)),
-                c->files[i].absent = true;
-        else if ((uint64_t)st.st_size != c->files[i].bytes)
-            c->files[i].absent = true,
+        dfile *f = &c->files[i];
+        if (stat(f->path, &st) != 0) {
+            problem(r, "%s: missing (%s)", f->path, strerror(errno));
+            f->absent = true;
+        } else if ((uint64_t)st.st_size != f->bytes) {
             problem(r, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
-                    c->files[i].path, (long long)st.st_size, c->files[i].bytes);
+                    f->path, (long long)st.st_size, f->bytes);
+            f->absent = true;
+        }
     }
     /* coverage */
     reporter fwd = *r;

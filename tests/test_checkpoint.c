@@ -267,6 +267,9 @@ static void test_latest(void) {
     c = sl_ckpt_open(wpath("lt/checkpoints/step-30"), err, sizeof err);
     CHECK(c == NULL && strstr(err, "not a committed checkpoint"), "no COMMIT refused: %s", err);
     sl_ckpt_close(c);
+    c = sl_ckpt_open(wpath("lt/checkpoints/step-30//"), err, sizeof err);
+    CHECK(c == NULL && strstr(err, "not a committed checkpoint"), "the same with a slash: %s", err);
+    sl_ckpt_close(c);
     /* without `latest` the newest committed directory is found by its name */
     rename(wpath("lt/checkpoints/latest"), wpath("lt/latest.saved"));
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 1 &&
@@ -523,6 +526,26 @@ static void test_corruption(void) {
     c = sl_ckpt_open(d2, err, sizeof err);
     CHECK(c == NULL && strstr(err, "rank-00001.manifest.json") && strstr(err, "damaged"),
           "damaged manifest: %s", err);
+    sl_ckpt_close(c);
+
+    /* a checkpoint of a newer format version is refused, not guessed at */
+    char d5[4096];
+    snprintf(d5, sizeof d5, "%s", wpath("crc/newer"));
+    copy_dir(good, d5);
+    char cp[8192];
+    snprintf(cp, sizeof cp, "%s/COMMIT", d5);
+    text = slurp(cp, &n);
+    char *ver = text ? strstr(text, "\"format_version\":") : NULL;
+    if (ver) {
+        ver = strchr(ver, '1');
+        *ver = '2';
+        put(cp, text, n);
+    }
+    free(text);
+    c = sl_ckpt_open(d5, err, sizeof err);
+    CHECK(ver && c == NULL && strstr(err, "COMMIT") && strstr(err, "format_version 2") &&
+              strstr(err, "newer sluice"),
+          "newer format refused: %s", err);
     sl_ckpt_close(c);
 
     /* a truncated data file */
