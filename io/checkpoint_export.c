@@ -245,7 +245,7 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
             x->bytes = (uint64_t)x->numel * x->dst_es;
         }
     }
-    qsort(xs, (size_t)nx, sizeof *xs, cmp_xentry);
+    if (nx > 1) qsort(xs, (size_t)nx, sizeof *xs, cmp_xentry);
     for (int i = 1; i < nx; i++)
         if (strcmp(xs[i - 1].e.name, xs[i].e.name) == 0) {
             sl_fail(err, errlen, "export: two tensors would be named '%s'", xs[i].e.name);

@@ -685,7 +685,7 @@ int sl_ckpt_verify(const char *path, sl_ckpt_report_fn report, void *user,
         }
         /* pieces in file order: one sequential pass over the file */
         dfile *f = &c->files[fi];
-        qsort_r(f->refs, (size_t)f->nrefs, sizeof(int), cmp_ref_offset, c);
+        if (f->nrefs > 1) qsort_r(f->refs, (size_t)f->nrefs, sizeof(int), cmp_ref_offset, c);
         for (int k = 0; k < f->nrefs; k++) {
             const int ref = f->refs[k];
             const ck_piece *p = c->idx.refs[ref].piece;

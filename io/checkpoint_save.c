@@ -197,12 +197,10 @@ sl_ckpt_writer *sl_ckpt_save_begin(const sl_ckpt_save_opts *o, char *err, size_t
         sl_ckpt_save_abort(w);
         return NULL;
     }
-    struct stat st;
-    if (stat(w->tmpdir, &st) != 0 || !S_ISDIR(st.st_mode))
-        wfail(w,
-              "%s: missing on rank %d: every rank must see the same file system (a shared one "
-              "across nodes)",
-              w->tmpdir, w->rank);
+    /* mkdir rather than stat on the other ranks: on a network file system a lookup may answer
+     * from a stale cache, a mkdir asks the server (EEXIST: rank 0's directory is there) */
+    if (w->rank != 0 && mkdir(w->tmpdir, 0755) != 0 && errno != EEXIST)
+        wfail(w, "%s: not accessible on rank %d: %s", w->tmpdir, w->rank, strerror(errno));
     return w;
 }
 
@@ -354,7 +352,7 @@ int sl_ckpt_save_write(sl_ckpt_writer *w, char *err, size_t errlen) {
         free(by);
     }
     if (w->failed) return sl_fail(err, errlen, "%s", w->err);
-    qsort(w->p, (size_t)w->n, sizeof(wpiece), cmp_wpiece);
+    if (w->n > 1) qsort(w->p, (size_t)w->n, sizeof(wpiece), cmp_wpiece);
     char dname[64], mname[64];
     ck_data_name(dname, sizeof dname, w->rank);
     ck_manifest_name(mname, sizeof mname, w->rank);
@@ -448,7 +446,10 @@ static int check_and_index(sl_ckpt_writer *w, ck_commit *cm) {
         size_t len = 0;
         char *text = sl_read_file(path, &len, e, sizeof e);
         if (!text) {
-            wfail(w, "%s (rank %d did not write its part)", e, r);
+            wfail(w,
+                  "%s (rank %d did not write its part, or wrote it to a file system rank 0 does "
+                  "not see: every rank must see the same directory)",
+                  e, r);
             rc = -1;
         } else if (ck_manifest_parse(text, len, path, &ms[r], e, sizeof e) != 0) {
             wfail(w, "%s", e);
@@ -543,7 +544,7 @@ static void retention(sl_ckpt_writer *w) {
     if (w->keep_last <= 0) return;
     int n = 0;
     int64_t *steps = ck_committed_steps(w->ckdir, &n);
-    qsort(steps, (size_t)n, sizeof *steps, cmp_desc);
+    if (n > 1) qsort(steps, (size_t)n, sizeof *steps, cmp_desc);
     int kept = 0;
     bool removed = false;
     for (int i = 0; i < n; i++) {
