@@ -114,10 +114,10 @@ void sl_ckpt_save_abort(sl_ckpt_writer *w);
 /* ---- finding a checkpoint ---- */
 
 /* The newest committed checkpoint under `root` (a run's output directory or its checkpoints/
- * directory): the one `latest` names, or - when `latest` is missing or names no committed
- * checkpoint - the committed step-<N> with the largest N (with a warning). 1 and its directory in
- * dir, 0 when there is none (no checkpoints directory, or nothing committed: a fresh start), -1
- * on an error (unreadable directory, malformed `latest`). */
+ * directory): the one `latest` names, or - when `latest` is missing, malformed or names no
+ * committed checkpoint - the committed step-<N> with the largest N (with a warning). 1 and its
+ * directory in dir, 0 when there is none (no checkpoints directory, or nothing committed: a
+ * fresh start), -1 on an error (an unreadable directory or `latest`, a path too long). */
 int sl_ckpt_find_latest(const char *root, char *dir, size_t dirlen, char *err, size_t errlen);
 
 /* ---- loading ---- */
