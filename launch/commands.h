@@ -9,5 +9,6 @@
 int sl_cmd_train(int argc, char **argv); /* trainer/cmd_train.c */
 int sl_cmd_eval(int argc, char **argv);  /* trainer/cmd_eval.c */
 int sl_cmd_data(int argc, char **argv);  /* io/cmd_data.c */
+int sl_cmd_ckpt(int argc, char **argv);  /* launch/cmd_ckpt.c */
 
 #endif

@@ -15,6 +15,7 @@ static const command k_commands[] = {
     {"train", sl_cmd_train, "train a model from a JSON config (single process or mpirun)"},
     {"eval", sl_cmd_eval, "loss and perplexity of saved weights on a shard or text file"},
     {"data", sl_cmd_data, "build, inspect and verify token shards"},
+    {"ckpt", sl_cmd_ckpt, "inspect, verify and export training checkpoints"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,381 @@
+/* launch/cmd_ckpt.c - `sluice ckpt info | verify | export` (docs/checkpoint-format.md). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "launch/commands.h"
+#include "model/config.h"
+
+static void usage_main(FILE *f) {
+    fprintf(f, "usage: sluice ckpt <info|verify|export> [options] PATH\n\n"
+               "  info    step, tokens, world layout, tensors and sizes of a checkpoint\n"
+               "  verify  full check: structure, coverage, every checksum (exit 1 on a problem)\n"
+               "  export  the model weights as a Hugging Face directory (safetensors shards,\n"
+               "          model.safetensors.index.json, config.json)\n\n"
+               "PATH is a checkpoint directory (<out_dir>/checkpoints/step-<N>), or a run's\n"
+               "output directory or its checkpoints/ directory, meaning the newest committed\n"
+               "checkpoint there. Run 'sluice ckpt <subcommand> --help' for its options.\n");
+}
+
+static void usage_info(FILE *f) {
+    fprintf(f, "usage: sluice ckpt info [--tensors] PATH\n\n"
+               "Prints the step, the format and sluice versions, the number of ranks that wrote\n"
+               "the checkpoint, the generic fields of the trainer state (tokens, layout and\n"
+               "other scalar fields), the tensor count, the total bytes and each data file's\n"
+               "size. Reads only the JSON files; `verify` checks the data.\n\n"
+               "  --tensors   also list every tensor: name, dtype, shape, pieces\n"
+               "  -h, --help  this help\n");
+}
+
+static void usage_verify(FILE *f) {
+    fprintf(f, "usage: sluice ckpt verify [--quiet] PATH\n\n"
+               "Checks the checkpoint completely: the COMMIT index and the checksums of the\n"
+               "manifests and train_state.json it records, every manifest, that the pieces of\n"
+               "every tensor cover it exactly once with one shape and dtype, every data file's\n"
+               "safetensors header against the manifest, and the CRC-32C of every piece.\n"
+               "Prints one line per problem. Exit status 0 when sound, 1 when any problem was\n"
+               "found, 2 on a usage error.\n\n"
+               "  --quiet     print only the problems\n"
+               "  -h, --help  this help\n");
+}
+
+static void usage_export(FILE *f) {
+    fprintf(f,
+            "usage: sluice ckpt export PATH -o DIR [options]\n\n"
+            "Writes the model tensors of the checkpoint (every tensor whose name does not start\n"
+            "with \"optim.\": optimizer state is not exported) to DIR as a Hugging Face weights\n"
+            "directory: model.safetensors, or model-0000i-of-0000K.safetensors shards, plus\n"
+            "model.safetensors.index.json and config.json. config.json is the trainer state's\n"
+            "\"hf_config\" object when present, else made from its \"config\".\"model\" section;\n"
+            "without either, no config.json is written (a warning says so). Existing weight\n"
+            "files in DIR are replaced.\n\n"
+            "options:\n"
+            "  -o, --output DIR     output directory (created if missing)\n"
+            "  --dtype fp32|bf16    dtype of the floating-point tensors (default fp32;\n"
+            "                       bf16 rounds to nearest even)\n"
+            "  --shard-size SIZE    most bytes per file, K/M/G suffixes (default 2G; a tensor\n"
+            "                       larger than that gets a file of its own)\n"
+            "  -h, --help           this help\n");
+}
+
+static int is_help(const char *a) {
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+/* "1.23 GB" style (decimal units, as disk sizes are usually quoted). */
+static const char *human(char *buf, size_t n, uint64_t b) {
+    const char *u[] = {"B", "kB", "MB", "GB", "TB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1000 && k < 4) v /= 1000, k++;
+    if (k == 0)
+        snprintf(buf, n, "%" PRIu64 " B", b);
+    else
+        snprintf(buf, n, "%.2f %s", v, u[k]);
+    return buf;
+}
+
+static void print_shape(int ndim, const int64_t *shape) {
+    printf("[");
+    for (int d = 0; d < ndim; d++) printf("%s%" PRId64, d ? ", " : "", shape[d]);
+    printf("]");
+}
+
+static int cmd_info(int argc, char **argv) {
+    bool tensors = false;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) {
+            usage_info(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--tensors") == 0) {
+            tensors = true;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "sluice: error: ckpt info: unknown option '%s'\n\n", argv[i]);
+            usage_info(stderr);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "sluice: error: ckpt info: one PATH expected\n");
+            return 2;
+        }
+    }
+    if (!path) {
+        usage_info(stderr);
+        return 2;
+    }
+    char err[4096], hb[32];
+    sl_ckpt *c = sl_ckpt_open(path, err, sizeof err);
+    if (!c) {
+        sl_error("%s", err);
+        return 1;
+    }
+    printf("checkpoint  %s\n", sl_ckpt_dir(c));
+    printf("step        %" PRId64 "\n", sl_ckpt_step(c));
+    printf("format      %d (written by sluice %s)\n", sl_ckpt_format_version(c),
+           sl_ckpt_sluice_version(c));
+    printf("ranks       %d wrote it\n", sl_ckpt_world_size(c));
+    /* the trainer state: its generic fields (scalars), the layout, and the names of the rest */
+    const cJSON *ts = sl_ckpt_train_state(c);
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(ts, "tokens");
+    if (cJSON_IsNumber(tok)) printf("tokens      %.0f\n", tok->valuedouble);
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(ts, "layout");
+    if (lay) {
+        char *s = cJSON_PrintUnformatted(lay);
+        printf("layout      %s\n", s ? s : "?");
+        cJSON_free(s);
+    }
+    char others[1024] = "";
+    size_t on = 0;
+    for (const cJSON *it = ts ? ts->child : NULL; it; it = it->next) {
+        if (!it->string || strcmp(it->string, "tokens") == 0 || strcmp(it->string, "layout") == 0)
+            continue;
+        if (cJSON_IsNumber(it))
+            printf("%-11s %.17g\n", it->string, it->valuedouble);
+        else if (cJSON_IsString(it))
+            printf("%-11s %s\n", it->string, it->valuestring);
+        else if (cJSON_IsBool(it))
+            printf("%-11s %s\n", it->string, cJSON_IsTrue(it) ? "true" : "false");
+        else if (on + strlen(it->string) + 3 < sizeof others)
+            on += (size_t)snprintf(others + on, sizeof others - on, "%s%s", on ? ", " : "",
+                                   it->string);
+    }
+    if (on) printf("state       also holds: %s\n", others);
+    int nt = sl_ckpt_tensor_count(c), nopt = 0;
+    uint64_t opt_bytes = 0;
+    for (int i = 0; i < nt; i++) {
+        sl_ckpt_tensor t;
+        sl_ckpt_tensor_at(c, i, &t);
+        if (strncmp(t.name, "optim.", 6) == 0) nopt++, opt_bytes += (uint64_t)t.numel * t.elem_size;
+    }
+    printf("tensors     %d (%d model, %d optimizer state)\n", nt, nt - nopt, nopt);
+    const uint64_t total = sl_ckpt_data_bytes(c);
+    char hm[32], ho[32];
+    printf("bytes       %s of tensor data (%s model, %s optimizer state)\n",
+           human(hb, sizeof hb, total), human(hm, sizeof hm, total - opt_bytes),
+           human(ho, sizeof ho, opt_bytes));
+    printf("files       %d\n", sl_ckpt_file_count(c));
+    for (int i = 0; i < sl_ckpt_file_count(c); i++) {
+        uint64_t b;
+        const char *name = sl_ckpt_file_at(c, i, &b);
+        printf("  %-28s %12" PRIu64 " bytes (%s)\n", name, b, human(hb, sizeof hb, b));
+    }
+    if (tensors) {
+        printf("tensor list (name, dtype, shape, pieces):\n");
+        for (int i = 0; i < nt; i++) {
+            sl_ckpt_tensor t;
+            sl_ckpt_tensor_at(c, i, &t);
+            printf("  %s %s ", t.name, t.dtype);
+            print_shape(t.ndim, t.shape);
+            printf(" %d\n", t.pieces);
+        }
+    }
+    sl_ckpt_close(c);
+    return 0;
+}
+
+static void print_problem(void *user, const char *msg) {
+    (void)user;
+    fprintf(stderr, "sluice: error: %s\n", msg);
+}
+
+static int cmd_verify(int argc, char **argv) {
+    bool quiet = false;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) {
+            usage_verify(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = true;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "sluice: error: ckpt verify: unknown option '%s'\n\n", argv[i]);
+            usage_verify(stderr);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "sluice: error: ckpt verify: one PATH expected\n");
+            return 2;
+        }
+    }
+    if (!path) {
+        usage_verify(stderr);
+        return 2;
+    }
+    sl_ckpt_verify_stats st;
+    int problems = sl_ckpt_verify(path, print_problem, NULL, &st);
+    if (problems) {
+        fprintf(stderr, "%s: DAMAGED (%d problem%s)\n", path, problems, problems == 1 ? "" : "s");
+        return 1;
+    }
+    if (!quiet) {
+        char hb[32];
+        printf("%s: OK (step %" PRId64 ", %d tensors in %d pieces, %d files, %s checksummed)\n",
+               path, st.step, st.tensors, st.pieces, st.files,
+               human(hb, sizeof hb, st.bytes_checked));
+    }
+    return 0;
+}
+
+static int parse_size(const char *s, uint64_t *out) {
+    if (!s || !*s || s[0] == '-') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 0:
+        break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
+    default:
+        return -1;
+    }
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end || v == 0 || v > UINT64_MAX / mul) return -1;
+    *out = v * mul;
+    return 0;
+}
+
+/* config.json for the export: the trainer state's "hf_config", or its "config"."model" section
+ * through the model's own Hugging Face mapping; NULL (with a warning) when neither is there or
+ * the section does not parse. */
+static char *export_config(const sl_ckpt *c) {
+    const cJSON *ts = sl_ckpt_train_state(c);
+    const cJSON *hf = cJSON_GetObjectItemCaseSensitive(ts, "hf_config");
+    if (cJSON_IsObject(hf)) {
+        char *s = cJSON_Print(hf);
+        if (!s) return NULL;
+        char *out = sl_xmalloc(strlen(s) + 2);
+        sprintf(out, "%s\n", s);
+        cJSON_free(s);
+        return out;
+    }
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(ts, "config");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
+    if (!cJSON_IsObject(model)) {
+        sl_warn("%s: the trainer state holds neither \"hf_config\" nor \"config\".\"model\": no "
+                "config.json written",
+                sl_ckpt_dir(c));
+        return NULL;
+    }
+    char *text = cJSON_PrintUnformatted(model);
+    char name[256], err[1024];
+    snprintf(name, sizeof name, "train_state.json config.model");
+    sl_model_config m;
+    int rc = text ? sl_model_config_from_hf_json(text, name, &m, err, sizeof err) : -1;
+    cJSON_free(text);
+    if (rc != 0) {
+        sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
+        return NULL;
+    }
+    return sl_model_config_to_hf_json(&m);
+}
+
+static int cmd_export(int argc, char **argv) {
+    const char *path = NULL, *out = NULL, *dtype = "F32";
+    uint64_t shard = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            usage_export(stdout);
+            return 0;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (++i >= argc) {
+                fprintf(stderr, "sluice: error: %s needs a value\n", a);
+                return 2;
+            }
+            out = argv[i];
+        } else if (strcmp(a, "--dtype") == 0) {
+            if (++i >= argc) {
+                fprintf(stderr, "sluice: error: --dtype needs a value\n");
+                return 2;
+            }
+            const char *v = argv[i];
+            if (strcmp(v, "fp32") == 0 || strcmp(v, "f32") == 0 || strcmp(v, "F32") == 0)
+                dtype = "F32";
+            else if (strcmp(v, "bf16") == 0 || strcmp(v, "BF16") == 0)
+                dtype = "BF16";
+            else {
+                fprintf(stderr, "sluice: error: --dtype: '%s' (expected fp32 or bf16)\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "--shard-size") == 0) {
+            if (++i >= argc || parse_size(argv[i], &shard) != 0) {
+                fprintf(stderr, "sluice: error: --shard-size: a size like 2G expected\n");
+                return 2;
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "sluice: error: ckpt export: unknown option '%s'\n\n", a);
+            usage_export(stderr);
+            return 2;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "sluice: error: ckpt export: one PATH expected\n");
+            return 2;
+        }
+    }
+    if (!path || !out) {
+        usage_export(stderr);
+        return 2;
+    }
+    char err[4096];
+    sl_ckpt *c = sl_ckpt_open(path, err, sizeof err);
+    if (!c) {
+        sl_error("%s", err);
+        return 1;
+    }
+    char *config = export_config(c);
+    sl_ckpt_export_opts o = {
+        .dtype = dtype, .max_shard_bytes = shard, .config_json = config, .skip_prefix = "optim."};
+    int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
+    if (n < 0)
+        sl_error("%s", err);
+    else
+        printf("exported %d tensors of step %" PRId64 " to %s (%s)\n", n, sl_ckpt_step(c), out,
+               strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
+    free(config);
+    sl_ckpt_close(c);
+    return n < 0 ? 1 : 0;
+}
+
+int sl_cmd_ckpt(int argc, char **argv) {
+    if (argc < 2) {
+        usage_main(stderr);
+        return 2;
+    }
+    const char *sub = argv[1];
+    if (is_help(sub)) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (strcmp(sub, "info") == 0) return cmd_info(argc - 1, argv + 1);
+    if (strcmp(sub, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
+    if (strcmp(sub, "export") == 0) return cmd_export(argc - 1, argv + 1);
+    fprintf(stderr, "sluice: error: ckpt: unknown subcommand '%s'\n\n", sub);
+    usage_main(stderr);
+    return 2;
+}

@@ -1,0 +1,106 @@
+#!/bin/sh
+# tests/fuzz/run_fuzz_ckpt.sh SRC_DIR WORK_DIR TEST_CHECKPOINT [SECONDS]
+#
+# Builds the checkpoint-parser fuzzer (tests/fuzz/fuzz_ckpt.c: rank manifests, COMMIT,
+# train_state.json, the coverage index) with clang -fsanitize=fuzzer,address,undefined, seeds
+# it with the JSON files of a checkpoint written by `test_checkpoint --example`, and runs it for
+# SECONDS (default 20, or $SLUICE_FUZZ_SECONDS). The same scheme as run_fuzz.sh: exit 0 no
+# finding, 1 a crash/sanitizer report or a build failure of the harness, 77 (skipped) only when
+# clang or its libFuzzer runtime is not installed, and under CI=true not even then.
+set -u
+. "$(dirname "$0")/../skip_or_fail.sh"
+SRC=$1
+WORK=$2
+TESTCK=$3
+SECS=${SLUICE_FUZZ_SECONDS:-${4:-20}}
+CLANG=${CLANG:-clang}
+
+mkdir -p "$WORK" || exit 1
+cd "$WORK" || exit 1
+
+if ! command -v "$CLANG" > /dev/null 2>&1; then
+    skip_or_fail "fuzz: $CLANG not found (apt-get install clang)"
+fi
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > probe.c
+if ! "$CLANG" -fsanitize=fuzzer,address,undefined probe.c -o probe > probe.log 2>&1; then
+    if grep -qi "fuzzer" probe.log && grep -qiE "no such file|cannot find|not found" probe.log; then
+        cat probe.log
+        skip_or_fail "fuzz: clang's libFuzzer runtime is not installed (Debian: libclang-rt-NN-dev)"
+    fi
+    echo "fuzz: clang cannot link a fuzzer:"
+    cat probe.log
+    exit 1
+fi
+
+CJSON_FLAGS=$(pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
+if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Wall -Wextra -Werror -I"$SRC" \
+    "$SRC/tests/fuzz/fuzz_ckpt.c" "$SRC/io/checkpoint_manifest.c" \
+    "$SRC/io/safetensors_common.c" "$SRC/core/log.c" \
+    $CJSON_FLAGS -o fuzz_ckpt; then
+    echo "fuzz: the harness does not build"
+    exit 1
+fi
+
+# seeds: the JSON files of a real 3-rank checkpoint, each with its mode byte
+rm -rf seeds corpus ex && mkdir -p seeds corpus
+"$TESTCK" --example ex 3 > /dev/null || exit 1
+STEP=ex/run/checkpoints/step-7
+i=0
+for f in "$STEP"/rank-*.manifest.json; do
+    i=$((i + 1))
+    { printf '\000'; cat "$f"; } > "seeds/manifest-$i"
+done
+{ printf '\001'; cat "$STEP/COMMIT"; } > seeds/commit
+{ printf '\002'; cat "$STEP/train_state.json"; } > seeds/state
+{
+    printf '\003'
+    cat "$STEP/rank-00000.manifest.json"
+    printf '\000'
+    cat "$STEP/rank-00001.manifest.json"
+    printf '\000'
+    cat "$STEP/rank-00002.manifest.json"
+} > seeds/all
+# the schema's keys, so that mutations reach past the key lookups
+cat > ckpt.dict << 'EOF'
+"format"
+"format_version"
+"step"
+"rank"
+"world_size"
+"files"
+"file"
+"bytes"
+"pieces"
+"tensor"
+"dtype"
+"shape"
+"begin"
+"end"
+"offset"
+"crc32c"
+"train_state"
+"manifests"
+"sluice_version"
+"trainer"
+"sluice-checkpoint"
+"sluice-checkpoint-manifest"
+"F32"
+"BF16"
+"9007199254740992"
+"4294967295"
+"1e300"
+"-0"
+EOF
+
+echo "fuzz: running for $SECS s"
+./fuzz_ckpt -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -dict=ckpt.dict -artifact_prefix="$WORK/crash-" corpus seeds
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "fuzz: FAILED (exit $rc); reproduce with: $WORK/fuzz_ckpt $WORK/crash-*"
+    exit 1
+fi
+echo "fuzz: no findings"
+exit 0
