@@ -24,15 +24,22 @@ static void usage(FILE *f) {
             "  --set KEY=VALUE  override one config key, e.g. --set training.lr=1e-3 or\n"
             "                   --set data.train=\"data/x.shard\" (repeatable; VALUE is JSON,\n"
             "                   or a plain string)\n"
+            "  --resume auto|PATH\n"
+            "                   continue from a checkpoint: auto = the newest committed one\n"
+            "                   under training.out_dir (a fresh start when there is none), or\n"
+            "                   a checkpoint directory; training continues at its step with\n"
+            "                   the identical data, weights and optimizer state\n"
             "  -h, --help       show this help\n"
             "\n"
             "output: a progress line per step, JSON lines in training.metrics_file (default\n"
-            "<out_dir>/metrics.jsonl), and Hugging Face safetensors weights + config.json in\n"
-            "<out_dir>/final.\n");
+            "<out_dir>/metrics.jsonl, appended to on resume), checkpoints every\n"
+            "training.save_every steps and at the end in <out_dir>/checkpoints/step-N\n"
+            "(docs/checkpoint-format.md), and Hugging Face safetensors weights + config.json\n"
+            "in <out_dir>/final.\n");
 }
 
 int sl_cmd_train(int argc, char **argv) {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *resume = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int nsets = 0;
     for (int i = 1; i < argc; i++) {
@@ -49,6 +56,15 @@ int sl_cmd_train(int argc, char **argv) {
             sets[nsets++] = argv[++i];
         } else if (strncmp(argv[i], "--set=", 6) == 0) {
             sets[nsets++] = argv[i] + 6;
+        } else if (strcmp(argv[i], "--resume") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "sluice train: error: --resume needs auto or a checkpoint path\n");
+                free(sets);
+                return 2;
+            }
+            resume = argv[++i];
+        } else if (strncmp(argv[i], "--resume=", 9) == 0) {
+            resume = argv[i] + 9;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "sluice train: error: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -89,7 +105,7 @@ int sl_cmd_train(int argc, char **argv) {
         sl_comm_allreduce_max_f64(world, &fail, 1);
         if (fail > 0) rc = 1;
     }
-    if (rc == 0) rc = sl_train(cfg, world, be);
+    if (rc == 0) rc = sl_train(cfg, world, be, resume);
     if (be) sl_backend_free(be);
     free(cfg);
     free(sets);

@@ -56,6 +56,8 @@ void sl_config_defaults(sl_config *cfg) {
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
     cfg->backend.deterministic = true;
+    cfg->train.keep_last = 3;
+    cfg->train.keep_every = 0;
     snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
 }
 /* ---- parse ------------------------------------------------------------------------------- */

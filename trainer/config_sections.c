@@ -66,6 +66,8 @@ static const sl_cfg_key train_keys[] = {
     KT(global_batch_lbl, SL_K_BOOL),
     KT(router_bias_update_rate, SL_K_DBL),
     KT(precision, SL_K_STR),
+    KT(keep_last, SL_K_INT),
+    KT(keep_every, SL_K_I64),
 };
 
 int sl_config_derive_metrics_file(sl_train_config *t) {
@@ -203,6 +205,9 @@ static int validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
     if (sl_cfg_check_nonneg(v, "min_lr", t->min_lr)) return -1;
     if (t->min_lr > t->lr) return sl_cfg_verr(v, "min_lr", "%g exceeds lr = %g", t->min_lr, t->lr);
     if (sl_cfg_check_range(v, "warmup_steps", t->warmup_steps, 0, INT_MAX)) return -1;
+    if (sl_cfg_check_range(v, "keep_last", t->keep_last, 0, INT_MAX)) return -1;
+    if (t->keep_every < 0)
+        return sl_cfg_verr(v, "keep_every", "must be >= 0, got %lld", (long long)t->keep_every);
     if (t->warmup_steps > t->max_steps)
         return sl_cfg_verr(v, "warmup_steps", "%d exceeds max_steps = %d", t->warmup_steps,
                            t->max_steps);

@@ -24,6 +24,7 @@
 #include "model/counts.h"
 #include "model/hf_export.h"
 #include "model/model.h"
+#include "trainer/checkpoint.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/topology.h"
@@ -45,6 +46,7 @@ typedef struct {
     sl_metrics metrics;
     int micro_batches;
     int32_t *tokens; /* [micro_batch_size, seq_len + 1] */
+    int start_step;  /* steps already taken (a resumed run) */
     char err[1024];
 } trainer;
 
@@ -229,12 +231,116 @@ static void summarize_load(const trainer *t, double *load_max, double *load_mean
 
 /* Saves the weights to <out_dir>/final, or <out_dir>/step-N for intermediate saves. The
  * first expert-parallel group writes (one shard per EP rank); every rank learns the result. */
-static int save(trainer *t, int step, bool final) {
+/* The train state rank 0 stores with a checkpoint (docs/checkpoint-format.md, "What the
+ * trainer stores"): everything besides the tensors that continues the run exactly. */
+static cJSON *train_state(trainer *t, int step) {
+    const sl_config *c = t->cfg;
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "step", step);
+    cJSON_AddNumberToObject(s, "optimizer_step", t->opt.step);
+    cJSON_AddNumberToObject(s, "tokens", (double)step * (double)c->train.global_batch_tokens);
+    char *cursor = sl_reader_cursor_json(t->train_reader);
+    cJSON *cj = cJSON_Parse(cursor);
+    free(cursor);
+    cJSON_AddItemToObject(s, "data_cursor", cj ? cj : cJSON_CreateNull());
+    cJSON *world = cJSON_AddObjectToObject(s, "world");
+    cJSON_AddNumberToObject(world, "ranks", t->topo.size);
+    cJSON_AddNumberToObject(world, "expert_parallel", t->topo.ep_size);
+    cJSON_AddBoolToObject(world, "zero1", c->parallel.zero1);
+    char *cfg = sl_config_to_json(c), *hf = sl_model_config_to_hf_json(&c->model);
+    cJSON *cfgj = cJSON_Parse(cfg), *hfj = cJSON_Parse(hf);
+    free(cfg), free(hf);
+    cJSON_AddItemToObject(s, "config", cfgj ? cfgj : cJSON_CreateNull());
+    cJSON_AddItemToObject(s, "hf_config", hfj ? hfj : cJSON_CreateNull());
+    return s;
+}
+
+/* A checkpoint of step `step` (every rank writes its pieces; collective). */
+static int save_checkpoint(trainer *t, int step) {
+    const sl_train_config *tc = &t->cfg->train;
+    const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
+    const sl_train_ckpt_save_opts o = {.out_dir = tc->out_dir,
+                                       .step = step,
+                                       .keep_last = tc->keep_last,
+                                       .keep_every = tc->keep_every};
+    cJSON *state = t->topo.rank == 0 ? train_state(t, step) : NULL;
+    const double t0 = now_s();
+    const int rc = sl_train_ckpt_save(&parts, &o, state, t->err, sizeof t->err);
+    cJSON_Delete(state);
+    if (rc != 0) {
+        sl_error("checkpoint of step %d: %s", step, t->err);
+        return -1;
+    }
+    sl_info("saved checkpoint %s/checkpoints/step-%d in %.2f s", tc->out_dir, step, now_s() - t0);
+    return 0;
+}
+
+/* Continues from a checkpoint: `resume` is "auto" (the newest under out_dir, or none) or a
+ * path. Returns 0 (also for a fresh start), or -1 with a message printed. */
+static int resume_from(trainer *t, const char *resume) {
+    const sl_train_config *tc = &t->cfg->train;
+    char path[SL_PATH_MAX + 64];
+    if (strcmp(resume, "auto") == 0) {
+        const int found =
+            sl_ckpt_find_latest(tc->out_dir, path, sizeof path, t->err, sizeof t->err);
+        if (found < 0) {
+            sl_error("--resume auto: %s", t->err);
+            return -1;
+        }
+        if (found == 0) {
+            sl_info("--resume auto: no checkpoint under %s: a fresh start", tc->out_dir);
+            return 0;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", resume);
+    }
+    sl_ckpt *ck = sl_ckpt_open(path, t->err, sizeof t->err);
+    if (!ck) {
+        sl_error("--resume: %s", t->err);
+        return -1;
+    }
+    const cJSON *st = sl_ckpt_train_state(ck);
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(st, "step");
+    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(st, "optimizer_step");
+    const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(st, "data_cursor");
+    int rc = 0;
+    if (!cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) || !cJSON_IsObject(cursor)) {
+        sl_error("%s/train_state.json: step, optimizer_step or data_cursor missing",
+                 sl_ckpt_dir(ck));
+        rc = -1;
+    }
+    const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
+    if (rc == 0 && sl_train_ckpt_load(&parts, ck, t->err, sizeof t->err) != 0) {
+        sl_error("--resume: %s", t->err);
+        rc = -1;
+    }
+    if (rc == 0) {
+        char *cj = cJSON_PrintUnformatted(cursor);
+        if (sl_reader_restore(t->train_reader, cj, t->err, sizeof t->err) != 0) {
+            sl_error("--resume: %s/train_state.json: data_cursor: %s", sl_ckpt_dir(ck), t->err);
+            rc = -1;
+        }
+        free(cj);
+    }
+    if (rc == 0) {
+        t->start_step = (int)step->valuedouble;
+        t->opt.step = (int)ostep->valuedouble;
+        sl_info("resumed from %s at step %d", sl_ckpt_dir(ck), t->start_step);
+        if (t->topo.rank == 0) {
+            char fields[SL_PATH_MAX + 96];
+            snprintf(fields, sizeof fields, "\"step\": %d, \"checkpoint\": \"%s\"", t->start_step,
+                     sl_ckpt_dir(ck));
+            sl_metrics_event(&t->metrics, "resume", fields);
+        }
+    }
+    sl_ckpt_close(ck);
+    return rc;
+}
+
+/* Hugging Face weights of the final model in <out_dir>/final. */
+static int save_final_weights(trainer *t) {
     char dir[SL_PATH_MAX + 32];
-    if (final)
-        snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
-    else
-        snprintf(dir, sizeof dir, "%s/step-%d", t->cfg->train.out_dir, step);
+    snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
     double fail = 0;
     if (t->topo.rank < t->topo.ep_size &&
         sl_hf_save(t->model, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
@@ -293,7 +399,7 @@ static int train_loop(trainer *t) {
     if (ev < 0) return -1;
     if (!isnan(ev)) sl_info("held-out loss at start: %.4f (perplexity %.2f)", ev, exp(ev));
     const double t0 = now_s();
-    for (int step = 0; step < tc->max_steps; step++) {
+    for (int step = t->start_step; step < tc->max_steps; step++) {
         const double ts = now_s();
         maybe_inject_fault(t, step + 1);
         const int done = step + 1;
@@ -334,7 +440,7 @@ static int train_loop(trainer *t) {
             .grad_norm = gnorm,
             .tokens_per_s = (double)step_tokens / dt,
             .elapsed_s = elapsed,
-            .eta_s = elapsed / done * (tc->max_steps - done),
+            .eta_s = elapsed / (done - t->start_step) * (tc->max_steps - done),
             .gate_score = res.gate_score,
             .n_layers = nl,
             .load_max = load_max,
@@ -364,7 +470,7 @@ static int train_loop(trainer *t) {
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
         if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
-            save(t, done, false) != 0) {
+            save_checkpoint(t, done) != 0) {
             rc = -1;
             break;
         }
@@ -372,7 +478,8 @@ static int train_loop(trainer *t) {
             sl_info("held-out loss at end: %.4f (perplexity %.2f) after %d steps, %s", sm.eval_loss,
                     exp(sm.eval_loss), done, sl_format_duration(elapsed, (char[32]){0}, 32));
     }
-    if (rc == 0) rc = save(t, tc->max_steps, true);
+    if (rc == 0 && t->start_step < tc->max_steps) rc = save_checkpoint(t, tc->max_steps);
+    if (rc == 0) rc = save_final_weights(t);
     free(counts);
     free(load_max);
     free(load_mean);
@@ -380,7 +487,7 @@ static int train_loop(trainer *t) {
     return rc;
 }
 
-int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be) {
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
@@ -392,6 +499,11 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be) {
     double fail = rc != 0;
     sl_comm_allreduce_max_f64(world, &fail, 1);
     rc = fail > 0 ? -1 : 0;
+    if (rc == 0 && resume && *resume) {
+        fail = resume_from(&t, resume) != 0;
+        sl_comm_allreduce_max_f64(world, &fail, 1);
+        rc = fail > 0 ? -1 : 0;
+    }
     if (rc == 0) {
         print_banner(&t);
         rc = train_loop(&t);
