@@ -1,0 +1,7 @@
+# Exact resume after kill -9 at np 1, 2 and 4, and resume on other numbers of ranks
+# (tests/test_resume.sh, issue 10).
+add_test(NAME test_resume
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_resume.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/resume ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_resume PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "checkpoint;parallel" ENVIRONMENT "OMP_NUM_THREADS=1")
