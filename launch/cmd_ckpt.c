@@ -10,6 +10,7 @@
 #include "io/checkpoint.h"
 #include "launch/commands.h"
 #include "model/config.h"
+#include "model/hf_export.h"
 
 static void usage_main(FILE *f) {
     fprintf(f, "usage: sluice ckpt <info|verify|export> [options] PATH\n\n"
@@ -294,6 +295,45 @@ static char *export_config(const sl_ckpt *c) {
     return sl_model_config_to_hf_json(&m);
 }
 
+/* The Hugging Face tensors of a checkpoint tensor (model/hf_export.h's mapping: fused gate/up
+ * projections and expert stacks are split); the routers' selection biases are training state,
+ * not weights. */
+typedef struct {
+    sl_ckpt_export_entry *out;
+    int n, max;
+} hf_cut;
+
+static void hf_emit(void *user, const char *name, int64_t offset, int ndim, int64_t d0,
+                    int64_t d1) {
+    hf_cut *h = user;
+    if (h->n < h->max) {
+        sl_ckpt_export_entry *e = &h->out[h->n];
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->offset = offset;
+        e->ndim = ndim;
+        e->shape[0] = d0;
+        e->shape[1] = d1;
+    }
+    h->n++;
+}
+
+static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out, int max,
+                  char *err, size_t errlen) {
+    (void)user;
+    if (strncmp(t->name, "router.bias.", 12) == 0) return 0;
+    if (t->ndim > 3) {
+        snprintf(err, errlen, "%s: %d dimensions, not a model weight", t->name, t->ndim);
+        return -1;
+    }
+    hf_cut h = {out, 0, max};
+    sl_hf_split(t->name, t->ndim, t->shape, 0, hf_emit, &h);
+    if (h.n > max) {
+        snprintf(err, errlen, "%s: splits into %d tensors, more than %d", t->name, h.n, max);
+        return -1;
+    }
+    return h.n;
+}
+
 static int cmd_export(int argc, char **argv) {
     const char *path = NULL, *out = NULL, *dtype = "F32";
     uint64_t shard = 0;
@@ -349,8 +389,11 @@ static int cmd_export(int argc, char **argv) {
         return 1;
     }
     char *config = export_config(c);
-    sl_ckpt_export_opts o = {
-        .dtype = dtype, .max_shard_bytes = shard, .config_json = config, .skip_prefix = "optim."};
+    sl_ckpt_export_opts o = {.dtype = dtype,
+                             .max_shard_bytes = shard,
+                             .config_json = config,
+                             .skip_prefix = "optim.",
+                             .map = hf_map};
     int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
     if (n < 0)
         sl_error("%s", err);

@@ -17,15 +17,56 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-static void push(sl_hf_entry **v, int *n, int *cap, const char *name, sl_param *p, int64_t off,
-                 int ndim, int64_t d0, int64_t d1) {
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 256;
-        *v = sl_xrealloc(*v, (size_t)*cap * sizeof **v);
+int sl_hf_split(const char *name, int ndim, const int64_t *shape, int64_t first_expert,
+                sl_hf_emit_fn emit, void *user) {
+    char hf[160];
+    int n = 0;
+    if (ndim == 3 && strstr(name, ".mlp.experts.")) {
+        /* "model.layers.L.mlp.experts.<gate_up_proj|down_proj>" stacked over experts */
+        const char *leaf = strrchr(name, '.') + 1;
+        const int base_len = (int)(leaf - name); /* keeps the trailing '.' */
+        const int64_t per = shape[1] * shape[2];
+        for (int64_t e = 0; e < shape[0]; e++) {
+            const long long ge = first_expert + e;
+            if (strcmp(leaf, "gate_up_proj") == 0) {
+                const int64_t half = shape[1] / 2;
+                snprintf(hf, sizeof hf, "%.*s%lld.gate_proj.weight", base_len, name, ge);
+                emit(user, hf, e * per, 2, half, shape[2]), n++;
+                snprintf(hf, sizeof hf, "%.*s%lld.up_proj.weight", base_len, name, ge);
+                emit(user, hf, e * per + half * shape[2], 2, half, shape[2]), n++;
+            } else {
+                snprintf(hf, sizeof hf, "%.*s%lld.%s.weight", base_len, name, ge, leaf);
+                emit(user, hf, e * per, 2, shape[1], shape[2]), n++;
+            }
+        }
+    } else if (ndim == 2 && ends_with(name, ".gate_up_proj.weight")) {
+        const int keep = (int)(strlen(name) - strlen("gate_up_proj.weight"));
+        const int64_t half = shape[0] / 2;
+        snprintf(hf, sizeof hf, "%.*sgate_proj.weight", keep, name);
+        emit(user, hf, 0, 2, half, shape[1]), n++;
+        snprintf(hf, sizeof hf, "%.*sup_proj.weight", keep, name);
+        emit(user, hf, half * shape[1], 2, half, shape[1]), n++;
+    } else {
+        emit(user, name, 0, ndim, shape[0], ndim > 1 ? shape[1] : 0), n++;
     }
-    sl_hf_entry *e = &(*v)[(*n)++];
+    return n;
+}
+
+typedef struct {
+    sl_hf_entry *v;
+    int n, cap;
+    sl_param *p;
+} entries;
+
+static void push(void *user, const char *name, int64_t off, int ndim, int64_t d0, int64_t d1) {
+    entries *x = user;
+    if (x->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 256;
+        x->v = sl_xrealloc(x->v, (size_t)x->cap * sizeof *x->v);
+    }
+    sl_hf_entry *e = &x->v[x->n++];
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->param = p;
+    e->param = x->p;
     e->offset = off;
     e->ndim = ndim;
     e->shape[0] = d0;
@@ -33,43 +74,14 @@ static void push(sl_hf_entry **v, int *n, int *cap, const char *name, sl_param *
 }
 
 int sl_hf_entries(const sl_model *m, sl_hf_entry **out) {
-    sl_hf_entry *v = NULL;
-    int n = 0, cap = 0;
-    char name[160];
+    entries x = {0};
     for (int i = 0; i < m->params.count; i++) {
-        sl_param *p = m->params.items[i];
-        const size_t plen = strlen(p->name);
-        if (p->expert_base >= 0) {
-            /* "model.layers.L.mlp.experts.<gate_up_proj|down_proj>" stacked over experts */
-            const char *leaf = strrchr(p->name, '.') + 1;
-            const int base_len = (int)(leaf - p->name); /* keeps the trailing '.' */
-            const int64_t per = p->numel / p->shape[0];
-            for (int64_t e = 0; e < p->shape[0]; e++) {
-                const long long ge = p->expert_base + e;
-                if (strcmp(leaf, "gate_up_proj") == 0) {
-                    const int64_t half = p->shape[1] / 2;
-                    snprintf(name, sizeof name, "%.*s%lld.gate_proj.weight", base_len, p->name, ge);
-                    push(&v, &n, &cap, name, p, e * per, 2, half, p->shape[2]);
-                    snprintf(name, sizeof name, "%.*s%lld.up_proj.weight", base_len, p->name, ge);
-                    push(&v, &n, &cap, name, p, e * per + half * p->shape[2], 2, half, p->shape[2]);
-                } else {
-                    snprintf(name, sizeof name, "%.*s%lld.%s.weight", base_len, p->name, ge, leaf);
-                    push(&v, &n, &cap, name, p, e * per, 2, p->shape[1], p->shape[2]);
-                }
-            }
-        } else if (ends_with(p->name, ".gate_up_proj.weight")) {
-            const int keep = (int)(plen - strlen("gate_up_proj.weight"));
-            const int64_t half = p->shape[0] / 2;
-            snprintf(name, sizeof name, "%.*sgate_proj.weight", keep, p->name);
-            push(&v, &n, &cap, name, p, 0, 2, half, p->shape[1]);
-            snprintf(name, sizeof name, "%.*sup_proj.weight", keep, p->name);
-            push(&v, &n, &cap, name, p, half * p->shape[1], 2, half, p->shape[1]);
-        } else {
-            push(&v, &n, &cap, p->name, p, 0, p->ndim, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
-        }
+        x.p = m->params.items[i];
+        sl_hf_split(x.p->name, x.p->ndim, x.p->shape, x.p->expert_base >= 0 ? x.p->expert_base : 0,
+                    push, &x);
     }
-    *out = v;
-    return n;
+    *out = x.v;
+    return x.n;
 }
 
 static int64_t entry_numel(const sl_hf_entry *e) {

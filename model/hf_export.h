@@ -24,6 +24,16 @@ typedef struct {
     int64_t shape[2];
 } sl_hf_entry;
 
+/* The Hugging Face tensors cut from one sluice tensor `name` of shape[0..ndim) (the mapping
+ * above, by name and shape, so that it also serves a checkpoint's global tensors): calls
+ * emit(user, hf_name, element offset, ndim, d0, d1) for each, in order. In an expert stack
+ * (ndim 3, ".mlp.experts." in the name) shape[0] counts experts and first_expert is the global
+ * index of its first one. Returns how many tensors were emitted. */
+typedef void (*sl_hf_emit_fn)(void *user, const char *hf_name, int64_t offset, int ndim, int64_t d0,
+                              int64_t d1);
+int sl_hf_split(const char *name, int ndim, const int64_t *shape, int64_t first_expert,
+                sl_hf_emit_fn emit, void *user);
+
 /* The Hugging Face tensors of the parameters this rank holds (malloc'ed array). */
 int sl_hf_entries(const sl_model *m, sl_hf_entry **out);
 

@@ -80,6 +80,20 @@ for layout in "1" "2 --set parallel.expert_parallel=2" \
     fi
 done
 
+# The final checkpoint exported to Hugging Face names (sluice ckpt export) holds the same model
+# as the final/ weights the trainer writes: sluice eval gives the same loss on both.
+"$sluice" ckpt export np1-full/checkpoints/step-8 -o exported --dtype fp32 > export.log 2>&1 ||
+    { cat export.log; exit 1; }
+e_final=$("$sluice" eval --weights np1-full/final --data train0.txt --seq-len 16 --max-tokens 4096 \
+    --threads 1 | grep -o "loss [0-9.]*")
+e_export=$("$sluice" eval --weights exported --data train0.txt --seq-len 16 --max-tokens 4096 \
+    --threads 1 | grep -o "loss [0-9.]*")
+if [ -z "$e_final" ] || [ "$e_final" != "$e_export" ]; then
+    echo "FAIL: eval of the exported checkpoint ($e_export) differs from final/ ($e_final)"
+    exit 1
+fi
+echo "OK   sluice ckpt export: eval $e_export, as on final/"
+
 # Another layout on every resume. Global-batch LBL and capacity drops are off here: both
 # depend on how the batch is split into micro-batches and ranks (the LBL counts accumulate per
 # micro-batch, capacity applies per rank), so no resharded run can match np 1 with them on; the
