@@ -243,7 +243,7 @@ static cJSON *train_state(trainer *t, int step) {
     cJSON *cj = cJSON_Parse(cursor);
     free(cursor);
     cJSON_AddItemToObject(s, "data_cursor", cj ? cj : cJSON_CreateNull());
-    cJSON *world = cJSON_AddObjectToObject(s, "world");
+    cJSON *world = cJSON_AddObjectToObject(s, "layout");
     cJSON_AddNumberToObject(world, "ranks", t->topo.size);
     cJSON_AddNumberToObject(world, "expert_parallel", t->topo.ep_size);
     cJSON_AddBoolToObject(world, "zero1", c->parallel.zero1);
