@@ -275,6 +275,31 @@ static int save_checkpoint(trainer *t, int step) {
     return 0;
 }
 
+/* Lists, in a warning, the run settings that differ from those the checkpoint was saved with:
+ * allowed (a new learning rate, schedule or batch size is how runs are steered), but said. */
+static void warn_changed_settings(const trainer *t, const cJSON *saved_cfg) {
+    char *now_s = sl_config_to_json(t->cfg);
+    cJSON *now = cJSON_Parse(now_s);
+    free(now_s);
+    char list[1024] = "";
+    const char *sections[] = {"training", "parallel", "data", "backend"};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved_cfg, sections[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(now, sections[i]);
+        const cJSON *item;
+        cJSON_ArrayForEach(item, b) {
+            const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, item->string);
+            if (old && cJSON_Compare(old, item, true)) continue;
+            const size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s.%s", n ? ", " : "", sections[i],
+                     item->string);
+        }
+    }
+    cJSON_Delete(now);
+    if (list[0] && t->topo.rank == 0)
+        sl_warn("--resume: settings changed since the checkpoint: %s", list);
+}
+
 /* Continues from a checkpoint: `resume` is "auto" (the newest under out_dir, or none) or a
  * path. Returns 0 (also for a fresh start), or -1 with a message printed. */
 static int resume_from(trainer *t, const char *resume) {
@@ -323,6 +348,8 @@ static int resume_from(trainer *t, const char *resume) {
         free(cj);
     }
     if (rc == 0) {
+        const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
+        if (cJSON_IsObject(saved)) warn_changed_settings(t, saved);
         t->start_step = (int)step->valuedouble;
         t->opt.step = (int)ostep->valuedouble;
         sl_info("resumed from %s at step %d", sl_ckpt_dir(ck), t->start_step);
