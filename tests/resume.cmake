@@ -5,3 +5,10 @@ add_test(NAME test_resume
                  ${CMAKE_CURRENT_BINARY_DIR}/resume ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_resume PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "checkpoint;parallel" ENVIRONMENT "OMP_NUM_THREADS=1")
+# SIGKILL at random moments (often inside a save), 20 times, then the run finishes with the
+# uninterrupted run's final weights (tests/test_resume_torture.sh).
+add_test(NAME test_resume_torture
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_resume_torture.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/resume_torture 20)
+set_tests_properties(test_resume_torture PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "checkpoint" ENVIRONMENT "OMP_NUM_THREADS=1")
