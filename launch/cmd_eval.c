@@ -18,6 +18,7 @@
 #include "launch/commands.h"
 #include "model/hf_export.h"
 #include "model/model.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 
 #define SL_EOD_TOKEN 256
@@ -30,7 +31,9 @@ static void usage(FILE *f) {
                "token shard, a directory of shards, or a UTF-8 text file (byte tokenizer).\n"
                "\n"
                "options:\n"
-               "  --weights DIR     directory holding model.safetensors and config.json\n"
+               "  --weights DIR     directory holding model.safetensors and config.json, or a\n"
+               "                    training checkpoint (checkpoints/step-N, or a run directory:\n"
+               "                    its newest checkpoint)\n"
                "  --data PATH       shard, shard directory, or text file\n"
                "  --seq-len N       tokens per sequence (default 256)\n"
                "  --batch N         sequences per forward pass (default 8)\n"
@@ -51,6 +54,19 @@ static bool is_shard_path(const char *path) {
     uint32_t magic =
         (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return n == 4 && magic == SL_SHARD_SKIP_MAGIC;
+}
+
+/* A training checkpoint (docs/checkpoint-format.md): a step-N directory with its COMMIT, or a
+ * run or checkpoints directory whose newest checkpoint is meant. */
+static bool is_checkpoint(const char *path) {
+    const char *marks[] = {"COMMIT", "latest", "checkpoints"};
+    char p[4096];
+    struct stat st;
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", path, marks[i]);
+        if (stat(p, &st) == 0) return true;
+    }
+    return false;
 }
 
 typedef struct {
@@ -130,9 +146,27 @@ int sl_cmd_eval(int argc, char **argv) {
     sl_data_config dc;
     memset(&dc, 0, sizeof dc);
     int32_t *tokens = NULL;
-    snprintf(path, sizeof path, "%s/config.json", weights);
-    size_t len = 0;
-    char *json = sl_read_file(path, &len, err, sizeof err);
+    char *json = NULL;
+    sl_ckpt *ck = NULL;
+    /* A training checkpoint (a step-N directory, or a run or checkpoints directory: its newest)
+     * holds the model's config.json in its train state; a weights directory next to it. */
+    if (is_checkpoint(weights)) {
+        ck = sl_ckpt_open(weights, err, sizeof err);
+        if (!ck) {
+            sl_error("--weights: %s", err);
+            goto done;
+        }
+    }
+    if (ck) {
+        const cJSON *hf = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(ck), "hf_config");
+        json = hf ? cJSON_PrintUnformatted(hf) : NULL;
+        snprintf(path, sizeof path, "%s/train_state.json: hf_config", sl_ckpt_dir(ck));
+        if (!json) snprintf(err, sizeof err, "%.1024s is missing", path);
+    } else {
+        snprintf(path, sizeof path, "%s/config.json", weights);
+        size_t len = 0;
+        json = sl_read_file(path, &len, err, sizeof err);
+    }
     sl_model_config mc;
     if (!json || sl_model_config_from_hf_json(json, path, &mc, err, sizeof err) != 0) {
         sl_error("%s", err);
@@ -162,7 +196,8 @@ int sl_cmd_eval(int argc, char **argv) {
         if ((size_t)seq + 1 > src.len + 1) batch = 1;
     }
     m = sl_model_create(&mc, be, NULL, batch, seq, NULL, err, sizeof err);
-    if (!m || sl_hf_load(m, weights, err, sizeof err) != 0) {
+    if (!m || (ck ? sl_train_ckpt_load_weights(m, ck, err, sizeof err)
+                  : sl_hf_load(m, weights, err, sizeof err)) != 0) {
         sl_error("%s", err);
         goto done;
     }
@@ -195,6 +230,7 @@ int sl_cmd_eval(int argc, char **argv) {
 done:
     free(tokens);
     free(json);
+    if (ck) sl_ckpt_close(ck);
     free(src.text);
     if (src.reader) sl_reader_close(src.reader);
     sl_model_free(m);

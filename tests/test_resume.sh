@@ -88,11 +88,14 @@ e_final=$("$sluice" eval --weights np1-full/final --data train0.txt --seq-len 16
     --threads 1 | grep -o "loss [0-9.]*")
 e_export=$("$sluice" eval --weights exported --data train0.txt --seq-len 16 --max-tokens 4096 \
     --threads 1 | grep -o "loss [0-9.]*")
-if [ -z "$e_final" ] || [ "$e_final" != "$e_export" ]; then
-    echo "FAIL: eval of the exported checkpoint ($e_export) differs from final/ ($e_final)"
+e_ckpt=$("$sluice" eval --weights np1-full --data train0.txt --seq-len 16 --max-tokens 4096 \
+    --threads 1 | grep -o "loss [0-9.]*")
+if [ -z "$e_final" ] || [ "$e_final" != "$e_export" ] || [ "$e_final" != "$e_ckpt" ]; then
+    echo "FAIL: eval of the exported checkpoint ($e_export) or of the checkpoint itself" \
+        "($e_ckpt) differs from final/ ($e_final)"
     exit 1
 fi
-echo "OK   sluice ckpt export: eval $e_export, as on final/"
+echo "OK   sluice ckpt export and eval --weights on the checkpoint: $e_export, as on final/"
 
 # Another layout on every resume. Global-batch LBL and capacity drops are off here: both
 # depend on how the batch is split into micro-batches and ranks (the LBL counts accumulate per
@@ -108,8 +111,11 @@ SLUICE_FAULT=0:5:crash launch 4 moved "${other[@]}" --set parallel.expert_parall
 SLUICE_FAULT=0:7:crash launch 2 moved "${other[@]}" --set parallel.expert_parallel=2 \
     --resume auto > m2.log 2>&1 && { echo "FAIL: the np 2 run with an injected crash succeeded"; exit 1; }
 launch 1 moved "${other[@]}" --resume auto > m3.log 2>&1 || { cat m3.log; exit 1; }
-grep -q "resumed from .*step-4 at step 4" m2.log && grep -q "resumed from .*step-6 at step 6" m3.log ||
-    { echo "FAIL: the resumes did not start at steps 4 and 6"; cat m2.log m3.log; exit 1; }
+if ! { grep -q "resumed from .*step-4 at step 4" m2.log && grep -q "resumed from .*step-6 at step 6" m3.log; }; then
+    echo "FAIL: the resumes did not start at steps 4 and 6"
+    cat m2.log m3.log
+    exit 1
+fi
 
 /usr/bin/python3 - <<'PY'
 import json

@@ -127,6 +127,26 @@ static int read_into(sl_ckpt *ck, const char *name, int64_t begin, int64_t end, 
     return 0;
 }
 
+int sl_train_ckpt_load_weights(sl_model *m, sl_ckpt *ck, char *err, size_t errlen) {
+    sl_params *ps = &m->params;
+    const int ne = m->cfg.num_experts;
+    float *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int i = 0; i < ps->count && rc == 0; i++) {
+        const sl_param *p = ps->items[i];
+        int64_t shape[SL_MAX_DIMS], base;
+        global_layout(p, ne, shape, &base);
+        rc = sl_ckpt_expect(ck, p->name, "F32", p->ndim, shape, err, errlen);
+        if (rc == 0)
+            rc = read_into(ck, p->name, base, base + p->numel, ps->w[p->group], p->offset, &buf,
+                           &cap, err, errlen);
+    }
+    free(buf);
+    if (rc == 0) sl_params_sync_compute(ps);
+    return rc;
+}
+
 int sl_train_ckpt_load(const sl_train_ckpt *t, sl_ckpt *ck, char *err, size_t errlen) {
     sl_params *ps = &t->model->params;
     sl_optimizer *opt = t->opt;

@@ -51,4 +51,9 @@ int sl_train_ckpt_save(const sl_train_ckpt *t, const sl_train_ckpt_save_opts *o,
  * state are the caller's (sl_ckpt_train_state). 0, or -1 with a message. */
 int sl_train_ckpt_load(const sl_train_ckpt *t, sl_ckpt *ck, char *err, size_t errlen);
 
+/* Only the master weights (and their compute copies) of `m`, e.g. for evaluation: every
+ * parameter's global shape is checked, then the ranges this model holds are read. 0, or -1 with
+ * a message. */
+int sl_train_ckpt_load_weights(sl_model *m, sl_ckpt *ck, char *err, size_t errlen);
+
 #endif
