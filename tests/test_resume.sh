@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Exact resume (issue 10, sections 3 and 4): a run killed with SIGKILL and restarted with
 # `--resume auto` continues as if nothing happened.
-#   1. Same layout: for np 1, np 2 with expert parallelism 2, and np 4 with EP 2 and ZeRO-1 (all
-#      with capacity drops, global-batch LBL and the aux-loss-free bias), an uninterrupted run of
+#   1. Same layout: for np 1, np 2 with expert parallelism 2, and np 4 with EP 2, ZeRO-1 and
+#      asynchronous saves (all with capacity drops, global-batch LBL and the aux-loss-free
+#      bias), an uninterrupted run of
 #      8 steps and a run killed at step 6 (checkpoints every 3 steps) and resumed give identical
 #      per-step losses and bitwise-identical final weights.
 #   2. Another layout: the 8-step run killed after step 4 at np 4 EP 4, resumed at np 2 EP 2 and
@@ -55,7 +56,7 @@ launch() { # np, out dir, extra arguments...
 }
 
 for layout in "1" "2 --set parallel.expert_parallel=2" \
-    "4 --set parallel.expert_parallel=2 --set parallel.zero1=true"; do
+    "4 --set parallel.expert_parallel=2 --set parallel.zero1=true --set training.async_save=true"; do
     read -r np rest <<<"$layout"
     # shellcheck disable=SC2086 # $rest holds separate arguments
     set -- $rest

@@ -45,6 +45,18 @@ typedef struct {
 int sl_train_ckpt_save(const sl_train_ckpt *t, const sl_train_ckpt_save_opts *o, const cJSON *state,
                        char *err, size_t errlen);
 
+/* An asynchronous save: the pieces are copied to host memory (the only time the step waits),
+ * then a background thread writes this rank's files while training goes on; finish joins the
+ * thread and commits (collective: every rank calls it at the same point of the loop). At most
+ * one is in flight. `state` (rank 0's, else NULL) is taken over. NULL with a message when the
+ * save could not start. */
+typedef struct sl_train_ckpt_async sl_train_ckpt_async;
+sl_train_ckpt_async *sl_train_ckpt_save_async(const sl_train_ckpt *t,
+                                              const sl_train_ckpt_save_opts *o, cJSON *state,
+                                              char *err, size_t errlen);
+/* Waits for the write and commits; frees a. 0 on every rank when committed, else -1. */
+int sl_train_ckpt_save_finish(sl_train_ckpt_async *a, char *err, size_t errlen);
+
 /* Loads the tensors this rank holds from an open checkpoint: master weights (and their compute
  * copies), AdamW moments, router biases. Checks every tensor's global shape first (a
  * mismatch names the tensor). The optimizer step, data position and the rest of the train

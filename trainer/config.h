@@ -45,6 +45,7 @@ typedef struct {
     double router_bias_update_rate; /* aux-loss-free balancing (DeepSeek-V3); 0 = off */
     char precision[8];              /* "auto" (fp32 on the CPU, bf16 on CUDA) | "fp32" | "bf16" */
     int keep_last;                  /* committed checkpoints kept (0 = all) */
+    bool async_save;    /* write checkpoints in the background (snapshot to host memory first) */
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
 } sl_train_config;
 

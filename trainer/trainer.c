@@ -45,8 +45,10 @@ typedef struct {
     sl_optimizer opt;
     sl_metrics metrics;
     int micro_batches;
-    int32_t *tokens; /* [micro_batch_size, seq_len + 1] */
-    int start_step;  /* steps already taken (a resumed run) */
+    int32_t *tokens;              /* [micro_batch_size, seq_len + 1] */
+    int start_step;               /* steps already taken (a resumed run) */
+    sl_train_ckpt_async *pending; /* an asynchronous save in flight */
+    int pending_step;
     char err[1024];
 } trainer;
 
@@ -255,16 +257,47 @@ static cJSON *train_state(trainer *t, int step) {
     return s;
 }
 
-/* A checkpoint of step `step` (every rank writes its pieces; collective). */
-static int save_checkpoint(trainer *t, int step) {
+/* Commits the asynchronous save in flight, if any (collective). */
+static int finish_pending(trainer *t) {
+    if (!t->pending) return 0;
+    const double t0 = now_s();
+    const int rc = sl_train_ckpt_save_finish(t->pending, t->err, sizeof t->err);
+    t->pending = NULL;
+    if (rc != 0) {
+        sl_error("checkpoint of step %d: %s", t->pending_step, t->err);
+        return -1;
+    }
+    sl_info("committed checkpoint %s/checkpoints/step-%d (written in the background; the commit "
+            "waited %.3f s)",
+            t->cfg->train.out_dir, t->pending_step, now_s() - t0);
+    return 0;
+}
+
+/* A checkpoint of step `step` (every rank writes its pieces; collective). With
+ * training.async_save (and not at the end) the step waits only for the copy to host memory;
+ * the commit follows after the next step (finish_pending). */
+static int save_checkpoint(trainer *t, int step, bool last) {
     const sl_train_config *tc = &t->cfg->train;
     const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
     const sl_train_ckpt_save_opts o = {.out_dir = tc->out_dir,
                                        .step = step,
                                        .keep_last = tc->keep_last,
                                        .keep_every = tc->keep_every};
+    if (finish_pending(t) != 0) return -1; /* at most one save in flight */
     cJSON *state = t->topo.rank == 0 ? train_state(t, step) : NULL;
     const double t0 = now_s();
+    if (tc->async_save && !last) {
+        t->pending = sl_train_ckpt_save_async(&parts, &o, state, t->err, sizeof t->err);
+        if (!t->pending) {
+            sl_error("checkpoint of step %d: %s", step, t->err);
+            return -1;
+        }
+        t->pending_step = step;
+        sl_info("checkpoint of step %d: the step waited %.3f s (copy to host memory); writing in "
+                "the background",
+                step, now_s() - t0);
+        return 0;
+    }
     const int rc = sl_train_ckpt_save(&parts, &o, state, t->err, sizeof t->err);
     cJSON_Delete(state);
     if (rc != 0) {
@@ -441,6 +474,11 @@ static int train_loop(trainer *t) {
             sl_error("training data: %s", t->err);
             sl_comm_abort(1);
         }
+        /* the background write of the previous checkpoint overlapped this step: commit it */
+        if (finish_pending(t) != 0) {
+            rc = -1;
+            break;
+        }
         /* the hash of the step's global batch: the ranks' shares add up (docs/data.md) */
         int64_t hash_parts[2];
         sl_hash_split(sl_reader_take_hash(t->train_reader), hash_parts);
@@ -497,7 +535,7 @@ static int train_loop(trainer *t) {
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
         if (tc->save_every > 0 && done % tc->save_every == 0 && done < tc->max_steps &&
-            save_checkpoint(t, done) != 0) {
+            save_checkpoint(t, done, false) != 0) {
             rc = -1;
             break;
         }
@@ -505,7 +543,8 @@ static int train_loop(trainer *t) {
             sl_info("held-out loss at end: %.4f (perplexity %.2f) after %d steps, %s", sm.eval_loss,
                     exp(sm.eval_loss), done, sl_format_duration(elapsed, (char[32]){0}, 32));
     }
-    if (rc == 0 && t->start_step < tc->max_steps) rc = save_checkpoint(t, tc->max_steps);
+    if (finish_pending(t) != 0) rc = -1; /* a save in flight is finished (or fails) cleanly */
+    if (rc == 0 && t->start_step < tc->max_steps) rc = save_checkpoint(t, tc->max_steps, true);
     if (rc == 0) rc = save_final_weights(t);
     free(counts);
     free(load_max);
