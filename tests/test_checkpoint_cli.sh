@@ -111,7 +111,8 @@ rm -rf "$RUN/checkpoints/.tmp-step-8"
 out=$("$SLUICE" ckpt export "$RUN" -o "$WORK/hf16" --dtype bf16 --shard-size 4K 2>&1)
 rc=$?
 expect_rc 0 "export bf16"
-has "exported 5 tensors of step 7" "export bf16"
+# Hugging Face names: each expert stack splits into 8 experts' gate/up/down projections
+has "exported 27 tensors of step 7" "export bf16"
 nshards=$(ls "$WORK/hf16" | grep -c '^model-.*-of-.*\.safetensors$')
 [ "$nshards" -ge 2 ] || fail "bf16 export in 4 KiB shards: $nshards files"
 out=$("$SLUICE" ckpt export "$RUN" -o "$WORK/hf32" 2>&1)
@@ -151,13 +152,26 @@ for f in sorted(set(index["weight_map"].values())):
         assert index["weight_map"][k] == f, (k, f)
         tensors[k] = v
 assert not any(k.startswith("optim.") for k in tensors), "optimizer state exported"
-assert len(tensors) == 5, sorted(tensors)
+assert len(tensors) == 27, sorted(tensors)
 total = sum(t.numel() * t.element_size() for t in tensors.values())
 assert index["metadata"]["total_size"] == total, (index["metadata"], total)
+import re
+def source(k, n):
+    """the checkpoint tensor and element offset an exported tensor of n elements was cut from (the Hugging
+    Face Qwen3-MoE split, written here independently of model/hf_export.c)"""
+    m = re.fullmatch(r"(.*\.mlp\.experts\.)(\d+)\.(gate|up|down)_proj\.weight", k)
+    if not m:
+        return k, 0
+    e, part = int(m.group(2)), m.group(3)
+    if part == "down":
+        return m.group(1) + "down_proj", e * n
+    off = e * 2 * n + (n if part == "up" else 0)
+    return m.group(1) + "gate_up_proj", off
 for k, t in tensors.items():
     assert t.dtype == DT[want_dtype], (k, t.dtype)
-    ref = torch.frombuffer(bytearray(open(os.path.join(exp, k + ".f32"), "rb").read()) or bytearray(4),
-                           dtype=torch.float32)[: t.numel()].reshape(t.shape)
+    src, off = source(k, t.numel())
+    ref = torch.frombuffer(bytearray(open(os.path.join(exp, src + ".f32"), "rb").read()) or bytearray(4),
+                           dtype=torch.float32)[off: off + t.numel()].reshape(t.shape)
     if want_dtype == "BF16":
         ref = ref.to(torch.bfloat16)
     assert torch.equal(t, ref), k
