@@ -8,6 +8,7 @@
 # not even then: a missing runtime is a failure there (tests/skip_or_fail.sh).
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
+. "$(dirname "$0")/fuzz_common.sh"
 SRC=$1
 WORK=$2
 SLUICE=$3
@@ -17,20 +18,7 @@ CLANG=${CLANG:-clang}
 mkdir -p "$WORK" || exit 1
 cd "$WORK" || exit 1
 
-if ! command -v "$CLANG" > /dev/null 2>&1; then
-    skip_or_fail "fuzz: $CLANG not found (apt-get install clang)"
-fi
-# Is the libFuzzer runtime there? (Debian: libclang-rt-NN-dev / libclang-common-NN-dev)
-printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > probe.c
-if ! "$CLANG" -fsanitize=fuzzer,address,undefined probe.c -o probe > probe.log 2>&1; then
-    if grep -qi "fuzzer" probe.log && grep -qiE "no such file|cannot find|not found" probe.log; then
-        cat probe.log
-        skip_or_fail "fuzz: clang's libFuzzer runtime is not installed (Debian: libclang-rt-NN-dev)"
-    fi
-    echo "fuzz: clang cannot link a fuzzer:"
-    cat probe.log
-    exit 1
-fi
+fuzz_require_clang
 
 ZSTD_FLAGS=$(pkg-config --cflags --libs libzstd 2>/dev/null || echo -lzstd)
 if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
@@ -58,13 +46,4 @@ for f in data/s1/*.shard.zst data/s2/*.shard.zst data/s3/*.shard.zst; do
     { printf '\001'; cat "$f"; } > "seeds/s$i-repair"
 done
 
-echo "fuzz: running for $SECS s"
-./fuzz_shard -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$WORK/crash-" corpus seeds
-rc=$?
-if [ $rc -ne 0 ]; then
-    echo "fuzz: FAILED (exit $rc); reproduce with: $WORK/fuzz_shard $WORK/crash-*"
-    exit 1
-fi
-echo "fuzz: no findings"
-exit 0
+fuzz_run fuzz_shard "$SECS"

@@ -9,6 +9,7 @@
 # clang or its libFuzzer runtime is not installed, and under CI=true not even then.
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
+. "$(dirname "$0")/fuzz_common.sh"
 SRC=$1
 WORK=$2
 TESTCK=$3
@@ -18,19 +19,7 @@ CLANG=${CLANG:-clang}
 mkdir -p "$WORK" || exit 1
 cd "$WORK" || exit 1
 
-if ! command -v "$CLANG" > /dev/null 2>&1; then
-    skip_or_fail "fuzz: $CLANG not found (apt-get install clang)"
-fi
-printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > probe.c
-if ! "$CLANG" -fsanitize=fuzzer,address,undefined probe.c -o probe > probe.log 2>&1; then
-    if grep -qi "fuzzer" probe.log && grep -qiE "no such file|cannot find|not found" probe.log; then
-        cat probe.log
-        skip_or_fail "fuzz: clang's libFuzzer runtime is not installed (Debian: libclang-rt-NN-dev)"
-    fi
-    echo "fuzz: clang cannot link a fuzzer:"
-    cat probe.log
-    exit 1
-fi
+fuzz_require_clang
 
 CJSON_FLAGS=$(pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
@@ -94,13 +83,4 @@ cat > ckpt.dict << 'EOF'
 "-0"
 EOF
 
-echo "fuzz: running for $SECS s"
-./fuzz_ckpt -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -dict=ckpt.dict -artifact_prefix="$WORK/crash-" corpus seeds
-rc=$?
-if [ $rc -ne 0 ]; then
-    echo "fuzz: FAILED (exit $rc); reproduce with: $WORK/fuzz_ckpt $WORK/crash-*"
-    exit 1
-fi
-echo "fuzz: no findings"
-exit 0
+fuzz_run fuzz_ckpt "$SECS" -dict=ckpt.dict
