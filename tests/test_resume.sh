@@ -10,12 +10,16 @@
 #      killed after step 6, finished at np 1: every step's global-batch hash equals the
 #      uninterrupted np 1 run's, and the losses match it within 1e-5 relative (the ranks sum
 #      gradients in another order).
+# Also: the final checkpoint exported with `sluice ckpt export` evaluates to the same loss in
+# sluice eval, on the checkpoint itself, on final/ and in PyTorch (the cross-check's
+# independent model, tests/torch_eval_export.py).
 # usage: test_resume.sh SLUICE_BINARY WORK_DIR [MPIRUN]
 set -euo pipefail
 sluice=$1
 work=$2
 mpirun=${3:-mpirun}
-. "$(dirname "$0")/skip_or_fail.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/skip_or_fail.sh"
 [ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
 rm -rf "$work"
 mkdir -p "$work"
@@ -97,6 +101,23 @@ if [ -z "$e_final" ] || [ "$e_final" != "$e_export" ] || [ "$e_final" != "$e_ckp
     exit 1
 fi
 echo "OK   sluice ckpt export and eval --weights on the checkpoint: $e_export, as on final/"
+# ... and PyTorch, running the cross-check's independent model on the export, gets sluice
+# eval's loss (every window of 16 + 1 tokens of a 3000-byte text, one per batch).
+torch_missing=0
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    head -c 3000 train0.txt > small.txt
+    t_loss=$(/usr/bin/python3 "$here/torch_eval_export.py" run.json exported small.txt 16 |
+        grep -o "loss [0-9.]*")
+    s_loss=$("$sluice" eval --weights exported --data small.txt --seq-len 16 --batch 1 \
+        --threads 1 | grep -o "loss [0-9.]*")
+    if [ -z "$t_loss" ] || [ "$t_loss" != "$s_loss" ]; then
+        echo "FAIL: PyTorch on the export: $t_loss, sluice eval: $s_loss"
+        exit 1
+    fi
+    echo "OK   PyTorch on the exported checkpoint: $t_loss, as sluice eval"
+else
+    torch_missing=1
+fi
 
 # Another layout on every resume. Global-batch LBL and capacity drops are off here: both
 # depend on how the batch is split into micro-batches and ranks (the LBL counts accumulate per
@@ -142,3 +163,6 @@ print(f"{'OK  ' if hashes else 'FAIL'} the same global batch at every step (batc
 ok &= worst <= 1e-5 and hashes
 raise SystemExit(0 if ok else 1)
 PY
+if [ "$torch_missing" = 1 ]; then
+    skip_or_fail "python3-torch is not installed for /usr/bin/python3: the PyTorch check of the export did not run"
+fi
