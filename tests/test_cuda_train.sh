@@ -6,7 +6,8 @@
 # the same initialization and data. Per step, the fp32 losses must match the CPU's within
 # 1e-5 relative, the bf16 losses within 2e-2, and the bf16 loss must fall. Then the
 # every-feature model under `mpirun -np 2` with expert parallelism 2 (MPI moves host-staged
-# buffers) must match the CPU's two-rank run within 1e-5.
+# buffers) must match the CPU's two-rank run within 1e-5. And a run on the cuda backend killed
+# with SIGKILL and resumed from its checkpoint ends with bitwise the uninterrupted run's weights.
 #
 # Where it runs: the emulated build (-DSLUICE_CUDA=EMULATED, the CPU SIMT test double of emu/)
 # in CI, and a real GPU. Without a CUDA backend (no GPU in an nvcc build, or a CPU-only build)
@@ -109,6 +110,19 @@ mpi() {
 }
 mpi every-ep2-cpu
 mpi every-ep2-f32 --set backend.name=cuda --set training.precision=fp32
+
+echo "== exact resume on the cuda backend (bf16): kill -9 at step 3, --resume auto"
+run every resume-full --set backend.name=cuda --set training.precision=bf16 \
+    --set training.save_every=2
+SLUICE_FAULT=0:3:crash "$sluice" train every.json --set training.out_dir=resume-cut \
+    --set backend.name=cuda --set training.precision=bf16 --set training.save_every=2 \
+    > resume-cut.log 2>&1 && { echo "FAIL: the run with an injected crash succeeded"; exit 1; }
+run every resume-cut --set backend.name=cuda --set training.precision=bf16 \
+    --set training.save_every=2 --resume auto
+grep -q "resumed from .*step-2 at step 2" resume-cut.log || { cat resume-cut.log; exit 1; }
+cmp -s resume-full/final/model.safetensors resume-cut/final/model.safetensors ||
+    { echo "FAIL: final weights differ after a resume on the cuda backend"; exit 1; }
+echo "OK   cuda bf16: final weights bitwise identical after kill -9 and resume"
 
 /usr/bin/python3 - <<'PY'
 import json
