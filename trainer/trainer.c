@@ -20,6 +20,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/rng.h"
 #include "io/reader.h"
 #include "model/counts.h"
 #include "model/hf_export.h"
@@ -250,6 +251,9 @@ static cJSON *train_state(trainer *t, int step) {
     cJSON_AddNumberToObject(world, "expert_parallel", t->topo.ep_size);
     cJSON_AddBoolToObject(world, "zero1", c->parallel.zero1);
     char *cfg = sl_config_to_json(c), *hf = sl_model_config_to_hf_json(&c->model);
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)sl_hash_str(cfg));
+    cJSON_AddStringToObject(s, "config_hash", hash); /* of the config JSON below */
     cJSON *cfgj = cJSON_Parse(cfg), *hfj = cJSON_Parse(hf);
     free(cfg), free(hf);
     cJSON_AddItemToObject(s, "config", cfgj ? cfgj : cJSON_CreateNull());
