@@ -64,10 +64,6 @@ static void usage_export(FILE *f) {
             "  -h, --help           this help\n");
 }
 
-static int is_help(const char *a) {
-    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
-}
-
 /* "1.23 GB" style (decimal units, as disk sizes are usually quoted). */
 static const char *human(char *buf, size_t n, uint64_t b) {
     const char *u[] = {"B", "kB", "MB", "GB", "TB"};
@@ -91,7 +87,7 @@ static int cmd_info(int argc, char **argv) {
     bool tensors = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (sl_cli_is_help(argv[i])) {
             usage_info(stdout);
             return 0;
         } else if (strcmp(argv[i], "--tensors") == 0) {
@@ -190,7 +186,7 @@ static int cmd_verify(int argc, char **argv) {
     bool quiet = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (sl_cli_is_help(argv[i])) {
             usage_verify(stdout);
             return 0;
         } else if (strcmp(argv[i], "--quiet") == 0) {
@@ -222,41 +218,6 @@ static int cmd_verify(int argc, char **argv) {
                path, st.step, st.tensors, st.pieces, st.files,
                human(hb, sizeof hb, st.bytes_checked));
     }
-    return 0;
-}
-
-static int parse_size(const char *s, uint64_t *out) {
-    if (!s || !*s || s[0] == '-') return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    uint64_t mul = 1;
-    switch (*end) {
-    case 0:
-        break;
-    case 'k':
-    case 'K':
-        mul = 1ull << 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = 1ull << 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = 1ull << 30;
-        end++;
-        break;
-    default:
-        return -1;
-    }
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end || v == 0 || v > UINT64_MAX / mul) return -1;
-    *out = v * mul;
     return 0;
 }
 
@@ -339,7 +300,7 @@ static int cmd_export(int argc, char **argv) {
     uint64_t shard = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (is_help(a)) {
+        if (sl_cli_is_help(a)) {
             usage_export(stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
@@ -363,7 +324,7 @@ static int cmd_export(int argc, char **argv) {
                 return 2;
             }
         } else if (strcmp(a, "--shard-size") == 0) {
-            if (++i >= argc || parse_size(argv[i], &shard) != 0) {
+            if (++i >= argc || sl_cli_parse_u64(argv[i], true, &shard) != 0 || shard == 0) {
                 fprintf(stderr, "sluice: error: --shard-size: a size like 2G expected\n");
                 return 2;
             }
@@ -411,7 +372,7 @@ int sl_cmd_ckpt(int argc, char **argv) {
         return 2;
     }
     const char *sub = argv[1];
-    if (is_help(sub)) {
+    if (sl_cli_is_help(sub)) {
         usage_main(stdout);
         return 0;
     }

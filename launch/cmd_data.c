@@ -72,10 +72,6 @@ static void usage_verify(FILE *f) {
                "  -h, --help  this help\n");
 }
 
-static int is_help(const char *a) {
-    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
-}
-
 /* Matches "--name value" or "--name=value"; advances *i. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
@@ -90,44 +86,6 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
     return argv[++*i];
 }
 
-static int parse_u64(const char *s, bool suffix, uint64_t *out) {
-    if (!s || !*s) return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-') return -1;
-    uint64_t mul = 1;
-    if (suffix && *end) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            mul = 1ull << 10;
-            break;
-        case 'm':
-        case 'M':
-            mul = 1ull << 20;
-            break;
-        case 'g':
-        case 'G':
-            mul = 1ull << 30;
-            break;
-        case 't':
-        case 'T':
-            mul = 1ull << 40;
-            break;
-        default:
-            return -1;
-        }
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-        if (*end == 'b' || *end == 'B') end++;
-    }
-    if (*end) return -1;
-    if (v > UINT64_MAX / mul) return -1;
-    *out = v * mul;
-    return 0;
-}
-
 static int bad_value(const char *opt, const char *v) {
     fprintf(stderr, "sluice: error: %s: invalid value '%s'\n", opt, v);
     return 2;
@@ -140,7 +98,7 @@ static int cmd_build(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         uint64_t u;
-        if (is_help(a)) {
+        if (sl_cli_is_help(a)) {
             usage_build(stdout);
             rc = 0;
             goto out;
@@ -189,7 +147,7 @@ static int cmd_build(int argc, char **argv) {
                 goto out;
             }
         } else if ((v = opt_value(argc, argv, &i, "--vocab"))) {
-            if (parse_u64(v, false, &u) || u < 1 || u > INT32_MAX) {
+            if (sl_cli_parse_u64(v, false, &u) || u < 1 || u > INT32_MAX) {
                 rc = bad_value("--vocab", v);
                 goto out;
             }
@@ -197,25 +155,25 @@ static int cmd_build(int argc, char **argv) {
         } else if ((v = opt_value(argc, argv, &i, "--eod"))) {
             if (strcmp(v, "none") == 0)
                 o.eod = -2;
-            else if (parse_u64(v, false, &u) || u > INT32_MAX) {
+            else if (sl_cli_parse_u64(v, false, &u) || u > INT32_MAX) {
                 rc = bad_value("--eod", v);
                 goto out;
             } else
                 o.eod = (int64_t)u;
         } else if ((v = opt_value(argc, argv, &i, "--add-eod"))) {
-            if (parse_u64(v, false, &u) || u > INT32_MAX) {
+            if (sl_cli_parse_u64(v, false, &u) || u > INT32_MAX) {
                 rc = bad_value("--add-eod", v);
                 goto out;
             }
             o.add_eod = (int64_t)u;
         } else if ((v = opt_value(argc, argv, &i, "--shard-size"))) {
-            if (parse_u64(v, true, &u) || u == 0) {
+            if (sl_cli_parse_u64(v, true, &u) || u == 0) {
                 rc = bad_value("--shard-size", v);
                 goto out;
             }
             o.shard_bytes = u;
         } else if ((v = opt_value(argc, argv, &i, "--frame-tokens"))) {
-            if (parse_u64(v, true, &u) || u == 0 || u > SL_SHARD_MAX_FRAME_TOKENS) {
+            if (sl_cli_parse_u64(v, true, &u) || u == 0 || u > SL_SHARD_MAX_FRAME_TOKENS) {
                 rc = bad_value("--frame-tokens", v);
                 goto out;
             }
@@ -235,7 +193,7 @@ static int cmd_build(int argc, char **argv) {
             }
             o.level = (int)l;
         } else if ((v = opt_value(argc, argv, &i, "--threads"))) {
-            if (parse_u64(v, false, &u) || u < 1 || u > 1024) {
+            if (sl_cli_parse_u64(v, false, &u) || u < 1 || u > 1024) {
                 rc = bad_value("--threads", v);
                 goto out;
             }
@@ -300,7 +258,7 @@ static int cmd_info(int argc, char **argv) {
     bool json = false;
     int n_paths = 0;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (sl_cli_is_help(argv[i])) {
             usage_info(stdout);
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
@@ -397,7 +355,7 @@ static int cmd_verify(int argc, char **argv) {
     bool quiet = false;
     int n_paths = 0;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (sl_cli_is_help(argv[i])) {
             usage_verify(stdout);
             return 0;
         } else if (strcmp(argv[i], "--quiet") == 0) {
@@ -454,7 +412,7 @@ int sl_cmd_data(int argc, char **argv) {
         return 2;
     }
     const char *sub = argv[1];
-    if (is_help(sub) || strcmp(sub, "help") == 0) {
+    if (sl_cli_is_help(sub) || strcmp(sub, "help") == 0) {
         usage_main(stdout);
         return 0;
     }

@@ -6,9 +6,18 @@
 #ifndef SL_COMMANDS_H
 #define SL_COMMANDS_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 int sl_cmd_train(int argc, char **argv); /* trainer/cmd_train.c */
 int sl_cmd_eval(int argc, char **argv);  /* trainer/cmd_eval.c */
 int sl_cmd_data(int argc, char **argv);  /* io/cmd_data.c */
 int sl_cmd_ckpt(int argc, char **argv);  /* launch/cmd_ckpt.c */
+
+/* launch/cli.c: "-h" or "--help". */
+bool sl_cli_is_help(const char *a);
+/* A non-negative decimal integer; with `suffix` also K, M, G, T (binary, optionally followed
+ * by "i" and/or "B": 64K, 2GiB, 1MB). 0, or -1 for anything else or an overflow. */
+int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out);
 
 #endif

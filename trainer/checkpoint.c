@@ -240,17 +240,17 @@ int sl_train_ckpt_load(const sl_train_ckpt *t, sl_ckpt *ck, char *err, size_t er
     sl_optimizer *opt = t->opt;
     const int ne = t->model->cfg.num_experts;
     char name[160];
-    /* every tensor this layout needs, with its global shape, before anything is read */
+    /* the moments' shapes before anything is read (load_weights checks the weights' own) */
     for (int i = 0; i < ps->count; i++) {
         const sl_param *p = ps->items[i];
         int64_t shape[SL_MAX_DIMS], base;
         global_layout(p, ne, shape, &base);
-        if (sl_ckpt_expect(ck, p->name, "F32", p->ndim, shape, err, errlen) != 0) return -1;
         snprintf(name, sizeof name, "optim.m.%s", p->name);
         if (sl_ckpt_expect(ck, name, "F32", p->ndim, shape, err, errlen) != 0) return -1;
         snprintf(name, sizeof name, "optim.v.%s", p->name);
         if (sl_ckpt_expect(ck, name, "F32", p->ndim, shape, err, errlen) != 0) return -1;
     }
+    if (sl_train_ckpt_load_weights(t->model, ck, err, errlen) != 0) return -1;
     float *buf = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -258,18 +258,15 @@ int sl_train_ckpt_load(const sl_train_ckpt *t, sl_ckpt *ck, char *err, size_t er
         const sl_param *p = ps->items[i];
         int64_t shape[SL_MAX_DIMS], base, lo, hi;
         global_layout(p, ne, shape, &base);
-        rc = read_into(ck, p->name, base, base + p->numel, ps->w[p->group], p->offset, &buf, &cap,
-                       err, errlen);
-        if (rc == 0 && shard_part(opt, p, &lo, &hi)) {
-            const int64_t at = p->offset + lo - opt->shard_off[p->group];
-            snprintf(name, sizeof name, "optim.m.%s", p->name);
-            rc = read_into(ck, name, base + lo, base + hi, opt->m[p->group], at, &buf, &cap, err,
+        if (!shard_part(opt, p, &lo, &hi)) continue;
+        const int64_t at = p->offset + lo - opt->shard_off[p->group];
+        snprintf(name, sizeof name, "optim.m.%s", p->name);
+        rc = read_into(ck, name, base + lo, base + hi, opt->m[p->group], at, &buf, &cap, err,
+                       errlen);
+        snprintf(name, sizeof name, "optim.v.%s", p->name);
+        if (rc == 0)
+            rc = read_into(ck, name, base + lo, base + hi, opt->v[p->group], at, &buf, &cap, err,
                            errlen);
-            snprintf(name, sizeof name, "optim.v.%s", p->name);
-            if (rc == 0)
-                rc = read_into(ck, name, base + lo, base + hi, opt->v[p->group], at, &buf, &cap,
-                               err, errlen);
-        }
     }
     sl_model *m = t->model;
     for (int l = 0; l < m->cfg.num_hidden_layers && rc == 0; l++) {
@@ -290,6 +287,5 @@ int sl_train_ckpt_load(const sl_train_ckpt *t, sl_ckpt *ck, char *err, size_t er
         free(bias);
     }
     free(buf);
-    if (rc == 0) sl_params_sync_compute(ps);
     return rc;
 }

@@ -1,0 +1,47 @@
+/* launch/cli.c - option parsing shared by the subcommands (see commands.h). */
+#include "launch/commands.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool sl_cli_is_help(const char *a) {
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out) {
+    if (!s || !*s || s[0] == '-') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    uint64_t mul = 1;
+    if (suffix && *end) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            mul = 1ull << 10;
+            break;
+        case 'm':
+        case 'M':
+            mul = 1ull << 20;
+            break;
+        case 'g':
+        case 'G':
+            mul = 1ull << 30;
+            break;
+        case 't':
+        case 'T':
+            mul = 1ull << 40;
+            break;
+        default:
+            return -1;
+        }
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    }
+    if (*end || v > UINT64_MAX / mul) return -1;
+    *out = v * mul;
+    return 0;
+}
