@@ -105,8 +105,11 @@ static sl_tensor *metrics_view(sl_model *m, int mb, int64_t col, int64_t n) {
     return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, n);
 }
 
-static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
+/* The activations, gradient buffers and staging of micro-batches of m->tokens tokens. */
+static void allocate(sl_model *m) {
     const sl_model_config *c = &m->cfg;
+    sl_comm *ep = m->ep;
+    const sl_moe_options *opts = &m->moe_opts;
     const int64_t t = m->tokens, hid = c->hidden_size;
     sl_backend *be = m->be;
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -129,7 +132,6 @@ static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     m->ids = sl_tensor_new1(be, SL_I32, t);
     m->targets = sl_tensor_new1(be, SL_I32, t);
     m->pos = sl_tensor_new1(be, SL_I32, t);
-    m->inv_freq = sl_tensor_new1(be, SL_F32, c->head_dim / 2);
     m->xf = sl_tensor_new2(be, a, t, hid);
     m->xf_rstd = sl_tensor_new1(be, SL_F32, t);
     m->dxf = sl_tensor_new2(be, a, t, hid);
@@ -144,6 +146,49 @@ static void allocate(sl_model *m, sl_comm *ep, const sl_moe_options *opts) {
     for (int i = 0; i < SL_MODEL_VIEWS; i++) m->hv[i] = sl_tensor_view_handle();
     m->stat_width = c->num_hidden_layers + m->n_moe_layers * (c->num_experts + 1);
     stats_reserve(m, 1);
+}
+
+/* Frees what allocate() made, except the step statistics (their shape does not depend on
+ * the tokens). */
+static void free_activations(sl_model *m) {
+    const int nl = m->cfg.num_hidden_layers;
+    if (!m->x) return; /* never allocated (a failed create) */
+    for (int l = 0; l < nl; l++) {
+        sl_attn_block_free(&m->attn[l]);
+        sl_ffn_block_free(&m->ffn[l]);
+    }
+    sl_attn_workspace_free(&m->attn_ws);
+    sl_ffn_workspace_free(&m->ffn_ws);
+    for (int l = 0; l <= nl; l++) {
+        sl_tensor_free(m->x[l]);
+        if (l < nl) sl_tensor_free(m->h[l]);
+    }
+    free(m->x);
+    free(m->h);
+    m->x = m->h = NULL;
+    sl_tensor *ts[] = {m->dx, m->dh, m->ids, m->targets, m->pos, m->xf, m->xf_rstd, m->dxf,
+                       m->logits, m->losses};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    free(m->host_ids);
+    m->host_ids = NULL;
+    for (int i = 0; i < SL_MODEL_VIEWS; i++) {
+        sl_tensor_free(m->hv[i]);
+        m->hv[i] = NULL;
+    }
+}
+
+int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen) {
+    if (batch < 1 || seq < 1) {
+        snprintf(err, errlen, "micro-batch shape [%d, %d] is empty", batch, seq);
+        return -1;
+    }
+    if (batch == m->batch && seq == m->seq) return 0;
+    free_activations(m); /* inv_freq stays: it depends on the RoPE settings only */
+    m->batch = batch;
+    m->seq = seq;
+    m->tokens = (int64_t)batch * seq;
+    allocate(m);
+    return 0;
 }
 
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
@@ -196,12 +241,14 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
     m->batch = batch;
     m->seq = seq;
     m->tokens = (int64_t)batch * seq;
+    m->ep = ep;
+    m->moe_opts = *opts;
     m->stat_metrics_on = true; /* until the trainer's begin_step says otherwise */
     sl_params_init(&m->params, be);
     sl_params_set_compute_dtype(&m->params, compute);
     declare(m, ep_rank, ep_size);
     sl_params_finalize(&m->params);
-    allocate(m, ep, opts);
+    allocate(m);
     if (sl_model_set_rope(m, err, errlen) != 0) {
         sl_model_free(m);
         return NULL;
@@ -387,29 +434,11 @@ const int64_t *sl_model_expert_counts(const sl_model *m, int layer) {
 
 void sl_model_free(sl_model *m) {
     if (!m) return;
-    const int nl = m->cfg.num_hidden_layers;
-    for (int l = 0; l < nl; l++) {
-        if (m->x) sl_attn_block_free(&m->attn[l]);
-        if (m->x) sl_ffn_block_free(&m->ffn[l]);
-    }
-    if (m->x) {
-        sl_attn_workspace_free(&m->attn_ws);
-        sl_ffn_workspace_free(&m->ffn_ws);
-        for (int l = 0; l <= nl; l++) {
-            sl_tensor_free(m->x[l]);
-            if (l < nl) sl_tensor_free(m->h[l]);
-        }
-    }
-    sl_tensor *ts[] = {m->dx,       m->dh,        m->ids,         m->targets, m->pos,
-                       m->inv_freq, m->xf,        m->xf_rstd,     m->dxf,     m->logits,
-                       m->losses,   m->stat_loss, m->stat_metrics};
+    free_activations(m);
+    sl_tensor *ts[] = {m->inv_freq, m->stat_loss, m->stat_metrics};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
-    free(m->x);
-    free(m->h);
     free(m->attn);
     free(m->ffn);
-    free(m->host_ids);
-    for (int i = 0; i < SL_MODEL_VIEWS; i++) sl_tensor_free(m->hv[i]);
     free(m->stat_counts);
     sl_params_free(&m->params);
     free(m);

@@ -33,6 +33,8 @@ typedef struct {
     sl_model_config cfg;
     sl_backend *be;
     sl_params params;
+    sl_comm *ep;             /* expert-parallel group (NULL: all experts here) */
+    sl_moe_options moe_opts; /* how the MoE layers run */
     int batch, seq;
     int64_t tokens; /* batch * seq */
     int n_moe_layers;
@@ -85,6 +87,9 @@ void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);
  * expert counts counts[layer * num_experts + e]. */
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
 void sl_model_free(sl_model *m);
+/* Re-sizes the activations for micro-batches of [batch, seq] tokens (a new stage's sequence
+ * length); parameters, gradients and the RoPE table are kept. */
+int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen);
 /* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
 
