@@ -166,8 +166,8 @@ static void free_activations(sl_model *m) {
     free(m->x);
     free(m->h);
     m->x = m->h = NULL;
-    sl_tensor *ts[] = {m->dx, m->dh, m->ids, m->targets, m->pos, m->xf, m->xf_rstd, m->dxf,
-                       m->logits, m->losses};
+    sl_tensor *ts[] = {m->dx, m->dh,      m->ids, m->targets, m->pos,
+                       m->xf, m->xf_rstd, m->dxf, m->logits,  m->losses};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(m->host_ids);
     m->host_ids = NULL;
