@@ -64,6 +64,9 @@ typedef struct {
     void *agree_user;
     int keep_last;      /* after the commit keep the newest keep_last checkpoints; 0 = keep all */
     int64_t keep_every; /* also keep every checkpoint whose step is a multiple of this; 0 = none */
+    /* also keep the checkpoints of these steps (a staged schedule's stage ends); copied */
+    const int64_t *keep_steps;
+    int n_keep_steps;
 } sl_ckpt_save_opts;
 
 typedef struct sl_ckpt_writer sl_ckpt_writer;

@@ -69,6 +69,8 @@ struct sl_ckpt_writer {
     void *agree_user;
     int keep_last;
     int64_t keep_every;
+    int64_t *keep_steps; /* owned copy of the option */
+    int n_keep_steps;
     char *ckdir, *tmpdir, *final;
     wpiece *p;
     int n, cap;
@@ -170,6 +172,11 @@ sl_ckpt_writer *sl_ckpt_save_begin(const sl_ckpt_save_opts *o, char *err, size_t
     w->agree_user = o->agree_user;
     w->keep_last = o->keep_last;
     w->keep_every = o->keep_every;
+    if (o->n_keep_steps > 0 && o->keep_steps) {
+        w->keep_steps = sl_xmalloc((size_t)o->n_keep_steps * sizeof(int64_t));
+        memcpy(w->keep_steps, o->keep_steps, (size_t)o->n_keep_steps * sizeof(int64_t));
+        w->n_keep_steps = o->n_keep_steps;
+    }
     w->ckdir = join(o->root, CK_DIR_NAME);
     char name[64];
     snprintf(name, sizeof name, ".tmp-step-%" PRId64, o->step);
@@ -539,7 +546,7 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* keep_last / keep_every, after the new checkpoint is committed and `latest` names it. */
+/* keep_last / keep_every / keep_steps, after the new checkpoint is committed and `latest` names it. */
 static void retention(sl_ckpt_writer *w) {
     if (w->keep_last <= 0) return;
     int n = 0;
@@ -555,6 +562,9 @@ static void retention(sl_ckpt_writer *w) {
             continue;
         }
         if (w->keep_every > 0 && s % w->keep_every == 0) continue;
+        bool pinned = false;
+        for (int k = 0; k < w->n_keep_steps; k++) pinned |= w->keep_steps[k] == s;
+        if (pinned) continue;
         char from[CK_PATH_MAX], to[CK_PATH_MAX];
         ck_path(from, sizeof from, "%s/step-%" PRId64, w->ckdir, s);
         ck_path(to, sizeof to, "%s/.tmp-delete-step-%" PRId64, w->ckdir, s);
@@ -626,6 +636,7 @@ static void writer_free(sl_ckpt_writer *w) {
     free(w->ckdir);
     free(w->tmpdir);
     free(w->final);
+    free(w->keep_steps);
     free(w);
 }
 

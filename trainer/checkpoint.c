@@ -123,7 +123,9 @@ static sl_ckpt_writer *begin(const sl_train_ckpt *t, const sl_train_ckpt_save_op
                                   .agree = sl_ckpt_agree_comm,
                                   .agree_user = t->topo->world,
                                   .keep_last = o->keep_last,
-                                  .keep_every = o->keep_every};
+                                  .keep_every = o->keep_every,
+                                  .keep_steps = o->keep_steps,
+                                  .n_keep_steps = o->n_keep_steps};
     return sl_ckpt_save_begin(&so, err, errlen);
 }
 

@@ -37,6 +37,8 @@ typedef struct {
     int64_t step;
     int keep_last;
     int64_t keep_every;
+    const int64_t *keep_steps; /* steps whose checkpoints retention keeps (stage ends) */
+    int n_keep_steps;
 } sl_train_ckpt_save_opts;
 
 /* Collective over topo->world: every rank writes its pieces, rank 0 commits with `state`

@@ -102,6 +102,7 @@ static int parse_tree(const cJSON *root, const char *name, const char *path, sl_
     }
     if (sl_model_config_finish(&c, model, "model", &t->model)) goto done;
     if (sl_config_train_finish(&c, train, &t->train)) goto done;
+    if (sl_config_stages_parse(&c, train, t)) goto done;
     if (sl_config_validate_named(t, name, err, errlen)) goto done;
     *cfg = *t;
     rc = 0;
@@ -141,6 +142,7 @@ static cJSON *config_tree(const sl_config *cfg) {
     }
     /* metrics_file is left out when it is the default, so that a later out_dir override
      * moves it too. */
+    sl_config_stages_emit(cJSON_GetObjectItemCaseSensitive(root, "training"), cfg);
     sl_train_config derived = cfg->train;
     if (sl_config_derive_metrics_file(&derived) == 0 &&
         strcmp(derived.metrics_file, cfg->train.metrics_file) == 0)

@@ -63,6 +63,21 @@ typedef struct {
     bool deterministic; /* CUDA: bitwise-reproducible kernels (default true) */
 } sl_backend_config;
 
+/* One stage of a staged schedule (training.stages; docs/stages.md). Its settings are resolved
+ * at parse time: what the stage does not set comes from the training, model and data
+ * sections, so `train`, `model` and `data` are exactly what the stage runs with. */
+#define SL_MAX_STAGES 8
+typedef struct {
+    char name[32];
+    int64_t tokens;        /* training-token budget; 0: an evaluation-only stage */
+    int steps;             /* tokens / global_batch_tokens, rounded down (0: evaluation only) */
+    bool reset_optimizer;  /* zero the AdamW moments (and its step count) when the stage starts */
+    sl_train_config train; /* max_steps = steps; the learning-rate schedule spans the stage */
+    sl_model_config model; /* rope_theta, rope_scaling, max_position_embeddings */
+    sl_data_config data;   /* train mixture and eval set */
+    uint32_t given;        /* which stage keys the file set (config_stages.c), for round trips */
+} sl_stage;
+
 typedef struct {
     char path[SL_PATH_MAX]; /* the file it came from, for messages */
     sl_model_config model;
@@ -70,7 +85,20 @@ typedef struct {
     sl_data_config data;
     sl_parallel_config parallel;
     sl_backend_config backend;
+    /* The schedule: training.stages when given (stages_given), else one stage "main" made from
+     * the training section (max_steps steps). Either way the trainer walks stages[0 .. n). */
+    int n_stages;
+    bool stages_given;
+    sl_stage stages[SL_MAX_STAGES];
 } sl_config;
+
+/* The schedule's stages: training.stages, or the one implicit stage "main" of a config without
+ * them (made from the sections as they are when called). */
+int sl_config_stage_count(const sl_config *cfg);
+void sl_config_stage_at(const sl_config *cfg, int i, sl_stage *out);
+/* The longest sequence a model's RoPE settings support: max_position_embeddings, and with
+ * YaRN at most factor x original_max_position_embeddings. */
+int sl_stage_supported_positions(const sl_model_config *m);
 
 /* The dtype the model computes in: training.precision, with "auto" resolved by the backend
  * (bf16 on CUDA, fp32 on the CPU). */

@@ -69,6 +69,7 @@ static const sl_cfg_key train_keys[] = {
     KT(keep_last, SL_K_INT),
     KT(keep_every, SL_K_I64),
     KT(async_save, SL_K_BOOL),
+    SL_KF("stages", sl_config_stages_check), /* parsed last, printed by config.c */
 };
 
 int sl_config_derive_metrics_file(sl_train_config *t) {
@@ -183,8 +184,8 @@ const sl_config_section sl_config_sections[] = {
 };
 const int sl_config_nsections = SL_NKEYS(sl_config_sections);
 
-static int validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
-                          const sl_model_config *m) {
+int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
+                             const sl_model_config *m) {
     if (sl_cfg_check_range(v, "seq_len", t->seq_len, 1, LIM_POSITIONS)) return -1;
     if (t->seq_len > m->max_position_embeddings)
         return sl_cfg_verr(v, "seq_len", "%d exceeds model.max_position_embeddings = %d",
@@ -325,7 +326,20 @@ int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, 
     sl_cfg_vctx v = {name, "model", err, errlen};
     if (sl_model_config_validate(&v, &cfg->model)) return -1;
     v.prefix = "training";
-    if (validate_train(&v, &cfg->train, &cfg->model)) return -1;
+    if (!cfg->stages_given) {
+        if (sl_config_validate_train(&v, &cfg->train, &cfg->model)) return -1;
+    } else {
+        /* with stages, the batch and schedule keys here are only the stages' defaults: each
+         * stage checks the values it runs with */
+        sl_train_config rest = cfg->train;
+        rest.seq_len = rest.micro_batch_size = 1;
+        rest.global_batch_tokens = 1;
+        rest.warmup_steps = 0;
+        rest.schedule = SL_LR_CONSTANT;
+        if (rest.max_steps < 1) rest.max_steps = 1; /* "no stage trains" is the stages' error */
+        if (sl_config_validate_train(&v, &rest, &cfg->model)) return -1;
+        if (sl_config_stages_validate(&v, cfg)) return -1;
+    }
     v.prefix = "data";
     if (validate_data(&v, &cfg->data)) return -1;
     v.prefix = "parallel";

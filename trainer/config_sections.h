@@ -22,6 +22,15 @@ extern const int sl_config_nsections;
 int sl_config_derive_metrics_file(sl_train_config *t);
 /* Defaults of the training section that depend on other keys (obj: the JSON section). */
 int sl_config_train_finish(const sl_cfg_ctx *c, const cJSON *obj, sl_train_config *t);
+/* training.stages (trainer/config_stages.c): the key table's type check; the parse, once every
+ * other section is known (stages inherit from them); printing; validation. */
+int sl_config_stages_check(const sl_cfg_ctx *c, const cJSON *v, const char *path, void *sec);
+int sl_config_stages_parse(const sl_cfg_ctx *c, const cJSON *train_obj, sl_config *cfg);
+void sl_config_stages_emit(cJSON *train_obj, const sl_config *cfg);
+int sl_config_stages_validate(const sl_cfg_vctx *v, const sl_config *cfg);
+/* The checks of a training section (or a stage's resolved one) against its model. */
+int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
+                             const sl_model_config *m);
 /* Range and cross-field checks of every section; messages start with `name`. */
 int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, size_t errlen);
 

@@ -45,10 +45,11 @@ static void json_num(FILE *f, double v) {
 void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
     if (print_line) {
         char eta[32];
-        printf("%sstep %*d/%d | loss %.4f | aux %.3f | lr %.2e | gnorm %.3f | gate %.3f | "
+        printf("%s%s%sstep %*d/%d | loss %.4f | aux %.3f | lr %.2e | gnorm %.3f | gate %.3f | "
                "%.0f tok/s | ETA %s",
-               m->tty ? "\r" : "", (int)(s->max_steps >= 1000 ? 5 : 3), s->step, s->max_steps,
-               s->loss, s->lbl_normalized, s->lr, s->grad_norm, s->gate_score, s->tokens_per_s,
+               m->tty ? "\r" : "", s->stage ? s->stage : "", s->stage ? " | " : "",
+               (int)(s->max_steps >= 1000 ? 5 : 3), s->step, s->max_steps, s->loss,
+               s->lbl_normalized, s->lr, s->grad_norm, s->gate_score, s->tokens_per_s,
                sl_format_duration(s->eta_s, eta, sizeof eta));
         if (s->has_eval) printf(" | eval %.4f", s->eval_loss);
         /* On a terminal the line redraws in place; evaluations and the last step keep theirs. */
@@ -79,6 +80,8 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         {"eval_loss", s->eval_loss, s->has_eval},
     };
     fprintf(f, "{\"step\": %d", s->step);
+    if (s->stage) fprintf(f, ", \"stage\": \"%s\"", s->stage); /* config-checked characters */
+    if (s->tokens > 0) fprintf(f, ", \"tokens\": %lld", (long long)s->tokens);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!fields[i].present) continue;
         fprintf(f, ", \"%s\": ", fields[i].key);

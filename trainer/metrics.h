@@ -10,7 +10,9 @@
 #include <stdio.h>
 
 typedef struct {
-    int step, max_steps;
+    int step, max_steps;   /* over the whole schedule */
+    const char *stage;     /* the stage's name (NULL: not printed) */
+    int64_t tokens;        /* training tokens after this step, over the whole schedule */
     double loss;           /* mean token cross-entropy of the step (nats) */
     double lbl;            /* mean over MoE layers of E * sum f_i P_i */
     double lbl_normalized; /* lbl / k (1 under uniform routing) */

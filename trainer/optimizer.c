@@ -122,6 +122,14 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
             }
 }
 
+void sl_optimizer_reset(sl_optimizer *o) {
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        if (o->m[g]) sl_op_fill(o->m[g], 0.0f);
+        if (o->v[g]) sl_op_fill(o->v[g], 0.0f);
+    }
+    o->step = 0;
+}
+
 void sl_optimizer_free(sl_optimizer *o) {
     for (int i = 0; i < o->nslices; i++) {
         struct sl_opt_slice *s = &o->slices[i];

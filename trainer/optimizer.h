@@ -67,6 +67,9 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer);
 double sl_optimizer_finish_reduce(sl_optimizer *o);
 /* AdamW with learning rate lr on gradients scaled by grad_scale (clipping). */
 void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale);
+/* Forgets the AdamW moments and the step count (a stage with reset_optimizer): the next step
+ * is bias-corrected as a first step. */
+void sl_optimizer_reset(sl_optimizer *o);
 void sl_optimizer_free(sl_optimizer *o);
 
 #endif

@@ -1,0 +1,235 @@
+/*
+ * trainer/trainer_ckpt.c - the trainer's checkpoints (see trainer_impl.h): what it stores beside
+ * the tensors (docs/checkpoint-format.md, "What the trainer stores"), saving, resuming, and the
+ * final Hugging Face weights.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "model/hf_export.h"
+#include "trainer/trainer_impl.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The training tokens after `step` steps of the schedule. */
+static int64_t tokens_after(const trainer *t, int step) {
+    for (int i = 0; i < t->n_stages; i++)
+        if (step <= t->first_step[i + 1])
+            return t->first_tokens[i] +
+                   (int64_t)(step - t->first_step[i]) * t->stages[i].train.global_batch_tokens;
+    return t->first_tokens[t->n_stages];
+}
+
+/* The state rank 0 stores with a checkpoint: everything besides the tensors that continues the
+ * run exactly. */
+static cJSON *train_state(trainer *t, int step) {
+    const sl_config *c = t->cfg;
+    const sl_stage *st = sl_trainer_stage(t);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "step", step);
+    cJSON_AddNumberToObject(s, "optimizer_step", t->opt.step);
+    cJSON_AddNumberToObject(s, "tokens", (double)tokens_after(t, step));
+    cJSON *stage = cJSON_AddObjectToObject(s, "stage");
+    cJSON_AddNumberToObject(stage, "index", t->cur);
+    cJSON_AddStringToObject(stage, "name", st->name);
+    cJSON_AddNumberToObject(stage, "first_step", t->first_step[t->cur]);
+    cJSON_AddNumberToObject(stage, "seq_len", st->train.seq_len);
+    char *cursor = sl_reader_cursor_json(t->train_reader);
+    cJSON *cj = cJSON_Parse(cursor);
+    free(cursor);
+    cJSON_AddItemToObject(s, "data_cursor", cj ? cj : cJSON_CreateNull());
+    cJSON *world = cJSON_AddObjectToObject(s, "layout");
+    cJSON_AddNumberToObject(world, "ranks", t->topo.size);
+    cJSON_AddNumberToObject(world, "expert_parallel", t->topo.ep_size);
+    cJSON_AddBoolToObject(world, "zero1", c->parallel.zero1);
+    /* hf_config: the model as the current stage runs it (its RoPE settings) */
+    char *cfg = sl_config_to_json(c), *hf = sl_model_config_to_hf_json(&t->model->cfg);
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)sl_hash_str(cfg));
+    cJSON_AddStringToObject(s, "config_hash", hash); /* of the config JSON below */
+    cJSON *cfgj = cJSON_Parse(cfg), *hfj = cJSON_Parse(hf);
+    free(cfg), free(hf);
+    cJSON_AddItemToObject(s, "config", cfgj ? cfgj : cJSON_CreateNull());
+    cJSON_AddItemToObject(s, "hf_config", hfj ? hfj : cJSON_CreateNull());
+    return s;
+}
+
+int sl_trainer_finish_pending(trainer *t) {
+    if (!t->pending) return 0;
+    const double t0 = now_s();
+    const int rc = sl_train_ckpt_save_finish(t->pending, t->err, sizeof t->err);
+    t->pending = NULL;
+    if (rc != 0) {
+        sl_error("checkpoint of step %d: %s", t->pending_step, t->err);
+        return -1;
+    }
+    sl_info("committed checkpoint %s/checkpoints/step-%d (written in the background; the commit "
+            "waited %.3f s)",
+            t->cfg->train.out_dir, t->pending_step, now_s() - t0);
+    return 0;
+}
+
+/* With training.async_save (and not at the end) the step waits only for the copy to host
+ * memory; the commit follows after the next step (sl_trainer_finish_pending). */
+int sl_trainer_save(trainer *t, int step, bool last) {
+    const sl_train_config *tc = &t->cfg->train;
+    const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
+    const sl_train_ckpt_save_opts o = {.out_dir = tc->out_dir,
+                                       .step = step,
+                                       .keep_last = tc->keep_last,
+                                       .keep_every = tc->keep_every,
+                                       .keep_steps = t->keep_steps,
+                                       .n_keep_steps = t->n_keep_steps};
+    if (sl_trainer_finish_pending(t) != 0) return -1; /* at most one save in flight */
+    cJSON *state = t->topo.rank == 0 ? train_state(t, step) : NULL;
+    const double t0 = now_s();
+    if (tc->async_save && !last) {
+        t->pending = sl_train_ckpt_save_async(&parts, &o, state, t->err, sizeof t->err);
+        if (!t->pending) {
+            sl_error("checkpoint of step %d: %s", step, t->err);
+            return -1;
+        }
+        t->pending_step = step;
+        sl_info("checkpoint of step %d: the step waited %.3f s (copy to host memory); writing in "
+                "the background",
+                step, now_s() - t0);
+        return 0;
+    }
+    const int rc = sl_train_ckpt_save(&parts, &o, state, t->err, sizeof t->err);
+    cJSON_Delete(state);
+    if (rc != 0) {
+        sl_error("checkpoint of step %d: %s", step, t->err);
+        return -1;
+    }
+    sl_info("saved checkpoint %s/checkpoints/step-%d in %.2f s", tc->out_dir, step, now_s() - t0);
+    return 0;
+}
+
+/* Lists, in a warning, the run settings that differ from those the checkpoint was saved with:
+ * allowed (a new learning rate, schedule or batch size is how runs are steered), but said. */
+static void warn_changed_settings(const trainer *t, const cJSON *saved_cfg) {
+    char *now_s = sl_config_to_json(t->cfg);
+    cJSON *now = cJSON_Parse(now_s);
+    free(now_s);
+    char list[1024] = "";
+    const char *sections[] = {"training", "parallel", "data", "backend"};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved_cfg, sections[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(now, sections[i]);
+        const cJSON *item;
+        cJSON_ArrayForEach(item, b) {
+            const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, item->string);
+            if (old && cJSON_Compare(old, item, true)) continue;
+            const size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s.%s", n ? ", " : "", sections[i],
+                     item->string);
+        }
+    }
+    cJSON_Delete(now);
+    if (list[0] && t->topo.rank == 0)
+        sl_warn("--resume: settings changed since the checkpoint: %s", list);
+}
+
+/* The training stage whose reader wrote a cursor at step `step`: the one holding step - 1. */
+static int stage_before(const trainer *t, int step) {
+    for (int i = 0; i < t->n_stages; i++)
+        if (t->stages[i].steps > 0 && t->first_step[i] < step && step <= t->first_step[i + 1])
+            return i;
+    return -1;
+}
+
+int sl_trainer_resume(trainer *t, const char *resume) {
+    const sl_train_config *tc = &t->cfg->train;
+    char path[SL_PATH_MAX + 64];
+    if (strcmp(resume, "auto") == 0) {
+        const int found =
+            sl_ckpt_find_latest(tc->out_dir, path, sizeof path, t->err, sizeof t->err);
+        if (found < 0) {
+            sl_error("--resume auto: %s", t->err);
+            return -1;
+        }
+        if (found == 0) {
+            sl_info("--resume auto: no checkpoint under %s: a fresh start", tc->out_dir);
+            return 0;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", resume);
+    }
+    sl_ckpt *ck = sl_ckpt_open(path, t->err, sizeof t->err);
+    if (!ck) {
+        sl_error("--resume: %s", t->err);
+        return -1;
+    }
+    const cJSON *st = sl_ckpt_train_state(ck);
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(st, "step");
+    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(st, "optimizer_step");
+    const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(st, "data_cursor");
+    const int total = t->first_step[t->n_stages];
+    int rc = 0;
+    if (!cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) || !cJSON_IsObject(cursor)) {
+        sl_error("%s/train_state.json: step, optimizer_step or data_cursor missing",
+                 sl_ckpt_dir(ck));
+        rc = -1;
+    } else if (step->valuedouble < 0 || step->valuedouble > total) {
+        sl_error("--resume: %s is at step %.0f, past the schedule's %d steps", sl_ckpt_dir(ck),
+                 step->valuedouble, total);
+        rc = -1;
+    }
+    const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
+    if (rc == 0 && sl_train_ckpt_load(&parts, ck, t->err, sizeof t->err) != 0) {
+        sl_error("--resume: %s", t->err);
+        rc = -1;
+    }
+    if (rc == 0) {
+        const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
+        if (cJSON_IsObject(saved)) warn_changed_settings(t, saved);
+        t->start_step = (int)step->valuedouble;
+        t->opt.step = (int)ostep->valuedouble;
+        t->resume_cursor = cJSON_PrintUnformatted(cursor);
+        t->reader_stage = stage_before(t, t->start_step);
+        /* a checkpoint names the stage it was saved in; the config decides, but say so when
+         * they disagree (a schedule edited between runs) */
+        const cJSON *sj = cJSON_GetObjectItemCaseSensitive(st, "stage");
+        const cJSON *sname = cJSON_GetObjectItemCaseSensitive(sj, "name");
+        if (cJSON_IsString(sname) && t->reader_stage >= 0 &&
+            strcmp(sname->valuestring, t->stages[t->reader_stage].name) != 0 && t->topo.rank == 0)
+            sl_warn("--resume: %s was saved in stage \"%s\"; at its step %d this schedule is in "
+                    "stage \"%s\"",
+                    sl_ckpt_dir(ck), sname->valuestring, t->start_step,
+                    t->stages[t->reader_stage].name);
+        sl_info("resumed from %s at step %d", sl_ckpt_dir(ck), t->start_step);
+        if (t->topo.rank == 0) {
+            char fields[SL_PATH_MAX + 96];
+            snprintf(fields, sizeof fields, "\"step\": %d, \"checkpoint\": \"%s\"", t->start_step,
+                     sl_ckpt_dir(ck));
+            sl_metrics_event(&t->metrics, "resume", fields);
+        }
+    }
+    sl_ckpt_close(ck);
+    return rc;
+}
+
+/* The first expert-parallel group writes (one shard per EP rank); every rank learns the
+ * result. The model's config is the last stage's, so config.json carries its RoPE settings. */
+int sl_trainer_save_final(trainer *t) {
+    char dir[SL_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
+    double fail = 0;
+    if (t->topo.rank < t->topo.ep_size &&
+        sl_hf_save(t->model, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
+        sl_error("saving weights to %s: %s", dir, t->err);
+        fail = 1;
+    }
+    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
+    if (fail == 0) sl_info("saved weights to %s (safetensors + config.json)", dir);
+    return fail == 0 ? 0 : -1;
+}

@@ -1,0 +1,73 @@
+/*
+ * trainer/trainer_impl.h - the trainer's state and the functions its files share (internal to
+ * trainer/trainer*.c; users include trainer/trainer.h).
+ *
+ *   trainer.c        set-up, the staged schedule and the step loop
+ *   trainer_eval.c   batches and held-out evaluation
+ *   trainer_ckpt.c   checkpoints: train state, saving, resuming, the final weights
+ */
+#ifndef SL_TRAINER_IMPL_H
+#define SL_TRAINER_IMPL_H
+
+#include "core/backend.h"
+#include "io/reader.h"
+#include "model/model.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+#include "trainer/topology.h"
+
+typedef struct {
+    const sl_config *cfg;
+    sl_topology topo;
+    sl_backend *be;
+    sl_model *model;
+    sl_optimizer opt;
+    sl_metrics metrics;
+    /* the schedule (docs/stages.md) */
+    int n_stages;
+    sl_stage *stages;      /* [n_stages], resolved from the config */
+    int *first_step;       /* [n_stages + 1]: steps before stage i; [n_stages]: all steps */
+    int64_t *first_tokens; /* [n_stages + 1]: training tokens before stage i */
+    int64_t *keep_steps;   /* the last step of every training stage (kept by retention) */
+    int n_keep_steps;
+    int cur;           /* the stage running */
+    int micro_batches; /* per rank per step, in the current stage */
+    int32_t *tokens;   /* [micro_batch_size, seq_len + 1] of the current stage */
+    sl_reader *train_reader;
+    int reader_stage;    /* the stage whose training data train_reader (or resume_cursor)
+                          * belongs to; -1: none yet */
+    char *resume_cursor; /* the resumed checkpoint's data cursor, until a reader takes it */
+    int start_step;      /* steps already taken (a resumed run) */
+    sl_train_ckpt_async *pending; /* an asynchronous save in flight */
+    int pending_step;
+    char err[1024];
+} trainer;
+
+/* The current stage. */
+static inline const sl_stage *sl_trainer_stage(const trainer *t) {
+    return &t->stages[t->cur];
+}
+
+/* Fills one micro-batch of `rows` sequences from a reader. 1, 0 at the end of an eval set, -1
+ * on error. */
+int sl_trainer_next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *err,
+                          size_t errlen);
+/* Mean held-out loss of the current stage's eval set at its sequence length (all ranks
+ * together): NaN without an eval set, -1 after printing an error. Collective. */
+double sl_trainer_evaluate(trainer *t);
+
+/* Checkpoint of step `step` (collective); asynchronous with training.async_save unless `last`.
+ * 0, or -1 after printing an error. */
+int sl_trainer_save(trainer *t, int step, bool last);
+/* Commits the asynchronous save in flight, if any (collective). */
+int sl_trainer_finish_pending(trainer *t);
+/* Continues from a checkpoint ("auto" or a path): weights, optimizer, step, and the data
+ * cursor for the stage reader to take (t->resume_cursor). 0 (also for a fresh start), or -1
+ * after printing an error. */
+int sl_trainer_resume(trainer *t, const char *resume);
+/* Hugging Face weights of the final model in <out_dir>/final (collective). */
+int sl_trainer_save_final(trainer *t);
+
+#endif
