@@ -140,6 +140,11 @@ void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out) {
         sl_op_fill(out, 0.0f);
 }
 
+void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_inputs *in,
+                                     sl_tensor *out) {
+    sl_op_attn_sink_share(out, b->qn, b->kn, b->lse, in->batch, in->seq, attn_scale(b));
+}
+
 void sl_attn_block_free(sl_attn_block *b) {
     /* views first: they point into the tensors freed after them */
     sl_tensor *ts[] = {b->k2, b->v2,     b->y2, b->xn, b->rstd, b->qall, b->q, b->q_rstd, b->qn,

@@ -64,6 +64,10 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx);
 /* Mean sigmoid(gate) of the last forward into the device scalar out (0 without a gate). */
 void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out);
+/* Mean softmax weight on the first key over heads and query positions >= 1 of the last forward
+ * (sl_op_attn_sink_share) into the device scalar out. */
+void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_inputs *in,
+                                     sl_tensor *out);
 
 void sl_attn_block_free(sl_attn_block *b);
 void sl_attn_workspace_free(sl_attn_workspace *ws);

@@ -26,5 +26,8 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                            const sl_tensor *lse, int batch, int seq, float scale);
 void sl_cpu_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
+/* attn_sink_cpu.c */
+void sl_cpu_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
+                            const sl_tensor *lse, int batch, int seq, float scale);
 
 #endif

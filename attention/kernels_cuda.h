@@ -31,6 +31,10 @@ void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *
                             const sl_tensor *lse, int batch, int seq, float scale);
 void sl_cuda_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
 
+/* attn_sink.cu */
+void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
+                             const sl_tensor *lse, int batch, int seq, float scale);
+
 #ifdef __cplusplus
 }
 #endif

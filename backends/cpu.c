@@ -19,6 +19,7 @@ static const sl_ops_i k_cpu_ops = {
     .convert = sl_cpu_convert,
     .sum = sl_cpu_sum,
     .sumsq = sl_cpu_sumsq,
+    .absmax = sl_cpu_absmax,
     /* core/matmul_cpu.c, moe/grouped_matmul_cpu.c */
     .matmul = sl_cpu_matmul,
     .grouped_matmul = sl_cpu_grouped_matmul,
@@ -37,6 +38,8 @@ static const sl_ops_i k_cpu_ops = {
     .gated_attn_fwd = sl_cpu_gated_attn_fwd,
     .gated_attn_bwd = sl_cpu_gated_attn_bwd,
     .sigmoid_mean = sl_cpu_sigmoid_mean,
+    /* attention/attn_sink_cpu.c */
+    .attn_sink_share = sl_cpu_attn_sink_share,
     /* moe/router_cpu.c, moe/permute_cpu.c, moe/swiglu_cpu.c */
     .router_fwd = sl_cpu_router_fwd,
     .router_bwd = sl_cpu_router_bwd,

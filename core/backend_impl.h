@@ -29,6 +29,7 @@ typedef struct sl_ops_i {
     void (*convert)(void *ctx, sl_tensor *dst, const sl_tensor *src);
     void (*sum)(void *ctx, sl_tensor *out, const sl_tensor *x);
     void (*sumsq)(void *ctx, sl_tensor *out, const sl_tensor *x);
+    void (*absmax)(void *ctx, sl_tensor *out, const sl_tensor *x);
 
     void (*matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
                    bool trans_b, float alpha, float beta);
@@ -64,6 +65,8 @@ typedef struct sl_ops_i {
                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
                            const sl_tensor *lse, int batch, int seq, float scale);
     void (*sigmoid_mean)(void *ctx, sl_tensor *out, const sl_tensor *g);
+    void (*attn_sink_share)(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
+                            const sl_tensor *lse, int batch, int seq, float scale);
 
     void (*router_fwd)(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,
                        sl_tensor *stats, const sl_tensor *logits, const sl_tensor *bias,

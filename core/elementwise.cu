@@ -16,7 +16,9 @@
  * gradient norm over 1e8 elements in fp32 would lose digits) and summed over the block in a
  * fixed tree; the block's partial goes to scratch. Pass 2, one block, sums the partials in a
  * fixed order and rounds once to fp32. The number of partials depends only on n (not on the
- * device), so the result is the same on every GPU, run after run.
+ * device), so the result is the same on every GPU, run after run. absmax has the same two
+ * passes with a max (exact in fp32, so in any order) and a NaN flag beside it, since fmaxf would
+ * drop a NaN that the CPU twin reports.
  */
 #include "core/cuda_pack.cuh"
 #include "core/kernels_cuda.h"
@@ -157,6 +159,36 @@ void reduce_launch(void *ctx, const char *op, float *out, const T *x, int64_t n)
     SL_CUDA_LAUNCHED(op);
 }
 
+/* absmax pass 1: part[b] = max |x| over the block's grid-stride share, NaN when it holds one. */
+template <typename T>
+__global__ void __launch_bounds__(kThreads) k_absmax_partial(float *part, const T *x, int64_t n) {
+    __shared__ float sh[32];
+    float m = 0.0f, nan = 0.0f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float a = fabsf(sl_ld(x[i]));
+        if (a != a) nan = 1.0f;
+        m = fmaxf(m, a);
+    }
+    m = sl_block_max(m, sh);
+    nan = sl_block_max(nan, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = nan > 0.0f ? NAN : m;
+}
+
+/* absmax pass 2, one block: the max of the partials (NaN if any is NaN); 0 without partials. */
+__global__ void __launch_bounds__(kThreads)
+    k_absmax_final(float *out, const float *part, int nparts) {
+    __shared__ float sh[32];
+    float m = 0.0f, nan = 0.0f;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) {
+        if (part[i] != part[i]) nan = 1.0f;
+        m = fmaxf(m, part[i]);
+    }
+    m = sl_block_max(m, sh);
+    nan = sl_block_max(nan, sh);
+    if (threadIdx.x == 0) out[0] = nan > 0.0f ? NAN : m;
+}
+
 } // namespace
 
 /* ---- launchers (sl_ops_i) ---- */
@@ -233,4 +265,23 @@ extern "C" void sl_cuda_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
     SL_DISPATCH_FLOAT(
         x->dtype, T,
         reduce_launch<true>(ctx, "sumsq", sl_ptr<float>(out), (const T *)sl_ptr<T>(x), x->numel));
+}
+
+extern "C" void sl_cuda_absmax(void *ctx, sl_tensor *out, const sl_tensor *x) {
+    const int64_t n = x->numel;
+    const int64_t b = n > 0 ? sl_blocks(n, kThreads) : 0;
+    const int nparts = (int)(b < kMaxPartials ? b : kMaxPartials);
+    float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)(nparts ? nparts : 1));
+    if (nparts > 0) {
+        SL_DISPATCH_FLOAT(x->dtype, T, {
+            const T *px = sl_ptr<T>(x);
+            SL_LAUNCH(k_absmax_partial<T>, (unsigned)nparts, kThreads, 0, sl_cuda_stream(ctx), part,
+                      px, n);
+        });
+        SL_CUDA_LAUNCHED("absmax");
+    }
+    const float *cpart = part;
+    SL_LAUNCH(k_absmax_final, 1, kThreads, 0, sl_cuda_stream(ctx), sl_ptr<float>(out), cpart,
+              nparts);
+    SL_CUDA_LAUNCHED("absmax");
 }

@@ -1,4 +1,5 @@
 /* core/elementwise_cpu.c - fill, add, axpy, scale and reductions on the CPU (fp32). */
+#include <math.h>
 #include <string.h>
 
 #include "core/kernels_cpu.h"
@@ -95,4 +96,20 @@ void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
         acc += sumsq_range(p + lo, n - lo < chunk ? n - lo : chunk);
     }
     sl_f32(out)[0] = (float)acc;
+}
+
+void sl_cpu_absmax(void *ctx, sl_tensor *out, const sl_tensor *x) {
+    (void)ctx;
+    need_f32(x, "absmax");
+    const float *p = sl_f32(x);
+    const int64_t n = x->numel;
+    float m = 0.0f;
+    int nan = 0;
+#pragma omp parallel for reduction(max : m) reduction(| : nan) if (n > SL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float a = fabsf(p[i]);
+        nan |= a != a;
+        m = a > m ? a : m;
+    }
+    sl_f32(out)[0] = nan ? NAN : m;
 }

@@ -12,6 +12,7 @@ void sl_cpu_scale(void *ctx, sl_tensor *x, float s);
 void sl_cpu_convert(void *ctx, sl_tensor *dst, const sl_tensor *src);
 void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
 void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
+void sl_cpu_absmax(void *ctx, sl_tensor *out, const sl_tensor *x);
 
 void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
                    bool trans_b, float alpha, float beta);

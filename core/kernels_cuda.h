@@ -17,6 +17,7 @@ void sl_cuda_scale(void *ctx, sl_tensor *x, float s);
 void sl_cuda_convert(void *ctx, sl_tensor *dst, const sl_tensor *src);
 void sl_cuda_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
 void sl_cuda_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
+void sl_cuda_absmax(void *ctx, sl_tensor *out, const sl_tensor *x);
 
 /* matmul.cu */
 void sl_cuda_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,

@@ -115,6 +115,10 @@ void sl_op_sumsq(sl_tensor *out, const sl_tensor *x) {
     need_scalar("sumsq", out, x);
     DISPATCH(BE(x), sumsq, out, x);
 }
+void sl_op_absmax(sl_tensor *out, const sl_tensor *x) {
+    need_scalar("absmax", out, x);
+    DISPATCH(BE(x), absmax, out, x);
+}
 
 /* ---- dense linear algebra ---- */
 
@@ -356,6 +360,16 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
     need_scalar("sigmoid_mean", out, g);
     DISPATCH(BE(g), sigmoid_mean, out, g);
+}
+
+void sl_op_attn_sink_share(sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
+                           const sl_tensor *lse, int batch, int seq, float scale) {
+    check_attn("attn_sink_share", q, k, k, NULL, batch, seq);
+    need_scalar("attn_sink_share", out, q);
+    need_dtype("attn_sink_share", "lse", lse, SL_F32);
+    need_numel("attn_sink_share", "lse", lse, q->shape[0] * q->shape[1]);
+    need_same_backend("attn_sink_share", q, lse);
+    DISPATCH(BE(q), attn_sink_share, out, q, k, lse, batch, seq, scale);
 }
 
 /* ---- mixture of experts ---- */

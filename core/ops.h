@@ -44,6 +44,9 @@ void sl_op_convert(sl_tensor *dst, const sl_tensor *src);
  * callers copy scalars out once per step (see docs/architecture.md, "Host reads"). */
 void sl_op_sum(sl_tensor *out, const sl_tensor *x);
 void sl_op_sumsq(sl_tensor *out, const sl_tensor *x);
+/* Largest |x[i]| into the device scalar out (0 for an empty x; NaN when any element is NaN, so
+ * a diverged activation shows instead of hiding behind the finite ones). */
+void sl_op_absmax(sl_tensor *out, const sl_tensor *x);
 
 /* ---- dense linear algebra ------------------------------------------------------------ */
 
@@ -133,6 +136,14 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
 /* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic), into the device
  * scalar out (1-element fp32). */
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g);
+/* The attention share of the first token (the paper's "attention sink" diagnostic), into the
+ * device scalar out: the mean over sequences b, heads h and query positions i = 1 .. seq - 1
+ * of the softmax weight of key 0, p(i, 0) = exp(scale * q_i . k_0 - lse_i), with q [T, H, D],
+ * k [T, KV, D] (query head h reads kv head h / (H / KV)) and lse [T, H] as sl_op_gated_attn_fwd
+ * wrote them. Query 0 is left out: it sees only key 0, so p(0, 0) = 1 says nothing about the
+ * model. 0 when seq < 2. */
+void sl_op_attn_sink_share(sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
+                           const sl_tensor *lse, int batch, int seq, float scale);
 
 /* ---- mixture of experts (moe/) -------------------------------------------------------- */
 

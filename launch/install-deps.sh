@@ -4,7 +4,7 @@
 # usage: launch/install-deps.sh [--build] [--tests] [--corpus]
 #   --build   compiler-side dependencies (always included)
 #   --tests   also what the test suite uses: PyTorch/NumPy for the cross-check, clang's
-#             fuzzer runtime, the zstd CLI
+#             fuzzer runtime, the zstd CLI, gnuplot (sluice eval --plot, sluice plot)
 #   --corpus  also the quickstart's corpus (bible-kjv)
 # Exit status: 0 when everything is present (after installing it), 1 when packages are
 # missing and this is not root.
@@ -15,7 +15,7 @@ pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libopenblas-de
 for arg in "$@"; do
     case "$arg" in
     --build) ;;
-    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev patchelf) ;;
+    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev patchelf gnuplot-nox) ;;
     --corpus) pkgs+=(bible-kjv) ;;
     -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;

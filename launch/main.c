@@ -13,9 +13,10 @@ typedef struct {
 
 static const command k_commands[] = {
     {"train", sl_cmd_train, "train a model from a JSON config (single process or mpirun)"},
-    {"eval", sl_cmd_eval, "loss and perplexity of saved weights on a shard or text file"},
+    {"eval", sl_cmd_eval, "loss, perplexity and diagnostics of saved weights (YaRN at eval)"},
     {"data", sl_cmd_data, "build, inspect and verify token shards"},
     {"ckpt", sl_cmd_ckpt, "inspect, verify and export training checkpoints"},
+    {"plot", sl_cmd_plot, "plot a run's training and held-out loss (PNG through gnuplot)"},
     {NULL, NULL, NULL},
 };
 

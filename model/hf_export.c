@@ -1,6 +1,8 @@
 /* model/hf_export.c - Hugging Face naming of sluice's parameters (see hf_export.h). */
 #include "model/hf_export.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,9 +126,33 @@ static int write_tensors(const sl_model *m, const char *path, bool grads, bool w
     return sl_st_writer_close(w, err, errlen);
 }
 
+/* With YaRN, Hugging Face transformers 4.45 to 4.5x ignore rope_scaling.factor when
+ * original_max_position_embeddings is present and use max_position_embeddings / original
+ * instead (later versions use the factor and warn when the two disagree), so a config.json whose
+ * max_position_embeddings is not factor x original gets another factor and mscale there: a model
+ * trained or evaluated with YaRN would be served without it. config.json therefore states the
+ * post-YaRN context. */
+static void yarn_context(sl_model_config *c) {
+    const sl_rope_scaling *r = &c->rope_scaling;
+    if (r->type != SL_ROPE_YARN) return;
+    const double ctx = r->factor * r->original_max_position_embeddings;
+    if (ctx == (double)c->max_position_embeddings) return;
+    if (ctx == floor(ctx) && ctx <= INT_MAX) {
+        c->max_position_embeddings = (int)ctx;
+        return;
+    }
+    sl_warn("config.json: YaRN factor %g x original_max_position_embeddings %d is not an "
+            "integer; Hugging Face transformers 4.45-4.5x will compute factor "
+            "max_position_embeddings / original = %g instead",
+            r->factor, r->original_max_position_embeddings,
+            (double)c->max_position_embeddings / r->original_max_position_embeddings);
+}
+
 static int write_config(const sl_model *m, const char *dir, char *err, size_t errlen) {
     char path[4096];
-    char *json = sl_model_config_to_hf_json(&m->cfg);
+    sl_model_config c = m->cfg;
+    yarn_context(&c);
+    char *json = sl_model_config_to_hf_json(&c);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     free(json);

@@ -9,6 +9,7 @@
 #include "attention/rope.h"
 #include "core/log.h"
 #include "core/ops.h"
+#include "model/diagnostics.h"
 
 /* Elements of one logits chunk: bounds the LM head's memory independently of T. Every chunk
  * re-reads the head weight and re-reads and re-writes its gradient, so fewer, larger chunks
@@ -285,6 +286,7 @@ static void forward_stack(sl_model *m) {
     for (int l = 0; l < c->num_hidden_layers; l++) {
         sl_attn_block_forward(&m->attn[l], &in, m->x[l], m->h[l]);
         sl_ffn_block_forward(&m->ffn[l], m->h[l], m->x[l + 1]);
+        if (m->diag) sl_model_diagnostics_layer(m->diag, l, &m->attn[l], &in, m->x[l + 1]);
         if (!m->stat_metrics_on) continue;
         sl_tensor *gate = metrics_view(m, mb, l, 1);
         sl_attn_block_gate_score(&m->attn[l], gate);

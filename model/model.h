@@ -29,7 +29,7 @@ typedef struct {
     double gate_score; /* mean over micro-batches and layers of mean sigmoid(gate) */
 } sl_fwd_stats;
 
-typedef struct {
+typedef struct sl_model {
     sl_model_config cfg;
     sl_backend *be;
     sl_params params;
@@ -63,6 +63,9 @@ typedef struct {
     int64_t stat_width;                  /* layers + MoE layers * (experts + 1) */
     sl_tensor *stat_loss, *stat_metrics; /* [cap], [cap, stat_width] */
     int64_t *stat_counts;                /* host [cap, MoE layers, experts] */
+    /* Optional per-layer diagnostics every forward fills (model/diagnostics.h; NULL: off). The
+     * caller creates and frees it. */
+    struct sl_model_diagnostics *diag;
 } sl_model;
 
 /* Declares, allocates and lays out the model for micro-batches of [batch, seq] tokens.

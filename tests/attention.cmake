@@ -8,3 +8,6 @@ sluice_test(test_attention_long SOURCES test_attention_long.c LABELS attention T
 # The CUDA kernels against the CPU at 200-512 tokens and head dims 64/128/160 (fp32 and bf16);
 # skipped without the CUDA backend. Under the emulator (-DSLUICE_CUDA=EMULATED) it runs on the CPU.
 sluice_test(test_attention_cuda SOURCES test_attention_cuda.c LABELS attention cuda TIMEOUT 300)
+# YaRN against Hugging Face transformers' formula on the exported config.json (NumPy reference).
+sluice_test(test_rope_hf SOURCES test_rope_hf.c LABELS attention model)
+target_compile_definitions(test_rope_hf PRIVATE SLUICE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -12,3 +12,8 @@ add_test(NAME test_train_cli
                  ${CMAKE_CURRENT_BINARY_DIR}/train_cli)
 set_tests_properties(test_train_cli PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "model;cli"
                      ENVIRONMENT "OMP_NUM_THREADS=2")
+# sluice eval --diagnostics/--json/--plot, the YaRN flags and sluice plot, end to end.
+add_test(NAME test_eval_diag
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_diag.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/eval_diag)
+set_tests_properties(test_eval_diag PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "model;cli")

@@ -387,3 +387,20 @@ void sl_ref_adamw(double *p, double *m, double *v, const float *g, int64_t n,
         p[i] -= hp->lr * ((m[i] / bc1) / (sqrt(v[i] / bc2) + hp->eps) + hp->weight_decay * p[i]);
     }
 }
+
+double sl_ref_attn_sink_share(const float *q, const float *k, const float *lse, int b, int s, int h,
+                              int kv, int d, double scale) {
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int bb = 0; bb < b; bb++)
+        for (int i = 1; i < s; i++)
+            for (int hh = 0; hh < h; hh++) {
+                const int64_t row = ((int64_t)bb * s + i) * h + hh;
+                const float *k0 = k + ((int64_t)bb * s * kv + hh / (h / kv)) * d;
+                double dot = 0.0;
+                for (int e = 0; e < d; e++) dot += (double)q[row * d + e] * k0[e];
+                sum += exp(scale * dot - lse[row]);
+                n++;
+            }
+    return n ? sum / (double)n : 0.0;
+}

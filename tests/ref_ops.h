@@ -72,6 +72,10 @@ void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const fl
 void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float *dy,
                      const float *q, const float *k, const float *v, const float *g,
                      sl_gate_mode mode, int b, int s, int h, int kv, int d, double scale);
+/* sl_op_attn_sink_share: the mean over rows (b, i >= 1, h) of exp(scale q_i . k_0 - lse_i) with
+ * the given lse [t, h] (0 when s < 2). */
+double sl_ref_attn_sink_share(const float *q, const float *k, const float *lse, int b, int s, int h,
+                              int kv, int d, double scale);
 
 /* Router of one row (e <= 256): probs p [e], top-k idx (descending score = p + bias, ties to
  * the lower index), weights w (normalized when norm) and the row's log-sum-exp. */

@@ -76,6 +76,7 @@ static const struct {
     {"convert", {0, 0}, {0, 0}},         /* inputs are representable in both dtypes */
     {"sum", {1e-6, 1e-6}, {1e-6, 1e-6}}, /* fp32 result of a sum of bf16 inputs */
     {"sumsq", {1e-6, 1e-6}, {1e-6, 1e-6}},
+    {"absmax", {0, 0}, {0, 0}}, /* a max: exact in any order and dtype */
     {"matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
     {"grouped_matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
     {"grouped_matmul_dw", {1e-5, 1e-5}, {3e-2, 2e-2}},
@@ -91,6 +92,8 @@ static const struct {
     {"gated_attn_fwd", {2e-5, 1e-4}, {2e-2, 2e-2}},
     {"gated_attn_bwd", {1e-4, 1e-4}, {5e-2, 5e-2}},
     {"sigmoid_mean", {1e-6, 1e-6}, {1e-6, 1e-6}},
+    /* bf16: q and k rounded on both sides, the dot product and exp in fp32 on a device */
+    {"attn_sink_share", {1e-6, 1e-5}, {1e-5, 1e-3}},
     {"router_fwd", {1e-6, 1e-5}, {1e-6, 1e-5}}, /* fp32 on every backend */
     {"router_bwd", {1e-6, 1e-5}, {1e-6, 1e-5}},
     {"moe_sort", {0, 0}, {0, 0}},
@@ -311,6 +314,9 @@ static void run_sumsq(sl_tensor *out, const sl_tensor *x) {
 static void run_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
     sl_op_sigmoid_mean(out, g);
 }
+static void run_absmax(sl_tensor *out, const sl_tensor *x) {
+    sl_op_absmax(out, x);
+}
 
 /* ---- memory-level helpers ---------------------------------------------------------------- */
 
@@ -420,6 +426,27 @@ static void case_sumsq(cx *c) {
     sl_tensor *out = F32(c, junk(c, 1), 1);
     run_sumsq(out, ACT(c, x, n));
     got(c, "sumsq", out);
+}
+
+/* The largest |x| placed at a random index, negative in odd shapes (the sign must not matter),
+ * plus an empty tensor (0). */
+static void case_absmax(cx *c) {
+    static const int k_n[] = {0, 1, 7, 4099, 70001};
+    const int64_t n = *PICK(c, k_n);
+    desc(c, "[%lld]", (long long)n);
+    float *x = gen_normal(c, n, 2.0);
+    if (n > 1) {
+        const int64_t at = (int64_t)(sl_test_rand_u64(&c->rng) % (uint64_t)n);
+        x[at] = round_to(c->shape % 2 ? -40.5f : 40.5f, c->round_to);
+    }
+    if (!c->be) {
+        double *m = want(c, "max", 1);
+        for (int64_t i = 0; i < n; i++) *m = fabs(x[i]) > *m ? fabs(x[i]) : *m;
+        return;
+    }
+    sl_tensor *out = F32(c, junk(c, 1), 1);
+    run_absmax(out, n ? ACT(c, x, n) : ACT(c, NULL, 0));
+    got(c, "max", out);
 }
 
 /* ---- dense and grouped GEMM -------------------------------------------------------------- */
@@ -845,6 +872,24 @@ static void case_sigmoid_mean(cx *c) {
     got(c, "mean", out);
 }
 
+/* The attention shapes with the saved lse of the double forward, as the kernel receives it. */
+static void case_attn_sink_share(cx *c) {
+    const attn_in a = attn_inputs(c);
+    double *ry = halloc(c, sizeof(double) * (size_t)a.nq), *ro = halloc(c, sizeof(double) * a.nq);
+    double *rl = halloc(c, sizeof(double) * (size_t)(a.t * a.h));
+    sl_ref_attn_fwd(ry, ro, rl, a.q, a.k, a.v, a.g, a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
+    const float *lse = derived(c, rl, a.t * a.h, false);
+    if (!c->be) {
+        *want(c, "share", 1) =
+            sl_ref_attn_sink_share(a.q, a.k, lse, a.b, a.s, a.h, a.kv, a.d, a.scale);
+        return;
+    }
+    sl_tensor *in[4], *out = F32(c, junk(c, 1), 1);
+    attn_tensors(c, &a, in);
+    sl_op_attn_sink_share(out, in[0], in[1], F32(c, lse, a.t, a.h), a.b, a.s, (float)a.scale);
+    got(c, "share", out);
+}
+
 /* ---- mixture of experts ------------------------------------------------------------------ */
 
 /* Router logits whose ranks are >= 0.1 apart (steps of 0.6, noise +-0.25) in a random order,
@@ -1194,6 +1239,7 @@ static const op_row k_ops[] = {
     OP(convert),
     OP(sum),
     OP(sumsq),
+    OP(absmax),
     OP(matmul),
     OP(grouped_matmul),
     OP(grouped_matmul_dw),
@@ -1209,6 +1255,7 @@ static const op_row k_ops[] = {
     OP(gated_attn_fwd),
     OP(gated_attn_bwd),
     OP(sigmoid_mean),
+    OP(attn_sink_share),
     OP(router_fwd),
     OP(router_bwd),
     OP(moe_sort),

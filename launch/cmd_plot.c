@@ -1,0 +1,207 @@
+/*
+ * launch/cmd_plot.c - `sluice plot RUN_DIR -o FILE.png`: training and evaluation loss against
+ * training tokens from RUN_DIR/metrics.jsonl (docs/metrics.md), stage boundaries as dashed
+ * vertical lines, the learning rate on the second y axis; drawn by gnuplot (launch/gnuplot.h).
+ *
+ * x axis: a step record's "tokens" (cumulative training tokens after the step). Records of runs
+ * from before stages lack it: then step x training.global_batch_tokens from the run's newest
+ * checkpoint (its train_state.json config), else the step number, and the axis label says which.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "launch/commands.h"
+#include "launch/gnuplot.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sluice plot RUN_DIR -o FILE.png [--title TEXT]\n"
+               "\n"
+               "Plots RUN_DIR/metrics.jsonl (written by sluice train): the training loss and the\n"
+               "held-out loss (eval_loss) against training tokens, the learning rate on the\n"
+               "right axis, and a dashed line where each training stage starts. Needs gnuplot\n"
+               "(Debian: gnuplot-nox). Without per-step \"tokens\" in the metrics (older runs),\n"
+               "x is step x training.global_batch_tokens from the run's newest checkpoint, or\n"
+               "the step number.\n"
+               "\n"
+               "options:\n"
+               "  -o, --output FILE  the PNG to write (required)\n"
+               "  --title TEXT       plot title (default: RUN_DIR)\n"
+               "  -h, --help         show this help\n");
+}
+
+typedef struct {
+    double x, loss, lr, eval;
+    bool has_loss, has_lr, has_eval;
+} point;
+
+typedef struct {
+    double x;
+    char name[64];
+} boundary;
+
+static double num(const cJSON *o, const char *key, bool *has) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *has = cJSON_IsNumber(v);
+    return *has ? v->valuedouble : NAN;
+}
+
+/* training.global_batch_tokens from the newest checkpoint of run_dir, or 0. */
+static double batch_tokens(const char *run_dir) {
+    char err[512];
+    sl_ckpt *ck = sl_ckpt_open(run_dir, err, sizeof err);
+    if (!ck) return 0.0;
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(ck), "config");
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(cfg, "training");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(tr, "global_batch_tokens");
+    const double v = cJSON_IsNumber(g) ? g->valuedouble : 0.0;
+    sl_ckpt_close(ck);
+    return v;
+}
+
+int sl_cmd_plot(int argc, char **argv) {
+    const char *run = NULL, *out = NULL, *title = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (sl_cli_is_help(a)) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--title") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "sluice plot: error: %s needs a value\n", a);
+                return 2;
+            }
+            *(strcmp(a, "--title") == 0 ? &title : &out) = argv[++i];
+        } else if (a[0] == '-') {
+            fprintf(stderr, "sluice plot: error: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!run) {
+            run = a;
+        } else {
+            fprintf(stderr, "sluice plot: error: one RUN_DIR expected, got '%s' too\n", a);
+            return 2;
+        }
+    }
+    if (!run || !out) {
+        fprintf(stderr, "sluice plot: error: RUN_DIR and -o FILE.png are required\n");
+        usage(stderr);
+        return 2;
+    }
+    char path[4096], err[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+    size_t len = 0;
+    char *text = sl_read_file(path, &len, err, sizeof err);
+    if (!text) {
+        sl_error("%s", err);
+        return 1;
+    }
+    point *pts = NULL;
+    boundary *bounds = NULL;
+    int npts = 0, nb = 0, cap = 0, bcap = 0, lineno = 0, rc = 1;
+    bool all_tokens = true, any_eval = false, any_lr = false;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        if (!*line) continue;
+        cJSON *o = cJSON_Parse(line);
+        if (!cJSON_IsObject(o)) {
+            sl_error("%s:%d: not a JSON object", path, lineno);
+            cJSON_Delete(o);
+            goto done;
+        }
+        bool has, has_step;
+        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
+        if (cJSON_IsString(ev)) {
+            const double tok = num(o, "tokens", &has), step = num(o, "step", &has_step);
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "stage");
+            if (strcmp(ev->valuestring, "stage") == 0 && (has || has_step)) {
+                if (nb == bcap) bounds = realloc(bounds, sizeof *bounds * (bcap = 2 * bcap + 8));
+                /* x is decided below, once it is known whether every record has tokens */
+                bounds[nb].x = has ? tok : -1.0 - step;
+                snprintf(bounds[nb].name, sizeof bounds[nb].name, "%s",
+                         cJSON_IsString(name) ? name->valuestring : "");
+                nb++;
+            }
+            cJSON_Delete(o);
+            continue;
+        }
+        const double step = num(o, "step", &has_step);
+        if (!has_step) { /* another kind of line: not ours to judge */
+            cJSON_Delete(o);
+            continue;
+        }
+        if (npts == cap) pts = realloc(pts, sizeof *pts * (cap = 2 * cap + 64));
+        point *p = &pts[npts++];
+        memset(p, 0, sizeof *p);
+        p->x = num(o, "tokens", &has);
+        if (!has) all_tokens = false, p->x = -1.0 - step; /* resolved below */
+        p->loss = num(o, "loss", &p->has_loss);
+        p->lr = num(o, "lr", &p->has_lr);
+        p->eval = num(o, "eval_loss", &p->has_eval);
+        any_eval |= p->has_eval;
+        any_lr |= p->has_lr;
+        cJSON_Delete(o);
+    }
+    if (npts == 0) {
+        sl_error("%s: no step records to plot", path);
+        goto done;
+    }
+    /* x of records without tokens: step x global batch tokens, else the step */
+    const double gbt = all_tokens ? 0.0 : batch_tokens(run);
+    const char *xlabel = all_tokens ? "training tokens"
+                         : gbt > 0  ? "training tokens (step x training.global_batch_tokens)"
+                                    : "step";
+    for (int i = 0; i < npts; i++)
+        if (pts[i].x < 0) pts[i].x = gbt > 0 ? (-1.0 - pts[i].x) * gbt : -1.0 - pts[i].x;
+    for (int i = 0; i < nb; i++)
+        if (bounds[i].x < 0)
+            bounds[i].x = gbt > 0 ? (-1.0 - bounds[i].x) * gbt : -1.0 - bounds[i].x;
+
+    char *script = NULL;
+    size_t slen = 0;
+    FILE *f = open_memstream(&script, &slen);
+    sl_gnuplot_png(f, out, 1200, 700);
+    fprintf(f, "$train << EOD\n");
+    for (int i = 0; i < npts; i++)
+        if (pts[i].has_loss)
+            fprintf(f, "%.17g %.9g %.9g\n", pts[i].x, pts[i].loss, pts[i].has_lr ? pts[i].lr : NAN);
+    fprintf(f, "EOD\n$eval << EOD\n");
+    for (int i = 0; i < npts; i++)
+        if (pts[i].has_eval) fprintf(f, "%.17g %.9g\n", pts[i].x, pts[i].eval);
+    fprintf(f, "EOD\nset title ");
+    sl_gnuplot_quote(f, title ? title : run);
+    fprintf(f, "\nset xlabel ");
+    sl_gnuplot_quote(f, xlabel);
+    fprintf(f, "\nset ylabel 'loss (nats/token)'\nset grid\nset key top right\nset xrange [0:*]\n");
+    for (int i = 0; i < nb; i++) {
+        fprintf(f, "set arrow from %.17g, graph 0 to %.17g, graph 1 nohead dt 2 lc rgb 'gray40'\n",
+                bounds[i].x, bounds[i].x);
+        fprintf(f, "set label ");
+        sl_gnuplot_quote(f, bounds[i].name);
+        fprintf(f, " at %.17g, graph 0.97 left offset 0.5,0 textcolor rgb 'gray30'\n", bounds[i].x);
+    }
+    if (any_lr)
+        fprintf(f, "set y2label 'learning rate'\nset y2tics\nset ytics nomirror\n"
+                   "set format y2 '%%.1e'\n");
+    fprintf(f, "plot $train using 1:2 with lines lw 1.5 title 'train loss'");
+    if (any_eval) fprintf(f, ", $eval using 1:2 with linespoints pt 7 lw 1.5 title 'eval loss'");
+    if (any_lr) fprintf(f, ", $train using 1:3 axes x1y2 with lines dt 3 title 'learning rate'");
+    fprintf(f, "\n");
+    fclose(f);
+    rc = sl_gnuplot_run(script, out, err, sizeof err) == 0 ? 0 : 1;
+    if (rc) sl_error("%s", err);
+    free(script);
+done:
+    free(pts);
+    free(bounds);
+    free(text);
+    return rc;
+}

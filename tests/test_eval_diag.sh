@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# End-to-end: sluice eval with YaRN flags and --diagnostics (table, --json, --plot) and
+# sluice plot, on a tiny model trained for a few steps; bad flags fail naming the flag.
+# usage: test_eval_diag.sh SLUICE_BINARY WORK_DIR
+# Needs /usr/bin/python3 (corpus, JSON checks); the PNG parts need gnuplot (Debian gnuplot-nox).
+# A missing one skips (77), or fails under CI=true (tests/skip_or_fail.sh).
+set -euo pipefail
+sluice=$1
+work=$2
+. "$(dirname "$0")/skip_or_fail.sh"
+[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+/usr/bin/python3 - <<'PY'
+import random
+r = random.Random(7)
+words = ["the king", "a servant", "went up to", "spake unto", "the city", "the river", "and"]
+text = lambda n: " ".join(r.choice(words) for _ in range(n)) + "\n"
+open("train.txt", "w").write(text(3000))
+open("eval.txt", "w").write(text(400))
+PY
+"$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
+"$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
+cat > tiny.json <<'JSON'
+{
+  "model": {"vocab_size": 257, "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "attn_output_gate": "elementwise"},
+  "training": {"seq_len": 64, "micro_batch_size": 4, "global_batch_tokens": 512,
+               "max_steps": 8, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 2,
+               "eval_every": 4, "eval_tokens": 2048, "log_every": 4, "out_dir": "run"},
+  "data": {"train": "train", "eval": "eval"},
+  "backend": {"threads": 2}
+}
+JSON
+"$sluice" train tiny.json >train.log
+
+ev() { "$sluice" eval --weights run/final --data eval --seq-len 64 --batch 4 "$@"; }
+
+# --diagnostics --json: schema and sane values
+ev --diagnostics --json >diag.json
+ev --diagnostics --json --bucket 8 >diag8.json
+ev --json --rope-scaling yarn --factor 4 --original-max 32 >yarn.json
+ev --json --rope-scaling yarn --factor 2 --original-max 32 --beta-fast 8 --beta-slow 2 \
+    --attention-factor 1.5 --rope-theta 50000 >yarn2.json
+ev --json >plain.json
+/usr/bin/python3 - <<'PY'
+import json, math
+d = json.load(open("diag.json"))
+for k in ("weights", "data", "backend", "seq_len", "batch", "tokens", "loss", "perplexity",
+          "bits_per_token", "rope", "buckets", "layers"):
+    assert k in d, f"missing {k}"
+assert d["seq_len"] == 64 and d["tokens"] > 0
+assert abs(d["perplexity"] - math.exp(d["loss"])) < 1e-9 * d["perplexity"]
+b = d["buckets"]
+# default width for 64 tokens: 16 -> [0,16) [16,32) [32,64)
+assert [(x["start"], x["end"]) for x in b] == [(0, 16), (16, 32), (32, 64)], b
+assert sum(x["tokens"] for x in b) == d["tokens"], "bucket tokens do not sum to the tokens"
+mean = sum(x["tokens"] * x["loss"] for x in b) / d["tokens"]
+assert abs(mean - d["loss"]) < 1e-5 * d["loss"], f"bucket-weighted loss {mean} vs {d['loss']}"
+L = d["layers"]
+assert [x["layer"] for x in L] == [0, 1], L
+for x in L:
+    assert 0.0 < x["gate_score"] < 1.0, x
+    assert 0.0 <= x["first_token_share"] <= 1.0, x
+    assert x["max_activation"] > 0.0 and math.isfinite(x["max_activation"]), x
+d8 = json.load(open("diag8.json"))
+assert [(x["start"], x["end"]) for x in d8["buckets"]] == [(0, 8), (8, 16), (16, 32), (32, 64)]
+assert d8["loss"] == d["loss"] and d8["layers"] == d["layers"], "--bucket changed other numbers"
+plain = json.load(open("plain.json"))
+assert "buckets" not in plain and "layers" not in plain and plain["loss"] == d["loss"]
+assert plain["rope"] == {"theta": 10000, "scaling": "none", "mscale": 1}, plain["rope"]
+y = json.load(open("yarn.json"))["rope"]
+assert y["scaling"] == "yarn" and y["factor"] == 4 and y["original_max_position_embeddings"] == 32
+assert y["beta_fast"] == 32 and y["beta_slow"] == 1
+assert abs(y["mscale"] - (0.1 * math.log(4) + 1)) < 1e-6, y
+y2 = json.load(open("yarn2.json"))
+r = y2["rope"]
+assert r["theta"] == 50000 and r["beta_fast"] == 8 and r["beta_slow"] == 2, r
+assert r["attention_factor"] == 1.5 and abs(r["mscale"] - 1.5) < 1e-6, r
+# the RoPE flags change the model's positions, hence the loss
+assert y2["loss"] != plain["loss"], "RoPE flags had no effect on the loss"
+print(f"loss {d['loss']:.4f}; buckets {[round(x['loss'], 4) for x in b]}; layers {L}")
+PY
+ev --diagnostics | tee table.txt
+grep -q "first_token_share" table.txt
+grep -q "^  \[32, 64)" table.txt
+
+# metrics with the stage contract (tokens, stage events) and without (older runs)
+mkdir -p staged
+cat > staged/metrics.jsonl <<'JSONL'
+{"event": "stage", "stage": "short", "index": 0, "step": 0, "tokens": 0, "seq_len": 64, "rope_theta": 10000}
+{"step": 1, "loss": 5.5, "lr": 0.001, "tokens": 512, "stage": "short"}
+{"step": 2, "loss": 5.0, "lr": 0.002, "tokens": 1024, "stage": "short", "eval_loss": 5.1}
+{"event": "stage", "stage": "long", "index": 1, "step": 2, "tokens": 1024, "seq_len": 128, "rope_theta": 1000000}
+{"step": 3, "loss": 4.8, "lr": 0.002, "tokens": 2048, "stage": "long"}
+{"step": 4, "loss": 4.6, "lr": 0.001, "tokens": 3072, "stage": "long", "eval_loss": 4.7}
+JSONL
+
+is_png() { /usr/bin/python3 -c "import sys; sys.exit(open('$1','rb').read(8) != b'\x89PNG\r\n\x1a\n')"; }
+if command -v gnuplot >/dev/null; then
+    ev --diagnostics --plot diag.png >/dev/null
+    is_png diag.png
+    "$sluice" plot run -o run.png --title "tiny run"
+    is_png run.png
+    "$sluice" plot staged -o staged.png
+    is_png staged.png
+    echo "PNG files written: diag.png run.png staged.png"
+else
+    skip_part_or_fail "gnuplot not installed (apt-get install gnuplot-nox): PNG output not checked"
+fi
+
+# Bad input: a message naming the flag, exit status 2 (usage) or 1.
+expect_fail() { # pattern command...
+    local pat=$1
+    shift
+    set +e
+    out=$("$@" 2>&1)
+    st=$?
+    set -e
+    if [ $st -eq 0 ] || ! grep -q -- "$pat" <<<"$out"; then
+        echo "expected a failure mentioning '$pat' from: $*"
+        echo "got status $st: $out"
+        exit 1
+    fi
+}
+expect_fail "--factor" ev --rope-scaling yarn --factor abc
+expect_fail "--factor" ev --rope-scaling yarn --factor 0.5
+expect_fail "--factor" ev --rope-scaling yarn
+expect_fail "--rope-scaling" ev --rope-scaling linear --factor 2
+expect_fail "--rope-scaling yarn" ev --factor 4
+expect_fail "--original-max" ev --rope-scaling yarn --factor 4 --original-max 0
+expect_fail "--original-max" ev --rope-scaling yarn --factor 4 --original-max -5
+expect_fail "--beta-fast" ev --rope-scaling yarn --factor 4 --beta-slow 40
+expect_fail "--attention-factor" ev --rope-scaling yarn --factor 4 --attention-factor -1
+expect_fail "--rope-theta" ev --rope-theta 1
+expect_fail "--rope-scaling none" ev --rope-scaling none --factor 2
+expect_fail "--plot" ev --plot x.png
+expect_fail "--bucket" ev --diagnostics --bucket x
+expect_fail "-o FILE.png" "$sluice" plot run
+expect_fail "metrics.jsonl" "$sluice" plot nowhere -o x.png
+echo "test_eval_diag: OK"
