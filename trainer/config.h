@@ -64,8 +64,9 @@ typedef struct {
 } sl_backend_config;
 
 /* One stage of a staged schedule (training.stages; docs/stages.md). Its settings are resolved
- * at parse time: what the stage does not set comes from the training, model and data
- * sections, so `train`, `model` and `data` are exactly what the stage runs with. */
+ * at parse time: what the stage does not set comes from the previous stage (the first stage:
+ * from the training, model and data sections), so `train`, `model` and `data` are exactly what
+ * the stage runs with. */
 #define SL_MAX_STAGES 8
 typedef struct {
     char name[32];

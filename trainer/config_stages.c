@@ -4,8 +4,9 @@
  * A stage object mixes keys that belong to different sections (its own name, tokens and
  * reset_optimizer; the training keys of its batch and learning-rate schedule; the model's RoPE
  * keys; the data's train mixture and eval set). Each key is parsed by its own section's key
- * table, onto copies of the training, model and data sections, so a stage inherits every key it
- * does not set and every key means exactly what it means in its section. Which keys the file
+ * table, onto copies of the previous stage's settings (the first stage: of the training, model
+ * and data sections), so a stage inherits every key it does not set and every key means exactly
+ * what it means in its section. Which keys the file
  * set is remembered (sl_stage.given), so that printing the config writes only those and
  * inheritance survives --set overrides and round trips.
  */
@@ -173,7 +174,8 @@ int sl_config_stages_parse(const sl_cfg_ctx *c, const cJSON *train_obj, sl_confi
     for (const cJSON *it = arr->child; it; it = it->next, i++) {
         char path[64];
         snprintf(path, sizeof path, "training.stages[%d]", i);
-        if (parse_stage(c, it, path, cfg, &cfg->stages[i])) return -1;
+        if (parse_stage(c, it, path, cfg, i > 0 ? &cfg->stages[i - 1] : NULL, &cfg->stages[i]))
+            return -1;
         total += cfg->stages[i].steps;
     }
     cfg->n_stages = n;
