@@ -26,6 +26,7 @@ typedef struct {
 typedef struct {
     int batch, seq;            /* tokens are [batch, seq], T = batch * seq */
     const sl_tensor *pos;      /* [T] i32 position of each token */
+    const sl_tensor *seg;      /* [T] i32 document starts (sl_op_gated_attn_fwd), NULL: causal */
     const sl_tensor *inv_freq; /* [rot / 2] f32 */
     float mscale;              /* YaRN attention scaling of cos/sin (1 without YaRN) */
 } sl_attn_inputs;
