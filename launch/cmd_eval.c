@@ -40,6 +40,9 @@ static void usage(FILE *f) {
                "  --max-tokens N    stop after N tokens (default: all)\n"
                "  --threads N       CPU threads (default: all cores)\n"
                "  --backend NAME    cpu (default) or cuda\n"
+               "  --document-mask   attend within documents only, positions restarting at each\n"
+               "                    document (as training.document_mask; a text file is one\n"
+               "                    document)\n"
                "  -h, --help        show this help\n");
 }
 
@@ -78,11 +81,15 @@ typedef struct {
 } eval_source;
 
 /* One sequence of seq+1 tokens; consecutive sequences share one token (every token is a
- * target once). Returns 1, 0 at the end, -1 on error. */
-static int next_seq(eval_source *s, int seq, int32_t *out, char *err, size_t errlen) {
-    if (s->reader) return sl_reader_next(s->reader, out, NULL, NULL, err, errlen);
+ * target once), and where its documents begin (doc_start[*n_docs], as sl_reader_next).
+ * Returns 1, 0 at the end, -1 on error. */
+static int next_seq(eval_source *s, int seq, int32_t *out, int32_t *doc_start, int *n_docs,
+                    char *err, size_t errlen) {
+    if (s->reader) return sl_reader_next(s->reader, out, doc_start, n_docs, err, errlen);
     const size_t total = s->len + 1; /* the text, then one end-of-document token */
     if (s->pos + (size_t)seq + 1 > total) return 0;
+    *n_docs = s->pos == 0; /* the text is one document */
+    doc_start[0] = 0;
     for (int i = 0; i <= seq; i++) {
         size_t p = s->pos + (size_t)i;
         out[i] = p < s->len ? s->text[p] : SL_EOD_TOKEN;
@@ -95,12 +102,17 @@ int sl_cmd_eval(int argc, char **argv) {
     const char *weights = NULL, *data = NULL, *backend = "cpu";
     int seq = 256, batch = 8, threads = 0;
     long long max_tokens = 0;
+    bool doc_mask = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(a, "--document-mask") == 0) { /* a flag: no value */
+            doc_mask = true;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "sluice eval: error: %s needs a value\n", a);
@@ -145,7 +157,8 @@ int sl_cmd_eval(int argc, char **argv) {
     eval_source src = {0};
     sl_data_config dc;
     memset(&dc, 0, sizeof dc);
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *starts = NULL;
+    int *n_docs = NULL;
     char *json = NULL;
     sl_ckpt *ck = NULL;
     /* A training checkpoint (a step-N directory, or a run or checkpoints directory: its newest)
@@ -202,18 +215,22 @@ int sl_cmd_eval(int argc, char **argv) {
         goto done;
     }
     tokens = sl_xmalloc((size_t)batch * (seq + 1) * sizeof(int32_t));
+    starts = sl_xmalloc((size_t)batch * (seq + 1) * sizeof(int32_t));
+    n_docs = sl_xmalloc((size_t)batch * sizeof(int));
     double loss = 0.0;
     long long counted = 0;
     for (;;) {
         int got = 1;
         for (int b = 0; b < batch && got == 1; b++)
-            got = next_seq(&src, seq, tokens + (size_t)b * (seq + 1), err, sizeof err);
+            got = next_seq(&src, seq, tokens + (size_t)b * (seq + 1),
+                           starts + (size_t)b * (seq + 1), n_docs + b, err, sizeof err);
         if (got < 0) {
             sl_error("%s", err);
             goto done;
         }
         if (got == 0) break; /* a partial last batch is not evaluated */
         sl_fwd_stats st;
+        if (doc_mask) sl_model_set_documents(m, starts, n_docs);
         sl_model_forward(m, tokens, &st);
         loss += st.loss_sum;
         counted += st.tokens;
@@ -229,6 +246,8 @@ int sl_cmd_eval(int argc, char **argv) {
     rc = 0;
 done:
     free(tokens);
+    free(starts);
+    free(n_docs);
     free(json);
     if (ck) sl_ckpt_close(ck);
     free(src.text);

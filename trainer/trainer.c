@@ -53,13 +53,22 @@ typedef struct {
     char err[1024];
 } trainer;
 
-/* Fills one micro-batch from a reader. Returns 1, 0 at the end of an eval set, -1 on error. */
-static int next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *err, size_t errlen) {
-    for (int b = 0; b < rows; b++) {
-        int rc = sl_reader_next(r, tokens + (int64_t)b * (seq + 1), NULL, NULL, err, errlen);
-        if (rc != 1) return rc;
-    }
-    return 1;
+/* Fills one micro-batch from a reader. Returns 1, 0 at the end of an eval set, -1 on error.
+ * docs_to (training.document_mask; NULL: off) gets the batch's document starts for its next
+ * forward (sl_model_set_documents). */
+static int next_batch(sl_reader *r, sl_model *docs_to, int rows, int seq, int32_t *tokens,
+                      char *err, size_t errlen) {
+    int32_t *starts = docs_to ? sl_xmalloc((size_t)rows * (seq + 1) * sizeof(int32_t)) : NULL;
+    int *n_docs = docs_to ? sl_xmalloc((size_t)rows * sizeof(int)) : NULL;
+    int rc = 1;
+    for (int b = 0; b < rows && rc == 1; b++)
+        rc = sl_reader_next(r, tokens + (int64_t)b * (seq + 1),
+                            starts ? starts + (int64_t)b * (seq + 1) : NULL,
+                            n_docs ? n_docs + b : NULL, err, errlen);
+    if (rc == 1 && docs_to) sl_model_set_documents(docs_to, starts, n_docs);
+    free(starts);
+    free(n_docs);
+    return rc;
 }
 
 /* Mean held-out loss over up to eval_tokens tokens (all ranks together). NaN without an
@@ -91,8 +100,8 @@ static double evaluate(trainer *t) {
         double flags[2] = {0.0, 0.0}; /* [0]: some rank has a batch, [1]: some rank failed */
         int rc = 0;
         if (c->train.eval_tokens <= 0 || seen < c->train.eval_tokens) {
-            rc = next_batch(r, c->train.micro_batch_size, c->train.seq_len, t->tokens, t->err,
-                            sizeof t->err);
+            rc = next_batch(r, c->train.document_mask ? t->model : NULL, c->train.micro_batch_size,
+                            c->train.seq_len, t->tokens, t->err, sizeof t->err);
             flags[0] = rc == 1;
             flags[1] = rc < 0;
             have_batch |= rc == 1;
@@ -437,7 +446,8 @@ static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t
     (void)micro;
     trainer *t = user;
     const sl_train_config *tc = &t->cfg->train;
-    return next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, tokens, err, errlen) == 1
+    return next_batch(t->train_reader, tc->document_mask ? t->model : NULL, tc->micro_batch_size,
+                      tc->seq_len, tokens, err, errlen) == 1
                ? 0
                : -1;
 }
