@@ -8,3 +8,10 @@ sluice_test(test_attention_long SOURCES test_attention_long.c LABELS attention T
 # The CUDA kernels against the CPU at 200-512 tokens and head dims 64/128/160 (fp32 and bf16);
 # skipped without the CUDA backend. Under the emulator (-DSLUICE_CUDA=EMULATED) it runs on the CPU.
 sluice_test(test_attention_cuda SOURCES test_attention_cuda.c LABELS attention cuda TIMEOUT 300)
+# Per-document masking (seg): all-zero seg == plain causal bitwise, packed documents == each
+# document alone, finite differences (CPU); the cuda variant runs the first two on the CUDA
+# backend (emulated in CI), skipped without one.
+sluice_test(test_attention_docs SOURCES test_attention_docs.c LABELS attention)
+add_test(NAME test_attention_docs_cuda COMMAND test_attention_docs cuda)
+set_tests_properties(test_attention_docs_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
