@@ -280,6 +280,7 @@ void sl_model_set_documents(sl_model *m, const int32_t *doc_start, const int *n_
         }
     }
     m->docs_next = true;
+    m->docs_batch = m->batch, m->docs_seq = s;
 }
 
 /* Splits [batch, seq + 1] tokens into inputs, targets and positions on the device; with
@@ -296,6 +297,8 @@ static void load_tokens(sl_model *m, const int32_t *tokens) {
     sl_tensor_from_host(m->targets, m->host_ids);
     m->docs_on = m->docs_next;
     m->docs_next = false;
+    SL_CHECK(!m->docs_on || (m->docs_batch == m->batch && m->docs_seq == m->seq),
+             "sl_model_set_documents was called before a change of the micro-batch shape");
     for (int64_t t = 0; t < m->tokens; t++)
         m->host_ids[t] = (int32_t)(t % s) - (m->docs_on ? m->host_seg[t] : 0);
     sl_tensor_from_host(m->pos, m->host_ids);

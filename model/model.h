@@ -56,6 +56,7 @@ typedef struct {
     sl_tensor *seg;
     int32_t *host_seg;
     bool docs_next, docs_on;
+    int docs_batch, docs_seq;      /* the shape host_seg was built for */
     sl_tensor *hv[SL_MODEL_VIEWS]; /* view handles of the head's row chunks (no per-step alloc) */
     /* Optional backward progress callback: called with layer l once every parameter of
      * layers >= l has its gradient for this micro-batch, and with -1 at the very end
