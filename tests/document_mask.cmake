@@ -11,3 +11,6 @@ foreach(mode cpu cuda)
 endforeach()
 set_tests_properties(test_document_mask_cpu PROPERTIES LABELS "model;cli")
 set_tests_properties(test_document_mask_cuda PROPERTIES LABELS "cuda")
+# sl_model_set_documents at the model level: a packed document's losses equal the document's
+# alone (mask and restarted positions), starts at token 0 only are bitwise plain causal.
+sluice_test(test_model_docs SOURCES test_model_docs.c LABELS model)
