@@ -100,7 +100,7 @@ void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_
     sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
     sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
     sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
-    sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->batch, in->seq,
+    sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->seg, in->batch, in->seq,
                          attn_scale(b));
     /* out = x + y W_o^T: start from the residual and let the GEMM accumulate. */
     sl_tensor_copy(out, x);
@@ -113,8 +113,8 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
     sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, 1.0f);
     sl_op_matmul(ws->dy2, dout, b->o_proj->w, false, false, 1.0f, 0.0f);
     /* attention and gate */
-    sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g, b->o,
-                         b->lse, in->batch, in->seq, attn_scale(b));
+    sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g, in->seg,
+                         b->o, b->lse, in->batch, in->seq, attn_scale(b));
     /* RoPE and QK-norm */
     sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
     sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
@@ -142,6 +142,12 @@ void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out) {
 
 void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_inputs *in,
                                      sl_tensor *out) {
+    /* With document masks most queries cannot see the sequence's first token, and the share
+     * of their own document's first token is another quantity: not reported (NaN). */
+    if (in->seg) {
+        sl_op_fill(out, NAN);
+        return;
+    }
     sl_op_attn_sink_share(out, b->qn, b->kn, b->lse, in->batch, in->seq, attn_scale(b));
 }
 

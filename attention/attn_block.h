@@ -26,6 +26,7 @@ typedef struct {
 typedef struct {
     int batch, seq;            /* tokens are [batch, seq], T = batch * seq */
     const sl_tensor *pos;      /* [T] i32 position of each token */
+    const sl_tensor *seg;      /* [T] i32 document starts (sl_op_gated_attn_fwd), NULL: causal */
     const sl_tensor *inv_freq; /* [rot / 2] f32 */
     float mscale;              /* YaRN attention scaling of cos/sin (1 without YaRN) */
 } sl_attn_inputs;
@@ -65,7 +66,7 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
 /* Mean sigmoid(gate) of the last forward into the device scalar out (0 without a gate). */
 void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out);
 /* Mean softmax weight on the first key over heads and query positions >= 1 of the last forward
- * (sl_op_attn_sink_share) into the device scalar out. */
+ * (sl_op_attn_sink_share) into the device scalar out; NaN with document masks (in->seg). */
 void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_inputs *in,
                                      sl_tensor *out);
 

@@ -36,6 +36,7 @@ template <typename T> struct args {
     const T *q, *k, *v, *g, *dy, *o;
     T *y, *ow, *dq, *dk, *dv;
     const float *lse, *di;
+    const int *seg; /* [T] document start of each query (core/ops.h), or nullptr: causal */
     float *lsew;
     int batch, seq, h, kv, d, grp;
     int gate; /* 0 none, 1 headwise, 2 elementwise (as the CPU twin) */
@@ -81,6 +82,13 @@ __device__ __forceinline__ qtile<T> locate_qtile(const args<T> &a) {
     t.c2 = a.scale * kLog2e;
     t.resident = a.nch == 1;
     return t;
+}
+
+/* The first key tile a query tile of B rows starting at i0 needs: the tile holding its first
+ * row's document start (seg does not decrease along a sequence); 0 without documents. */
+template <typename T, int B>
+__device__ __forceinline__ int first_key_tile(const args<T> &a, int64_t tok0, int i0) {
+    return a.seg ? a.seg[tok0 + i0] / B * B : 0;
 }
 
 __device__ __forceinline__ float sigmoid(float x) {

@@ -23,6 +23,10 @@
  * 48 KiB of static shared memory (dK/dV: 41984 bytes at DP = 64, 35328 at DP = 128). D > 128 runs
  * in chunks of 128 output columns per block, S and dP contracting over every chunk (operands
  * reloaded).
+ *
+ * Documents (seg, core/ops.h): P is also masked before each query's document start; the dK/dV
+ * block stops at the first query tile whose first row's document starts after its key tile,
+ * and the dQ block starts at the key tile holding its first row's document start.
  */
 #include "attention/gated_attn.cuh"
 #include "attention/kernels_cuda.h"
@@ -64,24 +68,26 @@ template <typename T> __global__ void attn_bwd_prep_kernel(const args<T> a, floa
     }
 }
 
-/* Saved row statistics of a query tile into shared memory: lse in the log2 domain and Di; rows
- * past the sequence get 0 (their P is masked to 0). */
+/* Saved row statistics of a query tile into shared memory: lse in the log2 domain, Di and the
+ * document start (0 without documents); rows past the sequence get 0 (their P is masked to 0). */
 template <typename T, int B>
-__device__ __forceinline__ void load_rows(float *slse, float *sdi, const args<T> &a, int64_t tok,
-                                          int h, int nrows) {
+__device__ __forceinline__ void load_rows(float *slse, float *sdi, int *sseg, const args<T> &a,
+                                          int64_t tok, int h, int nrows) {
     for (int r = threadIdx.x; r < B; r += kThreads) {
         const int64_t row = (tok + r) * a.h + h;
         slse[r] = r < nrows ? a.lse[row] * kLog2e : 0.0f;
         sdi[r] = r < nrows ? a.di[row] : 0.0f;
+        sseg[r] = r < nrows && a.seg ? a.seg[tok + r] : 0;
     }
 }
 
 /* P and dS of a tile from S (raw dot products) and dP; rows are queries i0 + tr + 8x, columns
- * keys j0 + tc + 8y, masked to P = 0 after the diagonal and past the sequence. */
+ * keys j0 + tc + 8y, masked to P = 0 after the diagonal, before the row's document start and
+ * past the sequence. */
 template <int R, int LDP>
 __device__ __forceinline__ void softmax_grad(float (&s)[R][R], const float (&dp)[R][R], float *sp,
                                              float *sds, const float *slse, const float *sdi,
-                                             int i0, int j0, int seq, float c2) {
+                                             const int *sseg, int i0, int j0, int seq, float c2) {
     const int tr = threadIdx.x >> 3, tc = threadIdx.x & 7;
     SL_ATTN_UNROLL
     for (int x = 0; x < R; x++) {
@@ -89,7 +95,8 @@ __device__ __forceinline__ void softmax_grad(float (&s)[R][R], const float (&dp)
         SL_ATTN_UNROLL
         for (int y = 0; y < R; y++) {
             const int j = j0 + tc + 8 * y;
-            const float p = j <= i && i < seq ? exp2f(s[x][y] * c2 - slse[ri]) : 0.0f;
+            const float p =
+                j <= i && i < seq && j >= sseg[ri] ? exp2f(s[x][y] * c2 - slse[ri]) : 0.0f;
             if (sp) sp[ri * LDP + tc + 8 * y] = p;
             sds[ri * LDP + tc + 8 * y] = p * (dp[x][y] - sdi[ri]);
         }
@@ -103,6 +110,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkdv_kernel(const args<T> a
     constexpr int LD = DP + 1, LDP = B + 1, R = B / 8, RD = DP / 8;
     __shared__ float sk[B * LD], sv[B * LD], sq[B * LD], sdo[B * LD];
     __shared__ float sp[B * LDP], sds[B * LDP], slse[B], sdi[B];
+    __shared__ int sseg[B];
     const int tid = threadIdx.x, tr = tid >> 3, tc = tid & 7;
 
     const int nt = (a.seq + B - 1) / B;
@@ -128,8 +136,11 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkdv_kernel(const args<T> a
     for (int h = kvh * a.grp; h < (kvh + 1) * a.grp; h++) {
         for (int qt = kt; qt < nt; qt++) {
             const int i0 = qt * B, nq = a.seq - i0 < B ? a.seq - i0 : B;
+            /* Documents: this and every later query tile (seg does not decrease) begin after
+             * the key tile's last key, so they see none of it. The same for the whole block. */
+            if (a.seg && a.seg[tok0 + i0] >= j0 + nk) break;
             const T *qb = a.q + ((tok0 + i0) * a.h + h) * a.d;
-            load_rows<T, B>(slse, sdi, a, tok0 + i0, h, nq);
+            load_rows<T, B>(slse, sdi, sseg, a, tok0 + i0, h, nq);
             float s[R][R], dp[R][R];
             zero(s);
             zero(dp);
@@ -145,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkdv_kernel(const args<T> a
                 tile_mma<R, R, DP, 8 * LD, 1, 8 * LD, 1>(dp, sdo + tr * LD, sv + tc * LD);
                 __syncthreads();
             }
-            softmax_grad<R, LDP>(s, dp, sp, sds, slse, sdi, i0, j0, a.seq, c2);
+            softmax_grad<R, LDP>(s, dp, sp, sds, slse, sdi, sseg, i0, j0, a.seq, c2);
             if (!resident) { /* this block's output columns of Q and dO */
                 load_tile<B, DP>(sq, qb + c_out, ldq, nq, a.d - c_out);
                 load_do_tile<B, DP>(sdo, a, tok0 + i0, h, nq, c_out);
@@ -180,6 +191,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
     constexpr int LD = DP + 1, LDP = B + 1, R = B / 8, RD = DP / 8;
     __shared__ float sq[B * LD], sdo[B * LD], sk[B * LD], sv[B * LD];
     __shared__ float sds[B * LDP], slse[B], sdi[B];
+    __shared__ int sseg[B];
     const int tid = threadIdx.x, tr = tid >> 3, tc = tid & 7;
 
     const auto [qt, chunk, h, kvh, c_out, i0, nq, kend, b, tok0, ldq, ldk, qb, kb, vb, c2,
@@ -187,12 +199,12 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
 
     float dq[R][RD];
     zero(dq);
-    load_rows<T, B>(slse, sdi, a, tok0 + i0, h, nq);
+    load_rows<T, B>(slse, sdi, sseg, a, tok0 + i0, h, nq);
     if (resident) {
         load_tile<B, DP>(sq, qb, ldq, nq, a.d);
         load_do_tile<B, DP>(sdo, a, tok0 + i0, h, nq, 0);
     }
-    for (int j0 = 0; j0 < kend; j0 += B) {
+    for (int j0 = first_key_tile<T, B>(a, tok0, i0); j0 < kend; j0 += B) {
         const int nk = a.seq - j0 < B ? a.seq - j0 : B;
         float s[R][R], dp[R][R];
         zero(s);
@@ -209,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
             tile_mma<R, R, DP, 8 * LD, 1, 8 * LD, 1>(dp, sdo + tr * LD, sv + tc * LD);
             __syncthreads();
         }
-        softmax_grad<R, LDP>(s, dp, nullptr, sds, slse, sdi, i0, j0, a.seq, c2);
+        softmax_grad<R, LDP>(s, dp, nullptr, sds, slse, sdi, sseg, i0, j0, a.seq, c2);
         if (!resident) load_tile<B, DP>(sk, kb + j0 * ldk + c_out, ldk, nk, a.d - c_out);
         __syncthreads();
         /* rows: queries; contraction over the tile's keys */
@@ -248,8 +260,8 @@ template <typename T, int DP, int B> void launch_bwd(const args<T> &a, cudaStrea
 extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
                                        sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
                                        const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
-                                       const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
-                                       float scale) {
+                                       const sl_tensor *seg, const sl_tensor *o,
+                                       const sl_tensor *lse, int batch, int seq, float scale) {
     SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
     if (batch == 0 || seq == 0) return;
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
@@ -261,6 +273,7 @@ extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, 
         args<T> a = {};
         a.q = sl_ptr<T>(q), a.k = sl_ptr<T>(k), a.v = sl_ptr<T>(v), a.g = sl_ptr<T>(g);
         a.dy = sl_ptr<T>(dy), a.o = sl_ptr<T>(o), a.lse = sl_ptr<float>(lse), a.di = di;
+        a.seg = seg ? sl_ptr<int>(seg) : nullptr;
         a.dq = sl_ptr<T>(dq), a.dk = sl_ptr<T>(dk), a.dv = sl_ptr<T>(dv);
         a.batch = batch, a.seq = seq, a.h = (int)h, a.kv = (int)kv, a.d = (int)d;
         a.grp = (int)(h / kv), a.gate = !g ? 0 : g->numel == q->numel ? 2 : 1;

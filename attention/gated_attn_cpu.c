@@ -19,6 +19,14 @@
  * every query tile at or after it: P = exp(S - lse) recomputed, dV += P^T dO,
  * dP = dO V^T, dS = P (dP - Di), dQ += scale dS K, dK += scale dS^T Q.
  *
+ * Documents (seg, core/ops.h): query i sees keys [seg[i], i] of its sequence. The forward starts
+ * a query tile at the key tile holding seg of its first row, and the backward stops a key
+ * tile's walk over query tiles at the first one whose first row's document starts after it
+ * (seg is non-decreasing), so the masked-out tiles cost nothing; inside a tile, columns before a
+ * row's document start are masked like those after the diagonal. A row can then meet tiles with
+ * no visible key before its first visible one (m stays -inf, nothing added). With seg all zero
+ * every operation is the one of plain causal attention, so the bits are the same.
+ *
  * Memory: O(BQ * BK) scratch per thread, plus dO [T, H, D] and Di [T, H] in the backward
  * (when there is no gate dO is dy itself). Nothing is ever S x S.
  *
@@ -125,6 +133,7 @@ typedef struct {
     int gate;                    /* 0 none, 1 headwise, 2 elementwise */
     float scale;
     const float *q, *k, *v, *g, *o, *lse, *dout, *di;
+    const int32_t *seg; /* [T] first key of each query's document, or NULL (plain causal) */
     float *y, *ow, *lsew, *dq, *dk, *dv;
 } attn_args;
 
@@ -148,6 +157,27 @@ static inline int visible(int64_t i, int64_t j0, int nk) {
     return lim <= 0 ? 0 : lim < nk ? (int)lim : nk;
 }
 
+/* The first visible key of the tile for a query whose document starts at `start`, as a column
+ * in [0, hi] (hi: visible() of the row); 0 without documents. Columns [lo, hi) are visible. */
+static inline int first_visible(const int32_t *segb, int64_t i, int64_t j0, int hi) {
+    if (!segb) return 0;
+    const int64_t lo = segb[i] - j0;
+    return lo <= 0 ? 0 : lo < hi ? (int)lo : hi;
+}
+
+/* seg must hold document starts (core/ops.h): 0 <= seg[i] <= i, non-decreasing per sequence.
+ * The tile skipping below relies on it, so a violation stops the run instead of masking wrongly. */
+static void check_seg(const int32_t *seg, int64_t batch, int64_t seq) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < seq; i++) {
+            const int32_t v = seg[b * seq + i];
+            SL_CHECK(v >= 0 && v <= i && (i == 0 || v >= seg[b * seq + i - 1]),
+                     "gated attention: seg[%lld] = %d is not a document start of sequence %lld "
+                     "(need 0 <= seg <= position %lld, non-decreasing)",
+                     (long long)(b * seq + i), (int)v, (long long)b, (long long)i);
+        }
+}
+
 /* ---- forward: one (sequence, head, query tile) ---- */
 
 SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch, int rb) {
@@ -162,29 +192,33 @@ SL_INLINE void fwd_task(const attn_args *m, int64_t task, float *scratch, int rb
     const float *kb = m->k + (b * m->s * m->kv + kvh) * d;
     const float *vb = m->v + (b * m->s * m->kv + kvh) * d;
     float *sp = scratch, *kt = scratch + BQ * BK; /* logits/P [BQ x BK], K^T [D x BK] */
+    const int32_t *segb = m->seg ? m->seg + b * m->s : NULL;
     float mx[BQ], l[BQ];
     for (int r = 0; r < mq; r++) {
         mx[r] = -INFINITY;
         l[r] = 0.0f;
         memset(ot + r * ldq, 0, (size_t)d * sizeof(float));
     }
-    for (int64_t j0 = 0; j0 < i1; j0 += BK) {
+    /* Key tiles before the tile's first document hide every key from every row: skipped. */
+    for (int64_t j0 = segb ? segb[i0] / BK * BK : 0; j0 < i1; j0 += BK) {
         const int nk = (int)(j0 + BK < i1 ? BK : i1 - j0);
         pack_t(kt, kb + j0 * ldk, nk, d, ldk);
         mm(mq, nk, (int)d, m->scale, qt_p, ldq, 1, kt, BK, 0, sp, BK, rb);
         for (int r = 0; r < mq; r++) {
             float *sr = sp + r * BK;
             const int valid = visible(i0 + r, j0, nk);
+            const int lo = first_visible(segb, i0 + r, j0, valid);
             float rmax = -INFINITY;
 #pragma omp simd reduction(max : rmax)
-            for (int c = 0; c < valid; c++) rmax = sr[c] > rmax ? sr[c] : rmax;
+            for (int c = lo; c < valid; c++) rmax = sr[c] > rmax ? sr[c] : rmax;
             const float mnew = rmax > mx[r] ? rmax : mx[r];
-            if (mnew == -INFINITY) { /* no visible key yet (cannot happen with BQ == BK) */
+            if (mnew == -INFINITY) { /* no visible key yet (a later document's row) */
                 for (int c = 0; c < BK; c++) sr[c] = 0.0f;
                 continue;
             }
+            for (int c = 0; c < lo; c++) sr[c] = 0.0f;
 #pragma omp simd
-            for (int c = 0; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - mnew);
+            for (int c = lo; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - mnew);
             for (int c = valid; c < BK; c++) sr[c] = 0.0f;
             const float alpha = sl_exp_f32(mx[r] - mnew); /* 0 on the first tile */
             l[r] = l[r] * alpha + row_sum(sr);
@@ -220,6 +254,7 @@ SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch, int rb
     const float *kb = m->k + (tok0 * m->kv + kvh) * d, *vb = m->v + (tok0 * m->kv + kvh) * d;
     float *dkb = m->dk + (tok0 * m->kv + kvh) * d, *dvb = m->dv + (tok0 * m->kv + kvh) * d;
     float *sp = scratch, *dp = sp + BQ * BK, *kt = dp + BQ * BK, *vt = kt + d * BK;
+    const int32_t *segb = m->seg ? m->seg + tok0 : NULL;
     for (int64_t t = 0; t < m->s; t++) {
         memset(dkb + t * ldk, 0, (size_t)d * sizeof(float));
         memset(dvb + t * ldk, 0, (size_t)d * sizeof(float));
@@ -234,8 +269,11 @@ SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch, int rb
         pack_t(kt, kj, nk, d, ldk);
         pack_t(vt, vb + j0 * ldk, nk, d, ldk);
         for (int64_t h = kvh * m->grp; h < (kvh + 1) * m->grp; h++) {
-            /* Query tiles that see at least one key of this tile: i1 - 1 >= j0. */
+            /* Query tiles that see at least one key of this tile: i1 - 1 >= j0, and (documents)
+             * the tile's first row's document starts before the key tile ends; seg does not
+             * decrease, so no later tile sees it either. */
             for (int64_t i0 = (j0 / BQ) * BQ; i0 < m->s; i0 += BQ) {
+                if (segb && segb[i0] >= j0 + nk) break;
                 const int mq = (int)(i0 + BQ < m->s ? BQ : m->s - i0);
                 const int64_t off = ((tok0 + i0) * m->h + h) * d;
                 const float *qi = m->q + off, *doi = m->dout + off;
@@ -245,9 +283,11 @@ SL_INLINE void bwd_task(const attn_args *m, int64_t task, float *scratch, int rb
                 for (int r = 0; r < mq; r++) {
                     float *sr = sp + r * BK;
                     const int valid = visible(i0 + r, j0, nk);
+                    const int lo = first_visible(segb, i0 + r, j0, valid);
                     const float lr = lsei[r * m->h];
+                    for (int c = 0; c < lo; c++) sr[c] = 0.0f;
 #pragma omp simd
-                    for (int c = 0; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - lr);
+                    for (int c = lo; c < valid; c++) sr[c] = sl_exp_f32(sr[c] - lr);
                     for (int c = valid; c < nk; c++) sr[c] = 0.0f;
                 }
                 mm(nk, (int)d, mq, 1.0f, sp, 1, BK, doi, ldq, 1, dvj, ldk, rb); /* dV += P^T dO */
@@ -304,13 +344,15 @@ static void pick(task_fn *fwd, task_fn *bwd) {
 
 void sl_cpu_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                            const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                           const sl_tensor *g, int batch, int seq, float scale) {
+                           const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                           float scale) {
     (void)ctx;
     check_f32((const sl_tensor *[]){y, o, lse, q, k, v, g}, 7);
     attn_args m = get_args(q, k, g, batch, seq, scale);
     if (m.b == 0 || m.s == 0) return;
     m.q = sl_f32(q), m.k = sl_f32(k), m.v = sl_f32(v), m.g = g ? sl_f32(g) : NULL;
     m.y = sl_f32(y), m.ow = sl_f32(o), m.lsew = sl_f32(lse);
+    if (seg) check_seg(m.seg = sl_i32(seg), m.b, m.s);
     task_fn fwd, bwd;
     pick(&fwd, &bwd);
     const int64_t ntask = (m.s + BQ - 1) / BQ * m.b * m.h;
@@ -325,8 +367,9 @@ void sl_cpu_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse
 
 void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
                            const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
-                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
-                           const sl_tensor *lse, int batch, int seq, float scale) {
+                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
+                           const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
+                           float scale) {
     (void)ctx;
     check_f32((const sl_tensor *[]){dq, dk, dv, g ? dg : NULL, dy, q, k, v, g, o, lse}, 11);
     SL_CHECK(!g || dg, "cpu gated_attn_bwd: dg is NULL but the gate is not");
@@ -371,6 +414,7 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
     /* Pass 2, per (sequence, kv head): one writer for dk/dv and for dq of the group's heads. */
     m.q = sl_f32(q), m.k = sl_f32(k), m.v = sl_f32(v), m.lse = sl_f32(lse);
     m.dout = g ? dobuf : pdy, m.di = di;
+    if (seg) check_seg(m.seg = sl_i32(seg), m.b, m.s);
     m.dq = sl_f32(dq), m.dk = sl_f32(dk), m.dv = sl_f32(dv);
     task_fn fwd, bwd;
     pick(&fwd, &bwd);

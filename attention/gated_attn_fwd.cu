@@ -20,6 +20,10 @@
  * computes S over all of D (the query chunk then reloads per key tile) and its slice of O.
  * K and V take turns in one shared buffer, which with the query tile and P keeps a block within
  * the 48 KiB of static shared memory (37248 bytes at DP = 128).
+ *
+ * Documents (seg, core/ops.h): a query tile starts at the key tile holding its first row's
+ * document start, and each row masks the keys before its own start as the diagonal masks those
+ * after it (tile skipping and masking as in the CPU twin).
  */
 #include "attention/gated_attn.cuh"
 #include "attention/kernels_cuda.h"
@@ -39,12 +43,17 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
                 resident] = locate_qtile<T, B, DP>(a);
 
     float o[R][RD], m[R], l[R];
+    int lo[R]; /* each row's first visible key: its document start (0 without documents) */
     zero(o);
     SL_ATTN_UNROLL
-    for (int x = 0; x < R; x++) m[x] = -INFINITY, l[x] = 0.0f;
+    for (int x = 0; x < R; x++) {
+        const int i = i0 + tr + 8 * x;
+        m[x] = -INFINITY, l[x] = 0.0f;
+        lo[x] = a.seg && i < a.seq ? a.seg[tok0 + i] : 0;
+    }
     if (resident) load_tile<B, DP>(sq, qb, ldq, nq, a.d);
 
-    for (int j0 = 0; j0 < kend; j0 += B) {
+    for (int j0 = first_key_tile<T, B>(a, tok0, i0); j0 < kend; j0 += B) {
         const int nk = a.seq - j0 < B ? a.seq - j0 : B;
         float s[R][R];
         zero(s);
@@ -55,8 +64,11 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
             tile_mma<R, R, DP, 8 * LD, 1, 8 * LD, 1>(s, sq + tr * LD, skv + tc * LD);
             __syncthreads();
         }
-        /* Online softmax. Only the diagonal tile has keys after some of its queries; every row
-         * sees key 0 in the first tile, so m is finite from then on (no inf - inf). */
+        /* Online softmax. Only the diagonal tile has keys after some of its queries. Keys before
+         * a row's document start are masked too, so with documents a row can meet a tile with
+         * no visible key before its first visible one: m stays -inf and the exponents are taken
+         * from 0 instead (P = 0, alpha = 0; no inf - inf). Without documents every row sees key
+         * 0 in the first tile and mref is always mnew. */
         const bool diag = j0 + B > i0;
         SL_ATTN_UNROLL
         for (int x = 0; x < R; x++) {
@@ -65,15 +77,16 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
             SL_ATTN_UNROLL
             for (int y = 0; y < R; y++) {
                 const int j = j0 + tc + 8 * y;
-                s[x][y] = !diag || j <= i ? s[x][y] * c2 : -INFINITY;
+                s[x][y] = (!diag || j <= i) && j >= lo[x] ? s[x][y] * c2 : -INFINITY;
                 mx = fmaxf(mx, s[x][y]);
             }
             const float mnew = fmaxf(m[x], group_max(mx));
-            const float alpha = exp2f(m[x] - mnew); /* 0 on the first tile */
+            const float mref = mnew == -INFINITY ? 0.0f : mnew;
+            const float alpha = exp2f(m[x] - mref); /* 0 on the first visible tile */
             float sum = 0.0f;
             SL_ATTN_UNROLL
             for (int y = 0; y < R; y++) {
-                const float p = exp2f(s[x][y] - mnew);
+                const float p = exp2f(s[x][y] - mref);
                 sum += p;
                 sp[(tr + 8 * x) * LDP + tc + 8 * y] = p;
             }
@@ -159,7 +172,8 @@ __global__ void sigmoid_mean_kernel(float *out, const double *part, int nparts, 
 
 extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                                        const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                                       const sl_tensor *g, int batch, int seq, float scale) {
+                                       const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                                       float scale) {
     if (batch == 0 || seq == 0) return;
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int dp = pick_dp(d);
@@ -168,6 +182,7 @@ extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl
         args<T> a = {};
         a.q = sl_ptr<T>(q), a.k = sl_ptr<T>(k), a.v = sl_ptr<T>(v), a.g = sl_ptr<T>(g);
         a.y = sl_ptr<T>(y), a.ow = sl_ptr<T>(o), a.lsew = sl_ptr<float>(lse);
+        a.seg = seg ? sl_ptr<int>(seg) : nullptr;
         a.batch = batch, a.seq = seq, a.h = (int)h, a.kv = (int)kv, a.d = (int)d;
         a.grp = (int)(h / kv), a.gate = !g ? 0 : g->numel == q->numel ? 2 : 1;
         a.nch = (int)((d + dp - 1) / dp), a.scale = scale;

@@ -24,11 +24,13 @@ void sl_cuda_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_t
 /* gated_attn_fwd.cu (forward, sigmoid_mean), gated_attn_bwd.cu */
 void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                             const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                            const sl_tensor *g, int batch, int seq, float scale);
+                            const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                            float scale);
 void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
                             const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
-                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
-                            const sl_tensor *lse, int batch, int seq, float scale);
+                            const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
+                            const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
+                            float scale);
 void sl_cuda_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
 
 /* attn_sink.cu */

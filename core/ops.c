@@ -305,7 +305,7 @@ void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_fr
 }
 
 static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                       const sl_tensor *g, int batch, int seq) {
+                       const sl_tensor *g, const sl_tensor *seg, int batch, int seq) {
     SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]", op);
     need_float(op, "q", q);
     need_like(op, "k", k, q);
@@ -322,26 +322,32 @@ static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, c
     if (g)
         SL_CHECK(g->numel == t * h * d || g->numel == t * h,
                  "%s: gate must be [T, H, D] or [T, H, 1]", op);
+    if (seg) { /* its values are the backend's to check: they may live on the device */
+        need_dtype(op, "seg", seg, SL_I32);
+        need_numel(op, "seg", seg, t);
+        SL_CHECK(BE(seg) == BE(q), "%s: seg is on another backend", op);
+    }
 }
 
 void sl_op_gated_attn_fwd(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,
-                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g, int batch,
-                          int seq, float scale) {
-    check_attn("gated_attn_fwd", q, k, v, g, batch, seq);
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                          const sl_tensor *seg, int batch, int seq, float scale) {
+    check_attn("gated_attn_fwd", q, k, v, g, seg, batch, seq);
     need_like("gated_attn_fwd", "y", y, q);
     need_like("gated_attn_fwd", "o", o, q);
     need_dtype("gated_attn_fwd", "lse", lse, SL_F32);
     need_numel("gated_attn_fwd", "y", y, q->numel);
     need_numel("gated_attn_fwd", "o", o, q->numel);
     need_numel("gated_attn_fwd", "lse", lse, q->shape[0] * q->shape[1]);
-    DISPATCH(BE(q), gated_attn_fwd, y, o, lse, q, k, v, g, batch, seq, scale);
+    DISPATCH(BE(q), gated_attn_fwd, y, o, lse, q, k, v, g, seg, batch, seq, scale);
 }
 
 void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
                           const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
-                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
-                          const sl_tensor *lse, int batch, int seq, float scale) {
-    check_attn("gated_attn_bwd", q, k, v, g, batch, seq);
+                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
+                          const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
+                          float scale) {
+    check_attn("gated_attn_bwd", q, k, v, g, seg, batch, seq);
     need_like("gated_attn_bwd", "dq", dq, q);
     need_like("gated_attn_bwd", "dk", dk, q);
     need_like("gated_attn_bwd", "dv", dv, q);
@@ -354,7 +360,7 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
     need_numel("gated_attn_bwd", "dv", dv, v->numel);
     need_numel("gated_attn_bwd", "dy", dy, q->numel);
     if (g) need_numel("gated_attn_bwd", "dg", dg, g->numel);
-    DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, o, lse, batch, seq, scale);
+    DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq, scale);
 }
 
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
@@ -364,7 +370,7 @@ void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
 
 void sl_op_attn_sink_share(sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                            const sl_tensor *lse, int batch, int seq, float scale) {
-    check_attn("attn_sink_share", q, k, k, NULL, batch, seq);
+    check_attn("attn_sink_share", q, k, k, NULL, NULL, batch, seq);
     need_scalar("attn_sink_share", out, q);
     need_dtype("attn_sink_share", "lse", lse, SL_F32);
     need_numel("attn_sink_share", "lse", lse, q->shape[0] * q->shape[1]);

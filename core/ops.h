@@ -123,16 +123,26 @@ void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_fr
  * (memory linear in sequence length). Tokens are laid out [B, S] (T = B*S):
  *   q [T, H, D], k/v [T, KV, D], g [T, H, Dg] with Dg = D (elementwise), 1 (headwise) or
  *   g = NULL (no gate). Query head h uses kv head h / (H / KV).
+ * Per-document masking (packed documents): seg [T] i32, or NULL for plain causal attention.
+ * seg[b*S + i] is the offset within sequence b of the first token of token i's document, so
+ * query i of sequence b sees key j of the same sequence iff seg[b*S + i] <= j <= i. The
+ * values must satisfy 0 <= seg[b*S + i] <= i and be non-decreasing along each sequence (the
+ * documents are contiguous runs); the kernels rely on it to skip the key tiles that lie
+ * entirely before a query tile's first document (as they skip those after the diagonal), so
+ * short documents cost less. An all-zero seg gives the same bits as NULL. (The layout is
+ * FlashAttention's varlen masking per token: a tile finds its key range from seg of its first
+ * row and its last row, with no per-sequence offsets table.)
  * Writes y = O * sigmoid(g) [T, H, D], the pre-gate O [T, H, D] and lse [T, H] (natural-log
  * sum of exp of the scaled logits), which the backward needs. */
 void sl_op_gated_attn_fwd(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,
-                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g, int batch,
-                          int seq, float scale);
-/* Writes dq, dk, dv and (when g is not NULL) dg from dy. */
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                          const sl_tensor *seg, int batch, int seq, float scale);
+/* Writes dq, dk, dv and (when g is not NULL) dg from dy; seg as in the forward. */
 void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
                           const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k,
-                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *o,
-                          const sl_tensor *lse, int batch, int seq, float scale);
+                          const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
+                          const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
+                          float scale);
 /* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic), into the device
  * scalar out (1-element fp32). */
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g);

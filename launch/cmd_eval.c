@@ -63,6 +63,9 @@ static void usage(FILE *f) {
                "                    [2N,4N), ...; default seq/8 as a power of two in [16, 1024])\n"
                "  --json            print the report as one JSON document instead of the table\n"
                "  --plot FILE.png   plot the diagnostics with gnuplot (needs --diagnostics)\n"
+               "  --document-mask   attend within documents only, positions restarting at each\n"
+               "                    document (as training.document_mask; a text file is one\n"
+               "                    document)\n"
                "  -h, --help        show this help\n");
 }
 
@@ -101,11 +104,15 @@ typedef struct {
 } eval_source;
 
 /* One sequence of seq+1 tokens; consecutive sequences share one token (every token is a
- * target once). Returns 1, 0 at the end, -1 on error. */
-static int next_seq(eval_source *s, int seq, int32_t *out, char *err, size_t errlen) {
-    if (s->reader) return sl_reader_next(s->reader, out, NULL, NULL, err, errlen);
+ * target once), and where its documents begin (doc_start[*n_docs], as sl_reader_next).
+ * Returns 1, 0 at the end, -1 on error. */
+static int next_seq(eval_source *s, int seq, int32_t *out, int32_t *doc_start, int *n_docs,
+                    char *err, size_t errlen) {
+    if (s->reader) return sl_reader_next(s->reader, out, doc_start, n_docs, err, errlen);
     const size_t total = s->len + 1; /* the text, then one end-of-document token */
     if (s->pos + (size_t)seq + 1 > total) return 0;
+    *n_docs = s->pos == 0; /* the text is one document */
+    doc_start[0] = 0;
     for (int i = 0; i <= seq; i++) {
         size_t p = s->pos + (size_t)i;
         out[i] = p < s->len ? s->text[p] : SL_EOD_TOKEN;
@@ -215,6 +222,7 @@ int sl_cmd_eval(int argc, char **argv) {
                      .beta_slow = NAN,
                      .attention_factor = NAN,
                      .original = -1};
+    bool doc_mask = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -247,6 +255,10 @@ int sl_cmd_eval(int argc, char **argv) {
         }
         if (done) {
             i++;
+            continue;
+        }
+        if (strcmp(a, "--document-mask") == 0) { /* a flag: no value */
+            doc_mask = true;
             continue;
         }
         if (!v) {
@@ -316,7 +328,8 @@ int sl_cmd_eval(int argc, char **argv) {
     eval_source src = {0};
     sl_data_config dc;
     memset(&dc, 0, sizeof dc);
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *starts = NULL;
+    int *n_docs = NULL;
     char *json = NULL;
     sl_ckpt *ck = NULL;
     sl_eval_report rep;
@@ -387,18 +400,22 @@ int sl_cmd_eval(int argc, char **argv) {
         host_losses = sl_xmalloc((size_t)m->tokens * sizeof(float));
         host_table = sl_xmalloc((size_t)mc.num_hidden_layers * SL_DIAG_COLS * sizeof(float));
     }
+    starts = sl_xmalloc((size_t)batch * (seq + 1) * sizeof(int32_t));
+    n_docs = sl_xmalloc((size_t)batch * sizeof(int));
     double loss = 0.0;
     long long counted = 0;
     for (;;) {
         int got = 1;
         for (int b = 0; b < batch && got == 1; b++)
-            got = next_seq(&src, seq, tokens + (size_t)b * (seq + 1), err, sizeof err);
+            got = next_seq(&src, seq, tokens + (size_t)b * (seq + 1),
+                           starts + (size_t)b * (seq + 1), n_docs + b, err, sizeof err);
         if (got < 0) {
             sl_error("%s", err);
             goto done;
         }
         if (got == 0) break; /* a partial last batch is not evaluated */
         sl_fwd_stats st;
+        if (doc_mask) sl_model_set_documents(m, starts, n_docs);
         sl_model_forward(m, tokens, &st);
         loss += st.loss_sum;
         counted += st.tokens;
@@ -435,6 +452,8 @@ done:
     free(host_losses);
     free(host_table);
     free(tokens);
+    free(starts);
+    free(n_docs);
     free(json);
     if (ck) sl_ckpt_close(ck);
     free(src.text);

@@ -108,9 +108,12 @@ void sl_eval_report_table(const sl_eval_report *r, FILE *f) {
             (long long)r->batches);
     fprintf(f, "  %5s %12s %18s %16s\n", "layer", "gate_score", "first_token_share",
             "max_activation");
-    for (int l = 0; l < r->layers; l++)
-        fprintf(f, "  %5d %12.4f %18.4f %16.4g\n", l, layer_mean(r, r->gate, l),
-                layer_mean(r, r->first, l), r->maxact[l]);
+    for (int l = 0; l < r->layers; l++) {
+        char first[24] = "-"; /* not defined with document masks */
+        if (!isnan(layer_mean(r, r->first, l)))
+            snprintf(first, sizeof first, "%.4f", layer_mean(r, r->first, l));
+        fprintf(f, "  %5d %12.4f %18s %16.4g\n", l, layer_mean(r, r->gate, l), first, r->maxact[l]);
+    }
 }
 
 void sl_eval_report_json(const sl_eval_report *r, FILE *f) {

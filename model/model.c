@@ -257,7 +257,35 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
     return m;
 }
 
-/* Splits [batch, seq + 1] tokens into inputs, targets and positions on the device. */
+void sl_model_set_documents(sl_model *m, const int32_t *doc_start, const int *n_docs) {
+    const int s = m->seq;
+    if (!m->seg || sl_tensor_numel(m->seg) != m->tokens) { /* first use, or a new shape */
+        sl_tensor_free(m->seg);
+        free(m->host_seg);
+        m->seg = sl_tensor_new1(m->be, SL_I32, m->tokens);
+        m->host_seg = sl_xmalloc((size_t)m->tokens * sizeof(int32_t));
+    }
+    for (int b = 0; b < m->batch; b++) {
+        const int32_t *ds = doc_start + (int64_t)b * (s + 1);
+        int32_t *seg = m->host_seg + (int64_t)b * s;
+        int k = 0, start = 0;
+        for (int i = 0; i < s; i++) {
+            for (; k < n_docs[b] && ds[k] <= i; k++) {
+                SL_CHECK(ds[k] >= start,
+                         "sl_model_set_documents: row %d: document starts are "
+                         "not increasing (%d after %d)",
+                         b, (int)ds[k], start);
+                start = ds[k];
+            }
+            seg[i] = start;
+        }
+    }
+    m->docs_next = true;
+    m->docs_batch = m->batch, m->docs_seq = s;
+}
+
+/* Splits [batch, seq + 1] tokens into inputs, targets and positions on the device; with
+ * documents (sl_model_set_documents) positions count from each token's document start. */
 static void load_tokens(sl_model *m, const int32_t *tokens) {
     const int s = m->seq;
     for (int b = 0; b < m->batch; b++)
@@ -268,8 +296,14 @@ static void load_tokens(sl_model *m, const int32_t *tokens) {
         for (int i = 0; i < s; i++)
             m->host_ids[(int64_t)b * s + i] = tokens[(int64_t)b * (s + 1) + i + 1];
     sl_tensor_from_host(m->targets, m->host_ids);
-    for (int64_t t = 0; t < m->tokens; t++) m->host_ids[t] = (int32_t)(t % s);
+    m->docs_on = m->docs_next;
+    m->docs_next = false;
+    SL_CHECK(!m->docs_on || (m->docs_batch == m->batch && m->docs_seq == m->seq),
+             "sl_model_set_documents was called before a change of the micro-batch shape");
+    for (int64_t t = 0; t < m->tokens; t++)
+        m->host_ids[t] = (int32_t)(t % s) - (m->docs_on ? m->host_seg[t] : 0);
     sl_tensor_from_host(m->pos, m->host_ids);
+    if (m->docs_on) sl_tensor_from_host(m->seg, m->host_seg);
 }
 
 /* Records micro-batch slot m->stat_mb's metrics as the stack runs (metrics steps only). */
@@ -278,6 +312,7 @@ static void forward_stack(sl_model *m) {
     sl_attn_inputs in = {.batch = m->batch,
                          .seq = m->seq,
                          .pos = m->pos,
+                         .seg = m->docs_on ? m->seg : NULL,
                          .inv_freq = m->inv_freq,
                          .mscale = m->mscale};
     const int mb = m->stat_mb, ne = c->num_experts;
@@ -388,6 +423,7 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     sl_attn_inputs in = {.batch = m->batch,
                          .seq = m->seq,
                          .pos = m->pos,
+                         .seg = m->docs_on ? m->seg : NULL,
                          .inv_freq = m->inv_freq,
                          .mscale = m->mscale};
     /* The objective has coef * mean over MoE layers: each layer gets coef / n_moe. */
@@ -437,11 +473,12 @@ const int64_t *sl_model_expert_counts(const sl_model *m, int layer) {
 void sl_model_free(sl_model *m) {
     if (!m) return;
     free_activations(m);
-    sl_tensor *ts[] = {m->inv_freq, m->stat_loss, m->stat_metrics};
+    sl_tensor *ts[] = {m->inv_freq, m->stat_loss, m->stat_metrics, m->seg};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(m->attn);
     free(m->ffn);
     free(m->stat_counts);
+    free(m->host_seg);
     sl_params_free(&m->params);
     free(m);
 }

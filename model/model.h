@@ -50,7 +50,13 @@ typedef struct sl_model {
     sl_tensor *xf, *xf_rstd, *dxf; /* final norm output and its gradient */
     sl_tensor *logits, *losses;    /* logits of one row chunk; per-token losses */
     int64_t chunk_rows;
-    int32_t *host_ids;             /* staging for one micro-batch of ids/targets/positions */
+    int32_t *host_ids; /* staging for one micro-batch of ids/targets/positions */
+    /* Document masking (sl_model_set_documents): seg [T] on the backend and its host copy, made
+     * on first use; docs_next: the next micro-batch has documents; docs_on: the current one. */
+    sl_tensor *seg;
+    int32_t *host_seg;
+    bool docs_next, docs_on;
+    int docs_batch, docs_seq;      /* the shape host_seg was built for */
     sl_tensor *hv[SL_MODEL_VIEWS]; /* view handles of the head's row chunks (no per-step alloc) */
     /* Optional backward progress callback: called with layer l once every parameter of
      * layers >= l has its gradient for this micro-batch, and with -1 at the very end
@@ -95,6 +101,16 @@ void sl_model_free(sl_model *m);
 int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen);
 /* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
+
+/* Per-document causal masking (training.document_mask) for the NEXT sl_model_forward or
+ * sl_model_forward_backward only: row b's document starts are doc_start[b * (seq + 1) + k] for
+ * k < n_docs[b] (offsets into that row's seq + 1 tokens, increasing: what sl_reader_next
+ * reports). Each token then attends only to the earlier tokens of its own document, and its
+ * position (RoPE) is its offset in that document; tokens before a row's first start belong to a
+ * document begun in an earlier sequence and count from the row's first token. A micro-batch
+ * without this call is plain causal with positions 0 .. seq - 1, as before; one whose rows
+ * start no document after token 0 gives the same bits. */
+void sl_model_set_documents(sl_model *m, const int32_t *doc_start, const int *n_docs);
 
 /* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward and
  * accumulates parameter gradients of  ce_scale * sum(token losses) + aux terms, where the

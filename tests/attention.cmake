@@ -11,3 +11,10 @@ sluice_test(test_attention_cuda SOURCES test_attention_cuda.c LABELS attention c
 # YaRN against Hugging Face transformers' formula on the exported config.json (NumPy reference).
 sluice_test(test_rope_hf SOURCES test_rope_hf.c LABELS attention model)
 target_compile_definitions(test_rope_hf PRIVATE SLUICE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# Per-document masking (seg): all-zero seg == plain causal bitwise, packed documents == each
+# document alone, finite differences (CPU); the cuda variant runs the first two on the CUDA
+# backend (emulated in CI), skipped without one.
+sluice_test(test_attention_docs SOURCES test_attention_docs.c LABELS attention)
+add_test(NAME test_attention_docs_cuda COMMAND test_attention_docs cuda)
+set_tests_properties(test_attention_docs_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")

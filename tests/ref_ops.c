@@ -171,45 +171,58 @@ static double gate_of(const float *g, sl_gate_mode mode, size_t row, int d, int 
                                        : 1.0;
 }
 
-double sl_ref_attn_probs(double *p, const float *q, const float *k, int b, int i, int hh, int s,
-                         int h, int kv, int d, double scale) {
+/* The same over keys lo..i (p[j] = 0 before lo). */
+static double probs_from(double *p, const float *q, const float *k, int b, int i, int lo, int hh,
+                         int s, int h, int kv, int d, double scale) {
     const int kh = hh / (h / kv);
     const float *qi = q + ((size_t)(b * s + i) * h + hh) * d;
     double mx = -INFINITY, sum = 0.0;
-    for (int j = 0; j <= i; j++) {
+    for (int j = 0; j < lo; j++) p[j] = 0.0;
+    for (int j = lo; j <= i; j++) {
         const float *kj = k + ((size_t)(b * s + j) * kv + kh) * d;
         double dot = 0.0;
         for (int e = 0; e < d; e++) dot += (double)qi[e] * kj[e];
         p[j] = dot * scale;
         mx = fmax(mx, p[j]);
     }
-    for (int j = 0; j <= i; j++) sum += exp(p[j] - mx);
+    for (int j = lo; j <= i; j++) sum += exp(p[j] - mx);
     const double lse = mx + log(sum);
-    for (int j = 0; j <= i; j++) p[j] = exp(p[j] - lse);
+    for (int j = lo; j <= i; j++) p[j] = exp(p[j] - lse);
     return lse;
+}
+
+double sl_ref_attn_probs(double *p, const float *q, const float *k, int b, int i, int hh, int s,
+                         int h, int kv, int d, double scale) {
+    return probs_from(p, q, k, b, i, 0, hh, s, h, kv, d, scale);
+}
+
+/* The first key query (b, i) sees: its document start (0 without seg). */
+static int doc_lo(const int32_t *seg, int b, int i, int s) {
+    return seg ? seg[(size_t)b * s + i] : 0;
 }
 
 /* Probabilities p and output o [d] = P V of query row (b, i, hh); returns the log-sum-exp. */
 static double attn_row(double *p, double *o, const float *q, const float *k, const float *v, int b,
-                       int i, int hh, int s, int h, int kv, int d, double scale) {
-    const double lse = sl_ref_attn_probs(p, q, k, b, i, hh, s, h, kv, d, scale);
+                       int i, int lo, int hh, int s, int h, int kv, int d, double scale) {
+    const double lse = probs_from(p, q, k, b, i, lo, hh, s, h, kv, d, scale);
     const int kh = hh / (h / kv);
     for (int e = 0; e < d; e++) {
         o[e] = 0.0;
-        for (int j = 0; j <= i; j++) o[e] += p[j] * v[((size_t)(b * s + j) * kv + kh) * d + e];
+        for (int j = lo; j <= i; j++) o[e] += p[j] * v[((size_t)(b * s + j) * kv + kh) * d + e];
     }
     return lse;
 }
 
 void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const float *k,
-                     const float *v, const float *g, sl_gate_mode mode, int b_, int s_, int h_,
-                     int kv, int d, double scale) {
+                     const float *v, const float *g, const int32_t *seg, sl_gate_mode mode, int b_,
+                     int s_, int h_, int kv, int d, double scale) {
     double *p = malloc(sizeof(double) * (size_t)s_);
     for (int b = 0; b < b_; b++)
         for (int h = 0; h < h_; h++)
             for (int i = 0; i < s_; i++) {
                 const size_t row = (size_t)(b * s_ + i) * h_ + h;
-                lse[row] = attn_row(p, o + row * d, q, k, v, b, i, h, s_, h_, kv, d, scale);
+                lse[row] = attn_row(p, o + row * d, q, k, v, b, i, doc_lo(seg, b, i, s_), h, s_, h_,
+                                    kv, d, scale);
                 for (int e = 0; e < d; e++)
                     y[row * d + e] = o[row * d + e] * gate_of(g, mode, row, d, e);
             }
@@ -221,7 +234,8 @@ void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const fl
  * dk_j += scale dS q, dv_j += P_j dO (dk, dv summed over the query heads of a kv head). */
 void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float *dy,
                      const float *q, const float *k, const float *v, const float *g,
-                     sl_gate_mode mode, int b_, int s_, int h_, int kv, int d, double scale) {
+                     const int32_t *seg, sl_gate_mode mode, int b_, int s_, int h_, int kv, int d,
+                     double scale) {
     const size_t nk = (size_t)b_ * s_ * kv * d;
     double *p = malloc(sizeof(double) * (size_t)s_), *o = malloc(sizeof(double) * (size_t)d);
     double *dout = malloc(sizeof(double) * (size_t)d);
@@ -231,7 +245,8 @@ void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float
             for (int i = 0; i < s_; i++) {
                 const size_t row = (size_t)(b * s_ + i) * h_ + h;
                 const int kh = h / (h_ / kv);
-                attn_row(p, o, q, k, v, b, i, h, s_, h_, kv, d, scale);
+                const int lo = doc_lo(seg, b, i, s_);
+                attn_row(p, o, q, k, v, b, i, lo, h, s_, h_, kv, d, scale);
                 double di = 0.0, dgh = 0.0;
                 for (int e = 0; e < d; e++) {
                     const double sg = gate_of(g, mode, row, d, e);
@@ -243,7 +258,7 @@ void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float
                 }
                 if (mode == SL_GATE_HEADWISE) dg[row] = dgh;
                 for (int e = 0; e < d; e++) dq[row * d + e] = 0.0;
-                for (int j = 0; j <= i; j++) {
+                for (int j = lo; j <= i; j++) {
                     const size_t kr = ((size_t)(b * s_ + j) * kv + kh) * d;
                     double dp = 0.0;
                     for (int e = 0; e < d; e++) dp += dout[e] * v[kr + e];

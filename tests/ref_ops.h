@@ -64,14 +64,17 @@ void sl_ref_rope_all(double *out, const float *x, const int32_t *pos, int64_t t,
  * laid out as in sl_op_gated_attn_fwd); returns the row's log-sum-exp. */
 double sl_ref_attn_probs(double *p, const float *q, const float *k, int b, int i, int hh, int s,
                          int h, int kv, int d, double scale);
-/* Causal attention with GQA and output gate (core/ops.h), full softmax rows. */
+/* Causal attention with GQA and output gate (core/ops.h), full softmax rows. seg [b * s]: the
+ * document start of each query (query i sees keys seg[i] .. i of its sequence), or NULL (keys
+ * 0 .. i). */
 void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const float *k,
-                     const float *v, const float *g, sl_gate_mode mode, int b, int s, int h, int kv,
-                     int d, double scale);
+                     const float *v, const float *g, const int32_t *seg, sl_gate_mode mode, int b,
+                     int s, int h, int kv, int d, double scale);
 /* Its gradients (all written; dg unused without a gate), recomputing the forward in double. */
 void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float *dy,
                      const float *q, const float *k, const float *v, const float *g,
-                     sl_gate_mode mode, int b, int s, int h, int kv, int d, double scale);
+                     const int32_t *seg, sl_gate_mode mode, int b, int s, int h, int kv, int d,
+                     double scale);
 /* sl_op_attn_sink_share: the mean over rows (b, i >= 1, h) of exp(scale q_i . k_0 - lse_i) with
  * the given lse [t, h] (0 when s < 2). */
 double sl_ref_attn_sink_share(const float *q, const float *k, const float *lse, int b, int s, int h,

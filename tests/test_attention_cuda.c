@@ -115,7 +115,7 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
     sl_tensor *cy = sl_tensor_new3(cpu, SL_F32, t, s->h, s->d);
     sl_tensor *co = sl_tensor_new3(cpu, SL_F32, t, s->h, s->d);
     sl_tensor *cl = sl_tensor_new2(cpu, SL_F32, t, s->h);
-    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, s->b, s->s, scale);
+    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, NULL, s->b, s->s, scale);
     float *ry = sl_test_host_f32(cy), *ro = sl_test_host_f32(co), *rl = sl_test_host_f32(cl);
 
     /* CUDA forward */
@@ -126,7 +126,7 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
     sl_tensor *gy = sl_tensor_new3(gpu, s->dt, t, s->h, s->d);
     sl_tensor *go = sl_tensor_new3(gpu, s->dt, t, s->h, s->d);
     sl_tensor *gl = sl_tensor_new2(gpu, SL_F32, t, s->h);
-    sl_op_gated_attn_fwd(gy, go, gl, gq, gk, gv, gg, s->b, s->s, scale);
+    sl_op_gated_attn_fwd(gy, go, gl, gq, gk, gv, gg, NULL, s->b, s->s, scale);
     compare("y", s, download(gy), ry, nq, k_fwd[bf].atol, k_fwd[bf].rtol);
     compare("o", s, download(go), ro, nq, k_fwd[bf].atol, k_fwd[bf].rtol);
     compare("lse", s, download(gl), rl, t * s->h, k_fwd[bf].atol, k_fwd[bf].rtol);
@@ -140,7 +140,7 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
     sl_tensor *cdk = sl_tensor_new3(cpu, SL_F32, t, s->kv, s->d);
     sl_tensor *cdv = sl_tensor_new3(cpu, SL_F32, t, s->kv, s->d);
     sl_tensor *cdg = gated ? sl_tensor_new3(cpu, SL_F32, t, s->h, dg) : NULL;
-    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, co, cl, s->b, s->s, scale);
+    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, NULL, co, cl, s->b, s->s, scale);
 
     sl_tensor *go2 = upload(gpu, s->dt, ro, t, s->h, s->d),
               *gdy = upload(gpu, s->dt, dy, t, s->h, s->d);
@@ -149,7 +149,7 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
     sl_tensor *gdk = sl_tensor_new3(gpu, s->dt, t, s->kv, s->d);
     sl_tensor *gdv = sl_tensor_new3(gpu, s->dt, t, s->kv, s->d);
     sl_tensor *gdg = gated ? sl_tensor_new3(gpu, s->dt, t, s->h, dg) : NULL;
-    sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, go2, gl, s->b, s->s, scale);
+    sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, NULL, go2, gl, s->b, s->s, scale);
     float *dq1 = download(gdq), *dk1 = download(gdk), *dv1 = download(gdv);
     float *rdq = sl_test_host_f32(cdq), *rdk = sl_test_host_f32(cdk), *rdv = sl_test_host_f32(cdv);
     compare("dq", s, download(gdq), rdq, nq, k_bwd[bf].atol, k_bwd[bf].rtol);
@@ -163,7 +163,8 @@ static void run_shape(sl_backend *cpu, sl_backend *gpu, const shape *s) {
 
     /* Determinism: the same call again, bit for bit. */
     if (s == &k_shapes[0]) {
-        sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, go2, gl, s->b, s->s, scale);
+        sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, NULL, go2, gl, s->b, s->s,
+                             scale);
         float *dq2 = download(gdq), *dk2 = download(gdk), *dv2 = download(gdv);
         CHECK(memcmp(dq1, dq2, sizeof(float) * (size_t)nq) == 0 &&
                   memcmp(dk1, dk2, sizeof(float) * (size_t)nk) == 0 &&
@@ -224,8 +225,8 @@ static void run_edges(sl_backend *cpu, sl_backend *gpu) {
         sl_op_qgate_split(q, g, all, SL_GATE_ELEMENTWISE);
         sl_op_qgate_merge(all, q, g, SL_GATE_ELEMENTWISE);
         sl_op_rope_fwd(q, pos, f, 1.0f);
-        sl_op_gated_attn_fwd(g, g, l, q, q, q, NULL, 0, 7, 0.5f);
-        sl_op_gated_attn_bwd(q, q, q, NULL, q, q, q, q, NULL, q, l, 0, 7, 0.5f);
+        sl_op_gated_attn_fwd(g, g, l, q, q, q, NULL, NULL, 0, 7, 0.5f);
+        sl_op_gated_attn_bwd(q, q, q, NULL, q, q, q, q, NULL, NULL, q, l, 0, 7, 0.5f);
         sl_backend_synchronize(gpu);
         sl_tensor_free(q), sl_tensor_free(all), sl_tensor_free(g), sl_tensor_free(l);
         sl_tensor_free(pos), sl_tensor_free(f);

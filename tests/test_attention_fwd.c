@@ -38,11 +38,11 @@ static void check_case(int b_, int s_, int h_, int kv, int d, sl_gate_mode mode)
     sl_tensor *to = sl_test_tensor(SL_F32, 3, (int64_t[]){t, h_, d}, NULL);
     sl_tensor *tl = sl_test_tensor(SL_F32, 2, (int64_t[]){t, h_}, NULL);
     sl_op_fill(ty, NAN), sl_op_fill(to, NAN), sl_op_fill(tl, NAN); /* every element written */
-    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, b_, s_, (float)scale);
+    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, NULL, b_, s_, (float)scale);
 
     double *ry = malloc(sizeof(double) * nq), *ro = malloc(sizeof(double) * nq);
     double *rl = malloc(sizeof(double) * t * h_);
-    sl_ref_attn_fwd(ry, ro, rl, q, k, v, g, mode, b_, s_, h_, kv, d, scale);
+    sl_ref_attn_fwd(ry, ro, rl, q, k, v, g, NULL, mode, b_, s_, h_, kv, d, scale);
     float *fy = malloc(sizeof(float) * nq), *fo = malloc(sizeof(float) * nq);
     float *fl = malloc(sizeof(float) * t * h_);
     sl_ref_f32(fy, ry, nq), sl_ref_f32(fo, ro, nq), sl_ref_f32(fl, rl, t * h_);
@@ -57,7 +57,7 @@ static void check_case(int b_, int s_, int h_, int kv, int d, sl_gate_mode mode)
         CHECK(memcmp(gy, go, sizeof(float) * nq) == 0, "no gate: y must equal o exactly");
 
     /* Same inputs, same bits. */
-    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, b_, s_, (float)scale);
+    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, NULL, b_, s_, (float)scale);
     float *gy2 = sl_test_host_f32(ty);
     CHECK(memcmp(gy, gy2, sizeof(float) * nq) == 0, "forward is not deterministic");
 

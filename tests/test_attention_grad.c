@@ -32,7 +32,7 @@ static double attn_loss(void *u) {
     sl_tensor *g = c->ng ? tens3(t, c->h, c->ng / (t * c->h), c->g) : NULL;
     sl_tensor *y = tens3(t, c->h, c->d, NULL), *o = tens3(t, c->h, c->d, NULL);
     sl_tensor *l = sl_test_tensor(SL_F32, 2, (int64_t[]){t, c->h}, NULL);
-    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, c->b, c->s, c->scale);
+    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, NULL, c->b, c->s, c->scale);
     float *hy = sl_test_host_f32(y);
     double loss = 0;
     for (int64_t i = 0; i < c->nq; i++) loss += (double)c->r[i] * hy[i];
@@ -70,11 +70,11 @@ static void check_grad(int b, int s, int h, int kv, int d, sl_gate_mode mode) {
     sl_tensor *dy = tens3(t, h, d, c.r);
     sl_tensor *dq = tens3(t, h, d, NULL), *dk = tens3(t, kv, d, NULL), *dv = tens3(t, kv, d, NULL);
     sl_tensor *dg = c.ng ? tens3(t, h, c.ng / (t * h), NULL) : NULL;
-    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, b, s, c.scale);
+    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, NULL, b, s, c.scale);
     /* Gradients of activations are written, not accumulated: start from garbage. */
     sl_op_fill(dq, 1e3f), sl_op_fill(dk, NAN), sl_op_fill(dv, -7.0f);
     if (dg) sl_op_fill(dg, NAN);
-    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, o, l, b, s, c.scale);
+    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, NULL, o, l, b, s, c.scale);
     float *gq = sl_test_host_f32(dq), *gk = sl_test_host_f32(dk), *gv = sl_test_host_f32(dv);
     float *gg = dg ? sl_test_host_f32(dg) : NULL;
 
@@ -96,7 +96,7 @@ static void check_grad(int b, int s, int h, int kv, int d, sl_gate_mode mode) {
     }
 
     /* A second backward over the same (garbage-free) buffers gives the same bits. */
-    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, o, l, b, s, c.scale);
+    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, NULL, o, l, b, s, c.scale);
     float *gq2 = sl_test_host_f32(dq), *gk2 = sl_test_host_f32(dk), *gv2 = sl_test_host_f32(dv);
     CHECK(memcmp(gq, gq2, sizeof(float) * c.nq) == 0 &&
               memcmp(gk, gk2, sizeof(float) * c.nk) == 0 &&
@@ -106,8 +106,8 @@ static void check_grad(int b, int s, int h, int kv, int d, sl_gate_mode mode) {
     /* And with one thread instead of two: the work split must not change a bit. */
     float *y2 = sl_test_host_f32(y);
     omp_set_num_threads(1);
-    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, b, s, c.scale);
-    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, o, l, b, s, c.scale);
+    sl_op_gated_attn_fwd(y, o, l, q, k, v, g, NULL, b, s, c.scale);
+    sl_op_gated_attn_bwd(dq, dk, dv, dg, dy, q, k, v, g, NULL, o, l, b, s, c.scale);
     omp_set_num_threads(2);
     float *y1 = sl_test_host_f32(y), *gq1 = sl_test_host_f32(dq), *gk1 = sl_test_host_f32(dk);
     float *gv1 = sl_test_host_f32(dv), *gg1 = dg ? sl_test_host_f32(dg) : NULL;

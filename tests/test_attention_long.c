@@ -36,8 +36,8 @@ static void warm_up(void) {
     sl_tensor *d3 = sl_test_tensor(SL_F32, 3, (int64_t[]){s, 1, D}, NULL);
     sl_tensor *d4 = sl_test_tensor(SL_F32, 3, (int64_t[]){s, 1, D}, NULL);
     sl_op_fill(x, 0.5f);
-    sl_op_gated_attn_fwd(y, o, l, x, x, x, x, 1, s, 0.25f);
-    sl_op_gated_attn_bwd(d1, d2, d3, d4, y, x, x, x, x, o, l, 1, s, 0.25f);
+    sl_op_gated_attn_fwd(y, o, l, x, x, x, x, NULL, 1, s, 0.25f);
+    sl_op_gated_attn_bwd(d1, d2, d3, d4, y, x, x, x, x, NULL, o, l, 1, s, 0.25f);
     sl_tensor_free(x), sl_tensor_free(y), sl_tensor_free(o), sl_tensor_free(l);
     sl_tensor_free(d1), sl_tensor_free(d2), sl_tensor_free(d3), sl_tensor_free(d4);
 }
@@ -65,9 +65,9 @@ int main(void) {
               *tdg = sl_test_tensor(SL_F32, 3, sh, NULL);
 
     double t0 = now();
-    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, 1, S, (float)scale);
+    sl_op_gated_attn_fwd(ty, to, tl, tq, tk, tv, tg, NULL, 1, S, (float)scale);
     double t1 = now();
-    sl_op_gated_attn_bwd(tdq, tdk, tdv, tdg, tdy, tq, tk, tv, tg, to, tl, 1, S, (float)scale);
+    sl_op_gated_attn_bwd(tdq, tdk, tdv, tdg, tdy, tq, tk, tv, tg, NULL, to, tl, 1, S, (float)scale);
     double t2 = now();
     const double grow = max_rss_mib() - rss0;
     printf(

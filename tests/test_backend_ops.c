@@ -774,34 +774,67 @@ static void case_rope_bwd(cx *c) {
     case_rope(c, -1);
 }
 
-/* Batches, sequence lengths across the CPU's 64-row tiles, GQA ratios, the three gates. */
+/* Batches, sequence lengths across the CPU's 64-row tiles and the CUDA's 16/32-row ones, GQA
+ * ratios, the three gates, head dims in one chunk and in two (160), and document masks: doc 0
+ * is plain causal (seg NULL); doc -1 one document per sequence (seg all zero); doc N > 0 packed
+ * documents starting at each position with probability 1/N (N = 1: every token its own
+ * document), plus forced length-1 documents (attn_docs). */
 static const struct {
     int b, s, h, kv, d;
     sl_gate_mode mode;
+    int doc;
 } k_attn[] = {
-    {1, 1, 1, 1, 1, SL_GATE_ELEMENTWISE}, {2, 7, 4, 2, 16, SL_GATE_ELEMENTWISE},
-    {1, 70, 4, 1, 32, SL_GATE_HEADWISE},  {2, 65, 2, 2, 8, SL_GATE_NONE},
-    {1, 130, 3, 3, 8, SL_GATE_HEADWISE},  {1, 33, 2, 1, 128, SL_GATE_ELEMENTWISE},
+    {1, 1, 1, 1, 1, SL_GATE_ELEMENTWISE, 0},     {2, 7, 4, 2, 16, SL_GATE_ELEMENTWISE, 0},
+    {1, 70, 4, 1, 32, SL_GATE_HEADWISE, 0},      {2, 65, 2, 2, 8, SL_GATE_NONE, 0},
+    {1, 130, 3, 3, 8, SL_GATE_HEADWISE, 0},      {1, 33, 2, 1, 128, SL_GATE_ELEMENTWISE, 0},
+    {2, 70, 4, 2, 16, SL_GATE_ELEMENTWISE, 5},   {1, 130, 3, 1, 8, SL_GATE_HEADWISE, 40},
+    {2, 65, 2, 2, 8, SL_GATE_NONE, 1},           {1, 33, 2, 1, 128, SL_GATE_ELEMENTWISE, -1},
+    {1, 97, 2, 1, 128, SL_GATE_ELEMENTWISE, 20}, {1, 50, 2, 2, 160, SL_GATE_NONE, 9},
+    {3, 1, 2, 1, 8, SL_GATE_HEADWISE, 1},
 };
 
 typedef struct {
-    int b, s, h, kv, d;
+    int b, s, h, kv, d, doc;
     int64_t t, nq, nk, ng;
     sl_gate_mode mode;
     double scale;
     const float *q, *k, *v, *g;
+    const int32_t *seg; /* NULL: plain causal */
 } attn_in;
+
+/* Document starts for doc > 0 (k_attn): position i of a sequence begins a document with
+ * probability 1 / doc, and positions 1 and s - 1 always do (documents of length 1 at both ends
+ * when s > 2). seg[i] = start of i's document. */
+static int32_t *attn_docs(cx *c, int b, int s, int doc) {
+    int32_t *seg = halloc(c, sizeof(int32_t) * (size_t)b * (size_t)s);
+    for (int r = 0; r < b; r++)
+        for (int i = 0, start = 0; i < s; i++) {
+            if (doc > 0 && i > 0 &&
+                (i == 1 || i == s - 1 || sl_test_rand_u64(&c->rng) % (uint64_t)doc == 0))
+                start = i;
+            seg[(int64_t)r * s + i] = start;
+        }
+    return seg;
+}
 
 static attn_in attn_inputs(cx *c) {
     attn_in a = {.b = PICK(c, k_attn)->b};
     a.s = k_attn[c->shape].s, a.h = k_attn[c->shape].h, a.kv = k_attn[c->shape].kv;
-    a.d = k_attn[c->shape].d, a.mode = k_attn[c->shape].mode;
+    a.d = k_attn[c->shape].d, a.mode = k_attn[c->shape].mode, a.doc = k_attn[c->shape].doc;
     a.t = (int64_t)a.b * a.s, a.nq = a.t * a.h * a.d, a.nk = a.t * a.kv * a.d;
     a.ng = a.t * a.h * gate_width(a.mode, a.d), a.scale = 1.0 / sqrt((double)a.d);
     desc(c, "B%d/S%d/H%d/KV%d/D%d/%s", a.b, a.s, a.h, a.kv, a.d, mode_tag(a.mode));
+    if (a.doc)
+        snprintf(c->desc + strlen(c->desc), sizeof c->desc - strlen(c->desc), "/doc%d", a.doc);
     a.q = gen_normal(c, a.nq, 1.5), a.k = gen_normal(c, a.nk, 1.5), a.v = gen_normal(c, a.nk, 1.0);
     a.g = a.ng ? gen_normal(c, a.ng, 1.5) : NULL;
+    a.seg = a.doc ? attn_docs(c, a.b, a.s, a.doc) : NULL;
     return a;
+}
+
+/* seg as a tensor on the case's backend, or NULL. */
+static sl_tensor *attn_seg(cx *c, const attn_in *a) {
+    return a->seg ? I32(c, a->seg, a->t) : NULL;
 }
 
 /* q, k, v, g as tensors: q [T, H, D], k/v [T, KV, D], g [T, H, D or 1] or NULL. */
@@ -816,14 +849,16 @@ static void case_gated_attn_fwd(cx *c) {
     const attn_in a = attn_inputs(c);
     if (!c->be) {
         double *y = want(c, "y", a.nq), *o = want(c, "o", a.nq), *lse = want(c, "lse", a.t * a.h);
-        sl_ref_attn_fwd(y, o, lse, a.q, a.k, a.v, a.g, a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
+        sl_ref_attn_fwd(y, o, lse, a.q, a.k, a.v, a.g, a.seg, a.mode, a.b, a.s, a.h, a.kv, a.d,
+                        a.scale);
         return;
     }
     sl_tensor *in[4], *y = ACT(c, junk(c, a.nq), a.t, a.h, a.d);
     sl_tensor *o = ACT(c, junk(c, a.nq), a.t, a.h, a.d),
               *lse = F32(c, junk(c, a.t * a.h), a.t, a.h);
     attn_tensors(c, &a, in);
-    sl_op_gated_attn_fwd(y, o, lse, in[0], in[1], in[2], in[3], a.b, a.s, (float)a.scale);
+    sl_op_gated_attn_fwd(y, o, lse, in[0], in[1], in[2], in[3], attn_seg(c, &a), a.b, a.s,
+                         (float)a.scale);
     got(c, "y", y);
     got(c, "o", o);
     got(c, "lse", lse);
@@ -835,12 +870,13 @@ static void case_gated_attn_bwd(cx *c) {
     /* The saved forward values the kernel receives, from the double forward. */
     double *ry = halloc(c, sizeof(double) * (size_t)a.nq), *ro = halloc(c, sizeof(double) * a.nq);
     double *rl = halloc(c, sizeof(double) * (size_t)(a.t * a.h));
-    sl_ref_attn_fwd(ry, ro, rl, a.q, a.k, a.v, a.g, a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
+    sl_ref_attn_fwd(ry, ro, rl, a.q, a.k, a.v, a.g, a.seg, a.mode, a.b, a.s, a.h, a.kv, a.d,
+                    a.scale);
     const float *o = derived(c, ro, a.nq, true), *lse = derived(c, rl, a.t * a.h, false);
     if (!c->be) {
         double *dq = want(c, "dq", a.nq), *dk = want(c, "dk", a.nk), *dv = want(c, "dv", a.nk);
         sl_ref_attn_bwd(dq, dk, dv, a.ng ? want(c, "dg", a.ng) : NULL, dy, a.q, a.k, a.v, a.g,
-                        a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
+                        a.seg, a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
         return;
     }
     sl_tensor *in[4];
@@ -850,7 +886,8 @@ static void case_gated_attn_bwd(cx *c) {
               *dv = ACT(c, junk(c, a.nk), a.t, a.kv, a.d);
     sl_tensor *dg = a.ng ? ACT(c, junk(c, a.ng), a.t, a.h, a.ng / (a.t * a.h)) : NULL;
     sl_op_gated_attn_bwd(dq, dk, dv, dg, ACT(c, dy, a.t, a.h, a.d), in[0], in[1], in[2], in[3],
-                         ACT(c, o, a.t, a.h, a.d), F32(c, lse, a.t, a.h), a.b, a.s, (float)a.scale);
+                         attn_seg(c, &a), ACT(c, o, a.t, a.h, a.d), F32(c, lse, a.t, a.h), a.b, a.s,
+                         (float)a.scale);
     got(c, "dq", dq);
     got(c, "dk", dk);
     got(c, "dv", dv);
@@ -872,12 +909,14 @@ static void case_sigmoid_mean(cx *c) {
     got(c, "mean", out);
 }
 
-/* The attention shapes with the saved lse of the double forward, as the kernel receives it. */
+/* The attention shapes with the saved lse of the double forward, as the kernel receives it
+ * (plain causal: the share is defined without document masks). */
 static void case_attn_sink_share(cx *c) {
     const attn_in a = attn_inputs(c);
     double *ry = halloc(c, sizeof(double) * (size_t)a.nq), *ro = halloc(c, sizeof(double) * a.nq);
     double *rl = halloc(c, sizeof(double) * (size_t)(a.t * a.h));
-    sl_ref_attn_fwd(ry, ro, rl, a.q, a.k, a.v, a.g, a.mode, a.b, a.s, a.h, a.kv, a.d, a.scale);
+    sl_ref_attn_fwd(ry, ro, rl, a.q, a.k, a.v, a.g, NULL, a.mode, a.b, a.s, a.h, a.kv, a.d,
+                    a.scale);
     const float *lse = derived(c, rl, a.t * a.h, false);
     if (!c->be) {
         *want(c, "share", 1) =

@@ -69,6 +69,7 @@ static const sl_cfg_key train_keys[] = {
     KT(keep_last, SL_K_INT),
     KT(keep_every, SL_K_I64),
     KT(async_save, SL_K_BOOL),
+    KT(document_mask, SL_K_BOOL),
     SL_KF("stages", sl_config_stages_check), /* parsed last, printed by config.c */
 };
 

@@ -93,14 +93,16 @@ static int parse_stage_data(const sl_cfg_ctx *c, const cJSON *v, const char *pat
     return 0;
 }
 
-/* A stage from its object, starting from the sections' resolved values. */
+/* A stage from its object, starting from the previous stage's resolved settings (the first
+ * stage from the sections'): a schedule continues, so a RoPE base or data mixture set once
+ * holds until a later stage changes it. */
 static int parse_stage(const sl_cfg_ctx *c, const cJSON *obj, const char *path,
-                       const sl_config *cfg, sl_stage *st) {
+                       const sl_config *cfg, const sl_stage *prev, sl_stage *st) {
     char sub[SL_CFG_KEYPATH_MAX], d[96];
     memset(st, 0, sizeof *st);
-    st->train = cfg->train;
-    st->model = cfg->model;
-    st->data = cfg->data;
+    st->train = prev ? prev->train : cfg->train;
+    st->model = prev ? prev->model : cfg->model;
+    st->data = prev ? prev->data : cfg->data;
     if (!cJSON_IsObject(obj))
         return sl_cfg_err(c, path, "expected a stage object, got %s", sl_cfg_describe(obj, d, 96));
     const sl_config_section *ts = section("training"), *ms = section("model");

@@ -348,8 +348,8 @@ static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t
     (void)micro;
     trainer *t = user;
     const sl_train_config *tc = &sl_trainer_stage(t)->train;
-    return sl_trainer_next_batch(t->train_reader, tc->micro_batch_size, tc->seq_len, tokens, err,
-                                 errlen) == 1
+    return sl_trainer_next_batch(t->train_reader, tc->document_mask ? t->model : NULL,
+                                 tc->micro_batch_size, tc->seq_len, tokens, err, errlen) == 1
                ? 0
                : -1;
 }

@@ -51,9 +51,10 @@ static inline const sl_stage *sl_trainer_stage(const trainer *t) {
 }
 
 /* Fills one micro-batch of `rows` sequences from a reader. 1, 0 at the end of an eval set, -1
- * on error. */
-int sl_trainer_next_batch(sl_reader *r, int rows, int seq, int32_t *tokens, char *err,
-                          size_t errlen);
+ * on error. docs_to (training.document_mask; NULL: off) gets the batch's document starts for
+ * its next forward (sl_model_set_documents). */
+int sl_trainer_next_batch(sl_reader *r, sl_model *docs_to, int rows, int seq, int32_t *tokens,
+                          char *err, size_t errlen);
 /* Mean held-out loss of the current stage's eval set at its sequence length (all ranks
  * together): NaN without an eval set, -1 after printing an error. Collective. */
 double sl_trainer_evaluate(trainer *t);
