@@ -546,7 +546,8 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* keep_last / keep_every / keep_steps, after the new checkpoint is committed and `latest` names it. */
+/* keep_last / keep_every / keep_steps, after the new checkpoint is committed and `latest` names it.
+ */
 static void retention(sl_ckpt_writer *w) {
     if (w->keep_last <= 0) return;
     int n = 0;
