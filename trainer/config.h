@@ -47,6 +47,7 @@ typedef struct {
     int keep_last;                  /* committed checkpoints kept (0 = all) */
     bool async_save;    /* write checkpoints in the background (snapshot to host memory first) */
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
+    char recompute[16]; /* activation recomputation: "none" | "attention" | "layer" (model.h) */
 } sl_train_config;
 
 typedef struct {

@@ -149,8 +149,10 @@ static int setup(trainer *t) {
         .lbl_comm = tc->global_batch_lbl ? t->topo.world : NULL,
         .selection_bias = tc->router_bias_update_rate > 0,
     };
-    t->model = sl_model_create_ex(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len,
-                                  &mo, sl_config_compute_dtype(c), t->err, sizeof t->err);
+    t->model =
+        sl_model_create_mem(&c->model, t->be, t->topo.ep, tc->micro_batch_size, tc->seq_len, &mo,
+                            sl_config_compute_dtype(c), sl_memory_mode_of_recompute(tc->recompute),
+                            t->err, sizeof t->err);
     if (!t->model) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
