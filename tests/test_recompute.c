@@ -279,6 +279,8 @@ int main(int argc, char **argv) {
         sl_comm_finalize(world);
         return 77;
     }
+    if (sl_comm_rank(world) == 0)
+        printf("backend %s (fp32), expert parallelism %d\n", sl_backend_name(e.be), e.ep);
     const variant base = {.name = "test model", .mc = sl_test_model_config()};
     CHECK(base.mc.num_experts % e.ep == 0, "%d ranks do not divide %d experts", e.ep,
           base.mc.num_experts);
