@@ -5,7 +5,9 @@
  *     with q, gate = split(q_proj(X)), k = k_proj(X), v = v_proj(X), X = input_layernorm(x)
  *
  * The block owns its parameters (declared in sl_params) and the activations its backward
- * needs; temporaries of the backward live in a workspace shared by all layers.
+ * needs, or borrows them from another layer's block in the memory modes that share one set
+ * (sl_attn_block_share, model.h); temporaries of the backward live in a workspace shared by
+ * all layers.
  */
 #ifndef SL_ATTN_BLOCK_H
 #define SL_ATTN_BLOCK_H

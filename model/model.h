@@ -118,7 +118,8 @@ void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
 void sl_model_free(sl_model *m);
 /* Re-sizes the activations for micro-batches of [batch, seq] tokens (a new stage's sequence
- * length); parameters, gradients and the RoPE table are kept. */
+ * length), in the model's memory mode; parameters, gradients, the RoPE table and the routers'
+ * selection biases are kept. */
 int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen);
 /* Re-allocates the activations for memory mode `mode` (a new model starts in
  * SL_MEMORY_NONE); parameters, gradients, the RoPE table and the routers' selection biases
