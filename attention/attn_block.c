@@ -44,6 +44,15 @@ void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *cfg, int laye
 #undef DECL
 }
 
+/* y, o, lse: what the attention kernel writes. */
+static void alloc_kernel_out(sl_attn_block *b, sl_backend *be, int64_t t) {
+    const int64_t h = b->cfg.heads, d = b->cfg.head_dim;
+    b->y = sl_tensor_new3(be, b->cfg.act, t, h, d);
+    b->o = sl_tensor_new3(be, b->cfg.act, t, h, d);
+    b->lse = sl_tensor_new2(be, SL_F32, t, h);
+    b->y2 = flat2(b->y);
+}
+
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     const int64_t c = b->cfg.hidden, h = b->cfg.heads, kv = b->cfg.kv_heads, d = b->cfg.head_dim;
     const sl_dtype a = b->cfg.act;
@@ -58,12 +67,27 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     b->kn = sl_tensor_new3(be, a, t, kv, d);
     b->v = sl_tensor_new3(be, a, t, kv, d);
     b->g = gate_tensor(&b->cfg, be, t);
-    b->y = sl_tensor_new3(be, a, t, h, d);
-    b->o = sl_tensor_new3(be, a, t, h, d);
-    b->lse = sl_tensor_new2(be, SL_F32, t, h);
     b->k2 = flat2(b->k);
     b->v2 = flat2(b->v);
-    b->y2 = flat2(b->y);
+    alloc_kernel_out(b, be, t);
+    b->borrowed = b->own_out = false;
+}
+
+void sl_attn_block_share(sl_attn_block *b, const sl_attn_block *o, sl_backend *be, int64_t t,
+                         bool keep_kernel_out) {
+    SL_CHECK(o->cfg.hidden == b->cfg.hidden && o->cfg.heads == b->cfg.heads &&
+                 o->cfg.kv_heads == b->cfg.kv_heads && o->cfg.head_dim == b->cfg.head_dim &&
+                 o->cfg.gate == b->cfg.gate,
+             "sharing the activations of a different attention shape");
+    b->xn = o->xn, b->rstd = o->rstd, b->qall = o->qall, b->q = o->q, b->q_rstd = o->q_rstd;
+    b->qn = o->qn, b->k = o->k, b->k_rstd = o->k_rstd, b->kn = o->kn, b->v = o->v, b->g = o->g;
+    b->k2 = o->k2, b->v2 = o->v2;
+    b->borrowed = true;
+    b->own_out = keep_kernel_out;
+    if (keep_kernel_out)
+        alloc_kernel_out(b, be, t);
+    else
+        b->y = o->y, b->o = o->o, b->lse = o->lse, b->y2 = o->y2;
 }
 
 void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
@@ -88,8 +112,8 @@ static float attn_scale(const sl_attn_block *b) {
     return 1.0f / sqrtf((float)b->cfg.head_dim);
 }
 
-void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
-                           sl_tensor *out) {
+void sl_attn_block_recompute_inputs(sl_attn_block *b, const sl_attn_inputs *in,
+                                    const sl_tensor *x) {
     sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->cfg.eps);
     sl_op_matmul(b->qall, b->xn, b->q_proj->w, false, true, 1.0f, 0.0f);
     sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
@@ -100,6 +124,11 @@ void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_
     sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
     sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
     sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
+}
+
+void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
+                           sl_tensor *out) {
+    sl_attn_block_recompute_inputs(b, in, x);
     sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->seg, in->batch, in->seq,
                          attn_scale(b));
     /* out = x + y W_o^T: start from the residual and let the GEMM accumulate. */
@@ -152,6 +181,13 @@ void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_input
 }
 
 void sl_attn_block_free(sl_attn_block *b) {
+    if (b->borrowed) {
+        if (b->own_out) {
+            sl_tensor *own[] = {b->y2, b->y, b->o, b->lse};
+            for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) sl_tensor_free(own[i]);
+        }
+        return;
+    }
     /* views first: they point into the tensors freed after them */
     sl_tensor *ts[] = {b->k2, b->v2,     b->y2, b->xn, b->rstd, b->qall, b->q, b->q_rstd, b->qn,
                        b->k,  b->k_rstd, b->kn, b->v,  b->g,    b->y,    b->o, b->lse};

@@ -5,7 +5,9 @@
  *     with q, gate = split(q_proj(X)), k = k_proj(X), v = v_proj(X), X = input_layernorm(x)
  *
  * The block owns its parameters (declared in sl_params) and the activations its backward
- * needs; temporaries of the backward live in a workspace shared by all layers.
+ * needs, or borrows them from another layer's block in the memory modes that share one set
+ * (sl_attn_block_share, model.h); temporaries of the backward live in a workspace shared by
+ * all layers.
  */
 #ifndef SL_ATTN_BLOCK_H
 #define SL_ATTN_BLOCK_H
@@ -43,6 +45,9 @@ typedef struct {
     sl_tensor *y, *o, *lse;         /* gated output, pre-gate output, log-sum-exp */
     /* [T, heads * D] views of k, v, y for the projections' GEMMs */
     sl_tensor *k2, *v2, *y2;
+    /* Sharing (sl_attn_block_share): the activations belong to another layer's block, but
+     * for y, o and lse (and y2) when own_out. */
+    bool borrowed, own_out;
 } sl_attn_block;
 
 /* Backward temporaries, sized for the largest layer; shared by all layers. */
@@ -54,12 +59,23 @@ typedef struct {
 /* Declares the parameters of decoder layer `layer` (Hugging Face names model.layers.N.*). */
 void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *c, int layer, sl_params *ps);
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t tokens);
+/* Makes b compute in owner's activations (an allocated block of the same shape that never
+ * runs at the same time as b): the layers of a recomputing or forward-only model share one
+ * set (model.h, sl_memory_mode). keep_kernel_out: b keeps its own y, o and lse, the outputs
+ * of the attention kernel, so that its backward needs only sl_attn_block_recompute_inputs
+ * (O(T)) and never reruns the O(T^2) kernel. */
+void sl_attn_block_share(sl_attn_block *b, const sl_attn_block *owner, sl_backend *be,
+                         int64_t tokens, bool keep_kernel_out);
 void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
                              int64_t tokens);
 
 /* out = x + attention(x). */
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
                            sl_tensor *out);
+/* Recomputes from x what the backward reads besides the kernel's outputs y, o and lse: the
+ * input norm, the projections, the gate split, QK-norm and RoPE, bitwise as the forward
+ * wrote them (the same ops on the same inputs). */
+void sl_attn_block_recompute_inputs(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x);
 /* Given dout = dL/dout, writes dx = dL/dx and accumulates parameter gradients. */
 void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx);

@@ -384,7 +384,9 @@ int sl_cmd_eval(int argc, char **argv) {
         }
         if ((size_t)seq + 1 > src.len + 1) batch = 1;
     }
-    m = sl_model_create(&mc, be, NULL, batch, seq, NULL, err, sizeof err);
+    /* evaluation keeps nothing for a backward (docs/memory.md) */
+    m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,
+                            sizeof err);
     if (!m || (ck ? sl_train_ckpt_load_weights(m, ck, err, sizeof err)
                   : sl_hf_load(m, weights, err, sizeof err)) != 0) {
         sl_error("%s", err);

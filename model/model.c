@@ -106,36 +106,79 @@ static sl_tensor *metrics_view(sl_model *m, int mb, int64_t col, int64_t n) {
     return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, n);
 }
 
-/* The activations, gradient buffers and staging of micro-batches of m->tokens tokens. */
+const char *sl_memory_mode_name(sl_memory_mode mode) {
+    switch (mode) {
+    case SL_MEMORY_NONE:
+        return "none";
+    case SL_MEMORY_ATTENTION:
+        return "attention";
+    case SL_MEMORY_LAYER:
+        return "layer";
+    case SL_MEMORY_FORWARD_ONLY:
+        return "forward-only";
+    }
+    return "?";
+}
+
+/* Layers share one set of block activations: nothing of a layer outlives its backward's
+ * recompute (LAYER) or the next layer's forward (FORWARD_ONLY). */
+static bool shares_layers(sl_memory_mode mode) {
+    return mode == SL_MEMORY_LAYER || mode == SL_MEMORY_FORWARD_ONLY;
+}
+/* Distinct tensors behind x[0..L] and h[0..L-1] (the rest alias them, see allocate). */
+static int distinct_x(const sl_model *m) {
+    return m->memory == SL_MEMORY_FORWARD_ONLY ? 2 : m->cfg.num_hidden_layers + 1;
+}
+static int distinct_h(const sl_model *m) {
+    return shares_layers(m->memory) ? 1 : m->cfg.num_hidden_layers;
+}
+
+/* The activations, gradient buffers and staging of micro-batches of m->tokens tokens, as
+ * m->memory says: the first layer (of each FFN kind) owns the activations the layers share. */
 static void allocate(sl_model *m) {
     const sl_model_config *c = &m->cfg;
     sl_comm *ep = m->ep;
-    const sl_moe_options *opts = &m->moe_opts;
+    sl_moe_options opts = m->moe_opts;
+    opts.forward_only = m->memory == SL_MEMORY_FORWARD_ONLY;
+    const bool share = shares_layers(m->memory), train = !opts.forward_only;
     const int64_t t = m->tokens, hid = c->hidden_size;
     sl_backend *be = m->be;
+    int moe_owner = -1, dense_owner = -1;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const sl_ffn_config fc = ffn_config(c, l);
-        sl_attn_block_alloc(&m->attn[l], be, t);
-        sl_ffn_block_alloc(&m->ffn[l], &fc, be, ep, t, opts);
+        if (l == 0 || m->memory == SL_MEMORY_NONE)
+            sl_attn_block_alloc(&m->attn[l], be, t);
+        else
+            sl_attn_block_share(&m->attn[l], &m->attn[0], be, t, m->memory == SL_MEMORY_ATTENTION);
+        int *owner = m->ffn[l].is_moe ? &moe_owner : &dense_owner;
+        if (share && *owner >= 0) {
+            sl_ffn_block_share(&m->ffn[l], &m->ffn[*owner], be, &opts);
+        } else {
+            sl_ffn_block_alloc(&m->ffn[l], &fc, be, ep, t, &opts);
+            *owner = l;
+        }
     }
     const sl_dtype a = m->params.compute;
     const sl_attn_config ac = attn_config(c, a);
-    sl_attn_workspace_alloc(&m->attn_ws, &ac, be, t);
-    sl_ffn_workspace_alloc(&m->ffn_ws, c->hidden_size, a, be, t);
+    if (train) {
+        sl_attn_workspace_alloc(&m->attn_ws, &ac, be, t);
+        sl_ffn_workspace_alloc(&m->ffn_ws, c->hidden_size, a, be, t);
+    }
+    /* FORWARD_ONLY: layer l reads x[l] and writes x[l + 1], so two buffers alternate */
     m->x = sl_xcalloc((size_t)c->num_hidden_layers + 1, sizeof *m->x);
     m->h = sl_xcalloc((size_t)c->num_hidden_layers, sizeof *m->h);
-    for (int l = 0; l <= c->num_hidden_layers; l++) {
-        m->x[l] = sl_tensor_new2(be, a, t, hid);
-        if (l < c->num_hidden_layers) m->h[l] = sl_tensor_new2(be, a, t, hid);
-    }
-    m->dx = sl_tensor_new2(be, a, t, hid);
-    m->dh = sl_tensor_new2(be, a, t, hid);
+    for (int l = 0; l <= c->num_hidden_layers; l++)
+        m->x[l] = l < distinct_x(m) ? sl_tensor_new2(be, a, t, hid) : m->x[l % 2];
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        m->h[l] = l < distinct_h(m) ? sl_tensor_new2(be, a, t, hid) : m->h[0];
+    m->dx = train ? sl_tensor_new2(be, a, t, hid) : NULL;
+    m->dh = train ? sl_tensor_new2(be, a, t, hid) : NULL;
     m->ids = sl_tensor_new1(be, SL_I32, t);
     m->targets = sl_tensor_new1(be, SL_I32, t);
     m->pos = sl_tensor_new1(be, SL_I32, t);
     m->xf = sl_tensor_new2(be, a, t, hid);
     m->xf_rstd = sl_tensor_new1(be, SL_F32, t);
-    m->dxf = sl_tensor_new2(be, a, t, hid);
+    m->dxf = train ? sl_tensor_new2(be, a, t, hid) : NULL;
     m->chunk_rows =
         (sl_backend_host_memory(be) ? SL_LOGITS_CHUNK_ELEMS_HOST : SL_LOGITS_CHUNK_ELEMS_DEVICE) /
         c->vocab_size;
@@ -160,10 +203,10 @@ static void free_activations(sl_model *m) {
     }
     sl_attn_workspace_free(&m->attn_ws);
     sl_ffn_workspace_free(&m->ffn_ws);
-    for (int l = 0; l <= nl; l++) {
-        sl_tensor_free(m->x[l]);
-        if (l < nl) sl_tensor_free(m->h[l]);
-    }
+    memset(&m->attn_ws, 0, sizeof m->attn_ws); /* a forward-only model has none */
+    memset(&m->ffn_ws, 0, sizeof m->ffn_ws);
+    for (int l = 0; l < distinct_x(m); l++) sl_tensor_free(m->x[l]);
+    for (int l = 0; l < distinct_h(m); l++) sl_tensor_free(m->h[l]);
     free(m->x);
     free(m->h);
     m->x = m->h = NULL;
@@ -178,18 +221,60 @@ static void free_activations(sl_model *m) {
     }
 }
 
+/* Re-allocates the activations for a new shape or memory mode. inv_freq stays (it depends on
+ * the RoPE settings only), and so do the routers' selection biases, which live beside their
+ * activations but are trained state. */
+static void reallocate(sl_model *m, int batch, int seq, sl_memory_mode mode) {
+    const int nl = m->cfg.num_hidden_layers, ne = m->cfg.num_experts;
+    float *bias = NULL;
+    for (int l = 0; l < nl; l++) {
+        const float *b = m->ffn[l].is_moe ? m->ffn[l].moe.router.bias_host : NULL;
+        if (!b) continue;
+        if (!bias) bias = sl_xcalloc((size_t)nl * ne, sizeof(float));
+        memcpy(bias + (int64_t)l * ne, b, (size_t)ne * sizeof(float));
+    }
+    free_activations(m);
+    m->batch = batch;
+    m->seq = seq;
+    m->tokens = (int64_t)batch * seq;
+    m->memory = mode;
+    allocate(m);
+    for (int l = 0; bias && l < nl; l++)
+        if (m->ffn[l].is_moe) sl_router_set_bias(&m->ffn[l].moe.router, bias + (int64_t)l * ne);
+    free(bias);
+}
+
 int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen) {
     if (batch < 1 || seq < 1) {
         snprintf(err, errlen, "micro-batch shape [%d, %d] is empty", batch, seq);
         return -1;
     }
     if (batch == m->batch && seq == m->seq) return 0;
-    free_activations(m); /* inv_freq stays: it depends on the RoPE settings only */
-    m->batch = batch;
-    m->seq = seq;
-    m->tokens = (int64_t)batch * seq;
-    allocate(m);
+    reallocate(m, batch, seq, m->memory);
     return 0;
+}
+
+static int check_mode(sl_memory_mode mode, char *err, size_t errlen) {
+    if (mode == SL_MEMORY_NONE || mode == SL_MEMORY_ATTENTION || mode == SL_MEMORY_LAYER ||
+        mode == SL_MEMORY_FORWARD_ONLY)
+        return 0;
+    snprintf(err, errlen, "unknown memory mode %d", (int)mode);
+    return -1;
+}
+
+int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errlen) {
+    if (check_mode(mode, err, errlen) != 0) return -1;
+    if (mode != m->memory) reallocate(m, m->batch, m->seq, mode);
+    return 0;
+}
+
+sl_memory_mode sl_memory_mode_of_recompute(const char *recompute) {
+    static const sl_memory_mode modes[] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(recompute, sl_memory_mode_name(modes[i])) == 0) return modes[i];
+    sl_fatal("training.recompute: unknown mode \"%s\" (expected \"none\", \"attention\" or "
+             "\"layer\")",
+             recompute);
 }
 
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
@@ -228,9 +313,16 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
 sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                              int seq, const sl_moe_options *opts, sl_dtype compute, char *err,
                              size_t errlen) {
+    return sl_model_create_mem(cfg, be, ep, batch, seq, opts, compute, SL_MEMORY_NONE, err, errlen);
+}
+
+sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                              int seq, const sl_moe_options *opts, sl_dtype compute,
+                              sl_memory_mode memory, char *err, size_t errlen) {
     static const sl_moe_options defaults = {0};
     if (!opts) opts = &defaults;
     const int ep_size = ep ? sl_comm_size(ep) : 1, ep_rank = ep ? sl_comm_rank(ep) : 0;
+    if (check_mode(memory, err, errlen) != 0) return NULL;
     if (cfg->num_experts > 0 && cfg->num_experts % ep_size != 0) {
         snprintf(err, errlen, "expert_parallel = %d does not divide num_experts = %d", ep_size,
                  cfg->num_experts);
@@ -244,6 +336,7 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
     m->tokens = (int64_t)batch * seq;
     m->ep = ep;
     m->moe_opts = *opts;
+    m->memory = memory;
     m->stat_metrics_on = true; /* until the trainer's begin_step says otherwise */
     sl_params_init(&m->params, be);
     sl_params_set_compute_dtype(&m->params, compute);
@@ -416,6 +509,10 @@ void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st) {
 void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
                                sl_fwd_stats *st) {
     const sl_model_config *c = &m->cfg;
+    SL_CHECK(m->memory != SL_MEMORY_FORWARD_ONLY,
+             "sl_model_forward_backward on a model in memory mode \"%s\": it keeps nothing for "
+             "a backward (sl_model_set_memory)",
+             sl_memory_mode_name(m->memory));
     stats_next_slot(m);
     load_tokens(m, tokens);
     forward_stack(m);
@@ -435,7 +532,16 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers], m->final_norm->w,
                       m->xf_rstd);
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        /* The last layer ran last: what it shares with the others is still its own. */
+        const bool again = l < c->num_hidden_layers - 1;
+        if (m->memory == SL_MEMORY_LAYER && again) {
+            sl_attn_block_forward(&m->attn[l], &in, m->x[l], m->h[l]);
+            /* x[l + 1] is kept already; dh is free until the FFN backward writes it */
+            sl_ffn_block_recompute(&m->ffn[l], m->h[l], m->dh);
+        }
         sl_ffn_block_backward(&m->ffn[l], &m->ffn_ws, m->h[l], m->dx, &coefs, m->dh);
+        if (m->memory == SL_MEMORY_ATTENTION && again)
+            sl_attn_block_recompute_inputs(&m->attn[l], &in, m->x[l]);
         sl_attn_block_backward(&m->attn[l], &in, &m->attn_ws, m->x[l], m->dh, m->dx);
         if (m->grad_ready) m->grad_ready(m->grad_ready_user, l);
     }

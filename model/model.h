@@ -29,9 +29,33 @@ typedef struct {
     double gate_score; /* mean over micro-batches and layers of mean sigmoid(gate) */
 } sl_fwd_stats;
 
+/*
+ * What the model keeps of a forward for its backward (docs/memory.md):
+ *   NONE         every layer keeps all its activations (training.recompute = "none").
+ *   ATTENTION    the attention blocks keep only the attention kernel's outputs (y, o, lse);
+ *                the backward recomputes norm, projections, gate split, QK-norm and RoPE from
+ *                the layer input, never the O(T^2) kernel. The FFNs keep theirs. ("attention")
+ *   LAYER        each layer keeps only its input x[l]; the layers compute in one shared set
+ *                of activations and the backward reruns layer l's forward (attention and FFN)
+ *                right before its backward. ("layer")
+ *   FORWARD_ONLY evaluation: one shared set of activations, no backward buffers, the
+ *                residual stream alternating between two buffers; no backward possible.
+ * Every mode computes bitwise the same losses and gradients (tests/test_recompute.c).
+ */
+typedef enum {
+    SL_MEMORY_NONE = 0,
+    SL_MEMORY_ATTENTION = 1,
+    SL_MEMORY_LAYER = 2,
+    SL_MEMORY_FORWARD_ONLY = 3,
+} sl_memory_mode;
+
+/* "none", "attention", "layer" or "forward-only". */
+const char *sl_memory_mode_name(sl_memory_mode mode);
+
 typedef struct sl_model {
     sl_model_config cfg;
     sl_backend *be;
+    sl_memory_mode memory; /* what the activations keep (sl_model_set_memory) */
     sl_params params;
     sl_comm *ep;             /* expert-parallel group (NULL: all experts here) */
     sl_moe_options moe_opts; /* how the MoE layers run */
@@ -85,6 +109,12 @@ sl_model *sl_model_create(const sl_model_config *cfg, sl_backend *be, sl_comm *e
 sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                              int seq, const sl_moe_options *opts, sl_dtype compute, char *err,
                              size_t errlen);
+/* The same, allocating the activations for memory mode `memory` directly (a model created in
+ * SL_MEMORY_NONE and then switched would touch the larger allocation first, and the CPU
+ * backend's allocations count in the peak RSS from the moment they are made). */
+sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                              int seq, const sl_moe_options *opts, sl_dtype compute,
+                              sl_memory_mode memory, char *err, size_t errlen);
 /* Call before the first micro-batch of every optimizer step. With metrics, the step also
  * records the gate score and router statistics (for sl_model_read_stats); without, it
  * records only the loss (the trainer asks for metrics on logged steps). */
@@ -97,8 +127,16 @@ void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
 void sl_model_free(sl_model *m);
 /* Re-sizes the activations for micro-batches of [batch, seq] tokens (a new stage's sequence
- * length); parameters, gradients and the RoPE table are kept. */
+ * length), in the model's memory mode; parameters, gradients, the RoPE table and the routers'
+ * selection biases are kept. */
 int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen);
+/* Re-allocates the activations for memory mode `mode` (a new model starts in
+ * SL_MEMORY_NONE); parameters, gradients, the RoPE table and the routers' selection biases
+ * are kept. */
+int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errlen);
+/* The memory mode of training.recompute: "none", "attention" or "layer" (the config
+ * validation rejects anything else; an unknown name aborts naming it). */
+sl_memory_mode sl_memory_mode_of_recompute(const char *recompute);
 /* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
 
@@ -112,7 +150,8 @@ int sl_model_set_rope(sl_model *m, char *err, size_t errlen);
  * start no document after token 0 gives the same bits. */
 void sl_model_set_documents(sl_model *m, const int32_t *doc_start, const int *n_docs);
 
-/* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward and
+/* One micro-batch: tokens [batch, seq + 1] (host, int32). Runs forward and backward (a
+ * forward-only model aborts naming its mode) and
  * accumulates parameter gradients of  ce_scale * sum(token losses) + aux terms, where the
  * aux coefficients (config) are multiplied by aux_scale (1 / (micro-batches * ranks)).
  * Statistics stay on the device for sl_model_read_stats; st != NULL reads this micro-batch's

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/ops.h"
 
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
@@ -22,16 +23,37 @@ void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int 
                             SL_INIT_NORMAL, init_std, first);
 }
 
+static void free_buffers(sl_experts_buffers *b) {
+    sl_tensor_free(b->gu);
+    sl_tensor_free(b->h);
+    sl_tensor_free(b->dgu);
+    sl_tensor_free(b->dh);
+    for (int i = 0; i < 3; i++) sl_tensor_free(b->hv[i]), b->hv[i] = NULL;
+    b->gu = b->h = b->dgu = b->dh = NULL;
+    b->capacity = 0;
+}
+
 void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows) {
-    if (rows <= x->capacity) return;
-    sl_experts_free(x);
-    x->capacity = rows;
+    if (!x->buf) x->buf = &x->own;
+    sl_experts_buffers *b = x->buf;
+    if (rows <= b->capacity) return;
+    free_buffers(b);
+    b->capacity = rows;
     const sl_dtype a = sl_param_dtype(x->gate_up);
-    for (int i = 0; i < 3; i++) x->hv[i] = sl_tensor_view_handle();
-    x->gu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
-    x->h = sl_tensor_new2(be, a, rows, x->ffn);
-    x->dgu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
-    x->dh = sl_tensor_new2(be, a, rows, x->ffn);
+    for (int i = 0; i < 3; i++) b->hv[i] = sl_tensor_view_handle();
+    b->gu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
+    b->h = sl_tensor_new2(be, a, rows, x->ffn);
+    if (!b->forward_only) {
+        b->dgu = sl_tensor_new2(be, a, rows, 2 * x->ffn);
+        b->dh = sl_tensor_new2(be, a, rows, x->ffn);
+    }
+}
+
+void sl_experts_share(sl_experts *x, sl_experts *owner) {
+    SL_CHECK(owner->ffn == x->ffn && owner->hidden == x->hidden && owner->local == x->local,
+             "sharing the buffers of experts of a different shape");
+    free_buffers(&x->own);
+    x->buf = owner->buf ? owner->buf : &owner->own;
 }
 
 static int64_t total_rows(const sl_experts *x, const int64_t *counts) {
@@ -43,35 +65,35 @@ static int64_t total_rows(const sl_experts *x, const int64_t *counts) {
 /* The elementwise SwiGLU runs on exactly the routed rows, not the whole capacity. */
 static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
     if (m == 0) return;
-    sl_tensor *gu = sl_tensor_view_set2(x->hv[0], x->gu, 0, m, 2 * x->ffn);
-    sl_tensor *h = sl_tensor_view_set2(x->hv[1], backward ? x->dh : x->h, 0, m, x->ffn);
+    sl_experts_buffers *b = x->buf;
+    sl_tensor *gu = sl_tensor_view_set2(b->hv[0], b->gu, 0, m, 2 * x->ffn);
+    sl_tensor *h = sl_tensor_view_set2(b->hv[1], backward ? b->dh : b->h, 0, m, x->ffn);
     if (backward)
-        sl_op_swiglu_bwd(sl_tensor_view_set2(x->hv[2], x->dgu, 0, m, 2 * x->ffn), h, gu);
+        sl_op_swiglu_bwd(sl_tensor_view_set2(b->hv[2], b->dgu, 0, m, 2 * x->ffn), h, gu);
     else
         sl_op_swiglu_fwd(h, gu);
 }
 
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out) {
-    sl_op_grouped_matmul(x->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
+    sl_experts_buffers *b = x->buf;
+    sl_op_grouped_matmul(b->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
     swiglu_rows(x, total_rows(x, counts), false);
-    sl_op_grouped_matmul(out, x->h, x->down->w, counts, x->local, true, 0.0f);
+    sl_op_grouped_matmul(out, b->h, x->down->w, counts, x->local, true, 0.0f);
 }
 
 void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                          const sl_tensor *dout, sl_tensor *din) {
-    sl_op_grouped_matmul_dw(x->down->g, dout, x->h, counts, x->local);
-    sl_op_grouped_matmul(x->dh, dout, x->down->w, counts, x->local, false, 0.0f);
+    sl_experts_buffers *b = x->buf;
+    SL_CHECK(!b->forward_only, "backward through forward-only experts");
+    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local);
+    sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
     swiglu_rows(x, total_rows(x, counts), true);
-    sl_op_grouped_matmul_dw(x->gate_up->g, x->dgu, in, counts, x->local);
-    sl_op_grouped_matmul(din, x->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
+    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local);
+    sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
 }
 
 void sl_experts_free(sl_experts *x) {
-    sl_tensor_free(x->gu);
-    sl_tensor_free(x->h);
-    sl_tensor_free(x->dgu);
-    sl_tensor_free(x->dh);
-    for (int i = 0; i < 3; i++) sl_tensor_free(x->hv[i]), x->hv[i] = NULL;
-    x->gu = x->h = x->dgu = x->dh = NULL;
-    x->capacity = 0;
+    /* shared buffers are freed with their owner */
+    free_buffers(&x->own);
+    x->buf = &x->own;
 }

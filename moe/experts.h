@@ -10,18 +10,30 @@
 
 #include "core/params.h"
 
+/* The experts' activation buffers. A struct of its own so that the layers of a recomputing
+ * or forward-only model can share one (sl_experts_share) although reserve re-allocates it. */
+typedef struct {
+    int64_t capacity; /* rows the buffers hold */
+    sl_tensor *gu, *h, *dgu, *dh;
+    sl_tensor *hv[3];  /* view handles re-pointed at the routed rows each call */
+    bool forward_only; /* no dgu, dh (evaluation) */
+} sl_experts_buffers;
+
 typedef struct {
     sl_param *gate_up, *down;
-    int local, first;              /* number of local experts, global index of the first */
-    int64_t hidden, ffn, capacity; /* capacity = rows the buffers hold */
-    sl_tensor *gu, *h, *dgu, *dh;
-    sl_tensor *hv[3]; /* view handles re-pointed at the routed rows each call */
+    int local, first; /* number of local experts, global index of the first */
+    int64_t hidden, ffn;
+    sl_experts_buffers own;  /* this layer's buffers, unless it shares another layer's */
+    sl_experts_buffers *buf; /* the buffers it computes in: &own or another layer's */
 } sl_experts;
 
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
                         int64_t hidden, int64_t ffn, float init_std);
 /* Makes the buffers hold at least `rows` rows. */
 void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows);
+/* Makes x compute in owner's buffers (experts of the same shape that never run at the same
+ * time as x); x's own are freed. */
+void sl_experts_share(sl_experts *x, sl_experts *owner);
 /* out [M, C] = expert_e(in rows of group e); counts [local] on the host. */
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out);
 /* din written; parameter gradients accumulate. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/ops.h"
 
 void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *m, int layer, sl_params *ps,
@@ -26,13 +27,25 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *m, int layer, sl
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
     const sl_dtype a = sl_param_dtype(b->norm);
+    b->borrowed = false;
     b->xn = sl_tensor_new2(be, a, t, m->hidden);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
     b->y = sl_tensor_new2(be, a, t, m->hidden);
     if (b->is_moe)
         sl_moe_block_alloc(&b->moe, &m->moe, be, ep, t, opts);
     else
-        sl_swiglu_mlp_alloc(&b->mlp, be, t);
+        sl_swiglu_mlp_alloc(&b->mlp, be, t, !opts->forward_only);
+}
+
+void sl_ffn_block_share(sl_ffn_block *b, sl_ffn_block *owner, sl_backend *be,
+                        const sl_moe_options *opts) {
+    SL_CHECK(owner->is_moe == b->is_moe, "sharing the activations of a different FFN kind");
+    b->xn = owner->xn, b->rstd = owner->rstd, b->y = owner->y;
+    b->borrowed = true;
+    if (b->is_moe)
+        sl_moe_block_share(&b->moe, &owner->moe, be, opts);
+    else
+        sl_swiglu_mlp_share(&b->mlp, &owner->mlp);
 }
 
 void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_backend *be,
@@ -40,13 +53,23 @@ void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_b
     ws->dxn = sl_tensor_new2(be, act, t, hidden);
 }
 
-void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
+static void forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out, bool recompute) {
     sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
-    if (b->is_moe)
+    if (b->is_moe && recompute)
+        sl_moe_block_recompute(&b->moe, b->xn, b->y);
+    else if (b->is_moe)
         sl_moe_block_forward(&b->moe, b->xn, b->y);
     else
         sl_swiglu_mlp_forward(&b->mlp, b->xn, b->y);
     sl_op_add(out, x, b->y);
+}
+
+void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
+    forward(b, x, out, false);
+}
+
+void sl_ffn_block_recompute(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
+    forward(b, x, out, true);
 }
 
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,
@@ -62,9 +85,11 @@ void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tenso
 }
 
 void sl_ffn_block_free(sl_ffn_block *b) {
-    sl_tensor_free(b->xn);
-    sl_tensor_free(b->rstd);
-    sl_tensor_free(b->y);
+    if (!b->borrowed) {
+        sl_tensor_free(b->xn);
+        sl_tensor_free(b->rstd);
+        sl_tensor_free(b->y);
+    }
     if (b->is_moe)
         sl_moe_block_free(&b->moe);
     else

@@ -29,6 +29,7 @@ typedef struct {
     sl_swiglu_mlp mlp;
     float eps;
     sl_tensor *xn, *rstd, *y; /* saved normed input, rstd; FFN output temporary */
+    bool borrowed;            /* they belong to another layer's block (sl_ffn_block_share) */
 } sl_ffn_block;
 
 /* Backward temporaries shared by all layers. */
@@ -40,10 +41,18 @@ void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *c, int layer, sl
                           int ep_rank, int ep_size);
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
+/* Makes b compute in owner's activations (an allocated block of the same kind and shape, MoE
+ * or dense, that never runs at the same time as b): the layers of a recomputing or
+ * forward-only model share one set (model.h, sl_memory_mode). */
+void sl_ffn_block_share(sl_ffn_block *b, sl_ffn_block *owner, sl_backend *be,
+                        const sl_moe_options *opts);
 /* Sized for `hidden`, the residual width shared by every layer. */
 void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_backend *be,
                             int64_t tokens);
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);
+/* The forward again before the backward of a recomputing model: bitwise the same outputs, and
+ * the MoE bookkeeping of the first forward is kept (sl_moe_block_recompute). */
+void sl_ffn_block_recompute(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);
 /* dx written; coefs apply to MoE layers only. */
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,
                            const sl_tensor *dout, const sl_moe_loss_coefs *coefs, sl_tensor *dx);

@@ -31,7 +31,9 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl
 void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
     const sl_dtype a = sl_param_dtype(b->experts.gate_up);
-    sl_router_alloc(&b->router, be, t, opts->selection_bias, a);
+    const bool backward = !opts->forward_only;
+    b->borrowed = false;
+    sl_router_alloc(&b->router, be, t, opts->selection_bias, a, backward);
     sl_dispatcher_params dp = {.experts = m->experts,
                                .topk = m->topk,
                                .hidden = m->hidden,
@@ -39,28 +41,56 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
                                .ep = ep,
                                .capacity_factor = opts->capacity_factor,
                                .drop_policy = opts->drop_policy,
-                               .act = a};
+                               .act = a,
+                               .forward_only = opts->forward_only};
     sl_token_dispatcher_init(&b->dispatcher, be, &dp);
+    b->disp = &b->dispatcher;
+    b->experts.buf = &b->experts.own;
+    b->experts.own.forward_only = opts->forward_only;
     sl_experts_reserve(&b->experts, be, t * m->topk);
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
+    b->counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     if (b->has_shared) {
-        sl_swiglu_mlp_alloc(&b->shared, be, t);
+        sl_swiglu_mlp_alloc(&b->shared, be, t, backward);
         b->shared_out = sl_tensor_new2(be, a, t, m->hidden);
         b->shared_y = sl_tensor_new2(be, a, t, m->hidden);
-        b->dshared_out = sl_tensor_new2(be, a, t, m->hidden);
         b->shared_logit = sl_tensor_new2(be, a, t, 1);
-        b->dshared_logit = sl_tensor_new2(be, a, t, 1);
+        b->dshared_out = b->dshared_logit = NULL;
+        if (backward) {
+            b->dshared_out = sl_tensor_new2(be, a, t, m->hidden);
+            b->dshared_logit = sl_tensor_new2(be, a, t, 1);
+        }
     }
+}
+
+void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
+                        const sl_moe_options *opts) {
+    SL_CHECK(o->disp && o->has_shared == b->has_shared, "sharing the activations of a different "
+                                                        "MoE block shape");
+    sl_router_share(&b->router, &o->router, be, opts->selection_bias);
+    b->disp = o->disp;
+    sl_experts_share(&b->experts, &o->experts);
+    if (b->has_shared) {
+        sl_swiglu_mlp_share(&b->shared, &o->shared);
+        b->shared_out = o->shared_out, b->shared_y = o->shared_y;
+        b->dshared_out = o->dshared_out, b->shared_logit = o->shared_logit;
+        b->dshared_logit = o->dshared_logit;
+    }
+    b->borrowed = true;
+    b->lbl_comm = opts->lbl_comm;
+    b->lbl_counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
+    b->counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
 }
 
 void sl_moe_block_begin_step(sl_moe_block *b) {
     memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
 }
 
-void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
+/* record: keep the layer's expert counts and accumulate the LBL counts (not on a recompute). */
+static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool record) {
     sl_router *r = &b->router;
-    sl_token_dispatcher *d = &b->dispatcher;
+    sl_token_dispatcher *d = b->disp;
     sl_router_forward(r, xn);
     sl_token_dispatcher_dispatch(d, xn, r->topk_idx, r->topk_w);
     int64_t rows = 0;
@@ -74,6 +104,8 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
         sl_op_rowgate_fwd(b->shared_y, b->shared_out, b->shared_logit);
         sl_op_axpy(y, b->shared_y, 1.0f);
     }
+    if (!record) return;
+    memcpy(b->counts, d->counts_host, (size_t)r->experts * sizeof(int64_t));
     /* The LBL gradient's frequencies: this micro-batch, or (global-batch mode) everything
      * routed so far in this step by all ranks of lbl_comm. */
     if (b->lbl_comm) {
@@ -87,10 +119,18 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
     }
 }
 
+void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
+    forward(b, xn, y, true);
+}
+
+void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
+    forward(b, xn, y, false);
+}
+
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                            const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
     sl_router *r = &b->router;
-    sl_token_dispatcher *d = &b->dispatcher;
+    sl_token_dispatcher *d = b->disp;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
     sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out, d->dexpert_in);
     sl_tensor_zero(dxn);
@@ -131,19 +171,25 @@ void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss) {
     const sl_router *r = &b->router;
     float *stats = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
     sl_tensor_to_host(r->stats, stats);
-    sl_moe_aux_stats(r->experts, r->tokens, b->dispatcher.counts_host, stats, lbl, zloss);
+    sl_moe_aux_stats(r->experts, r->tokens, b->counts, stats, lbl, zloss);
     free(stats);
 }
 
 const int64_t *sl_moe_block_counts(const sl_moe_block *b) {
-    return b->dispatcher.counts_host;
+    return b->counts;
 }
 
 void sl_moe_block_free(sl_moe_block *b) {
     sl_router_free(&b->router);
-    sl_token_dispatcher_free(&b->dispatcher);
     sl_experts_free(&b->experts);
     free(b->lbl_counts);
+    free(b->counts);
+    b->lbl_counts = b->counts = NULL;
+    if (b->borrowed) { /* the rest is the owner's */
+        b->disp = NULL;
+        return;
+    }
+    sl_token_dispatcher_free(&b->dispatcher);
     if (b->has_shared) {
         sl_swiglu_mlp_free(&b->shared);
         sl_tensor *ts[] = {b->shared_out, b->shared_y, b->dshared_out, b->shared_logit,

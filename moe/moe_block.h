@@ -46,18 +46,23 @@ typedef struct {
     sl_comm *lbl_comm;
     /* Aux-loss-free balancing (DeepSeek-V3): a per-expert bias on the selection scores. */
     bool selection_bias;
+    /* No backward buffers (a forward-only model, model.h sl_memory_mode). */
+    bool forward_only;
 } sl_moe_options;
 
 typedef struct {
     sl_router router;
-    sl_token_dispatcher dispatcher;
+    sl_token_dispatcher dispatcher; /* this layer's, unless it shares another layer's */
+    sl_token_dispatcher *disp;      /* the one it routes with: &dispatcher or another layer's */
     sl_experts experts;
     bool has_shared;
     sl_swiglu_mlp shared;
     sl_param *shared_gate; /* [1, C] */
     sl_tensor *shared_out, *shared_logit, *shared_y, *dshared_out, *dshared_logit;
+    bool borrowed; /* the activations belong to another layer's block (sl_moe_block_share) */
     sl_comm *lbl_comm;
     int64_t *lbl_counts; /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
+    int64_t *counts;     /* [E] this layer's routed counts of its last (not recomputed) forward */
 } sl_moe_block;
 
 /* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the
@@ -66,10 +71,20 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *c, int layer, sl
                           int ep_rank, int ep_size);
 void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
+/* Makes b compute in owner's activations, dispatcher and expert buffers (a block of the same
+ * shape, allocated, that never runs at the same time as b): the layers of a recomputing or
+ * forward-only model share one set. b keeps its own selection bias, LBL and expert counts. */
+void sl_moe_block_share(sl_moe_block *b, sl_moe_block *owner, sl_backend *be,
+                        const sl_moe_options *opts);
 /* Starts a new optimizer step (clears the global-batch LBL accumulation). */
 void sl_moe_block_begin_step(sl_moe_block *b);
 /* y = moe(xn), written. */
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
+/* The forward again, for the backward of a recomputing model: the same routing (the router
+ * and the dispatch are deterministic, so the counts are read, and with expert parallelism
+ * exchanged, once more), but the LBL counts and the layer's expert counts are left as the
+ * first forward recorded them (no double counting, no second global-batch all-reduce). */
+void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
 /* dxn written; parameter gradients accumulate. */
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                            const sl_moe_loss_coefs *coefs, sl_tensor *dxn);
@@ -82,7 +97,8 @@ void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const 
                       double *lbl, double *zloss);
 /* The same for the block's last forward, reading its router statistics now (tests, tools). */
 void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss);
-/* Tokens routed to each expert by this rank in the last forward ([E], host). */
+/* Tokens routed to each expert by this rank in the last forward ([E], host; a recompute does
+ * not change them). */
 const int64_t *sl_moe_block_counts(const sl_moe_block *b);
 void sl_moe_block_free(sl_moe_block *b);
 

@@ -20,24 +20,42 @@ void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int e
                               SL_INIT_NORMAL, init_std, -1);
 }
 
-void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bias, sl_dtype act) {
+static void alloc_bias(sl_router *r, sl_backend *be, bool selection_bias) {
+    if (!selection_bias) return;
+    r->bias = sl_tensor_new1(be, SL_F32, r->experts);
+    r->bias_host = sl_xcalloc((size_t)r->experts, sizeof(float));
+}
+
+void sl_router_alloc(sl_router *r, sl_backend *be, int64_t t, bool selection_bias, sl_dtype act,
+                     bool backward) {
+    r->borrowed = false;
+    r->x32 = r->dx32 = r->dlogits = r->dtopk_w = r->lbl_grad = NULL; /* those not allocated */
     if (act != SL_F32) {
         const int64_t c = sl_tensor_dim(r->weight->master, 1);
         r->x32 = sl_tensor_new2(be, SL_F32, t, c);
-        r->dx32 = sl_tensor_new2(be, SL_F32, t, c);
+        if (backward) r->dx32 = sl_tensor_new2(be, SL_F32, t, c);
     }
-    if (selection_bias) {
-        r->bias = sl_tensor_new1(be, SL_F32, r->experts);
-        r->bias_host = sl_xcalloc((size_t)r->experts, sizeof(float));
-    }
+    alloc_bias(r, be, selection_bias);
     r->logits = sl_tensor_new2(be, SL_F32, t, r->experts);
     r->probs = sl_tensor_new2(be, SL_F32, t, r->experts);
-    r->dlogits = sl_tensor_new2(be, SL_F32, t, r->experts);
     r->topk_idx = sl_tensor_new2(be, SL_I32, t, r->topk);
     r->topk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
-    r->dtopk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
     r->stats = sl_tensor_new1(be, SL_F32, r->experts + 1);
-    r->lbl_grad = sl_tensor_new1(be, SL_F32, r->experts);
+    if (backward) {
+        r->dlogits = sl_tensor_new2(be, SL_F32, t, r->experts);
+        r->dtopk_w = sl_tensor_new2(be, SL_F32, t, r->topk);
+        r->lbl_grad = sl_tensor_new1(be, SL_F32, r->experts);
+    }
+}
+
+void sl_router_share(sl_router *r, const sl_router *o, sl_backend *be, bool selection_bias) {
+    SL_CHECK(o->experts == r->experts && o->topk == r->topk,
+             "sharing the tensors of a different router shape");
+    r->logits = o->logits, r->probs = o->probs, r->topk_idx = o->topk_idx;
+    r->topk_w = o->topk_w, r->stats = o->stats, r->dlogits = o->dlogits;
+    r->dtopk_w = o->dtopk_w, r->lbl_grad = o->lbl_grad, r->x32 = o->x32, r->dx32 = o->dx32;
+    r->borrowed = true;
+    alloc_bias(r, be, selection_bias);
 }
 
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
@@ -85,6 +103,9 @@ void sl_router_set_bias(sl_router *r, const float *bias) {
 void sl_router_free(sl_router *r) {
     sl_tensor_free(r->bias);
     free(r->bias_host);
+    r->bias = NULL;
+    r->bias_host = NULL;
+    if (r->borrowed) return;
     sl_tensor *ts[] = {r->logits,  r->probs, r->dlogits,  r->topk_idx, r->topk_w,
                        r->dtopk_w, r->stats, r->lbl_grad, r->x32,      r->dx32};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);

@@ -23,13 +23,18 @@ typedef struct {
     sl_tensor *x32;  /* [T, C] fp32 copy of a bf16 input, or NULL */
     sl_tensor *dx32; /* [T, C] fp32 input gradient before it joins a bf16 dxn, or NULL */
     float *bias_host;
+    bool borrowed; /* the activation tensors belong to another layer's router (sl_router_share) */
 } sl_router;
 
 void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
                        bool norm_topk, float init_std);
-/* `act`: the dtype of the inputs it will route. */
+/* `act`: the dtype of the inputs it will route; backward = false: no backward temporaries
+ * (a forward-only model). */
 void sl_router_alloc(sl_router *r, sl_backend *be, int64_t tokens, bool selection_bias,
-                     sl_dtype act);
+                     sl_dtype act, bool backward);
+/* Makes r use owner's activation tensors (a router of the same shape, allocated, that never
+ * runs at the same time as r); the selection bias stays r's own. */
+void sl_router_share(sl_router *r, const sl_router *owner, sl_backend *be, bool selection_bias);
 /* Aux-loss-free balancing: bias[e] += rate * sign(mean_count - count[e]) from the global
  * batch's expert counts (DeepSeek-V3). The bias moves selection only, never the weights. */
 void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate);

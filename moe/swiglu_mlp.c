@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/ops.h"
 
 void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, int64_t hidden,
@@ -20,12 +21,20 @@ void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, 
                             init_std, -1);
 }
 
-void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t t) {
+void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t t, bool backward) {
     const sl_dtype a = sl_param_dtype(f->gate_up);
+    f->borrowed = false;
     f->gu = sl_tensor_new2(be, a, t, 2 * f->ffn);
     f->h = sl_tensor_new2(be, a, t, f->ffn);
-    f->dgu = sl_tensor_new2(be, a, t, 2 * f->ffn);
-    f->dh = sl_tensor_new2(be, a, t, f->ffn);
+    f->dgu = backward ? sl_tensor_new2(be, a, t, 2 * f->ffn) : NULL;
+    f->dh = backward ? sl_tensor_new2(be, a, t, f->ffn) : NULL;
+}
+
+void sl_swiglu_mlp_share(sl_swiglu_mlp *f, const sl_swiglu_mlp *owner) {
+    SL_CHECK(owner->ffn == f->ffn && owner->hidden == f->hidden,
+             "sharing the buffers of a different MLP shape");
+    f->gu = owner->gu, f->h = owner->h, f->dgu = owner->dgu, f->dh = owner->dh;
+    f->borrowed = true;
 }
 
 void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y) {
@@ -44,6 +53,7 @@ void sl_swiglu_mlp_backward(sl_swiglu_mlp *f, const sl_tensor *xn, const sl_tens
 }
 
 void sl_swiglu_mlp_free(sl_swiglu_mlp *f) {
+    if (f->borrowed) return;
     sl_tensor_free(f->gu);
     sl_tensor_free(f->h);
     sl_tensor_free(f->dgu);

@@ -14,13 +14,18 @@ typedef struct {
     sl_param *gate_up, *down; /* [2F, C], [C, F] */
     int64_t hidden, ffn;
     sl_tensor *gu, *h;   /* saved: [T, 2F], [T, F] */
-    sl_tensor *dh, *dgu; /* backward temporaries */
+    sl_tensor *dh, *dgu; /* backward temporaries (NULL in a forward-only model) */
+    bool borrowed;       /* the four above belong to another MLP (sl_swiglu_mlp_share) */
 } sl_swiglu_mlp;
 
 /* Declares "<prefix>.gate_up_proj.weight" and "<prefix>.down_proj.weight". */
 void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, int64_t hidden,
                            int64_t ffn, float init_std);
-void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t tokens);
+/* backward = false: no backward temporaries (a forward-only model). */
+void sl_swiglu_mlp_alloc(sl_swiglu_mlp *f, sl_backend *be, int64_t tokens, bool backward);
+/* Makes f use owner's buffers (an MLP of the same width, allocated, that never runs at the
+ * same time as f): the layers of a recomputing or forward-only model share one set. */
+void sl_swiglu_mlp_share(sl_swiglu_mlp *f, const sl_swiglu_mlp *owner);
 /* y = mlp(xn), written. */
 void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y);
 /* dxn += dL/dxn; parameter gradients accumulate. */

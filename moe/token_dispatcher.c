@@ -42,10 +42,13 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
     d->kept_host = sl_xcalloc((size_t)p->experts, sizeof(int64_t));
     d->local_counts = sl_xcalloc((size_t)d->local_experts, sizeof(int64_t));
     d->act = p->act;
+    d->forward_only = p->forward_only;
     d->xs = sl_tensor_new2(be, d->act, slots, c);
-    d->dxs = sl_tensor_new2(be, d->act, slots, c);
     d->ys = sl_tensor_new2(be, d->act, slots, c);
-    d->dys = sl_tensor_new2(be, d->act, slots, c);
+    if (!d->forward_only) {
+        d->dxs = sl_tensor_new2(be, d->act, slots, c);
+        d->dys = sl_tensor_new2(be, d->act, slots, c);
+    }
     if (drops(d)) {
         d->gather_idx = sl_tensor_new1(be, SL_I32, slots);
         d->combine_pos = sl_tensor_new1(be, SL_I32, slots);
@@ -72,8 +75,8 @@ static void reserve(sl_token_dispatcher *d, int64_t rows) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     d->expert_in = sl_tensor_new2(d->be, d->act, cap, d->hidden);
     d->expert_out = sl_tensor_new2(d->be, d->act, cap, d->hidden);
-    d->dexpert_in = sl_tensor_new2(d->be, d->act, cap, d->hidden);
-    d->dexpert_out = sl_tensor_new2(d->be, d->act, cap, d->hidden);
+    d->dexpert_in = d->forward_only ? NULL : sl_tensor_new2(d->be, d->act, cap, d->hidden);
+    d->dexpert_out = d->forward_only ? NULL : sl_tensor_new2(d->be, d->act, cap, d->hidden);
     d->capacity = cap;
 }
 
@@ -244,6 +247,7 @@ void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w
 
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w) {
+    SL_CHECK(!d->forward_only, "backward through a forward-only token dispatcher");
     const int64_t slots = d->tokens * d->topk;
     sl_tensor *pos =
         sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);

@@ -38,9 +38,10 @@ typedef struct {
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     sl_backend *be;
-    sl_dtype act;     /* dtype of the rows */
-    sl_tensor *hv[2]; /* view handles re-pointed each call (no allocation per step) */
-    int64_t tokens;   /* N of the last dispatch */
+    sl_dtype act;      /* dtype of the rows */
+    bool forward_only; /* dxs, dys, dexpert_in and dexpert_out are not allocated */
+    sl_tensor *hv[2];  /* view handles re-pointed each call (no allocation per step) */
+    int64_t tokens;    /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
     int64_t *counts_host;                /* [E] slots routed to each expert (before drops) */
@@ -65,7 +66,8 @@ typedef struct {
     sl_comm *ep;            /* NULL or the expert-parallel group */
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
-    sl_dtype act; /* dtype of the rows it moves (the experts' compute dtype) */
+    sl_dtype act;      /* dtype of the rows it moves (the experts' compute dtype) */
+    bool forward_only; /* no backward buffers (evaluation): the backward must not be called */
 } sl_dispatcher_params;
 
 void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,

@@ -17,3 +17,10 @@ add_test(NAME test_eval_diag
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_diag.sh $<TARGET_FILE:sluice>
                  ${CMAKE_CURRENT_BINARY_DIR}/eval_diag)
 set_tests_properties(test_eval_diag PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "model;cli")
+# model.h memory modes: recompute ("attention", "layer") and forward-only evaluation give
+# bitwise the losses, gradients and weights of "none"; the cuda variant runs the same on the
+# CUDA backend in fp32 (emulated build, label cuda); the MPI variant is in parallel.cmake.
+sluice_test(test_recompute SOURCES test_recompute.c ARGS cpu LABELS model TIMEOUT 300)
+add_test(NAME test_recompute_cuda COMMAND test_recompute cuda)
+set_tests_properties(test_recompute_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+                     LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")

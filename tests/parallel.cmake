@@ -23,6 +23,8 @@ sluice_mpi_test(test_parallel_np4_ep4 4 test_parallel_equivalence --ep 4)
 sluice_mpi_test(test_parallel_np2_ep2_zero1 2 test_parallel_equivalence --ep 2 --zero1)
 sluice_mpi_test(test_parallel_np4_ep2_zero1 4 test_parallel_equivalence --ep 2 --zero1)
 sluice_mpi_test(test_parallel_np4_ep4_capacity 4 test_parallel_equivalence --ep 4 --capacity 1.0)
+# the memory modes under expert parallelism 2 (tests/test_recompute.c)
+sluice_mpi_test(test_recompute_np2_ep2 2 test_recompute cpu)
 
 # Global-batch load balancing and the aux-loss-free router bias.
 add_executable(test_balance_mpi test_balance_mpi.c)

@@ -138,6 +138,7 @@ static void test_defaults(void) {
     snprintf(c.train.precision, sizeof c.train.precision, "fp32");
     CHECK(sl_config_compute_dtype(&c) == SL_F32, "precision fp32 on CUDA");
     CHECK(c.backend.deterministic, "deterministic kernels by default");
+    CHECK(strcmp(c.train.recompute, "none") == 0, "default recompute: none");
     sl_config_defaults(&c);
 
     /* A minimal file: only the four required model keys; everything else defaults or derives. */
@@ -307,6 +308,8 @@ static void test_bad_configs(void) {
          "expected true or false"},
         {"{\"model\": {\"hidden_size\": 1e12}}", 0, "model.hidden_size", "out of range"},
         /* precision: known names only; bf16 needs a backend that computes in it */
+        {"{\"training\": {\"recompute\": \"full\"}}", 0, "training.recompute",
+         "expected \"none\", \"attention\" or \"layer\", got \"full\""},
         {"{\"training\": {\"precision\": \"fp16\"}}", 0, "training.precision",
          "unknown precision \"fp16\""},
         {"{\"training\": {\"precision\": \"bf16\"}}", 0, "training.precision",

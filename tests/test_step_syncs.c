@@ -12,9 +12,13 @@
  *   - once for the step's loss sums (sl_model_read_stats),
  *   - once for the gradient norm's sums of squares (sl_optimizer_finish_reduce),
  * and never otherwise, on a step that logs no metrics. A metrics step may read the metrics
- * scalars once more. The test trains a dropless model with a shared expert and a dense layer
- * for a few steps and asserts these counts exactly, so a new read or synchronization in the
- * step fails it (and must then be justified and this budget and the docs changed).
+ * scalars once more. With training.recompute = "layer" the backward reruns the forward of
+ * every layer but the last, so each micro-batch reads the counts once more per MoE layer among
+ * layers 0 .. L-2 (L_moe_re): M * (L_moe + L_moe_re) + 2; "none" and "attention" have the
+ * same budget (docs/memory.md). The test trains a dropless model with a shared expert and a
+ * dense layer for a few steps in each mode and asserts these counts exactly, so a new read
+ * or synchronization in the step fails it (and must then be justified and this budget and
+ * the docs changed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,52 @@ static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t 
     for (int i = 0; i < B * (S + 1); i++)
         tokens[i] = (int32_t)sl_rng_below(&r, 40); /* the test vocabulary */
     return 0;
+}
+
+/* Trains a few steps in memory mode `mode` and checks every step's reads and syncs. */
+static void check_mode(sl_backend *be, sl_comm *world, const sl_model_config *mc,
+                       const sl_train_config *tc, sl_dtype compute, sl_memory_mode mode) {
+    char err[512] = "";
+    sl_model *m = sl_model_create_ex(mc, be, NULL, B, S, NULL, compute, err, sizeof err);
+    CHECK(m != NULL, "model: %s", err);
+    if (!m) return;
+    CHECK(sl_model_set_memory(m, mode, err, sizeof err) == 0, "set_memory: %s", err);
+    sl_params_randomize(&m->params, 5);
+    sl_optimizer opt;
+    const sl_optimizer_params op = {
+        .dense = world, .expert = world, .layers = mc->num_hidden_layers};
+    sl_optimizer_init(&opt, &m->params, &op);
+    int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
+    const sl_stepper st = {
+        .model = m, .opt = &opt, .world = world, .micro_batches = MICRO, .tokens = tokens};
+    /* MoE layers whose forward a "layer" backward reruns: all but the last layer */
+    int moe_re = 0;
+    for (int l = 0; mode == SL_MEMORY_LAYER && l < mc->num_hidden_layers - 1; l++)
+        moe_re += m->ffn[l].is_moe;
+    const long long budget = (long long)MICRO * (m->n_moe_layers + moe_re) + 2;
+    printf("backend %s (%s), recompute %s, %d micro-batches, %d MoE layers (%d rerun): budget "
+           "%lld waits per step\n",
+           sl_backend_name(be), sl_dtype_name(compute), sl_memory_mode_name(mode), MICRO,
+           m->n_moe_layers, moe_re, budget);
+    for (int step = 0; step < 4; step++) {
+        const bool metrics = step == 2;
+        sl_step_result res = {.metrics = metrics};
+        const long long r0 = sl_backend_host_reads(be), s0 = sl_backend_syncs(be);
+        CHECK(sl_train_step(&st, tc, step, make_batch, &step, &res, err, sizeof err) == 0,
+              "step %d: %s", step, err);
+        const long long reads = sl_backend_host_reads(be) - r0, syncs = sl_backend_syncs(be) - s0;
+        printf("step %d%s: loss %.5f, %lld host reads, %lld synchronizations\n", step,
+               metrics ? " (metrics)" : "", res.loss, reads, syncs);
+        CHECK(syncs == 0, "step %d: %lld explicit synchronizations, expected none", step, syncs);
+        if (metrics)
+            CHECK(reads == budget + 1, "step %d (metrics): %lld host reads, expected %lld", step,
+                  reads, budget + 1);
+        else
+            CHECK(reads == budget, "step %d: %lld host reads, expected %lld", step, reads, budget);
+    }
+    free(tokens);
+    sl_optimizer_free(&opt);
+    sl_model_free(m);
 }
 
 int main(int argc, char **argv) {
@@ -65,39 +115,9 @@ int main(int argc, char **argv) {
     tc.schedule = SL_LR_COSINE;
     tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1, tc.grad_clip = 1.0;
     const sl_dtype compute = strcmp(sl_backend_name(be), "cuda") == 0 ? SL_BF16 : SL_F32;
-    sl_model *m = sl_model_create_ex(&mc, be, NULL, B, S, NULL, compute, err, sizeof err);
-    CHECK(m != NULL, "model: %s", err);
-    if (!m) return sl_test_finish("test_step_syncs");
-    sl_params_randomize(&m->params, 5);
-    sl_optimizer opt;
-    const sl_optimizer_params op = {
-        .dense = world, .expert = world, .layers = mc.num_hidden_layers};
-    sl_optimizer_init(&opt, &m->params, &op);
-    int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
-    const sl_stepper st = {
-        .model = m, .opt = &opt, .world = world, .micro_batches = MICRO, .tokens = tokens};
-    const long long budget = (long long)MICRO * m->n_moe_layers + 2;
-    printf("backend %s (%s), %d micro-batches, %d MoE layers: budget %lld waits per step\n",
-           sl_backend_name(be), sl_dtype_name(compute), MICRO, m->n_moe_layers, budget);
-    for (int step = 0; step < 4; step++) {
-        const bool metrics = step == 2;
-        sl_step_result res = {.metrics = metrics};
-        const long long r0 = sl_backend_host_reads(be), s0 = sl_backend_syncs(be);
-        CHECK(sl_train_step(&st, &tc, step, make_batch, &step, &res, err, sizeof err) == 0,
-              "step %d: %s", step, err);
-        const long long reads = sl_backend_host_reads(be) - r0, syncs = sl_backend_syncs(be) - s0;
-        printf("step %d%s: loss %.5f, %lld host reads, %lld synchronizations\n", step,
-               metrics ? " (metrics)" : "", res.loss, reads, syncs);
-        CHECK(syncs == 0, "step %d: %lld explicit synchronizations, expected none", step, syncs);
-        if (metrics)
-            CHECK(reads == budget + 1, "step %d (metrics): %lld host reads, expected %lld", step,
-                  reads, budget + 1);
-        else
-            CHECK(reads == budget, "step %d: %lld host reads, expected %lld", step, reads, budget);
-    }
-    free(tokens);
-    sl_optimizer_free(&opt);
-    sl_model_free(m);
+    const sl_memory_mode modes[] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        check_mode(be, world, &mc, &tc, compute, modes[i]);
     sl_backend_free(be);
     const int rc = sl_test_finish("test_step_syncs");
     sl_comm_finalize(world);

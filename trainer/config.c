@@ -59,6 +59,7 @@ void sl_config_defaults(sl_config *cfg) {
     cfg->train.keep_last = 3;
     cfg->train.keep_every = 0;
     snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
+    snprintf(cfg->train.recompute, sizeof cfg->train.recompute, "none");
 }
 /* ---- parse ------------------------------------------------------------------------------- */
 

@@ -48,6 +48,7 @@ typedef struct {
     bool async_save;    /* write checkpoints in the background (snapshot to host memory first) */
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
     bool document_mask; /* attend within documents only; positions restart at each document */
+    char recompute[16]; /* activation recomputation: "none" | "attention" | "layer" (model.h) */
 } sl_train_config;
 
 typedef struct {

@@ -70,6 +70,7 @@ static const sl_cfg_key train_keys[] = {
     KT(keep_every, SL_K_I64),
     KT(async_save, SL_K_BOOL),
     KT(document_mask, SL_K_BOOL),
+    KT(recompute, SL_K_STR),
     SL_KF("stages", sl_config_stages_check), /* parsed last, printed by config.c */
 };
 
@@ -246,6 +247,13 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
         return sl_cfg_verr(v, "metrics_file", "string too long");
     if (!t->metrics_file[0]) return sl_cfg_verr(v, "metrics_file", "must not be empty");
     if (sl_cfg_check_nonneg(v, "router_bias_update_rate", t->router_bias_update_rate)) return -1;
+    if (!sl_cfg_terminated(t->recompute, sizeof t->recompute))
+        return sl_cfg_verr(v, "recompute", "string too long");
+    if (strcmp(t->recompute, "none") != 0 && strcmp(t->recompute, "attention") != 0 &&
+        strcmp(t->recompute, "layer") != 0)
+        return sl_cfg_verr(v, "recompute",
+                           "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
+                           t->recompute);
     return 0;
 }
 

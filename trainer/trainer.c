@@ -236,8 +236,9 @@ static int setup(trainer *t) {
     /* created at the first stage's shape; enter_stage re-sizes it as the schedule moves on */
     const sl_train_config *first = &t->stages[0].train;
     t->model =
-        sl_model_create_ex(&c->model, t->be, t->topo.ep, first->micro_batch_size, first->seq_len,
-                           &mo, sl_config_compute_dtype(c), t->err, sizeof t->err);
+        sl_model_create_mem(&c->model, t->be, t->topo.ep, first->micro_batch_size, first->seq_len,
+                            &mo, sl_config_compute_dtype(c),
+                            sl_memory_mode_of_recompute(tc->recompute), t->err, sizeof t->err);
     if (!t->model) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
