@@ -35,7 +35,13 @@ static void usage(FILE *f) {
             "<out_dir>/metrics.jsonl, appended to on resume), checkpoints every\n"
             "training.save_every steps and at the end in <out_dir>/checkpoints/step-N\n"
             "(docs/checkpoint-format.md), and Hugging Face safetensors weights + config.json\n"
-            "in <out_dir>/final.\n");
+            "in <out_dir>/final.\n"
+            "\n"
+            "staged schedules: with training.stages the run walks its stages in order (e.g.\n"
+            "4k tokens at RoPE base 10k, 32k at base 1M, YaRN to 128k evaluated), saving a\n"
+            "checkpoint at the end of each training stage; --resume auto continues mid-stage\n"
+            "or at a boundary (docs/stages.md). Memory for long sequences: training.recompute\n"
+            "(docs/memory.md); packed documents: training.document_mask (docs/attention.md).\n");
 }
 
 int sl_cmd_train(int argc, char **argv) {

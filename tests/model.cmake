@@ -24,3 +24,10 @@ sluice_test(test_recompute SOURCES test_recompute.c ARGS cpu LABELS model TIMEOU
 add_test(NAME test_recompute_cuda COMMAND test_recompute cuda)
 set_tests_properties(test_recompute_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
                      LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# A staged schedule (training.stages): metrics, retention of stage ends, the exported RoPE
+# settings, exact resume at and after a boundary, and the schedule's validation messages.
+add_test(NAME test_stages
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_stages.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/stages)
+set_tests_properties(test_stages PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "model;cli"
+                     ENVIRONMENT "OMP_NUM_THREADS=2")

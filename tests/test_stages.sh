@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# A staged schedule end to end (docs/stages.md): three stages (short sequences at RoPE base 1e4;
+# longer ones at base 1e6 with the AdamW moments reset; an evaluation-only YaRN stage), then
+#  - the metrics name the stages, count tokens over the schedule and mark each boundary;
+#  - the boundary checkpoints survive retention (keep_last = 1);
+#  - the exported config.json carries the last stage's RoPE settings;
+#  - a run killed right after a boundary, and one killed mid-stage, resume (--resume auto) to
+#    bitwise the same losses and final weights as the uninterrupted run;
+#  - bad schedules fail with a message naming the stage and the key.
+# usage: test_stages.sh SLUICE_BINARY WORK_DIR
+set -euo pipefail
+sluice=$1
+work=$2
+. "$(dirname "$0")/skip_or_fail.sh"
+[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+failures=0
+checks=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+check() {
+    local what=$1
+    shift
+    checks=$((checks + 1))
+    "$@" || fail "$what"
+}
+
+/usr/bin/python3 - <<'PY'
+import random
+r = random.Random(7)
+subj = ["the king", "a servant", "my brother", "the people", "his son", "the priest"]
+verb = ["went up to", "spake unto", "looked upon", "came before", "blessed", "followed"]
+obj = ["the city", "the mountain", "the house of god", "the river", "the temple", "the gate"]
+def text(n):
+    return "\n".join(f"{r.choice(subj)} {r.choice(verb)} {r.choice(obj)}." for _ in range(n)) + "\n"
+open("train.txt", "w").write(text(4000))
+open("eval.txt", "w").write(text(400))
+PY
+"$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
+"$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
+
+cat > staged.json <<'JSON'
+{
+  "model": {"vocab_size": 257, "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 32,
+            "router_aux_loss_coef": 0.01, "attn_output_gate": "elementwise",
+            "rope_theta": 10000, "max_position_embeddings": 32},
+  "training": {"micro_batch_size": 4, "global_batch_tokens": 512, "lr": 3e-3, "min_lr": 3e-4,
+               "warmup_steps": 0,
+               "eval_tokens": 2048, "log_every": 1, "out_dir": "run", "keep_last": 1,
+               "save_every": 2,
+               "stages": [
+                 {"name": "short", "tokens": 3072, "seq_len": 32, "warmup_steps": 2},
+                 {"name": "long", "tokens": 2048, "seq_len": 64, "rope_theta": 1000000,
+                  "max_position_embeddings": 64, "micro_batch_size": 2, "lr": 1e-3,
+                  "warmup_steps": 1, "reset_optimizer": true},
+                 {"name": "yarn", "tokens": 0, "seq_len": 128, "micro_batch_size": 1,
+                  "rope_scaling": {"rope_type": "yarn", "factor": 2,
+                                   "original_max_position_embeddings": 64}}
+               ]},
+  "data": {"train": "train", "eval": "eval"},
+  "backend": {"threads": 2}
+}
+JSON
+
+# ---- the uninterrupted run ----
+"$sluice" train staged.json > full.log 2>&1 || {
+    cat full.log
+    echo "FAIL: the staged run failed"
+    exit 1
+}
+check "the banner lists the schedule" grep -q 'schedule: 3 stages, 10 steps, 5120 training tokens' full.log
+check "the evaluation-only stage evaluates with YaRN" \
+    grep -q 'stage 3/3 "yarn" at step 10: evaluation only, 128 tokens per sequence, RoPE base 1e+06 + YaRN x2 (original 64)' full.log
+check "the second stage resets the AdamW moments" grep -q 'stage "long": AdamW moments reset' full.log
+/usr/bin/python3 - run/metrics.jsonl <<'PY' || fail "metrics: stages, tokens, boundaries"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in recs if "event" not in r]
+stages = [r for r in recs if r.get("event") == "stage"]
+evals = [r for r in recs if r.get("event") == "eval"]
+assert [s["step"] for s in steps] == list(range(1, 11)), [s["step"] for s in steps]
+assert [s["stage"] for s in steps] == ["short"] * 6 + ["long"] * 4
+assert [s["tokens"] for s in steps] == [512 * i for i in range(1, 11)], [s["tokens"] for s in steps]
+assert [(e["stage"], e["index"], e["step"], e["tokens"], e["seq_len"]) for e in stages] == [
+    ("short", 0, 0, 0, 32), ("long", 1, 6, 3072, 64), ("yarn", 2, 10, 5120, 128)], stages
+assert stages[1]["rope_theta"] == 1e6 and stages[2]["yarn_factor"] == 2, stages
+assert [e["stage"] for e in evals] == ["short", "long", "yarn"], evals
+# each stage has its own schedule: warmup restarts (lr of the first step of a stage is
+# lr / warmup_steps)
+assert abs(steps[0]["lr"] - 3e-3 / 2) < 1e-9 and abs(steps[6]["lr"] - 1e-3) < 1e-9, steps
+assert all("eval_loss" in s for s in (steps[5], steps[9]))
+PY
+checks=$((checks + 1))
+check "retention keeps the stage ends (6, 10), drops the rest" \
+    [ "$(ls run/checkpoints | grep '^step-' | sort -V | tr '\n' ' ')" = "step-6 step-10 " ]
+/usr/bin/python3 - run/final/config.json <<'PY' || fail "config.json carries the last stage's RoPE"
+import json, sys
+c = json.load(open(sys.argv[1]))
+rs = c["rope_scaling"]
+assert c["rope_theta"] == 1e6, c["rope_theta"]
+assert rs["rope_type"] == "yarn" and rs["factor"] == 2, rs
+assert rs["original_max_position_embeddings"] == 64, rs
+assert c["max_position_embeddings"] == 128, c["max_position_embeddings"]
+PY
+checks=$((checks + 1))
+/usr/bin/python3 - run/checkpoints/step-6/train_state.json <<'PY' || fail "train state names the stage"
+import json, sys
+s = json.load(open(sys.argv[1]))["trainer"]
+assert s["stage"]["name"] == "short" and s["stage"]["index"] == 0, s["stage"]
+assert s["tokens"] == 3072 and s["step"] == 6, s
+PY
+checks=$((checks + 1))
+
+# the losses of steps 7.. of a metrics file, as text: resumed runs must match them exactly
+losses_after() {
+    /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "event" not in r and r["step"] > int(sys.argv[2]):
+        print(r["step"], r["loss"], r.get("eval_loss"))' "$1" "$2"
+}
+losses_after run/metrics.jsonl 6 > full.losses
+
+# ---- killed right after the boundary (step 7 never finishes), resumed ----
+resume_case() { # name kill_step resumed_from
+    local name=$1 kill=$2 from=$3
+    rc=0
+    SLUICE_FAULT="0:$kill:crash" "$sluice" train staged.json --set training.out_dir="$name" \
+        > "$name.log" 2>&1 || rc=$?
+    check "$name: the injected crash stops the run" [ "$rc" -ne 0 ]
+    check "$name: the newest checkpoint is step $from" \
+        [ "$(ls "$name/checkpoints" | grep '^step-' | sort -V | tail -1)" = "step-$from" ]
+    rm -f "$name/metrics.jsonl"
+    rc=0
+    "$sluice" train staged.json --set training.out_dir="$name" --resume auto \
+        > "$name.resume.log" 2>&1 || rc=$?
+    check "$name: the resumed run finishes" [ "$rc" -eq 0 ]
+    losses_after "$name/metrics.jsonl" "$from" > "$name.losses"
+    check "$name: losses after the resume equal the uninterrupted run's" \
+        cmp -s "$name.losses" <(awk -v f="$from" '$1 > f' full.losses)
+    check "$name: final weights equal the uninterrupted run's" \
+        cmp -s "$name/final/model.safetensors" run/final/model.safetensors
+}
+resume_case boundary 7 6
+check "boundary: the resumed run enters the second stage" \
+    grep -q 'stage 2/3 "long" at step 6' boundary.resume.log
+resume_case midstage 9 8
+check "midstage: the resumed run continues the second stage" \
+    grep -q 'stage 2/3 "long" at step 8' midstage.resume.log
+
+# ---- bad schedules name the stage and the key ----
+bad() { # what expected-substring stages-json
+    local what=$1 want=$2 stages=$3 out rc=0
+    out=$("$sluice" train staged.json --set "training.stages=$stages" 2>&1) || rc=$?
+    checks=$((checks + 1))
+    if [ "$rc" -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
+        fail "$what: want an error containing '$want', got (exit $rc): $out"
+    fi
+}
+bad "sequence beyond the RoPE settings" \
+    'training.stages[1].seq_len: 64 exceeds what the stage'"'"'s RoPE settings support: max_position_embeddings = 32' \
+    '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":64}]'
+bad "the stage is named" '(stage "b")' \
+    '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":64}]'
+bad "YaRN too short" 'training.stages[0].seq_len: 256 exceeds' \
+    '[{"name":"a","tokens":512,"seq_len":256,"rope_scaling":{"rope_type":"yarn","factor":2,"original_max_position_embeddings":64}}]'
+bad "budget below one batch" 'training.stages[0].tokens: 100 is less than one global batch' \
+    '[{"name":"a","tokens":100,"seq_len":32}]'
+bad "warmup longer than the stage" 'training.stages[0].warmup_steps: 5 exceeds the stage'"'"'s 2 steps' \
+    '[{"name":"a","tokens":1024,"seq_len":32,"warmup_steps":5}]'
+bad "unknown stage key" 'training.stages[0].sequence_length: unknown stage key' \
+    '[{"name":"a","tokens":1024,"sequence_length":32}]'
+bad "duplicate names" 'training.stages[1].name: "a" is also the name of stages[0]' \
+    '[{"name":"a","tokens":512,"seq_len":32},{"name":"a","tokens":512,"seq_len":32}]'
+bad "missing budget" 'training.stages[0]: a stage needs "tokens"' '[{"name":"a","seq_len":32}]'
+bad "no stage trains" 'training.stages: no stage trains' '[{"name":"a","tokens":0,"seq_len":32}]'
+bad "batch not divisible" 'training.stages[0].global_batch_tokens: 500 is not a multiple' \
+    '[{"name":"a","tokens":1000,"seq_len":32,"global_batch_tokens":500}]'
+
+echo "test_stages: $checks checks, $failures failed"
+[ "$failures" -eq 0 ]
