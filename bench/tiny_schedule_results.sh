@@ -6,11 +6,14 @@
 #   - the paper's diagnostics (sluice eval --diagnostics) at the trained length (2,048, RoPE
 #     base 1M, no YaRN) and at 8,192 with the YaRN x4 stage's settings and without YaRN;
 #   - plots: training curves (sluice plot) and the diagnostics (sluice eval --plot).
-# usage: bench/tiny_schedule_results.sh [SLUICE] [OUT_DIR]   (defaults: build/launch/sluice,
-#        runs/results); figures go to OUT_DIR/*.json and OUT_DIR/*.png, summary to stdout.
+# usage: bench/tiny_schedule_results.sh [SLUICE] [OUT_DIR] [SEED]   (defaults:
+#        build/launch/sluice, runs/results, the config's training.seed); figures go to
+#        OUT_DIR/*.json and OUT_DIR/*.png, the summary tables (markdown) to stdout.
 set -euo pipefail
 sluice=${1:-build/launch/sluice}
 out=${2:-runs/results}
+seed=()
+[ -n "${3:-}" ] && seed=(--set "training.seed=$3")
 data=data/kjv
 [ -d "$data/train" ] && [ -d "$data/eval" ] || {
     echo "tiny_schedule_results: $data/train and $data/eval missing: run launch/quickstart.sh first" >&2
@@ -23,7 +26,7 @@ for gate in elementwise none; do
     if [ ! -f "$out/$name/final/model.safetensors" ]; then
         /usr/bin/time -f "%e s wall, %M KiB peak RSS" -o "$out/$name.time" \
             "$sluice" train configs/tiny-schedule.json --set training.out_dir="$out/$name" \
-            --set model.attn_output_gate="$gate" > "$out/$name.log" 2>&1
+            --set model.attn_output_gate="$gate" "${seed[@]}" > "$out/$name.log" 2>&1
     fi
     "$sluice" plot "$out/$name" -o "$out/$name-training.png" --title "tiny-schedule, gate $gate"
     w="$out/$name/final"
@@ -74,3 +77,34 @@ for tag in ("2048", "8192-yarn", "8192-noyarn"):
         print(f"| {lg['layer']} | {lg['gate_score']:.4f} | {lg['first_token_share']:.4f} | "
               f"{lu['first_token_share']:.4f} | {lg['max_activation']:.3f} | {lu['max_activation']:.3f} |")
 PY
+
+# gated vs ungated: loss by position at 8,192 with and without YaRN, and at the trained 2,048
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+with open(f"{out}/compare.dat", "w") as f:
+    for tag in ("2048", "8192-yarn", "8192-noyarn"):
+        f.write(f'"{tag}"\n')
+        g = json.load(open(f"{out}/gated-diag-{tag}.json"))["buckets"]
+        u = json.load(open(f"{out}/ungated-diag-{tag}.json"))["buckets"]
+        for bg, bu in zip(g, u):
+            f.write(f"{(bg['start'] + bg['end']) / 2} {bg['loss']} {bu['loss']}\n")
+        f.write("\n\n")
+PY
+gnuplot <<EOF2
+set terminal pngcairo size 900,560 font ",10"
+set output "$out/compare-positions.png"
+set title "held-out loss by query position (tiny-schedule; trained up to 2,048 tokens)"
+set xlabel "query position (bucket centre)"
+set ylabel "loss (nats/token)"
+set logscale x 2
+set key top left
+set grid
+set arrow from 2048, graph 0 to 2048, graph 1 nohead dt 2
+plot "$out/compare.dat" index 0 using 1:2 with linespoints lc rgb "#1b9e77" title "gated, 2,048", \
+     "" index 0 using 1:3 with linespoints lc rgb "#d95f02" title "ungated, 2,048", \
+     "" index 1 using 1:2 with linespoints dt 1 pt 7 lc rgb "#1b9e77" title "gated, 8,192 YaRN x4", \
+     "" index 1 using 1:3 with linespoints dt 1 pt 7 lc rgb "#d95f02" title "ungated, 8,192 YaRN x4", \
+     "" index 2 using 1:2 with linespoints dt 3 pt 4 lc rgb "#1b9e77" title "gated, 8,192 no YaRN", \
+     "" index 2 using 1:3 with linespoints dt 3 pt 4 lc rgb "#d95f02" title "ungated, 8,192 no YaRN"
+EOF2

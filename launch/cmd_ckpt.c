@@ -253,7 +253,7 @@ static char *export_config(const sl_ckpt *c) {
         sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
         return NULL;
     }
-    return sl_model_config_to_hf_json(&m);
+    return sl_hf_config_json(&m); /* as sl_hf_save writes it (YaRN context) */
 }
 
 /* The Hugging Face tensors of a checkpoint tensor (model/hf_export.h's mapping: fused gate/up

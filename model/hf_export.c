@@ -148,11 +148,15 @@ static void yarn_context(sl_model_config *c) {
             (double)c->max_position_embeddings / r->original_max_position_embeddings);
 }
 
+char *sl_hf_config_json(const sl_model_config *m) {
+    sl_model_config c = *m;
+    yarn_context(&c);
+    return sl_model_config_to_hf_json(&c);
+}
+
 static int write_config(const sl_model *m, const char *dir, char *err, size_t errlen) {
     char path[4096];
-    sl_model_config c = m->cfg;
-    yarn_context(&c);
-    char *json = sl_model_config_to_hf_json(&c);
+    char *json = sl_hf_config_json(&m->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     free(json);

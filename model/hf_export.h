@@ -37,6 +37,10 @@ int sl_hf_split(const char *name, int ndim, const int64_t *shape, int64_t first_
 /* The Hugging Face tensors of the parameters this rank holds (malloc'ed array). */
 int sl_hf_entries(const sl_model *m, sl_hf_entry **out);
 
+/* The config.json text sl_hf_save writes for model config m (malloc'ed): with YaRN,
+ * max_position_embeddings states the extended context factor x original, which is what
+ * Hugging Face transformers derives the factor from. */
+char *sl_hf_config_json(const sl_model_config *m);
 /* Writes the weights to dir (created) with atomic file writes: <dir>/model.safetensors and
  * <dir>/config.json. With expert parallelism (`ep` of size P > 1; every rank of the group
  * calls this) each EP rank writes its own shard model-0000{r+1}-of-0000P.safetensors (rank

@@ -155,6 +155,32 @@ resume_case midstage 9 8
 check "midstage: the resumed run continues the second stage" \
     grep -q 'stage 2/3 "long" at step 8' midstage.resume.log
 
+# ---- a stage with its own data reads that data from its beginning ----
+/usr/bin/python3 -c '
+import random
+r = random.Random(11)
+words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+open("train2.txt", "w").write("\n".join(" ".join(r.choice(words) for _ in range(6)) for _ in range(3000)) + "\n")'
+"$sluice" data build --quiet --frame-tokens 16384 -o train2 train2.txt
+own_b='{"name":"b","tokens":1024,"seq_len":64,"max_position_embeddings":64,"micro_batch_size":2,"data":{"train":"train2"}}'
+"$sluice" train staged.json --set training.out_dir=own \
+    --set "training.stages=[{\"name\":\"a\",\"tokens\":1024,\"seq_len\":32},$own_b]" > own.log 2>&1 ||
+    fail "a schedule with a stage's own data failed: $(tail -3 own.log)"
+"$sluice" train staged.json --set training.out_dir=ref --set "training.stages=[$own_b]" \
+    > ref.log 2>&1 || fail "the reference run on the second corpus failed: $(tail -3 ref.log)"
+hash_of() { # metrics step
+    /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "event" not in r and r["step"] == int(sys.argv[2]):
+        print(r["batch_hash"])' "$1" "$2"
+}
+own_hash=$(hash_of own/metrics.jsonl 3)
+check "the stage with its own data starts at that data's first batch" \
+    [ -n "$own_hash" -a "$own_hash" = "$(hash_of ref/metrics.jsonl 1)" ]
+check "... and not where the first stage's data was" [ "$own_hash" != "$(hash_of run/metrics.jsonl 7)" ]
+
 # ---- bad schedules name the stage and the key ----
 bad() { # what expected-substring stages-json
     local what=$1 want=$2 stages=$3 out rc=0

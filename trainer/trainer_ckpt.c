@@ -52,7 +52,7 @@ static cJSON *train_state(trainer *t, int step) {
     cJSON_AddNumberToObject(world, "expert_parallel", t->topo.ep_size);
     cJSON_AddBoolToObject(world, "zero1", c->parallel.zero1);
     /* hf_config: the model as the current stage runs it (its RoPE settings) */
-    char *cfg = sl_config_to_json(c), *hf = sl_model_config_to_hf_json(&t->model->cfg);
+    char *cfg = sl_config_to_json(c), *hf = sl_hf_config_json(&t->model->cfg);
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)sl_hash_str(cfg));
     cJSON_AddStringToObject(s, "config_hash", hash); /* of the config JSON below */
