@@ -667,6 +667,71 @@ static void test_json_round_trip(void) {
     }
 }
 
+/* training.stages: the shipped schedules, inheritance from the previous stage, the round trip
+ * through to_json and inheritance surviving a --set. */
+static bool stage_eq(const sl_stage *a, const sl_stage *b) {
+    return strcmp(a->name, b->name) == 0 && a->tokens == b->tokens && a->steps == b->steps &&
+           a->reset_optimizer == b->reset_optimizer && a->given == b->given &&
+           a->train.seq_len == b->train.seq_len && a->train.lr == b->train.lr &&
+           a->train.global_batch_tokens == b->train.global_batch_tokens &&
+           a->train.eval_tokens == b->train.eval_tokens && model_eq(&a->model, &b->model) &&
+           strcmp(a->data.eval_path, b->data.eval_path) == 0;
+}
+
+static void test_stages_config(void) {
+    sl_config c, r;
+    char err[512];
+    if (load("configs/tiny-schedule.json", &c)) {
+        CHECK(c.stages_given && c.n_stages == 3 && sl_config_stage_count(&c) == 3, "3 stages");
+        const sl_stage *p = &c.stages[0], *l = &c.stages[1], *y = &c.stages[2];
+        CHECK(strcmp(p->name, "pretrain") == 0 && p->steps == 300 && p->train.seq_len == 256 &&
+                  p->model.rope_theta == 1e4,
+              "pretrain stage");
+        CHECK(l->steps == 80 && l->train.seq_len == 2048 && l->model.rope_theta == 1e6 &&
+                  l->train.eval_tokens == c.train.eval_tokens,
+              "long stage (eval_tokens inherited)");
+        CHECK(y->steps == 0 && y->train.seq_len == 8192 && y->model.rope_theta == 1e6 &&
+                  y->model.rope_scaling.type == SL_ROPE_YARN &&
+                  y->model.max_position_embeddings == 8192 && y->train.lr == l->train.lr,
+              "yarn stage: base and lr from the previous stage, YaRN context %d",
+              y->model.max_position_embeddings);
+        CHECK(c.train.max_steps == 380, "max_steps follows the stages: %d", c.train.max_steps);
+        char *json = sl_config_to_json(&c);
+        int rc = sl_config_parse(json, c.path, &r, err, sizeof err);
+        CHECK(rc == 0, "tiny-schedule re-parse: %s", err);
+        for (int i = 0; rc == 0 && i < 3; i++)
+            CHECK(stage_eq(&c.stages[i], &r.stages[i]), "stage %d round trip", i);
+        free(json);
+        /* an inherited key follows its section; a stage's own value stays */
+        r = c;
+        rc = sl_config_set(&r, "training.eval_tokens=1000", err, sizeof err);
+        CHECK(rc == 0 && r.stages[0].train.eval_tokens == 1000 &&
+                  r.stages[1].train.eval_tokens == 1000 && r.stages[2].train.eval_tokens == 65536,
+              "--set training.eval_tokens reaches the stages that inherit it: %s", err);
+        rc = sl_config_set(&r, "training.max_steps=7", err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "training.max_steps: 7, but the stages") != NULL,
+              "max_steps disagreeing with the stages: %s", err);
+    }
+    if (load("configs/qwen-gated-15a2b-schedule.json", &c)) {
+        const sl_stage *y = &c.stages[2];
+        CHECK(c.n_stages == 3 && c.stages[0].train.seq_len == 4096 &&
+                  c.stages[1].train.seq_len == 32768 && c.stages[1].model.rope_theta == 1e6 &&
+                  y->train.seq_len == 131072 && y->model.rope_scaling.factor == 4 &&
+                  y->model.rope_scaling.original_max_position_embeddings == 32768 &&
+                  y->model.max_position_embeddings == 131072 && y->steps == 0,
+              "15A2B schedule: 4k at 1e4, 32k at 1e6, YaRN x4 to 128k");
+    }
+    /* without stages: one implicit stage made from the sections as they are */
+    if (load("configs/tiny.json", &c)) {
+        sl_stage s;
+        c.train.max_steps = 7;
+        sl_config_stage_at(&c, 0, &s);
+        CHECK(!c.stages_given && sl_config_stage_count(&c) == 1 && s.steps == 7 &&
+                  strcmp(s.name, "main") == 0 && s.tokens == 7 * c.train.global_batch_tokens,
+              "implicit stage");
+    }
+}
+
 static void test_hf(void) {
     sl_config c;
     char err[512];
@@ -936,6 +1001,7 @@ int main(void) {
     test_set();
     test_set_order();
     test_json_round_trip();
+    test_stages_config();
     test_hf();
     test_counts_15a2b();
     test_counts_dense();
