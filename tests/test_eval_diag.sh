@@ -13,14 +13,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cd "$work"
 
-/usr/bin/python3 - <<'PY'
-import random
-r = random.Random(7)
-words = ["the king", "a servant", "went up to", "spake unto", "the city", "the river", "and"]
-text = lambda n: " ".join(r.choice(words) for _ in range(n)) + "\n"
-open("train.txt", "w").write(text(3000))
-open("eval.txt", "w").write(text(400))
-PY
+/usr/bin/python3 "$(dirname "$0")/grammar_corpus.py" 7 3000 400
 "$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
 "$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
 cat > tiny.json <<'JSON'

@@ -13,17 +13,7 @@ mkdir -p "$work"
 cd "$work"
 
 # A learnable corpus: sentences from a small grammar, deterministic.
-/usr/bin/python3 - <<'PY'
-import random
-r = random.Random(5)
-subj = ["the king", "a servant", "my brother", "the people", "his son", "the priest"]
-verb = ["went up to", "spake unto", "looked upon", "came before", "blessed", "followed"]
-obj = ["the city", "the mountain", "the house of god", "the river", "the temple", "the gate"]
-def text(n):
-    return "\n".join(f"{r.choice(subj)} {r.choice(verb)} {r.choice(obj)}." for _ in range(n)) + "\n"
-open("train.txt", "w").write(text(6000))
-open("eval.txt", "w").write(text(400))
-PY
+/usr/bin/python3 "$(dirname "$0")/grammar_corpus.py" 5 6000 400
 "$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
 "$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
 
