@@ -144,6 +144,12 @@ check "boundary: the resumed run enters the second stage" \
 resume_case midstage 9 8
 check "midstage: the resumed run continues the second stage" \
     grep -q 'stage 2/3 "long" at step 8' midstage.resume.log
+# reset_optimizer restarts AdamW's step count (bias correction) at the stage's first step
+ostep() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trainer"]["optimizer_step"])' "$1/train_state.json"; }
+check "AdamW steps: 6 at the end of the first stage" [ "$(ostep run/checkpoints/step-6)" = 6 ]
+check "AdamW steps: 4 after the four steps of the stage that resets them" \
+    [ "$(ostep run/checkpoints/step-10)" = 4 ]
+check "AdamW steps: the same in the run resumed mid-stage" [ "$(ostep midstage/checkpoints/step-10)" = 4 ]
 
 # ---- a stage with its own data reads that data from its beginning ----
 /usr/bin/python3 -c '
