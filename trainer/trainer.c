@@ -23,19 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
 #include "trainer/trainer_impl.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the schedule ------------------------------------------------------------------------- */
 
@@ -162,8 +155,13 @@ static int enter_stage(trainer *t, int i, int step) {
         sl_error("stage \"%s\": %s", st->name, t->err);
         fail = 1;
     }
+    const size_t rows = (size_t)tc->micro_batch_size, row_len = (size_t)tc->seq_len + 1;
     free(t->tokens);
-    t->tokens = sl_xmalloc((size_t)tc->micro_batch_size * (tc->seq_len + 1) * sizeof(int32_t));
+    free(t->doc_starts);
+    free(t->n_docs);
+    t->tokens = sl_xmalloc(rows * row_len * sizeof(int32_t));
+    t->doc_starts = sl_xmalloc(rows * row_len * sizeof(int32_t));
+    t->n_docs = sl_xmalloc(rows * sizeof(int));
     t->micro_batches = (int)(tc->global_batch_tokens /
                              ((int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size));
     if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;
@@ -348,11 +346,7 @@ static void maybe_inject_fault(const trainer *t, int step) {
 static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
     (void)micro;
     trainer *t = user;
-    const sl_train_config *tc = &sl_trainer_stage(t)->train;
-    return sl_trainer_next_batch(t->train_reader, tc->document_mask ? t->model : NULL,
-                                 tc->micro_batch_size, tc->seq_len, tokens, err, errlen) == 1
-               ? 0
-               : -1;
+    return sl_trainer_next_batch(t, t->train_reader, tokens, err, errlen) == 1 ? 0 : -1;
 }
 
 /* Per-step buffers of the loop's statistics. */
@@ -388,7 +382,7 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                                 .micro_batches = t->micro_batches,
                                 .tokens = t->tokens};
     for (int step = from; step < end; step++) {
-        const double ts = now_s();
+        const double ts = sl_trainer_now();
         maybe_inject_fault(t, step + 1);
         const int done = step + 1, in_stage = done - first;
         const bool do_eval = done == end || (tc->eval_every > 0 && in_stage % tc->eval_every == 0);
@@ -420,12 +414,12 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                     ls->rank_load[p] += (double)ls->counts[(int64_t)l * ne + e] / groups;
         }
         ls->flops_done += step_flops(t, t->cur);
-        const double elapsed = now_s() - ls->t0, dt = now_s() - ts;
+        const double elapsed = sl_trainer_now() - ls->t0, dt = sl_trainer_now() - ts;
         sl_step_metrics sm = {
             .step = done,
             .max_steps = total,
             .stage = c->stages_given ? st->name : NULL,
-            .tokens = t->first_tokens[t->cur] + (int64_t)in_stage * tc->global_batch_tokens,
+            .tokens = sl_trainer_tokens_after(t, done),
             .loss = res.loss,
             .lbl = res.lbl,
             .zloss = res.zloss,
@@ -479,7 +473,7 @@ static int run_schedule(trainer *t) {
                      .load_max = sl_xcalloc((size_t)nl, sizeof(double)),
                      .load_mean = sl_xcalloc((size_t)nl, sizeof(double)),
                      .rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double)),
-                     .t0 = now_s()};
+                     .t0 = sl_trainer_now()};
     int rc = 0;
     int step = t->start_step;
     for (int i = stage_at(t, step); rc == 0 && i < t->n_stages; i++) {
@@ -539,6 +533,8 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
     if (t.topo.ep) sl_topology_free(&t.topo);
     sl_metrics_close(&t.metrics);
     free(t.tokens);
+    free(t.doc_starts);
+    free(t.n_docs);
     free(t.resume_cursor);
     free(t.stages);
     free(t.first_step);

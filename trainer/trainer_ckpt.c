@@ -6,28 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/hf_export.h"
 #include "trainer/trainer_impl.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The training tokens after `step` steps of the schedule. */
-static int64_t tokens_after(const trainer *t, int step) {
-    for (int i = 0; i < t->n_stages; i++)
-        if (step <= t->first_step[i + 1])
-            return t->first_tokens[i] +
-                   (int64_t)(step - t->first_step[i]) * t->stages[i].train.global_batch_tokens;
-    return t->first_tokens[t->n_stages];
-}
 
 /* The state rank 0 stores with a checkpoint: everything besides the tensors that continues the
  * run exactly. */
@@ -37,7 +21,7 @@ static cJSON *train_state(trainer *t, int step) {
     cJSON *s = cJSON_CreateObject();
     cJSON_AddNumberToObject(s, "step", step);
     cJSON_AddNumberToObject(s, "optimizer_step", t->opt.step);
-    cJSON_AddNumberToObject(s, "tokens", (double)tokens_after(t, step));
+    cJSON_AddNumberToObject(s, "tokens", (double)sl_trainer_tokens_after(t, step));
     cJSON *stage = cJSON_AddObjectToObject(s, "stage");
     cJSON_AddNumberToObject(stage, "index", t->cur);
     cJSON_AddStringToObject(stage, "name", st->name);
@@ -65,7 +49,7 @@ static cJSON *train_state(trainer *t, int step) {
 
 int sl_trainer_finish_pending(trainer *t) {
     if (!t->pending) return 0;
-    const double t0 = now_s();
+    const double t0 = sl_trainer_now();
     const int rc = sl_train_ckpt_save_finish(t->pending, t->err, sizeof t->err);
     t->pending = NULL;
     if (rc != 0) {
@@ -74,7 +58,7 @@ int sl_trainer_finish_pending(trainer *t) {
     }
     sl_info("committed checkpoint %s/checkpoints/step-%d (written in the background; the commit "
             "waited %.3f s)",
-            t->cfg->train.out_dir, t->pending_step, now_s() - t0);
+            t->cfg->train.out_dir, t->pending_step, sl_trainer_now() - t0);
     return 0;
 }
 
@@ -91,7 +75,7 @@ int sl_trainer_save(trainer *t, int step, bool last) {
                                        .n_keep_steps = t->n_keep_steps};
     if (sl_trainer_finish_pending(t) != 0) return -1; /* at most one save in flight */
     cJSON *state = t->topo.rank == 0 ? train_state(t, step) : NULL;
-    const double t0 = now_s();
+    const double t0 = sl_trainer_now();
     if (tc->async_save && !last) {
         t->pending = sl_train_ckpt_save_async(&parts, &o, state, t->err, sizeof t->err);
         if (!t->pending) {
@@ -101,7 +85,7 @@ int sl_trainer_save(trainer *t, int step, bool last) {
         t->pending_step = step;
         sl_info("checkpoint of step %d: the step waited %.3f s (copy to host memory); writing in "
                 "the background",
-                step, now_s() - t0);
+                step, sl_trainer_now() - t0);
         return 0;
     }
     const int rc = sl_train_ckpt_save(&parts, &o, state, t->err, sizeof t->err);
@@ -110,7 +94,8 @@ int sl_trainer_save(trainer *t, int step, bool last) {
         sl_error("checkpoint of step %d: %s", step, t->err);
         return -1;
     }
-    sl_info("saved checkpoint %s/checkpoints/step-%d in %.2f s", tc->out_dir, step, now_s() - t0);
+    sl_info("saved checkpoint %s/checkpoints/step-%d in %.2f s", tc->out_dir, step,
+            sl_trainer_now() - t0);
     return 0;
 }
 

@@ -1,23 +1,20 @@
 /* trainer/trainer_eval.c - batches and held-out evaluation (see trainer_impl.h). */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "trainer/trainer_impl.h"
 
-int sl_trainer_next_batch(sl_reader *r, sl_model *docs_to, int rows, int seq, int32_t *tokens,
-                          char *err, size_t errlen) {
-    int32_t *starts = docs_to ? sl_xmalloc((size_t)rows * (seq + 1) * sizeof(int32_t)) : NULL;
-    int *n_docs = docs_to ? sl_xmalloc((size_t)rows * sizeof(int)) : NULL;
+int sl_trainer_next_batch(trainer *t, sl_reader *r, int32_t *tokens, char *err, size_t errlen) {
+    const sl_train_config *tc = &sl_trainer_stage(t)->train;
+    const int seq = tc->seq_len;
+    const bool docs = tc->document_mask;
     int rc = 1;
-    for (int b = 0; b < rows && rc == 1; b++)
+    for (int b = 0; b < tc->micro_batch_size && rc == 1; b++)
         rc = sl_reader_next(r, tokens + (int64_t)b * (seq + 1),
-                            starts ? starts + (int64_t)b * (seq + 1) : NULL,
-                            n_docs ? n_docs + b : NULL, err, errlen);
-    if (rc == 1 && docs_to) sl_model_set_documents(docs_to, starts, n_docs);
-    free(starts);
-    free(n_docs);
+                            docs ? t->doc_starts + (int64_t)b * (seq + 1) : NULL,
+                            docs ? t->n_docs + b : NULL, err, errlen);
+    if (rc == 1 && docs) sl_model_set_documents(t->model, t->doc_starts, t->n_docs);
     return rc;
 }
 
@@ -50,8 +47,7 @@ double sl_trainer_evaluate(trainer *t) {
         double flags[2] = {0.0, 0.0}; /* [0]: some rank has a batch, [1]: some rank failed */
         int rc = 0;
         if (tc->eval_tokens <= 0 || seen < tc->eval_tokens) {
-            rc = sl_trainer_next_batch(r, tc->document_mask ? t->model : NULL, tc->micro_batch_size,
-                                       tc->seq_len, t->tokens, t->err, sizeof t->err);
+            rc = sl_trainer_next_batch(t, r, t->tokens, t->err, sizeof t->err);
             flags[0] = rc == 1;
             flags[1] = rc < 0;
             have_batch |= rc == 1;

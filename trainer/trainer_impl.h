@@ -9,6 +9,8 @@
 #ifndef SL_TRAINER_IMPL_H
 #define SL_TRAINER_IMPL_H
 
+#include <time.h>
+
 #include "core/backend.h"
 #include "io/reader.h"
 #include "model/model.h"
@@ -32,9 +34,11 @@ typedef struct {
     int64_t *first_tokens; /* [n_stages + 1]: training tokens before stage i */
     int64_t *keep_steps;   /* the last step of every training stage (kept by retention) */
     int n_keep_steps;
-    int cur;           /* the stage running */
-    int micro_batches; /* per rank per step, in the current stage */
-    int32_t *tokens;   /* [micro_batch_size, seq_len + 1] of the current stage */
+    int cur;             /* the stage running */
+    int micro_batches;   /* per rank per step, in the current stage */
+    int32_t *tokens;     /* [micro_batch_size, seq_len + 1] of the current stage */
+    int32_t *doc_starts; /* the same shape: each row's document starts (document_mask) */
+    int *n_docs;         /* [micro_batch_size] */
     sl_reader *train_reader;
     int reader_stage;    /* the stage whose training data train_reader (or resume_cursor)
                           * belongs to; -1: none yet */
@@ -45,16 +49,31 @@ typedef struct {
     char err[1024];
 } trainer;
 
+/* Seconds on the monotonic clock. */
+static inline double sl_trainer_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The training tokens after global step `step` of the schedule. */
+static inline int64_t sl_trainer_tokens_after(const trainer *t, int step) {
+    for (int i = 0; i < t->n_stages; i++)
+        if (step <= t->first_step[i + 1])
+            return t->first_tokens[i] +
+                   (int64_t)(step - t->first_step[i]) * t->stages[i].train.global_batch_tokens;
+    return t->first_tokens[t->n_stages];
+}
+
 /* The current stage. */
 static inline const sl_stage *sl_trainer_stage(const trainer *t) {
     return &t->stages[t->cur];
 }
 
-/* Fills one micro-batch of `rows` sequences from a reader. 1, 0 at the end of an eval set, -1
- * on error. docs_to (training.document_mask; NULL: off) gets the batch's document starts for
- * its next forward (sl_model_set_documents). */
-int sl_trainer_next_batch(sl_reader *r, sl_model *docs_to, int rows, int seq, int32_t *tokens,
-                          char *err, size_t errlen);
+/* Fills one micro-batch of the current stage from a reader into `tokens`. 1, 0 at the end of
+ * an eval set, -1 on error (message in err). With training.document_mask the model gets the
+ * batch's document starts for its next forward (sl_model_set_documents). */
+int sl_trainer_next_batch(trainer *t, sl_reader *r, int32_t *tokens, char *err, size_t errlen);
 /* Mean held-out loss of the current stage's eval set at its sequence length (all ranks
  * together): NaN without an eval set, -1 after printing an error. Collective. */
 double sl_trainer_evaluate(trainer *t);
