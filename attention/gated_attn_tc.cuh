@@ -1,0 +1,182 @@
+/*
+ * attention/gated_attn_tc.cuh - what the tensor-core gated-attention kernels share
+ * (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu): arguments, tile geometry, the swizzled shared-
+ * memory tile layout, cp.async tile loads, and the four ways a warp takes an MMA operand out of a
+ * tile. bf16 only, head dims 64 and 128; the design is in docs/attention.md ("The tensor-core
+ * kernel") and at the top of gated_attn_tc_fwd.cu.
+ *
+ * Every inline-PTX instruction comes from core/ptx.cuh (mma.sync m16n8k16, ldmatrix, cp.async),
+ * whose emulated twins implement the PTX ISA fragment layouts, so these kernels run unchanged
+ * in the SIMT test double. Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"),
+ * with g = lane / 4 and t = lane % 4:
+ *   A (16 x 16, row-major):  a[0] = (g, 2t..2t+1)   a[1] = (g+8, 2t..2t+1)
+ *                            a[2] = (g, 2t+8..+9)   a[3] = (g+8, 2t+8..+9)
+ *   B (16 x 8, k x n):       b[0] = (k 2t..2t+1, n g)  b[1] = (k 2t+8..2t+9, n g)
+ *   C/D (16 x 8, fp32):      c[0..1] = (g, 2t..2t+1)   c[2..3] = (g+8, 2t..2t+1)
+ * so the C fragments of two adjacent n-tiles are, packed to bf16 pairs, exactly the A fragment
+ * of the next product (acc_to_a): P and dS never leave registers on their way into P V or dS K.
+ */
+#ifndef SL_GATED_ATTN_TC_CUH
+#define SL_GATED_ATTN_TC_CUH
+
+#include "core/cuda_common.cuh"
+#include "core/ptx.cuh"
+
+#ifdef SLUICE_CUDA_EMULATED
+#define SL_TC_UNROLL
+#else
+#define SL_TC_UNROLL _Pragma("unroll")
+#endif
+
+namespace sl_attn_tc {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.69314718055994531f;
+
+/* Four warps; a query tile is 64 rows (16 per warp), a key tile 64 keys. */
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 64, kBc = 64;
+
+/* Arguments of every tensor-core attention kernel (unused fields stay null). Layouts as
+ * core/ops.h: q/o/y/dy/dq [T, H, D], k/v/dk/dv [T, KV, D], g [T, H, D] (gate 2), [T, H]
+ * (gate 1) or none (gate 0), lse/di [T, H] fp32, seg [T] (document start of each token) or null.
+ * dob: dO = dy * sigmoid(g) in bf16, written by the backward's prep pass; dqacc: fp32 [T, H, D]
+ * accumulator of the atomic dQ mode. */
+struct args {
+    const sl_bf16 *q, *k, *v, *g, *dy, *o, *dob;
+    sl_bf16 *y, *ow, *dq, *dk, *dv, *dg, *dobw;
+    const float *lse, *di;
+    float *lsew, *diw, *dqacc;
+    const int *seg;
+    int batch, seq, h, kv, grp, gate;
+    float scale;
+};
+
+/* A tile of ROWS rows x D bf16 columns in shared memory, in 16-byte chunks (8 elements) with
+ * the chunk index XOR-swizzled by the row: chunk c of row r sits at chunk c ^ (r & 7). ldmatrix
+ * reads the same logical chunk of 8 consecutive rows at once; unswizzled, rows of 128 or 256
+ * bytes would put all 8 in the same banks (8-way conflict), swizzled they cover all 32 banks.
+ * cp.async writes whole chunks, so the swizzle costs nothing on the way in. */
+template <int D> __device__ __forceinline__ int swz(int r, int chunk) {
+    static_assert(D == 64 || D == 128, "the swizzle needs at least 8 chunks per row");
+    return r * D + ((chunk ^ (r & 7)) << 3);
+}
+
+/* Issues cp.async copies of rows [0, ROWS) of a row-major bf16 source (row r at src + r * ld)
+ * into the swizzled tile s; rows >= nrows are zero-filled (a 0-byte source, from a valid
+ * address). The caller commits the group and waits for it. */
+template <int ROWS, int D>
+__device__ __forceinline__ void load_tile_async(sl_bf16 *s, const sl_bf16 *src, int64_t ld,
+                                                int nrows) {
+    constexpr int CH = D / 8;
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += kThreads) {
+        const int r = idx / CH, c = idx % CH;
+        const bool in = r < nrows;
+        sl_cp_async_16_zfill(s + swz<D>(r, c), src + (in ? r * ld : 0) + c * 8, in ? 16 : 0);
+    }
+}
+
+/* A operand (16 x 16, rows row0.., columns col0..) of a row-major tile: ldmatrix.x4, lanes
+ * 0-7 / 8-15 / 16-23 / 24-31 address rows 0-7 / 8-15 / 0-7 / 8-15 at column chunks
+ * c0 / c0 / c0+1 / c0+1, giving a[0..3] in the A layout above. */
+template <int D>
+__device__ __forceinline__ void ld_a(uint32_t (&a)[4], const sl_bf16 *s, int row0, int col0) {
+    const int lane = threadIdx.x & 31;
+    sl_ldmatrix_x4(a, s + swz<D>(row0 + (lane & 7) + (lane & 8), (col0 >> 3) + (lane >> 4)));
+}
+
+/* B operands of two n-tiles (n0..n0+7 and n0+8..n0+15) x k16 (k0..) from a tile stored [n][k]
+ * (K for S = Q K^T: rows are keys = n, columns the head dim = k): ldmatrix.x4 without
+ * transpose; b[0..1] is n-tile 0, b[2..3] n-tile 1. */
+template <int D>
+__device__ __forceinline__ void ld_b_nk(uint32_t (&b)[4], const sl_bf16 *s, int n0, int k0) {
+    const int lane = threadIdx.x & 31;
+    sl_ldmatrix_x4(b,
+                   s + swz<D>(n0 + (lane & 7) + ((lane >> 4) << 3), (k0 >> 3) + ((lane >> 3) & 1)));
+}
+
+/* B operands of two n-tiles (n0.., n0+8..) x k16 (k0..) from a tile stored [k][n] (V for O +=
+ * P V: rows are keys = k, columns the head dim = n): ldmatrix.x4.trans; b[0..1] is n-tile 0,
+ * b[2..3] n-tile 1. */
+template <int D>
+__device__ __forceinline__ void ld_b_kn(uint32_t (&b)[4], const sl_bf16 *s, int k0, int n0) {
+    const int lane = threadIdx.x & 31;
+    sl_ldmatrix_x4_trans(b, s + swz<D>(k0 + (lane & 7) + (lane & 8), (n0 >> 3) + (lane >> 4)));
+}
+
+/* The A operand for keys 16 kk.. of a product whose left factor is an accumulator held as
+ * n-tiles c[2 kk] and c[2 kk + 1] (fp32 C layout), rounded to bf16. */
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c0)[4],
+                                         const float (&c1)[4]) {
+    a[0] = sl_pack_bf16x2(c0[0], c0[1]);
+    a[1] = sl_pack_bf16x2(c0[2], c0[3]);
+    a[2] = sl_pack_bf16x2(c1[0], c1[1]);
+    a[3] = sl_pack_bf16x2(c1[2], c1[3]);
+}
+
+/* d += a b on one 16 x 8 tile (fp32 accumulation). */
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+    const uint32_t b[2] = {b0, b1};
+    sl_mma_bf16_16816(d, a, b, d);
+}
+
+/* Max / sum over the 4 lanes of a quad (the lanes holding one row of a C fragment). */
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+__device__ __forceinline__ float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* A query-tile block (forward, and the backward's deterministic dQ pass): blockIdx.x enumerates
+ * (query tile, sequence, head) with the head fastest, latest (longest) query tiles first. Heads
+ * of one GQA group are adjacent, so the blocks streaming the same K/V run together and share
+ * it through L2 (docs/attention.md: why the group is not packed into one block). */
+struct qtile {
+    int h, kvh, i0, nq;
+    int64_t tok0;
+};
+
+__device__ __forceinline__ qtile locate_qtile(const args &a) {
+    qtile t;
+    const int nqt = (a.seq + kBr - 1) / kBr;
+    const int64_t per_tile = (int64_t)a.batch * a.h;
+    t.i0 = (nqt - 1 - (int)(blockIdx.x / per_tile)) * kBr;
+    t.h = (int)(blockIdx.x % a.h);
+    t.tok0 = (int64_t)(blockIdx.x % per_tile / a.h) * a.seq;
+    t.kvh = t.h / a.grp;
+    t.nq = a.seq - t.i0 < kBr ? a.seq - t.i0 : kBr;
+    return t;
+}
+
+/* The first key tile (of kBc keys) a query tile starting at i0 needs: the one holding its first
+ * row's document start (seg does not decrease along a sequence); 0 without documents. */
+__device__ __forceinline__ int first_key_tile(const args &a, int64_t tok0, int i0) {
+    return a.seg ? a.seg[tok0 + i0] / kBc * kBc : 0;
+}
+
+} // namespace sl_attn_tc
+
+/* Entry points (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu), called by the CUDA backend's
+ * attention ops (gated_attn_fwd.cu, gated_attn_bwd.cu) for bf16 tensors with head dim 64 or 128;
+ * same arguments as sl_cuda_gated_attn_fwd/bwd. */
+void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                               const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                               const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                               float scale);
+void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                               int batch, int seq, float scale);
+
+/* Whether the tensor-core kernels take a problem: bf16, head dim 64 or 128. */
+bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
+
+#endif
