@@ -164,7 +164,49 @@ __global__ void partial_warp_mma_kernel(float *out) {
     out[threadIdx.x] = d[0];
 }
 
+/* For the cost figures in emu/README.md (`test_ptx bench`): `iters` dependent mma and ldmatrix
+ * per warp. */
+__global__ void bench_kernel(float *out, int iters) {
+    __shared__ __align__(16) uint16_t tile[4][32][8];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int c = 0; c < 8; c++) tile[warp][lane][c] = (uint16_t)(0x3f80 + c);
+    __syncwarp();
+    uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u}, b[2];
+    float d[4] = {0, 0, 0, 0};
+    for (int i = 0; i < iters; i++) {
+        sl_ldmatrix_x2(b, &tile[warp][lane % 16][0]);
+        sl_mma_bf16_16816(d, a, b, d);
+    }
+    out[threadIdx.x] = d[0] + d[1] + d[2] + d[3];
+}
+
+static void bench() {
+    float *f = nullptr;
+    CUDA_CHECK(cudaMalloc(&f, 128 * sizeof(float)));
+    const int iters = 20000;
+    for (int rep = 0; rep < 3; rep++) {
+        cudaEvent_t e0, e1;
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        SL_LAUNCH(bench_kernel, 1, 128, 0, 0, f, iters);
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("bench: 4 warps x %d (ldmatrix.x2 + mma): %.1f ms, %.0f ns per warp-wide "
+               "ldmatrix + mma pair (race check doubles the runs: SLUICE_EMU_RACECHECK=0)\n",
+               iters, (double)ms, ms * 1e6 / (4.0 * iters));
+        cudaEventDestroy(e0), cudaEventDestroy(e1);
+    }
+    cudaFree(f);
+}
+
 static int run_case(const char *name) {
+    if (!strcmp(name, "bench")) {
+        bench();
+        return emu_finish("test_ptx bench");
+    }
     uint32_t *u = nullptr;
     float *f = nullptr;
     CUDA_CHECK(cudaMalloc(&u, 32 * sizeof(uint32_t)));
