@@ -18,3 +18,15 @@ sluice_test(test_attention_docs SOURCES test_attention_docs.c LABELS attention)
 add_test(NAME test_attention_docs_cuda COMMAND test_attention_docs cuda)
 set_tests_properties(test_attention_docs_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
+# double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
+# against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
+foreach(mode cpu cuda)
+  add_test(NAME test_attn_bench_${mode}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attn_bench.sh $<TARGET_FILE:attn_bench>
+                   ${mode})
+  set_tests_properties(test_attn_bench_${mode} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "OMP_NUM_THREADS=2")
+endforeach()
+set_tests_properties(test_attn_bench_cpu PROPERTIES LABELS "attention")
+set_tests_properties(test_attn_bench_cuda PROPERTIES LABELS "attention;cuda")
