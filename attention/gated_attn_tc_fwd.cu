@@ -175,9 +175,13 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
             const int64_t e = r * D + 8 * n + 2 * tq;
             const float o0 = o[n][2 * x] * inv, o1 = o[n][2 * x + 1] * inv;
             float g0 = gh, g1 = gh;
-            if (a.gate == 2) g0 = sigmoid(sl_ld(a.g[e])), g1 = sigmoid(sl_ld(a.g[e + 1]));
-            a.ow[e] = sl_st<sl_bf16>(o0), a.ow[e + 1] = sl_st<sl_bf16>(o1);
-            a.y[e] = sl_st<sl_bf16>(o0 * g0), a.y[e + 1] = sl_st<sl_bf16>(o1 * g1);
+            if (a.gate == 2) {
+                sl_unpack_bf16x2(*(const uint32_t *)(a.g + e), &g0, &g1);
+                g0 = sigmoid(g0), g1 = sigmoid(g1);
+            }
+            /* e is even and rows have even length: one aligned 4-byte store per pair */
+            *(uint32_t *)(a.ow + e) = sl_pack_bf16x2(o0, o1);
+            *(uint32_t *)(a.y + e) = sl_pack_bf16x2(o0 * g0, o1 * g1);
         }
     }
 }
