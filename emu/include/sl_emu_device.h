@@ -79,6 +79,14 @@ enum warp_kind : int {
     w_reduce_xor,
     w_match_any,
     w_match_all,
+    /* core/ptx.cuh's warp-wide instructions: each lane gives a pointer to its operands */
+    w_mma_bf16_16816,
+    w_ldmatrix_x1,
+    w_ldmatrix_x2,
+    w_ldmatrix_x4,
+    w_ldmatrix_x1_trans,
+    w_ldmatrix_x2_trans,
+    w_ldmatrix_x4_trans,
 };
 /* Waits at the block barrier; returns the barrier's reduction of `pred` (kind bar_count:
  * count of non-zero predicates; bar_and / bar_or: 0 or 1). */
@@ -89,6 +97,17 @@ int barrier(int kind, int pred);
 uint64_t warp_op(int kind, unsigned mask, uint64_t value, int b, int c);
 /* The lanes of the calling thread's warp that have not exited. */
 unsigned active_lanes();
+/* core/ptx.cuh's emulated instructions (emu/src/ptx.cc; layouts in core/ptx.cuh). mma and
+ * ldmatrix are collectives of the full warp: one rendezvous, then the emulator computes from
+ * every lane's registers and writes each lane's results. */
+void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+void ldmatrix(uint32_t *r, const void *row, int num, bool trans);
+/* cp.async of 16 bytes with src_bytes (0..16) read and the rest zero-filled: the destination
+ * turns 0xff at issue and gets its data when a wait retires the copy's group. */
+void cp_async_16(void *dst, const void *src, int src_bytes);
+void cp_async_commit();
+/* Retires this thread's oldest committed groups until at most n are pending. */
+void cp_async_wait(int n);
 /* Stops the launch with an error naming the kernel and thread (__trap, bad operands). */
 [[noreturn]] void device_fault(const char *what);
 

@@ -79,6 +79,15 @@ void fault(cudaError_t e, const char *msg);
 /* The largest dynamic shared memory a kernel may use (cudaFuncSetAttribute). */
 size_t dynamic_smem_limit(const void *kernel);
 
+/* ---- the scheduler and core/ptx.cuh's instructions (emu/src/ptx.cc) ---- */
+/* The running thread's linear index in its block; aborts naming `what` outside a kernel. */
+unsigned current_thread(const char *what);
+/* Completes a warp-wide instruction (w_mma_bf16_16816, w_ldmatrix_*): lanes[j] is what lane
+ * j passed to warp_op. */
+void complete_ptx(int kind, void *const lanes[32]);
+/* A block starts: no thread has copies in flight. */
+void ptx_block_start(unsigned nthreads);
+
 /* ---- sanitizer hooks ---- */
 void poison(const void *p, size_t n);
 void unpoison(const void *p, size_t n);

@@ -209,7 +209,9 @@ const char *kind_name(ts state, int kind) {
         "__shfl_xor_sync",   "__ballot_sync",     "__any_sync",        "__all_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_min_sync",
         "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",  "__reduce_xor_sync",
-        "__match_any_sync",  "__match_all_sync"};
+        "__match_any_sync",  "__match_all_sync",  "mma.m16n8k16",      "ldmatrix.x1",
+        "ldmatrix.x2",       "ldmatrix.x4",       "ldmatrix.x1.trans", "ldmatrix.x2.trans",
+        "ldmatrix.x4.trans"};
     return warps[kind];
 }
 
@@ -424,6 +426,14 @@ void complete_warp(int kind, unsigned m, unsigned base) {
         r = all ? ((uint64_t)1 << 32 | m) : 0;
         break;
     }
+    default: {
+        /* core/ptx.cuh's instructions (full warp, checked by the wrappers' mask): each lane's
+         * value is a pointer to its operands on its (suspended) fiber's stack. */
+        void *lanes[32];
+        for (unsigned j = 0; j < 32; j++) lanes[j] = (void *)(uintptr_t)w[j].value;
+        complete_ptx(kind, lanes);
+        return;
+    }
     }
     for (unsigned j = 0; j < 32; j++)
         if (m >> j & 1) w[j].result = r;
@@ -561,6 +571,7 @@ void run_block(uint64_t b) {
     blockIdx.z = (unsigned)(b / ((uint64_t)d.grid.x * d.grid.y));
     /* Dynamic shared memory starts as NaN in every block: a read before any write shows. */
     if (g_smem_size) memset(g_smem, 0xff, g_smem_size);
+    ptx_block_start(g_nthreads);
     for (unsigned i = 0; i < g_nthreads; i++) g_threads[i].state = ts::unstarted;
     g_exited = 0;
     g_pass.resize(g_nthreads);
@@ -932,6 +943,10 @@ unsigned active_lanes() {
     for (unsigned j = 0; j < 32 && base + j < g_nthreads; j++)
         if (g_threads[base + j].state != ts::exited) m |= 1u << j;
     return m;
+}
+
+unsigned current_thread(const char *what) {
+    return (unsigned)(current(what) - g_threads.data());
 }
 
 void device_fault(const char *what) {
