@@ -286,6 +286,11 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
 
 /* ---- 3. dQ, deterministic -------------------------------------------------------------------- */
 
+/* Keys per dQ sub-step: a warp holds Q and dO fragments (D / 4 registers each), dQ (D / 2) and
+ * S, dP (KS / 2 each). A whole 64-key tile at once spilled (nvcc 13.0: D = 128 on sm_80, D = 64 on
+ * sm_90a, 12 bytes each); 32 keys do not (docs/attention-tc-bwd.md). */
+template <int D> constexpr int kDqKeys = 32;
+
 template <int D> struct dq_smem {
     static constexpr int q = 0, dO = q + kBr * D, k = dO + kBr * D, v = k + 2 * kBc * D,
                          end = v + 2 * kBc * D;
@@ -293,6 +298,7 @@ template <int D> struct dq_smem {
 };
 
 template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(const args a) {
+    constexpr int KS = kDqKeys<D>;
     SL_DYNAMIC_SMEM(sl_bf16, sb);
     sl_bf16 *sq = sb + dq_smem<D>::q, *sdo = sb + dq_smem<D>::dO;
     sl_bf16 *sk = sb + dq_smem<D>::k, *sv = sb + dq_smem<D>::v;
@@ -354,51 +360,54 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
         __syncthreads(); /* this step's K and V are visible to every warp */
         const sl_bf16 *ck = sk + (s & 1) * kBc * D, *cv = sv + (s & 1) * kBc * D;
 
-        /* S = Q K^T, dP = dO V^T: 16 queries x 64 keys per warp */
-        float sc[kBc / 8][4], dp[kBc / 8][4];
-        SL_TC_UNROLL
-        for (int n = 0; n < kBc / 8; n++) {
-            SL_TC_UNROLL
-            for (int e = 0; e < 4; e++) sc[n][e] = dp[n][e] = 0.0f;
-        }
-        SL_TC_UNROLL
-        for (int kk = 0; kk < D / 16; kk++) {
-            SL_TC_UNROLL
-            for (int np = 0; np < kBc / 16; np++) {
-                uint32_t bk[4], bv[4];
-                ld_b_nk<D>(bk, ck, 16 * np, 16 * kk);
-                ld_b_nk<D>(bv, cv, 16 * np, 16 * kk);
-                mma(sc[2 * np], aq[kk], bk[0], bk[1]);
-                mma(sc[2 * np + 1], aq[kk], bk[2], bk[3]);
-                mma(dp[2 * np], ao[kk], bv[0], bv[1]);
-                mma(dp[2 * np + 1], ao[kk], bv[2], bv[3]);
-            }
-        }
-
-        /* dS = P (dP - Di) in place (dp), rows qi[e >> 1], columns keys j0 + 8 n + 2 t (+1) */
         const bool full = !a.seg && qt.i0 >= j0 + kBc - 1 && qt.nq == kBr;
-        SL_TC_UNROLL
-        for (int n = 0; n < kBc / 8; n++) {
+        /* The key tile in sub-steps of KS keys (registers: see kDqKeys) */
+        for (int ks = 0; ks < kBc; ks += KS) {
+            /* S = Q K^T, dP = dO V^T: 16 queries x KS keys per warp */
+            float sc[KS / 8][4], dp[KS / 8][4];
             SL_TC_UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int half = e >> 1, j = j0 + 8 * n + 2 * t + (e & 1);
-                const bool vis = full || visible(qi[half], j, lo[half], a.seq);
-                const float p = exp2f((vis ? sc[n][e] * c2 : -INFINITY) - lse2[half]);
-                dp[n][e] = p * (dp[n][e] - di[half]);
+            for (int n = 0; n < KS / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) sc[n][e] = dp[n][e] = 0.0f;
             }
-        }
-
-        /* dQ += dS K (contraction over the step's keys) */
-        SL_TC_UNROLL
-        for (int kk = 0; kk < kBc / 16; kk++) {
-            uint32_t ad[4];
-            acc_to_a(ad, dp[2 * kk], dp[2 * kk + 1]);
             SL_TC_UNROLL
-            for (int np = 0; np < D / 16; np++) {
-                uint32_t bk[4];
-                ld_b_kn<D>(bk, ck, 16 * kk, 16 * np);
-                mma(dq[2 * np], ad, bk[0], bk[1]);
-                mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+            for (int kk = 0; kk < D / 16; kk++) {
+                SL_TC_UNROLL
+                for (int np = 0; np < KS / 16; np++) {
+                    uint32_t bk[4], bv[4];
+                    ld_b_nk<D>(bk, ck, ks + 16 * np, 16 * kk);
+                    ld_b_nk<D>(bv, cv, ks + 16 * np, 16 * kk);
+                    mma(sc[2 * np], aq[kk], bk[0], bk[1]);
+                    mma(sc[2 * np + 1], aq[kk], bk[2], bk[3]);
+                    mma(dp[2 * np], ao[kk], bv[0], bv[1]);
+                    mma(dp[2 * np + 1], ao[kk], bv[2], bv[3]);
+                }
+            }
+
+            /* dS = P (dP - Di) in place (dp): rows qi[e >> 1], keys j0 + ks + 8 n + 2 t (+1) */
+            SL_TC_UNROLL
+            for (int n = 0; n < KS / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int half = e >> 1, j = j0 + ks + 8 * n + 2 * t + (e & 1);
+                    const bool vis = full || visible(qi[half], j, lo[half], a.seq);
+                    const float p = exp2f((vis ? sc[n][e] * c2 : -INFINITY) - lse2[half]);
+                    dp[n][e] = p * (dp[n][e] - di[half]);
+                }
+            }
+
+            /* dQ += dS K (contraction over the sub-step's keys) */
+            SL_TC_UNROLL
+            for (int kk = 0; kk < KS / 16; kk++) {
+                uint32_t ad[4];
+                acc_to_a(ad, dp[2 * kk], dp[2 * kk + 1]);
+                SL_TC_UNROLL
+                for (int np = 0; np < D / 16; np++) {
+                    uint32_t bk[4];
+                    ld_b_kn<D>(bk, ck, ks + 16 * kk, 16 * np);
+                    mma(dq[2 * np], ad, bk[0], bk[1]);
+                    mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+                }
             }
         }
         __syncthreads(); /* every warp is done with buffer s & 1 before it is refilled */
