@@ -145,6 +145,85 @@ __global__ void missing_wait_kernel(const float *src, uint32_t *early, uint32_t 
     sl_cp_async_wait<0>();
 }
 
+/* Faulty uses the emulator must stop (run in child processes, emulated build only). */
+__global__ void misaligned_ldmatrix_kernel(uint32_t *out) {
+    __shared__ __align__(16) uint16_t tile[32][16];
+    const int lane = threadIdx.x;
+    for (int c = 0; c < 16; c++) tile[lane][c] = (uint16_t)c;
+    __syncwarp();
+    uint32_t r[1];
+    sl_ldmatrix_x1(r, &tile[lane][1]); /* 2 bytes past the 16-byte boundary */
+    out[lane] = r[0];
+}
+__global__ void partial_warp_mma_kernel(float *out) {
+    const uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    const float c[4] = {0, 0, 0, 0};
+    float d[4];
+    if (threadIdx.x == 31) return; /* lane 31 never reaches the warp-wide mma */
+    sl_mma_bf16_16816(d, a, b, c);
+    out[threadIdx.x] = d[0];
+}
+
+/* For the cost figures in emu/README.md (`test_ptx bench`): `iters` dependent mma and ldmatrix
+ * per warp. */
+__global__ void bench_kernel(float *out, int iters) {
+    __shared__ __align__(16) uint16_t tile[4][32][8];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int c = 0; c < 8; c++) tile[warp][lane][c] = (uint16_t)(0x3f80 + c);
+    __syncwarp();
+    uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u}, b[2];
+    float d[4] = {0, 0, 0, 0};
+    for (int i = 0; i < iters; i++) {
+        sl_ldmatrix_x2(b, &tile[warp][lane % 16][0]);
+        sl_mma_bf16_16816(d, a, b, d);
+    }
+    out[threadIdx.x] = d[0] + d[1] + d[2] + d[3];
+}
+
+static void bench() {
+    float *f = nullptr;
+    CUDA_CHECK(cudaMalloc(&f, 128 * sizeof(float)));
+    const int iters = 20000;
+    for (int rep = 0; rep < 3; rep++) {
+        cudaEvent_t e0, e1;
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        SL_LAUNCH(bench_kernel, 1, 128, 0, 0, f, iters);
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("bench: 4 warps x %d (ldmatrix.x2 + mma): %.1f ms, %.0f ns per warp-wide "
+               "ldmatrix + mma pair (race check doubles the runs: SLUICE_EMU_RACECHECK=0)\n",
+               iters, (double)ms, ms * 1e6 / (4.0 * iters));
+        cudaEventDestroy(e0), cudaEventDestroy(e1);
+    }
+    cudaFree(f);
+}
+
+static int run_case(const char *name) {
+    if (!strcmp(name, "bench")) {
+        bench();
+        return emu_finish("test_ptx bench");
+    }
+    uint32_t *u = nullptr;
+    float *f = nullptr;
+    CUDA_CHECK(cudaMalloc(&u, 32 * sizeof(uint32_t)));
+    CUDA_CHECK(cudaMalloc(&f, 32 * sizeof(float)));
+    if (!strcmp(name, "misaligned_ldmatrix")) SL_LAUNCH(misaligned_ldmatrix_kernel, 1, 32, 0, 0, u);
+    if (!strcmp(name, "partial_warp_mma")) SL_LAUNCH(partial_warp_mma_kernel, 1, 32, 0, 0, f);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return 0;
+}
+
+static void expect_fault(const char *self, const char *name, const char *needle) {
+    const emu_child r = emu_run_child(self, name);
+    CHECK(!(r.exited && r.code == 0) && emu_has(r, "FAULT") && emu_has(r, needle),
+          "%s: expected an emulator fault mentioning '%s'; exit %d signal %d, output: %s", name,
+          needle, r.code, r.signal, r.err.c_str());
+}
+
 /* ---- host ------------------------------------------------------------------------------------ */
 
 template <class T> static T *to_device(const std::vector<T> &h) {
@@ -338,7 +417,8 @@ static void test_cp_async(bool emulated) {
     cudaFree(dsrc), cudaFree(dout), cudaFree(dw1);
 }
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc > 1) return run_case(argv[1]);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("test_ptx: no CUDA device, skipped\n");
@@ -355,5 +435,9 @@ int main() {
     test_ldmatrix();
     test_ldmatrix_mma(emulated);
     test_cp_async(emulated);
+    if (emulated) {
+        expect_fault(argv[0], "misaligned_ldmatrix", "not 16-byte aligned");
+        expect_fault(argv[0], "partial_warp_mma", "has exited");
+    }
     return emu_finish("test_ptx");
 }

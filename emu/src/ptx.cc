@@ -79,9 +79,6 @@ void complete_ldmatrix(void *const lanes[32], int num, bool trans) {
     for (int i = 0; i < num; i++)
         for (int r = 0; r < 8; r++) {
             const ldmatrix_args *p = (const ldmatrix_args *)lanes[8 * i + r];
-            if ((uintptr_t)p->row % 16)
-                device_fault("ldmatrix: a row address is not 16-byte aligned (each lane 8i + r "
-                             "gives row r of matrix i: 16 contiguous, aligned bytes)");
             memcpy(M[i][r], p->row, 16);
         }
     for (int lane = 0; lane < 32; lane++) {
@@ -146,6 +143,11 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
 
 void ldmatrix(uint32_t *r, const void *row, int num, bool trans) {
     ldmatrix_args args{r, row};
+    /* Checked by each lane before the rendezvous, where a fault can name the thread. Lanes past
+     * 8 * num give no address (their operand is ignored). */
+    if ((int)(current_thread("ldmatrix") % 32) < 8 * num && (uintptr_t)row % 16)
+        device_fault("ldmatrix: this lane's row address is not 16-byte aligned (lane 8i + r "
+                     "gives row r of matrix i: 16 contiguous, aligned bytes of shared memory)");
     const int kind = (trans ? w_ldmatrix_x1_trans : w_ldmatrix_x1) + (num == 4 ? 2 : num - 1);
     warp_op(kind, 0xffffffffu, (uint64_t)(uintptr_t)&args, 0, 0);
 }
