@@ -26,6 +26,7 @@
  * after it (tile skipping and masking as in the CPU twin).
  */
 #include "attention/gated_attn.cuh"
+#include "attention/gated_attn_tc.cuh"
 #include "attention/kernels_cuda.h"
 #include "core/log.h"
 
@@ -170,11 +171,28 @@ __global__ void sigmoid_mean_kernel(float *out, const double *part, int nparts, 
 
 } // namespace
 
+/* The SIMT kernels serve what the tensor-core ones do not: fp32 tensors (the CUDA backend's
+ * fp32 mode, a reference path) and bf16 head dims other than 64 and 128, which get one log
+ * line per process so that a user knows attention runs at a fraction of its speed. */
+void sl_attn_note_simt(const sl_tensor *q) {
+    static bool said = false;
+    if (q->dtype != SL_BF16 || said) return;
+    said = true;
+    sl_info("gated attention: head dim %lld has no tensor-core kernel (64 and 128 have one); "
+            "using the SIMT kernel",
+            (long long)q->shape[2]);
+}
+
 extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                                        const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                                        const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
                                        float scale) {
     if (batch == 0 || seq == 0) return;
+    if (sl_cuda_gated_attn_tc_supported(q)) {
+        sl_cuda_gated_attn_tc_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
+        return;
+    }
+    sl_attn_note_simt(q);
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int dp = pick_dp(d);
     cudaStream_t stream = sl_cuda_stream(ctx);

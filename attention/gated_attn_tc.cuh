@@ -179,4 +179,7 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
 /* Whether the tensor-core kernels take a problem: bf16, head dim 64 or 128. */
 bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
 
+/* Logs once per process that a bf16 problem runs on the SIMT kernels (gated_attn_fwd.cu). */
+void sl_attn_note_simt(const sl_tensor *q);
+
 #endif

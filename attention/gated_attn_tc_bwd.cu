@@ -501,7 +501,3 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
     else
         launch<128>(a, atomic, stream);
 }
-
-bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q) {
-    return q->dtype == SL_BF16 && (q->shape[2] == 64 || q->shape[2] == 128);
-}

@@ -18,14 +18,20 @@
 #              at most twice, so that the ratio compares the same model)
 # --quick      3 timed steps after 1 warm-up and a 4096^3 peak (checks the script)
 # --no-torch   sluice only (the fraction-of-peak target)
+# --no-attn    leave out the attention benchmark below; --attn-only: only it
+# --nondeterministic  passed to attn_bench (the backend's atomic variants, e.g. dQ)
 # --config, --seq, --batch, --accum, --steps and --warmup go to both sides. Each side prints
 # its own details and a JSON line; the last line here is one JSON object with both results
 # and the targets.
+# Then the attention benchmark (issue "Fused gated flash attention on tensor cores"): attn_bench
+# (next to gpu_train_bench) and attn_bench_torch.py at the paper's shapes (H 32, KV 4, D 128 and
+# 64, seq 4096 and 32768), with the targets sluice >= 0.8x PyTorch's fastest SDPA backend + gate
+# on forward + backward and >= 1.0x on the forward; its last line is JSON too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build-gpu bin="" py=python3 config=configs/qwen-gated-15a2b.json
-layers="" seq="" batch="" accum=1 steps=10 warmup=2 peak_n=8192 torch=1
+layers="" seq="" batch="" accum=1 steps=10 warmup=2 peak_n=8192 torch=1 attn=1 train=1 nondet=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;;
@@ -40,6 +46,9 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --quick) steps=3 warmup=1 peak_n=4096; shift ;;
     --no-torch) torch=0; shift ;;
+    --no-attn) attn=0; shift ;;
+    --attn-only) train=0; shift ;;
+    --nondeterministic) nondet=(--nondeterministic); shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run_gpu_bench.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     esac
@@ -49,10 +58,11 @@ if [ -z "$bin" ]; then
     if [ ! -f "$build/CMakeCache.txt" ]; then
         cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=ON -DSLUICE_TESTS=OFF
     fi
-    cmake --build "$build" -j"$(nproc)" --target gpu_train_bench
+    cmake --build "$build" -j"$(nproc)" --target gpu_train_bench attn_bench
     bin=$build/bench/gpu_train_bench
 fi
 [ -x "$bin" ] || { echo "run_gpu_bench.sh: $bin is not executable" >&2; exit 1; }
+attn_bin=$(dirname "$bin")/attn_bench
 
 common=(--accum "$accum" --steps "$steps" --warmup "$warmup")
 [ -n "$seq" ] && common+=(--seq "$seq")
@@ -81,6 +91,61 @@ run_torch() { # LAYERS; returns the script's exit status (3: out of memory)
 field() { # FILE KEY
     "$py" -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
 }
+
+# The attention benchmark: both sides at the same shapes, then the ratios and targets.
+run_attn() {
+    [ -x "$attn_bin" ] || { echo "run_gpu_bench.sh: $attn_bin is not executable" >&2; exit 1; }
+    local quick=()
+    [ "$steps" = 3 ] && quick=(--iters 3 --warmup 1)
+    echo "== attention, sluice: $attn_bin --backend cuda --dtype bf16 ${quick[*]} ${nondet[*]}"
+    "$attn_bin" --backend cuda --dtype bf16 "${quick[@]}" "${nondet[@]}" | tee "$log/attn.txt"
+    local tjson=""
+    if [ "$torch" = 1 ]; then
+        echo "== attention, torch: $py bench/attn_bench_torch.py ${quick[*]}"
+        set +e
+        "$py" bench/attn_bench_torch.py "${quick[@]}" | tee "$log/attn_torch.txt"
+        local rc=${PIPESTATUS[0]}
+        set -e
+        tjson=$log/attn_torch.txt
+        [ "$rc" = 77 ] && tjson="" # skipped (no PyTorch 2.x or no CUDA): said why above
+        [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "run_gpu_bench.sh: attn_bench_torch.py failed" >&2; exit 1; }
+    fi
+    "$py" - "$log/attn.txt" "$tjson" <<'EOF'
+import json, sys
+def rows(path):
+    out = {}
+    for line in open(path) if path else []:
+        if line.startswith("{"):
+            r = json.loads(line)
+            out[(r["batch"], r["seq"], r["heads"], r["kv_heads"], r["head_dim"])] = r
+    return out
+s, t = rows(sys.argv[1]), rows(sys.argv[2])
+print()
+print("== attention (bf16, causal, elementwise gate): ms (FLOPs: fwd 4BHDS^2/2, bwd 2.5x fwd)")
+print("%-22s %9s %9s %9s %9s %14s %7s %7s" % ("B/S/H/KV/D", "sluice f", "sluice b", "torch f",
+      "torch b", "torch backend", "fwd x", "f+b x"))
+res = []
+for key, r in s.items():
+    o = t.get(key)
+    line = "%-22s %9.3f %9.3f" % ("/".join(map(str, key)), r["fwd_ms"], r["bwd_ms"])
+    if o and o.get("sdpa_backend"):
+        fx = o["best_fwd_ms"] / r["fwd_ms"]
+        fbx = o["fwd_bwd_ms"] / (r["fwd_ms"] + r["bwd_ms"])
+        line += " %9.3f %9.3f %14s %7.2f %7.2f" % (o["fwd_ms"], o["bwd_ms"], o["sdpa_backend"], fx, fbx)
+        res.append({"shape": key, "fwd_speedup": fx, "fwd_bwd_speedup": fbx,
+                    "fwd_target_met": fx >= 1.0, "fwd_bwd_target_met": fbx >= 0.8})
+    print(line)
+if res:
+    print("targets: forward >= 1.0x torch's fastest forward: %s; forward + backward >= 0.8x: %s" % (
+        "MET" if all(r["fwd_target_met"] for r in res) else "NOT MET",
+        "MET" if all(r["fwd_bwd_target_met"] for r in res) else "NOT MET"))
+print(json.dumps({"attention": {"sluice": list(s.values()), "torch": list(t.values()), "ratios": res}}))
+EOF
+}
+if [ "$train" = 0 ]; then
+    run_attn
+    exit 0
+fi
 
 run_sluice "$layers"
 n=$(field "$log/sluice.json" layers)
@@ -133,3 +198,5 @@ if ratio is not None:
     out["speedup_target_met"] = ratio >= 3
 print(json.dumps(out))
 EOF
+[ "$attn" = 1 ] && run_attn
+exit 0

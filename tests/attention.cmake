@@ -26,3 +26,15 @@ sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda 
 add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
 set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
+# double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
+# against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
+foreach(mode cpu cuda)
+  add_test(NAME test_attn_bench_${mode}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attn_bench.sh $<TARGET_FILE:attn_bench>
+                   ${mode})
+  set_tests_properties(test_attn_bench_${mode} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "OMP_NUM_THREADS=2")
+endforeach()
+set_tests_properties(test_attn_bench_cpu PROPERTIES LABELS "attention")
+set_tests_properties(test_attn_bench_cuda PROPERTIES LABELS "attention;cuda")

@@ -1,0 +1,126 @@
+/*
+ * bench/attn_bench_ref.c - the double-precision loops of bench/attn_bench_ref.h.
+ *
+ * Forward, per (sequence b, head h, query i) with kv head h / (H / KV) and visible keys
+ * j in [lo, i] (lo = seg[b S + i], or 0): s_j = scale q_i.k_j, lse = ln sum_j exp(s_j),
+ * p_j = exp(s_j - lse), o_i = sum_j p_j v_j, y_i = o_i * sigmoid(g_i).
+ * Backward: sg = sigmoid(g), do_i = dy_i * sg, dg = dy_i * o_i * sg (1 - sg) (summed over D for
+ * a headwise gate), Di = do_i.o_i; per visible pair: dp = do_i.v_j, ds = p_j (dp - Di),
+ * dq_i += scale ds k_j, dk_j += scale ds q_i, dv_j += p_j do_i.
+ * OpenMP: the forward over (b, h); the backward over (b, kv head), so that dk and dv of a kv
+ * head have one writer (the query heads of its group run inside the task).
+ */
+#include "bench/attn_bench_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+static double sigmoid(double x) {
+    return 1.0 / (1.0 + exp(-x));
+}
+
+/* The gate logit of element (t, h, e) and whether it is per element. */
+static double gate_at(const attn_ref_dims *a, const float *g, int64_t t, int h, int e) {
+    if (a->gate == SL_GATE_ELEMENTWISE) return g[((t * a->heads) + h) * a->d + e];
+    return g[t * a->heads + h];
+}
+
+static int first_key(const attn_ref_dims *a, int b, int i) {
+    return a->seg ? a->seg[(int64_t)b * a->seq + i] : 0;
+}
+
+static double dot(const float *x, const float *y, int n) {
+    double s = 0.0;
+    for (int e = 0; e < n; e++) s += (double)x[e] * (double)y[e];
+    return s;
+}
+
+void attn_ref_fwd(const attn_ref_dims *a, const float *q, const float *k, const float *v,
+                  const float *g, double *y, double *o, double *lse) {
+    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, group = H / KV;
+#pragma omp parallel
+    {
+        double *s = sl_xmalloc(sizeof(double) * (size_t)S);
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int b = 0; b < a->batch; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < S; i++) {
+                    const int64_t t = (int64_t)b * S + i, row = (t * H + h) * D;
+                    const int lo = first_key(a, b, i);
+                    double m = -INFINITY, sum = 0.0;
+                    for (int j = lo; j <= i; j++) {
+                        const int64_t kr = (((int64_t)b * S + j) * KV + h / group) * D;
+                        s[j] = a->scale * dot(q + row, k + kr, D);
+                        if (s[j] > m) m = s[j];
+                    }
+                    for (int j = lo; j <= i; j++) sum += exp(s[j] - m);
+                    const double l = m + log(sum);
+                    lse[t * H + h] = l;
+                    for (int e = 0; e < D; e++) o[row + e] = 0.0;
+                    for (int j = lo; j <= i; j++) {
+                        const double p = exp(s[j] - l);
+                        const float *vj = v + (((int64_t)b * S + j) * KV + h / group) * D;
+                        for (int e = 0; e < D; e++) o[row + e] += p * vj[e];
+                    }
+                    for (int e = 0; e < D; e++)
+                        y[row + e] = g ? o[row + e] * sigmoid(gate_at(a, g, t, h, e)) : o[row + e];
+                }
+        free(s);
+    }
+}
+
+void attn_ref_bwd(const attn_ref_dims *a, const float *dy, const float *q, const float *k,
+                  const float *v, const float *g, const double *o, const double *lse, double *dq,
+                  double *dk, double *dv, double *dg) {
+    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, group = H / KV;
+    const int64_t T = (int64_t)a->batch * S, nq = T * H * D;
+    double *dout = sl_xmalloc(sizeof(double) * (size_t)nq),
+           *di = sl_xmalloc(sizeof(double) * T * H);
+    if (g && a->gate == SL_GATE_HEADWISE) memset(dg, 0, sizeof(double) * (size_t)(T * H));
+    /* the gate, dO and Di = dO.O per row */
+    for (int64_t r = 0; r < T * H; r++) {
+        double acc = 0.0;
+        for (int e = 0; e < D; e++) {
+            const int64_t x = r * D + e;
+            double sg = 1.0;
+            if (g) {
+                sg = sigmoid(gate_at(a, g, r / H, (int)(r % H), e));
+                const double dgx = dy[x] * o[x] * sg * (1.0 - sg);
+                if (a->gate == SL_GATE_ELEMENTWISE)
+                    dg[x] = dgx;
+                else
+                    dg[r] += dgx;
+            }
+            dout[x] = dy[x] * sg;
+            acc += dout[x] * o[x];
+        }
+        di[r] = acc;
+    }
+    memset(dq, 0, sizeof(double) * (size_t)nq);
+    memset(dk, 0, sizeof(double) * (size_t)(T * KV * D));
+    memset(dv, 0, sizeof(double) * (size_t)(T * KV * D));
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int b = 0; b < a->batch; b++)
+        for (int c = 0; c < KV; c++)
+            for (int h = c * group; h < (c + 1) * group; h++)
+                for (int i = 0; i < S; i++) {
+                    const int64_t t = (int64_t)b * S + i, row = (t * H + h) * D;
+                    for (int j = first_key(a, b, i); j <= i; j++) {
+                        const int64_t kr = (((int64_t)b * S + j) * KV + c) * D;
+                        const double p = exp(a->scale * dot(q + row, k + kr, D) - lse[t * H + h]);
+                        double dp = 0.0;
+                        for (int e = 0; e < D; e++) dp += dout[row + e] * v[kr + e];
+                        const double ds = p * (dp - di[t * H + h]);
+                        for (int e = 0; e < D; e++) {
+                            dq[row + e] += a->scale * ds * k[kr + e];
+                            dk[kr + e] += a->scale * ds * q[row + e];
+                            dv[kr + e] += p * dout[row + e];
+                        }
+                    }
+                }
+    free(dout);
+    free(di);
+}
