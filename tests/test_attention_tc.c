@@ -3,10 +3,10 @@
  * attention/gated_attn_tc_*.cu) against the CPU backend, forward and backward through
  * sl_op_gated_attn_fwd / sl_op_gated_attn_bwd: GQA ratios 1, 2 and 8, the three gate modes,
  * sequence lengths off the 64-row tiles (100, 130), one-token sequences, two sequences per
- * batch, and document masking with documents of length 1 (also all of them). Inputs are
- * generated in fp32 and rounded to bf16; the CPU computes in fp32 on the rounded values, the GPU
- * on bf16 tensors. The backward's saved o (rounded to bf16) and lse come from the CPU forward on
- * both sides, so the backward is compared on equal inputs.
+ * batch, 260-300 tokens (many pipelined steps per block), and document masking with documents of
+ * length 1 (also all of them). Inputs are generated in fp32 and rounded to bf16; the CPU computes
+ * in fp32 on the rounded values, the GPU on bf16 tensors. The backward's saved o (rounded to bf16)
+ * and lse come from the CPU forward on both sides, so the backward is compared on equal inputs.
  *
  * usage: test_attention_tc [deterministic|atomic]
  *   deterministic (default): backend.deterministic = true, the separate dQ kernel; the backward
@@ -54,6 +54,8 @@ static const acase k_cases[] = {
     {2, 100, 4, 2, 64, SL_GATE_HEADWISE, k_docs_mixed}, /* documents of length 1 */
     {1, 130, 2, 1, 128, SL_GATE_ELEMENTWISE, k_docs_tiles},
     {1, 37, 2, 1, 128, SL_GATE_NONE, (const int[]){-1}}, /* every document one token */
+    {1, 300, 4, 1, 64, SL_GATE_ELEMENTWISE, NULL},       /* many query steps per key tile: the */
+    {1, 260, 4, 2, 128, SL_GATE_HEADWISE, NULL},         /* double buffers cycle, GQA 4 and 2 */
 };
 
 static const char *mode_name(sl_gate_mode m) {
