@@ -29,6 +29,7 @@
  * and the dQ block starts at the key tile holding its first row's document start.
  */
 #include "attention/gated_attn.cuh"
+#include "attention/gated_attn_tc.cuh"
 #include "attention/kernels_cuda.h"
 #include "core/log.h"
 
@@ -264,6 +265,11 @@ extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, 
                                        const sl_tensor *lse, int batch, int seq, float scale) {
     SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
     if (batch == 0 || seq == 0) return;
+    if (sl_cuda_gated_attn_tc_supported(q)) { /* bf16, D = 64 or 128: tensor cores */
+        sl_cuda_gated_attn_tc_bwd(ctx, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq,
+                                  scale);
+        return;
+    }
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int64_t rows = (int64_t)batch * seq * h;
     const int dp = pick_dp(d);

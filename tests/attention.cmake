@@ -18,6 +18,14 @@ sluice_test(test_attention_docs SOURCES test_attention_docs.c LABELS attention)
 add_test(NAME test_attention_docs_cuda COMMAND test_attention_docs cuda)
 set_tests_properties(test_attention_docs_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# The tensor-core kernels (bf16, D = 64/128) against the CPU: GQA 1/2/8, the three gates, tile-
+# crossing and one-token sequences, documents of length 1. Deterministic dQ (and the same bits
+# twice); then the atomic dQ mode, whose fp32 atomics sum in a schedule-dependent order: the
+# emulator's race check (which replays each launch in a second thread order) is off for it.
+sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda TIMEOUT 300)
+add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
+set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.

@@ -1,0 +1,503 @@
+/*
+ * attention/gated_attn_tc_bwd.cu - fused causal gated attention, backward, on tensor cores
+ * (bf16 operands, fp32 accumulation; head dims 64 and 128). The SIMT kernel with the same
+ * semantics is gated_attn_bwd.cu, the CPU reference gated_attn_cpu.c; the shared pieces and the
+ * fragment layouts are in gated_attn_tc.cuh; the design is in docs/attention-tc-bwd.md.
+ *
+ * FlashAttention-2's backward in three or four kernels:
+ *   1. prep, one warp per (token, head) row, the gate fused in: s = sigmoid(g), dO = dy s stored
+ *      once in bf16 (the MMA operand the next kernels stream), dg = dy O s (1 - s) (headwise:
+ *      summed over D), Di = rowsum(dO O) in fp32 from that bf16 dO; in the atomic dQ mode it
+ *      also zeroes the row of the fp32 dQ accumulator.
+ *   2. dK, dV: one block (4 warps) per (key tile of 64, sequence, kv head), earliest key tiles
+ *      first. K and V stay in shared memory; the block walks every query head of its GQA group
+ *      and the query tiles from the diagonal on, Q and dO double-buffered with cp.async. Each
+ *      warp owns 16 keys and keeps everything else in registers: S^T = K Q^T, P^T = 2^(S^T c -
+ *      lse log2 e), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - Di), dK += dS^T Q. P^T and
+ *      dS^T become the next product's A operand without leaving registers (acc_to_a).
+ *   3. dQ, deterministic (backend.deterministic, the default): one block per query tile (the
+ *      forward's grid), Q and dO fragments in registers, K and V double-buffered from the first
+ *      key tile the tile's documents need to the diagonal: S and dP recomputed, dQ += dS K.
+ *      Atomic (allow_nondeterministic): the dK/dV block also puts dS of each tile into shared
+ *      memory and adds its dQ contribution dS K to an fp32 accumulator with atomicAdd (one
+ *      kernel less, two tile products less, but the summation order varies), and 4. converts
+ *      the accumulator to bf16.
+ * P and dS are rounded to bf16 as MMA operands (as FlashAttention-2 does); every sum is fp32.
+ */
+#include "attention/gated_attn_tc.cuh"
+#include "attention/kernels_cuda.h"
+#include "core/log.h"
+
+namespace {
+
+using namespace sl_attn_tc;
+
+/* Query rows per dK/dV step: the per-warp accumulators are dK and dV (D / 2 floats each) plus
+ * S^T and dP^T (QT / 2 each); at D = 128 a 64-row step would not fit 255 registers. */
+template <int D> constexpr int kQt = D == 64 ? 64 : 32;
+
+/* ---- 1. prep -------------------------------------------------------------------------------- */
+
+constexpr int kPrepWarps = 8;
+
+template <int D> __global__ void __launch_bounds__(32 * kPrepWarps) tc_bwd_prep_kernel(args a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t rows = (int64_t)a.batch * a.seq * a.h;
+    for (int64_t r = (int64_t)blockIdx.x * kPrepWarps + (threadIdx.x >> 5); r < rows;
+         r += (int64_t)gridDim.x * kPrepWarps) {
+        const float sh = a.gate == 1 ? sigmoid(__bfloat162float(a.g[r])) : 1.0f;
+        float dot = 0.0f, dyo = 0.0f;
+        /* each lane takes bf16 pairs 2 lane, 2 lane + 64, ... */
+        SL_TC_UNROLL
+        for (int c = 2 * lane; c < D; c += 64) {
+            const int64_t e = r * D + c;
+            const float2 dy = __bfloat1622float2(*(const __nv_bfloat162 *)(a.dy + e));
+            const float2 o = __bfloat1622float2(*(const __nv_bfloat162 *)(a.o + e));
+            float s0 = sh, s1 = sh;
+            if (a.gate == 2) {
+                const float2 g = __bfloat1622float2(*(const __nv_bfloat162 *)(a.g + e));
+                s0 = sigmoid(g.x), s1 = sigmoid(g.y);
+                *(__nv_bfloat162 *)(a.dg + e) = __floats2bfloat162_rn(
+                    dy.x * o.x * s0 * (1.0f - s0), dy.y * o.y * s1 * (1.0f - s1));
+            } else {
+                dyo += dy.x * o.x + dy.y * o.y;
+            }
+            /* Di from dO as rounded for the MMAs: then Di = rowsum(P dP) up to O's own error,
+             * and dS = P (dP - Di) cancels where it should (a row that sees one key: dS = 0). */
+            const __nv_bfloat162 dob = __floats2bfloat162_rn(dy.x * s0, dy.y * s1);
+            const float2 d = __bfloat1622float2(dob);
+            dot += d.x * o.x + d.y * o.y;
+            *(__nv_bfloat162 *)(a.dobw + e) = dob;
+            if (a.dqacc) *(float2 *)(a.dqacc + e) = make_float2(0.0f, 0.0f);
+        }
+        dot = sl_warp_sum(dot);
+        if (a.gate == 1) dyo = sl_warp_sum(dyo);
+        if (lane == 0) {
+            a.diw[r] = dot;
+            if (a.gate == 1) a.dg[r] = __float2bfloat16_rn(dyo * sh * (1.0f - sh));
+        }
+    }
+}
+
+/* Whether key j is visible to query i (lo: i's document start, 0 without documents). */
+__device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
+    return j <= i && j >= lo && i < seq;
+}
+
+/* ---- 2. dK, dV (and the atomic dQ contribution) -------------------------------------------- */
+
+/* Shared memory of the dK/dV kernel: bf16 tiles first (16-byte aligned), then row statistics. */
+template <int D> struct dkdv_smem {
+    static constexpr int QT = kQt<D>;
+    static constexpr int k = 0, v = k + kBc * D, q = v + kBc * D, dO = q + 2 * QT * D,
+                         ds = dO + 2 * QT * D, bf16_end = ds + QT * kBc;
+    static constexpr size_t stats = sizeof(sl_bf16) * bf16_end; /* lse2, di, seg: 2 x QT each */
+    static constexpr size_t bytes = stats + 3 * 2 * QT * sizeof(float);
+};
+
+template <int D, bool ATOMIC>
+__global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
+    constexpr int QT = kQt<D>;
+    SL_DYNAMIC_SMEM(unsigned char, smem);
+    sl_bf16 *sb = (sl_bf16 *)smem;
+    sl_bf16 *sk = sb + dkdv_smem<D>::k, *sv = sb + dkdv_smem<D>::v;
+    sl_bf16 *sq = sb + dkdv_smem<D>::q, *sdo = sb + dkdv_smem<D>::dO, *sds = sb + dkdv_smem<D>::ds;
+    float *slse = (float *)(smem + dkdv_smem<D>::stats), *sdi = slse + 2 * QT;
+    int *sseg = (int *)(sdi + 2 * QT);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+    const int64_t per_tile = (int64_t)a.batch * a.kv;
+    const int j0 = (int)(blockIdx.x / per_tile) * kBc;
+    const int kvh = (int)(blockIdx.x % a.kv);
+    const int64_t tok0 = (int64_t)(blockIdx.x % per_tile / a.kv) * a.seq;
+    const int nk = a.seq - j0 < kBc ? a.seq - j0 : kBc;
+    const int64_t ldq = (int64_t)a.h * D, ldk = (int64_t)a.kv * D;
+    const float c2 = a.scale * kLog2e;
+
+    /* Query tiles [qt0, qt1) of each head: from the one holding the diagonal to the sequence end
+     * or, with documents, to the first whose first row's document starts after the last key
+     * (seg does not decrease, so no later row sees this key tile either). */
+    const int qt0 = j0 / QT, nqt = (a.seq + QT - 1) / QT;
+    int qt1 = qt0 + 1;
+    while (qt1 < nqt && !(a.seg && a.seg[tok0 + qt1 * QT] >= j0 + nk)) qt1++;
+    const int per_head = qt1 - qt0, steps = a.grp * per_head;
+
+    /* Step s: head kvh * grp + s / per_head, query tile qt0 + s % per_head, buffer s & 1. */
+    auto issue = [&](int s) {
+        const int h = kvh * a.grp + s / per_head, i0 = (qt0 + s % per_head) * QT, b = s & 1;
+        const int nq = a.seq - i0 < QT ? a.seq - i0 : QT;
+        const int64_t row0 = (tok0 + i0) * a.h + h;
+        load_tile_async<QT, D>(sq + b * QT * D, a.q + row0 * D, ldq, nq);
+        load_tile_async<QT, D>(sdo + b * QT * D, a.dob + row0 * D, ldq, nq);
+        for (int r = threadIdx.x; r < QT; r += kThreads) {
+            const bool in = r < nq;
+            slse[b * QT + r] = in ? a.lse[row0 + (int64_t)r * a.h] * kLog2e : 0.0f;
+            sdi[b * QT + r] = in ? a.di[row0 + (int64_t)r * a.h] : 0.0f;
+            sseg[b * QT + r] = in && a.seg ? a.seg[tok0 + i0 + r] : 0;
+        }
+    };
+
+    load_tile_async<kBc, D>(sk, a.k + ((tok0 + j0) * a.kv + kvh) * D, ldk, nk);
+    load_tile_async<kBc, D>(sv, a.v + ((tok0 + j0) * a.kv + kvh) * D, ldk, nk);
+    issue(0);
+    sl_cp_async_commit();
+
+    float dk[D / 8][4], dv[D / 8][4];
+    SL_TC_UNROLL
+    for (int n = 0; n < D / 8; n++) {
+        SL_TC_UNROLL
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    }
+    const int kr = warp * 16; /* the warp's first key row in the tile */
+
+    for (int s = 0; s < steps; s++) {
+        if (s + 1 < steps) {
+            issue(s + 1);
+            sl_cp_async_commit();
+            sl_cp_async_wait<1>();
+        } else {
+            sl_cp_async_wait<0>();
+        }
+        __syncthreads(); /* step s's tiles and statistics are visible to every warp */
+        const int b = s & 1, h = kvh * a.grp + s / per_head, i0 = (qt0 + s % per_head) * QT;
+        const sl_bf16 *cq = sq + b * QT * D, *cdo = sdo + b * QT * D;
+        const float *clse = slse + b * QT, *cdi = sdi + b * QT;
+        const int *cseg = sseg + b * QT;
+
+        /* S^T = K Q^T and dP^T = V dO^T (16 keys x QT queries per warp) */
+        float st[QT / 8][4], dpt[QT / 8][4];
+        SL_TC_UNROLL
+        for (int n = 0; n < QT / 8; n++) {
+            SL_TC_UNROLL
+            for (int e = 0; e < 4; e++) st[n][e] = dpt[n][e] = 0.0f;
+        }
+        SL_TC_UNROLL
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t ak[4], av[4];
+            ld_a<D>(ak, sk, kr, 16 * kk);
+            ld_a<D>(av, sv, kr, 16 * kk);
+            SL_TC_UNROLL
+            for (int np = 0; np < QT / 16; np++) {
+                uint32_t bq[4], bo[4];
+                ld_b_nk<D>(bq, cq, 16 * np, 16 * kk);
+                ld_b_nk<D>(bo, cdo, 16 * np, 16 * kk);
+                mma(st[2 * np], ak, bq[0], bq[1]);
+                mma(st[2 * np + 1], ak, bq[2], bq[3]);
+                mma(dpt[2 * np], av, bo[0], bo[1]);
+                mma(dpt[2 * np + 1], av, bo[2], bo[3]);
+            }
+        }
+
+        /* P^T and dS^T in place (st, dpt): rows keys j0 + kr + g (+8), columns queries
+         * i0 + 8 n + 2 t (+1). Masking is needed only where some pair is invisible. */
+        const bool full = !a.seg && i0 >= j0 + kBc - 1 && i0 + QT <= a.seq;
+        SL_TC_UNROLL
+        for (int n = 0; n < QT / 8; n++) {
+            SL_TC_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int qi = 8 * n + 2 * t + (e & 1), j = j0 + kr + g + 8 * (e >> 1);
+                const bool vis = full || visible(i0 + qi, j, cseg[qi], a.seq);
+                const float p = exp2f((vis ? st[n][e] * c2 : -INFINITY) - clse[qi]);
+                st[n][e] = p;
+                dpt[n][e] = p * (dpt[n][e] - cdi[qi]);
+            }
+        }
+
+        /* dV += P^T dO, dK += dS^T Q (contraction over the step's queries) */
+        SL_TC_UNROLL
+        for (int kk = 0; kk < QT / 16; kk++) {
+            uint32_t ap[4], ad[4];
+            acc_to_a(ap, st[2 * kk], st[2 * kk + 1]);
+            acc_to_a(ad, dpt[2 * kk], dpt[2 * kk + 1]);
+            SL_TC_UNROLL
+            for (int np = 0; np < D / 16; np++) {
+                uint32_t bo[4], bq[4];
+                ld_b_kn<D>(bo, cdo, 16 * kk, 16 * np);
+                ld_b_kn<D>(bq, cq, 16 * kk, 16 * np);
+                mma(dv[2 * np], ap, bo[0], bo[1]);
+                mma(dv[2 * np + 1], ap, bo[2], bo[3]);
+                mma(dk[2 * np], ad, bq[0], bq[1]);
+                mma(dk[2 * np + 1], ad, bq[2], bq[3]);
+            }
+        }
+
+        if constexpr (ATOMIC) {
+            /* dS (queries x keys) into shared memory, then the step's dQ += dS K: warp w takes
+             * query rows 16 (w % MT).. and D / (4 / MT) columns. */
+            SL_TC_UNROLL
+            for (int n = 0; n < QT / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int qi = 8 * n + 2 * t + (e & 1), kj = kr + g + 8 * (e >> 1);
+                    sds[swz<kBc>(qi, kj >> 3) + (kj & 7)] = __float2bfloat16_rn(dpt[n][e]);
+                }
+            }
+            __syncthreads();
+            constexpr int MT = QT / 16, NW = D * MT / kWarps; /* columns per warp */
+            const int m0 = 16 * (warp % MT), c0 = (warp / MT) * NW;
+            float dq[NW / 8][4];
+            SL_TC_UNROLL
+            for (int n = 0; n < NW / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) dq[n][e] = 0.0f;
+            }
+            SL_TC_UNROLL
+            for (int kk = 0; kk < kBc / 16; kk++) {
+                uint32_t ad[4];
+                ld_a<kBc>(ad, sds, m0, 16 * kk);
+                SL_TC_UNROLL
+                for (int np = 0; np < NW / 16; np++) {
+                    uint32_t bk[4];
+                    ld_b_kn<D>(bk, sk, 16 * kk, c0 + 16 * np);
+                    mma(dq[2 * np], ad, bk[0], bk[1]);
+                    mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+                }
+            }
+            SL_TC_UNROLL
+            for (int half = 0; half < 2; half++) {
+                const int i = i0 + m0 + g + 8 * half;
+                if (i >= a.seq) continue;
+                float *dst = a.dqacc + ((tok0 + i) * a.h + h) * D + c0 + 2 * t;
+                SL_TC_UNROLL
+                for (int n = 0; n < NW / 8; n++) {
+                    atomicAdd(dst + 8 * n, dq[n][2 * half]);
+                    atomicAdd(dst + 8 * n + 1, dq[n][2 * half + 1]);
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with buffer b (and sds) before they are refilled */
+    }
+
+    /* Epilogue: rows keys j0 + kr + g (+8), columns 8 n + 2 t (+1); dK takes the softmax scale. */
+    SL_TC_UNROLL
+    for (int half = 0; half < 2; half++) {
+        const int j = j0 + kr + g + 8 * half;
+        if (j >= a.seq) continue;
+        const int64_t row = ((tok0 + j) * a.kv + kvh) * D + 2 * t;
+        SL_TC_UNROLL
+        for (int n = 0; n < D / 8; n++) {
+            *(__nv_bfloat162 *)(a.dk + row + 8 * n) =
+                __floats2bfloat162_rn(dk[n][2 * half] * a.scale, dk[n][2 * half + 1] * a.scale);
+            *(__nv_bfloat162 *)(a.dv + row + 8 * n) =
+                __floats2bfloat162_rn(dv[n][2 * half], dv[n][2 * half + 1]);
+        }
+    }
+}
+
+/* ---- 3. dQ, deterministic -------------------------------------------------------------------- */
+
+/* Keys per dQ sub-step: a warp holds Q and dO fragments (D / 4 registers each), dQ (D / 2) and
+ * S, dP (KS / 2 each). A whole 64-key tile at once spilled (nvcc 13.0: D = 128 on sm_80, D = 64 on
+ * sm_90a, 12 bytes each); 32 keys do not (docs/attention-tc-bwd.md). */
+template <int D> constexpr int kDqKeys = 32;
+
+template <int D> struct dq_smem {
+    static constexpr int q = 0, dO = q + kBr * D, k = dO + kBr * D, v = k + 2 * kBc * D,
+                         end = v + 2 * kBc * D;
+    static constexpr size_t bytes = sizeof(sl_bf16) * end;
+};
+
+template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(const args a) {
+    constexpr int KS = kDqKeys<D>;
+    SL_DYNAMIC_SMEM(sl_bf16, sb);
+    sl_bf16 *sq = sb + dq_smem<D>::q, *sdo = sb + dq_smem<D>::dO;
+    sl_bf16 *sk = sb + dq_smem<D>::k, *sv = sb + dq_smem<D>::v;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const qtile qt = locate_qtile(a);
+    const int64_t ldq = (int64_t)a.h * D, ldk = (int64_t)a.kv * D;
+    const int64_t row0 = (qt.tok0 + qt.i0) * a.h + qt.h;
+    const sl_bf16 *kb = a.k + (qt.tok0 * a.kv + qt.kvh) * D;
+    const sl_bf16 *vb = a.v + (qt.tok0 * a.kv + qt.kvh) * D;
+    const float c2 = a.scale * kLog2e;
+    const int jt0 = first_key_tile(a, qt.tok0, qt.i0), kend = qt.i0 + qt.nq;
+
+    load_tile_async<kBr, D>(sq, a.q + row0 * D, ldq, qt.nq);
+    load_tile_async<kBr, D>(sdo, a.dob + row0 * D, ldq, qt.nq);
+    sl_cp_async_commit();
+    auto issue = [&](int j0, int b) {
+        const int nk = a.seq - j0 < kBc ? a.seq - j0 : kBc;
+        load_tile_async<kBc, D>(sk + b * kBc * D, kb + j0 * ldk, ldk, nk);
+        load_tile_async<kBc, D>(sv + b * kBc * D, vb + j0 * ldk, ldk, nk);
+        sl_cp_async_commit();
+    };
+    issue(jt0, 0);
+
+    /* the warp's rows qt.i0 + 16 warp + g (+8): statistics in registers */
+    float lse2[2], di[2];
+    int lo[2], qi[2];
+    SL_TC_UNROLL
+    for (int half = 0; half < 2; half++) {
+        qi[half] = qt.i0 + 16 * warp + g + 8 * half;
+        const bool in = qi[half] < a.seq;
+        const int64_t row = row0 + (int64_t)(16 * warp + g + 8 * half) * a.h;
+        lse2[half] = in ? a.lse[row] * kLog2e : 0.0f;
+        di[half] = in ? a.di[row] : 0.0f;
+        lo[half] = in && a.seg ? a.seg[qt.tok0 + qi[half]] : 0;
+    }
+
+    sl_cp_async_wait<1>(); /* Q and dO (the K/V group may still be in flight) */
+    __syncthreads();
+    uint32_t aq[D / 16][4], ao[D / 16][4];
+    SL_TC_UNROLL
+    for (int kk = 0; kk < D / 16; kk++) {
+        ld_a<D>(aq[kk], sq, 16 * warp, 16 * kk);
+        ld_a<D>(ao[kk], sdo, 16 * warp, 16 * kk);
+    }
+
+    float dq[D / 8][4];
+    SL_TC_UNROLL
+    for (int n = 0; n < D / 8; n++) {
+        SL_TC_UNROLL
+        for (int e = 0; e < 4; e++) dq[n][e] = 0.0f;
+    }
+    for (int j0 = jt0, s = 0; j0 < kend; j0 += kBc, s++) {
+        if (j0 + kBc < kend) {
+            issue(j0 + kBc, (s + 1) & 1);
+            sl_cp_async_wait<1>();
+        } else {
+            sl_cp_async_wait<0>();
+        }
+        __syncthreads(); /* this step's K and V are visible to every warp */
+        const sl_bf16 *ck = sk + (s & 1) * kBc * D, *cv = sv + (s & 1) * kBc * D;
+
+        const bool full = !a.seg && qt.i0 >= j0 + kBc - 1 && qt.nq == kBr;
+        /* The key tile in sub-steps of KS keys (registers: see kDqKeys) */
+        for (int ks = 0; ks < kBc; ks += KS) {
+            /* S = Q K^T, dP = dO V^T: 16 queries x KS keys per warp */
+            float sc[KS / 8][4], dp[KS / 8][4];
+            SL_TC_UNROLL
+            for (int n = 0; n < KS / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) sc[n][e] = dp[n][e] = 0.0f;
+            }
+            SL_TC_UNROLL
+            for (int kk = 0; kk < D / 16; kk++) {
+                SL_TC_UNROLL
+                for (int np = 0; np < KS / 16; np++) {
+                    uint32_t bk[4], bv[4];
+                    ld_b_nk<D>(bk, ck, ks + 16 * np, 16 * kk);
+                    ld_b_nk<D>(bv, cv, ks + 16 * np, 16 * kk);
+                    mma(sc[2 * np], aq[kk], bk[0], bk[1]);
+                    mma(sc[2 * np + 1], aq[kk], bk[2], bk[3]);
+                    mma(dp[2 * np], ao[kk], bv[0], bv[1]);
+                    mma(dp[2 * np + 1], ao[kk], bv[2], bv[3]);
+                }
+            }
+
+            /* dS = P (dP - Di) in place (dp): rows qi[e >> 1], keys j0 + ks + 8 n + 2 t (+1) */
+            SL_TC_UNROLL
+            for (int n = 0; n < KS / 8; n++) {
+                SL_TC_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int half = e >> 1, j = j0 + ks + 8 * n + 2 * t + (e & 1);
+                    const bool vis = full || visible(qi[half], j, lo[half], a.seq);
+                    const float p = exp2f((vis ? sc[n][e] * c2 : -INFINITY) - lse2[half]);
+                    dp[n][e] = p * (dp[n][e] - di[half]);
+                }
+            }
+
+            /* dQ += dS K (contraction over the sub-step's keys) */
+            SL_TC_UNROLL
+            for (int kk = 0; kk < KS / 16; kk++) {
+                uint32_t ad[4];
+                acc_to_a(ad, dp[2 * kk], dp[2 * kk + 1]);
+                SL_TC_UNROLL
+                for (int np = 0; np < D / 16; np++) {
+                    uint32_t bk[4];
+                    ld_b_kn<D>(bk, ck, ks + 16 * kk, 16 * np);
+                    mma(dq[2 * np], ad, bk[0], bk[1]);
+                    mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with buffer s & 1 before it is refilled */
+    }
+
+    SL_TC_UNROLL
+    for (int half = 0; half < 2; half++) {
+        if (qi[half] >= a.seq) continue;
+        sl_bf16 *dst = a.dq + (row0 + (int64_t)(16 * warp + g + 8 * half) * a.h) * D + 2 * t;
+        SL_TC_UNROLL
+        for (int n = 0; n < D / 8; n++)
+            *(__nv_bfloat162 *)(dst + 8 * n) =
+                __floats2bfloat162_rn(dq[n][2 * half] * a.scale, dq[n][2 * half + 1] * a.scale);
+    }
+}
+
+/* ---- 4. atomic dQ: fp32 accumulator -> bf16 ------------------------------------------------ */
+
+__global__ void tc_bwd_dq_convert_kernel(sl_bf16 *dq, const float *acc, int64_t n, float scale) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dq[i] = __float2bfloat16_rn(acc[i] * scale);
+}
+
+/* Raises a kernel's dynamic shared memory limit past the default 48 KiB when it needs more. */
+template <typename K> void smem_limit(K kernel, size_t bytes, const char *op) {
+    if (bytes > 48 * 1024)
+        sl_cuda_check(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+            op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+
+template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
+    const int64_t rows = (int64_t)a.batch * a.seq * a.h;
+    const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
+    void (*prep)(args) = tc_bwd_prep_kernel<D>;
+    SL_LAUNCH(prep, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)), dim3(32 * kPrepWarps), 0,
+              stream, a);
+    SL_CUDA_LAUNCHED("gated_attn_bwd");
+
+    const int64_t nkt = (a.seq + kBc - 1) / kBc, nqt = (a.seq + kBr - 1) / kBr;
+    const int64_t kv_blocks = nkt * a.batch * a.kv, q_blocks = nqt * a.batch * a.h;
+    SL_CHECK(q_blocks <= 0x7fffffff, "gated_attn_bwd: %lld blocks exceed the grid limit",
+             (long long)q_blocks);
+    void (*dkdv)(args) = atomic ? tc_bwd_dkdv_kernel<D, true> : tc_bwd_dkdv_kernel<D, false>;
+    smem_limit(dkdv, dkdv_smem<D>::bytes, "gated_attn_bwd");
+    SL_LAUNCH(dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), dkdv_smem<D>::bytes, stream, a);
+    SL_CUDA_LAUNCHED("gated_attn_bwd");
+    if (atomic) {
+        const int64_t n = rows * D;
+        SL_LAUNCH(tc_bwd_dq_convert_kernel, dim3(sl_blocks(n < (1 << 24) ? n : 1 << 24, 256)),
+                  dim3(256), 0, stream, a.dq, (const float *)a.dqacc, n, a.scale);
+    } else {
+        void (*dq)(args) = tc_bwd_dq_kernel<D>;
+        smem_limit(dq, dq_smem<D>::bytes, "gated_attn_bwd");
+        SL_LAUNCH(dq, dim3((unsigned)q_blocks), dim3(kThreads), dq_smem<D>::bytes, stream, a);
+    }
+    SL_CUDA_LAUNCHED("gated_attn_bwd");
+}
+
+} // namespace
+
+void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                               int batch, int seq, float scale) {
+    SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
+    if (batch == 0 || seq == 0) return;
+    const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
+    const int64_t rows = (int64_t)batch * seq * h;
+    const bool atomic = !sl_cuda_deterministic(ctx);
+    args a = {};
+    a.q = sl_ptr<sl_bf16>(q), a.k = sl_ptr<sl_bf16>(k), a.v = sl_ptr<sl_bf16>(v);
+    a.g = sl_ptr<sl_bf16>(g), a.dy = sl_ptr<sl_bf16>(dy), a.o = sl_ptr<sl_bf16>(o);
+    a.dq = sl_ptr<sl_bf16>(dq), a.dk = sl_ptr<sl_bf16>(dk), a.dv = sl_ptr<sl_bf16>(dv);
+    a.dg = g ? sl_ptr<sl_bf16>(dg) : nullptr;
+    a.lse = sl_ptr<float>(lse), a.seg = seg ? sl_ptr<int>(seg) : nullptr;
+    /* scratch slots of this operation: Di, dO, the atomic mode's dQ accumulator */
+    a.diw = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)rows);
+    a.di = a.diw;
+    a.dobw = (sl_bf16 *)sl_cuda_scratch(ctx, 1, sizeof(sl_bf16) * (size_t)(rows * d));
+    a.dob = a.dobw;
+    a.dqacc =
+        atomic ? (float *)sl_cuda_scratch(ctx, 2, sizeof(float) * (size_t)(rows * d)) : nullptr;
+    a.batch = batch, a.seq = seq, a.h = (int)h, a.kv = (int)kv, a.grp = (int)(h / kv);
+    a.gate = !g ? 0 : g->numel == q->numel ? 2 : 1, a.scale = scale;
+    cudaStream_t stream = sl_cuda_stream(ctx);
+    if (d == 64)
+        launch<64>(a, atomic, stream);
+    else
+        launch<128>(a, atomic, stream);
+}

@@ -1,0 +1,215 @@
+/*
+ * tests/test_attention_tc.c - the tensor-core gated attention (bf16, head dims 64 and 128,
+ * attention/gated_attn_tc_*.cu) against the CPU backend, forward and backward through
+ * sl_op_gated_attn_fwd / sl_op_gated_attn_bwd: GQA ratios 1, 2 and 8, the three gate modes,
+ * sequence lengths off the 64-row tiles (100, 130), one-token sequences, two sequences per
+ * batch, 260-300 tokens (many pipelined steps per block), and document masking with documents of
+ * length 1 (also all of them). Inputs are generated in fp32 and rounded to bf16; the CPU computes
+ * in fp32 on the rounded values, the GPU on bf16 tensors. The backward's saved o (rounded to bf16)
+ * and lse come from the CPU forward on both sides, so the backward is compared on equal inputs.
+ *
+ * usage: test_attention_tc [deterministic|atomic]
+ *   deterministic (default): backend.deterministic = true, the separate dQ kernel; the backward
+ *     run twice must also give identical bits.
+ *   atomic: allow_nondeterministic, dQ summed with fp32 atomics in the dK/dV kernel. Its
+ *     summation order depends on the block schedule, so under the SIMT emulator the test is
+ *     registered with SLUICE_EMU_RACECHECK=0 (the race check replays every launch in a second
+ *     thread order and would, rightly, report the order-dependent sums).
+ * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test_util.h"
+
+/* Tolerances, relative to the largest |reference| of each output: max |got - ref| <= tol *
+ * max |ref|. bf16 outputs alone round by up to 2^-9 of their value; the backward also rounds P
+ * and dS to bf16 as MMA operands (FlashAttention-2 does the same), and dO to bf16 as stored. */
+#define TOL_FWD 1e-2
+#define TOL_BWD 2e-2
+/* ... with max |ref| taken as at least REF_FLOOR: where every query sees only itself (one-token
+ * sequences, one-token documents) dq and dk vanish in exact arithmetic (P = 1, dP = Di) and both
+ * sides hold rounding noise (~1e-6 measured); elsewhere these outputs are O(1). A leaked or lost
+ * key moves them by far more than TOL_BWD * REF_FLOOR = 2e-4. */
+#define REF_FLOOR 1e-2
+
+static sl_backend *g_gpu;
+static bool g_atomic;
+
+typedef struct {
+    int b, s, h, kv, d;
+    sl_gate_mode mode;
+    const int *docs; /* document lengths of each sequence, 0-terminated; NULL: one document */
+} acase;
+
+static const int k_docs_mixed[] = {1, 5, 1, 40, 1, 1, 30, 21, 0}; /* sums to 100 */
+static const int k_docs_tiles[] = {3, 60, 1, 66, 0};              /* crosses tiles; 130 */
+
+static const acase k_cases[] = {
+    {2, 100, 2, 1, 64, SL_GATE_ELEMENTWISE, NULL}, /* GQA 2, partial tile, two sequences */
+    {1, 130, 2, 2, 128, SL_GATE_HEADWISE, NULL},   /* GQA 1, three tiles */
+    {1, 70, 8, 1, 64, SL_GATE_NONE, NULL},         /* GQA 8 */
+    {2, 1, 2, 1, 128, SL_GATE_ELEMENTWISE, NULL},  /* one-token sequences */
+    {2, 1, 8, 1, 64, SL_GATE_HEADWISE, NULL},
+    {2, 100, 4, 2, 64, SL_GATE_HEADWISE, k_docs_mixed}, /* documents of length 1 */
+    {1, 130, 2, 1, 128, SL_GATE_ELEMENTWISE, k_docs_tiles},
+    {1, 37, 2, 1, 128, SL_GATE_NONE, (const int[]){-1}}, /* every document one token */
+    {1, 300, 4, 1, 64, SL_GATE_ELEMENTWISE, NULL},       /* many query steps per key tile: the */
+    {1, 260, 4, 2, 128, SL_GATE_HEADWISE, NULL},         /* double buffers cycle, GQA 4 and 2 */
+};
+
+static const char *mode_name(sl_gate_mode m) {
+    return m == SL_GATE_ELEMENTWISE ? "elementwise" : m == SL_GATE_HEADWISE ? "headwise" : "none";
+}
+
+static float *gen(int64_t n, float std, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_normal(x, n, std, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = sl_test_bf16_round(x[i]);
+    return x;
+}
+
+/* A tracked [a, b, c] tensor of dtype dt on be holding host floats (NULL: zeros). */
+static sl_tensor *t3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                     const float *host) {
+    float *zeros = host ? NULL : calloc((size_t)(a * b * c > 0 ? a * b * c : 1), sizeof(float));
+    sl_tensor *t = sl_test_ftensor(be, dt, a * b, c, host ? host : zeros);
+    sl_tensor_reshape(t, 3, (int64_t[]){a, b, c});
+    free(zeros);
+    return t;
+}
+
+/* max |got - want| / max(max |want|, REF_FLOOR); frees got. */
+static double rel_err(float *got, const float *want, int64_t n) {
+    double err = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        err = d > err || d != d ? d : err; /* NaN wins */
+        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
+    }
+    free(got);
+    return err / (ref > REF_FLOOR ? ref : REF_FLOOR);
+}
+
+static void compare(const char *lbl, const char *what, float *got, const float *want, int64_t n,
+                    double tol) {
+    const double e = rel_err(got, want, n);
+    printf("  %-44s %-3s err/max|ref| %.3g\n", lbl, what, e);
+    CHECK(e <= tol, "%s %s: tensor-core result differs from the CPU (%.3g > %.3g of max |ref|)",
+          lbl, what, e, tol);
+}
+
+static void run_case(const acase *c) {
+    sl_backend *cpu = sl_test_cpu();
+    const int64_t t = (int64_t)c->b * c->s, nq = t * c->h * c->d, nk = t * c->kv * c->d;
+    const int64_t gw = c->mode == SL_GATE_ELEMENTWISE ? c->d : 1;
+    const bool gated = c->mode != SL_GATE_NONE;
+    const float scale = (float)(1.0 / sqrt((double)c->d));
+    char lbl[96];
+    snprintf(lbl, sizeof lbl, "B%d S%d H%d KV%d D%d %s%s", c->b, c->s, c->h, c->kv, c->d,
+             mode_name(c->mode), c->docs ? " docs" : "");
+
+    float *q = gen(nq, 1.5f, 31), *k = gen(nk, 1.5f, 32), *v = gen(nk, 1.0f, 33);
+    float *g = gated ? gen(t * c->h * gw, 1.5f, 34) : NULL, *dy = gen(nq, 1.0f, 35);
+    int32_t *seg = NULL;
+    if (c->docs) {
+        seg = malloc(sizeof(int32_t) * (size_t)t);
+        for (int r = 0; r < c->b; r++) {
+            int start = 0, len = 0, idx = 0;
+            for (int i = 0; i < c->s; i++) {
+                if (len == 0) { /* a new document: the next length (or 1 for {-1}) */
+                    start = i;
+                    len = c->docs[0] < 0 ? 1 : c->docs[idx] ? c->docs[idx++] : c->s - i;
+                }
+                seg[(int64_t)r * c->s + i] = start;
+                len--;
+            }
+        }
+    }
+
+    /* CPU reference: forward, then backward from its own o (rounded to bf16) and lse. */
+    sl_tensor *cq = t3(cpu, SL_F32, t, c->h, c->d, q), *ck = t3(cpu, SL_F32, t, c->kv, c->d, k);
+    sl_tensor *cv = t3(cpu, SL_F32, t, c->kv, c->d, v), *cdy = t3(cpu, SL_F32, t, c->h, c->d, dy);
+    sl_tensor *cg = gated ? t3(cpu, SL_F32, t, c->h, gw, g) : NULL;
+    sl_tensor *cs = seg ? sl_test_matrix(cpu, SL_I32, t, 1, seg) : NULL;
+    sl_tensor *cy = t3(cpu, SL_F32, t, c->h, c->d, NULL),
+              *co = t3(cpu, SL_F32, t, c->h, c->d, NULL);
+    sl_tensor *cl = sl_test_matrix(cpu, SL_F32, t, c->h, NULL);
+    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, cs, c->b, c->s, scale);
+    float *ry = sl_test_host_f32(cy), *ro = sl_test_host_f32(co), *rl = sl_test_host_f32(cl);
+    for (int64_t i = 0; i < nq; i++) ro[i] = sl_test_bf16_round(ro[i]);
+    sl_tensor_from_host(co, ro);
+    sl_tensor *cdq = t3(cpu, SL_F32, t, c->h, c->d, NULL),
+              *cdk = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
+    sl_tensor *cdv = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
+    sl_tensor *cdg = gated ? t3(cpu, SL_F32, t, c->h, gw, NULL) : NULL;
+    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, cs, co, cl, c->b, c->s, scale);
+    const sl_tensor *refs[4] = {cdq, cdk, cdv, cdg};
+    float *rg[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++)
+        if (refs[i]) rg[i] = sl_test_host_f32(refs[i]);
+
+    /* GPU, bf16 */
+    sl_backend *be = g_gpu;
+    sl_tensor *gq = t3(be, SL_BF16, t, c->h, c->d, q), *gk = t3(be, SL_BF16, t, c->kv, c->d, k);
+    sl_tensor *gv = t3(be, SL_BF16, t, c->kv, c->d, v), *gdy = t3(be, SL_BF16, t, c->h, c->d, dy);
+    sl_tensor *gg = gated ? t3(be, SL_BF16, t, c->h, gw, g) : NULL;
+    sl_tensor *gs = seg ? sl_test_matrix(be, SL_I32, t, 1, seg) : NULL;
+    sl_tensor *gy = t3(be, SL_BF16, t, c->h, c->d, NULL),
+              *go = t3(be, SL_BF16, t, c->h, c->d, NULL);
+    sl_tensor *gl = sl_test_matrix(be, SL_F32, t, c->h, NULL);
+    sl_op_gated_attn_fwd(gy, go, gl, gq, gk, gv, gg, gs, c->b, c->s, scale);
+    if (!g_atomic) { /* the forward does not depend on the dQ mode: compare it once */
+        compare(lbl, "y", sl_test_host_floats(gy), ry, nq, TOL_FWD);
+        compare(lbl, "o", sl_test_host_floats(go), ro, nq, TOL_FWD);
+        compare(lbl, "lse", sl_test_host_floats(gl), rl, t * c->h, TOL_FWD);
+    }
+    sl_tensor *go2 = t3(be, SL_BF16, t, c->h, c->d, ro),
+              *gl2 = sl_test_ftensor(be, SL_F32, t, c->h, rl);
+    sl_tensor *gdq = t3(be, SL_BF16, t, c->h, c->d, NULL),
+              *gdk = t3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdv = t3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdg = gated ? t3(be, SL_BF16, t, c->h, gw, NULL) : NULL;
+    sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, gs, go2, gl2, c->b, c->s, scale);
+    const sl_tensor *outs[4] = {gdq, gdk, gdv, gdg};
+    static const char *const names[4] = {"dq", "dk", "dv", "dg"};
+    const int64_t ns[4] = {nq, nk, nk, t * c->h * gw};
+    float *first[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++) {
+        if (!outs[i]) continue;
+        first[i] = sl_test_host_floats(outs[i]);
+        float *copy = malloc(sizeof(float) * (size_t)ns[i]);
+        memcpy(copy, first[i], sizeof(float) * (size_t)ns[i]);
+        compare(lbl, names[i], copy, rg[i], ns[i], TOL_BWD);
+    }
+    if (!g_atomic) { /* deterministic mode: the same bits again */
+        sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, gs, go2, gl2, c->b, c->s,
+                             scale);
+        for (int i = 0; i < 4; i++) {
+            if (!outs[i]) continue;
+            float *again = sl_test_host_floats(outs[i]);
+            CHECK(memcmp(again, first[i], sizeof(float) * (size_t)ns[i]) == 0,
+                  "%s %s: the deterministic backward gave different bits on a second run", lbl,
+                  names[i]);
+            free(again);
+        }
+    }
+    for (int i = 0; i < 4; i++) free(first[i]), free(rg[i]);
+    free(q), free(k), free(v), free(g), free(dy), free(seg), free(ry), free(ro), free(rl);
+    sl_test_release();
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "deterministic") && strcmp(argv[1], "atomic"))) {
+        fprintf(stderr, "usage: test_attention_tc [deterministic|atomic]\n");
+        return 2;
+    }
+    g_atomic = argc == 2 && strcmp(argv[1], "atomic") == 0;
+    const sl_backend_params p = {.device = -1, .allow_nondeterministic = g_atomic};
+    g_gpu = sl_test_cuda_or_skip(&p);
+    printf("dQ mode: %s\n", g_atomic ? "atomic" : "deterministic");
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i]);
+    sl_backend_free(g_gpu);
+    return sl_test_finish(g_atomic ? "test_attention_tc atomic" : "test_attention_tc");
+}
