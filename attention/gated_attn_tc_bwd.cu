@@ -2,7 +2,7 @@
  * attention/gated_attn_tc_bwd.cu - fused causal gated attention, backward, on tensor cores
  * (bf16 operands, fp32 accumulation; head dims 64 and 128). The SIMT kernel with the same
  * semantics is gated_attn_bwd.cu, the CPU reference gated_attn_cpu.c; the shared pieces and the
- * fragment layouts are in gated_attn_tc.cuh; the design is in docs/attention-tc-bwd.md.
+ * fragment layouts are in gated_attn_tc.cuh; the design is in docs/attention.md ("Backward").
  *
  * FlashAttention-2's backward in three or four kernels:
  *   1. prep, one warp per (token, head) row, the gate fused in: s = sigmoid(g), dO = dy s stored
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
 
 /* Keys per dQ sub-step: a warp holds Q and dO fragments (D / 4 registers each), dQ (D / 2) and
  * S, dP (KS / 2 each). A whole 64-key tile at once spilled (nvcc 13.0: D = 128 on sm_80, D = 64 on
- * sm_90a, 12 bytes each); 32 keys do not (docs/attention-tc-bwd.md). */
+ * sm_90a, 12 bytes each); 32 keys do not (docs/attention.md, "Resources"). */
 template <int D> constexpr int kDqKeys = 32;
 
 template <int D> struct dq_smem {
