@@ -120,6 +120,19 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
     sl_mma_bf16_16816(d, a, b, d);
 }
 
+/* d0 += a b[0..1] and d1 += a b[2..3]: the two n-tiles one ld_b_nk / ld_b_kn load gives. */
+__device__ __forceinline__ void mma2(float (&d0)[4], float (&d1)[4], const uint32_t (&a)[4],
+                                     const uint32_t (&b)[4]) {
+    mma(d0, a, b[0], b[1]);
+    mma(d1, a, b[2], b[3]);
+}
+
+/* Zeroes N accumulator tiles. */
+template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
+    SL_TC_UNROLL
+    for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
 /* Max / sum over the 4 lanes of a quad (the lanes holding one row of a C fragment). */
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

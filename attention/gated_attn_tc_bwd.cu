@@ -143,11 +143,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
     sl_cp_async_commit();
 
     float dk[D / 8][4], dv[D / 8][4];
-    SL_TC_UNROLL
-    for (int n = 0; n < D / 8; n++) {
-        SL_TC_UNROLL
-        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
-    }
+    zero(dk);
+    zero(dv);
     const int kr = warp * 16; /* the warp's first key row in the tile */
 
     for (int s = 0; s < steps; s++) {
@@ -166,11 +163,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
 
         /* S^T = K Q^T and dP^T = V dO^T (16 keys x QT queries per warp) */
         float st[QT / 8][4], dpt[QT / 8][4];
-        SL_TC_UNROLL
-        for (int n = 0; n < QT / 8; n++) {
-            SL_TC_UNROLL
-            for (int e = 0; e < 4; e++) st[n][e] = dpt[n][e] = 0.0f;
-        }
+        zero(st);
+        zero(dpt);
         SL_TC_UNROLL
         for (int kk = 0; kk < D / 16; kk++) {
             uint32_t ak[4], av[4];
@@ -181,10 +175,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
                 uint32_t bq[4], bo[4];
                 ld_b_nk<D>(bq, cq, 16 * np, 16 * kk);
                 ld_b_nk<D>(bo, cdo, 16 * np, 16 * kk);
-                mma(st[2 * np], ak, bq[0], bq[1]);
-                mma(st[2 * np + 1], ak, bq[2], bq[3]);
-                mma(dpt[2 * np], av, bo[0], bo[1]);
-                mma(dpt[2 * np + 1], av, bo[2], bo[3]);
+                mma2(st[2 * np], st[2 * np + 1], ak, bq);
+                mma2(dpt[2 * np], dpt[2 * np + 1], av, bo);
             }
         }
 
@@ -214,10 +206,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
                 uint32_t bo[4], bq[4];
                 ld_b_kn<D>(bo, cdo, 16 * kk, 16 * np);
                 ld_b_kn<D>(bq, cq, 16 * kk, 16 * np);
-                mma(dv[2 * np], ap, bo[0], bo[1]);
-                mma(dv[2 * np + 1], ap, bo[2], bo[3]);
-                mma(dk[2 * np], ad, bq[0], bq[1]);
-                mma(dk[2 * np + 1], ad, bq[2], bq[3]);
+                mma2(dv[2 * np], dv[2 * np + 1], ap, bo);
+                mma2(dk[2 * np], dk[2 * np + 1], ad, bq);
             }
         }
 
@@ -236,11 +226,7 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
             constexpr int MT = QT / 16, NW = D * MT / kWarps; /* columns per warp */
             const int m0 = 16 * (warp % MT), c0 = (warp / MT) * NW;
             float dq[NW / 8][4];
-            SL_TC_UNROLL
-            for (int n = 0; n < NW / 8; n++) {
-                SL_TC_UNROLL
-                for (int e = 0; e < 4; e++) dq[n][e] = 0.0f;
-            }
+            zero(dq);
             SL_TC_UNROLL
             for (int kk = 0; kk < kBc / 16; kk++) {
                 uint32_t ad[4];
@@ -249,8 +235,7 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
                 for (int np = 0; np < NW / 16; np++) {
                     uint32_t bk[4];
                     ld_b_kn<D>(bk, sk, 16 * kk, c0 + 16 * np);
-                    mma(dq[2 * np], ad, bk[0], bk[1]);
-                    mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+                    mma2(dq[2 * np], dq[2 * np + 1], ad, bk);
                 }
             }
             SL_TC_UNROLL
@@ -345,11 +330,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
     }
 
     float dq[D / 8][4];
-    SL_TC_UNROLL
-    for (int n = 0; n < D / 8; n++) {
-        SL_TC_UNROLL
-        for (int e = 0; e < 4; e++) dq[n][e] = 0.0f;
-    }
+    zero(dq);
     for (int j0 = jt0, s = 0; j0 < kend; j0 += kBc, s++) {
         if (j0 + kBc < kend) {
             issue(j0 + kBc, (s + 1) & 1);
@@ -365,11 +346,8 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
         for (int ks = 0; ks < kBc; ks += KS) {
             /* S = Q K^T, dP = dO V^T: 16 queries x KS keys per warp */
             float sc[KS / 8][4], dp[KS / 8][4];
-            SL_TC_UNROLL
-            for (int n = 0; n < KS / 8; n++) {
-                SL_TC_UNROLL
-                for (int e = 0; e < 4; e++) sc[n][e] = dp[n][e] = 0.0f;
-            }
+            zero(sc);
+            zero(dp);
             SL_TC_UNROLL
             for (int kk = 0; kk < D / 16; kk++) {
                 SL_TC_UNROLL
@@ -377,10 +355,8 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
                     uint32_t bk[4], bv[4];
                     ld_b_nk<D>(bk, ck, ks + 16 * np, 16 * kk);
                     ld_b_nk<D>(bv, cv, ks + 16 * np, 16 * kk);
-                    mma(sc[2 * np], aq[kk], bk[0], bk[1]);
-                    mma(sc[2 * np + 1], aq[kk], bk[2], bk[3]);
-                    mma(dp[2 * np], ao[kk], bv[0], bv[1]);
-                    mma(dp[2 * np + 1], ao[kk], bv[2], bv[3]);
+                    mma2(sc[2 * np], sc[2 * np + 1], aq[kk], bk);
+                    mma2(dp[2 * np], dp[2 * np + 1], ao[kk], bv);
                 }
             }
 
@@ -405,8 +381,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
                 for (int np = 0; np < D / 16; np++) {
                     uint32_t bk[4];
                     ld_b_kn<D>(bk, ck, ks + 16 * kk, 16 * np);
-                    mma(dq[2 * np], ad, bk[0], bk[1]);
-                    mma(dq[2 * np + 1], ad, bk[2], bk[3]);
+                    mma2(dq[2 * np], dq[2 * np + 1], ad, bk);
                 }
             }
         }

@@ -63,8 +63,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         m[x] = -INFINITY, l[x] = 0.0f;
     }
     float o[ND][4];
-    SL_TC_UNROLL
-    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    zero(o);
 
     const int jfirst = first_key_tile(a, t.tok0, t.i0), kend = t.i0 + t.nq;
     const int ntiles = (kend - jfirst + kBc - 1) / kBc;
@@ -97,16 +96,14 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         const int j0 = jfirst + n * kBc;
 
         float s[NS][4];
-        SL_TC_UNROLL
-        for (int j = 0; j < NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        zero(s);
         SL_TC_UNROLL
         for (int kk = 0; kk < KD; kk++) {
             SL_TC_UNROLL
             for (int jp = 0; jp < NS / 2; jp++) {
                 uint32_t b[4];
                 ld_b_nk<D>(b, sk, jp * 16, kk * 16);
-                mma(s[2 * jp], qf[kk], b[0], b[1]);
-                mma(s[2 * jp + 1], qf[kk], b[2], b[3]);
+                mma2(s[2 * jp], s[2 * jp + 1], qf[kk], b);
             }
         }
 
@@ -155,8 +152,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
             for (int dp = 0; dp < ND / 2; dp++) {
                 uint32_t b[4];
                 ld_b_kn<D>(b, sv, kk * 16, dp * 16);
-                mma(o[2 * dp], pa, b[0], b[1]);
-                mma(o[2 * dp + 1], pa, b[2], b[3]);
+                mma2(o[2 * dp], o[2 * dp + 1], pa, b);
             }
         }
         __syncthreads(); /* every warp is done with this stage before it is refilled */
