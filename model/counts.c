@@ -124,9 +124,9 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                   t;
     const double hd = (double)m->num_attention_heads * m->head_dim;
     const double kvd = (double)m->num_key_value_heads * m->head_dim;
-    const double ws = (3 * hd + 3 * kvd + (double)q_width(m) + h) * a /* attention grads */
-                      + h * a                                         /* FFN dxn */
-                      + 4 * h * a                                     /* dx, dh, xf, dxf */
+    const double ws = (3 * hd + 3 * kvd + 2.0 * q_width(m) - hd + h) * a /* attention grads */
+                      + h * a                                            /* FFN dxn */
+                      + 4 * h * a                                        /* dx, dh, xf, dxf */
                       + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
     int64_t rows = SL_LOGITS_CHUNK_ELEMS_DEVICE / (m->vocab_size > 0 ? m->vocab_size : 1);
     if (rows > tokens) rows = tokens;

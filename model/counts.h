@@ -84,9 +84,9 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  *   layer      every layer its own x[l] (plus x[L]); one h, attention set, kernel outputs,
  *              and one FFN set per kind (MoE, dense)
  * The workspace (every mode that trains): the attention gradients (dy, dq, dq_pre H*D each,
- * dk, dk_pre, dv KV*D each, dqall Wq, dxn h), the FFN's dxn h, the residual gradients dx and dh,
- * the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32 losses,
- * and one logits chunk of min(tokens, SL_LOGITS_CHUNK_ELEMS_DEVICE / V) rows of V.
+ * dk, dk_pre, dv KV*D each, dg Wq - H*D, dqall Wq, dxn h), the FFN's dxn h, the residual gradients
+ * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
+ * losses, and one logits chunk of min(tokens, SL_LOGITS_CHUNK_ELEMS_DEVICE / V) rows of V.
  */
 #define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 28) /* model/model.c's device chunk */
 typedef struct {
