@@ -17,6 +17,7 @@ static const command k_commands[] = {
     {"data", sl_cmd_data, "build, inspect and verify token shards"},
     {"ckpt", sl_cmd_ckpt, "inspect, verify and export training checkpoints"},
     {"plot", sl_cmd_plot, "plot a run's training and held-out loss (PNG through gnuplot)"},
+    {"plan", sl_cmd_plan, "per-GPU memory, communication, FLOPs and step time of a run"},
     {NULL, NULL, NULL},
 };
 

@@ -60,3 +60,104 @@ double sl_model_flops_per_token(const sl_model_config *m, int seq_len) {
         6.0 * m->num_hidden_layers * (double)m->num_attention_heads * m->head_dim * (double)seq_len;
     return 6.0 * mm + attn;
 }
+
+int64_t sl_model_expert_param_count(const sl_model_config *m) {
+    int64_t n = 0;
+    for (int l = 0; l < m->num_hidden_layers && l < SL_MAX_LAYERS; l++)
+        if (sl_layer_is_moe(m, l))
+            n += (int64_t)m->num_experts * 3 * m->hidden_size * m->moe_intermediate_size;
+    return n;
+}
+
+/* Per-token sizes of the pieces of one layer's activations (model/counts.h), in bytes. */
+typedef struct {
+    double residual, attn_set, kernel_out, moe, dense;
+} layer_pieces;
+
+static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
+    const double h = m->hidden_size, H = m->num_attention_heads, KV = m->num_key_value_heads;
+    const double hd = H * m->head_dim, kvd = KV * m->head_dim, wq = (double)q_width(m);
+    const double k = m->num_experts_per_tok, E = m->num_experts;
+    layer_pieces p;
+    p.residual = 2 * h * a;
+    p.attn_set = (h + wq + 2 * hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4.0;
+    p.kernel_out = 2 * hd * a + H * 4.0;
+    const double ffn = 2 * h * a + 4.0;                     /* xn, y, rstd */
+    double moe = ffn + (3 * E + 2 * k) * 4.0 + 3 * k * 4.0; /* router fp32, int32 indices */
+    if (a != 4) moe += 2 * h * 4.0;                         /* the router's fp32 copies */
+    const double rows = ep > 1 ? 8 * k : 4 * k;             /* xs, ys, dxs, dys (+ received) */
+    moe += rows * h * a + k * 6.0 * m->moe_intermediate_size * a;
+    if (m->shared_expert_intermediate_size > 0)
+        moe += (6.0 * m->shared_expert_intermediate_size + 2 * h + 1) * a;
+    p.moe = moe;
+    p.dense = ffn + 6.0 * m->intermediate_size * a;
+    return p;
+}
+
+void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
+                               int act_bytes, int ep, sl_activation_bytes *out) {
+    const layer_pieces p = pieces(m, act_bytes, ep);
+    const double t = (double)tokens, a = act_bytes, h = m->hidden_size;
+    const int L = m->num_hidden_layers < SL_MAX_LAYERS ? m->num_hidden_layers : SL_MAX_LAYERS;
+    bool any_moe = false, any_dense = false;
+    double layers = 0, max = 0;
+    for (int l = 0; l < L; l++) {
+        const bool moe = sl_layer_is_moe(m, l);
+        any_moe |= moe;
+        any_dense |= !moe;
+        const double ffn = moe ? p.moe : p.dense;
+        double own = 0;
+        if (mode == SL_MEMORY_LAYER)
+            own = h * a;
+        else if (mode == SL_MEMORY_ATTENTION)
+            own = p.residual + p.kernel_out + ffn;
+        else
+            own = p.residual + p.attn_set + p.kernel_out + ffn;
+        layers += own * t;
+        if (own * t > max) max = own * t;
+    }
+    double shared = h * a * t; /* x[L], the last layer's output */
+    if (mode == SL_MEMORY_ATTENTION) shared += p.attn_set * t;
+    if (mode == SL_MEMORY_LAYER)
+        shared += (h * a + p.attn_set + p.kernel_out + (any_moe ? p.moe : 0) +
+                   (any_dense ? p.dense : 0)) *
+                  t;
+    const double hd = (double)m->num_attention_heads * m->head_dim;
+    const double kvd = (double)m->num_key_value_heads * m->head_dim;
+    const double ws = (3 * hd + 3 * kvd + 2.0 * q_width(m) - hd + h) * a /* attention grads */
+                      + h * a                                            /* FFN dxn */
+                      + 4 * h * a                                        /* dx, dh, xf, dxf */
+                      + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
+    int64_t rows = SL_LOGITS_CHUNK_ELEMS_DEVICE / (m->vocab_size > 0 ? m->vocab_size : 1);
+    if (rows > tokens) rows = tokens;
+    if (rows < 1) rows = 1;
+    out->per_layer_max = max;
+    out->layers = layers;
+    out->shared = shared;
+    out->workspace = ws * t + (double)rows * m->vocab_size * a;
+    out->total = out->layers + out->shared + out->workspace;
+}
+
+double sl_model_recompute_flops_per_token(const sl_model_config *m, sl_memory_mode mode,
+                                          int seq_len) {
+    const double h = m->hidden_size, H = m->num_attention_heads, D = m->head_dim;
+    const double kvd = (double)m->num_key_value_heads * m->head_dim;
+    const int L = m->num_hidden_layers < SL_MAX_LAYERS ? m->num_hidden_layers : SL_MAX_LAYERS;
+    double f = 0;
+    for (int l = 0; l + 1 < L; l++) {
+        const double proj = h * ((double)q_width(m) + 2 * kvd);
+        if (mode == SL_MEMORY_ATTENTION) f += 2 * proj;
+        if (mode != SL_MEMORY_LAYER) continue;
+        double mm = proj + H * D * h; /* q, k, v, o */
+        if (sl_layer_is_moe(m, l)) {
+            mm += h * m->num_experts +
+                  (double)m->num_experts_per_tok * 3 * h * m->moe_intermediate_size;
+            if (m->shared_expert_intermediate_size > 0)
+                mm += 3 * h * m->shared_expert_intermediate_size + h;
+        } else {
+            mm += 3 * h * m->intermediate_size;
+        }
+        f += 2 * mm + 2 * H * D * (double)seq_len;
+    }
+    return f;
+}

@@ -42,11 +42,61 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/model.h" /* sl_memory_mode */
 
 /* Total parameters and parameters touched per token (formulas above). */
 void sl_model_param_count(const sl_model_config *m, int64_t *total, int64_t *active_per_token);
 
 /* Training (forward + backward) FLOPs per token at sequence length seq_len (formula above). */
 double sl_model_flops_per_token(const sl_model_config *m, int seq_len);
+
+/* Extra (hardware, not model) training FLOPs per token that recomputation in memory mode
+ * `mode` adds (docs/memory.md): `attention` reruns the input norm and the Q/K/V projections of
+ * every layer but the last, 2*h*(Wq + 2*KV*D) per token and layer; `layer` reruns the whole
+ * forward of every layer but the last, 2 * (its matmul parameters, k experts) + 2*H*D*S.
+ * 0 for `none`. Elementwise work is not counted, as above. */
+double sl_model_recompute_flops_per_token(const sl_model_config *m, sl_memory_mode mode,
+                                          int seq_len);
+
+/* The routed experts' parameters: E * 3*h*Im per MoE layer (the part expert parallelism
+ * splits; everything else of sl_model_param_count is replicated on every rank). */
+int64_t sl_model_expert_param_count(const sl_model_config *m);
+
+/*
+ * Activation memory of one micro-batch of `tokens` tokens in memory mode `mode`, counted from
+ * the tensors the blocks allocate (attention/attn_block.c, moe/ffn_block.c, moe/router.c,
+ * moe/token_dispatcher.c, moe/experts.c, moe/swiglu_mlp.c, model/model.c); `act_bytes` is the
+ * activation element size (2 for bf16, 4 for fp32). Per layer and token, in elements:
+ *   residual        x[l] and h[l] (h each)
+ *   attention set   xn h, qall Wq, q and qn H*D each, k, kn, v KV*D each, g (Wq - H*D),
+ *                   fp32 rstd 1, q_rstd H, k_rstd KV
+ *   kernel outputs  y and o H*D each, fp32 lse H
+ *   FFN             xn and y h each, fp32 rstd 1; MoE: fp32 router logits, probs, dlogits E
+ *                   each, topk_w and dtopk_w k each, int32 topk_idx, sorted_token, slot_pos k
+ *                   each, in bf16 the router's fp32 input copy and its gradient h each; routed
+ *                   rows xs, ys, dxs, dys k*h each, with ep > 1 the received rows (k*h each on
+ *                   average: balanced routing) in expert_in, expert_out and their gradients; the
+ *                   experts' gu, h, dgu, dh 6*Im per routed row; shared expert 6*Is + 2h + 1;
+ *                   dense FFN 6*I
+ * Which of them each layer keeps (docs/memory.md):
+ *   none       every layer its own residual, attention set, kernel outputs and FFN
+ *   attention  every layer its own residual, kernel outputs and FFN; one attention set
+ *   layer      every layer its own x[l] (plus x[L]); one h, attention set, kernel outputs,
+ *              and one FFN set per kind (MoE, dense)
+ * The workspace (every mode that trains): the attention gradients (dy, dq, dq_pre H*D each,
+ * dk, dk_pre, dv KV*D each, dg Wq - H*D, dqall Wq, dxn h), the FFN's dxn h, the residual gradients
+ * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
+ * losses, and one logits chunk of min(tokens, SL_LOGITS_CHUNK_ELEMS_DEVICE / V) rows of V.
+ */
+#define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 28) /* model/model.c's device chunk */
+typedef struct {
+    double per_layer_max; /* the most any one layer keeps for itself (residual included) */
+    double layers;        /* what all layers keep for themselves */
+    double shared;        /* the sets the layers share in this mode */
+    double workspace;     /* backward workspaces, final norm, ids, one logits chunk */
+    double total;         /* layers + shared + workspace */
+} sl_activation_bytes;
+void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
+                               int act_bytes, int ep, sl_activation_bytes *out);
 
 #endif

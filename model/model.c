@@ -9,6 +9,7 @@
 #include "attention/rope.h"
 #include "core/log.h"
 #include "core/ops.h"
+#include "model/counts.h" /* SL_LOGITS_CHUNK_ELEMS_DEVICE, which sluice plan counts too */
 #include "model/diagnostics.h"
 
 /* Elements of one logits chunk: bounds the LM head's memory independently of T. Every chunk
@@ -16,8 +17,7 @@
  * save memory traffic where memory allows: 16M fp32 logits (64 MiB) on the CPU, 256M on a
  * device (512 MiB in bf16: 3 chunks instead of 38 for 4096 tokens at vocabulary 151,936, which
  * docs/performance.md estimates at about 40 ms less per micro-batch on an H100). */
-#define SL_LOGITS_CHUNK_ELEMS_HOST   ((int64_t)1 << 24)
-#define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 28)
+#define SL_LOGITS_CHUNK_ELEMS_HOST ((int64_t)1 << 24)
 
 static sl_attn_config attn_config(const sl_model_config *c, sl_dtype act) {
     return (sl_attn_config){.act = act,

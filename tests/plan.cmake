@@ -1,0 +1,8 @@
+# trainer/plan.c and `sluice plan`: hand counts for configs/qwen-gated-15a2b.json on 8 GPUs
+# with EP 8, the fit advice, and the command line's outputs and bad flags.
+sluice_test(test_plan SOURCES test_plan.c LABELS core plan)
+target_compile_definitions(test_plan PRIVATE SLUICE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME test_plan_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_plan_cli PROPERTIES TIMEOUT 60 LABELS "plan;cli")

@@ -1,0 +1,164 @@
+/*
+ * tests/test_plan.c - trainer/plan.c (`sluice plan`) against hand counts for
+ * configs/qwen-gated-15a2b.json on 8 GPUs with EP 8, and the advice when a plan does not fit.
+ *
+ * The expected figures are derived here from the config's widths, written out as arithmetic
+ * (V = 151936, h = 2048, L = 24, H = 32 query heads, KV = 4, D = 128, E = 128 experts, top-8,
+ * expert FFN 768, elementwise gate, untied head, no shared expert, seq 4096, micro-batch 1,
+ * global batch 4194304 tokens, ZeRO-1 on in the config, bf16 on the GPU).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "trainer/plan.h"
+
+#define GIB ((double)(1ULL << 30))
+
+static bool near(double a, double b, double rel) {
+    return fabs(a - b) <= rel * fabs(b);
+}
+
+static void check_15a2b(const sl_config *cfg) {
+    sl_plan_request r;
+    sl_plan_request_defaults(&r);
+    r.gpus = 8;
+    r.ep = 8;
+    sl_plan p;
+    char err[512];
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "plan failed: %s", err);
+
+    /* Parameters of one layer. */
+    const int64_t q = 2048LL * (2 * 32 * 128); /* q_proj with the elementwise gate: 2*H*D */
+    const int64_t kv = 2 * 2048LL * (4 * 128); /* k_proj, v_proj */
+    const int64_t o = (32 * 128LL) * 2048;     /* o_proj */
+    const int64_t norms = 2 * 2048 + 2 * 128;  /* input/post norms, q_norm, k_norm */
+    const int64_t router = 2048LL * 128;       /* [E, h] */
+    const int64_t expert = 3 * 2048LL * 768;   /* gate, up, down of one expert */
+    const int64_t layer = q + kv + o + norms + router + 128 * expert;
+    const int64_t embed = 151936LL * 2048;               /* embed_tokens; lm_head the same */
+    const int64_t total = 24 * layer + 2 * embed + 2048; /* + final norm */
+    const int64_t experts_all = 24 * 128 * expert;
+    CHECK(p.params_total == total, "total params %lld, hand %lld", (long long)p.params_total,
+          (long long)total);
+    CHECK(total == 15778553856LL, "hand count drifted from the README's 15.8B: %lld",
+          (long long)total);
+    CHECK(p.params_expert == experts_all, "expert params %lld, hand %lld",
+          (long long)p.params_expert, (long long)experts_all);
+    const int64_t gpu_expert = experts_all / 8, gpu_dense = total - experts_all;
+    CHECK(p.gpu_params_expert == gpu_expert, "expert params per GPU %lld, hand %lld",
+          (long long)p.gpu_params_expert, (long long)gpu_expert);
+    CHECK(p.gpu_params_dense == gpu_dense, "non-expert params per GPU %lld, hand %lld",
+          (long long)p.gpu_params_dense, (long long)gpu_dense);
+    const double n = (double)(gpu_expert + gpu_dense);
+
+    /* State bytes. */
+    CHECK(p.weights_compute == 2 * n, "bf16 weights %.0f, hand %.0f", p.weights_compute, 2 * n);
+    CHECK(p.master == 4 * n && p.grads == 4 * n, "master %.0f / grads %.0f, hand %.0f", p.master,
+          p.grads, 4 * n);
+    CHECK(p.adam_full == 8 * n, "AdamW %.0f, hand %.0f", p.adam_full, 8 * n);
+    /* ZeRO-1: non-expert moments over all 8 ranks, expert moments over the EDP group (1). */
+    const double adam_z = 8.0 * ((double)gpu_dense / 8 + (double)gpu_expert / 1);
+    CHECK(near(p.adam_zero1, adam_z, 1e-12), "AdamW ZeRO-1 %.0f, hand %.0f", p.adam_zero1, adam_z);
+
+    /* Activations of one layer, recompute none, bf16 (2 bytes), per token. */
+    const double residual = 2 * 2048 * 2; /* x[l], h[l] */
+    const double attn_set = (2048 + 8192 + 2 * 4096 + 3 * 512 + (8192 - 4096)) * 2.0 /* xn, qall,
+                               q, qn, k, kn, v, g */
+                            + (1 + 32 + 4) * 4.0;        /* fp32 rstd, q_rstd, k_rstd */
+    const double kernel_out = 2 * 4096 * 2.0 + 32 * 4.0; /* y, o; fp32 lse */
+    const double moe = 2 * 2048 * 2.0 + 4.0              /* ffn xn, y; rstd */
+                       + (3 * 128 + 2 * 8) * 4.0         /* logits, probs, dlogits, topk_w(2) */
+                       + 3 * 8 * 4.0                     /* topk_idx, sorted_token, slot_pos */
+                       + 2 * 2048 * 4.0                  /* the router's fp32 x and dx */
+                       + 8 * 8 * 2048 * 2.0 /* xs, ys, dxs, dys + 4 received (EP > 1) */
+                       + 8 * 6 * 768 * 2.0; /* experts gu, h, dgu, dh per routed row */
+    const double per_layer = (residual + attn_set + kernel_out + moe) * 4096;
+    CHECK(near(p.act[0].per_layer_max, per_layer, 1e-12), "activations per layer %.0f, hand %.0f",
+          p.act[0].per_layer_max, per_layer);
+    CHECK(near(p.act[0].layers, 24 * per_layer, 1e-12), "activations of 24 layers %.0f, hand %.0f",
+          p.act[0].layers, 24 * per_layer);
+    /* layer recompute keeps only x[l] per layer; one x[L] (the output), one h and one set of
+     * everything else shared by all layers. */
+    CHECK(near(p.act[2].layers, 24 * 2048 * 2.0 * 4096, 1e-12), "layer mode keeps %.0f",
+          p.act[2].layers);
+    const double layer_shared = (2048 * 2.0 + 2048 * 2.0 + attn_set + kernel_out + moe) * 4096;
+    CHECK(near(p.act[2].shared, layer_shared, 1e-12), "layer mode shares %.0f, hand %.0f",
+          p.act[2].shared, layer_shared);
+    CHECK(p.act[1].total < p.act[0].total && p.act[2].total < p.act[1].total,
+          "recomputation must save memory: %.0f %.0f %.0f", p.act[0].total, p.act[1].total,
+          p.act[2].total);
+    CHECK(p.mode == SL_MEMORY_NONE && !p.fits, "15A2B without recompute on 80 GiB should not fit");
+    CHECK(strstr(p.advice, "--recompute layer") != NULL, "advice '%s' lacks --recompute layer",
+          p.advice);
+
+    /* FLOPs per token: 6 x active matmul parameters + 6 L H D S. */
+    const double mm_layer = (double)(q + kv + o + router + 8 * expert);
+    const double flops_tok = 6.0 * (24 * mm_layer + (double)embed) + 6.0 * 24 * 32 * 128 * 4096;
+    CHECK(near(p.flops_token, flops_tok, 1e-12), "FLOPs per token %.6g, hand %.6g", p.flops_token,
+          flops_tok);
+    CHECK(p.accum == 4194304 / (8 * 4096), "micro-batches per step %d", p.accum);
+    const double flops_gpu = flops_tok * 4194304 / 8;
+    CHECK(near(p.flops_step_gpu, flops_gpu, 1e-12), "FLOPs per step per GPU %.6g, hand %.6g",
+          p.flops_step_gpu, flops_gpu);
+
+    /* Communication per GPU per step: 7/8 of each token's 8 rows leave, 4 exchanges per MoE
+     * layer and micro-batch, 24 layers, 128 micro-batches; all inside one node. */
+    const double a2a = 4096 * 8 * 7.0 / 8 * 2048 * 2 * 4 * 24 * 128;
+    CHECK(near(p.a2a_bytes, a2a, 1e-12) && near(p.a2a_nvlink_bytes, a2a, 1e-12),
+          "all-to-all %.0f (NVLink %.0f), hand %.0f", p.a2a_bytes, p.a2a_nvlink_bytes, a2a);
+    const double ar = 2 * 7.0 / 8 * 4 * (double)gpu_dense; /* ring; expert group is 1 rank */
+    CHECK(near(p.ar_bytes, ar, 1e-12), "all-reduce %.0f, hand %.0f", p.ar_bytes, ar);
+    const double ag = 7.0 / 8 * 4 * (double)gpu_dense;
+    CHECK(near(p.ag_bytes, ag, 1e-12), "all-gather %.0f, hand %.0f", p.ag_bytes, ag);
+
+    /* Step time from the default hardware figures (H100 SXM). */
+    const double t_compute = flops_gpu / (989e12 * 0.75);
+    const double t_ar = ar / 450e9, hide = t_compute / 128 * 2 / 3;
+    const double t_step = t_compute + a2a / 450e9 + (t_ar > hide ? t_ar - hide : 0) + ag / 450e9;
+    CHECK(near(p.t_step, t_step, 1e-9), "step %.6f s, hand %.6f", p.t_step, t_step);
+    CHECK(near(p.mfu, flops_gpu / (t_step * 989e12), 1e-9), "MFU %.4f", p.mfu);
+}
+
+/* Single knobs named when they make a plan fit. */
+static void check_advice(const sl_config *cfg) {
+    sl_plan_request r;
+    sl_plan_request_defaults(&r);
+    r.gpus = 8;
+    r.zero1 = 0;
+    r.recompute = "layer";
+    r.gpu_memory_gib = 60; /* 53.2 GiB usable: layer recompute needs ZeRO-1 to fit */
+    sl_plan p;
+    char err[512];
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "plan failed: %s", err);
+    CHECK(!p.fits && strstr(p.advice, "--zero1"), "advice '%s' should name --zero1", p.advice);
+    r.zero1 = 1;
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0 && p.fits,
+          "with --zero1 it should fit: %.2f of %.2f GiB", p.total / GIB, p.usable / GIB);
+    r.gpu_memory_gib = 10;
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0 && !p.fits &&
+              strstr(p.advice, "more GPUs"),
+          "10 GiB: advice '%s'", p.advice);
+    /* Two nodes of four: EP 8 crosses nodes, 4 of the 7 peers over InfiniBand. */
+    r.gpu_memory_gib = 80;
+    r.gpus_per_node = 4;
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "plan failed: %s", err);
+    CHECK(near(p.a2a_ib_bytes, p.a2a_bytes * 4 / 7, 1e-12), "IB share %.0f of %.0f", p.a2a_ib_bytes,
+          p.a2a_bytes);
+    /* Bad input names the flag. */
+    r.gpus = 12;
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == -1 && strstr(err, "--ep"),
+          "EP 8 on 12 GPUs: '%s'", err);
+}
+
+int main(void) {
+    sl_config cfg;
+    char err[1024];
+    if (sl_config_load(SLUICE_SOURCE_DIR "/configs/qwen-gated-15a2b.json", &cfg, err, sizeof err)) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    check_15a2b(&cfg);
+    check_advice(&cfg);
+    return sl_test_finish("test_plan");
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# sluice plan from the command line: the text and --json outputs for configs/qwen-gated-15a2b.json
+# on 8 GPUs with EP 8, a plan that does not fit naming the knob that would make it fit, and bad
+# flags (exit 2, the message names the flag). The numbers themselves are checked against hand
+# counts in tests/test_plan.c.
+# usage: test_plan_cli.sh SLUICE_BINARY SOURCE_DIR
+set -uo pipefail
+sluice=$1
+cfg=$2/configs/qwen-gated-15a2b.json
+fails=0
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+
+out=$("$sluice" plan "$cfg" --gpus 8 --ep 8) || fail "plan exited $?"
+for want in "EP 8" "parameters per GPU: 3094978560" "AdamW moments, with ZeRO-1" \
+    "recompute layer" "expert all-to-all" "gradient all-reduce" "MFU" "DOES NOT FIT" \
+    "would fit with: --recompute layer" "H100 SXM"; do
+    grep -qF -- "$want" <<<"$out" || fail "text output lacks '$want'"
+done
+
+json=$("$sluice" plan "$cfg" --gpus 8 --ep 8 --recompute layer --json) || fail "--json exited $?"
+grep -q '"fits":[[:space:]]*true' <<<"$json" || fail "--recompute layer should fit: $json"
+grep -q '"gpu_params_expert":[[:space:]]*1811939328' <<<"$json" || fail "JSON expert params"
+
+out=$("$sluice" plan "$cfg" --gpus 8 --gpu-memory 60 --recompute layer --no-zero1) ||
+    fail "plan exited $?"
+grep -qF "would fit with: --zero1" <<<"$out" || fail "60 GiB without ZeRO-1 should name --zero1"
+
+# Bad flags: exit 2 and the flag in the message.
+check_bad() {
+    local flag=$1
+    shift
+    err=$("$sluice" plan "$@" 2>&1 >/dev/null)
+    rc=$?
+    [ "$rc" = 2 ] || fail "$* exited $rc, expected 2"
+    grep -qF -- "$flag" <<<"$err" || fail "$* error does not name $flag: $err"
+}
+check_bad --gpus "$cfg" --gpus 0
+check_bad --gpus "$cfg" --gpus x
+check_bad --gpus "$cfg"
+check_bad --ep "$cfg" --gpus 8 --ep 3
+check_bad --ep "$cfg" --gpus 12
+check_bad --recompute "$cfg" --gpus 8 --recompute full
+check_bad --gpu-memory "$cfg" --gpus 8 --gpu-memory -5
+check_bad --efficiency "$cfg" --gpus 8 --efficiency 1.5
+check_bad --ib-gbs "$cfg" --gpus 8 --ib-gbs
+check_bad --bogus "$cfg" --gpus 8 --bogus
+err=$("$sluice" plan /nonexistent.json --gpus 8 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -qF /nonexistent.json <<<"$err" || fail "missing config: rc $rc, '$err'"
+
+[ "$fails" = 0 ] && echo "test_plan_cli: all checks passed"
+exit $((fails > 0))

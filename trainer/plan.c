@@ -1,0 +1,231 @@
+/* trainer/plan.c - the per-GPU plan of a run (see plan.h; formulas in docs/plan.md). */
+#include "trainer/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define GIB ((double)(1ULL << 30))
+
+void sl_plan_request_defaults(sl_plan_request *r) {
+    memset(r, 0, sizeof *r);
+    r->zero1 = -1;
+    r->gpu_memory_gib = SL_PLAN_GPU_MEMORY;
+    r->gpu_tflops = SL_PLAN_GPU_TFLOPS;
+    r->nvlink_gbs = SL_PLAN_NVLINK_GBS;
+    r->ib_gbs = SL_PLAN_IB_GBS;
+    r->efficiency = SL_PLAN_EFFICIENCY;
+    r->gpus_per_node = SL_PLAN_GPUS_PER_NODE;
+}
+
+static int fail(char *err, size_t errlen, const char *msg) {
+    snprintf(err, errlen, "%s", msg);
+    return -1;
+}
+
+/* The training stage with the most tokens per micro-batch: it sets the activation peak. */
+static void pick_stage(const sl_config *cfg, sl_stage *out, int *n_train) {
+    const int n = sl_config_stage_count(cfg);
+    int64_t best = -1;
+    *n_train = 0;
+    for (int i = 0; i < n; i++) {
+        sl_stage s;
+        sl_config_stage_at(cfg, i, &s);
+        if (s.tokens == 0 && n > 1) continue; /* evaluation only */
+        (*n_train)++;
+        const int64_t t = (int64_t)s.train.seq_len * s.train.micro_batch_size;
+        if (t > best) best = t, *out = s;
+    }
+    if (best < 0) sl_config_stage_at(cfg, 0, out);
+}
+
+/* Model state bytes per GPU (weights, gradients, moments) for the given sharding. */
+static double state_bytes(const sl_plan *p, bool zero1, int ep) {
+    const double expert = (double)p->params_expert / ep;
+    const double dense = (double)(p->params_total - p->params_expert);
+    const double params = expert + dense;
+    const double moments = zero1 ? 8.0 * (dense / p->gpus + expert / (p->gpus / ep)) : 8.0 * params;
+    return params * ((p->act_bytes == 2 ? 2.0 : 0.0) + 4.0 + 4.0) + moments;
+}
+
+static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
+                          sl_memory_mode mode, int64_t tokens) {
+    sl_activation_bytes a;
+    sl_model_activation_bytes(m, mode, tokens, p->act_bytes, ep, &a);
+    return state_bytes(p, zero1, ep) + a.total;
+}
+
+/* Fills p->advice with the single changes that make the plan fit (or a combination). */
+static void advise(sl_plan *p, const sl_model_config *m) {
+    char *s = p->advice;
+    size_t n = sizeof p->advice, used = 0;
+#define ADD(...) used += (size_t)snprintf(s + used, used < n ? n - used : 0, __VA_ARGS__)
+    const int64_t t = p->micro_tokens;
+    int found = 0;
+    if (!p->zero1 && total_bytes(p, m, true, p->ep, p->mode, t) <= p->usable)
+        ADD("%s--zero1", found++ ? "; " : ""), (void)0;
+    for (int ep = p->ep * 2; ep <= p->gpus; ep *= 2) {
+        if (p->gpus % ep || m->num_experts % ep) continue;
+        if (total_bytes(p, m, p->zero1, ep, p->mode, t) <= p->usable) {
+            ADD("%s--ep %d", found++ ? "; " : "", ep);
+            break;
+        }
+    }
+    static const sl_memory_mode modes[] = {SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
+    for (int i = 0; i < 2; i++) {
+        if (modes[i] <= p->mode) continue;
+        if (total_bytes(p, m, p->zero1, p->ep, modes[i], t) <= p->usable) {
+            ADD("%s--recompute %s", found++ ? "; " : "", sl_memory_mode_name(modes[i]));
+            break;
+        }
+    }
+    for (int mb = p->micro_batch - 1; mb >= 1; mb--)
+        if (total_bytes(p, m, p->zero1, p->ep, p->mode, (int64_t)mb * p->seq_len) <= p->usable) {
+            ADD("%s--micro-batch %d (training.micro_batch_size)", found++ ? "; " : "", mb);
+            break;
+        }
+    if (found) return;
+    /* No single knob: all of them at once. */
+    int ep = p->ep;
+    for (int e = p->ep * 2; e <= p->gpus; e *= 2)
+        if (p->gpus % e == 0 && m->num_experts % e == 0) ep = e;
+    const double all = total_bytes(p, m, true, ep, SL_MEMORY_LAYER, p->seq_len);
+    if (all <= p->usable)
+        ADD("no single knob; together: --zero1 --ep %d --recompute layer --micro-batch 1", ep);
+    else
+        ADD("nothing fits on %d GPUs: even --zero1 --ep %d --recompute layer --micro-batch 1 "
+            "needs %.1f GiB; use more GPUs (larger --ep) or GPUs with more memory",
+            p->gpus, ep, all / GIB);
+#undef ADD
+}
+
+/* Bytes a ring all-reduce (2 (n-1)/n x payload) or all-gather ((n-1)/n) sends per rank. */
+static double ring(double payload, int n, double passes) {
+    return n > 1 ? passes * (n - 1) / n * payload : 0.0;
+}
+
+int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, char *err,
+                    size_t errlen) {
+    memset(p, 0, sizeof *p);
+    const sl_model_config *m = &cfg->model;
+    if (r->gpus < 1) return fail(err, errlen, "--gpus: must be a positive number of GPUs");
+    if (r->gpus_per_node < 1) return fail(err, errlen, "--gpus-per-node: must be positive");
+    sl_stage st;
+    pick_stage(cfg, &st, &p->n_stages);
+    snprintf(p->stage, sizeof p->stage, "%s", st.name);
+    p->gpus = r->gpus;
+    p->gpus_per_node = r->gpus_per_node;
+    p->nodes = (r->gpus + r->gpus_per_node - 1) / r->gpus_per_node;
+    p->ep = r->ep > 0 ? r->ep : cfg->parallel.expert_parallel;
+    if (m->num_experts == 0 && p->ep > 1)
+        return fail(err, errlen, "--ep: a dense model (model.num_experts = 0) has no experts");
+    if (p->ep < 1) p->ep = 1;
+    if (r->gpus % p->ep) {
+        snprintf(err, errlen, "--ep: %d does not divide --gpus %d", p->ep, r->gpus);
+        return -1;
+    }
+    if (m->num_experts > 0 && m->num_experts % p->ep) {
+        snprintf(err, errlen, "--ep: %d does not divide model.num_experts = %d", p->ep,
+                 m->num_experts);
+        return -1;
+    }
+    p->edp = r->gpus / p->ep;
+    p->zero1 = r->zero1 < 0 ? cfg->parallel.zero1 : r->zero1 != 0;
+    const char *rc = r->recompute ? r->recompute : st.train.recompute;
+    if (strcmp(rc, "none") && strcmp(rc, "attention") && strcmp(rc, "layer")) {
+        snprintf(err, errlen, "--recompute: unknown mode '%s' (expected none, attention or layer)",
+                 rc);
+        return -1;
+    }
+    p->mode = sl_memory_mode_of_recompute(rc);
+    p->act_bytes = strcmp(st.train.precision, "fp32") == 0 ? 4 : 2;
+    p->seq_len = r->seq_len > 0 ? r->seq_len : st.train.seq_len;
+    p->micro_batch = r->micro_batch > 0 ? r->micro_batch : st.train.micro_batch_size;
+    p->micro_tokens = (int64_t)p->seq_len * p->micro_batch;
+    p->global_batch_tokens = st.train.global_batch_tokens;
+    const int64_t per_round = p->micro_tokens * r->gpus;
+    if (p->global_batch_tokens % per_round) {
+        snprintf(err, errlen,
+                 "training.global_batch_tokens = %lld is not a multiple of --gpus %d x "
+                 "micro-batch %d x sequence %d = %lld tokens",
+                 (long long)p->global_batch_tokens, r->gpus, p->micro_batch, p->seq_len,
+                 (long long)per_round);
+        return -1;
+    }
+    p->accum = (int)(p->global_batch_tokens / per_round);
+    p->gpu_memory_gib = r->gpu_memory_gib;
+    p->gpu_tflops = r->gpu_tflops;
+    p->nvlink_gbs = r->nvlink_gbs;
+    p->ib_gbs = r->ib_gbs;
+    p->efficiency = r->efficiency;
+
+    /* Parameters and state. */
+    sl_model_param_count(m, &p->params_total, &p->params_active);
+    p->params_expert = sl_model_expert_param_count(m);
+    p->gpu_params_expert = p->params_expert / p->ep;
+    p->gpu_params_dense = p->params_total - p->params_expert;
+    p->gpu_params = p->gpu_params_expert + p->gpu_params_dense;
+    const double n = (double)p->gpu_params;
+    p->weights_compute = p->act_bytes == 2 ? 2.0 * n : 0.0;
+    p->master = 4.0 * n;
+    p->grads = 4.0 * n;
+    p->adam_full = 8.0 * n;
+    p->adam_zero1 =
+        8.0 * ((double)p->gpu_params_dense / p->gpus + (double)p->gpu_params_expert / p->edp);
+    p->state =
+        p->weights_compute + p->master + p->grads + (p->zero1 ? p->adam_zero1 : p->adam_full);
+    static const sl_memory_mode modes[3] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
+    for (int i = 0; i < 3; i++)
+        sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
+    p->total = p->state + p->act[p->mode].total;
+    p->usable = 0.92 * r->gpu_memory_gib * GIB - 2.0 * GIB;
+    p->fits = p->total <= p->usable;
+    if (!p->fits) advise(p, m);
+
+    /* Communication. EP groups are consecutive ranks, EDP groups stride EP, nodes hold
+     * gpus_per_node consecutive ranks (docs/parallelism.md): count rank 0's peers. */
+    const int gpn = r->gpus_per_node;
+    int a2a_local = 0;
+    for (int j = 1; j < p->ep; j++) a2a_local += j / gpn == 0;
+    int moe_layers = 0;
+    for (int l = 0; l < m->num_hidden_layers; l++) moe_layers += sl_layer_is_moe(m, l);
+    /* dispatch and combine, forward and backward; `layer` reruns the forward's two */
+    const int exchanges = 4 + (p->mode == SL_MEMORY_LAYER ? 2 : 0);
+    const double rows_out =
+        p->ep > 1 ? (double)p->micro_tokens * m->num_experts_per_tok * (p->ep - 1) / p->ep : 0;
+    p->a2a_bytes = rows_out * m->hidden_size * p->act_bytes * exchanges * moe_layers * p->accum;
+    p->a2a_nvlink_bytes = p->ep > 1 ? p->a2a_bytes * a2a_local / (p->ep - 1) : 0;
+    p->a2a_ib_bytes = p->a2a_bytes - p->a2a_nvlink_bytes;
+    p->a2a_ib = p->a2a_ib_bytes > 0;
+    p->ar_dense_payload = 4.0 * (double)p->gpu_params_dense;
+    p->ar_expert_payload = 4.0 * (double)p->gpu_params_expert;
+    p->dense_ib = r->gpus > gpn;
+    p->expert_ib = (p->edp - 1) * p->ep >= gpn;
+    const double bw_nv = r->nvlink_gbs * 1e9, bw_ib = r->ib_gbs * 1e9;
+    const double ar_d = ring(p->ar_dense_payload, r->gpus, 2);
+    const double ar_e = ring(p->ar_expert_payload, p->edp, 2);
+    p->ar_bytes = ar_d + ar_e;
+    p->t_ar = ar_d / (p->dense_ib ? bw_ib : bw_nv) + ar_e / (p->expert_ib ? bw_ib : bw_nv);
+    if (p->zero1) {
+        const double ag_d = ring(p->ar_dense_payload, r->gpus, 1);
+        const double ag_e = ring(p->ar_expert_payload, p->edp, 1);
+        p->ag_bytes = ag_d + ag_e;
+        p->t_ag = ag_d / (p->dense_ib ? bw_ib : bw_nv) + ag_e / (p->expert_ib ? bw_ib : bw_nv);
+    }
+    p->t_a2a = p->a2a_nvlink_bytes / bw_nv + p->a2a_ib_bytes / bw_ib;
+
+    /* FLOPs and time. */
+    p->flops_token = sl_model_flops_per_token(m, p->seq_len);
+    p->flops_step_total = p->flops_token * (double)p->global_batch_tokens;
+    p->flops_step_gpu = p->flops_step_total / r->gpus;
+    p->hw_flops_step_gpu =
+        p->flops_step_gpu + sl_model_recompute_flops_per_token(m, p->mode, p->seq_len) *
+                                (double)p->global_batch_tokens / r->gpus;
+    p->t_compute = p->hw_flops_step_gpu / (r->gpu_tflops * 1e12 * r->efficiency);
+    /* The gradient all-reduce overlaps the last micro-batch's backward (2/3 of its compute). */
+    const double hide = p->t_compute / p->accum * 2.0 / 3.0;
+    p->t_ar_exposed = p->t_ar > hide ? p->t_ar - hide : 0.0;
+    p->t_step = p->t_compute + p->t_a2a + p->t_ar_exposed + p->t_ag;
+    p->tokens_per_s = (double)p->global_batch_tokens / p->t_step;
+    p->mfu = p->flops_step_gpu / (p->t_step * r->gpu_tflops * 1e12);
+    return 0;
+}
