@@ -14,6 +14,10 @@
 
 #include_next <cuda_runtime.h>
 
+/* C files include this too, through nccl.h (core/comm_nccl.c): they get the runtime API only,
+ * the device language is C++. */
+#ifdef __cplusplus
 #include "sl_emu_device.h"
+#endif
 
 #endif
