@@ -14,6 +14,10 @@
 
 #include_next <cuda_runtime.h>
 
+/* The device-side language is C++; C code (core/comm_nccl.c, through nccl.h) needs only the
+ * runtime API. */
+#ifdef __cplusplus
 #include "sl_emu_device.h"
+#endif
 
 #endif
