@@ -14,8 +14,8 @@
 
 #include_next <cuda_runtime.h>
 
-/* The device-side language is C++; C code (core/comm_nccl.c, through nccl.h) needs only the
- * runtime API. */
+/* C files include this too, through nccl.h (core/comm_nccl.c): they get the runtime API only,
+ * the device language is C++. */
 #ifdef __cplusplus
 #include "sl_emu_device.h"
 #endif
