@@ -8,10 +8,10 @@
  * tensors that go through the MPI world communicator (the reference), and as CUDA-backend
  * tensors that go through the NCCL world built on it. Data movement (all-gather of uneven and
  * even segments, both all-to-alls with zero counts and the self exchange, broadcast) must be
- * bitwise equal; fp32 sums within 1e-6 relative (NCCL may add in another order), bf16 sums
- * within 2^-8 relative per rank (NCCL rounds to bf16 after every step). Sub-groups (split by
- * parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77) where
- * there is no CUDA backend.
+ * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
+ * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
+ * (split by parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77)
+ * where there is no CUDA backend.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,13 +33,15 @@ static float *make(int rank, int seed, int64_t n) {
     return h;
 }
 
-/* Compares host floats; tol < 0: bitwise. Returns the largest relative difference. */
+/* Compares host floats: |a - b| <= tol (|b| + 1), the 1 standing for the summands' magnitude
+ * (inputs lie in [-1, 1), so a sum that cancels is still judged by its rounding); tol < 0:
+ * bitwise. */
 static void compare(const char *what, const float *a, const float *b, int64_t n, double tol) {
     double worst = 0.0;
     int64_t bad = -1;
     for (int64_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - b[i]);
-        const double lim = tol < 0 ? 0.0 : tol * (fabs((double)b[i]) + 1e-3);
+        const double lim = tol < 0 ? 0.0 : tol * (fabs((double)b[i]) + 1.0);
         if (d > lim && bad < 0) bad = i;
         if (d > worst) worst = d;
     }
@@ -85,7 +87,8 @@ static void case_allreduce(sl_comm *mpi, sl_comm *nc, const char *tag) {
     sl_comm_allreduce_sum(mpi, rb);
     sl_comm_allreduce_sum(nc, db);
     snprintf(what, sizeof what, "%s allreduce bf16", tag);
-    compare_tensors(what, db, rb, (double)size / 256.0);
+    /* partial sum k (magnitude <= k) is rounded to bf16, at most 2^-9 k each */
+    compare_tensors(what, db, rb, (size * (size + 1) / 2.0 - 1.0) / 512.0);
     /* a host tensor handed to the NCCL communicator goes over its MPI side */
     sl_tensor *rh = sl_test_ftensor(g_cpu, SL_F32, n, 1, h);
     sl_tensor *rh2 = sl_test_ftensor(g_cpu, SL_F32, n, 1, h);
