@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
         sl_param *q = sl_params_find(&ref->params, p->name);
         CHECK(q != NULL, "parameter %s missing from the reference", p->name);
         if (!q) continue;
-        float *a = sl_test_host_f32(p->w), *bq = sl_test_host_f32(q->w);
+        float *a = sl_test_host_f32(p->master), *bq = sl_test_host_f32(q->master);
         const int64_t off =
             p->expert_base >= 0 ? (int64_t)p->expert_base * (p->numel / p->shape[0]) : 0;
         for (int64_t k = 0; k < p->numel; k++) {
