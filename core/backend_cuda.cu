@@ -351,6 +351,16 @@ static int pick_device(const sl_backend_params *params, int count) {
     return 0;
 }
 
+extern "C" void *sl_backend_cuda_stream(const sl_backend *be) {
+    if (!be || strcmp(be->iface.name, "cuda") != 0) return NULL;
+    return (void *)C(be->ctx)->stream;
+}
+
+extern "C" int sl_backend_cuda_device(const sl_backend *be) {
+    if (!be || strcmp(be->iface.name, "cuda") != 0) return -1;
+    return C(be->ctx)->device;
+}
+
 extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops,
                                               char *err, size_t errlen) {
     int count = 0;

@@ -131,6 +131,11 @@ sl_backend *sl_backend_cpu_create(const sl_backend_params *params, const sl_ops_
 #ifdef SLUICE_WITH_CUDA
 sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops_i *ops, char *err,
                                    size_t errlen);
+/* The CUDA backend's compute stream (a cudaStream_t) and device ordinal, for the NCCL
+ * transport (core/comm_nccl.c), which orders its communication stream with it. NULL / -1 when
+ * `be` is not a CUDA backend. */
+void *sl_backend_cuda_stream(const sl_backend *be);
+int sl_backend_cuda_device(const sl_backend *be);
 #endif
 
 #ifdef __cplusplus

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 
+const char *sl_comm_transport(const sl_comm *c) {
+    return c->iface->name;
+}
 int sl_comm_rank(const sl_comm *c) {
     return c->rank;
 }

@@ -30,6 +30,8 @@ void sl_comm_finalize(sl_comm *world);
 /* Ends every rank of the job at once with exit status `code` (never returns). */
 void sl_comm_abort(int code);
 
+/* The transport of c: "mpi" or "nccl" (core/comm_nccl.h). */
+const char *sl_comm_transport(const sl_comm *c);
 int sl_comm_rank(const sl_comm *c);
 int sl_comm_size(const sl_comm *c);
 /* The rank of this process in the world communicator. */

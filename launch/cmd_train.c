@@ -5,6 +5,7 @@
 
 #include "backends/backends.h"
 #include "core/comm.h"
+#include "core/comm_nccl.h"
 #include "core/log.h"
 #include "launch/commands.h"
 #include "trainer/config.h"
@@ -111,7 +112,28 @@ int sl_cmd_train(int argc, char **argv) {
         sl_comm_allreduce_max_f64(world, &fail, 1);
         if (fail > 0) rc = 1;
     }
-    if (rc == 0) rc = sl_train(cfg, world, be, resume);
+    /* The transport: every group is split from this world, so all are of its kind. */
+    sl_comm *tworld = world;
+    if (rc == 0) {
+        sl_transport want = SL_TRANSPORT_AUTO, got = SL_TRANSPORT_MPI;
+        (void)sl_transport_parse(cfg->parallel.transport, &want); /* validated on load */
+        if (sl_transport_resolve(want, be, &got, err, sizeof err) != 0) {
+            sl_error_once("%s: parallel.transport: %s", config_path, err);
+            rc = 1;
+        }
+#ifdef SLUICE_WITH_CUDA
+        if (rc == 0 && got == SL_TRANSPORT_NCCL) {
+            tworld = sl_comm_nccl_create(world, be, err, sizeof err);
+            if (!tworld) {
+                sl_error_once("%s: parallel.transport: %s", config_path, err);
+                tworld = world;
+                rc = 1;
+            }
+        }
+#endif
+    }
+    if (rc == 0) rc = sl_train(cfg, tworld, be, resume);
+    if (tworld != world) sl_comm_free(tworld);
     if (be) sl_backend_free(be);
     free(cfg);
     free(sets);

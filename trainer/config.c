@@ -52,6 +52,7 @@ void sl_config_defaults(sl_config *cfg) {
     cfg->parallel.capacity_factor = 0.0;
     snprintf(cfg->parallel.drop_policy, sizeof cfg->parallel.drop_policy, "probs");
     cfg->parallel.bucket_mb = 64;
+    snprintf(cfg->parallel.transport, sizeof cfg->parallel.transport, "auto");
 
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;

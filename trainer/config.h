@@ -57,6 +57,7 @@ typedef struct {
     double capacity_factor; /* 0 = dropless */
     char drop_policy[16];   /* "probs" | "position": which slots over capacity drop */
     int bucket_mb;          /* gradient all-reduce bucket size in MiB */
+    char transport[8];      /* "auto" | "mpi" | "nccl" (core/comm_nccl.h) */
 } sl_parallel_config;
 
 typedef struct {

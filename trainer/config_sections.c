@@ -10,6 +10,8 @@
 
 #include "trainer/config_sections.h"
 
+#include "core/comm_nccl.h"
+
 #define LIM_MICRO_BATCH (1 << 20)
 #define LIM_PREFETCH    1024
 #define LIM_THREADS     4096
@@ -166,6 +168,7 @@ static const sl_cfg_key parallel_keys[] = {
     SL_KD(sl_parallel_config, "capacity_factor", SL_K_DBL, capacity_factor),
     SL_KD(sl_parallel_config, "drop_policy", SL_K_STR, drop_policy),
     SL_KD(sl_parallel_config, "bucket_mb", SL_K_INT, bucket_mb),
+    SL_KD(sl_parallel_config, "transport", SL_K_STR, transport),
 };
 
 static const sl_cfg_key backend_keys[] = {
@@ -294,6 +297,11 @@ static int validate_parallel(const sl_cfg_vctx *v, const sl_parallel_config *p,
         return sl_cfg_verr(v, "drop_policy", "expected \"probs\" or \"position\", got \"%s\"",
                            p->drop_policy);
     if (sl_cfg_check_range(v, "bucket_mb", p->bucket_mb, 1, 1 << 16)) return -1;
+    sl_transport tr;
+    if (!sl_cfg_terminated(p->transport, sizeof p->transport) ||
+        sl_transport_parse(p->transport, &tr) != 0)
+        return sl_cfg_verr(v, "transport", "expected \"auto\", \"mpi\" or \"nccl\", got \"%.*s\"",
+                           (int)sizeof p->transport, p->transport);
     return 0;
 }
 

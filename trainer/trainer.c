@@ -267,8 +267,9 @@ static void print_banner(const trainer *t) {
     sl_model_param_count(&c->model, &total, &active);
     const double flops = sl_model_flops_per_token(&c->model, s0->train.seq_len);
     const char *gate = sl_gate_mode_name(c->model.attn_output_gate);
-    sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d)", c->path,
-            sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size, t->topo.ep_size);
+    sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d, transport %s)",
+            c->path, sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size,
+            t->topo.ep_size, sl_comm_transport(t->topo.world));
     sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
             c->model.num_hidden_layers, c->model.hidden_size, c->model.num_attention_heads,
             c->model.num_key_value_heads, c->model.head_dim, gate, c->model.num_experts,

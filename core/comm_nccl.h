@@ -1,0 +1,38 @@
+/*
+ * core/comm_nccl.h - the NCCL transport of the communication interface (core/comm.h).
+ *
+ * Built when the CUDA backend is (SLUICE_WITH_CUDA; in the emulated build against the fake
+ * NCCL in emu/). Tensor collectives on device memory go GPU to GPU through NCCL on a
+ * communication stream of the backend's device, ordered with the backend's compute stream by
+ * events; host operations (barrier, host reductions, the all-to-all of counts, byte
+ * broadcasts) stay on MPI. docs/parallelism.md, "NCCL transport", has the design.
+ */
+#ifndef SL_COMM_NCCL_H
+#define SL_COMM_NCCL_H
+
+#include <stddef.h>
+
+#include "core/backend.h"
+#include "core/comm.h"
+
+/* The transports a run can ask for (config key parallel.transport). */
+typedef enum { SL_TRANSPORT_AUTO = 0, SL_TRANSPORT_MPI, SL_TRANSPORT_NCCL } sl_transport;
+
+/* Parses "auto" | "mpi" | "nccl"; -1 for anything else. */
+int sl_transport_parse(const char *name, sl_transport *out);
+/* What `want` means for backend `be`: auto = nccl for a device backend ("cuda"), mpi for a
+ * host-memory one. Returns -1 with a message in err when nccl is asked for but unavailable
+ * (a build without CUDA, or a host-memory backend). */
+int sl_transport_resolve(sl_transport want, const sl_backend *be, sl_transport *out, char *err,
+                         size_t errlen);
+
+#ifdef SLUICE_WITH_CUDA
+/* A world communicator of the NCCL transport over the ranks of `mpi_world` (an MPI-transport
+ * communicator, which must outlive the result), on the device of the CUDA backend `be`:
+ * rank 0 makes an ncclUniqueId, MPI broadcasts it, every rank joins. Collective over
+ * mpi_world. Sub-groups come from sl_comm_split of the result and are NCCL communicators too.
+ * Returns NULL with a message in err when `be` is not a CUDA backend. */
+sl_comm *sl_comm_nccl_create(sl_comm *mpi_world, sl_backend *be, char *err, size_t errlen);
+#endif
+
+#endif

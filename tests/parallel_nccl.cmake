@@ -1,0 +1,31 @@
+# The NCCL transport (core/comm_nccl.c): built with the CUDA backend; in the emulated build NCCL
+# is the fake over MPI in emu/, so these run under mpirun in CI. Label cuda: tests/run.sh runs
+# them in the emulated build.
+if(SLUICE_WITH_CUDA)
+  add_executable(test_comm_nccl test_comm_nccl.c)
+  target_link_libraries(test_comm_nccl PRIVATE sluice_testutil)
+  # sluice_nccl_test(NAME NP TARGET ARGS...): sluice_mpi_test (tests/parallel.cmake) for a test
+  # of the cuda backend (skips with 77 where there is no device).
+  function(sluice_nccl_test name np target)
+    sluice_mpi_test(${name} ${np} ${target} ${ARGN})
+    set_tests_properties(${name} PROPERTIES LABELS "parallel;cuda" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endfunction()
+  sluice_nccl_test(test_comm_nccl_np1 1 test_comm_nccl)
+  sluice_nccl_test(test_comm_nccl_np2 2 test_comm_nccl)
+  sluice_nccl_test(test_comm_nccl_np4 4 test_comm_nccl)
+  # The equivalence cases of tests/parallel.cmake with the distributed run on the cuda backend
+  # and the nccl transport, against the CPU + MPI single-process reference (2 steps: the
+  # emulated backend is slow; every step exchanges, reduces and gathers).
+  set(NCCL_EQ --backend cuda --transport nccl --steps 2)
+  sluice_nccl_test(test_parallel_nccl_np1_ep1 1 test_parallel_equivalence --ep 1 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np2_ep1 2 test_parallel_equivalence --ep 1 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np2_ep2 2 test_parallel_equivalence --ep 2 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np4_ep2 4 test_parallel_equivalence --ep 2 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np4_ep4 4 test_parallel_equivalence --ep 4 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np4_ep2_zero1 4 test_parallel_equivalence --ep 2 --zero1
+                   ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np4_ep4_capacity 4 test_parallel_equivalence --ep 4
+                   --capacity 1.0 ${NCCL_EQ})
+  sluice_nccl_test(test_parallel_nccl_np2_ep2_bf16 2 test_parallel_equivalence --ep 2 --bf16
+                   ${NCCL_EQ})
+endif()
