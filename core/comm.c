@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "core/log.h"
+
 const char *sl_comm_transport(const sl_comm *c) {
     return c->iface->name;
 }
@@ -42,6 +44,7 @@ sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t) {
 
 int sl_comm_test(sl_comm_request *req) {
     if (!req) return 1;
+    if (!req->impl) req->done = 1;
     if (!req->done) req->done = req->comm->iface->test(req->comm->ctx, req);
     return req->done;
 }
@@ -52,7 +55,12 @@ void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets
 }
 
 void sl_comm_wait(sl_comm_request *req) {
-    if (req) req->comm->iface->wait(req->comm->ctx, req);
+    if (!req) return;
+    if (!req->impl) { /* completed when started */
+        free(req);
+        return;
+    }
+    req->comm->iface->wait(req->comm->ctx, req);
 }
 
 void sl_comm_allreduce_sum_f64(sl_comm *c, double *buf, int n) {
@@ -80,6 +88,22 @@ void sl_comm_alltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
                                const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
                                bool scatter) {
     c->iface->alltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups, scatter);
+}
+
+sl_comm_request *sl_comm_ialltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
+                                            const int64_t *flat_rows, const int64_t *grouped_rows,
+                                            int groups, bool scatter) {
+    sl_comm_request *r;
+    if (c->iface->ialltoallv_grouped) {
+        r = c->iface->ialltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups,
+                                         scatter);
+    } else {
+        c->iface->alltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups, scatter);
+        r = sl_xcalloc(1, sizeof *r);
+        r->done = 1;
+    }
+    r->comm = c;
+    return r;
 }
 
 void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root) {

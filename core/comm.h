@@ -80,6 +80,15 @@ void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *se
 void sl_comm_alltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
                                const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
                                bool scatter);
+/* Starts the same exchange; sl_comm_wait joins it, and until then src must not be written
+ * and dst neither read nor written. What runs meanwhile on the compute side may overlap
+ * it: the NCCL transport queues it on the communication stream and returns at once (the
+ * wait makes the compute stream wait for it; the host never blocks); the MPI transport,
+ * whose exchange is a host operation, completes it before returning (the request is
+ * already done), so the order of results is the same either way. */
+sl_comm_request *sl_comm_ialltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
+                                            const int64_t *flat_rows, const int64_t *grouped_rows,
+                                            int groups, bool scatter);
 
 /* Broadcasts a tensor / host bytes from `root` to every rank of c. */
 void sl_comm_broadcast(sl_comm *c, sl_tensor *t, int root);

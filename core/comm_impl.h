@@ -24,6 +24,10 @@ typedef struct sl_comm_i {
     void (*alltoallv_grouped)(void *ctx, const sl_tensor *src, sl_tensor *dst,
                               const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
                               bool scatter);
+    /* NULL: sl_comm_ialltoallv_grouped runs alltoallv_grouped and returns a done request. */
+    sl_comm_request *(*ialltoallv_grouped)(void *ctx, const sl_tensor *src, sl_tensor *dst,
+                                           const int64_t *flat_rows, const int64_t *grouped_rows,
+                                           int groups, bool scatter);
     void (*broadcast_bytes)(void *ctx, void *buf, int64_t nbytes, int root);
     void (*broadcast)(void *ctx, sl_tensor *t, int root);
     sl_comm *(*split)(void *ctx, int color, int key);
@@ -39,7 +43,8 @@ struct sl_comm {
 struct sl_comm_request {
     sl_comm *comm;
     int done;
-    void *impl; /* the transport's request state */
+    void *impl; /* the transport's request state (NULL: completed when started, nothing to
+                 * wait for) */
 };
 
 #endif

@@ -13,8 +13,9 @@
  * stream and make the communication stream wait for it (the inputs are written), queue the
  * NCCL calls, record an event on the communication stream and make the compute stream wait
  * for it (later kernels, and the caching allocator's reuse of freed blocks, come after the
- * collective). The host never blocks. iallreduce_sum keeps its own event in the request:
- * sl_comm_test queries it, sl_comm_wait makes the compute stream wait on it.
+ * collective). The host never blocks. iallreduce_sum and ialltoallv_grouped skip the last
+ * step and keep their own event in the request: sl_comm_test queries it, sl_comm_wait makes
+ * the compute stream wait on it (compute queued in between overlaps the collective).
  *
  * Tensors in host memory (a CPU-backend tensor handed to this transport, e.g. a reference
  * model in a test) go through the MPI communicator of the group instead.
@@ -212,6 +213,7 @@ static void nccl_allreduce_sum(void *ctx, sl_tensor *t) {
 typedef struct {
     sl_comm_request *mpi;
     cudaEvent_t done;
+    const char *op; /* the operation, for errors */
 } nccl_req;
 
 static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
@@ -223,6 +225,7 @@ static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
         r->mpi = sl_comm_iallreduce_sum(x->mpi, t);
         return req;
     }
+    r->op = "iallreduce";
     const ncclDataType_t dt = nccl_type(x, t->dtype, "iallreduce");
     CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), "iallreduce");
     enter(x, "iallreduce");
@@ -238,10 +241,10 @@ static int nccl_test(void *ctx, sl_comm_request *req) {
     if (r->mpi) return sl_comm_test(r->mpi);
     const cudaError_t e = cudaEventQuery(r->done);
     if (e == cudaErrorNotReady) {
-        check_async(x, "iallreduce (test)");
+        check_async(x, r->op);
         return 0;
     }
-    CK(x, e, "iallreduce (test)");
+    CK(x, e, r->op);
     return 1;
 }
 
@@ -253,9 +256,9 @@ static void nccl_wait(void *ctx, sl_comm_request *req) {
     } else {
         /* No host block: the compute stream waits. The event may be destroyed at once; the
          * wait already queued keeps the state it captured. */
-        check_async(x, "iallreduce (wait)");
-        CK(x, cudaStreamWaitEvent(x->sh->compute, r->done, 0), "iallreduce (wait)");
-        CK(x, cudaEventDestroy(r->done), "iallreduce (wait)");
+        check_async(x, r->op);
+        CK(x, cudaStreamWaitEvent(x->sh->compute, r->done, 0), r->op);
+        CK(x, cudaEventDestroy(r->done), r->op);
     }
     free(r);
     free(req);
@@ -396,15 +399,20 @@ static char *stage(nccl_ctx *x, size_t bytes, const char *op) {
  * stream move them between staging and the group blocks (the peer's own rows move straight
  * from one tensor to the other). The copies are size * groups small memcpys per call.
  */
-static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *dst,
-                                   const int64_t *flat_rows, const int64_t *grouped_rows,
-                                   int groups, bool scatter) {
-    nccl_ctx *x = X(ctx);
+static const char *grouped_op(bool scatter) {
+    return scatter ? "alltoallv_grouped (scatter)" : "alltoallv_grouped (gather)";
+}
+
+/* Queues the exchange on the communication stream after the compute stream's work so far
+ * (host tensors: runs it over MPI at once and returns false, nothing queued). */
+static bool queue_grouped(nccl_ctx *x, const sl_tensor *src, sl_tensor *dst,
+                          const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                          bool scatter) {
     if (on_host(src) && on_host(dst)) {
         sl_comm_alltoallv_grouped(x->mpi, src, dst, flat_rows, grouped_rows, groups, scatter);
-        return;
+        return false;
     }
-    const char *op = scatter ? "alltoallv_grouped (scatter)" : "alltoallv_grouped (gather)";
+    const char *op = grouped_op(scatter);
     const int size = x->size, me = x->rank;
     SL_CHECK(!on_host(src) && !on_host(dst) && src->dtype == dst->dtype &&
                  sl_last_dim(src) == sl_last_dim(dst),
@@ -471,9 +479,37 @@ static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *d
         fo += flat_rows[p];
         if (p != me) so += peer_rows[p];
     }
-    leave(x, op);
     free(start);
     free(peer_rows);
+    return true;
+}
+
+static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *dst,
+                                   const int64_t *flat_rows, const int64_t *grouped_rows,
+                                   int groups, bool scatter) {
+    nccl_ctx *x = X(ctx);
+    if (queue_grouped(x, src, dst, flat_rows, grouped_rows, groups, scatter))
+        leave(x, grouped_op(scatter));
+}
+
+/* The compute stream does not wait here: the request's event, recorded after the exchange on
+ * the communication stream, is what sl_comm_wait makes it wait for. */
+static sl_comm_request *nccl_ialltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *dst,
+                                                const int64_t *flat_rows,
+                                                const int64_t *grouped_rows, int groups,
+                                                bool scatter) {
+    nccl_ctx *x = X(ctx);
+    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
+    if (!queue_grouped(x, src, dst, flat_rows, grouped_rows, groups, scatter)) {
+        req->done = 1; /* no impl: completed over MPI */
+        return req;
+    }
+    nccl_req *r = sl_xcalloc(1, sizeof *r);
+    r->op = "ialltoallv_grouped";
+    CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), r->op);
+    CK(x, cudaEventRecord(r->done, x->sh->stream), r->op);
+    req->impl = r;
+    return req;
 }
 
 /* ---- groups -------------------------------------------------------------------------------- */
@@ -514,6 +550,7 @@ static const sl_comm_i k_nccl_iface = {
     .alltoall_i64 = nccl_alltoall_i64,
     .alltoallv_rows = nccl_alltoallv_rows,
     .alltoallv_grouped = nccl_alltoallv_grouped,
+    .ialltoallv_grouped = nccl_ialltoallv_grouped,
     .broadcast_bytes = nccl_broadcast_bytes,
     .broadcast = nccl_broadcast,
     .split = nccl_split,
