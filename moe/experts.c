@@ -92,6 +92,22 @@ void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *coun
     sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
 }
 
+void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
+                              sl_tensor *din) {
+    sl_experts_buffers *b = x->buf;
+    SL_CHECK(!b->forward_only, "backward through forward-only experts");
+    sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
+    swiglu_rows(x, total_rows(x, counts), true);
+    sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
+}
+
+void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
+                                 const sl_tensor *dout) {
+    sl_experts_buffers *b = x->buf;
+    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local);
+    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local);
+}
+
 void sl_experts_free(sl_experts *x) {
     /* shared buffers are freed with their owner */
     free_buffers(&x->own);

@@ -39,6 +39,14 @@ void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *count
 /* din written; parameter gradients accumulate. */
 void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                          const sl_tensor *dout, sl_tensor *din);
+/* sl_experts_backward in two halves, for overlapping din's exchange with the second: _data
+ * writes din (and the SwiGLU gradient the second half reads); _weights then accumulates the
+ * parameter gradients. The same kernels on the same inputs as sl_experts_backward, so the
+ * results are bitwise the same. */
+void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
+                              sl_tensor *din);
+void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
+                                 const sl_tensor *dout);
 void sl_experts_free(sl_experts *x);
 
 #endif

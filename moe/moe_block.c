@@ -33,6 +33,7 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
     const sl_dtype a = sl_param_dtype(b->experts.gate_up);
     const bool backward = !opts->forward_only;
     b->borrowed = false;
+    b->overlap_exchange = opts->overlap_exchange;
     sl_router_alloc(&b->router, be, t, opts->selection_bias, a, backward);
     sl_dispatcher_params dp = {.experts = m->experts,
                                .topk = m->topk,
@@ -78,6 +79,7 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
         b->dshared_logit = o->dshared_logit;
     }
     b->borrowed = true;
+    b->overlap_exchange = opts->overlap_exchange;
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
@@ -132,9 +134,20 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
-    sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out, d->dexpert_in);
-    sl_tensor_zero(dxn);
-    sl_token_dispatcher_dispatch_backward(d, dxn);
+    if (b->overlap_exchange && d->ep_size > 1) {
+        /* The input gradients first, their exchange started, and the weight gradients (which
+         * nothing downstream of the exchange reads) computed while the rows travel. */
+        sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
+        sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
+        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out);
+        sl_tensor_zero(dxn);
+        sl_token_dispatcher_dispatch_backward_finish(d, back, dxn);
+    } else {
+        sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
+                            d->dexpert_in);
+        sl_tensor_zero(dxn);
+        sl_token_dispatcher_dispatch_backward(d, dxn);
+    }
     /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
      * f_i = k * count_i / slots; f is a constant (counts are not differentiable). */
     const double n = (double)r->tokens;

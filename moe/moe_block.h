@@ -48,6 +48,11 @@ typedef struct {
     bool selection_bias;
     /* No backward buffers (a forward-only model, model.h sl_memory_mode). */
     bool forward_only;
+    /* Backward with expert parallelism: start the exchange of the input-gradient rows
+     * (sl_comm_ialltoallv_grouped) as soon as they are computed and compute the experts'
+     * weight gradients while it runs (parallel.overlap_moe). The same kernels on the same
+     * data either way: results are bitwise equal. */
+    bool overlap_exchange;
 } sl_moe_options;
 
 typedef struct {
@@ -61,8 +66,9 @@ typedef struct {
     sl_tensor *shared_out, *shared_logit, *shared_y, *dshared_out, *dshared_logit;
     bool borrowed; /* the activations belong to another layer's block (sl_moe_block_share) */
     sl_comm *lbl_comm;
-    int64_t *lbl_counts; /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
-    int64_t *counts;     /* [E] this layer's routed counts of its last (not recomputed) forward */
+    bool overlap_exchange; /* sl_moe_options.overlap_exchange */
+    int64_t *lbl_counts;   /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
+    int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward */
 } sl_moe_block;
 
 /* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the

@@ -261,6 +261,19 @@ void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dx
     if (exchanges(d)) {
         exchange(d, d->dexpert_in, d->dxs, false);
     }
+    sl_token_dispatcher_dispatch_backward_finish(d, NULL, dxn);
+}
+
+sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d) {
+    SL_CHECK(!d->forward_only, "backward through a forward-only token dispatcher");
+    if (!exchanges(d)) return NULL;
+    return sl_comm_ialltoallv_grouped(d->ep, d->dexpert_in, d->dxs, d->send_rows, d->recv_counts,
+                                      d->local_experts, false);
+}
+
+void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
+                                                  sl_tensor *dxn) {
+    sl_comm_wait(req);
     if (d->kept == 0) return;
     sl_op_scatter_add_rows(
         dxn, d->dxs,

@@ -84,6 +84,12 @@ void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tenso
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w);
 /* Backward of dispatch: adds the gradient of xn (from dexpert_in) into dxn. */
 void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn);
+/* The same in two halves: _start starts the exchange of dexpert_in back to the origin ranks
+ * (NULL without expert parallelism), after which dexpert_in must not be written until _finish;
+ * _finish joins it and adds into dxn. Work queued in between may overlap the exchange. */
+sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d);
+void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
+                                                  sl_tensor *dxn);
 void sl_token_dispatcher_free(sl_token_dispatcher *d);
 
 #endif

@@ -127,7 +127,9 @@ int main(int argc, char **argv) {
     tc.eps = 1e-8;
     tc.weight_decay = 0.1;
     tc.grad_clip = 1.0;
-    sl_moe_options mo = {.capacity_factor = capacity, .drop_policy = SL_DROP_PROBS};
+    /* overlap_exchange as the trainer runs by default (parallel.overlap_moe) */
+    sl_moe_options mo = {
+        .capacity_factor = capacity, .drop_policy = SL_DROP_PROBS, .overlap_exchange = true};
 
     sl_model *dist =
         sl_model_create_ex(&mc, dbe, topo.ep, B, S, &mo, bf16 ? SL_BF16 : SL_F32, err, sizeof err);

@@ -53,6 +53,7 @@ void sl_config_defaults(sl_config *cfg) {
     snprintf(cfg->parallel.drop_policy, sizeof cfg->parallel.drop_policy, "probs");
     cfg->parallel.bucket_mb = 64;
     snprintf(cfg->parallel.transport, sizeof cfg->parallel.transport, "auto");
+    cfg->parallel.overlap_moe = true;
 
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;

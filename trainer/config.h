@@ -58,6 +58,7 @@ typedef struct {
     char drop_policy[16];   /* "probs" | "position": which slots over capacity drop */
     int bucket_mb;          /* gradient all-reduce bucket size in MiB */
     char transport[8];      /* "auto" | "mpi" | "nccl" (core/comm_nccl.h) */
+    bool overlap_moe; /* MoE backward: expert weight gradients during the exchange (default on) */
 } sl_parallel_config;
 
 typedef struct {

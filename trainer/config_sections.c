@@ -169,6 +169,7 @@ static const sl_cfg_key parallel_keys[] = {
     SL_KD(sl_parallel_config, "drop_policy", SL_K_STR, drop_policy),
     SL_KD(sl_parallel_config, "bucket_mb", SL_K_INT, bucket_mb),
     SL_KD(sl_parallel_config, "transport", SL_K_STR, transport),
+    SL_KD(sl_parallel_config, "overlap_moe", SL_K_BOOL, overlap_moe),
 };
 
 static const sl_cfg_key backend_keys[] = {

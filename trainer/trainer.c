@@ -230,6 +230,7 @@ static int setup(trainer *t) {
             strcmp(c->parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION : SL_DROP_PROBS,
         .lbl_comm = tc->global_batch_lbl ? t->topo.world : NULL,
         .selection_bias = tc->router_bias_update_rate > 0,
+        .overlap_exchange = c->parallel.overlap_moe,
     };
     /* created at the first stage's shape; enter_stage re-sizes it as the schedule moves on */
     const sl_train_config *first = &t->stages[0].train;
