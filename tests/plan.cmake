@@ -6,3 +6,8 @@ add_test(NAME test_plan_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_cli.sh $<TARGET_FILE:sluice>
                  ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_plan_cli PROPERTIES TIMEOUT 60 LABELS "plan;cli")
+# bench/overlap_count (docs/parallelism.md, "Overlap"): hand counts for the same config.
+add_test(NAME test_overlap_count
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_overlap_count.sh $<TARGET_FILE:overlap_count>
+                 ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_overlap_count PROPERTIES TIMEOUT 60 LABELS "plan;cli")
