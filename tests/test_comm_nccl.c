@@ -7,7 +7,8 @@
  * Each rank makes the same pseudo-random inputs (seeded by rank and case) twice: as CPU-backend
  * tensors that go through the MPI world communicator (the reference), and as CUDA-backend
  * tensors that go through the NCCL world built on it. Data movement (all-gather of uneven and
- * even segments, both all-to-alls with zero counts and the self exchange, broadcast) must be
+ * even segments, both all-to-alls with zero counts and the self exchange, the grouped one also
+ * through sl_comm_ialltoallv_grouped, broadcast) must be
  * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
  * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
  * (split by parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77)
@@ -158,7 +159,9 @@ static void case_alltoallv(sl_comm *mpi, sl_comm *nc, const char *tag, sl_dtype 
     sl_test_release();
 }
 
-static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter) {
+/* async: through sl_comm_ialltoallv_grouped (MPI: done when it returns; NCCL: joined by the
+ * wait) instead of the blocking call. */
+static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter, bool async) {
     const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi), G = 3;
     const int64_t W = 4;
     /* scatter: this rank sends peer p rows_of(me, p, g) rows for p's group g (flat, groups
@@ -181,10 +184,20 @@ static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatte
     sl_tensor *rd = sl_test_ftensor(g_cpu, SL_F32, drows, W, z);
     sl_tensor *ds = sl_test_ftensor(g_gpu, SL_F32, srows, W, h);
     sl_tensor *dd = sl_test_ftensor(g_gpu, SL_F32, drows, W, z);
-    sl_comm_alltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
-    sl_comm_alltoallv_grouped(nc, ds, dd, flat, grouped, G, scatter);
+    if (async) {
+        sl_comm_request *rq = sl_comm_ialltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
+        CHECK(sl_comm_test(rq) == 1, "%s ialltoallv_grouped: the MPI request is not done", tag);
+        sl_comm_request *dq = sl_comm_ialltoallv_grouped(nc, ds, dd, flat, grouped, G, scatter);
+        sl_comm_test(dq); /* may or may not be done yet; must not disturb the wait */
+        sl_comm_wait(dq);
+        sl_comm_wait(rq);
+    } else {
+        sl_comm_alltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
+        sl_comm_alltoallv_grouped(nc, ds, dd, flat, grouped, G, scatter);
+    }
     char what[96];
-    snprintf(what, sizeof what, "%s alltoallv_grouped (%s)", tag, scatter ? "scatter" : "gather");
+    snprintf(what, sizeof what, "%s %salltoallv_grouped (%s)", tag, async ? "i" : "",
+             scatter ? "scatter" : "gather");
     compare_tensors(what, dd, rd, -1);
     free(h), free(z), free(flat);
     sl_test_release();
@@ -220,8 +233,10 @@ static void run_all(sl_comm *mpi, sl_comm *nc, const char *tag) {
     case_allgather(mpi, nc, tag, true);
     case_alltoallv(mpi, nc, tag, SL_F32);
     case_alltoallv(mpi, nc, tag, SL_BF16);
-    case_grouped(mpi, nc, tag, true);
-    case_grouped(mpi, nc, tag, false);
+    case_grouped(mpi, nc, tag, true, false);
+    case_grouped(mpi, nc, tag, false, false);
+    case_grouped(mpi, nc, tag, true, true);
+    case_grouped(mpi, nc, tag, false, true);
     case_broadcast(mpi, nc, tag);
 }
 
