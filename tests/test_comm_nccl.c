@@ -8,9 +8,9 @@
  * tensors that go through the MPI world communicator (the reference), and as CUDA-backend
  * tensors that go through the NCCL world built on it. Data movement (all-gather of uneven and
  * even segments, both all-to-alls with zero counts and the self exchange, the grouped one also
- * through sl_comm_ialltoallv_grouped, broadcast) must be
- * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
- * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
+ * through sl_comm_ialltoallv_grouped, broadcast) must be bitwise equal; fp32 sums within 1e-6
+ * (NCCL may add in another order), bf16 sums within the bound of one bf16 rounding per partial
+ * sum (NCCL rounds to bf16 after every step). Sub-groups
  * (split by parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77)
  * where there is no CUDA backend.
  */
