@@ -83,13 +83,9 @@ void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *count
 
 void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                          const sl_tensor *dout, sl_tensor *din) {
-    sl_experts_buffers *b = x->buf;
-    SL_CHECK(!b->forward_only, "backward through forward-only experts");
-    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local);
-    sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
-    swiglu_rows(x, total_rows(x, counts), true);
-    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local);
-    sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
+    /* swiglu's backward writes dh and dgu only, so h is still the forward's for down's dW */
+    sl_experts_backward_data(x, counts, dout, din);
+    sl_experts_backward_weights(x, in, counts, dout);
 }
 
 void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
