@@ -53,7 +53,7 @@ typedef struct {
     int owns_mpi;
     ncclComm_t nccl;
     nccl_shared *sh;
-    char name[64]; /* "world", or the parent's name with the split's color */
+    char name[64]; /* the group's name (sl_comm_set_name) */
     int rank, size, world_rank;
 } nccl_ctx;
 
@@ -64,8 +64,15 @@ static void nccl_fail(const nccl_ctx *x, const char *op, const char *what, const
              x->rank, x->size, x->world_rank, what, why);
 }
 
+/* The reason: NCCL's string for the code, and its last warning (which names the argument or
+ * the peer) when it has one. */
 static void nccl_check(const nccl_ctx *x, ncclResult_t r, const char *op, const char *what) {
-    if (r != ncclSuccess) nccl_fail(x, op, what, ncclGetErrorString(r));
+    if (r == ncclSuccess) return;
+    const char *last = ncclGetLastError(x->nccl);
+    char why[640];
+    snprintf(why, sizeof why, "%s%s%s%s", ncclGetErrorString(r), last && *last ? " (" : "",
+             last && *last ? last : "", last && *last ? ")" : "");
+    nccl_fail(x, op, what, why);
 }
 
 static void cuda_check(const nccl_ctx *x, cudaError_t e, const char *op, const char *what) {
@@ -142,6 +149,7 @@ static sl_comm *wrap(sl_comm *mpi, int owns_mpi, nccl_shared *sh, const char *na
     c->rank = x->rank;
     c->size = x->size;
     c->world_rank = x->world_rank;
+    snprintf(c->name, sizeof c->name, "%s", x->name);
     return c;
 }
 
@@ -480,9 +488,17 @@ static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *d
 
 static sl_comm *nccl_split(void *ctx, int color, int key) {
     nccl_ctx *x = X(ctx);
+    /* sl_comm_split's default name already, for errors while the communicator is made */
     char name[96];
     snprintf(name, sizeof name, "%s/split%d", x->name, color);
     return wrap(sl_comm_split(x->mpi, color, key), 1, x->sh, name);
+}
+
+/* The NCCL side's messages and the group's MPI side (host operations) get the name. */
+static void nccl_set_name(void *ctx, const char *name) {
+    nccl_ctx *x = X(ctx);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    if (x->owns_mpi) sl_comm_set_name(x->mpi, name);
 }
 
 static void nccl_free_ctx(void *ctx) {
@@ -517,5 +533,6 @@ static const sl_comm_i k_nccl_iface = {
     .broadcast_bytes = nccl_broadcast_bytes,
     .broadcast = nccl_broadcast,
     .split = nccl_split,
+    .set_name = nccl_set_name,
     .free_ctx = nccl_free_ctx,
 };

@@ -13,6 +13,9 @@
 #          ends them (the fake cannot report a dead peer as NCCL's asynchronous ncclRemoteError
 #          does: emu/README.md, "NCCL").
 #   error: SLUICE_FAULT=1:2:error: rank 1 reports an error and calls MPI_Abort.
+#   nccl error (emulated build only): the fake NCCL fails one call on rank 1
+#          (SLUICE_EMU_NCCL_FAIL); the message must name the operation, the group (ep, world)
+#          and the rank.
 # Each case checks: the job exits non-zero; from the moment rank 1 announces its fault to the
 # end of mpirun at most 30 s pass (the start-up of the emulated backend is not counted); the
 # output names rank 1; rank 1 really reported the injected fault; no rank of the job is left.
@@ -108,7 +111,7 @@ run() {
     env "$envset" timeout -k 5 240 "$mpiexec" -np "$np" --oversubscribe "$sluice" train "$@" >"$name.out" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
-        if [ "$t_fault" = -1 ] && grep -qE "$marker" "$name.out"; then
+        if [ "$t_fault" = -1 ] && grep -qsE "$marker" "$name.out"; then
             t_fault=$(date +%s%N)
         fi
         sleep 0.1
@@ -118,7 +121,7 @@ run() {
     local t_end
     t_end=$(date +%s%N)
     # the marker may have been written in the last poll interval
-    if [ "$t_fault" = -1 ] && grep -qE "$marker" "$name.out"; then t_fault=$t_end; fi
+    if [ "$t_fault" = -1 ] && grep -qsE "$marker" "$name.out"; then t_fault=$t_end; fi
     if [ "$t_fault" = -1 ]; then fault_ms=-1; else fault_ms=$(((t_end - t_fault) / 1000000)); fi
     echo "$name: exit $rc, ${fault_ms} ms after the fault" >&2
 }
@@ -154,6 +157,26 @@ for np in 2 4; do
             grep -q 'sluice\[rank 1\]: .*SLUICE_FAULT.* step 2' "fault_np${np}_$kind.out"
     done
 done
+
+# An error NCCL reports names the operation, the group and the rank. In the emulated build the
+# fake NCCL fails a chosen call on world rank 1 (SLUICE_EMU_NCCL_FAIL, emu/README.md) with the
+# ncclRemoteError a lost peer gives: the expert exchange's first ncclSend (group ep, EP 2 on 2
+# ranks) and the gradient all-reduce's first ncclAllReduce (group world, EP 4 on 4 ranks: the
+# expert-data-parallel groups have one rank and the world reduces first).
+if "$sluice" --help 2>&1 | grep -q "emulated on the CPU"; then
+    marker='sluice\[rank 1\]: .*NCCL: '
+    fault_case nccl_send_np2 2 "$marker" SLUICE_EMU_NCCL_FAIL=ncclSend:1
+    check "nccl_send_np2: the error names the exchange, group ep and rank 1 of 2" \
+        grep -qE 'NCCL: alltoallv[a-z_]* (\((scatter|gather)\) )?failed on group ep \(rank 1 of 2, world rank 1\): ncclSend.*SLUICE_EMU_NCCL_FAIL' \
+        nccl_send_np2.out
+    fault_case nccl_allreduce_np4 4 "$marker" SLUICE_EMU_NCCL_FAIL=ncclAllReduce:1 \
+        --set parallel.expert_parallel=4
+    check "nccl_allreduce_np4: the error names the all-reduce, group world and rank 1 of 4" \
+        grep -qE 'NCCL: i?allreduce failed on group world \(rank 1 of 4, world rank 1\): ncclAllReduce.*SLUICE_EMU_NCCL_FAIL' \
+        nccl_allreduce_np4.out
+else
+    echo "not the emulated build: the injected NCCL errors (SLUICE_EMU_NCCL_FAIL) are not run"
+fi
 
 echo "test_nccl_fault: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -365,6 +365,26 @@ ncclResult_t reject(ncclResult_t r) {
     return r;
 }
 
+/* Test-only fault injection (emu/README.md): SLUICE_EMU_NCCL_FAIL=CALL:RANK[:N] makes the N-th
+ * call (default the first) of the NCCL function CALL on MPI_COMM_WORLD rank RANK fail with
+ * ncclRemoteError, the communicator's asynchronous error from then on: what real NCCL reports
+ * when a peer or link is lost, so that callers' error paths run in CI. */
+ncclResult_t injected_fault(const char *fn, ncclComm *comm) {
+    const char *spec = getenv("SLUICE_EMU_NCCL_FAIL");
+    if (!spec || !*spec) return ncclSuccess;
+    char call[64] = "";
+    int rank = -1, nth = 1;
+    if (sscanf(spec, "%63[^:]:%d:%d", call, &rank, &nth) < 2 || strcmp(call, fn) != 0)
+        return ncclSuccess;
+    int me = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    static std::atomic<int> seen{0};
+    if (me != rank || ++seen != nth) return ncclSuccess;
+    comm->async_error = ncclRemoteError;
+    return fail(ncclRemoteError, "%s: failure injected by SLUICE_EMU_NCCL_FAIL=%s on world rank %d",
+                fn, spec, me);
+}
+
 /* Checks shared by every operation; bytes_in/bytes_out: what it reads and writes here. */
 ncclResult_t check_op(const char *fn, ncclComm *comm, ncclDataType_t t, cudaStream_t stream,
                       const void *send, size_t send_bytes, const void *recv, size_t recv_bytes) {
@@ -377,7 +397,7 @@ ncclResult_t check_op(const char *fn, ncclComm *comm, ncclDataType_t t, cudaStre
     if (comm->async_error != ncclSuccess)
         return fail(ncclInvalidUsage, "%s: the communicator has failed before (%s)", fn,
                     ncclGetErrorString(comm->async_error));
-    return ncclSuccess;
+    return injected_fault(fn, comm);
 }
 
 /* ---- communicators -------------------------------------------------------------------------- */
