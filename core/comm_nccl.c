@@ -34,6 +34,7 @@
 
 #include "core/backend_impl.h"
 #include "core/comm_impl.h"
+#include "core/comm_rows.h"
 #include "core/log.h"
 #include "core/tensor_impl.h"
 
@@ -400,9 +401,10 @@ static char *stage(nccl_ctx *x, size_t bytes, const char *op) {
 /*
  * NCCL matches a send with a receive of the same size, and the flat side does not know how
  * its peer splits the rows into groups. So each peer's rows travel as one message between the
- * flat side and a contiguous staging area, and device-to-device copies on the communication
- * stream move them between staging and the group blocks (the peer's own rows move straight
- * from one tensor to the other). The copies are size * groups small memcpys per call.
+ * flat side and a contiguous staging area, and a copy kernel on the communication stream
+ * moves them between staging and the group blocks (the peer's own rows move straight from one
+ * tensor to the other): size * groups blocks of rows, one launch per 64 of them
+ * (core/comm_rows.h), where a cudaMemcpyAsync per block would cost a launch each.
  */
 static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *dst,
                                    const int64_t *flat_rows, const int64_t *grouped_rows,
@@ -441,18 +443,26 @@ static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *d
              (long long)peer_rows[me], (long long)flat_rows[me]);
     char *st = staged > 0 ? stage(x, (size_t)staged * w, op) : NULL;
     char *fl = flat->data, *gr = grouped->data;
-    enter(x, op);
-    /* gather: pack each peer's blocks into staging first */
+    /* The blocks between each peer's contiguous rows (staging, or the flat side for this
+     * rank) and the group blocks: sources for the gather, destinations for the scatter. */
+    sl_row_block *blk = sl_xmalloc(sizeof *blk * (size_t)size * (size_t)groups);
     int64_t fo = 0, so = 0;
     for (int p = 0; p < size; p++) {
         char *peer = p == me ? fl + (size_t)fo * w : st + (size_t)so * w;
         int64_t r = 0;
-        for (int g = 0; g < groups && !scatter; r += grouped_rows[p * groups + g], g++)
-            copy_d2d(x, peer + (size_t)r * w, gr + (size_t)start[p * groups + g] * w,
-                     (size_t)grouped_rows[p * groups + g] * w, op);
+        for (int g = 0; g < groups; r += grouped_rows[p * groups + g], g++) {
+            char *contiguous = peer + (size_t)r * w,
+                 *block = gr + (size_t)start[p * groups + g] * w;
+            blk[p * groups + g] = (sl_row_block){.src = scatter ? contiguous : block,
+                                                 .dst = scatter ? block : contiguous,
+                                                 .rows = grouped_rows[p * groups + g]};
+        }
         fo += flat_rows[p];
         if (p != me) so += peer_rows[p];
     }
+    enter(x, op);
+    /* gather: pack each peer's blocks into staging first */
+    if (!scatter) CK(x, sl_cuda_copy_row_blocks(blk, size * groups, w, x->sh->stream), op);
     NK(x, ncclGroupStart(), op);
     fo = so = 0;
     for (int p = 0; p < size; p++) {
@@ -469,17 +479,9 @@ static void nccl_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *d
     }
     NK(x, ncclGroupEnd(), op);
     /* scatter: unpack staging (and this rank's own rows) into the group blocks */
-    fo = so = 0;
-    for (int p = 0; p < size; p++) {
-        const char *peer = p == me ? fl + (size_t)fo * w : st + (size_t)so * w;
-        int64_t r = 0;
-        for (int g = 0; g < groups && scatter; r += grouped_rows[p * groups + g], g++)
-            copy_d2d(x, gr + (size_t)start[p * groups + g] * w, peer + (size_t)r * w,
-                     (size_t)grouped_rows[p * groups + g] * w, op);
-        fo += flat_rows[p];
-        if (p != me) so += peer_rows[p];
-    }
+    if (scatter) CK(x, sl_cuda_copy_row_blocks(blk, size * groups, w, x->sh->stream), op);
     leave(x, op);
+    free(blk);
     free(start);
     free(peer_rows);
 }

@@ -10,8 +10,9 @@
  * even segments, both all-to-alls with zero counts and the self exchange, broadcast) must be
  * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
  * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
- * (split by parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77)
- * where there is no CUDA backend.
+ * (split by parity) and a host tensor handed to the NCCL communicator are covered too; the
+ * grouped exchange with rows of several widths and dtypes and more than 64 (peer, group) blocks.
+ * Skips (77) where there is no CUDA backend.
  */
 #include <math.h>
 #include <stdio.h>
@@ -158,9 +159,11 @@ static void case_alltoallv(sl_comm *mpi, sl_comm *nc, const char *tag, sl_dtype 
     sl_test_release();
 }
 
-static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter) {
-    const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi), G = 3;
-    const int64_t W = 4;
+/* G groups of rows W wide in dtype dt: the regrouping kernel (core/comm_rows.cu) moves rows in
+ * 16-, 4- or 2-byte words by the width, and takes 64 blocks (peer, group) per launch. */
+static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter, sl_dtype dt,
+                         int64_t W, int G) {
+    const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi);
     /* scatter: this rank sends peer p rows_of(me, p, g) rows for p's group g (flat, groups
      * one after another) and receives rows_of(p, me, g) into its block g; the gather is the
      * reverse exchange (the combine after the experts) */
@@ -177,14 +180,19 @@ static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatte
     }
     const int64_t srows = (scatter ? ft : gt) + 1, drows = (scatter ? gt : ft) + 2;
     float *h = make(rank, 5, srows * W), *z = make(rank + 50, 6, drows * W);
+    if (dt == SL_BF16)
+        for (int64_t i = 0; i < srows * W; i++) h[i] = sl_test_bf16_round(h[i]);
+    if (dt == SL_BF16)
+        for (int64_t i = 0; i < drows * W; i++) z[i] = sl_test_bf16_round(z[i]);
     sl_tensor *rs = sl_test_ftensor(g_cpu, SL_F32, srows, W, h);
     sl_tensor *rd = sl_test_ftensor(g_cpu, SL_F32, drows, W, z);
-    sl_tensor *ds = sl_test_ftensor(g_gpu, SL_F32, srows, W, h);
-    sl_tensor *dd = sl_test_ftensor(g_gpu, SL_F32, drows, W, z);
+    sl_tensor *ds = sl_test_ftensor(g_gpu, dt, srows, W, h);
+    sl_tensor *dd = sl_test_ftensor(g_gpu, dt, drows, W, z);
     sl_comm_alltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
     sl_comm_alltoallv_grouped(nc, ds, dd, flat, grouped, G, scatter);
     char what[96];
-    snprintf(what, sizeof what, "%s alltoallv_grouped (%s)", tag, scatter ? "scatter" : "gather");
+    snprintf(what, sizeof what, "%s alltoallv_grouped (%s, %s, width %lld, %d groups)", tag,
+             scatter ? "scatter" : "gather", dt == SL_BF16 ? "bf16" : "f32", (long long)W, G);
     compare_tensors(what, dd, rd, -1);
     free(h), free(z), free(flat);
     sl_test_release();
@@ -220,8 +228,11 @@ static void run_all(sl_comm *mpi, sl_comm *nc, const char *tag) {
     case_allgather(mpi, nc, tag, true);
     case_alltoallv(mpi, nc, tag, SL_F32);
     case_alltoallv(mpi, nc, tag, SL_BF16);
-    case_grouped(mpi, nc, tag, true);
-    case_grouped(mpi, nc, tag, false);
+    for (int scatter = 1; scatter >= 0; scatter--) {
+        case_grouped(mpi, nc, tag, scatter, SL_F32, 4, 3);   /* one 16-byte word per row */
+        case_grouped(mpi, nc, tag, scatter, SL_F32, 37, 40); /* 4-byte words; > 64 blocks */
+        case_grouped(mpi, nc, tag, scatter, SL_BF16, 5, 3);  /* 2-byte words */
+    }
     case_broadcast(mpi, nc, tag);
 }
 
