@@ -1,7 +1,9 @@
 /* core/comm.c - dispatch of the communication interface (see comm.h). */
 #include "core/comm_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 
@@ -19,7 +21,23 @@ int sl_comm_world_rank(const sl_comm *c) {
 }
 
 sl_comm *sl_comm_split(sl_comm *c, int color, int key) {
-    return c->iface->split(c->ctx, color, key);
+    sl_comm *s = c->iface->split(c->ctx, color, key);
+    char name[96];
+    snprintf(name, sizeof name, "%s/split%d", c->name, color);
+    sl_comm_set_name(s, name);
+    return s;
+}
+
+void sl_comm_set_name(sl_comm *c, const char *name) {
+    size_t n = strlen(name);
+    if (n >= sizeof c->name) n = sizeof c->name - 1; /* kept short, as documented */
+    memmove(c->name, name, n);
+    c->name[n] = '\0';
+    if (c->iface->set_name) c->iface->set_name(c->ctx, c->name);
+}
+
+const char *sl_comm_name(const sl_comm *c) {
+    return c->name;
 }
 
 void sl_comm_free(sl_comm *c) {

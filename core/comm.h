@@ -37,8 +37,14 @@ int sl_comm_size(const sl_comm *c);
 /* The rank of this process in the world communicator. */
 int sl_comm_world_rank(const sl_comm *c);
 
-/* Splits `c` into sub-communicators of the ranks with equal `color`, ordered by `key`. */
+/* Splits `c` into sub-communicators of the ranks with equal `color`, ordered by `key`. The
+ * result is named "<c's name>/split<color>" until sl_comm_set_name names it. */
 sl_comm *sl_comm_split(sl_comm *c, int color, int key);
+/* Names c's group in the transports' error messages ("... failed on group NAME (rank r of n,
+ * world rank w)"); the world communicator is "world". Local (every rank names its own handle),
+ * at most 63 bytes kept. */
+void sl_comm_set_name(sl_comm *c, const char *name);
+const char *sl_comm_name(const sl_comm *c);
 void sl_comm_free(sl_comm *c);
 
 void sl_comm_barrier(sl_comm *c);

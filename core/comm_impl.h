@@ -31,6 +31,8 @@ typedef struct sl_comm_i {
     void (*broadcast_bytes)(void *ctx, void *buf, int64_t nbytes, int root);
     void (*broadcast)(void *ctx, sl_tensor *t, int root);
     sl_comm *(*split)(void *ctx, int color, int key);
+    /* Optional: tells the transport the communicator's new name (already in sl_comm.name). */
+    void (*set_name)(void *ctx, const char *name);
     void (*free_ctx)(void *ctx);
 } sl_comm_i;
 
@@ -38,6 +40,7 @@ struct sl_comm {
     const sl_comm_i *iface;
     void *ctx;
     int rank, size, world_rank;
+    char name[64]; /* the group's name in error messages (sl_comm_set_name) */
 };
 
 struct sl_comm_request {

@@ -19,7 +19,8 @@
 
 typedef struct {
     MPI_Comm comm;
-    int owns; /* MPI_Comm_free on release (not for MPI_COMM_WORLD) */
+    int owns;            /* MPI_Comm_free on release (not for MPI_COMM_WORLD) */
+    const sl_comm *self; /* for its name in error messages */
 } mpi_ctx;
 
 #define MPI_OK(call)                                                                               \
@@ -40,6 +41,7 @@ static sl_comm *wrap(MPI_Comm comm, int owns) {
     mpi_ctx *m = sl_xcalloc(1, sizeof *m);
     m->comm = comm;
     m->owns = owns;
+    m->self = c;
     c->iface = &k_mpi_iface;
     c->ctx = m;
     MPI_Comm_rank(comm, &c->rank);
@@ -64,6 +66,7 @@ sl_comm *sl_comm_init_world(int *argc, char ***argv) {
     }
     sl_set_abort_hook(abort_hook);
     sl_comm *w = wrap(MPI_COMM_WORLD, 0);
+    sl_comm_set_name(w, "world");
     sl_log_set_rank(w->rank, w->size);
     return w;
 }
@@ -80,6 +83,11 @@ void sl_comm_abort(int code) {
 
 static MPI_Comm C(void *ctx) {
     return ((mpi_ctx *)ctx)->comm;
+}
+
+/* The group's name (sl_comm_set_name), for error messages. */
+static const char *G(void *ctx) {
+    return ((mpi_ctx *)ctx)->self->name;
 }
 
 static void mpi_barrier(void *ctx) {
@@ -108,7 +116,7 @@ static void allreduce_floats(MPI_Comm comm, float *p, int64_t n) {
 }
 
 static void mpi_allreduce_sum(void *ctx, sl_tensor *t) {
-    SL_CHECK(t->dtype == SL_F32, "allreduce: only f32 tensors are supported");
+    SL_CHECK(t->dtype == SL_F32, "allreduce on group %s: only f32 tensors are supported", G(ctx));
     float *h = host_bytes(t, 1);
     allreduce_floats(C(ctx), h, t->numel);
     host_done(t, h, 1);
@@ -121,9 +129,9 @@ typedef struct {
 } mpi_req;
 
 static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
-    SL_CHECK(t->dtype == SL_F32, "iallreduce: only f32 tensors are supported");
-    SL_CHECK(t->numel <= INT_MAX, "iallreduce: %lld elements exceed one request",
-             (long long)t->numel);
+    SL_CHECK(t->dtype == SL_F32, "iallreduce on group %s: only f32 tensors are supported", G(ctx));
+    SL_CHECK(t->numel <= INT_MAX, "iallreduce on group %s: %lld elements exceed one request",
+             G(ctx), (long long)t->numel);
     mpi_req *r = sl_xcalloc(1, sizeof *r);
     r->t = t;
     r->host = host_bytes(t, 1);
@@ -156,12 +164,12 @@ static void mpi_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offse
     MPI_Comm comm = C(ctx);
     int size = 0;
     MPI_Comm_size(comm, &size);
-    SL_CHECK(t->dtype == SL_F32, "allgather: only f32 tensors are supported");
+    SL_CHECK(t->dtype == SL_F32, "allgather on group %s: only f32 tensors are supported", G(ctx));
     int *rc = sl_xmalloc(sizeof(int) * (size_t)size * 2), *rd = rc + size;
     for (int p = 0; p < size; p++) {
         SL_CHECK(offsets[p] + counts[p] <= t->numel && offsets[p] <= INT_MAX &&
                      counts[p] <= INT_MAX,
-                 "allgather: segment %d out of range", p);
+                 "allgather on group %s: segment %d out of range", G(ctx), p);
         rc[p] = (int)counts[p];
         rd[p] = (int)offsets[p];
     }
@@ -185,16 +193,16 @@ static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *
     MPI_Comm comm = C(ctx);
     int size = 0;
     MPI_Comm_size(comm, &size);
-    SL_CHECK(send->dtype == recv->dtype, "alltoallv: dtype mismatch");
+    SL_CHECK(send->dtype == recv->dtype, "alltoallv on group %s: dtype mismatch", G(ctx));
     const int64_t w = sl_last_dim(send) * (int64_t)sl_dtype_size(send->dtype);
     SL_CHECK(sl_last_dim(recv) * (int64_t)sl_dtype_size(recv->dtype) == w,
-             "alltoallv: row widths differ");
+             "alltoallv on group %s: row widths differ", G(ctx));
     int *sc = sl_xmalloc(sizeof(int) * (size_t)size * 4);
     int *sd = sc + size, *rc = sd + size, *rd = rc + size;
     int64_t so = 0, ro = 0;
     for (int p = 0; p < size; p++) {
         SL_CHECK(send_rows[p] * w <= INT_MAX && so * w <= INT_MAX && ro * w <= INT_MAX,
-                 "alltoallv: exchange larger than 2 GiB per call");
+                 "alltoallv on group %s: exchange larger than 2 GiB per call", G(ctx));
         sc[p] = (int)(send_rows[p] * w);
         sd[p] = (int)(so * w);
         rc[p] = (int)(recv_rows[p] * w);
@@ -203,8 +211,9 @@ static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *
         ro += recv_rows[p];
     }
     SL_CHECK(so <= sl_rows(send) && ro <= sl_rows(recv),
-             "alltoallv: %lld rows to send from %lld, %lld to receive into %lld", (long long)so,
-             (long long)sl_rows(send), (long long)ro, (long long)sl_rows(recv));
+             "alltoallv on group %s: %lld rows to send from %lld, %lld to receive into %lld",
+             G(ctx), (long long)so, (long long)sl_rows(send), (long long)ro,
+             (long long)sl_rows(recv));
     void *hs = host_bytes(send, 1);
     void *hr = host_bytes(recv, 0);
     MPI_OK(MPI_Alltoallv(hs, sc, sd, MPI_BYTE, hr, rc, rd, MPI_BYTE, comm));
@@ -226,7 +235,7 @@ static void mpi_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *ds
     int size = 0;
     MPI_Comm_size(comm, &size);
     SL_CHECK(src->dtype == dst->dtype && sl_last_dim(src) == sl_last_dim(dst),
-             "alltoallv_grouped: row layouts differ");
+             "alltoallv_grouped on group %s: row layouts differ", G(ctx));
     const int64_t w = sl_last_dim(src) * (int64_t)sl_dtype_size(src->dtype);
     const sl_tensor *flat = scatter ? src : dst, *grouped = scatter ? dst : src;
     /* block starts: offset of (group g, peer p) on the grouped side, in rows */
@@ -240,11 +249,11 @@ static void mpi_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *ds
     int64_t flat_total = 0;
     for (int p = 0; p < size; p++) flat_total += flat_rows[p];
     SL_CHECK(row <= sl_rows(grouped) && flat_total <= sl_rows(flat),
-             "alltoallv_grouped: %lld grouped rows into %lld, %lld flat rows into %lld",
-             (long long)row, (long long)sl_rows(grouped), (long long)flat_total,
+             "alltoallv_grouped on group %s: %lld grouped rows into %lld, %lld flat rows into %lld",
+             G(ctx), (long long)row, (long long)sl_rows(grouped), (long long)flat_total,
              (long long)sl_rows(flat));
     SL_CHECK(row * w <= INT_MAX && flat_total * w <= INT_MAX,
-             "alltoallv_grouped: exchange larger than 2 GiB per call");
+             "alltoallv_grouped on group %s: exchange larger than 2 GiB per call", G(ctx));
     int *fc = sl_xmalloc(sizeof(int) * (size_t)size * 4), *fd = fc + size, *gc = fd + size,
         *gd = gc + size;
     MPI_Datatype *ft = sl_xmalloc(sizeof(MPI_Datatype) * (size_t)size * 2), *gt = ft + size;

@@ -35,6 +35,7 @@
 
 #include "core/backend_impl.h"
 #include "core/comm_impl.h"
+#include "core/comm_rows.h"
 #include "core/log.h"
 #include "core/tensor_impl.h"
 
@@ -54,7 +55,7 @@ typedef struct {
     int owns_mpi;
     ncclComm_t nccl;
     nccl_shared *sh;
-    char name[64]; /* "world", or the parent's name with the split's color */
+    char name[64]; /* the group's name (sl_comm_set_name) */
     int rank, size, world_rank;
 } nccl_ctx;
 
@@ -65,8 +66,15 @@ static void nccl_fail(const nccl_ctx *x, const char *op, const char *what, const
              x->rank, x->size, x->world_rank, what, why);
 }
 
+/* The reason: NCCL's string for the code, and its last warning (which names the argument or
+ * the peer) when it has one. */
 static void nccl_check(const nccl_ctx *x, ncclResult_t r, const char *op, const char *what) {
-    if (r != ncclSuccess) nccl_fail(x, op, what, ncclGetErrorString(r));
+    if (r == ncclSuccess) return;
+    const char *last = ncclGetLastError(x->nccl);
+    char why[640];
+    snprintf(why, sizeof why, "%s%s%s%s", ncclGetErrorString(r), last && *last ? " (" : "",
+             last && *last ? last : "", last && *last ? ")" : "");
+    nccl_fail(x, op, what, why);
 }
 
 static void cuda_check(const nccl_ctx *x, cudaError_t e, const char *op, const char *what) {
@@ -143,6 +151,7 @@ static sl_comm *wrap(sl_comm *mpi, int owns_mpi, nccl_shared *sh, const char *na
     c->rank = x->rank;
     c->size = x->size;
     c->world_rank = x->world_rank;
+    snprintf(c->name, sizeof c->name, "%s", x->name);
     return c;
 }
 
@@ -395,9 +404,10 @@ static char *stage(nccl_ctx *x, size_t bytes, const char *op) {
 /*
  * NCCL matches a send with a receive of the same size, and the flat side does not know how
  * its peer splits the rows into groups. So each peer's rows travel as one message between the
- * flat side and a contiguous staging area, and device-to-device copies on the communication
- * stream move them between staging and the group blocks (the peer's own rows move straight
- * from one tensor to the other). The copies are size * groups small memcpys per call.
+ * flat side and a contiguous staging area, and a copy kernel on the communication stream
+ * moves them between staging and the group blocks (the peer's own rows move straight from one
+ * tensor to the other): size * groups blocks of rows, one launch per 64 of them
+ * (core/comm_rows.h), where a cudaMemcpyAsync per block would cost a launch each.
  */
 static const char *grouped_op(bool scatter) {
     return scatter ? "alltoallv_grouped (scatter)" : "alltoallv_grouped (gather)";
@@ -441,18 +451,26 @@ static bool queue_grouped(nccl_ctx *x, const sl_tensor *src, sl_tensor *dst,
              (long long)peer_rows[me], (long long)flat_rows[me]);
     char *st = staged > 0 ? stage(x, (size_t)staged * w, op) : NULL;
     char *fl = flat->data, *gr = grouped->data;
-    enter(x, op);
-    /* gather: pack each peer's blocks into staging first */
+    /* The blocks between each peer's contiguous rows (staging, or the flat side for this
+     * rank) and the group blocks: sources for the gather, destinations for the scatter. */
+    sl_row_block *blk = sl_xmalloc(sizeof *blk * (size_t)size * (size_t)groups);
     int64_t fo = 0, so = 0;
     for (int p = 0; p < size; p++) {
         char *peer = p == me ? fl + (size_t)fo * w : st + (size_t)so * w;
         int64_t r = 0;
-        for (int g = 0; g < groups && !scatter; r += grouped_rows[p * groups + g], g++)
-            copy_d2d(x, peer + (size_t)r * w, gr + (size_t)start[p * groups + g] * w,
-                     (size_t)grouped_rows[p * groups + g] * w, op);
+        for (int g = 0; g < groups; r += grouped_rows[p * groups + g], g++) {
+            char *contiguous = peer + (size_t)r * w,
+                 *block = gr + (size_t)start[p * groups + g] * w;
+            blk[p * groups + g] = (sl_row_block){.src = scatter ? contiguous : block,
+                                                 .dst = scatter ? block : contiguous,
+                                                 .rows = grouped_rows[p * groups + g]};
+        }
         fo += flat_rows[p];
         if (p != me) so += peer_rows[p];
     }
+    enter(x, op);
+    /* gather: pack each peer's blocks into staging first */
+    if (!scatter) CK(x, sl_cuda_copy_row_blocks(blk, size * groups, w, x->sh->stream), op);
     NK(x, ncclGroupStart(), op);
     fo = so = 0;
     for (int p = 0; p < size; p++) {
@@ -469,16 +487,8 @@ static bool queue_grouped(nccl_ctx *x, const sl_tensor *src, sl_tensor *dst,
     }
     NK(x, ncclGroupEnd(), op);
     /* scatter: unpack staging (and this rank's own rows) into the group blocks */
-    fo = so = 0;
-    for (int p = 0; p < size; p++) {
-        const char *peer = p == me ? fl + (size_t)fo * w : st + (size_t)so * w;
-        int64_t r = 0;
-        for (int g = 0; g < groups && scatter; r += grouped_rows[p * groups + g], g++)
-            copy_d2d(x, gr + (size_t)start[p * groups + g] * w, peer + (size_t)r * w,
-                     (size_t)grouped_rows[p * groups + g] * w, op);
-        fo += flat_rows[p];
-        if (p != me) so += peer_rows[p];
-    }
+    if (scatter) CK(x, sl_cuda_copy_row_blocks(blk, size * groups, w, x->sh->stream), op);
+    free(blk);
     free(start);
     free(peer_rows);
     return true;
@@ -516,9 +526,17 @@ static sl_comm_request *nccl_ialltoallv_grouped(void *ctx, const sl_tensor *src,
 
 static sl_comm *nccl_split(void *ctx, int color, int key) {
     nccl_ctx *x = X(ctx);
+    /* sl_comm_split's default name already, for errors while the communicator is made */
     char name[96];
     snprintf(name, sizeof name, "%s/split%d", x->name, color);
     return wrap(sl_comm_split(x->mpi, color, key), 1, x->sh, name);
+}
+
+/* The NCCL side's messages and the group's MPI side (host operations) get the name. */
+static void nccl_set_name(void *ctx, const char *name) {
+    nccl_ctx *x = X(ctx);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    if (x->owns_mpi) sl_comm_set_name(x->mpi, name);
 }
 
 static void nccl_free_ctx(void *ctx) {
@@ -554,5 +572,6 @@ static const sl_comm_i k_nccl_iface = {
     .broadcast_bytes = nccl_broadcast_bytes,
     .broadcast = nccl_broadcast,
     .split = nccl_split,
+    .set_name = nccl_set_name,
     .free_ctx = nccl_free_ctx,
 };

@@ -28,4 +28,11 @@ if(SLUICE_WITH_CUDA)
                    --capacity 1.0 ${NCCL_EQ})
   sluice_nccl_test(test_parallel_nccl_np2_ep2_bf16 2 test_parallel_equivalence --ep 2 --bf16
                    ${NCCL_EQ})
+  # A rank that crashes or errors during training on the nccl transport ends every rank within
+  # 30 s, naming the rank (tests/test_nccl_fault.sh).
+  add_test(NAME test_nccl_fault
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_nccl_fault.sh $<TARGET_FILE:sluice>
+                   ${CMAKE_CURRENT_BINARY_DIR}/nccl_fault ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(test_nccl_fault PROPERTIES TIMEOUT 900 LABELS "parallel;cuda" PROCESSORS 4
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${SLUICE_MPI_ENV}")
 endif()

@@ -7,12 +7,13 @@
  * Each rank makes the same pseudo-random inputs (seeded by rank and case) twice: as CPU-backend
  * tensors that go through the MPI world communicator (the reference), and as CUDA-backend
  * tensors that go through the NCCL world built on it. Data movement (all-gather of uneven and
- * even segments, both all-to-alls with zero counts and the self exchange, the grouped one also
- * through sl_comm_ialltoallv_grouped, broadcast) must be bitwise equal; fp32 sums within 1e-6
- * (NCCL may add in another order), bf16 sums within the bound of one bf16 rounding per partial
- * sum (NCCL rounds to bf16 after every step). Sub-groups
- * (split by parity) and a host tensor handed to the NCCL communicator are covered too. Skips (77)
- * where there is no CUDA backend.
+ * even segments, both all-to-alls with zero counts and the self exchange, broadcast) must be
+ * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
+ * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
+ * (split by parity) and a host tensor handed to the NCCL communicator are covered too; the
+ * grouped exchange with rows of several widths and dtypes and more than 64 (peer, group)
+ * blocks, blocking and through sl_comm_ialltoallv_grouped. Skips (77) where there is no CUDA
+ * backend.
  */
 #include <math.h>
 #include <stdio.h>
@@ -159,11 +160,12 @@ static void case_alltoallv(sl_comm *mpi, sl_comm *nc, const char *tag, sl_dtype 
     sl_test_release();
 }
 
-/* async: through sl_comm_ialltoallv_grouped (MPI: done when it returns; NCCL: joined by the
- * wait) instead of the blocking call. */
-static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter, bool async) {
-    const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi), G = 3;
-    const int64_t W = 4;
+/* G groups of rows W wide in dtype dt: the regrouping kernel (core/comm_rows.cu) moves rows in
+ * 16-, 4- or 2-byte words by the width, and takes 64 blocks (peer, group) per launch. async:
+ * through sl_comm_ialltoallv_grouped (MPI: done when it returns; NCCL: joined by the wait). */
+static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatter, sl_dtype dt,
+                         int64_t W, int G, bool async) {
+    const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi);
     /* scatter: this rank sends peer p rows_of(me, p, g) rows for p's group g (flat, groups
      * one after another) and receives rows_of(p, me, g) into its block g; the gather is the
      * reverse exchange (the combine after the experts) */
@@ -180,10 +182,14 @@ static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatte
     }
     const int64_t srows = (scatter ? ft : gt) + 1, drows = (scatter ? gt : ft) + 2;
     float *h = make(rank, 5, srows * W), *z = make(rank + 50, 6, drows * W);
+    if (dt == SL_BF16)
+        for (int64_t i = 0; i < srows * W; i++) h[i] = sl_test_bf16_round(h[i]);
+    if (dt == SL_BF16)
+        for (int64_t i = 0; i < drows * W; i++) z[i] = sl_test_bf16_round(z[i]);
     sl_tensor *rs = sl_test_ftensor(g_cpu, SL_F32, srows, W, h);
     sl_tensor *rd = sl_test_ftensor(g_cpu, SL_F32, drows, W, z);
-    sl_tensor *ds = sl_test_ftensor(g_gpu, SL_F32, srows, W, h);
-    sl_tensor *dd = sl_test_ftensor(g_gpu, SL_F32, drows, W, z);
+    sl_tensor *ds = sl_test_ftensor(g_gpu, dt, srows, W, h);
+    sl_tensor *dd = sl_test_ftensor(g_gpu, dt, drows, W, z);
     if (async) {
         sl_comm_request *rq = sl_comm_ialltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
         CHECK(sl_comm_test(rq) == 1, "%s ialltoallv_grouped: the MPI request is not done", tag);
@@ -195,9 +201,10 @@ static void case_grouped(sl_comm *mpi, sl_comm *nc, const char *tag, bool scatte
         sl_comm_alltoallv_grouped(mpi, rs, rd, flat, grouped, G, scatter);
         sl_comm_alltoallv_grouped(nc, ds, dd, flat, grouped, G, scatter);
     }
-    char what[96];
-    snprintf(what, sizeof what, "%s %salltoallv_grouped (%s)", tag, async ? "i" : "",
-             scatter ? "scatter" : "gather");
+    char what[128];
+    snprintf(what, sizeof what, "%s %salltoallv_grouped (%s, %s, width %lld, %d groups)", tag,
+             async ? "i" : "", scatter ? "scatter" : "gather", dt == SL_BF16 ? "bf16" : "f32",
+             (long long)W, G);
     compare_tensors(what, dd, rd, -1);
     free(h), free(z), free(flat);
     sl_test_release();
@@ -233,10 +240,12 @@ static void run_all(sl_comm *mpi, sl_comm *nc, const char *tag) {
     case_allgather(mpi, nc, tag, true);
     case_alltoallv(mpi, nc, tag, SL_F32);
     case_alltoallv(mpi, nc, tag, SL_BF16);
-    case_grouped(mpi, nc, tag, true, false);
-    case_grouped(mpi, nc, tag, false, false);
-    case_grouped(mpi, nc, tag, true, true);
-    case_grouped(mpi, nc, tag, false, true);
+    for (int scatter = 1; scatter >= 0; scatter--) {
+        case_grouped(mpi, nc, tag, scatter, SL_F32, 4, 3, false);   /* one 16-byte word per row */
+        case_grouped(mpi, nc, tag, scatter, SL_F32, 37, 40, false); /* 4-byte words; > 64 blocks */
+        case_grouped(mpi, nc, tag, scatter, SL_BF16, 5, 3, false);  /* 2-byte words */
+        case_grouped(mpi, nc, tag, scatter, SL_F32, 37, 40, true);  /* the non-blocking call */
+    }
     case_broadcast(mpi, nc, tag);
 }
 

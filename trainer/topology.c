@@ -29,6 +29,9 @@ int sl_topology_init(sl_topology *t, sl_comm *world, int expert_parallel, int nu
     t->dp_size = size;
     t->ep = sl_comm_split(world, rank / ep, rank);
     t->edp = sl_comm_split(world, rank % ep, rank);
+    /* for error messages; the data-parallel group of the dense weights is the world */
+    sl_comm_set_name(t->ep, "ep");
+    sl_comm_set_name(t->edp, "edp");
     return 0;
 }
 
