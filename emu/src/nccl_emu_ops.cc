@@ -309,6 +309,14 @@ ncclResult_t enqueue(pending &&o) {
     return run(one);
 }
 
+/* The last step of every API call whose arguments passed: its operation, with empty staging,
+ * run now or queued (enqueue). */
+ncclResult_t enqueue_op(op_kind kind, const char *fn, ncclComm *comm, const void *send, void *recv,
+                        size_t count, ncclDataType_t type, ncclRedOp_t red, int peer) {
+    return enqueue(
+        pending{kind, fn, comm, (const char *)send, (char *)recv, count, type, red, peer, {}, {}});
+}
+
 /* A failed argument check inside a group fails the whole group at ncclGroupEnd (real NCCL
  * too); outside a group it is just the call's result. */
 ncclResult_t reject(ncclResult_t r) {
@@ -392,8 +400,7 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
         (r = check_rank(fn, "peer", peer, comm)))
         return reject(r);
     if (count == 0) return ncclSuccess; /* nothing moves: no message (as in NCCL) */
-    return enqueue(pending{
-        k_send, fn, comm, (const char *)sendbuff, nullptr, count, datatype, ncclSum, peer, {}, {}});
+    return enqueue_op(k_send, fn, comm, sendbuff, nullptr, count, datatype, ncclSum, peer);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -405,8 +412,7 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
         (r = check_rank(fn, "peer", peer, comm)))
         return reject(r);
     if (count == 0) return ncclSuccess;
-    return enqueue(pending{
-        k_recv, fn, comm, nullptr, (char *)recvbuff, count, datatype, ncclSum, peer, {}, {}});
+    return enqueue_op(k_recv, fn, comm, nullptr, recvbuff, count, datatype, ncclSum, peer);
 }
 
 /* ---- collectives ---------------------------------------------------------------------------- */
@@ -420,17 +426,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     if ((r = check_op(fn, comm, datatype, stream, sendbuff, bytes, recvbuff, bytes)) ||
         (r = check_reduction(fn, datatype, op)) || (r = check_bytes(fn, bytes * comm->nranks)))
         return reject(r);
-    return enqueue(pending{k_allreduce,
-                           fn,
-                           comm,
-                           (const char *)sendbuff,
-                           (char *)recvbuff,
-                           count,
-                           datatype,
-                           op,
-                           0,
-                           {},
-                           {}});
+    return enqueue_op(k_allreduce, fn, comm, sendbuff, recvbuff, count, datatype, op, 0);
 }
 
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -443,17 +439,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
                       comm->rank == root ? bytes : 0)) ||
         (r = check_reduction(fn, datatype, op)) || (r = check_bytes(fn, bytes * comm->nranks)))
         return reject(r);
-    return enqueue(pending{k_reduce,
-                           fn,
-                           comm,
-                           (const char *)sendbuff,
-                           (char *)recvbuff,
-                           count,
-                           datatype,
-                           op,
-                           root,
-                           {},
-                           {}});
+    return enqueue_op(k_reduce, fn, comm, sendbuff, recvbuff, count, datatype, op, root);
 }
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -467,17 +453,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                       bytes)) ||
         (r = check_reduction(fn, datatype, op)))
         return reject(r);
-    return enqueue(pending{k_reduce_scatter,
-                           fn,
-                           comm,
-                           (const char *)sendbuff,
-                           (char *)recvbuff,
-                           recvcount,
-                           datatype,
-                           op,
-                           0,
-                           {},
-                           {}});
+    return enqueue_op(k_reduce_scatter, fn, comm, sendbuff, recvbuff, recvcount, datatype, op, 0);
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -488,17 +464,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
     if ((r = check_comm(fn, comm)) ||
         (r = check_op(fn, comm, datatype, stream, sendbuff, bytes, recvbuff, bytes * comm->nranks)))
         return reject(r);
-    return enqueue(pending{k_allgather,
-                           fn,
-                           comm,
-                           (const char *)sendbuff,
-                           (char *)recvbuff,
-                           sendcount,
-                           datatype,
-                           ncclSum,
-                           0,
-                           {},
-                           {}});
+    return enqueue_op(k_allgather, fn, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -511,17 +477,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
         (r = check_op(fn, comm, datatype, stream, comm->rank == root ? sendbuff : nullptr,
                       comm->rank == root ? bytes : 0, recvbuff, bytes)))
         return reject(r);
-    return enqueue(pending{k_broadcast,
-                           fn,
-                           comm,
-                           (const char *)sendbuff,
-                           (char *)recvbuff,
-                           count,
-                           datatype,
-                           ncclSum,
-                           root,
-                           {},
-                           {}});
+    return enqueue_op(k_broadcast, fn, comm, sendbuff, recvbuff, count, datatype, ncclSum, root);
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
