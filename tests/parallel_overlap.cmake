@@ -2,7 +2,7 @@
 # weights after a few steps, under mpirun with expert parallelism. After parallel.cmake and
 # parallel_nccl.cmake (the glob includes areas in name order), whose helpers it uses.
 add_executable(test_moe_overlap test_moe_overlap.c)
-target_link_libraries(test_moe_overlap PRIVATE sluice_testutil)
+target_link_libraries(test_moe_overlap PRIVATE sluice_parallel_run)
 sluice_mpi_test(test_moe_overlap_np2_ep2 2 test_moe_overlap --ep 2)
 sluice_mpi_test(test_moe_overlap_np4_ep2 4 test_moe_overlap --ep 2)
 sluice_mpi_test(test_moe_overlap_np4_ep4 4 test_moe_overlap --ep 4)

@@ -20,41 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm_nccl.h"
-#include "core/rng.h"
+#include "tests/parallel_run.h"
 #include "tests/test_util.h"
 #include "trainer/optimizer.h"
-#include "trainer/topology.h"
-#include "trainer/train_step.h"
 
-enum { B = 2, S = 16, GLOBAL_SEQS = 8 };
-
-typedef struct {
-    int step, rank, world;
-    int vocab;
-} feed;
-
-static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
-    (void)err, (void)errlen;
-    const feed *f = user;
-    for (int b = 0; b < B; b++) {
-        const int g = (micro * f->world + f->rank) * B + b;
-        sl_rng r;
-        sl_rng_init(&r, 2000 + (uint64_t)f->step, (uint64_t)g);
-        for (int i = 0; i <= S; i++)
-            tokens[b * (S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
-    }
-    return 0;
-}
-
-/* Two MoE layers around a dense one, with a gated shared expert. */
-static sl_model_config model_config(void) {
-    sl_model_config c = sl_test_model_config();
-    c.num_hidden_layers = 3;
-    c.dense_layer[1] = true;
-    c.shared_expert_intermediate_size = 12;
-    return c;
-}
+enum { B = SL_PRUN_B, S = SL_PRUN_S, GLOBAL_SEQS = SL_PRUN_GLOBAL_SEQS };
 
 typedef struct {
     sl_model *model;
@@ -79,66 +49,22 @@ static void run_init(run *r, const sl_model_config *mc, sl_backend *be, sl_comm 
 }
 
 int main(int argc, char **argv) {
-    int ep = 2, steps = 3;
-    bool cuda = false, nccl = false, bf16 = false;
-    double capacity = 0.0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc)
-            ep = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
-            steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc)
-            capacity = atof(argv[++i]);
-        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
-            cuda = strcmp(argv[++i], "cuda") == 0;
-        else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
-            nccl = strcmp(argv[++i], "nccl") == 0;
-        else if (strcmp(argv[i], "--bf16") == 0)
-            bf16 = true;
-        else {
-            fprintf(stderr, "test_moe_overlap: unknown argument %s\n", argv[i]);
-            return 2;
-        }
-    }
-    sl_comm *world = sl_comm_init_world(&argc, &argv);
-    const int rank = sl_comm_rank(world), size = sl_comm_size(world);
+    sl_prun pr = {.ep = 2, .steps = 3};
+    if (sl_prun_parse(&pr, argc, argv, "test_moe_overlap", false) != 0) return 2;
+    if (sl_prun_setup(&pr, &argc, &argv) != 0) return 2;
+    const int ep = pr.ep, steps = pr.steps, rank = pr.rank, size = pr.size;
+    const bool bf16 = pr.bf16;
+    const double capacity = pr.capacity;
+    sl_backend *be = pr.be;
+    sl_comm *dworld = pr.dworld;
+    const sl_topology *topo = &pr.topo;
+    const sl_model_config mc = pr.mc;
+    const sl_train_config tc = pr.tc;
     char err[512];
-    sl_backend *be = cuda ? sl_test_cuda_or_skip(NULL) : sl_test_cpu();
-    sl_comm *dworld = world;
-#ifdef SLUICE_WITH_CUDA
-    if (nccl) dworld = sl_comm_nccl_create(world, be, err, sizeof err);
-#endif
-    if (!dworld || (nccl && dworld == world)) {
-        fprintf(stderr, "the nccl transport: %s\n", dworld ? "not in this build" : err);
-        sl_comm_finalize(world);
-        return 2;
-    }
-    sl_topology topo;
-    if (sl_topology_init(&topo, dworld, ep, 8, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        sl_comm_finalize(world);
-        return 2;
-    }
     CHECK(ep > 1, "--ep %d: the overlap needs expert parallelism (an exchange)", ep);
-    const sl_model_config mc = model_config();
-    sl_train_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.seq_len = S;
-    tc.micro_batch_size = B;
-    tc.global_batch_tokens = (int64_t)GLOBAL_SEQS * S;
-    tc.max_steps = steps;
-    tc.lr = 3e-3;
-    tc.min_lr = 3e-4;
-    tc.warmup_steps = 1;
-    tc.schedule = SL_LR_COSINE;
-    tc.beta1 = 0.9;
-    tc.beta2 = 0.95;
-    tc.eps = 1e-8;
-    tc.weight_decay = 0.1;
-    tc.grad_clip = 1.0;
     run on, off;
-    run_init(&on, &mc, be, dworld, &topo, ep, bf16, capacity, true);
-    run_init(&off, &mc, be, dworld, &topo, ep, bf16, capacity, false);
+    run_init(&on, &mc, be, dworld, topo, ep, bf16, capacity, true);
+    run_init(&off, &mc, be, dworld, topo, ep, bf16, capacity, false);
     int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
     const int micro = GLOBAL_SEQS / (B * size);
     const sl_stepper son = {.model = on.model,
@@ -152,15 +78,16 @@ int main(int argc, char **argv) {
                              .micro_batches = micro,
                              .tokens = tokens};
     for (int step = 0; step < steps; step++) {
-        feed f = {.step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
+        sl_prun_feed f = {
+            .seed = 2000, .step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
         sl_step_result a = {.metrics = true}, b = {.metrics = true};
         long long r0 = sl_backend_host_reads(be), s0 = sl_backend_syncs(be);
-        CHECK(sl_train_step(&son, &tc, step, make_batch, &f, &a, err, sizeof err) == 0,
+        CHECK(sl_train_step(&son, &tc, step, sl_prun_batch, &f, &a, err, sizeof err) == 0,
               "step %d (overlap on): %s", step, err);
         const long long reads_on = sl_backend_host_reads(be) - r0,
                         syncs_on = sl_backend_syncs(be) - s0;
         r0 = sl_backend_host_reads(be), s0 = sl_backend_syncs(be);
-        CHECK(sl_train_step(&soff, &tc, step, make_batch, &f, &b, err, sizeof err) == 0,
+        CHECK(sl_train_step(&soff, &tc, step, sl_prun_batch, &f, &b, err, sizeof err) == 0,
               "step %d (overlap off): %s", step, err);
         const long long reads_off = sl_backend_host_reads(be) - r0,
                         syncs_off = sl_backend_syncs(be) - s0;
@@ -189,22 +116,17 @@ int main(int argc, char **argv) {
     }
     CHECK(differ == 0, "%lld of %lld master weights differ with the overlap", (long long)differ,
           (long long)compared);
-    double fails = sl_test_failures;
-    sl_comm_allreduce_sum_f64(world, &fails, 1);
     if (rank == 0)
         printf("np %d, ep %d%s, backend %s, transport %s%s: %lld weights on rank 0, %lld differ\n",
                size, ep, capacity > 0 ? ", capacity" : "", sl_backend_name(be),
                sl_comm_transport(dworld), bf16 ? ", bf16" : "", (long long)compared,
                (long long)differ);
-    int rc = sl_test_finish("test_moe_overlap");
+    const int rc = sl_prun_finish(&pr, "test_moe_overlap");
     sl_optimizer_free(&on.opt);
     sl_optimizer_free(&off.opt);
     sl_model_free(on.model);
     sl_model_free(off.model);
     free(tokens);
-    sl_topology_free(&topo);
-    if (dworld != world) sl_comm_free(dworld);
-    if (cuda) sl_backend_free(be);
-    sl_comm_finalize(world);
-    return fails > 0 ? 1 : rc;
+    sl_prun_free(&pr);
+    return rc;
 }

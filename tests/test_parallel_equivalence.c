@@ -27,41 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm_nccl.h"
-#include "core/rng.h"
+#include "tests/parallel_run.h"
 #include "tests/test_util.h"
 #include "trainer/optimizer.h"
-#include "trainer/topology.h"
-#include "trainer/train_step.h"
 
-enum { B = 2, S = 16, GLOBAL_SEQS = 8 };
-
-typedef struct {
-    int step, rank, world; /* world = 1 for the reference */
-    int vocab;
-} feed;
-
-static int make_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
-    (void)err, (void)errlen;
-    const feed *f = user;
-    for (int b = 0; b < B; b++) {
-        const int g = (micro * f->world + f->rank) * B + b;
-        sl_rng r;
-        sl_rng_init(&r, 1000 + (uint64_t)f->step, (uint64_t)g);
-        for (int i = 0; i <= S; i++)
-            tokens[b * (S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
-    }
-    return 0;
-}
-
-/* Three layers, the middle one dense, and a gated shared expert: every parameter kind. */
-static sl_model_config model_config(void) {
-    sl_model_config c = sl_test_model_config();
-    c.num_hidden_layers = 3;
-    c.dense_layer[1] = true;
-    c.shared_expert_intermediate_size = 12;
-    return c;
-}
+enum { B = SL_PRUN_B, S = SL_PRUN_S, GLOBAL_SEQS = SL_PRUN_GLOBAL_SEQS };
 
 static double g_rel = 1e-5; /* 2e-2 in bf16 */
 
@@ -70,77 +40,35 @@ static bool close_enough(double a, double b) {
 }
 
 int main(int argc, char **argv) {
-    int ep = 1, steps = 4;
-    bool zero1 = false, cuda = false, nccl = false, bf16 = false;
-    double capacity = 0.0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc)
-            ep = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
-            steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc)
-            capacity = atof(argv[++i]);
-        else if (strcmp(argv[i], "--zero1") == 0)
-            zero1 = true;
-        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
-            cuda = strcmp(argv[++i], "cuda") == 0;
-        else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
-            nccl = strcmp(argv[++i], "nccl") == 0;
-        else if (strcmp(argv[i], "--bf16") == 0)
-            bf16 = true;
-    }
-    if (bf16) g_rel = 2e-2;
-    sl_comm *world = sl_comm_init_world(&argc, &argv);
-    const int rank = sl_comm_rank(world), size = sl_comm_size(world);
-    char err[512];
+    sl_prun pr = {.ep = 1, .steps = 4};
+    if (sl_prun_parse(&pr, argc, argv, "test_parallel_equivalence", true) != 0) return 2;
+    if (pr.bf16) g_rel = 2e-2;
     /* The distributed run's backend and world: the reference always uses CPU + MPI. */
-    sl_backend *dbe = cuda ? sl_test_cuda_or_skip(NULL) : sl_test_cpu();
-    sl_comm *dworld = world;
-#ifdef SLUICE_WITH_CUDA
-    if (nccl) dworld = sl_comm_nccl_create(world, dbe, err, sizeof err);
-#endif
-    if (!dworld || (nccl && dworld == world)) {
-        fprintf(stderr, "the nccl transport: %s\n", dworld ? "not in this build" : err);
-        sl_comm_finalize(world);
-        return 2;
-    }
-    sl_topology topo;
-    if (sl_topology_init(&topo, dworld, ep, 8, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        sl_comm_finalize(world);
-        return 2;
-    }
+    if (sl_prun_setup(&pr, &argc, &argv) != 0) return 2;
+    const int ep = pr.ep, steps = pr.steps, rank = pr.rank, size = pr.size;
+    const bool zero1 = pr.zero1, bf16 = pr.bf16;
+    const double capacity = pr.capacity;
+    sl_backend *dbe = pr.be;
+    sl_comm *world = pr.world, *dworld = pr.dworld;
+    const sl_topology *topo = &pr.topo;
+    const sl_model_config mc = pr.mc;
+    const sl_train_config tc = pr.tc;
+    char err[512];
     sl_comm *self = sl_comm_split(world, rank, 0);
-    const sl_model_config mc = model_config();
-    sl_train_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.seq_len = S;
-    tc.micro_batch_size = B;
-    tc.global_batch_tokens = (int64_t)GLOBAL_SEQS * S;
-    tc.max_steps = steps;
-    tc.lr = 3e-3;
-    tc.min_lr = 3e-4;
-    tc.warmup_steps = 1;
-    tc.schedule = SL_LR_COSINE;
-    tc.beta1 = 0.9;
-    tc.beta2 = 0.95;
-    tc.eps = 1e-8;
-    tc.weight_decay = 0.1;
-    tc.grad_clip = 1.0;
     /* overlap_exchange as the trainer runs by default (parallel.overlap_moe) */
     sl_moe_options mo = {
         .capacity_factor = capacity, .drop_policy = SL_DROP_PROBS, .overlap_exchange = true};
 
     sl_model *dist =
-        sl_model_create_ex(&mc, dbe, topo.ep, B, S, &mo, bf16 ? SL_BF16 : SL_F32, err, sizeof err);
+        sl_model_create_ex(&mc, dbe, topo->ep, B, S, &mo, bf16 ? SL_BF16 : SL_F32, err, sizeof err);
     sl_model *ref = sl_model_create(&mc, sl_test_cpu(), NULL, B, S, &mo, err, sizeof err);
     CHECK(dist && ref, "model create: %s", err);
     sl_params_randomize(&dist->params, 77);
     sl_params_randomize(&ref->params, 77);
     sl_optimizer dopt, ropt;
     sl_optimizer_params dp = {.dense = dworld,
-                              .expert = topo.edp,
-                              .ep = ep > 1 ? topo.ep : NULL,
+                              .expert = topo->edp,
+                              .ep = ep > 1 ? topo->ep : NULL,
                               .zero1 = zero1,
                               .bucket_bytes = 4096, /* small buckets: many in flight */
                               .layers = mc.num_hidden_layers};
@@ -159,11 +87,13 @@ int main(int argc, char **argv) {
                            .micro_batches = GLOBAL_SEQS / B,
                            .tokens = tokens};
     for (int step = 0; step < steps; step++) {
-        feed fd = {.step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
-        feed fr = {.step = step, .rank = 0, .world = 1, .vocab = mc.vocab_size};
+        sl_prun_feed fd = {
+            .seed = 1000, .step = step, .rank = rank, .world = size, .vocab = mc.vocab_size};
+        sl_prun_feed fr = {
+            .seed = 1000, .step = step, .rank = 0, .world = 1, .vocab = mc.vocab_size};
         sl_step_result a = {.metrics = true}, b = {.metrics = true};
-        sl_train_step(&ds, &tc, step, make_batch, &fd, &a, err, sizeof err);
-        sl_train_step(&rs, &tc, step, make_batch, &fr, &b, err, sizeof err);
+        sl_train_step(&ds, &tc, step, sl_prun_batch, &fd, &a, err, sizeof err);
+        sl_train_step(&rs, &tc, step, sl_prun_batch, &fr, &b, err, sizeof err);
         CHECK(close_enough(a.loss, b.loss), "step %d: loss %.9g vs single process %.9g", step,
               a.loss, b.loss);
         CHECK(close_enough(a.grad_norm, b.grad_norm), "step %d: grad norm %.9g vs %.9g", step,
@@ -197,18 +127,13 @@ int main(int argc, char **argv) {
                "%.3g\n",
                size, ep, zero1 ? ", zero1" : "", capacity > 0 ? ", capacity" : "",
                sl_backend_name(dbe), sl_comm_transport(dworld), bf16 ? ", bf16" : "", w);
-    double fails = sl_test_failures;
-    sl_comm_allreduce_sum_f64(world, &fails, 1);
-    int rc = sl_test_finish("test_parallel_equivalence");
+    const int rc = sl_prun_finish(&pr, "test_parallel_equivalence");
     sl_optimizer_free(&dopt);
     sl_optimizer_free(&ropt);
     sl_model_free(dist);
     sl_model_free(ref);
     free(tokens);
     sl_comm_free(self);
-    sl_topology_free(&topo);
-    if (dworld != world) sl_comm_free(dworld);
-    if (cuda) sl_backend_free(dbe);
-    sl_comm_finalize(world);
-    return fails > 0 ? 1 : rc;
+    sl_prun_free(&pr);
+    return rc;
 }

@@ -1,0 +1,105 @@
+/*
+ * tests/parallel_run.c - the setup shared by the distributed-training tests
+ * (tests/parallel_run.h).
+ */
+#include "tests/parallel_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm_nccl.h"
+#include "core/rng.h"
+
+int sl_prun_parse(sl_prun *p, int argc, char **argv, const char *name, bool allow_zero1) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ep") == 0 && i + 1 < argc)
+            p->ep = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+            p->steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc)
+            p->capacity = atof(argv[++i]);
+        else if (allow_zero1 && strcmp(argv[i], "--zero1") == 0)
+            p->zero1 = true;
+        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
+            p->cuda = strcmp(argv[++i], "cuda") == 0;
+        else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
+            p->nccl = strcmp(argv[++i], "nccl") == 0;
+        else if (strcmp(argv[i], "--bf16") == 0)
+            p->bf16 = true;
+        else {
+            fprintf(stderr, "%s: unknown argument %s\n", name, argv[i]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int sl_prun_setup(sl_prun *p, int *argc, char ***argv) {
+    p->world = sl_comm_init_world(argc, argv);
+    p->rank = sl_comm_rank(p->world);
+    p->size = sl_comm_size(p->world);
+    char err[512];
+    p->be = p->cuda ? sl_test_cuda_or_skip(NULL) : sl_test_cpu();
+    p->dworld = p->world;
+#ifdef SLUICE_WITH_CUDA
+    if (p->nccl) p->dworld = sl_comm_nccl_create(p->world, p->be, err, sizeof err);
+#endif
+    if (!p->dworld || (p->nccl && p->dworld == p->world)) {
+        fprintf(stderr, "the nccl transport: %s\n", p->dworld ? "not in this build" : err);
+        sl_comm_finalize(p->world);
+        return 2;
+    }
+    if (sl_topology_init(&p->topo, p->dworld, p->ep, 8, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        sl_comm_finalize(p->world);
+        return 2;
+    }
+    p->mc = sl_test_model_config();
+    p->mc.num_hidden_layers = 3;
+    p->mc.dense_layer[1] = true;
+    p->mc.shared_expert_intermediate_size = 12;
+    sl_train_config *tc = &p->tc;
+    memset(tc, 0, sizeof *tc);
+    tc->seq_len = SL_PRUN_S;
+    tc->micro_batch_size = SL_PRUN_B;
+    tc->global_batch_tokens = (int64_t)SL_PRUN_GLOBAL_SEQS * SL_PRUN_S;
+    tc->max_steps = p->steps;
+    tc->lr = 3e-3;
+    tc->min_lr = 3e-4;
+    tc->warmup_steps = 1;
+    tc->schedule = SL_LR_COSINE;
+    tc->beta1 = 0.9;
+    tc->beta2 = 0.95;
+    tc->eps = 1e-8;
+    tc->weight_decay = 0.1;
+    tc->grad_clip = 1.0;
+    return 0;
+}
+
+int sl_prun_finish(sl_prun *p, const char *name) {
+    double fails = sl_test_failures;
+    sl_comm_allreduce_sum_f64(p->world, &fails, 1);
+    const int rc = sl_test_finish(name);
+    return fails > 0 ? 1 : rc;
+}
+
+void sl_prun_free(sl_prun *p) {
+    sl_topology_free(&p->topo);
+    if (p->dworld != p->world) sl_comm_free(p->dworld);
+    if (p->cuda) sl_backend_free(p->be);
+    sl_comm_finalize(p->world);
+}
+
+int sl_prun_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    const sl_prun_feed *f = user;
+    for (int b = 0; b < SL_PRUN_B; b++) {
+        const int g = (micro * f->world + f->rank) * SL_PRUN_B + b;
+        sl_rng r;
+        sl_rng_init(&r, f->seed + (uint64_t)f->step, (uint64_t)g);
+        for (int i = 0; i <= SL_PRUN_S; i++)
+            tokens[b * (SL_PRUN_S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
+    }
+    return 0;
+}
