@@ -10,51 +10,28 @@
 #
 # usage: test_data_order_cli.sh SLUICE WORKDIR [MPIEXEC]
 set -uo pipefail
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
 sluice=${1:?usage: test_data_order_cli.sh SLUICE WORKDIR [MPIEXEC]}
 work=${2:?usage: test_data_order_cli.sh SLUICE WORKDIR [MPIEXEC]}
 mpiexec=${3:-mpirun}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-unset SLUICE_FAULT
+mpi_env
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+fresh_workdir "$work"
 
 # Two corpora with small frames; the second is small enough that 12 steps pass its end (an
 # epoch boundary).
-awk 'BEGIN {
-    srand(11);
-    n = split("the quick brown fox jumps over a lazy dog and then sleeps under the old tree while birds sing", w, " ");
-    for (l = 0; l < 600; l++) {
-        s = "";
-        for (i = 0; i < 10; i++) s = s (i ? " " : "") w[1 + int(rand() * n)];
-        print s;
-    }
-}' >a.txt
+word_corpus 11 600 10 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree \
+    while birds sing" >a.txt
 awk 'BEGIN { for (l = 0; l < 60; l++) printf "line %d of the second corpus, %d\n", l, l * l }' >b.txt
 "$sluice" data build -o data/a --frame-tokens 700 --text-docs line --quiet a.txt &&
     "$sluice" data build -o data/b --frame-tokens 300 --text-docs line --quiet b.txt ||
     { echo "sluice data build failed" >&2; exit 1; }
 
-cat >cfg.json <<'JSON'
+cat >cfg.json <<JSON
 {
-  "model": {
-    "model_type": "qwen3_moe", "vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-6,
-    "rope_theta": 10000, "partial_rotary_factor": 1.0, "max_position_embeddings": 64,
-    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
-    "shared_expert_intermediate_size": 0, "intermediate_size": 0, "norm_topk_prob": true,
-    "router_aux_loss_coef": 1e-2, "router_z_loss_coef": 0, "mlp_only_layers": [],
-    "tie_word_embeddings": false, "initializer_range": 0.02, "attn_output_gate": "elementwise"
-  },
+$(moe_model_json 8)
   "training": {
     "seq_len": 32, "micro_batch_size": 2, "global_batch_tokens": 512, "max_steps": 12,
     "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 1, "schedule": "cosine", "seed": 1234,

@@ -21,57 +21,25 @@
 # output names rank 1; rank 1 really reported the injected fault; no rank of the job is left.
 # Without a CUDA backend (a CPU-only build, or an nvcc build without a GPU) it skips (77).
 set -uo pipefail
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
 sluice=${1:?usage: test_nccl_fault.sh SLUICE WORKDIR [MPIEXEC]}
 work=${2:?usage: test_nccl_fault.sh SLUICE WORKDIR [MPIEXEC]}
 mpiexec=${3:-mpirun}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-unset SLUICE_FAULT
+mpi_env
 
-failures=0
-checks=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    "$@" || fail "$what"
-}
-show() { sed 's/^/    | /' "$1" | grep -v '| step ' >&2; }
-none_running() { ! pgrep -f "$1" >/dev/null; }
+fresh_workdir "$work"
 
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
-
-awk 'BEGIN {
-    srand(7);
-    n = split("the quick brown fox jumps over a lazy dog and then sleeps under the old tree", w, " ");
-    for (l = 0; l < 400; l++) {
-        s = "";
-        for (i = 0; i < 12; i++) s = s (i ? " " : "") w[1 + int(rand() * n)];
-        print s;
-    }
-}' >corpus.txt
+word_corpus 7 400 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree" \
+    >corpus.txt
 "$sluice" data build -o data/train --frame-tokens 1024 --text-docs line --quiet corpus.txt ||
     { echo "sluice data build failed" >&2; exit 1; }
 
 # 8 experts top-2, 2 layers, 4 steps of 256 tokens; backend cuda, transport nccl.
 cat >fault.json <<EOF
 {
-  "model": {
-    "model_type": "qwen3_moe", "vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-6,
-    "rope_theta": 10000, "partial_rotary_factor": 1.0, "max_position_embeddings": 64,
-    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
-    "shared_expert_intermediate_size": 0, "intermediate_size": 0, "norm_topk_prob": true,
-    "router_aux_loss_coef": 1e-2, "router_z_loss_coef": 0, "mlp_only_layers": [],
-    "tie_word_embeddings": false, "initializer_range": 0.02, "attn_output_gate": "elementwise"
-  },
+$(moe_model_json 8)
   "training": {
     "seq_len": 32, "micro_batch_size": 2, "global_batch_tokens": 256, "max_steps": 4,
     "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 1, "schedule": "cosine", "seed": 1234,

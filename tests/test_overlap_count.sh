@@ -7,13 +7,10 @@
 # and bad input (exit 2 naming the flag, exit 1 naming the problem).
 # usage: test_overlap_count.sh OVERLAP_COUNT_BINARY SOURCE_DIR
 set -uo pipefail
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 bin=$1
 cfg=$2/configs/qwen-gated-15a2b.json
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 # hand counts, formatted as the tool prints them
 fmt() { awk "BEGIN { printf \"$1\", $2 }"; }
 T=4096 k=8 h=2048 Im=768 flop_s=989e12*0.75
@@ -43,5 +40,5 @@ err=$("$bin" "$cfg" --gpus x 2>&1 >/dev/null)
 err=$("$bin" "$cfg" --gpus 8 --ep 1 2>&1 >/dev/null)
 [ $? -eq 1 ] && grep -qF "no expert exchange" <<<"$err" || fail "--ep 1: '$err'"
 
-[ $fails -eq 0 ] && echo "test_overlap_count: ok" || echo "test_overlap_count: $fails failures"
-exit $((fails > 0))
+[ $failures -eq 0 ] && echo "test_overlap_count: ok" || echo "test_overlap_count: $failures failures"
+exit $((failures > 0))

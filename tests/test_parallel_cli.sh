@@ -18,47 +18,22 @@
 #      them in one process.
 set -uo pipefail
 . "$(dirname "$0")/skip_or_fail.sh"
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
 sluice=${1:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
 work=${2:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
 mpiexec=${3:-mpirun}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-unset SLUICE_FAULT
+mpi_env
 
-failures=0
-checks=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    "$@" || fail "$what"
-}
-show() { # the output of a run, for the log
-    sed 's/^/    | /' "$1" | grep -v '| step ' >&2
-}
 failed_cleanly() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -ne 137 ]; } # not a timeout
 not_started() { ! grep -q 'backend cpu' "$1" && [ ! -e "$2" ]; }             # no banner, no run dir
-none_running() { ! pgrep -f "$1" >/dev/null; }
 
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+fresh_workdir "$work"
 
 # ---- data: a generated text, small frames so that every rank gets some ----
-awk 'BEGIN {
-    srand(7);
-    n = split("the quick brown fox jumps over a lazy dog and then sleeps under the old tree while birds sing", w, " ");
-    for (l = 0; l < 800; l++) {
-        s = "";
-        for (i = 0; i < 12; i++) s = s (i ? " " : "") w[1 + int(rand() * n)];
-        print s;
-    }
-}' >corpus.txt
+word_corpus 7 800 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree \
+    while birds sing" >corpus.txt
 head -c 8000 corpus.txt >heldout.txt
 "$sluice" data build -o data/train --frame-tokens 1024 --text-docs line --quiet corpus.txt ||
     { echo "sluice data build failed" >&2; exit 1; }
@@ -69,15 +44,7 @@ head -c 8000 corpus.txt >heldout.txt
 write_config() { # write_config FILE EXPERTS EP
     cat >"$1" <<EOF
 {
-  "model": {
-    "model_type": "qwen3_moe", "vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-6,
-    "rope_theta": 10000, "partial_rotary_factor": 1.0, "max_position_embeddings": 64,
-    "num_experts": $2, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
-    "shared_expert_intermediate_size": 0, "intermediate_size": 0, "norm_topk_prob": true,
-    "router_aux_loss_coef": 1e-2, "router_z_loss_coef": 0, "mlp_only_layers": [],
-    "tie_word_embeddings": false, "initializer_range": 0.02, "attn_output_gate": "elementwise"
-  },
+$(moe_model_json "$2")
   "training": {
     "seq_len": 32, "micro_batch_size": 2, "global_batch_tokens": 256, "max_steps": 6,
     "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 1, "schedule": "cosine", "seed": 1234,

@@ -5,13 +5,10 @@
 # counts in tests/test_plan.c.
 # usage: test_plan_cli.sh SLUICE_BINARY SOURCE_DIR
 set -uo pipefail
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 sluice=$1
 cfg=$2/configs/qwen-gated-15a2b.json
-fails=0
-fail() {
-    echo "FAIL: $*" >&2
-    fails=$((fails + 1))
-}
 
 out=$("$sluice" plan "$cfg" --gpus 8 --ep 8) || fail "plan exited $?"
 for want in "EP 8" "parameters per GPU: 3094978560" "AdamW moments, with ZeRO-1" \
@@ -51,5 +48,5 @@ err=$("$sluice" plan /nonexistent.json --gpus 8 2>&1)
 rc=$?
 [ "$rc" = 1 ] && grep -qF /nonexistent.json <<<"$err" || fail "missing config: rc $rc, '$err'"
 
-[ "$fails" = 0 ] && echo "test_plan_cli: all checks passed"
-exit $((fails > 0))
+[ "$failures" = 0 ] && echo "test_plan_cli: all checks passed"
+exit $((failures > 0))

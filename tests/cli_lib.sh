@@ -1,0 +1,70 @@
+# shellcheck shell=bash
+# tests/cli_lib.sh - what the command-line test scripts share (sourced; bash): the check
+# counters, a fresh work directory, Open MPI's environment for mpirun in a container, a
+# generated text corpus and the small MoE model of their configs.
+
+# Failed and run checks; fail DESCRIPTION counts a failure, check DESCRIPTION COMMAND... runs
+# COMMAND and counts a failure when it fails.
+failures=0
+checks=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    checks=$((checks + 1))
+    "$@" || fail "$what"
+}
+# show FILE: a run's output for the log, without its step lines
+show() { sed 's/^/    | /' "$1" | grep -v '| step ' >&2; }
+# none_running PATTERN: no process's command line matches PATTERN
+none_running() { ! pgrep -f "$1" >/dev/null; }
+
+# fresh_workdir DIR: DIR emptied, created and made the current directory (exit 1 if it cannot).
+fresh_workdir() {
+    rm -rf "$1"
+    mkdir -p "$1"
+    cd "$1" || exit 1
+}
+
+# mpi_env: mpirun allowed as root and oversubscribed, one OpenMP thread a rank, and no
+# SLUICE_FAULT left over from the caller's environment.
+mpi_env() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+    export OMPI_MCA_rmaps_base_oversubscribe=1
+    unset SLUICE_FAULT
+}
+
+# word_corpus SEED LINES WORDS_PER_LINE WORDS...: LINES lines of WORDS_PER_LINE words drawn
+# from WORDS with awk's rand() seeded by SEED, on stdout.
+word_corpus() {
+    local seed=$1 lines=$2 per_line=$3
+    shift 3
+    awk -v seed="$seed" -v lines="$lines" -v per_line="$per_line" -v words="$*" 'BEGIN {
+    srand(seed);
+    n = split(words, w, " ");
+    for (l = 0; l < lines; l++) {
+        s = "";
+        for (i = 0; i < per_line; i++) s = s (i ? " " : "") w[1 + int(rand() * n)];
+        print s;
+    }
+}'
+}
+
+# moe_model_json EXPERTS: the "model" entry of a config (with its trailing comma): a small
+# qwen3_moe, EXPERTS experts top-2, 2 layers, hidden 32.
+moe_model_json() {
+    cat <<EOF
+  "model": {
+    "model_type": "qwen3_moe", "vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-6,
+    "rope_theta": 10000, "partial_rotary_factor": 1.0, "max_position_embeddings": 64,
+    "num_experts": $1, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 0, "intermediate_size": 0, "norm_topk_prob": true,
+    "router_aux_loss_coef": 1e-2, "router_z_loss_coef": 0, "mlp_only_layers": [],
+    "tie_word_embeddings": false, "initializer_range": 0.02, "attn_output_gate": "elementwise"
+  },
+EOF
+}
