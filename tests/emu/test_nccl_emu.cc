@@ -109,6 +109,22 @@ template <typename T> bool same_bytes(const std::vector<T> &a, const std::vector
     return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+/* This rank's fp32 inputs: value(g_rank, i) for i < n. */
+std::vector<float> rank_values(size_t n) {
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = value(g_rank, i);
+    return h;
+}
+
+/* How many of got[0 .. n) differ in bits from the sum over `ranks` of value(rank, first + i). */
+int sum_mismatches(const std::vector<float> &got, size_t n, const std::vector<int> &ranks,
+                   size_t first = 0) {
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!same_bits(got[i], expect_sum(ranks, first + i, value))) bad++;
+    return bad;
+}
+
 void test_comm_queries(ncclComm_t comm) {
     int v = 0, n = -1, r = -1, dev = -1;
     NCCL_OK(ncclGetVersion(&v));
@@ -128,14 +144,11 @@ void test_allreduce(ncclComm_t comm, cudaStream_t s) {
     const std::vector<int> ranks = all_ranks(g_size);
     /* fp32, out of place */
     dbuf<float> x(n), y(n, 3);
-    std::vector<float> h(n);
-    for (size_t i = 0; i < n; i++) h[i] = value(g_rank, i);
+    const std::vector<float> h = rank_values(n);
     x.put(h);
     NCCL_OK(ncclAllReduce(x.d, y.d, n, ncclFloat32, ncclSum, comm, s));
     std::vector<float> got = y.get();
-    int bad = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!same_bits(got[i], expect_sum(ranks, i, value))) bad++;
+    int bad = sum_mismatches(got, n, ranks);
     CHECK(bad == 0 && y.pad_intact(), "rank %d: fp32 all-reduce: %d of %zu differ", g_rank, bad, n);
     CHECK(same_bytes(x.get(), h), "fp32 all-reduce changed its input");
     /* fp32 in place, max and avg */
@@ -181,14 +194,11 @@ void test_reduce_scatter_allgather(ncclComm_t comm, cudaStream_t s) {
     const int n = g_size;
     const std::vector<int> ranks = all_ranks(n);
     dbuf<float> x(rc * n), y(rc, 1);
-    std::vector<float> h(rc * n);
-    for (size_t i = 0; i < h.size(); i++) h[i] = value(g_rank, i);
+    const std::vector<float> h = rank_values(rc * n);
     x.put(h);
     NCCL_OK(ncclReduceScatter(x.d, y.d, rc, ncclFloat32, ncclSum, comm, s));
     std::vector<float> got = y.get();
-    int bad = 0;
-    for (size_t i = 0; i < rc; i++)
-        if (!same_bits(got[i], expect_sum(ranks, g_rank * rc + i, value))) bad++;
+    int bad = sum_mismatches(got, rc, ranks, g_rank * rc);
     CHECK(bad == 0 && y.pad_intact(), "rank %d: fp32 reduce-scatter: %d differ", g_rank, bad);
 
     dbuf<__nv_bfloat16> bx(rc * n), by(rc);
@@ -339,14 +349,10 @@ void test_split(ncclComm_t world, cudaStream_t s) {
           "rank %d: split: count %d rank %d", g_rank, n, me);
     const size_t c = 64;
     dbuf<float> x(c), y(c);
-    std::vector<float> h(c);
-    for (size_t i = 0; i < c; i++) h[i] = value(g_rank, i);
-    x.put(h);
+    x.put(rank_values(c));
     NCCL_OK(ncclAllReduce(x.d, y.d, c, ncclFloat32, ncclSum, sub, s));
     std::vector<float> got = y.get();
-    int bad = 0;
-    for (size_t i = 0; i < c; i++)
-        if (!same_bits(got[i], expect_sum(members, i, value))) bad++;
+    int bad = sum_mismatches(got, c, members);
     CHECK(bad == 0, "rank %d: all-reduce in the split group: %d differ", g_rank, bad);
 
     /* Collectives of two communicators in one group, in opposite orders on odd and even
