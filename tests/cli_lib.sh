@@ -53,6 +53,13 @@ word_corpus() {
 }'
 }
 
+# line_data SLUICE OUT FRAME_TOKENS TEXT: `sluice data build` of TEXT, a document a line, into
+# OUT with frames of FRAME_TOKENS tokens; the test ends (exit 1) when it fails.
+line_data() {
+    "$1" data build -o "$2" --frame-tokens "$3" --text-docs line --quiet "$4" ||
+        { echo "sluice data build failed" >&2; exit 1; }
+}
+
 # moe_model_json EXPERTS: the "model" entry of a config (with its trailing comma): a small
 # qwen3_moe, EXPERTS experts top-2, 2 layers, hidden 32.
 moe_model_json() {

@@ -25,9 +25,8 @@ fresh_workdir "$work"
 word_corpus 11 600 10 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree \
     while birds sing" >a.txt
 awk 'BEGIN { for (l = 0; l < 60; l++) printf "line %d of the second corpus, %d\n", l, l * l }' >b.txt
-"$sluice" data build -o data/a --frame-tokens 700 --text-docs line --quiet a.txt &&
-    "$sluice" data build -o data/b --frame-tokens 300 --text-docs line --quiet b.txt ||
-    { echo "sluice data build failed" >&2; exit 1; }
+line_data "$sluice" data/a 700 a.txt
+line_data "$sluice" data/b 300 b.txt
 
 cat >cfg.json <<JSON
 {

@@ -33,8 +33,7 @@ fresh_workdir "$work"
 
 word_corpus 7 400 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree" \
     >corpus.txt
-"$sluice" data build -o data/train --frame-tokens 1024 --text-docs line --quiet corpus.txt ||
-    { echo "sluice data build failed" >&2; exit 1; }
+line_data "$sluice" data/train 1024 corpus.txt
 
 # 8 experts top-2, 2 layers, 4 steps of 256 tokens; backend cuda, transport nccl.
 cat >fault.json <<EOF

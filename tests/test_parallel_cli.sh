@@ -35,10 +35,8 @@ fresh_workdir "$work"
 word_corpus 7 800 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree \
     while birds sing" >corpus.txt
 head -c 8000 corpus.txt >heldout.txt
-"$sluice" data build -o data/train --frame-tokens 1024 --text-docs line --quiet corpus.txt ||
-    { echo "sluice data build failed" >&2; exit 1; }
-"$sluice" data build -o data/eval --frame-tokens 1024 --text-docs line --quiet heldout.txt ||
-    { echo "sluice data build failed" >&2; exit 1; }
+line_data "$sluice" data/train 1024 corpus.txt
+line_data "$sluice" data/eval 1024 heldout.txt
 
 # A small MoE model: 8 experts top-2, 2 layers; 6 steps of 256 tokens take about a second.
 write_config() { # write_config FILE EXPERTS EP
