@@ -37,6 +37,19 @@ mpi_env() {
     unset SLUICE_FAULT
 }
 
+# mpi_script_start SCRIPT SLUICE WORKDIR [MPIEXEC]: the start of a script that runs sluice
+# under mpirun: sets sluice, work and mpiexec (default mpirun) from its arguments (a usage
+# error naming SCRIPT ends the script when one is missing), then mpi_env and fresh_workdir.
+# shellcheck disable=SC2034 # sluice and mpiexec are for the sourcing script
+mpi_script_start() {
+    local usage="usage: $1 SLUICE WORKDIR [MPIEXEC]"
+    sluice=${2:?$usage}
+    work=${3:?$usage}
+    mpiexec=${4:-mpirun}
+    mpi_env
+    fresh_workdir "$work"
+}
+
 # word_corpus SEED LINES WORDS_PER_LINE WORDS...: LINES lines of WORDS_PER_LINE words drawn
 # from WORDS with awk's rand() seeded by SEED, on stdout.
 word_corpus() {

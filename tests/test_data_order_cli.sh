@@ -13,12 +13,7 @@ set -uo pipefail
 # shellcheck source=tests/cli_lib.sh
 . "$(dirname "$0")/cli_lib.sh"
 
-sluice=${1:?usage: test_data_order_cli.sh SLUICE WORKDIR [MPIEXEC]}
-work=${2:?usage: test_data_order_cli.sh SLUICE WORKDIR [MPIEXEC]}
-mpiexec=${3:-mpirun}
-mpi_env
-
-fresh_workdir "$work"
+mpi_script_start test_data_order_cli.sh "$@"
 
 # Two corpora with small frames; the second is small enough that 12 steps pass its end (an
 # epoch boundary).

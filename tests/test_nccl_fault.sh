@@ -24,12 +24,7 @@ set -uo pipefail
 # shellcheck source=tests/cli_lib.sh
 . "$(dirname "$0")/cli_lib.sh"
 
-sluice=${1:?usage: test_nccl_fault.sh SLUICE WORKDIR [MPIEXEC]}
-work=${2:?usage: test_nccl_fault.sh SLUICE WORKDIR [MPIEXEC]}
-mpiexec=${3:-mpirun}
-mpi_env
-
-fresh_workdir "$work"
+mpi_script_start test_nccl_fault.sh "$@"
 
 word_corpus 7 400 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree" \
     >corpus.txt

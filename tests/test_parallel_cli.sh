@@ -21,15 +21,10 @@ set -uo pipefail
 # shellcheck source=tests/cli_lib.sh
 . "$(dirname "$0")/cli_lib.sh"
 
-sluice=${1:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
-work=${2:?usage: test_parallel_cli.sh SLUICE WORKDIR [MPIEXEC]}
-mpiexec=${3:-mpirun}
-mpi_env
+mpi_script_start test_parallel_cli.sh "$@"
 
 failed_cleanly() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -ne 137 ]; } # not a timeout
 not_started() { ! grep -q 'backend cpu' "$1" && [ ! -e "$2" ]; }             # no banner, no run dir
-
-fresh_workdir "$work"
 
 # ---- data: a generated text, small frames so that every rank gets some ----
 word_corpus 7 800 12 "the quick brown fox jumps over a lazy dog and then sleeps under the old tree \
