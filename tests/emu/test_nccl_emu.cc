@@ -125,6 +125,22 @@ int sum_mismatches(const std::vector<float> &got, size_t n, const std::vector<in
     return bad;
 }
 
+/* The same in bf16: bvalue(g_rank, i), and results against the sum over `ranks` in fp32 (rank
+ * order) rounded once to bf16. */
+std::vector<__nv_bfloat16> rank_bvalues(size_t n) {
+    std::vector<__nv_bfloat16> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = bvalue(g_rank, i);
+    return h;
+}
+int bsum_mismatches(const std::vector<__nv_bfloat16> &got, size_t n, const std::vector<int> &ranks,
+                    size_t first = 0) {
+    auto bf = [](int r, size_t i) { return __bfloat162float(bvalue(r, i)); };
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!same_bits(got[i], __float2bfloat16_rn(expect_sum(ranks, first + i, bf)))) bad++;
+    return bad;
+}
+
 void test_comm_queries(ncclComm_t comm) {
     int v = 0, n = -1, r = -1, dev = -1;
     NCCL_OK(ncclGetVersion(&v));
@@ -171,15 +187,9 @@ void test_allreduce(ncclComm_t comm, cudaStream_t s) {
 
     /* bf16: fp32 accumulation in rank order, one rounding */
     dbuf<__nv_bfloat16> bx(n), by(n, 2);
-    std::vector<__nv_bfloat16> bh(n);
-    for (size_t i = 0; i < n; i++) bh[i] = bvalue(g_rank, i);
-    bx.put(bh);
+    bx.put(rank_bvalues(n));
     NCCL_OK(ncclAllReduce(bx.d, by.d, n, ncclBfloat16, ncclSum, comm, s));
-    std::vector<__nv_bfloat16> bgot = by.get();
-    auto bf = [](int r, size_t i) { return __bfloat162float(bvalue(r, i)); };
-    bad = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!same_bits(bgot[i], __float2bfloat16_rn(expect_sum(ranks, i, bf)))) bad++;
+    bad = bsum_mismatches(by.get(), n, ranks);
     CHECK(bad == 0 && by.pad_intact(), "rank %d: bf16 all-reduce: %d of %zu differ", g_rank, bad,
           n);
     /* in place */
@@ -202,15 +212,9 @@ void test_reduce_scatter_allgather(ncclComm_t comm, cudaStream_t s) {
     CHECK(bad == 0 && y.pad_intact(), "rank %d: fp32 reduce-scatter: %d differ", g_rank, bad);
 
     dbuf<__nv_bfloat16> bx(rc * n), by(rc);
-    std::vector<__nv_bfloat16> bh(rc * n);
-    for (size_t i = 0; i < bh.size(); i++) bh[i] = bvalue(g_rank, i);
-    bx.put(bh);
+    bx.put(rank_bvalues(rc * n));
     NCCL_OK(ncclReduceScatter(bx.d, by.d, rc, ncclBfloat16, ncclSum, comm, s));
-    std::vector<__nv_bfloat16> bgot = by.get();
-    auto bf = [](int r, size_t i) { return __bfloat162float(bvalue(r, i)); };
-    bad = 0;
-    for (size_t i = 0; i < rc; i++)
-        if (!same_bits(bgot[i], __float2bfloat16_rn(expect_sum(ranks, g_rank * rc + i, bf)))) bad++;
+    bad = bsum_mismatches(by.get(), rc, ranks, g_rank * rc);
     CHECK(bad == 0, "rank %d: bf16 reduce-scatter: %d differ", g_rank, bad);
 
     /* all-gather: fp32, then bytes (uint8), in place (sendbuff = recvbuff + rank * count) */
