@@ -147,6 +147,17 @@ __device__ __forceinline__ float sigmoid(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 
+/* Opts kernel K in to `bytes` of dynamic shared memory when that is above the default 48 KiB.
+ * The attribute is per kernel and device and stays set (sluice drives one device per process
+ * and never resets it), so the driver call happens once per kernel, not at every launch. */
+template <auto K> void raise_smem_limit(size_t bytes, const char *op) {
+    static bool raised = false;
+    if (raised || bytes <= 48 * 1024) return;
+    sl_cuda_check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                  op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    raised = true;
+}
+
 /* A query-tile block (forward, and the backward's deterministic dQ pass): blockIdx.x enumerates
  * (query tile, sequence, head) with the head fastest, latest (longest) query tiles first. Heads
  * of one GQA group are adjacent, so the blocks streaming the same K/V run together and share
@@ -178,7 +189,8 @@ __device__ __forceinline__ int first_key_tile(const args &a, int64_t tok0, int i
 
 /* Entry points (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu), called by the CUDA backend's
  * attention ops (gated_attn_fwd.cu, gated_attn_bwd.cu) for bf16 tensors with head dim 64 or 128;
- * same arguments as sl_cuda_gated_attn_fwd/bwd. */
+ * same arguments as sl_cuda_gated_attn_fwd/bwd, which have already checked them (dg given with
+ * a gate) and returned on an empty problem. */
 void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                                const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                                const sl_tensor *g, const sl_tensor *seg, int batch, int seq,

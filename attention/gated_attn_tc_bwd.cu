@@ -407,14 +407,6 @@ __global__ void tc_bwd_dq_convert_kernel(sl_bf16 *dq, const float *acc, int64_t 
         dq[i] = __float2bfloat16_rn(acc[i] * scale);
 }
 
-/* Raises a kernel's dynamic shared memory limit past the default 48 KiB when it needs more. */
-template <typename K> void smem_limit(K kernel, size_t bytes, const char *op) {
-    if (bytes > 48 * 1024)
-        sl_cuda_check(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-            op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-}
-
 template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
     const int64_t rows = (int64_t)a.batch * a.seq * a.h;
     const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
@@ -428,7 +420,10 @@ template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
     SL_CHECK(q_blocks <= 0x7fffffff, "gated_attn_bwd: %lld blocks exceed the grid limit",
              (long long)q_blocks);
     void (*dkdv)(args) = atomic ? tc_bwd_dkdv_kernel<D, true> : tc_bwd_dkdv_kernel<D, false>;
-    smem_limit(dkdv, dkdv_smem<D>::bytes, "gated_attn_bwd");
+    if (atomic)
+        raise_smem_limit<tc_bwd_dkdv_kernel<D, true>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
+    else
+        raise_smem_limit<tc_bwd_dkdv_kernel<D, false>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
     SL_LAUNCH(dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), dkdv_smem<D>::bytes, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
     if (atomic) {
@@ -437,7 +432,7 @@ template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
                   dim3(256), 0, stream, a.dq, (const float *)a.dqacc, n, a.scale);
     } else {
         void (*dq)(args) = tc_bwd_dq_kernel<D>;
-        smem_limit(dq, dq_smem<D>::bytes, "gated_attn_bwd");
+        raise_smem_limit<tc_bwd_dq_kernel<D>>(dq_smem<D>::bytes, "gated_attn_bwd");
         SL_LAUNCH(dq, dim3((unsigned)q_blocks), dim3(kThreads), dq_smem<D>::bytes, stream, a);
     }
     SL_CUDA_LAUNCHED("gated_attn_bwd");
@@ -450,8 +445,6 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
                                const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
                                const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
                                int batch, int seq, float scale) {
-    SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
-    if (batch == 0 || seq == 0) return;
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int64_t rows = (int64_t)batch * seq * h;
     const bool atomic = !sl_cuda_deterministic(ctx);

@@ -187,10 +187,7 @@ template <int D> void launch_tc_fwd(const args &a, cudaStream_t stream) {
     SL_CHECK(blocks <= 0x7fffffff, "gated_attn_fwd: %lld blocks exceed the grid limit",
              (long long)blocks);
     constexpr size_t smem = fwd_smem_bytes<D>();
-    /* opting in above 48 KiB is per kernel and device; cheap, so done at every launch */
-    sl_cuda_check(cudaFuncSetAttribute(tc_fwd_kernel<D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                  "gated_attn_fwd", "cudaFuncSetAttribute");
+    raise_smem_limit<tc_fwd_kernel<D>>(smem, "gated_attn_fwd");
     SL_LAUNCH(tc_fwd_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), smem, stream, a);
 }
 
@@ -204,7 +201,6 @@ void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor 
                                const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                                const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
                                float scale) {
-    if (batch == 0 || seq == 0) return;
     args a = {};
     a.q = sl_ptr<sl_bf16>(q), a.k = sl_ptr<sl_bf16>(k), a.v = sl_ptr<sl_bf16>(v);
     a.g = g ? sl_ptr<sl_bf16>(g) : nullptr;
