@@ -48,6 +48,9 @@ typedef struct {
     cudaEvent_t enter, leave;
     void *stage; /* device staging for alltoallv_grouped's regrouping */
     size_t stage_cap;
+    cudaEvent_t *spare; /* events of finished requests, reused by the next ones */
+    int nspare;
+    size_t spare_bytes;
 } nccl_shared;
 
 typedef struct {
@@ -225,23 +228,37 @@ typedef struct {
     const char *op; /* the operation, for errors */
 } nccl_req;
 
-static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
-    nccl_ctx *x = X(ctx);
+/* A request completed by an event recorded on the communication stream after what was just
+ * queued there. Events come from the shared spare list (a bucketed all-reduce makes several
+ * requests per step: no event creation per request once the list has filled). */
+static sl_comm_request *stream_request(nccl_ctx *x, const char *op) {
+    nccl_shared *sh = x->sh;
     nccl_req *r = sl_xcalloc(1, sizeof *r);
+    r->op = op;
+    if (sh->nspare > 0)
+        r->done = sh->spare[--sh->nspare];
+    else
+        CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), op);
+    CK(x, cudaEventRecord(r->done, sh->stream), op);
     sl_comm_request *req = sl_xcalloc(1, sizeof *req);
     req->impl = r;
+    return req;
+}
+
+static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
+    nccl_ctx *x = X(ctx);
     if (on_host(t)) {
+        nccl_req *r = sl_xcalloc(1, sizeof *r);
         r->mpi = sl_comm_iallreduce_sum(x->mpi, t);
+        sl_comm_request *req = sl_xcalloc(1, sizeof *req);
+        req->impl = r;
         return req;
     }
-    r->op = "iallreduce";
     const ncclDataType_t dt = nccl_type(x, t->dtype, "iallreduce");
-    CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), "iallreduce");
     enter(x, "iallreduce");
     NK(x, ncclAllReduce(t->data, t->data, (size_t)t->numel, dt, ncclSum, x->nccl, x->sh->stream),
        "iallreduce");
-    CK(x, cudaEventRecord(r->done, x->sh->stream), "iallreduce");
-    return req;
+    return stream_request(x, "iallreduce");
 }
 
 static int nccl_test(void *ctx, sl_comm_request *req) {
@@ -263,11 +280,14 @@ static void nccl_wait(void *ctx, sl_comm_request *req) {
     if (r->mpi) {
         sl_comm_wait(r->mpi);
     } else {
-        /* No host block: the compute stream waits. The event may be destroyed at once; the
-         * wait already queued keeps the state it captured. */
+        /* No host block: the compute stream waits. The event can be recorded again at once
+         * (by a later request): the wait already queued keeps the state it captured. */
+        nccl_shared *sh = x->sh;
         check_async(x, r->op);
-        CK(x, cudaStreamWaitEvent(x->sh->compute, r->done, 0), r->op);
-        CK(x, cudaEventDestroy(r->done), r->op);
+        CK(x, cudaStreamWaitEvent(sh->compute, r->done, 0), r->op);
+        sl_xreserve((void **)&sh->spare, &sh->spare_bytes,
+                    sizeof *sh->spare * (size_t)(sh->nspare + 1));
+        sh->spare[sh->nspare++] = r->done;
     }
     free(r);
     free(req);
@@ -509,17 +529,12 @@ static sl_comm_request *nccl_ialltoallv_grouped(void *ctx, const sl_tensor *src,
                                                 const int64_t *grouped_rows, int groups,
                                                 bool scatter) {
     nccl_ctx *x = X(ctx);
-    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
     if (!queue_grouped(x, src, dst, flat_rows, grouped_rows, groups, scatter)) {
+        sl_comm_request *req = sl_xcalloc(1, sizeof *req);
         req->done = 1; /* no impl: completed over MPI */
         return req;
     }
-    nccl_req *r = sl_xcalloc(1, sizeof *r);
-    r->op = "ialltoallv_grouped";
-    CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), r->op);
-    CK(x, cudaEventRecord(r->done, x->sh->stream), r->op);
-    req->impl = r;
-    return req;
+    return stream_request(x, "ialltoallv_grouped");
 }
 
 /* ---- groups -------------------------------------------------------------------------------- */
@@ -548,6 +563,8 @@ static void nccl_free_ctx(void *ctx) {
     if (x->owns_mpi) sl_comm_free(x->mpi);
     if (--sh->refs == 0) {
         if (sh->stage) (void)cudaFree(sh->stage);
+        for (int i = 0; i < sh->nspare; i++) (void)cudaEventDestroy(sh->spare[i]);
+        free(sh->spare);
         (void)cudaEventDestroy(sh->enter);
         (void)cudaEventDestroy(sh->leave);
         (void)cudaStreamDestroy(sh->stream);
