@@ -1,6 +1,7 @@
 /* launch/cli.c - option parsing shared by the subcommands (see commands.h). */
 #include "launch/commands.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +18,11 @@ int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out) {
     if (errno || end == s) return -1;
     uint64_t mul = 1;
     if (suffix && *end) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            mul = 1ull << 10;
-            break;
-        case 'm':
-        case 'M':
-            mul = 1ull << 20;
-            break;
-        case 'g':
-        case 'G':
-            mul = 1ull << 30;
-            break;
-        case 't':
-        case 'T':
-            mul = 1ull << 40;
-            break;
-        default:
-            return -1;
-        }
+        /* k, M, G, T: powers of 1024 */
+        static const char units[] = "kmgt";
+        const char *u = strchr(units, tolower((unsigned char)*end));
+        if (!u) return -1;
+        mul = 1ull << (10 * (u - units + 1));
         end++;
         if (*end == 'i' || *end == 'I') end++;
         if (*end == 'b' || *end == 'B') end++;

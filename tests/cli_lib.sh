@@ -3,6 +3,10 @@
 # counters, a fresh work directory, Open MPI's environment for mpirun in a container, a
 # generated text corpus and the small MoE model of their configs.
 
+sl_tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/skip_or_fail.sh
+. "$sl_tests_dir/skip_or_fail.sh"
+
 # Failed and run checks; fail DESCRIPTION counts a failure, check DESCRIPTION COMMAND... runs
 # COMMAND and counts a failure when it fails.
 failures=0
@@ -27,6 +31,22 @@ fresh_workdir() {
     rm -rf "$1"
     mkdir -p "$1"
     cd "$1" || exit 1
+}
+
+# python_test_start WORKDIR: the start of a script that needs /usr/bin/python3 (corpus, JSON
+# checks): skipped (77) without it, a failure under CI=true (skip_or_fail.sh); then
+# fresh_workdir WORKDIR.
+python_test_start() {
+    [ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
+    fresh_workdir "$1"
+}
+
+# grammar_data SLUICE SEED TRAIN_LINES EVAL_LINES: tests/grammar_corpus.py's learnable corpus
+# (train.txt, eval.txt) built into the shards train (16,384-token frames) and eval (4,096).
+grammar_data() {
+    /usr/bin/python3 "$sl_tests_dir/grammar_corpus.py" "$2" "$3" "$4"
+    "$1" data build --quiet --frame-tokens 16384 -o train train.txt
+    "$1" data build --quiet --frame-tokens 4096 -o eval eval.txt
 }
 
 # mpi_env: mpirun allowed as root and oversubscribed, one OpenMP thread a rank, and no

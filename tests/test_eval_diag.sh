@@ -7,15 +7,10 @@
 set -euo pipefail
 sluice=$1
 work=$2
-. "$(dirname "$0")/skip_or_fail.sh"
-[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+. "$(dirname "$0")/cli_lib.sh"
+python_test_start "$work"
 
-/usr/bin/python3 "$(dirname "$0")/grammar_corpus.py" 7 3000 400
-"$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
-"$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
+grammar_data "$sluice" 7 3000 400
 cat > tiny.json <<'JSON'
 {
   "model": {"vocab_size": 257, "hidden_size": 64, "num_hidden_layers": 2,

@@ -19,11 +19,8 @@ sluice=$1
 work=$2
 mpirun=${3:-mpirun}
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/skip_or_fail.sh"
-[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+. "$here/cli_lib.sh"
+python_test_start "$work"
 
 /usr/bin/python3 - <<'PY'
 import random

@@ -8,11 +8,8 @@ set -euo pipefail
 sluice=$1
 work=$2
 kills=${3:-20}
-. "$(dirname "$0")/skip_or_fail.sh"
-[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+. "$(dirname "$0")/cli_lib.sh"
+python_test_start "$work"
 /usr/bin/python3 - <<'PY'
 import random
 r = random.Random(3)

@@ -11,27 +11,10 @@
 set -euo pipefail
 sluice=$1
 work=$2
-. "$(dirname "$0")/skip_or_fail.sh"
-[ -x /usr/bin/python3 ] || skip_or_fail "/usr/bin/python3 not installed (apt-get install python3)"
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
-failures=0
-checks=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-check() {
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    "$@" || fail "$what"
-}
+. "$(dirname "$0")/cli_lib.sh"
+python_test_start "$work"
 
-/usr/bin/python3 "$(dirname "$0")/grammar_corpus.py" 7 4000 400
-"$sluice" data build --quiet --frame-tokens 16384 -o train train.txt
-"$sluice" data build --quiet --frame-tokens 4096 -o eval eval.txt
+grammar_data "$sluice" 7 4000 400
 
 cat > staged.json <<'JSON'
 {
