@@ -133,6 +133,21 @@ template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
     for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 }
 
+/* One step of a two-stage cp.async pipeline. With more tiles to come, issue() queues the next
+ * tile's copies (into the stage whose readers passed the previous step's closing barrier) as a
+ * new group, and the wait leaves only that group in flight; at the last tile everything is
+ * waited for. The barrier then makes the current tile visible to every warp. */
+template <class Issue> __device__ __forceinline__ void pipeline_next(bool more, Issue issue) {
+    if (more) {
+        issue();
+        sl_cp_async_commit();
+        sl_cp_async_wait<1>();
+    } else {
+        sl_cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* Max / sum over the 4 lanes of a quad (the lanes holding one row of a C fragment). */
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

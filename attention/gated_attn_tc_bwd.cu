@@ -148,14 +148,9 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
     const int kr = warp * 16; /* the warp's first key row in the tile */
 
     for (int s = 0; s < steps; s++) {
-        if (s + 1 < steps) {
-            issue(s + 1);
-            sl_cp_async_commit();
-            sl_cp_async_wait<1>();
-        } else {
-            sl_cp_async_wait<0>();
-        }
-        __syncthreads(); /* step s's tiles and statistics are visible to every warp */
+        /* step s + 1's tiles in flight; step s's tiles and statistics visible to every warp
+         * (the statistics are plain stores, made visible by the same barrier) */
+        pipeline_next(s + 1 < steps, [&] { issue(s + 1); });
         const int b = s & 1, h = kvh * a.grp + s / per_head, i0 = (qt0 + s % per_head) * QT;
         const sl_bf16 *cq = sq + b * QT * D, *cdo = sdo + b * QT * D;
         const float *clse = slse + b * QT, *cdi = sdi + b * QT;
@@ -303,9 +298,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
         const int nk = a.seq - j0 < kBc ? a.seq - j0 : kBc;
         load_tile_async<kBc, D>(sk + b * kBc * D, kb + j0 * ldk, ldk, nk);
         load_tile_async<kBc, D>(sv + b * kBc * D, vb + j0 * ldk, ldk, nk);
-        sl_cp_async_commit();
     };
     issue(jt0, 0);
+    sl_cp_async_commit();
 
     /* the warp's rows qt.i0 + 16 warp + g (+8): statistics in registers */
     float lse2[2], di[2];
@@ -332,13 +327,8 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
     float dq[D / 8][4];
     zero(dq);
     for (int j0 = jt0, s = 0; j0 < kend; j0 += kBc, s++) {
-        if (j0 + kBc < kend) {
-            issue(j0 + kBc, (s + 1) & 1);
-            sl_cp_async_wait<1>();
-        } else {
-            sl_cp_async_wait<0>();
-        }
-        __syncthreads(); /* this step's K and V are visible to every warp */
+        /* the next key tile in flight; this step's K and V visible to every warp */
+        pipeline_next(j0 + kBc < kend, [&] { issue(j0 + kBc, (s + 1) & 1); });
         const sl_bf16 *ck = sk + (s & 1) * kBc * D, *cv = sv + (s & 1) * kBc * D;
 
         const bool full = !a.seg && qt.i0 >= j0 + kBc - 1 && qt.nq == kBr;

@@ -78,16 +78,8 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
 
     uint32_t qf[KD][4];
     for (int n = 0; n < ntiles; n++) {
-        /* Prefetch tile n + 1 into the other stage (its previous tile's readers passed the
-         * barrier at the end of the last iteration), then wait for tile n only. */
-        if (n + 1 < ntiles) {
-            issue_kv(n + 1);
-            sl_cp_async_commit();
-            sl_cp_async_wait<1>();
-        } else {
-            sl_cp_async_wait<0>();
-        }
-        __syncthreads();
+        /* tile n + 1 in flight into the other stage while tile n is used */
+        pipeline_next(n + 1 < ntiles, [&] { issue_kv(n + 1); });
         if (n == 0) {
             SL_TC_UNROLL
             for (int kk = 0; kk < KD; kk++) ld_a<D>(qf[kk], sq, warp * 16, kk * 16);
