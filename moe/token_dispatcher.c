@@ -258,10 +258,8 @@ void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tenso
 }
 
 void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn) {
-    if (exchanges(d)) {
-        exchange(d, d->dexpert_in, d->dxs, false);
-    }
-    sl_token_dispatcher_dispatch_backward_finish(d, NULL, dxn);
+    sl_token_dispatcher_dispatch_backward_finish(d, sl_token_dispatcher_dispatch_backward_start(d),
+                                                 dxn);
 }
 
 sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d) {
