@@ -67,6 +67,27 @@ int sl_comm_test(sl_comm_request *req) {
     return req->done;
 }
 
+sl_comm_request *sl_comm_ireduce_scatter_sum(sl_comm *c, sl_tensor *t, const int64_t *counts) {
+    int64_t total = 0;
+    for (int p = 0; p < c->size; p++) {
+        SL_CHECK(counts[p] >= 0, "reduce_scatter on group %s: segment %d has %lld elements",
+                 c->name, p, (long long)counts[p]);
+        total += counts[p];
+    }
+    SL_CHECK(total == sl_tensor_numel(t),
+             "reduce_scatter on group %s: segments cover %lld of %lld elements", c->name,
+             (long long)total, (long long)sl_tensor_numel(t));
+    sl_comm_request *r;
+    if (c->size > 1) {
+        r = c->iface->ireduce_scatter_sum(c->ctx, t, counts);
+    } else { /* the one segment is the whole tensor, already its own sum */
+        r = sl_xcalloc(1, sizeof *r);
+        r->done = 1;
+    }
+    r->comm = c;
+    return r;
+}
+
 void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,
                                 const int64_t *counts) {
     if (c->size > 1) c->iface->allgather_segments(c->ctx, t, offsets, counts);

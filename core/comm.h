@@ -59,6 +59,14 @@ void sl_comm_wait(sl_comm_request *req);
  * passed to sl_comm_wait, which returns at once). */
 int sl_comm_test(sl_comm_request *req);
 
+/* Starts an in-place reduce-scatter, the half of an all-reduce that ZeRO-1 needs: t holds
+ * size consecutive segments, counts[r] elements for rank r in rank order (they add up to
+ * t's element count). After sl_comm_wait this rank's segment holds the sum over the ranks
+ * of c of their values in it; the rest of t is unspecified. f32 (bf16 too on the NCCL
+ * transport, summed as ncclSum sums bf16). Moves half the bytes of sl_comm_iallreduce_sum.
+ * Until the wait, t must not be touched (as for iallreduce_sum). */
+sl_comm_request *sl_comm_ireduce_scatter_sum(sl_comm *c, sl_tensor *t, const int64_t *counts);
+
 /* In-place all-gather of a float tensor split into size segments: rank r owns elements
  * [offsets[r], offsets[r] + counts[r]) and afterwards every rank holds every segment. */
 void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,

@@ -15,6 +15,7 @@ typedef struct sl_comm_i {
     sl_comm_request *(*iallreduce_sum)(void *ctx, sl_tensor *t);
     void (*wait)(void *ctx, sl_comm_request *req);
     int (*test)(void *ctx, sl_comm_request *req);
+    sl_comm_request *(*ireduce_scatter_sum)(void *ctx, sl_tensor *t, const int64_t *counts);
     void (*allgather_segments)(void *ctx, sl_tensor *t, const int64_t *offsets,
                                const int64_t *counts);
     void (*allreduce_host)(void *ctx, void *buf, int n, int is_int64, int is_max);

@@ -126,6 +126,10 @@ typedef struct {
     MPI_Request req;
     sl_tensor *t;
     void *host;
+    /* reduce-scatter: MPI leaves the rank's result at the start of the buffer; the wait
+     * moves move_n floats to element move_to. The counts must live until completion. */
+    int64_t move_to, move_n;
+    int *counts;
 } mpi_req;
 
 static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
@@ -142,11 +146,45 @@ static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
     return req;
 }
 
+/* The in-place form: each rank's input is the whole buffer, its result lands at its start
+ * (MPI-3.1 section 5.10.1), moved to the rank's own segment by mpi_wait. */
+static sl_comm_request *mpi_ireduce_scatter_sum(void *ctx, sl_tensor *t, const int64_t *counts) {
+    MPI_Comm comm = C(ctx);
+    int size = 0, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    SL_CHECK(t->dtype == SL_F32, "reduce_scatter on group %s: only f32 tensors are supported",
+             G(ctx));
+    mpi_req *r = sl_xcalloc(1, sizeof *r);
+    r->counts = sl_xmalloc(sizeof(int) * (size_t)size);
+    for (int p = 0; p < size; p++) {
+        SL_CHECK(counts[p] <= INT_MAX,
+                 "reduce_scatter on group %s: segment %d has %lld elements, more than one "
+                 "request takes",
+                 G(ctx), p, (long long)counts[p]);
+        r->counts[p] = (int)counts[p];
+        if (p < rank) r->move_to += counts[p];
+    }
+    r->move_n = counts[rank];
+    r->t = t;
+    r->host = host_bytes(t, 1);
+    MPI_OK(
+        MPI_Ireduce_scatter(MPI_IN_PLACE, r->host, r->counts, MPI_FLOAT, MPI_SUM, comm, &r->req));
+    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
+    req->impl = r;
+    return req;
+}
+
 static void mpi_wait(void *ctx, sl_comm_request *req) {
     (void)ctx;
     mpi_req *r = req->impl;
     if (!req->done) MPI_OK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    if (r->move_n > 0 && r->move_to > 0) {
+        float *h = r->host;
+        memmove(h + r->move_to, h, sizeof(float) * (size_t)r->move_n);
+    }
     host_done(r->t, r->host, 1);
+    free(r->counts);
     free(r);
     free(req);
 }
@@ -318,6 +356,7 @@ static const sl_comm_i k_mpi_iface = {
     .iallreduce_sum = mpi_iallreduce_sum,
     .wait = mpi_wait,
     .test = mpi_test,
+    .ireduce_scatter_sum = mpi_ireduce_scatter_sum,
     .allgather_segments = mpi_allgather_segments,
     .allreduce_host = mpi_allreduce_host,
     .alltoall_i64 = mpi_alltoall_i64,

@@ -13,9 +13,10 @@
  * stream and make the communication stream wait for it (the inputs are written), queue the
  * NCCL calls, record an event on the communication stream and make the compute stream wait
  * for it (later kernels, and the caching allocator's reuse of freed blocks, come after the
- * collective). The host never blocks. iallreduce_sum and ialltoallv_grouped skip the last
- * step and keep their own event in the request: sl_comm_test queries it, sl_comm_wait makes
- * the compute stream wait on it (compute queued in between overlaps the collective).
+ * collective). The host never blocks. iallreduce_sum, ireduce_scatter_sum and
+ * ialltoallv_grouped skip the last step and keep their own event in the request: sl_comm_test
+ * queries it, sl_comm_wait makes the compute stream wait on it (compute queued in between
+ * overlaps the collective).
  *
  * Tensors in host memory (a CPU-backend tensor handed to this transport, e.g. a reference
  * model in a test) go through the MPI communicator of the group instead.
@@ -245,20 +246,59 @@ static sl_comm_request *stream_request(nccl_ctx *x, const char *op) {
     return req;
 }
 
+/* A request that forwards to one of the group's MPI side (a host tensor). */
+static sl_comm_request *mpi_request(sl_comm_request *mpi) {
+    nccl_req *r = sl_xcalloc(1, sizeof *r);
+    r->mpi = mpi;
+    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
+    req->impl = r;
+    return req;
+}
+
 static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
     nccl_ctx *x = X(ctx);
-    if (on_host(t)) {
-        nccl_req *r = sl_xcalloc(1, sizeof *r);
-        r->mpi = sl_comm_iallreduce_sum(x->mpi, t);
-        sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-        req->impl = r;
-        return req;
-    }
+    if (on_host(t)) return mpi_request(sl_comm_iallreduce_sum(x->mpi, t));
     const ncclDataType_t dt = nccl_type(x, t->dtype, "iallreduce");
     enter(x, "iallreduce");
     NK(x, ncclAllReduce(t->data, t->data, (size_t)t->numel, dt, ncclSum, x->nccl, x->sh->stream),
        "iallreduce");
     return stream_request(x, "iallreduce");
+}
+
+/*
+ * Equal segments are one ncclReduceScatter, in place (the receive buffer is the rank's own
+ * segment of the send buffer). Uneven ones (ZeRO-1 shards cut by gradient buckets: a bucket
+ * usually lies in one or two ranks' shards) are one ncclReduce per non-empty segment, rank
+ * p the root of its own, in one group: each segment travels NCCL's reduce ring once, the
+ * bytes of a reduce-scatter, where an all-reduce would also carry the result back.
+ */
+static sl_comm_request *nccl_ireduce_scatter_sum(void *ctx, sl_tensor *t, const int64_t *counts) {
+    nccl_ctx *x = X(ctx);
+    if (on_host(t)) return mpi_request(sl_comm_ireduce_scatter_sum(x->mpi, t, counts));
+    const ncclDataType_t dt = nccl_type(x, t->dtype, "reduce_scatter");
+    const size_t es = sl_dtype_size(t->dtype);
+    bool even = true;
+    for (int p = 1; p < x->size; p++)
+        if (counts[p] != counts[0]) even = false;
+    char *seg = t->data;
+    enter(x, "reduce_scatter");
+    if (even) {
+        const size_t n = (size_t)counts[0];
+        if (n > 0)
+            NK(x,
+               ncclReduceScatter(seg, seg + (size_t)x->rank * n * es, n, dt, ncclSum, x->nccl,
+                                 x->sh->stream),
+               "reduce_scatter");
+    } else {
+        NK(x, ncclGroupStart(), "reduce_scatter");
+        for (int p = 0; p < x->size; seg += (size_t)counts[p] * es, p++) {
+            if (counts[p] == 0) continue;
+            NK(x, ncclReduce(seg, seg, (size_t)counts[p], dt, ncclSum, p, x->nccl, x->sh->stream),
+               "reduce_scatter");
+        }
+        NK(x, ncclGroupEnd(), "reduce_scatter");
+    }
+    return stream_request(x, "reduce_scatter");
 }
 
 static int nccl_test(void *ctx, sl_comm_request *req) {
@@ -580,6 +620,7 @@ static const sl_comm_i k_nccl_iface = {
     .iallreduce_sum = nccl_iallreduce_sum,
     .wait = nccl_wait,
     .test = nccl_test,
+    .ireduce_scatter_sum = nccl_ireduce_scatter_sum,
     .allgather_segments = nccl_allgather_segments,
     .allreduce_host = nccl_allreduce_host,
     .alltoall_i64 = nccl_alltoall_i64,

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "\n"
             "Prints what a training run of CONFIG needs per GPU before it is launched:\n"
             "parameters, weight/gradient/optimizer bytes, activations per layer and in total\n"
-            "for each recomputation mode, expert all-to-all and gradient all-reduce bytes per\n"
+            "for each recomputation mode, expert all-to-all and gradient reduction bytes per\n"
             "step, model FLOPs, an estimated step time and MFU, and whether it fits in memory\n"
             "(if not, which option would make it fit). No model is allocated. With\n"
             "training.stages the stage with the most tokens per micro-batch is planned.\n"
@@ -118,17 +118,21 @@ static void print_text(const sl_plan *p, const char *path) {
     printf("\ncommunication per GPU per step (bytes sent)\n");
     printf("  expert all-to-all       %8.2f GiB (%.2f NVLink, %.2f InfiniBand)\n", p->a2a_bytes / g,
            p->a2a_nvlink_bytes / g, p->a2a_ib_bytes / g);
-    printf("  gradient all-reduce     %8.2f GiB (ring; payload %.2f GiB non-expert over %d "
+    printf("  gradient %-14s %8.2f GiB (ring; payload %.2f GiB non-expert over %d "
            "GPUs%s, %.2f GiB expert over %d%s)\n",
-           p->ar_bytes / g, p->ar_dense_payload / g, p->gpus, p->dense_ib ? " via IB" : "",
-           p->ar_expert_payload / g, p->edp, p->expert_ib ? " via IB" : "");
+           p->zero1 ? "reduce-scatter" : "all-reduce", p->grad_bytes / g, p->grad_dense_payload / g,
+           p->gpus, p->dense_ib ? " via IB" : "", p->grad_expert_payload / g, p->edp,
+           p->expert_ib ? " via IB" : "");
     printf("  ZeRO-1 all-gather       %8.2f GiB\n", p->ag_bytes / g);
     printf("\nFLOPs: %.4g per token (model/counts.h), %.4g per step per GPU, %.4g per step "
            "in all (%.4g with recomputation per GPU)\n",
            p->flops_token, p->flops_step_gpu, p->flops_step_total, p->hw_flops_step_gpu);
-    printf("step time (estimate): %.3f s = compute %.3f + all-to-all %.3f + exposed "
-           "all-reduce %.3f (of %.3f) + all-gather %.3f\n",
-           p->t_step, p->t_compute, p->t_a2a, p->t_ar_exposed, p->t_ar, p->t_ag);
+    printf("step time (estimate): %.3f s = compute %.3f + exposed all-to-all %.3f (of %.3f; "
+           "%.3f %s) + exposed gradient %s %.3f (of %.3f) + all-gather %.3f\n",
+           p->t_step, p->t_compute, p->t_a2a - p->t_a2a_hidden, p->t_a2a, p->t_a2a_hidden,
+           p->overlap_moe ? "hidden behind the experts' weight gradients"
+                          : "hidden: parallel.overlap_moe is off",
+           p->zero1 ? "reduce-scatter" : "all-reduce", p->t_grad_exposed, p->t_grad, p->t_ag);
     printf("throughput (estimate): %.0f tokens/s in all, %.0f per GPU; MFU %.1f%%\n",
            p->tokens_per_s, p->tokens_per_s / p->gpus, 100.0 * p->mfu);
     if (p->fits)
@@ -187,9 +191,10 @@ static void print_json(const sl_plan *p, const char *path) {
     NUM("alltoall_bytes", p->a2a_bytes);
     NUM("alltoall_nvlink_bytes", p->a2a_nvlink_bytes);
     NUM("alltoall_ib_bytes", p->a2a_ib_bytes);
-    NUM("allreduce_non_expert_payload_bytes", p->ar_dense_payload);
-    NUM("allreduce_expert_payload_bytes", p->ar_expert_payload);
-    NUM("allreduce_bytes", p->ar_bytes);
+    cJSON_AddStringToObject(o, "grad_reduce_op", p->zero1 ? "reduce-scatter" : "all-reduce");
+    NUM("grad_reduce_non_expert_payload_bytes", p->grad_dense_payload);
+    NUM("grad_reduce_expert_payload_bytes", p->grad_expert_payload);
+    NUM("grad_reduce_bytes", p->grad_bytes);
     NUM("allgather_bytes", p->ag_bytes);
     NUM("flops_per_token", p->flops_token);
     NUM("flops_per_step_gpu", p->flops_step_gpu);
@@ -197,8 +202,11 @@ static void print_json(const sl_plan *p, const char *path) {
     NUM("hw_flops_per_step_gpu", p->hw_flops_step_gpu);
     NUM("compute_s", p->t_compute);
     NUM("alltoall_s", p->t_a2a);
-    NUM("allreduce_s", p->t_ar);
-    NUM("allreduce_exposed_s", p->t_ar_exposed);
+    cJSON_AddBoolToObject(o, "overlap_moe", p->overlap_moe);
+    NUM("expert_dw_flops", p->expert_dw_flops);
+    NUM("alltoall_hidden_s", p->t_a2a_hidden);
+    NUM("grad_reduce_s", p->t_grad);
+    NUM("grad_reduce_exposed_s", p->t_grad_exposed);
     NUM("allgather_s", p->t_ag);
     NUM("step_s", p->t_step);
     NUM("tokens_per_s", p->tokens_per_s);

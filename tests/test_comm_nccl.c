@@ -8,12 +8,12 @@
  * tensors that go through the MPI world communicator (the reference), and as CUDA-backend
  * tensors that go through the NCCL world built on it. Data movement (all-gather of uneven and
  * even segments, both all-to-alls with zero counts and the self exchange, broadcast) must be
- * bitwise equal; fp32 sums within 1e-6 (NCCL may add in another order), bf16 sums within the
- * bound of one bf16 rounding per partial sum (NCCL rounds to bf16 after every step). Sub-groups
- * (split by parity) and a host tensor handed to the NCCL communicator are covered too; the
- * grouped exchange with rows of several widths and dtypes and more than 64 (peer, group)
- * blocks, blocking and through sl_comm_ialltoallv_grouped. Skips (77) where there is no CUDA
- * backend.
+ * bitwise equal; fp32 sums (reduce-scatter also against sums computed here) within 1e-6 (NCCL may
+ * add in another order), bf16 sums within the bound of one bf16 rounding per partial sum (NCCL
+ * rounds to bf16 after every step). Sub-groups (split by parity) and a host tensor handed to the
+ * NCCL communicator are covered too; the grouped exchange with rows of several widths and dtypes
+ * and more than 64 (peer, group) blocks, blocking and through sl_comm_ialltoallv_grouped. Skips
+ * (77) where there is no CUDA backend.
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,8 +47,8 @@ static void compare(const char *what, const float *a, const float *b, int64_t n,
         if (d > lim && bad < 0) bad = i;
         if (d > worst) worst = d;
     }
-    CHECK(bad < 0, "%s: element %lld is %.9g, MPI gives %.9g (largest difference %.3g)", what,
-          (long long)bad, bad >= 0 ? a[bad] : 0.0, bad >= 0 ? b[bad] : 0.0, worst);
+    CHECK(bad < 0, "%s: element %lld is %.9g, the reference gives %.9g (largest difference %.3g)",
+          what, (long long)bad, bad >= 0 ? a[bad] : 0.0, bad >= 0 ? b[bad] : 0.0, worst);
 }
 
 /* The NCCL result (host floats of a device tensor) against the MPI one (a CPU tensor). */
@@ -123,6 +123,55 @@ static void case_allgather(sl_comm *mpi, sl_comm *nc, const char *tag, bool even
     snprintf(what, sizeof what, "%s allgather_segments (%s)", tag, even ? "even" : "uneven");
     compare_tensors(what, d, r, -1);
     free(h), free(off);
+    sl_test_release();
+}
+
+/* Reduce-scatter of consecutive segments (even: one ncclReduceScatter; uneven with an empty
+ * segment: grouped ncclReduce) through both transports, non-blocking, against the sum of every
+ * rank's inputs computed here (make() is a function of rank and seed). Only the rank's own
+ * segment is defined afterwards. bf16 on the NCCL side against the fp32 sum of the same bf16
+ * values. */
+static void case_reduce_scatter(sl_comm *mpi, sl_comm *nc, const char *tag, bool even) {
+    const int rank = sl_comm_rank(mpi), size = sl_comm_size(mpi);
+    int64_t *cnt = malloc(sizeof(int64_t) * (size_t)size), total = 0, mine = 0;
+    for (int p = 0; p < size; p++) {
+        cnt[p] = even ? 29 : (p == size - 1 && size > 1 ? 0 : 9 + 5 * p);
+        if (p < rank) mine += cnt[p];
+        total += cnt[p];
+    }
+    float *want = calloc((size_t)total, sizeof(float)),
+          *wantb = calloc((size_t)total, sizeof(float));
+    for (int p = 0; p < size; p++) {
+        float *hp = make(p, 3, total);
+        for (int64_t i = 0; i < total; i++) {
+            want[i] += hp[i];
+            wantb[i] += sl_test_bf16_round(hp[i]);
+        }
+        free(hp);
+    }
+    float *h = make(rank, 3, total), *hb = malloc(sizeof(float) * (size_t)total);
+    for (int64_t i = 0; i < total; i++) hb[i] = sl_test_bf16_round(h[i]);
+    sl_tensor *r = sl_test_ftensor(g_cpu, SL_F32, total, 1, h);
+    sl_tensor *d = sl_test_ftensor(g_gpu, SL_F32, total, 1, h);
+    sl_tensor *db = sl_test_ftensor(g_gpu, SL_BF16, total, 1, hb);
+    sl_comm_request *q[3] = {sl_comm_ireduce_scatter_sum(mpi, r, cnt),
+                             sl_comm_ireduce_scatter_sum(nc, d, cnt),
+                             sl_comm_ireduce_scatter_sum(nc, db, cnt)};
+    for (int spins = 0; !sl_comm_test(q[1]) && spins < 1000000; spins++) {
+    }
+    for (int k = 0; k < 3; k++) sl_comm_wait(q[k]);
+    const char *names[3] = {"mpi", "nccl", "nccl bf16"};
+    const sl_tensor *got[3] = {r, d, db};
+    for (int k = 0; k < 3; k++) {
+        float *a = sl_test_host_floats(got[k]);
+        char what[128];
+        snprintf(what, sizeof what, "%s reduce_scatter %s (%s), segment of rank %d", tag, names[k],
+                 even ? "even" : "uneven", rank);
+        compare(what, a + mine, (k == 2 ? wantb : want) + mine, cnt[rank],
+                k == 2 ? (size * (size + 1) / 2.0 - 1.0) / 512.0 : 1e-6);
+        free(a);
+    }
+    free(h), free(hb), free(want), free(wantb), free(cnt);
     sl_test_release();
 }
 
@@ -238,6 +287,8 @@ static void run_all(sl_comm *mpi, sl_comm *nc, const char *tag) {
     case_allreduce(mpi, nc, tag);
     case_allgather(mpi, nc, tag, false);
     case_allgather(mpi, nc, tag, true);
+    case_reduce_scatter(mpi, nc, tag, false);
+    case_reduce_scatter(mpi, nc, tag, true);
     case_alltoallv(mpi, nc, tag, SL_F32);
     case_alltoallv(mpi, nc, tag, SL_BF16);
     for (int scatter = 1; scatter >= 0; scatter--) {

@@ -107,17 +107,36 @@ static void check_15a2b(const sl_config *cfg) {
     const double a2a = 4096 * 8 * 7.0 / 8 * 2048 * 2 * 4 * 24 * 128;
     CHECK(near(p.a2a_bytes, a2a, 1e-12) && near(p.a2a_nvlink_bytes, a2a, 1e-12),
           "all-to-all %.0f (NVLink %.0f), hand %.0f", p.a2a_bytes, p.a2a_nvlink_bytes, a2a);
-    const double ar = 2 * 7.0 / 8 * 4 * (double)gpu_dense; /* ring; expert group is 1 rank */
-    CHECK(near(p.ar_bytes, ar, 1e-12), "all-reduce %.0f, hand %.0f", p.ar_bytes, ar);
+    /* ZeRO-1 (on in the config) reduce-scatters: one ring pass; the expert group is 1 rank */
+    const double ar = 7.0 / 8 * 4 * (double)gpu_dense;
+    CHECK(near(p.grad_bytes, ar, 1e-12), "reduce-scatter %.0f, hand %.0f", p.grad_bytes, ar);
     const double ag = 7.0 / 8 * 4 * (double)gpu_dense;
     CHECK(near(p.ag_bytes, ag, 1e-12), "all-gather %.0f, hand %.0f", p.ag_bytes, ag);
 
     /* Step time from the default hardware figures (H100 SXM). */
     const double t_compute = flops_gpu / (989e12 * 0.75);
-    const double t_ar = ar / 450e9, hide = t_compute / 128 * 2 / 3;
-    const double t_step = t_compute + a2a / 450e9 + (t_ar > hide ? t_ar - hide : 0) + ag / 450e9;
+    const double t_grad = ar / 450e9, hide = t_compute / 128 * 2 / 3;
+    /* parallel.overlap_moe: each layer's dispatch backward (a quarter of its exchanges) under
+     * the experts' weight gradients, 2 x 3 h Im FLOPs for each of the k T rows */
+    const double dw = 2.0 * 3 * 2048 * 768 * 4096 * 8, t_dw = dw / (989e12 * 0.75);
+    const double t_x = a2a / 450e9 / (4 * 24 * 128);
+    const double hidden = (t_dw < t_x ? t_dw : t_x) * 24 * 128;
+    CHECK(p.overlap_moe && near(p.expert_dw_flops, dw, 1e-12) && near(p.t_a2a_hidden, hidden, 1e-9),
+          "overlap: dW %.6g FLOPs (hand %.6g), hidden %.6f s (hand %.6f)", p.expert_dw_flops, dw,
+          p.t_a2a_hidden, hidden);
+    const double t_step =
+        t_compute + a2a / 450e9 - hidden + (t_grad > hide ? t_grad - hide : 0) + ag / 450e9;
     CHECK(near(p.t_step, t_step, 1e-9), "step %.6f s, hand %.6f", p.t_step, t_step);
     CHECK(near(p.mfu, flops_gpu / (t_step * 989e12), 1e-9), "MFU %.4f", p.mfu);
+
+    /* parallel.overlap_moe off: nothing hidden, the whole exchange adds to the step */
+    sl_config off = *cfg; /* a shallow copy, only read */
+    off.parallel.overlap_moe = false;
+    sl_plan po;
+    CHECK(sl_plan_compute(&off, &r, &po, err, sizeof err) == 0, "plan failed: %s", err);
+    CHECK(!po.overlap_moe && po.t_a2a_hidden == 0 && near(po.t_step, t_step + hidden, 1e-9),
+          "overlap_moe off: hidden %.6f s, step %.6f s (hand %.6f)", po.t_a2a_hidden, po.t_step,
+          t_step + hidden);
 }
 
 /* Single knobs named when they make a plan fit. */

@@ -12,7 +12,8 @@ cfg=$2/configs/qwen-gated-15a2b.json
 
 out=$("$sluice" plan "$cfg" --gpus 8 --ep 8) || fail "plan exited $?"
 for want in "EP 8" "parameters per GPU: 3094978560" "AdamW moments, with ZeRO-1" \
-    "recompute layer" "expert all-to-all" "gradient all-reduce" "MFU" "DOES NOT FIT" \
+    "recompute layer" "expert all-to-all" "gradient reduce-scatter" "MFU" "DOES NOT FIT" \
+    "hidden behind the experts' weight gradients" \
     "would fit with: --recompute layer" "H100 SXM"; do
     grep -qF -- "$want" <<<"$out" || fail "text output lacks '$want'"
 done
@@ -20,10 +21,13 @@ done
 json=$("$sluice" plan "$cfg" --gpus 8 --ep 8 --recompute layer --json) || fail "--json exited $?"
 grep -q '"fits":[[:space:]]*true' <<<"$json" || fail "--recompute layer should fit: $json"
 grep -q '"gpu_params_expert":[[:space:]]*1811939328' <<<"$json" || fail "JSON expert params"
+grep -q '"grad_reduce_op":[[:space:]]*"reduce-scatter"' <<<"$json" || fail "JSON: ZeRO-1 reduce-scatter"
+grep -q '"alltoall_hidden_s":[[:space:]]*0\.[0-9]*[1-9]' <<<"$json" || fail "JSON: hidden all-to-all"
 
 out=$("$sluice" plan "$cfg" --gpus 8 --gpu-memory 60 --recompute layer --no-zero1) ||
     fail "plan exited $?"
 grep -qF "would fit with: --zero1" <<<"$out" || fail "60 GiB without ZeRO-1 should name --zero1"
+grep -qF "gradient all-reduce" <<<"$out" || fail "without ZeRO-1 the gradients are all-reduced"
 
 # Bad flags: exit 2 and the flag in the message.
 check_bad() {

@@ -7,7 +7,7 @@
 #include "core/log.h"
 
 void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, int64_t n,
-                          int64_t bucket_elems) {
+                          int64_t bucket_elems, const int64_t *shard_len) {
     memset(r, 0, sizeof *r);
     r->comm = comm;
     r->grad = grad;
@@ -20,6 +20,22 @@ void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, in
         const int64_t end = n - (int64_t)b * r->bucket;
         const int64_t start = end - r->bucket > 0 ? end - r->bucket : 0;
         r->views[b] = sl_tensor_view1(grad, start, end - start);
+    }
+    if (!shard_len) return;
+    const int ranks = sl_comm_size(comm);
+    r->counts =
+        sl_xcalloc((size_t)(r->nbuckets > 0 ? r->nbuckets : 1) * (size_t)ranks, sizeof(int64_t));
+    for (int b = 0; b < r->nbuckets; b++) {
+        const int64_t end = n - (int64_t)b * r->bucket;
+        const int64_t start = end - r->bucket > 0 ? end - r->bucket : 0;
+        int64_t lo = 0; /* rank p's shard is [lo, lo + shard_len[p]) */
+        for (int p = 0; p < ranks; lo += shard_len[p], p++) {
+            const int64_t a = lo > start ? lo : start;
+            const int64_t e = lo + shard_len[p] < end ? lo + shard_len[p] : end;
+            r->counts[(int64_t)b * ranks + p] = e > a ? e - a : 0;
+        }
+        SL_CHECK(lo == n, "gradient shards cover %lld of %lld elements", (long long)lo,
+                 (long long)n);
     }
 }
 
@@ -35,7 +51,11 @@ void sl_grad_reducer_begin(sl_grad_reducer *r) {
 void sl_grad_reducer_ready_from(sl_grad_reducer *r, int64_t offset) {
     if (sl_comm_size(r->comm) == 1) return;
     while (r->launched < r->nbuckets && bucket_start(r, r->launched) >= offset) {
-        r->reqs[r->launched] = sl_comm_iallreduce_sum(r->comm, r->views[r->launched]);
+        sl_tensor *v = r->views[r->launched];
+        r->reqs[r->launched] =
+            r->counts ? sl_comm_ireduce_scatter_sum(
+                            r->comm, v, r->counts + (int64_t)r->launched * sl_comm_size(r->comm))
+                      : sl_comm_iallreduce_sum(r->comm, v);
         r->launched++;
     }
     /* MPI progresses non-blocking collectives inside MPI calls: poke the ones in flight. */
@@ -56,5 +76,6 @@ void sl_grad_reducer_free(sl_grad_reducer *r) {
     for (int b = 0; b < r->nbuckets; b++) sl_tensor_free(r->views[b]);
     free(r->views);
     free(r->reqs);
+    free(r->counts);
     memset(r, 0, sizeof *r);
 }

@@ -23,7 +23,6 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
         const int64_t n = ps->size[g];
         sl_comm *c = o->group_comm[g];
         const int size = sl_comm_size(c), rank = sl_comm_rank(c);
-        sl_grad_reducer_init(&o->reducer[g], c, ps->g[g], n, bucket);
         o->seg_off[g] = sl_xcalloc((size_t)size, sizeof(int64_t));
         o->seg_len[g] = sl_xcalloc((size_t)size, sizeof(int64_t));
         const int parts = o->zero1 ? size : 1;
@@ -35,6 +34,12 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
         }
         o->shard_off[g] = o->seg_off[g][rank];
         o->shard_len[g] = o->seg_len[g][rank];
+        /* ZeRO-1: this rank needs only its shard's gradient summed (a reduce-scatter) */
+        sl_grad_reducer_init(&o->reducer[g], c, ps->g[g], n, bucket,
+                             o->zero1 ? o->seg_len[g] : NULL);
+        o->shard_g[g] = o->shard_len[g] > 0
+                            ? sl_tensor_view1(ps->g[g], o->shard_off[g], o->shard_len[g])
+                            : NULL;
         const int64_t len = o->shard_len[g] > 0 ? o->shard_len[g] : 1;
         o->m[g] = sl_tensor_new1(ps->be, SL_F32, len);
         o->v[g] = sl_tensor_new1(ps->be, SL_F32, len);
@@ -82,17 +87,24 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
 double sl_optimizer_finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
     /* Both groups' sums of squares into device scalars, then the step's one host read of
-     * them: the clip factor is needed on the host for the next AdamW launch. */
+     * them: the clip factor is needed on the host for the next AdamW launch. With ZeRO-1
+     * only the rank's shard of each gradient is summed: the shards' squares add up over
+     * the group. */
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
-        if (o->ps->size[g] > 0)
-            sl_op_sumsq(o->group_sumsq[g], o->ps->g[g]);
+        sl_tensor *grad = o->zero1 ? o->shard_g[g] : (o->ps->size[g] > 0 ? o->ps->g[g] : NULL);
+        if (grad)
+            sl_op_sumsq(o->group_sumsq[g], grad);
         else
             sl_op_fill(o->group_sumsq[g], 0.0f);
     }
     float sq[SL_PGROUP_COUNT];
     sl_tensor_to_host(o->sumsq, sq);
-    const double dense_sq = sq[SL_PGROUP_DENSE];
+    double dense_sq = sq[SL_PGROUP_DENSE];
     double expert_sq = sq[SL_PGROUP_EXPERT];
+    if (o->zero1) {
+        sl_comm_allreduce_sum_f64(o->group_comm[SL_PGROUP_DENSE], &dense_sq, 1);
+        sl_comm_allreduce_sum_f64(o->group_comm[SL_PGROUP_EXPERT], &expert_sq, 1);
+    }
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);
     return sqrt(dense_sq + expert_sq);
@@ -137,7 +149,10 @@ void sl_optimizer_free(sl_optimizer *o) {
         sl_tensor_free(s->copy);
     }
     free(o->slices);
-    for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_tensor_free(o->group_sumsq[g]);
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        sl_tensor_free(o->group_sumsq[g]);
+        sl_tensor_free(o->shard_g[g]);
+    }
     sl_tensor_free(o->sumsq);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         sl_grad_reducer_free(&o->reducer[g]);

@@ -3,10 +3,11 @@
  *
  *   1. reduce gradients (trainer/grad_reducer.h): the dense group summed over all ranks,
  *      the expert group over the expert-data-parallel group (the ranks holding the same
- *      experts), in buckets that start during the backward;
+ *      experts), in buckets that start during the backward; all-reduced, or with ZeRO-1
+ *      reduce-scattered (each rank receives the sum of its shard only);
  *   2. global gradient norm (the expert group's squares summed over the expert-parallel
- *      group, so every rank sees the norm of the whole model), clip factor
- *      min(1, clip / norm);
+ *      group, and with ZeRO-1 the shards' squares over each group, so every rank sees the
+ *      norm of the whole model), clip factor min(1, clip / norm);
  *   3. AdamW, with weight decay on matrices only. With ZeRO-1 each rank keeps the AdamW
  *      moments of one contiguous shard of each group (1/ranks of the memory), updates only
  *      that shard and all-gathers the updated parameters. AdamW updates the fp32 master
@@ -32,7 +33,8 @@ typedef struct {
     /* this rank's shard of each group: [shard_off, shard_off + shard_len) */
     int64_t shard_off[SL_PGROUP_COUNT], shard_len[SL_PGROUP_COUNT];
     int64_t *seg_off[SL_PGROUP_COUNT], *seg_len[SL_PGROUP_COUNT]; /* every rank's shard */
-    sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT];           /* moments of the shard */
+    sl_tensor *shard_g[SL_PGROUP_COUNT]; /* view of the shard's gradient (NULL: empty) */
+    sl_tensor *m[SL_PGROUP_COUNT], *v[SL_PGROUP_COUNT]; /* moments of the shard */
     int64_t *layer_offset[SL_PGROUP_COUNT]; /* [layers + 1]: first offset of layer l's params */
     int layers;
     int step;         /* optimizer steps taken */
@@ -63,7 +65,8 @@ void sl_optimizer_begin_reduce(sl_optimizer *o);
 /* Backward progress: every parameter of layers >= `layer` has its final gradient
  * (layer -1: all parameters). Starts the buckets that became final. */
 void sl_optimizer_grads_ready(sl_optimizer *o, int layer);
-/* Completes the reduction; returns the global L2 norm of the summed gradient. */
+/* Completes the reduction; returns the global L2 norm of the summed gradient. With ZeRO-1
+ * only this rank's shard of each gradient buffer holds the sum afterwards. */
 double sl_optimizer_finish_reduce(sl_optimizer *o);
 /* AdamW with learning rate lr on gradients scaled by grad_scale (clipping). */
 void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale);

@@ -98,7 +98,8 @@ static void advise(sl_plan *p, const sl_model_config *m) {
 #undef ADD
 }
 
-/* Bytes a ring all-reduce (2 (n-1)/n x payload) or all-gather ((n-1)/n) sends per rank. */
+/* Bytes a ring all-reduce (2 (n-1)/n x payload), reduce-scatter or all-gather ((n-1)/n)
+ * sends per rank. */
 static double ring(double payload, int n, double passes) {
     return n > 1 ? passes * (n - 1) / n * payload : 0.0;
 }
@@ -196,18 +197,20 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->a2a_nvlink_bytes = p->ep > 1 ? p->a2a_bytes * a2a_local / (p->ep - 1) : 0;
     p->a2a_ib_bytes = p->a2a_bytes - p->a2a_nvlink_bytes;
     p->a2a_ib = p->a2a_ib_bytes > 0;
-    p->ar_dense_payload = 4.0 * (double)p->gpu_params_dense;
-    p->ar_expert_payload = 4.0 * (double)p->gpu_params_expert;
+    p->grad_dense_payload = 4.0 * (double)p->gpu_params_dense;
+    p->grad_expert_payload = 4.0 * (double)p->gpu_params_expert;
     p->dense_ib = r->gpus > gpn;
     p->expert_ib = (p->edp - 1) * p->ep >= gpn;
     const double bw_nv = r->nvlink_gbs * 1e9, bw_ib = r->ib_gbs * 1e9;
-    const double ar_d = ring(p->ar_dense_payload, r->gpus, 2);
-    const double ar_e = ring(p->ar_expert_payload, p->edp, 2);
-    p->ar_bytes = ar_d + ar_e;
-    p->t_ar = ar_d / (p->dense_ib ? bw_ib : bw_nv) + ar_e / (p->expert_ib ? bw_ib : bw_nv);
+    /* ZeRO-1 reduce-scatters the gradients (each rank needs its shard summed): one pass */
+    const double passes = p->zero1 ? 1 : 2;
+    const double ar_d = ring(p->grad_dense_payload, r->gpus, passes);
+    const double ar_e = ring(p->grad_expert_payload, p->edp, passes);
+    p->grad_bytes = ar_d + ar_e;
+    p->t_grad = ar_d / (p->dense_ib ? bw_ib : bw_nv) + ar_e / (p->expert_ib ? bw_ib : bw_nv);
     if (p->zero1) {
-        const double ag_d = ring(p->ar_dense_payload, r->gpus, 1);
-        const double ag_e = ring(p->ar_expert_payload, p->edp, 1);
+        const double ag_d = ring(p->grad_dense_payload, r->gpus, 1);
+        const double ag_e = ring(p->grad_expert_payload, p->edp, 1);
         p->ag_bytes = ag_d + ag_e;
         p->t_ag = ag_d / (p->dense_ib ? bw_ib : bw_nv) + ag_e / (p->expert_ib ? bw_ib : bw_nv);
     }
@@ -220,11 +223,26 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->hw_flops_step_gpu =
         p->flops_step_gpu + sl_model_recompute_flops_per_token(m, p->mode, p->seq_len) *
                                 (double)p->global_batch_tokens / r->gpus;
-    p->t_compute = p->hw_flops_step_gpu / (r->gpu_tflops * 1e12 * r->efficiency);
-    /* The gradient all-reduce overlaps the last micro-batch's backward (2/3 of its compute). */
+    const double flop_rate = r->gpu_tflops * 1e12 * r->efficiency;
+    p->t_compute = p->hw_flops_step_gpu / flop_rate;
+    /* parallel.overlap_moe (moe/ffn_block.c): each MoE layer's dispatch backward runs while
+     * the experts compute their weight gradients, 2 x 3 h Im FLOPs per routed row, k T rows
+     * per micro-batch on each rank when routing is balanced. It hides min(one exchange, that
+     * work) per MoE layer and micro-batch. */
+    p->overlap_moe = cfg->parallel.overlap_moe;
+    if (moe_layers > 0 && p->t_a2a > 0) {
+        p->t_a2a_one = p->t_a2a / ((double)exchanges * moe_layers * p->accum);
+        const double per_row =
+            (double)sl_model_expert_param_count(m) / m->num_experts / moe_layers; /* 3 h Im */
+        p->expert_dw_flops = 2.0 * per_row * (double)p->micro_tokens * m->num_experts_per_tok;
+        const double t_dw = p->expert_dw_flops / flop_rate;
+        if (p->overlap_moe)
+            p->t_a2a_hidden = (t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one) * moe_layers * p->accum;
+    }
+    /* The gradient reduction overlaps the last micro-batch's backward (2/3 of its compute). */
     const double hide = p->t_compute / p->accum * 2.0 / 3.0;
-    p->t_ar_exposed = p->t_ar > hide ? p->t_ar - hide : 0.0;
-    p->t_step = p->t_compute + p->t_a2a + p->t_ar_exposed + p->t_ag;
+    p->t_grad_exposed = p->t_grad > hide ? p->t_grad - hide : 0.0;
+    p->t_step = p->t_compute + p->t_a2a - p->t_a2a_hidden + p->t_grad_exposed + p->t_ag;
     p->tokens_per_s = (double)p->global_batch_tokens / p->t_step;
     p->mfu = p->flops_step_gpu / (p->t_step * r->gpu_tflops * 1e12);
     return 0;

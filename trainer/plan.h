@@ -66,14 +66,20 @@ typedef struct {
     char advice[512]; /* when it does not fit: which knob(s) would make it fit */
     /* communication per GPU per step, bytes sent */
     double a2a_bytes, a2a_nvlink_bytes, a2a_ib_bytes; /* expert exchanges */
-    double ar_dense_payload, ar_expert_payload;       /* fp32 gradients reduced */
-    double ar_bytes;                                  /* ring all-reduce, both groups */
-    double ag_bytes;                                  /* ZeRO-1 all-gather of fp32 weights */
-    bool dense_ib, expert_ib, a2a_ib;                 /* whether a group crosses nodes */
+    double grad_dense_payload, grad_expert_payload;   /* fp32 gradients reduced */
+    /* ring all-reduce of both groups, or with ZeRO-1 reduce-scatter (half the bytes) */
+    double grad_bytes;
+    double ag_bytes;                  /* ZeRO-1 all-gather of fp32 weights */
+    bool dense_ib, expert_ib, a2a_ib; /* whether a group crosses nodes */
     /* compute and time */
-    double flops_token, flops_step_gpu, flops_step_total;      /* model FLOPs */
-    double hw_flops_step_gpu;                                  /* with recomputation */
-    double t_compute, t_a2a, t_ar, t_ar_exposed, t_ag, t_step; /* seconds */
+    double flops_token, flops_step_gpu, flops_step_total; /* model FLOPs */
+    double hw_flops_step_gpu;                             /* with recomputation */
+    /* Expert exchange overlap (parallel.overlap_moe): the FLOPs of the experts' weight
+     * gradients per MoE layer and micro-batch (balanced routing), which run during that
+     * layer's dispatch backward; one exchange's time; the all-to-all time they hide per step. */
+    bool overlap_moe;
+    double expert_dw_flops, t_a2a_one, t_a2a_hidden;
+    double t_compute, t_a2a, t_grad, t_grad_exposed, t_ag, t_step; /* seconds */
     double tokens_per_s, mfu;
     /* hardware used */
     double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs, efficiency;
