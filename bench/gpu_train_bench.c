@@ -50,57 +50,12 @@
 
 #define GIB ((double)(1ULL << 30))
 
-/* ---- memory estimate (mirrored by bench/perf_model.py; change both together) ------------- */
-
-static int64_t q_width(const sl_model_config *m) {
-    return sl_qgate_width(m->attn_output_gate, m->num_attention_heads, m->head_dim);
-}
-
-/* The gate logits per token: the part of q_proj's output beyond the queries. */
-static int64_t gate_width(const sl_model_config *m) {
-    return q_width(m) - (int64_t)m->num_attention_heads * m->head_dim;
-}
+/* ---- memory estimate (bench/perf_model.py mirrors model/counts.c's activation count) ------ */
 
 /* Bytes per parameter: fp32 master, fp32 gradient, AdamW m and v, and in bf16 mode the bf16
  * compute copy (docs/cuda.md, "Precision"). */
 static double state_bytes_per_param(bool bf16) {
     return bf16 ? 18.0 : 16.0;
-}
-
-/* The device tensors layer l allocates for a micro-batch of `tokens` (attention/attn_block.c,
- * moe/ffn_block.c, moe/router.c, moe/token_dispatcher.c, moe/experts.c). */
-static double layer_activation_bytes(const sl_model_config *m, int l, int64_t tokens, bool bf16) {
-    const double a = bf16 ? 2.0 : 4.0;
-    const int64_t h = m->hidden_size, hd = (int64_t)m->num_attention_heads * m->head_dim;
-    const int64_t kvd = (int64_t)m->num_key_value_heads * m->head_dim;
-    /* residual x[l], h[l]; attention xn, qall, q, qn, k, kn, v, g, y, o; ffn xn, y */
-    int64_t act = 2 * h + h + q_width(m) + 2 * hd + 3 * kvd + gate_width(m) + 2 * hd + 2 * h;
-    /* rstd, q_rstd, k_rstd, lse, ffn rstd */
-    int64_t f32 = 1 + m->num_attention_heads + m->num_key_value_heads + m->num_attention_heads + 1;
-    int64_t i32 = 0;
-    if (sl_layer_is_moe(m, l)) {
-        const int64_t e = m->num_experts, k = m->num_experts_per_tok;
-        f32 += 3 * e + 3 * k;   /* router logits, probs, dlogits; topk_w, dtopk_w */
-        if (bf16) f32 += 2 * h; /* the router's fp32 copies of its input and input gradient */
-        i32 += 3 * k;           /* topk_idx; sorted_token, slot_pos */
-        act += 4 * k * h;       /* dispatcher xs, dxs, ys, dys */
-        act += k * 6 * (int64_t)m->moe_intermediate_size; /* experts gu, h, dgu, dh */
-    } else {
-        act += 6 * (int64_t)m->intermediate_size;
-    }
-    return (double)tokens * ((double)act * a + (double)(f32 + i32) * 4.0);
-}
-
-/* Shared across layers: attention and FFN gradient workspaces, the residual gradients, the
- * final norm, one logits chunk (model.c: 2^24 elements), ids/targets/positions. */
-static double workspace_bytes(const sl_model_config *m, int64_t tokens, bool bf16) {
-    const double a = bf16 ? 2.0 : 4.0;
-    const int64_t h = m->hidden_size, hd = (int64_t)m->num_attention_heads * m->head_dim;
-    const int64_t kvd = (int64_t)m->num_key_value_heads * m->head_dim;
-    const int64_t ws = 3 * hd + 3 * kvd + gate_width(m) + q_width(m) + h + h + 2 * h + 2 * h;
-    int64_t rows = ((int64_t)1 << 28) / m->vocab_size; /* model.c: SL_LOGITS_CHUNK_ELEMS_DEVICE */
-    if (rows > tokens) rows = tokens;
-    return (double)tokens * ((double)ws * a + 12.0) + (double)(rows * m->vocab_size) * a;
 }
 
 typedef struct {
@@ -114,8 +69,12 @@ static mem_estimate estimate_memory(const sl_model_config *full, int layers, int
     int64_t total = 0;
     sl_model_param_count(&m, &total, NULL);
     mem_estimate e = {.state = (double)total * state_bytes_per_param(bf16)};
-    for (int l = 0; l < layers; l++) e.activations += layer_activation_bytes(&m, l, tokens, bf16);
-    e.workspace = workspace_bytes(&m, tokens, bf16);
+    /* the model's own count of its activations (model/counts.h), the bench's model keeps
+     * every layer's (memory mode none) on one GPU (no expert exchange) */
+    sl_activation_bytes a;
+    sl_model_activation_bytes(&m, SL_MEMORY_NONE, tokens, bf16 ? 2 : 4, 1, &a);
+    e.activations = a.layers;
+    e.workspace = a.shared + a.workspace; /* x[L] and the buffers the layers share */
     e.total = e.state + e.activations + e.workspace;
     return e;
 }

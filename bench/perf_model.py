@@ -26,8 +26,9 @@ between kernels (one stream) and charges at least 2 us per kernel launch.
 Everything here is a model with stated assumptions, not a measurement: --update rewrites
 the generated part of docs/performance.md (between its perf_model markers), so that the
 numbers there are computed, not typed. gpu_train_bench (bench/gpu_train_bench.c) measures.
-The memory estimate and the FLOP convention mirror gpu_train_bench.c and model/counts.c;
-change them together.
+The memory estimate and the FLOP convention mirror model/counts.c (which gpu_train_bench.c
+and `sluice plan` call); tests/test_perf_model_counts.sh checks the activation count against
+`sluice plan --json` for every shipped config, so a change to one without the other fails.
 """
 import argparse
 import json
@@ -116,7 +117,7 @@ def flops_per_token(mc, layers, seq):
     return 6.0 * mm + 6.0 * layers * H * D * seq
 
 
-# ---- memory estimate (mirror gpu_train_bench.c: mem_estimate) ---------------------------
+# ---- memory estimate (gpu_train_bench.c: state + model/counts.c's activation count) -----
 
 
 def state_bytes_per_param(precision):
@@ -124,39 +125,47 @@ def state_bytes_per_param(precision):
     return 18 if precision == "bf16" else 16
 
 
-def layer_activation_bytes(mc, layer, tokens, precision):
-    """Device tensors one layer allocates for a micro-batch (attention/attn_block.c,
-    moe/ffn_block.c, moe/router.c, moe/token_dispatcher.c, moe/experts.c)."""
-    a = 2 if precision == "bf16" else 4
+def activation_pieces(mc, a):
+    """Per-token bytes of one layer's activation sets, memory mode none, one GPU (mirrors
+    `pieces` in model/counts.c: tests/test_perf_model.sh compares the totals with
+    `sluice plan --json`)."""
     h, D = mc["hidden_size"], mc["head_dim"]
     H, KV = mc["num_attention_heads"], mc["num_key_value_heads"]
-    hd, kvd = H * D, KV * D
-    # residual x[l], h[l]; attention xn, qall, q, qn, k, kn, v, g, y, o; ffn xn, y
-    act = 2 * h + h + q_width(mc) + 2 * hd + 3 * kvd + gate_width(mc) + 2 * hd + 2 * h
-    f32 = 1 + H + KV + H + 1  # rstd, q_rstd, k_rstd, lse, ffn rstd
-    i32 = 0
-    if is_moe(mc, layer):
-        E, k, Im = mc["num_experts"], mc["num_experts_per_tok"], mc["moe_intermediate_size"]
-        f32 += 3 * E + 3 * k  # router logits, probs, dlogits; topk_w, dtopk_w (+idx below)
-        if precision == "bf16":
-            f32 += 2 * h  # the router's fp32 copies of its input and input gradient
-        i32 += k + 2 * k  # topk_idx; sorted_token, slot_pos
-        act += 4 * k * h  # dispatcher xs, dxs, ys, dys
-        act += k * 6 * Im  # experts gu, h, dgu, dh
-    else:
-        act += 6 * mc["intermediate_size"]
-    return tokens * (act * a + f32 * 4 + i32 * 4)
+    hd, kvd, wq = H * D, KV * D, q_width(mc)
+    k, E = mc.get("num_experts_per_tok", 0), mc.get("num_experts", 0)
+    residual = 2 * h * a  # x[l], h[l]
+    # xn, qall, q, qn, k, kn, v, g; fp32 rstd, q_rstd, k_rstd
+    attn_set = (h + wq + 2 * hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4
+    kernel_out = 2 * hd * a + H * 4  # y, o; fp32 lse
+    ffn = 2 * h * a + 4  # xn, y, rstd
+    moe = ffn + (3 * E + 2 * k) * 4 + 3 * k * 4  # router fp32; int32 indices
+    if a != 4:
+        moe += 2 * h * 4  # the router's fp32 copies of its input and input gradient
+    moe += 4 * k * h * a + k * 6 * mc.get("moe_intermediate_size", 0) * a  # xs..dys; experts
+    si = mc.get("shared_expert_intermediate_size", 0)
+    if si > 0:
+        moe += (6 * si + 2 * h + 1) * a
+    dense = ffn + 6 * mc.get("intermediate_size", 0) * a
+    return residual + attn_set + kernel_out, moe, dense
+
+
+def layer_activation_bytes(mc, layer, tokens, precision):
+    """What layer `layer` keeps until its backward for a micro-batch of `tokens`."""
+    a = 2 if precision == "bf16" else 4
+    attn, moe, dense = activation_pieces(mc, a)
+    return tokens * (attn + (moe if is_moe(mc, layer) else dense))
 
 
 def workspace_bytes(mc, tokens, precision):
-    """Shared across layers: attention and FFN workspaces, model gradients, one logits chunk."""
+    """Shared across layers: the last layer's output, the backward's gradient buffers, the
+    final norm, ids/targets/positions, one logits chunk (model/counts.c)."""
     a = 2 if precision == "bf16" else 4
     h, D = mc["hidden_size"], mc["head_dim"]
     hd, kvd = mc["num_attention_heads"] * D, mc["num_key_value_heads"] * D
-    ws = 3 * hd + 3 * kvd + gate_width(mc) + q_width(mc) + h  # attention workspace
-    ws += h + 2 * h + 2 * h  # ffn dxn; model dx, dh; final norm xf, dxf
-    chunk = min(MODEL_LOGITS_CHUNK // mc["vocab_size"], tokens) * mc["vocab_size"]
-    return tokens * ws * a + chunk * a + tokens * 3 * 4  # + ids, targets, positions
+    ws = (3 * hd + 3 * kvd + 2 * q_width(mc) - hd + h) * a  # attention gradients
+    ws += h * a + 4 * h * a + 4 + 3 * 4 + 4  # FFN dxn; dx, dh, xf, dxf; xf_rstd; ids...; losses
+    rows = max(1, min(MODEL_LOGITS_CHUNK // max(mc["vocab_size"], 1), tokens))
+    return tokens * (ws + h * a) + rows * mc["vocab_size"] * a  # + x[L]
 
 
 def mem_estimate(mc, layers, tokens, precision):

@@ -11,3 +11,8 @@ add_test(NAME test_overlap_count
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_overlap_count.sh $<TARGET_FILE:overlap_count>
                  ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_overlap_count PROPERTIES TIMEOUT 60 LABELS "plan;cli")
+# bench/perf_model.py's activation count against the model's (sluice plan --json).
+add_test(NAME test_perf_model_counts
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_perf_model_counts.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/perf_model_counts)
+set_tests_properties(test_perf_model_counts PROPERTIES TIMEOUT 60 LABELS "plan;cli")
