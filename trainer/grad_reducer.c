@@ -1,10 +1,21 @@
-/* trainer/grad_reducer.c - bucketed, overlapped gradient all-reduce (see grad_reducer.h). */
+/* trainer/grad_reducer.c - bucketed, overlapped gradient all-reduce or reduce-scatter (see
+ * grad_reducer.h). */
 #include "trainer/grad_reducer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+
+/* Bucket b (counted from the end) is [bucket_start(b), bucket_end(b)). */
+static int64_t bucket_start(const sl_grad_reducer *r, int b) {
+    const int64_t s = r->n - (int64_t)(b + 1) * r->bucket;
+    return s > 0 ? s : 0;
+}
+
+static int64_t bucket_end(const sl_grad_reducer *r, int b) {
+    return r->n - (int64_t)b * r->bucket;
+}
 
 void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, int64_t n,
                           int64_t bucket_elems, const int64_t *shard_len) {
@@ -16,18 +27,15 @@ void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, in
     r->nbuckets = n > 0 ? (int)((n + r->bucket - 1) / r->bucket) : 0;
     r->views = sl_xcalloc((size_t)r->nbuckets + 1, sizeof *r->views);
     r->reqs = sl_xcalloc((size_t)r->nbuckets + 1, sizeof *r->reqs);
-    for (int b = 0; b < r->nbuckets; b++) {
-        const int64_t end = n - (int64_t)b * r->bucket;
-        const int64_t start = end - r->bucket > 0 ? end - r->bucket : 0;
-        r->views[b] = sl_tensor_view1(grad, start, end - start);
-    }
+    for (int b = 0; b < r->nbuckets; b++)
+        r->views[b] =
+            sl_tensor_view1(grad, bucket_start(r, b), bucket_end(r, b) - bucket_start(r, b));
     if (!shard_len) return;
     const int ranks = sl_comm_size(comm);
     r->counts =
         sl_xcalloc((size_t)(r->nbuckets > 0 ? r->nbuckets : 1) * (size_t)ranks, sizeof(int64_t));
     for (int b = 0; b < r->nbuckets; b++) {
-        const int64_t end = n - (int64_t)b * r->bucket;
-        const int64_t start = end - r->bucket > 0 ? end - r->bucket : 0;
+        const int64_t start = bucket_start(r, b), end = bucket_end(r, b);
         int64_t lo = 0; /* rank p's shard is [lo, lo + shard_len[p]) */
         for (int p = 0; p < ranks; lo += shard_len[p], p++) {
             const int64_t a = lo > start ? lo : start;
@@ -37,11 +45,6 @@ void sl_grad_reducer_init(sl_grad_reducer *r, sl_comm *comm, sl_tensor *grad, in
         SL_CHECK(lo == n, "gradient shards cover %lld of %lld elements", (long long)lo,
                  (long long)n);
     }
-}
-
-static int64_t bucket_start(const sl_grad_reducer *r, int b) {
-    const int64_t s = r->n - (int64_t)(b + 1) * r->bucket;
-    return s > 0 ? s : 0;
 }
 
 void sl_grad_reducer_begin(sl_grad_reducer *r) {
