@@ -96,12 +96,13 @@ int main(int argc, char **argv) {
                 m->num_experts, p.ep);
         return 1;
     }
-    const double T = (double)p.micro_tokens, k = m->num_experts_per_tok, h = m->hidden_size;
+    const double T = (double)p.micro_tokens, h = m->hidden_size;
     const double H = m->num_attention_heads, KV = m->num_key_value_heads, D = m->head_dim;
     const double Is = m->shared_expert_intermediate_size;
     /* One exchange: the rows this rank sends to the other EP ranks (and, balanced, receives),
      * split over NVLink and InfiniBand as the plan splits t_a2a. */
-    const double bytes = T * k * (p.ep - 1) / p.ep * h * p.act_bytes;
+    const double per_step = (double)p.exchanges * p.moe_layers * p.accum;
+    const double bytes = p.a2a_bytes / per_step;
     const double nv_share = p.a2a_bytes > 0 ? p.a2a_nvlink_bytes / p.a2a_bytes : 1.0;
     const double t_x = p.t_a2a_one; /* the plan's own figure for one exchange */
     const double t_flop = p.gpu_tflops * 1e12 * p.efficiency;
@@ -120,9 +121,10 @@ int main(int argc, char **argv) {
            "GB/s per direction\n",
            p.gpu_tflops, 100 * p.efficiency, p.nvlink_gbs, p.ib_gbs);
     printf("one exchange per MoE layer and micro-batch: %.4g bytes sent per GPU (%.0f%% over "
-           "NVLink), %.1f us; 4 per layer and micro-batch (dispatch, combine, and their "
-           "backward): %.1f us\n",
-           bytes, 100 * nv_share, t_x * 1e6, 4 * t_x * 1e6);
+           "NVLink), %.1f us; %d per layer and micro-batch (dispatch, combine, their "
+           "backward%s): %.1f us\n",
+           bytes, 100 * nv_share, t_x * 1e6, p.exchanges,
+           p.exchanges > 4 ? ", the recomputed forward's two" : "", p.exchanges * t_x * 1e6);
     printf("expert GEMMs per MoE layer and micro-batch: forward %.3g FLOPs (%.1f us), backward "
            "%.3g (%.1f us)\n\n",
            experts_fwd, experts_fwd / t_flop * 1e6, 2 * experts_fwd,
@@ -143,12 +145,10 @@ int main(int argc, char **argv) {
         2, t_x);
     row("next micro-batch's attention backward", "both backward exchanges", 2 * attn_fwd, t_flop, 1,
         2 * t_x, 2, t_x);
-    int moe_layers = 0;
-    for (int l = 0; l < m->num_hidden_layers; l++) moe_layers += sl_layer_is_moe(m, l);
     printf("\nper step (%d MoE layers x %d micro-batches): exchanges %.1f ms of the plan's "
            "%.1f ms step; the implemented overlap hides %.1f ms (parallel.overlap_moe %s; the "
            "plan's step subtracts it)\n",
-           moe_layers, p.accum, 4 * t_x * moe_layers * p.accum * 1e3, p.t_step * 1e3,
-           p.t_a2a_hidden * 1e3, p.overlap_moe ? "on" : "off");
+           p.moe_layers, p.accum, p.t_a2a * 1e3, p.t_step * 1e3, p.t_a2a_hidden * 1e3,
+           p.overlap_moe ? "on" : "off");
     return 0;
 }

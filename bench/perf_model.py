@@ -127,7 +127,7 @@ def state_bytes_per_param(precision):
 
 def activation_pieces(mc, a):
     """Per-token bytes of one layer's activation sets, memory mode none, one GPU (mirrors
-    `pieces` in model/counts.c: tests/test_perf_model.sh compares the totals with
+    `pieces` in model/counts.c: tests/test_perf_model_counts.sh compares the totals with
     `sluice plan --json`)."""
     h, D = mc["hidden_size"], mc["head_dim"]
     H, KV = mc["num_attention_heads"], mc["num_key_value_heads"]

@@ -74,8 +74,6 @@ static int parse_num(const char *flag, const char *v, double max, double *out) {
     return 0;
 }
 
-static const char *mode_names[3] = {"none", "attention", "layer"};
-
 static void print_text(const sl_plan *p, const char *path) {
     const double g = GIB;
     printf("plan: %s, stage '%s' (%s), %d GPUs (%d node(s) of %d), EP %d, EDP %d, ZeRO-1 %s, "
@@ -108,9 +106,9 @@ static void print_text(const sl_plan *p, const char *path) {
            (long long)p->micro_tokens);
     for (int i = 0; i < 3; i++) {
         const sl_activation_bytes *a = &p->act[i];
-        printf("    recompute %-10s        %9.2f  %10.2f  %6.2f  %9.2f  %6.2f%s\n", mode_names[i],
-               a->per_layer_max / g, a->layers / g, a->shared / g, a->workspace / g, a->total / g,
-               (int)p->mode == i ? "  <- used" : "");
+        printf("    recompute %-10s        %9.2f  %10.2f  %6.2f  %9.2f  %6.2f%s\n",
+               sl_memory_mode_name((sl_memory_mode)i), a->per_layer_max / g, a->layers / g,
+               a->shared / g, a->workspace / g, a->total / g, (int)p->mode == i ? "  <- used" : "");
     }
     printf("  total                              %10.2f of %.2f usable (92%% of %.1f GiB - 2 "
            "GiB)\n",
@@ -183,7 +181,8 @@ static void print_json(const sl_plan *p, const char *path) {
     NUM("adamw_zero1_bytes", p->adam_zero1);
     NUM("state_bytes", p->state);
     cJSON *acts = cJSON_AddObjectToObject(o, "activations");
-    for (int i = 0; i < 3; i++) cJSON_AddItemToObject(acts, mode_names[i], act_json(&p->act[i]));
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToObject(acts, sl_memory_mode_name((sl_memory_mode)i), act_json(&p->act[i]));
     NUM("total_bytes", p->total);
     NUM("usable_bytes", p->usable);
     cJSON_AddBoolToObject(o, "fits", p->fits);
@@ -277,11 +276,9 @@ int sl_cmd_plan(int argc, char **argv) {
             rc = parse_int(a, v, &r.micro_batch);
         else if (!strcmp(a, "--gpus-per-node"))
             rc = parse_int(a, v, &r.gpus_per_node);
-        else if (!strcmp(a, "--recompute")) {
-            if (strcmp(v, "none") && strcmp(v, "attention") && strcmp(v, "layer"))
-                rc = bad(a, v, "none, attention or layer");
+        else if (!strcmp(a, "--recompute")) /* checked by sl_plan_compute */
             r.recompute = v;
-        } else if (!strcmp(a, "--gpu-memory"))
+        else if (!strcmp(a, "--gpu-memory"))
             rc = parse_num(a, v, 0, &r.gpu_memory_gib);
         else if (!strcmp(a, "--gpu-tflops"))
             rc = parse_num(a, v, 0, &r.gpu_tflops);
@@ -307,7 +304,7 @@ int sl_cmd_plan(int argc, char **argv) {
     sl_plan p;
     if (sl_plan_compute(&cfg, &r, &p, err, sizeof err)) {
         fprintf(stderr, "sluice plan: error: %s\n", err);
-        return strncmp(err, "--", 2) == 0 ? 2 : 1;
+        return strncmp(err, "--", 2) == 0 ? 2 : 1; /* a message naming an option: bad option */
     }
     if (json)
         print_json(&p, path);

@@ -5,6 +5,42 @@
 
 #include "core/ops.h" /* sl_qgate_width */
 
+/* Matmul parameters of one decoder layer, shared by the parameter, FLOP and recomputation
+ * counts. */
+typedef struct {
+    int64_t attn_mm;    /* q (with the gate), k, v, o */
+    int64_t qkv_mm;     /* q (with the gate), k, v: what `attention` recomputation reruns */
+    int64_t ffn_mm_all; /* router + all experts + shared expert, or the dense FFN */
+    int64_t ffn_mm_act; /* the same with k experts */
+    int64_t experts;    /* the routed experts alone (what expert parallelism splits) */
+} layer_counts;
+
+static layer_counts layer_count(const sl_model_config *m, int l) {
+    const int64_t h = m->hidden_size, D = m->head_dim;
+    const int64_t H = m->num_attention_heads, KV = m->num_key_value_heads;
+    layer_counts c = {0, 0, 0, 0, 0};
+    c.qkv_mm = h * sl_qgate_width(m->attn_output_gate, (int)H, (int)D) + 2 * h * KV * D;
+    c.attn_mm = c.qkv_mm + H * D * h;
+    if (sl_layer_is_moe(m, l)) {
+        const int64_t expert = 3 * h * m->moe_intermediate_size;
+        int64_t shared = 0;
+        if (m->shared_expert_intermediate_size > 0)
+            shared = 3 * h * m->shared_expert_intermediate_size + h;
+        const int64_t router = h * m->num_experts;
+        c.experts = m->num_experts * expert;
+        c.ffn_mm_all = router + c.experts + shared;
+        c.ffn_mm_act = router + m->num_experts_per_tok * expert + shared;
+    } else {
+        c.ffn_mm_all = c.ffn_mm_act = 3 * h * m->intermediate_size;
+    }
+    return c;
+}
+
+/* The layers the model builds (at most SL_MAX_LAYERS). */
+static int layer_total(const sl_model_config *m) {
+    return m->num_hidden_layers < SL_MAX_LAYERS ? m->num_hidden_layers : SL_MAX_LAYERS;
+}
+
 /* Per-model pieces shared by the parameter and FLOP counts. */
 typedef struct {
     int64_t embed;      /* V*h */
@@ -13,6 +49,7 @@ typedef struct {
     int64_t attn_mm;    /* q/k/v/o per layer, summed over layers */
     int64_t ffn_mm_all; /* router + all experts + shared expert + dense FFNs */
     int64_t ffn_mm_act; /* the same with k experts per MoE layer */
+    int64_t experts;    /* routed experts */
 } counts;
 
 static int64_t q_width(const sl_model_config *m) {
@@ -20,28 +57,18 @@ static int64_t q_width(const sl_model_config *m) {
 }
 
 static counts count(const sl_model_config *m) {
-    counts c = {0, 0, 0, 0, 0, 0};
+    counts c = {0, 0, 0, 0, 0, 0, 0};
     const int64_t h = m->hidden_size, D = m->head_dim;
-    const int64_t H = m->num_attention_heads, KV = m->num_key_value_heads;
     c.embed = (int64_t)m->vocab_size * h;
     c.lm_head = (int64_t)m->vocab_size * h;
     c.norms = h; /* final norm */
-    for (int l = 0; l < m->num_hidden_layers && l < SL_MAX_LAYERS; l++) {
+    for (int l = 0; l < layer_total(m); l++) {
+        const layer_counts lc = layer_count(m, l);
         c.norms += 2 * h + 2 * D;
-        c.attn_mm += h * q_width(m) + 2 * h * KV * D + H * D * h;
-        if (sl_layer_is_moe(m, l)) {
-            const int64_t expert = 3 * h * m->moe_intermediate_size;
-            int64_t shared = 0;
-            if (m->shared_expert_intermediate_size > 0)
-                shared = 3 * h * m->shared_expert_intermediate_size + h;
-            const int64_t router = h * m->num_experts;
-            c.ffn_mm_all += router + m->num_experts * expert + shared;
-            c.ffn_mm_act += router + m->num_experts_per_tok * expert + shared;
-        } else {
-            const int64_t dense = 3 * h * m->intermediate_size;
-            c.ffn_mm_all += dense;
-            c.ffn_mm_act += dense;
-        }
+        c.attn_mm += lc.attn_mm;
+        c.ffn_mm_all += lc.ffn_mm_all;
+        c.ffn_mm_act += lc.ffn_mm_act;
+        c.experts += lc.experts;
     }
     return c;
 }
@@ -62,11 +89,7 @@ double sl_model_flops_per_token(const sl_model_config *m, int seq_len) {
 }
 
 int64_t sl_model_expert_param_count(const sl_model_config *m) {
-    int64_t n = 0;
-    for (int l = 0; l < m->num_hidden_layers && l < SL_MAX_LAYERS; l++)
-        if (sl_layer_is_moe(m, l))
-            n += (int64_t)m->num_experts * 3 * m->hidden_size * m->moe_intermediate_size;
-    return n;
+    return count(m).experts;
 }
 
 /* Per-token sizes of the pieces of one layer's activations (model/counts.h), in bytes. */
@@ -98,7 +121,7 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                                int act_bytes, int ep, sl_activation_bytes *out) {
     const layer_pieces p = pieces(m, act_bytes, ep);
     const double t = (double)tokens, a = act_bytes, h = m->hidden_size;
-    const int L = m->num_hidden_layers < SL_MAX_LAYERS ? m->num_hidden_layers : SL_MAX_LAYERS;
+    const int L = layer_total(m);
     bool any_moe = false, any_dense = false;
     double layers = 0, max = 0;
     for (int l = 0; l < L; l++) {
@@ -140,24 +163,13 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
 
 double sl_model_recompute_flops_per_token(const sl_model_config *m, sl_memory_mode mode,
                                           int seq_len) {
-    const double h = m->hidden_size, H = m->num_attention_heads, D = m->head_dim;
-    const double kvd = (double)m->num_key_value_heads * m->head_dim;
-    const int L = m->num_hidden_layers < SL_MAX_LAYERS ? m->num_hidden_layers : SL_MAX_LAYERS;
+    const double HD = (double)m->num_attention_heads * m->head_dim;
     double f = 0;
-    for (int l = 0; l + 1 < L; l++) {
-        const double proj = h * ((double)q_width(m) + 2 * kvd);
-        if (mode == SL_MEMORY_ATTENTION) f += 2 * proj;
-        if (mode != SL_MEMORY_LAYER) continue;
-        double mm = proj + H * D * h; /* q, k, v, o */
-        if (sl_layer_is_moe(m, l)) {
-            mm += h * m->num_experts +
-                  (double)m->num_experts_per_tok * 3 * h * m->moe_intermediate_size;
-            if (m->shared_expert_intermediate_size > 0)
-                mm += 3 * h * m->shared_expert_intermediate_size + h;
-        } else {
-            mm += 3 * h * m->intermediate_size;
-        }
-        f += 2 * mm + 2 * H * D * (double)seq_len;
+    for (int l = 0; l + 1 < layer_total(m); l++) {
+        const layer_counts lc = layer_count(m, l);
+        if (mode == SL_MEMORY_ATTENTION) f += 2.0 * (double)lc.qkv_mm;
+        if (mode == SL_MEMORY_LAYER)
+            f += 2.0 * (double)(lc.attn_mm + lc.ffn_mm_act) + 2 * HD * (double)seq_len;
     }
     return f;
 }

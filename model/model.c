@@ -268,10 +268,19 @@ int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errl
     return 0;
 }
 
-sl_memory_mode sl_memory_mode_of_recompute(const char *recompute) {
+int sl_memory_mode_parse(const char *name, sl_memory_mode *out) {
     static const sl_memory_mode modes[] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (strcmp(recompute, sl_memory_mode_name(modes[i])) == 0) return modes[i];
+        if (strcmp(name, sl_memory_mode_name(modes[i])) == 0) {
+            *out = modes[i];
+            return 0;
+        }
+    return -1;
+}
+
+sl_memory_mode sl_memory_mode_of_recompute(const char *recompute) {
+    sl_memory_mode mode;
+    if (sl_memory_mode_parse(recompute, &mode) == 0) return mode;
     sl_fatal("training.recompute: unknown mode \"%s\" (expected \"none\", \"attention\" or "
              "\"layer\")",
              recompute);

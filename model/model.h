@@ -134,8 +134,11 @@ int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen
  * SL_MEMORY_NONE); parameters, gradients, the RoPE table and the routers' selection biases
  * are kept. */
 int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errlen);
-/* The memory mode of training.recompute: "none", "attention" or "layer" (the config
- * validation rejects anything else; an unknown name aborts naming it). */
+/* The memory mode named `name` ("none", "attention" or "layer", as sl_memory_mode_name
+ * spells them) into *out; -1 for any other name. */
+int sl_memory_mode_parse(const char *name, sl_memory_mode *out);
+/* The memory mode of training.recompute (the config validation rejects anything else; an
+ * unknown name aborts naming it). */
 sl_memory_mode sl_memory_mode_of_recompute(const char *recompute);
 /* Recomputes the RoPE table from cfg (rope_theta, rope_scaling), e.g. between stages. */
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen);

@@ -134,9 +134,10 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
-    if (b->overlap_exchange && d->ep_size > 1) {
-        /* The input gradients first, their exchange started, and the weight gradients (which
-         * nothing downstream of the exchange reads) computed while the rows travel. */
+    if (b->overlap_exchange) {
+        /* The input gradients first, their exchange started (nothing without expert
+         * parallelism), and the weight gradients (which nothing downstream of the exchange
+         * reads) computed while the rows travel. */
         sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
         sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
         sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out);

@@ -17,7 +17,7 @@ T=4096 k=8 h=2048 Im=768 flop_s=989e12*0.75
 dw=$(fmt %.3g "2*$T*$k*3*$h*$Im")
 t_dw=$(fmt %.1f "2*$T*$k*3*$h*$Im/($flop_s)*1e6")
 
-check() { # gpus ep nvlink_peer_share
+check_split() { # gpus ep nvlink_peer_share
     local gpus=$1 ep=$2 nv=$3 out
     out=$("$bin" "$cfg" --gpus "$gpus" --ep "$ep") || fail "--gpus $gpus --ep $ep exited $?"
     local bytes t_x hidden
@@ -30,8 +30,8 @@ check() { # gpus ep nvlink_peer_share
     done
     echo "--gpus $gpus --ep $ep: one exchange $bytes bytes, $t_x us; dW $t_dw us hides $hidden us"
 }
-check 8 8 1
-check 16 16 7/15
+check_split 8 8 1
+check_split 16 16 7/15
 
 "$bin" "$cfg" --gpus 8 --ep 3 2>/dev/null
 [ $? -eq 1 ] || fail "--ep 3 on 8 GPUs should exit 1"

@@ -17,7 +17,6 @@
 #      the weights are saved as one shard per EP rank plus an index, and `sluice eval` loads
 #      them in one process.
 set -uo pipefail
-. "$(dirname "$0")/skip_or_fail.sh"
 # shellcheck source=tests/cli_lib.sh
 . "$(dirname "$0")/cli_lib.sh"
 

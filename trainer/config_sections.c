@@ -11,6 +11,7 @@
 #include "trainer/config_sections.h"
 
 #include "core/comm_nccl.h"
+#include "model/model.h" /* sl_memory_mode_parse */
 
 #define LIM_MICRO_BATCH (1 << 20)
 #define LIM_PREFETCH    1024
@@ -253,8 +254,8 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
     if (sl_cfg_check_nonneg(v, "router_bias_update_rate", t->router_bias_update_rate)) return -1;
     if (!sl_cfg_terminated(t->recompute, sizeof t->recompute))
         return sl_cfg_verr(v, "recompute", "string too long");
-    if (strcmp(t->recompute, "none") != 0 && strcmp(t->recompute, "attention") != 0 &&
-        strcmp(t->recompute, "layer") != 0)
+    sl_memory_mode mode;
+    if (sl_memory_mode_parse(t->recompute, &mode) != 0)
         return sl_cfg_verr(v, "recompute",
                            "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
                            t->recompute);

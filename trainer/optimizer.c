@@ -87,23 +87,25 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
 double sl_optimizer_finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
     /* Both groups' sums of squares into device scalars, then the step's one host read of
-     * them: the clip factor is needed on the host for the next AdamW launch. With ZeRO-1
-     * only the rank's shard of each gradient is summed: the shards' squares add up over
-     * the group. */
+     * them: the clip factor is needed on the host for the next AdamW launch. Without ZeRO-1
+     * the shard is the whole buffer. */
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
-        sl_tensor *grad = o->zero1 ? o->shard_g[g] : (o->ps->size[g] > 0 ? o->ps->g[g] : NULL);
-        if (grad)
-            sl_op_sumsq(o->group_sumsq[g], grad);
+        if (o->shard_g[g])
+            sl_op_sumsq(o->group_sumsq[g], o->shard_g[g]);
         else
             sl_op_fill(o->group_sumsq[g], 0.0f);
     }
     float sq[SL_PGROUP_COUNT];
     sl_tensor_to_host(o->sumsq, sq);
-    double dense_sq = sq[SL_PGROUP_DENSE];
+    const double dense_sq = sq[SL_PGROUP_DENSE];
     double expert_sq = sq[SL_PGROUP_EXPERT];
     if (o->zero1) {
-        sl_comm_allreduce_sum_f64(o->group_comm[SL_PGROUP_DENSE], &dense_sq, 1);
-        sl_comm_allreduce_sum_f64(o->group_comm[SL_PGROUP_EXPERT], &expert_sq, 1);
+        /* Each rank summed only its shards. The shards tile each group, and the expert
+         * groups (EDP) of the EP ranks tile the dense group: one sum over the dense group
+         * adds up the whole model. */
+        double all = dense_sq + expert_sq;
+        sl_comm_allreduce_sum_f64(o->group_comm[SL_PGROUP_DENSE], &all, 1);
+        return sqrt(all);
     }
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);

@@ -52,8 +52,9 @@ typedef struct {
 
 typedef struct {
     sl_comm *dense;  /* ranks replicating the dense parameters (the world) */
-    sl_comm *expert; /* ranks holding the same experts */
-    sl_comm *ep;     /* the expert-parallel group, NULL with one rank */
+    sl_comm *expert; /* ranks holding the same experts (NULL: dense) */
+    sl_comm *ep;     /* the expert-parallel group, NULL with one rank; the expert groups of
+                      * its ranks together make up `dense` (trainer/topology.c) */
     bool zero1;
     int64_t bucket_bytes;
     int layers;

@@ -62,7 +62,7 @@ static void advise(sl_plan *p, const sl_model_config *m) {
     const int64_t t = p->micro_tokens;
     int found = 0;
     if (!p->zero1 && total_bytes(p, m, true, p->ep, p->mode, t) <= p->usable)
-        ADD("%s--zero1", found++ ? "; " : ""), (void)0;
+        ADD("%s--zero1", found++ ? "; " : "");
     for (int ep = p->ep * 2; ep <= p->gpus; ep *= 2) {
         if (p->gpus % ep || m->num_experts % ep) continue;
         if (total_bytes(p, m, p->zero1, ep, p->mode, t) <= p->usable) {
@@ -132,12 +132,11 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->edp = r->gpus / p->ep;
     p->zero1 = r->zero1 < 0 ? cfg->parallel.zero1 : r->zero1 != 0;
     const char *rc = r->recompute ? r->recompute : st.train.recompute;
-    if (strcmp(rc, "none") && strcmp(rc, "attention") && strcmp(rc, "layer")) {
+    if (sl_memory_mode_parse(rc, &p->mode) != 0) {
         snprintf(err, errlen, "--recompute: unknown mode '%s' (expected none, attention or layer)",
                  rc);
         return -1;
     }
-    p->mode = sl_memory_mode_of_recompute(rc);
     p->act_bytes = strcmp(st.train.precision, "fp32") == 0 ? 4 : 2;
     p->seq_len = r->seq_len > 0 ? r->seq_len : st.train.seq_len;
     p->micro_batch = r->micro_batch > 0 ? r->micro_batch : st.train.micro_batch_size;
@@ -172,8 +171,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->adam_full = 8.0 * n;
     p->adam_zero1 =
         8.0 * ((double)p->gpu_params_dense / p->gpus + (double)p->gpu_params_expert / p->edp);
-    p->state =
-        p->weights_compute + p->master + p->grads + (p->zero1 ? p->adam_zero1 : p->adam_full);
+    p->state = state_bytes(p, p->zero1, p->ep); /* the breakdown above, as advise() counts it */
     static const sl_memory_mode modes[3] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
     for (int i = 0; i < 3; i++)
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
@@ -185,18 +183,16 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     /* Communication. EP groups are consecutive ranks, EDP groups stride EP, nodes hold
      * gpus_per_node consecutive ranks (docs/parallelism.md): count rank 0's peers. */
     const int gpn = r->gpus_per_node;
-    int a2a_local = 0;
-    for (int j = 1; j < p->ep; j++) a2a_local += j / gpn == 0;
-    int moe_layers = 0;
-    for (int l = 0; l < m->num_hidden_layers; l++) moe_layers += sl_layer_is_moe(m, l);
+    const int a2a_local = (p->ep < gpn ? p->ep : gpn) - 1; /* EP peers on rank 0's node */
+    for (int l = 0; l < m->num_hidden_layers; l++) p->moe_layers += sl_layer_is_moe(m, l);
     /* dispatch and combine, forward and backward; `layer` reruns the forward's two */
-    const int exchanges = 4 + (p->mode == SL_MEMORY_LAYER ? 2 : 0);
+    p->exchanges = 4 + (p->mode == SL_MEMORY_LAYER ? 2 : 0);
+    const int moe_layers = p->moe_layers, exchanges = p->exchanges;
     const double rows_out =
         p->ep > 1 ? (double)p->micro_tokens * m->num_experts_per_tok * (p->ep - 1) / p->ep : 0;
     p->a2a_bytes = rows_out * m->hidden_size * p->act_bytes * exchanges * moe_layers * p->accum;
     p->a2a_nvlink_bytes = p->ep > 1 ? p->a2a_bytes * a2a_local / (p->ep - 1) : 0;
     p->a2a_ib_bytes = p->a2a_bytes - p->a2a_nvlink_bytes;
-    p->a2a_ib = p->a2a_ib_bytes > 0;
     p->grad_dense_payload = 4.0 * (double)p->gpu_params_dense;
     p->grad_expert_payload = 4.0 * (double)p->gpu_params_expert;
     p->dense_ib = r->gpus > gpn;
@@ -232,8 +228,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->overlap_moe = cfg->parallel.overlap_moe;
     if (moe_layers > 0 && p->t_a2a > 0) {
         p->t_a2a_one = p->t_a2a / ((double)exchanges * moe_layers * p->accum);
-        const double per_row =
-            (double)sl_model_expert_param_count(m) / m->num_experts / moe_layers; /* 3 h Im */
+        const double per_row = 3.0 * m->hidden_size * m->moe_intermediate_size; /* 3 h Im */
         p->expert_dw_flops = 2.0 * per_row * (double)p->micro_tokens * m->num_experts_per_tok;
         const double t_dw = p->expert_dw_flops / flop_rate;
         if (p->overlap_moe)

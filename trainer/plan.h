@@ -69,8 +69,9 @@ typedef struct {
     double grad_dense_payload, grad_expert_payload;   /* fp32 gradients reduced */
     /* ring all-reduce of both groups, or with ZeRO-1 reduce-scatter (half the bytes) */
     double grad_bytes;
-    double ag_bytes;                  /* ZeRO-1 all-gather of fp32 weights */
-    bool dense_ib, expert_ib, a2a_ib; /* whether a group crosses nodes */
+    double ag_bytes;           /* ZeRO-1 all-gather of fp32 weights */
+    bool dense_ib, expert_ib;  /* whether a group crosses nodes */
+    int moe_layers, exchanges; /* expert exchanges per MoE layer and micro-batch */
     /* compute and time */
     double flops_token, flops_step_gpu, flops_step_total; /* model FLOPs */
     double hw_flops_step_gpu;                             /* with recomputation */

@@ -160,8 +160,9 @@ static int enter_stage(trainer *t, int i, int step) {
     free(t->doc_starts);
     free(t->n_docs);
     t->tokens = sl_xmalloc(rows * row_len * sizeof(int32_t));
-    t->doc_starts = sl_xmalloc(rows * row_len * sizeof(int32_t));
-    t->n_docs = sl_xmalloc(rows * sizeof(int));
+    /* document starts only where the stage masks by document (sl_trainer_next_batch) */
+    t->doc_starts = tc->document_mask ? sl_xmalloc(rows * row_len * sizeof(int32_t)) : NULL;
+    t->n_docs = tc->document_mask ? sl_xmalloc(rows * sizeof(int)) : NULL;
     t->micro_batches = (int)(tc->global_batch_tokens /
                              ((int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size));
     if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;

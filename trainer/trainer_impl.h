@@ -37,7 +37,8 @@ typedef struct {
     int cur;             /* the stage running */
     int micro_batches;   /* per rank per step, in the current stage */
     int32_t *tokens;     /* [micro_batch_size, seq_len + 1] of the current stage */
-    int32_t *doc_starts; /* the same shape: each row's document starts (document_mask) */
+    int32_t *doc_starts; /* the same shape: each row's document starts (NULL without
+                          * document_mask) */
     int *n_docs;         /* [micro_batch_size] */
     sl_reader *train_reader;
     int reader_stage;    /* the stage whose training data train_reader (or resume_cursor)
