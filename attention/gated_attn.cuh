@@ -8,15 +8,6 @@
 
 #include "core/cuda_common.cuh"
 
-/* nvcc unrolls these loops so that the register arrays they index stay in registers (a
- * dynamically indexed array would go to local memory, which the build rejects). g++ (the
- * emulated build) would warn about the unknown pragma. */
-#ifdef SLUICE_CUDA_EMULATED
-#define SL_ATTN_UNROLL
-#else
-#define SL_ATTN_UNROLL _Pragma("unroll")
-#endif
-
 namespace sl_attn {
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -84,11 +75,12 @@ __device__ __forceinline__ qtile<T> locate_qtile(const args<T> &a) {
     return t;
 }
 
-/* The first key tile a query tile of B rows starting at i0 needs: the tile holding its first
- * row's document start (seg does not decrease along a sequence); 0 without documents. */
-template <typename T, int B>
-__device__ __forceinline__ int first_key_tile(const args<T> &a, int64_t tok0, int i0) {
-    return a.seg ? a.seg[tok0 + i0] / B * B : 0;
+/* The first key tile (of B keys) a query tile starting at i0 of the sequence at token tok0
+ * needs: the tile holding its first row's document start (seg does not decrease along a
+ * sequence); 0 without documents (seg null). Shared with the tensor-core kernels. */
+template <int B>
+__device__ __forceinline__ int first_key_tile(const int *seg, int64_t tok0, int i0) {
+    return seg ? seg[tok0 + i0] / B * B : 0;
 }
 
 __device__ __forceinline__ float sigmoid(float x) {
@@ -136,22 +128,22 @@ __device__ __forceinline__ void tile_mma(float (&acc)[RM][RN], const float *a, c
 #endif
     for (int p = 0; p < NP; p++) {
         float av[RM], bv[RN];
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int x = 0; x < RM; x++) av[x] = a[x * AI + p * AP];
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < RN; y++) bv[y] = b[y * BJ + p * BP];
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int x = 0; x < RM; x++) {
-            SL_ATTN_UNROLL
+            SL_UNROLL
             for (int y = 0; y < RN; y++) acc[x][y] = fmaf(av[x], bv[y], acc[x][y]);
         }
     }
 }
 
 template <int RM, int RN> __device__ __forceinline__ void zero(float (&acc)[RM][RN]) {
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < RM; x++) {
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < RN; y++) acc[x][y] = 0.0f;
     }
 }

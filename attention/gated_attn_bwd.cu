@@ -29,7 +29,6 @@
  * and the dQ block starts at the key tile holding its first row's document start.
  */
 #include "attention/gated_attn.cuh"
-#include "attention/gated_attn_tc.cuh"
 #include "attention/kernels_cuda.h"
 #include "core/log.h"
 
@@ -90,10 +89,10 @@ __device__ __forceinline__ void softmax_grad(float (&s)[R][R], const float (&dp)
                                              float *sds, const float *slse, const float *sdi,
                                              const int *sseg, int i0, int j0, int seq, float c2) {
     const int tr = threadIdx.x >> 3, tc = threadIdx.x & 7;
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < R; x++) {
         const int ri = tr + 8 * x, i = i0 + ri;
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < R; y++) {
             const int j = j0 + tc + 8 * y;
             const float p =
@@ -170,12 +169,12 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkdv_kernel(const args<T> a
         }
     }
 
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < R; x++) {
         const int j = j0 + tr + 8 * x;
         if (j >= a.seq) continue;
         const int64_t row = (tok0 + j) * a.kv + kvh;
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < RD; y++) {
             const int c = c_out + tc + 8 * y;
             if (c >= a.d) continue;
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
         load_tile<B, DP>(sq, qb, ldq, nq, a.d);
         load_do_tile<B, DP>(sdo, a, tok0 + i0, h, nq, 0);
     }
-    for (int j0 = first_key_tile<T, B>(a, tok0, i0); j0 < kend; j0 += B) {
+    for (int j0 = first_key_tile<B>(a.seg, tok0, i0); j0 < kend; j0 += B) {
         const int nk = a.seq - j0 < B ? a.seq - j0 : B;
         float s[R][R], dp[R][R];
         zero(s);
@@ -230,12 +229,12 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(const args<T> a) 
         __syncthreads();
     }
 
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < R; x++) {
         const int i = i0 + tr + 8 * x;
         if (i >= a.seq) continue;
         const int64_t row = (tok0 + i) * a.h + h;
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < RD; y++) {
             const int c = c_out + tc + 8 * y;
             if (c < a.d) a.dq[row * a.d + c] = sl_st<T>(dq[x][y] * a.scale);

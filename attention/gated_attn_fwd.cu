@@ -26,7 +26,6 @@
  * after it (tile skipping and masking as in the CPU twin).
  */
 #include "attention/gated_attn.cuh"
-#include "attention/gated_attn_tc.cuh"
 #include "attention/kernels_cuda.h"
 #include "core/log.h"
 
@@ -46,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
     float o[R][RD], m[R], l[R];
     int lo[R]; /* each row's first visible key: its document start (0 without documents) */
     zero(o);
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < R; x++) {
         const int i = i0 + tr + 8 * x;
         m[x] = -INFINITY, l[x] = 0.0f;
@@ -54,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
     }
     if (resident) load_tile<B, DP>(sq, qb, ldq, nq, a.d);
 
-    for (int j0 = first_key_tile<T, B>(a, tok0, i0); j0 < kend; j0 += B) {
+    for (int j0 = first_key_tile<B>(a.seg, tok0, i0); j0 < kend; j0 += B) {
         const int nk = a.seq - j0 < B ? a.seq - j0 : B;
         float s[R][R];
         zero(s);
@@ -71,11 +70,11 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
          * from 0 instead (P = 0, alpha = 0; no inf - inf). Without documents every row sees key
          * 0 in the first tile and mref is always mnew. */
         const bool diag = j0 + B > i0;
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int x = 0; x < R; x++) {
             const int i = i0 + tr + 8 * x;
             float mx = -INFINITY;
-            SL_ATTN_UNROLL
+            SL_UNROLL
             for (int y = 0; y < R; y++) {
                 const int j = j0 + tc + 8 * y;
                 s[x][y] = (!diag || j <= i) && j >= lo[x] ? s[x][y] * c2 : -INFINITY;
@@ -85,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
             const float mref = mnew == -INFINITY ? 0.0f : mnew;
             const float alpha = exp2f(m[x] - mref); /* 0 on the first visible tile */
             float sum = 0.0f;
-            SL_ATTN_UNROLL
+            SL_UNROLL
             for (int y = 0; y < R; y++) {
                 const float p = exp2f(s[x][y] - mref);
                 sum += p;
@@ -93,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
             }
             l[x] = l[x] * alpha + group_sum(sum);
             m[x] = mnew;
-            SL_ATTN_UNROLL
+            SL_UNROLL
             for (int y = 0; y < RD; y++) o[x][y] *= alpha;
         }
         /* V takes K's buffer: every thread passed the barrier after its last read of K. */
@@ -103,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
         __syncthreads();
     }
 
-    SL_ATTN_UNROLL
+    SL_UNROLL
     for (int x = 0; x < R; x++) {
         const int i = i0 + tr + 8 * x;
         if (i >= a.seq) continue;
@@ -111,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(const args<T> a) {
         if (chunk == 0 && tc == 0) a.lsew[row] = (m[x] + log2f(l[x])) * kLn2;
         const float inv = 1.0f / l[x];
         const float gh = a.gate == 1 ? sigmoid(sl_ld(a.g[row])) : 1.0f;
-        SL_ATTN_UNROLL
+        SL_UNROLL
         for (int y = 0; y < RD; y++) {
             const int c = c_out + tc + 8 * y;
             if (c >= a.d) continue;
@@ -174,7 +173,7 @@ __global__ void sigmoid_mean_kernel(float *out, const double *part, int nparts, 
 /* The SIMT kernels serve what the tensor-core ones do not: fp32 tensors (the CUDA backend's
  * fp32 mode, a reference path) and bf16 head dims other than 64 and 128, which get one log
  * line per process so that a user knows attention runs at a fraction of its speed. */
-void sl_attn_note_simt(const sl_tensor *q) {
+static void note_simt(const sl_tensor *q) {
     static bool said = false;
     if (q->dtype != SL_BF16 || said) return;
     said = true;
@@ -192,7 +191,7 @@ extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl
         sl_cuda_gated_attn_tc_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
         return;
     }
-    sl_attn_note_simt(q);
+    note_simt(q);
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int dp = pick_dp(d);
     cudaStream_t stream = sl_cuda_stream(ctx);

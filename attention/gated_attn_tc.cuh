@@ -19,19 +19,16 @@
 #ifndef SL_GATED_ATTN_TC_CUH
 #define SL_GATED_ATTN_TC_CUH
 
+#include "attention/gated_attn.cuh" /* kLog2e, kLn2, sigmoid, first_key_tile */
 #include "core/cuda_common.cuh"
 #include "core/ptx.cuh"
 
-#ifdef SLUICE_CUDA_EMULATED
-#define SL_TC_UNROLL
-#else
-#define SL_TC_UNROLL _Pragma("unroll")
-#endif
-
 namespace sl_attn_tc {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.69314718055994531f;
+using sl_attn::first_key_tile;
+using sl_attn::kLn2;
+using sl_attn::kLog2e;
+using sl_attn::sigmoid;
 
 /* Four warps; a query tile is 64 rows (16 per warp), a key tile 64 keys. */
 constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 64, kBc = 64;
@@ -129,7 +126,7 @@ __device__ __forceinline__ void mma2(float (&d0)[4], float (&d1)[4], const uint3
 
 /* Zeroes N accumulator tiles. */
 template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 }
 
@@ -156,10 +153,6 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-__device__ __forceinline__ float sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
 }
 
 /* Opts kernel K in to `bytes` of dynamic shared memory when that is above the default 48 KiB.
@@ -194,32 +187,8 @@ __device__ __forceinline__ qtile locate_qtile(const args &a) {
     return t;
 }
 
-/* The first key tile (of kBc keys) a query tile starting at i0 needs: the one holding its first
- * row's document start (seg does not decrease along a sequence); 0 without documents. */
-__device__ __forceinline__ int first_key_tile(const args &a, int64_t tok0, int i0) {
-    return a.seg ? a.seg[tok0 + i0] / kBc * kBc : 0;
-}
-
 } // namespace sl_attn_tc
 
-/* Entry points (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu), called by the CUDA backend's
- * attention ops (gated_attn_fwd.cu, gated_attn_bwd.cu) for bf16 tensors with head dim 64 or 128;
- * same arguments as sl_cuda_gated_attn_fwd/bwd, which have already checked them (dg given with
- * a gate) and returned on an empty problem. */
-void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
-                               const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                               const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
-                               float scale);
-void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
-                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
-                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
-                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
-                               int batch, int seq, float scale);
-
-/* Whether the tensor-core kernels take a problem: bf16, head dim 64 or 128. */
-bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
-
-/* Logs once per process that a bf16 problem runs on the SIMT kernels (gated_attn_fwd.cu). */
-void sl_attn_note_simt(const sl_tensor *q);
+/* The entry points are in attention/kernels_cuda.h. */
 
 #endif

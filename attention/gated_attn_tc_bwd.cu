@@ -48,7 +48,7 @@ template <int D> __global__ void __launch_bounds__(32 * kPrepWarps) tc_bwd_prep_
         const float sh = a.gate == 1 ? sigmoid(__bfloat162float(a.g[r])) : 1.0f;
         float dot = 0.0f, dyo = 0.0f;
         /* each lane takes bf16 pairs 2 lane, 2 lane + 64, ... */
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int c = 2 * lane; c < D; c += 64) {
             const int64_t e = r * D + c;
             const float2 dy = __bfloat1622float2(*(const __nv_bfloat162 *)(a.dy + e));
@@ -160,12 +160,12 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
         float st[QT / 8][4], dpt[QT / 8][4];
         zero(st);
         zero(dpt);
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int kk = 0; kk < D / 16; kk++) {
             uint32_t ak[4], av[4];
             ld_a<D>(ak, sk, kr, 16 * kk);
             ld_a<D>(av, sv, kr, 16 * kk);
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int np = 0; np < QT / 16; np++) {
                 uint32_t bq[4], bo[4];
                 ld_b_nk<D>(bq, cq, 16 * np, 16 * kk);
@@ -178,9 +178,9 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
         /* P^T and dS^T in place (st, dpt): rows keys j0 + kr + g (+8), columns queries
          * i0 + 8 n + 2 t (+1). Masking is needed only where some pair is invisible. */
         const bool full = !a.seg && i0 >= j0 + kBc - 1 && i0 + QT <= a.seq;
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int n = 0; n < QT / 8; n++) {
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int e = 0; e < 4; e++) {
                 const int qi = 8 * n + 2 * t + (e & 1), j = j0 + kr + g + 8 * (e >> 1);
                 const bool vis = full || visible(i0 + qi, j, cseg[qi], a.seq);
@@ -191,12 +191,12 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
         }
 
         /* dV += P^T dO, dK += dS^T Q (contraction over the step's queries) */
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int kk = 0; kk < QT / 16; kk++) {
             uint32_t ap[4], ad[4];
             acc_to_a(ap, st[2 * kk], st[2 * kk + 1]);
             acc_to_a(ad, dpt[2 * kk], dpt[2 * kk + 1]);
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int np = 0; np < D / 16; np++) {
                 uint32_t bo[4], bq[4];
                 ld_b_kn<D>(bo, cdo, 16 * kk, 16 * np);
@@ -209,9 +209,9 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
         if constexpr (ATOMIC) {
             /* dS (queries x keys) into shared memory, then the step's dQ += dS K: warp w takes
              * query rows 16 (w % MT).. and D / (4 / MT) columns. */
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int n = 0; n < QT / 8; n++) {
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int e = 0; e < 4; e++) {
                     const int qi = 8 * n + 2 * t + (e & 1), kj = kr + g + 8 * (e >> 1);
                     sds[swz<kBc>(qi, kj >> 3) + (kj & 7)] = __float2bfloat16_rn(dpt[n][e]);
@@ -222,23 +222,23 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
             const int m0 = 16 * (warp % MT), c0 = (warp / MT) * NW;
             float dq[NW / 8][4];
             zero(dq);
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int kk = 0; kk < kBc / 16; kk++) {
                 uint32_t ad[4];
                 ld_a<kBc>(ad, sds, m0, 16 * kk);
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int np = 0; np < NW / 16; np++) {
                     uint32_t bk[4];
                     ld_b_kn<D>(bk, sk, 16 * kk, c0 + 16 * np);
                     mma2(dq[2 * np], dq[2 * np + 1], ad, bk);
                 }
             }
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int half = 0; half < 2; half++) {
                 const int i = i0 + m0 + g + 8 * half;
                 if (i >= a.seq) continue;
                 float *dst = a.dqacc + ((tok0 + i) * a.h + h) * D + c0 + 2 * t;
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int n = 0; n < NW / 8; n++) {
                     atomicAdd(dst + 8 * n, dq[n][2 * half]);
                     atomicAdd(dst + 8 * n + 1, dq[n][2 * half + 1]);
@@ -249,12 +249,12 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkdv_kernel(const args a) {
     }
 
     /* Epilogue: rows keys j0 + kr + g (+8), columns 8 n + 2 t (+1); dK takes the softmax scale. */
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int half = 0; half < 2; half++) {
         const int j = j0 + kr + g + 8 * half;
         if (j >= a.seq) continue;
         const int64_t row = ((tok0 + j) * a.kv + kvh) * D + 2 * t;
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int n = 0; n < D / 8; n++) {
             *(__nv_bfloat162 *)(a.dk + row + 8 * n) =
                 __floats2bfloat162_rn(dk[n][2 * half] * a.scale, dk[n][2 * half + 1] * a.scale);
@@ -289,7 +289,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
     const sl_bf16 *kb = a.k + (qt.tok0 * a.kv + qt.kvh) * D;
     const sl_bf16 *vb = a.v + (qt.tok0 * a.kv + qt.kvh) * D;
     const float c2 = a.scale * kLog2e;
-    const int jt0 = first_key_tile(a, qt.tok0, qt.i0), kend = qt.i0 + qt.nq;
+    const int jt0 = first_key_tile<kBc>(a.seg, qt.tok0, qt.i0), kend = qt.i0 + qt.nq;
 
     load_tile_async<kBr, D>(sq, a.q + row0 * D, ldq, qt.nq);
     load_tile_async<kBr, D>(sdo, a.dob + row0 * D, ldq, qt.nq);
@@ -305,7 +305,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
     /* the warp's rows qt.i0 + 16 warp + g (+8): statistics in registers */
     float lse2[2], di[2];
     int lo[2], qi[2];
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int half = 0; half < 2; half++) {
         qi[half] = qt.i0 + 16 * warp + g + 8 * half;
         const bool in = qi[half] < a.seq;
@@ -318,7 +318,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
     sl_cp_async_wait<1>(); /* Q and dO (the K/V group may still be in flight) */
     __syncthreads();
     uint32_t aq[D / 16][4], ao[D / 16][4];
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int kk = 0; kk < D / 16; kk++) {
         ld_a<D>(aq[kk], sq, 16 * warp, 16 * kk);
         ld_a<D>(ao[kk], sdo, 16 * warp, 16 * kk);
@@ -338,9 +338,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
             float sc[KS / 8][4], dp[KS / 8][4];
             zero(sc);
             zero(dp);
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int kk = 0; kk < D / 16; kk++) {
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int np = 0; np < KS / 16; np++) {
                     uint32_t bk[4], bv[4];
                     ld_b_nk<D>(bk, ck, ks + 16 * np, 16 * kk);
@@ -351,9 +351,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
             }
 
             /* dS = P (dP - Di) in place (dp): rows qi[e >> 1], keys j0 + ks + 8 n + 2 t (+1) */
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int n = 0; n < KS / 8; n++) {
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int e = 0; e < 4; e++) {
                     const int half = e >> 1, j = j0 + ks + 8 * n + 2 * t + (e & 1);
                     const bool vis = full || visible(qi[half], j, lo[half], a.seq);
@@ -363,11 +363,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
             }
 
             /* dQ += dS K (contraction over the sub-step's keys) */
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int kk = 0; kk < KS / 16; kk++) {
                 uint32_t ad[4];
                 acc_to_a(ad, dp[2 * kk], dp[2 * kk + 1]);
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int np = 0; np < D / 16; np++) {
                     uint32_t bk[4];
                     ld_b_kn<D>(bk, ck, ks + 16 * kk, 16 * np);
@@ -378,11 +378,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(co
         __syncthreads(); /* every warp is done with buffer s & 1 before it is refilled */
     }
 
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int half = 0; half < 2; half++) {
         if (qi[half] >= a.seq) continue;
         sl_bf16 *dst = a.dq + (row0 + (int64_t)(16 * warp + g + 8 * half) * a.h) * D + 2 * t;
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int n = 0; n < D / 8; n++)
             *(__nv_bfloat162 *)(dst + 8 * n) =
                 __floats2bfloat162_rn(dq[n][2 * half] * a.scale, dq[n][2 * half + 1] * a.scale);

@@ -65,7 +65,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
     float o[ND][4];
     zero(o);
 
-    const int jfirst = first_key_tile(a, t.tok0, t.i0), kend = t.i0 + t.nq;
+    const int jfirst = first_key_tile<kBc>(a.seg, t.tok0, t.i0), kend = t.i0 + t.nq;
     const int ntiles = (kend - jfirst + kBc - 1) / kBc;
     auto issue_kv = [&](int n) {
         const int j0 = jfirst + n * kBc, nk = a.seq - j0 < kBc ? a.seq - j0 : kBc;
@@ -81,7 +81,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         /* tile n + 1 in flight into the other stage while tile n is used */
         pipeline_next(n + 1 < ntiles, [&] { issue_kv(n + 1); });
         if (n == 0) {
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int kk = 0; kk < KD; kk++) ld_a<D>(qf[kk], sq, warp * 16, kk * 16);
         }
         const sl_bf16 *sk = sk0 + (n & 1) * kBc * D, *sv = sv0 + (n & 1) * kBc * D;
@@ -89,9 +89,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
 
         float s[NS][4];
         zero(s);
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int kk = 0; kk < KD; kk++) {
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int jp = 0; jp < NS / 2; jp++) {
                 uint32_t b[4];
                 ld_b_nk<D>(b, sk, jp * 16, kk * 16);
@@ -102,12 +102,12 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         /* Masking is needed on the diagonal tile (keys after a row) and where a row's document
          * starts inside or after the tile (lo[1] is the larger start). */
         const bool masked = j0 + kBc - 1 > row[0] || j0 < lo[1];
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int x = 0; x < 2; x++) {
             float mx = -INFINITY;
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int j = 0; j < NS; j++) {
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int e = 0; e < 2; e++) {
                     const int key = j0 + 8 * j + 2 * tq + e;
                     float &v = s[j][2 * x + e];
@@ -121,9 +121,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
             const float mref = mnew == -INFINITY ? 0.0f : mnew;
             const float alpha = exp2f(m[x] - mref);
             float sum = 0.0f;
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int j = 0; j < NS; j++) {
-                SL_TC_UNROLL
+                SL_UNROLL
                 for (int e = 0; e < 2; e++) {
                     float &v = s[j][2 * x + e];
                     v = exp2f(v - mref);
@@ -132,15 +132,15 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
             }
             l[x] = l[x] * alpha + sum; /* this lane's share; the quad sums at the end */
             m[x] = mnew;
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int n2 = 0; n2 < ND; n2++) o[n2][2 * x] *= alpha, o[n2][2 * x + 1] *= alpha;
         }
 
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int kk = 0; kk < kBc / 16; kk++) {
             uint32_t pa[4];
             acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-            SL_TC_UNROLL
+            SL_UNROLL
             for (int dp = 0; dp < ND / 2; dp++) {
                 uint32_t b[4];
                 ld_b_kn<D>(b, sv, kk * 16, dp * 16);
@@ -150,7 +150,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         __syncthreads(); /* every warp is done with this stage before it is refilled */
     }
 
-    SL_TC_UNROLL
+    SL_UNROLL
     for (int x = 0; x < 2; x++) {
         const float lt = quad_sum(l[x]);
         if (row[x] >= a.seq) continue;
@@ -158,7 +158,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(const
         if (tq == 0) a.lsew[r] = (m[x] + log2f(lt)) * kLn2;
         const float inv = 1.0f / lt;
         const float gh = a.gate == 1 ? sigmoid(sl_ld(a.g[r])) : 1.0f;
-        SL_TC_UNROLL
+        SL_UNROLL
         for (int n = 0; n < ND; n++) {
             const int64_t e = r * D + 8 * n + 2 * tq;
             const float o0 = o[n][2 * x] * inv, o1 = o[n][2 * x + 1] * inv;

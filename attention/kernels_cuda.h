@@ -33,6 +33,21 @@ void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *
                             float scale);
 void sl_cuda_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
 
+/* gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu: the tensor-core kernels, which
+ * sl_cuda_gated_attn_fwd/bwd call for the problems sl_cuda_gated_attn_tc_supported takes
+ * (bf16, head dim 64 or 128), with the same arguments, already checked (dg given with a gate)
+ * and not empty. */
+void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                               const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                               const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                               float scale);
+void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                               int batch, int seq, float scale);
+bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
+
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                              const sl_tensor *lse, int batch, int seq, float scale);

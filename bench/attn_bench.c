@@ -234,8 +234,7 @@ static double set_bytes(const shape *s, sl_gate_mode gate, sl_dtype dt) {
 /* seg [B * S] from repeating document lengths, or NULL without them. */
 static int32_t *build_seg(const options *o, const shape *s) {
     if (!o->ndocs) return NULL;
-    int32_t *seg = malloc(sizeof(int32_t) * (size_t)s->batch * (size_t)s->seq);
-    if (!seg) return NULL;
+    int32_t *seg = sl_xmalloc(sizeof(int32_t) * (size_t)s->batch * (size_t)s->seq);
     for (int b = 0; b < s->batch; b++)
         for (int i = 0, start = 0, doc = 0; i < s->seq; i++) {
             if (i - start == o->docs[doc]) start = i, doc = (doc + 1) % o->ndocs;
@@ -472,11 +471,6 @@ static int check_shape(const options *o, attn_set *a, const int32_t *seg) {
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), sl_bench_cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 static void time_shape(const options *o, attn_set *a, const char *device) {
     sl_backend *be = sl_tensor_backend(a->q);
     double *tf = sl_xmalloc(sizeof(double) * (size_t)o->iters);
@@ -492,7 +486,7 @@ static void time_shape(const options *o, attn_set *a, const char *device) {
         sl_backend_synchronize(be);
         tf[i] = t1 - t0, tb[i] = sl_bench_now() - t1;
     }
-    const double mf = median(tf, o->iters), mb = median(tb, o->iters);
+    const double mf = sl_bench_median(tf, o->iters), mb = sl_bench_median(tb, o->iters);
     const shape *s = &a->s;
     const double fwd = 4.0 * s->batch * s->heads * (double)s->d * pairs_per_sequence(o, s->seq);
     const double bwd = 2.5 * fwd;

@@ -75,15 +75,6 @@ enum {
     NT
 };
 
-static double median(const double *v, int n) {
-    double *s = sl_xmalloc(sizeof(double) * (size_t)n);
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), sl_bench_cmp_double);
-    const double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
-
 static double minimum(const double *v, int n) {
     double m = v[0];
     for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
@@ -280,7 +271,7 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
         if (it >= 0)
             for (int i = 0; i < NT; i++) times[(size_t)i * o->iters + it] = t[i];
     }
-    /* per-iteration sums, then medians and minima */
+    /* per-iteration sums, then medians (which sort the arrays) and minima */
     double *fwd_s = sl_xmalloc(sizeof(double) * 3 * (size_t)o->iters), *bwd_s = fwd_s + o->iters,
            *bare_s = bwd_s + o->iters;
     for (int it = 0; it < o->iters; it++) {
@@ -292,11 +283,11 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
     }
     double m[NT], mn[NT];
     for (int i = 0; i < NT; i++) {
-        m[i] = median(times + (size_t)i * o->iters, o->iters);
+        m[i] = sl_bench_median(times + (size_t)i * o->iters, o->iters);
         mn[i] = minimum(times + (size_t)i * o->iters, o->iters);
     }
-    const double fwd = median(fwd_s, o->iters), bwd = median(bwd_s, o->iters),
-                 bare = median(bare_s, o->iters);
+    const double fwd = sl_bench_median(fwd_s, o->iters), bwd = sl_bench_median(bwd_s, o->iters),
+                 bare = sl_bench_median(bare_s, o->iters);
     const double fwd_min = minimum(fwd_s, o->iters), bwd_min = minimum(bwd_s, o->iters),
                  bare_min = minimum(bare_s, o->iters);
     free(fwd_s);

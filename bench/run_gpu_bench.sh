@@ -32,6 +32,7 @@ cd "$(dirname "$0")/.."
 
 build=build-gpu bin="" py=python3 config=configs/qwen-gated-15a2b.json
 layers="" seq="" batch="" accum=1 steps=10 warmup=2 peak_n=8192 torch=1 attn=1 train=1 nondet=()
+quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;;
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
     --accum) accum=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
-    --quick) steps=3 warmup=1 peak_n=4096; shift ;;
+    --quick) steps=3 warmup=1 peak_n=4096 quick=1; shift ;;
     --no-torch) torch=0; shift ;;
     --no-attn) attn=0; shift ;;
     --attn-only) train=0; shift ;;
@@ -95,15 +96,15 @@ field() { # FILE KEY
 # The attention benchmark: both sides at the same shapes, then the ratios and targets.
 run_attn() {
     [ -x "$attn_bin" ] || { echo "run_gpu_bench.sh: $attn_bin is not executable" >&2; exit 1; }
-    local quick=()
-    [ "$steps" = 3 ] && quick=(--iters 3 --warmup 1)
-    echo "== attention, sluice: $attn_bin --backend cuda --dtype bf16 ${quick[*]} ${nondet[*]}"
-    "$attn_bin" --backend cuda --dtype bf16 "${quick[@]}" "${nondet[@]}" | tee "$log/attn.txt"
+    local short=()
+    [ "$quick" = 1 ] && short=(--iters 3 --warmup 1)
+    echo "== attention, sluice: $attn_bin --backend cuda --dtype bf16 ${short[*]} ${nondet[*]}"
+    "$attn_bin" --backend cuda --dtype bf16 "${short[@]}" "${nondet[@]}" | tee "$log/attn.txt"
     local tjson=""
     if [ "$torch" = 1 ]; then
-        echo "== attention, torch: $py bench/attn_bench_torch.py ${quick[*]}"
+        echo "== attention, torch: $py bench/attn_bench_torch.py ${short[*]}"
         set +e
-        "$py" bench/attn_bench_torch.py "${quick[@]}" | tee "$log/attn_torch.txt"
+        "$py" bench/attn_bench_torch.py "${short[@]}" | tee "$log/attn_torch.txt"
         local rc=${PIPESTATUS[0]}
         set -e
         tjson=$log/attn_torch.txt

@@ -23,6 +23,15 @@
 #include "core/backend_cuda.cuh"
 #include "core/tensor_impl.h"
 
+/* `#pragma unroll` for nvcc, where it keeps per-thread arrays indexed in unrolled loops in
+ * registers (a dynamically indexed array would go to local memory, which the build rejects);
+ * g++ (the emulated build) does not know the pragma. */
+#ifdef SLUICE_CUDA_EMULATED
+#define SL_UNROLL
+#else
+#define SL_UNROLL _Pragma("unroll")
+#endif
+
 #ifdef SLUICE_CUDA_EMULATED
 #include "sl_emu.h"
 /* SL_LAUNCH(kernel, grid, block, shared_bytes, stream, args...): kernel<<<...>>>(args...).

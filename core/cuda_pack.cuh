@@ -21,14 +21,6 @@
 /* Elements per pack. */
 #define SL_PACK 8
 
-/* `#pragma unroll` for nvcc, where it keeps per-thread arrays in registers; g++ (the emulated
- * build) does not know the pragma. */
-#ifdef SLUICE_CUDA_EMULATED
-#define SL_UNROLL
-#else
-#define SL_UNROLL _Pragma("unroll")
-#endif
-
 static inline bool sl_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;
 }
