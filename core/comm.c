@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/tensor_impl.h"
 
 const char *sl_comm_transport(const sl_comm *c) {
     return c->iface->name;
@@ -60,9 +61,15 @@ sl_comm_request *sl_comm_iallreduce_sum(sl_comm *c, sl_tensor *t) {
     return r;
 }
 
+sl_comm_request *sl_comm_request_new(void *impl) {
+    sl_comm_request *r = sl_xcalloc(1, sizeof *r);
+    r->impl = impl;
+    r->done = impl == NULL;
+    return r;
+}
+
 int sl_comm_test(sl_comm_request *req) {
     if (!req) return 1;
-    if (!req->impl) req->done = 1;
     if (!req->done) req->done = req->comm->iface->test(req->comm->ctx, req);
     return req->done;
 }
@@ -81,8 +88,7 @@ sl_comm_request *sl_comm_ireduce_scatter_sum(sl_comm *c, sl_tensor *t, const int
     if (c->size > 1) {
         r = c->iface->ireduce_scatter_sum(c->ctx, t, counts);
     } else { /* the one segment is the whole tensor, already its own sum */
-        r = sl_xcalloc(1, sizeof *r);
-        r->done = 1;
+        r = sl_comm_request_new(NULL);
     }
     r->comm = c;
     return r;
@@ -90,6 +96,9 @@ sl_comm_request *sl_comm_ireduce_scatter_sum(sl_comm *c, sl_tensor *t, const int
 
 void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,
                                 const int64_t *counts) {
+    for (int p = 0; p < c->size; p++)
+        SL_CHECK(offsets[p] >= 0 && counts[p] >= 0 && offsets[p] + counts[p] <= t->numel,
+                 "allgather on group %s: segment %d out of range", c->name, p);
     if (c->size > 1) c->iface->allgather_segments(c->ctx, t, offsets, counts);
 }
 
@@ -118,28 +127,65 @@ void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n)
     c->iface->alltoall_i64(c->ctx, send, recv, n);
 }
 
+/* What every transport's row exchange relies on: one dtype and row width on both sides, and
+ * the rows counted on each side within its tensor. */
+static void check_rows(const sl_comm *c, const char *op, const sl_tensor *a, int64_t a_rows,
+                       const sl_tensor *b, int64_t b_rows) {
+    SL_CHECK(a->dtype == b->dtype && sl_last_dim(a) == sl_last_dim(b),
+             "%s on group %s: row layouts differ", op, c->name);
+    SL_CHECK(a_rows <= sl_rows(a) && b_rows <= sl_rows(b),
+             "%s on group %s: %lld rows from %lld, %lld rows into %lld", op, c->name,
+             (long long)a_rows, (long long)sl_rows(a), (long long)b_rows, (long long)sl_rows(b));
+}
+
+static int64_t total(const int64_t *v, int n) {
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s;
+}
+
+int64_t sl_comm_group_starts(const int64_t *grouped_rows, int size, int groups, int64_t *start) {
+    int64_t row = 0;
+    for (int g = 0; g < groups; g++)
+        for (int p = 0; p < size; p++) {
+            start[p * groups + g] = row;
+            row += grouped_rows[p * groups + g];
+        }
+    return row;
+}
+
 void sl_comm_alltoallv_rows(sl_comm *c, const sl_tensor *send, const int64_t *send_rows,
                             sl_tensor *recv, const int64_t *recv_rows) {
+    check_rows(c, "alltoallv", send, total(send_rows, c->size), recv, total(recv_rows, c->size));
     c->iface->alltoallv_rows(c->ctx, send, send_rows, recv, recv_rows);
+}
+
+static void check_grouped(const sl_comm *c, const sl_tensor *src, const sl_tensor *dst,
+                          const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
+                          bool scatter) {
+    const int64_t flat = total(flat_rows, c->size), grouped = total(grouped_rows, c->size * groups);
+    check_rows(c, scatter ? "alltoallv_grouped (scatter)" : "alltoallv_grouped (gather)", src,
+               scatter ? flat : grouped, dst, scatter ? grouped : flat);
 }
 
 void sl_comm_alltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
                                const int64_t *flat_rows, const int64_t *grouped_rows, int groups,
                                bool scatter) {
+    check_grouped(c, src, dst, flat_rows, grouped_rows, groups, scatter);
     c->iface->alltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups, scatter);
 }
 
 sl_comm_request *sl_comm_ialltoallv_grouped(sl_comm *c, const sl_tensor *src, sl_tensor *dst,
                                             const int64_t *flat_rows, const int64_t *grouped_rows,
                                             int groups, bool scatter) {
+    check_grouped(c, src, dst, flat_rows, grouped_rows, groups, scatter);
     sl_comm_request *r;
     if (c->iface->ialltoallv_grouped) {
         r = c->iface->ialltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups,
                                          scatter);
     } else {
         c->iface->alltoallv_grouped(c->ctx, src, dst, flat_rows, grouped_rows, groups, scatter);
-        r = sl_xcalloc(1, sizeof *r);
-        r->done = 1;
+        r = sl_comm_request_new(NULL);
     }
     r->comm = c;
     return r;

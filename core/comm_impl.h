@@ -44,11 +44,20 @@ struct sl_comm {
     char name[64]; /* the group's name in error messages (sl_comm_set_name) */
 };
 
+/* The grouped side of an alltoallv_grouped exchange (comm.h): start[p * groups + g] = the row
+ * where peer p's block of group g begins (blocks in group order, peers in rank order inside a
+ * group); returns the grouped rows in all. start has size * groups entries. */
+int64_t sl_comm_group_starts(const int64_t *grouped_rows, int size, int groups, int64_t *start);
+
 struct sl_comm_request {
     sl_comm *comm;
     int done;
     void *impl; /* the transport's request state (NULL: completed when started, nothing to
                  * wait for) */
 };
+
+/* A request carrying the transport's state `impl`, or (impl NULL) one already completed. The
+ * dispatcher (comm.c) sets its communicator. */
+sl_comm_request *sl_comm_request_new(void *impl);
 
 #endif

@@ -141,9 +141,7 @@ static sl_comm_request *mpi_iallreduce_sum(void *ctx, sl_tensor *t) {
     r->host = host_bytes(t, 1);
     MPI_OK(
         MPI_Iallreduce(MPI_IN_PLACE, r->host, (int)t->numel, MPI_FLOAT, MPI_SUM, C(ctx), &r->req));
-    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-    req->impl = r;
-    return req;
+    return sl_comm_request_new(r);
 }
 
 /* The in-place form: each rank's input is the whole buffer, its result lands at its start
@@ -170,9 +168,7 @@ static sl_comm_request *mpi_ireduce_scatter_sum(void *ctx, sl_tensor *t, const i
     r->host = host_bytes(t, 1);
     MPI_OK(
         MPI_Ireduce_scatter(MPI_IN_PLACE, r->host, r->counts, MPI_FLOAT, MPI_SUM, comm, &r->req));
-    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-    req->impl = r;
-    return req;
+    return sl_comm_request_new(r);
 }
 
 static void mpi_wait(void *ctx, sl_comm_request *req) {
@@ -204,10 +200,9 @@ static void mpi_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offse
     MPI_Comm_size(comm, &size);
     SL_CHECK(t->dtype == SL_F32, "allgather on group %s: only f32 tensors are supported", G(ctx));
     int *rc = sl_xmalloc(sizeof(int) * (size_t)size * 2), *rd = rc + size;
-    for (int p = 0; p < size; p++) {
-        SL_CHECK(offsets[p] + counts[p] <= t->numel && offsets[p] <= INT_MAX &&
-                     counts[p] <= INT_MAX,
-                 "allgather on group %s: segment %d out of range", G(ctx), p);
+    for (int p = 0; p < size; p++) { /* in range: sl_comm_allgather_segments checked */
+        SL_CHECK(offsets[p] <= INT_MAX && counts[p] <= INT_MAX,
+                 "allgather on group %s: segment %d beyond 2^31 elements", G(ctx), p);
         rc[p] = (int)counts[p];
         rd[p] = (int)offsets[p];
     }
@@ -231,10 +226,8 @@ static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *
     MPI_Comm comm = C(ctx);
     int size = 0;
     MPI_Comm_size(comm, &size);
-    SL_CHECK(send->dtype == recv->dtype, "alltoallv on group %s: dtype mismatch", G(ctx));
+    /* one row layout, rows within the tensors: sl_comm_alltoallv_rows checked */
     const int64_t w = sl_last_dim(send) * (int64_t)sl_dtype_size(send->dtype);
-    SL_CHECK(sl_last_dim(recv) * (int64_t)sl_dtype_size(recv->dtype) == w,
-             "alltoallv on group %s: row widths differ", G(ctx));
     int *sc = sl_xmalloc(sizeof(int) * (size_t)size * 4);
     int *sd = sc + size, *rc = sd + size, *rd = rc + size;
     int64_t so = 0, ro = 0;
@@ -248,10 +241,6 @@ static void mpi_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t *
         so += send_rows[p];
         ro += recv_rows[p];
     }
-    SL_CHECK(so <= sl_rows(send) && ro <= sl_rows(recv),
-             "alltoallv on group %s: %lld rows to send from %lld, %lld to receive into %lld",
-             G(ctx), (long long)so, (long long)sl_rows(send), (long long)ro,
-             (long long)sl_rows(recv));
     void *hs = host_bytes(send, 1);
     void *hr = host_bytes(recv, 0);
     MPI_OK(MPI_Alltoallv(hs, sc, sd, MPI_BYTE, hr, rc, rd, MPI_BYTE, comm));
@@ -272,24 +261,12 @@ static void mpi_alltoallv_grouped(void *ctx, const sl_tensor *src, sl_tensor *ds
     MPI_Comm comm = C(ctx);
     int size = 0;
     MPI_Comm_size(comm, &size);
-    SL_CHECK(src->dtype == dst->dtype && sl_last_dim(src) == sl_last_dim(dst),
-             "alltoallv_grouped on group %s: row layouts differ", G(ctx));
+    /* one row layout, rows within the tensors: sl_comm_alltoallv_grouped checked */
     const int64_t w = sl_last_dim(src) * (int64_t)sl_dtype_size(src->dtype);
-    const sl_tensor *flat = scatter ? src : dst, *grouped = scatter ? dst : src;
-    /* block starts: offset of (group g, peer p) on the grouped side, in rows */
     int64_t *start = sl_xmalloc(sizeof(int64_t) * (size_t)size * (size_t)groups);
-    int64_t row = 0;
-    for (int g = 0; g < groups; g++)
-        for (int p = 0; p < size; p++) {
-            start[p * groups + g] = row;
-            row += grouped_rows[p * groups + g];
-        }
+    const int64_t row = sl_comm_group_starts(grouped_rows, size, groups, start);
     int64_t flat_total = 0;
     for (int p = 0; p < size; p++) flat_total += flat_rows[p];
-    SL_CHECK(row <= sl_rows(grouped) && flat_total <= sl_rows(flat),
-             "alltoallv_grouped on group %s: %lld grouped rows into %lld, %lld flat rows into %lld",
-             G(ctx), (long long)row, (long long)sl_rows(grouped), (long long)flat_total,
-             (long long)sl_rows(flat));
     SL_CHECK(row * w <= INT_MAX && flat_total * w <= INT_MAX,
              "alltoallv_grouped on group %s: exchange larger than 2 GiB per call", G(ctx));
     int *fc = sl_xmalloc(sizeof(int) * (size_t)size * 4), *fd = fc + size, *gc = fd + size,

@@ -59,15 +59,18 @@ typedef struct {
     int owns_mpi;
     ncclComm_t nccl;
     nccl_shared *sh;
-    char name[64]; /* the group's name (sl_comm_set_name) */
-    int rank, size, world_rank;
+    const sl_comm *self; /* its communicator: name, rank, size, world rank for messages */
 } nccl_ctx;
 
 static const sl_comm_i k_nccl_iface;
 
+static void comm_fail(const sl_comm *c, const char *op, const char *what, const char *why) {
+    sl_fatal("NCCL: %s failed on group %s (rank %d of %d, world rank %d): %s: %s", op, c->name,
+             c->rank, c->size, c->world_rank, what, why);
+}
+
 static void nccl_fail(const nccl_ctx *x, const char *op, const char *what, const char *why) {
-    sl_fatal("NCCL: %s failed on group %s (rank %d of %d, world rank %d): %s: %s", op, x->name,
-             x->rank, x->size, x->world_rank, what, why);
+    comm_fail(x->self, op, what, why);
 }
 
 /* The reason: NCCL's string for the code, and its last warning (which names the argument or
@@ -81,12 +84,13 @@ static void nccl_check(const nccl_ctx *x, ncclResult_t r, const char *op, const 
     nccl_fail(x, op, what, why);
 }
 
-static void cuda_check(const nccl_ctx *x, cudaError_t e, const char *op, const char *what) {
-    if (e != cudaSuccess) nccl_fail(x, op, what, cudaGetErrorString(e));
+static void cuda_check(const sl_comm *c, cudaError_t e, const char *op, const char *what) {
+    if (e != cudaSuccess) comm_fail(c, op, what, cudaGetErrorString(e));
 }
 
-#define NK(x, call, op) nccl_check((x), (call), (op), #call)
-#define CK(x, call, op) cuda_check((x), (call), (op), #call)
+#define NK(x, call, op)  nccl_check((x), (call), (op), #call)
+#define CKC(c, call, op) cuda_check((c), (call), (op), #call)
+#define CK(x, call, op)  CKC((x)->self, call, op)
 
 /* Stops the job when NCCL has seen an asynchronous error (a peer gone, a network failure):
  * its kernels would otherwise wait forever. */
@@ -130,32 +134,29 @@ static nccl_ctx *X(void *ctx) {
 static ncclComm_t nccl_join(nccl_ctx *x) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (x->rank == 0) NK(x, ncclGetUniqueId(&id), "communicator creation");
+    if (x->self->rank == 0) NK(x, ncclGetUniqueId(&id), "communicator creation");
     sl_comm_broadcast_bytes(x->mpi, &id, (int64_t)sizeof id, 0);
     ncclComm_t comm = NULL;
-    NK(x, ncclCommInitRank(&comm, x->size, id, x->rank), "communicator creation");
+    NK(x, ncclCommInitRank(&comm, x->self->size, id, x->self->rank), "communicator creation");
     return comm;
 }
 
 static sl_comm *wrap(sl_comm *mpi, int owns_mpi, nccl_shared *sh, const char *name) {
+    sl_comm *c = sl_xcalloc(1, sizeof *c);
     nccl_ctx *x = sl_xcalloc(1, sizeof *x);
+    c->iface = &k_nccl_iface;
+    c->ctx = x;
+    c->rank = sl_comm_rank(mpi);
+    c->size = sl_comm_size(mpi);
+    c->world_rank = sl_comm_world_rank(mpi);
+    snprintf(c->name, sizeof c->name, "%s", name);
     x->mpi = mpi;
     x->owns_mpi = owns_mpi;
     x->sh = sh;
-    x->rank = sl_comm_rank(mpi);
-    x->size = sl_comm_size(mpi);
-    x->world_rank = sl_comm_world_rank(mpi);
-    snprintf(x->name, sizeof x->name, "%s", name);
+    x->self = c;
     CK(x, cudaSetDevice(sh->device), "communicator creation");
     x->nccl = nccl_join(x);
     sh->refs++;
-    sl_comm *c = sl_xcalloc(1, sizeof *c);
-    c->iface = &k_nccl_iface;
-    c->ctx = x;
-    c->rank = x->rank;
-    c->size = x->size;
-    c->world_rank = x->world_rank;
-    snprintf(c->name, sizeof c->name, "%s", x->name);
     return c;
 }
 
@@ -169,17 +170,14 @@ sl_comm *sl_comm_nccl_create(sl_comm *mpi_world, sl_backend *be, char *err, size
     nccl_shared *sh = sl_xcalloc(1, sizeof *sh);
     sh->device = sl_backend_cuda_device(be);
     sh->compute = (cudaStream_t)stream;
-    nccl_ctx probe = {.rank = sl_comm_rank(mpi_world),
-                      .size = sl_comm_size(mpi_world),
-                      .world_rank = sl_comm_world_rank(mpi_world),
-                      .name = "world"};
-    CK(&probe, cudaSetDevice(sh->device), "communicator creation");
-    CK(&probe, cudaStreamCreateWithFlags(&sh->stream, cudaStreamNonBlocking),
-       "communicator creation");
-    CK(&probe, cudaEventCreateWithFlags(&sh->enter, cudaEventDisableTiming),
-       "communicator creation");
-    CK(&probe, cudaEventCreateWithFlags(&sh->leave, cudaEventDisableTiming),
-       "communicator creation");
+    /* errors before the communicator exists name the MPI world ("world") */
+    CKC(mpi_world, cudaSetDevice(sh->device), "communicator creation");
+    CKC(mpi_world, cudaStreamCreateWithFlags(&sh->stream, cudaStreamNonBlocking),
+        "communicator creation");
+    CKC(mpi_world, cudaEventCreateWithFlags(&sh->enter, cudaEventDisableTiming),
+        "communicator creation");
+    CKC(mpi_world, cudaEventCreateWithFlags(&sh->leave, cudaEventDisableTiming),
+        "communicator creation");
     return wrap(mpi_world, 0, sh, "world");
 }
 
@@ -241,18 +239,14 @@ static sl_comm_request *stream_request(nccl_ctx *x, const char *op) {
     else
         CK(x, cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), op);
     CK(x, cudaEventRecord(r->done, sh->stream), op);
-    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-    req->impl = r;
-    return req;
+    return sl_comm_request_new(r);
 }
 
 /* A request that forwards to one of the group's MPI side (a host tensor). */
 static sl_comm_request *mpi_request(sl_comm_request *mpi) {
     nccl_req *r = sl_xcalloc(1, sizeof *r);
     r->mpi = mpi;
-    sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-    req->impl = r;
-    return req;
+    return sl_comm_request_new(r);
 }
 
 static sl_comm_request *nccl_iallreduce_sum(void *ctx, sl_tensor *t) {
@@ -278,7 +272,7 @@ static sl_comm_request *nccl_ireduce_scatter_sum(void *ctx, sl_tensor *t, const 
     const ncclDataType_t dt = nccl_type(x, t->dtype, "reduce_scatter");
     const size_t es = sl_dtype_size(t->dtype);
     bool even = true;
-    for (int p = 1; p < x->size; p++)
+    for (int p = 1; p < x->self->size; p++)
         if (counts[p] != counts[0]) even = false;
     char *seg = t->data;
     enter(x, "reduce_scatter");
@@ -286,12 +280,12 @@ static sl_comm_request *nccl_ireduce_scatter_sum(void *ctx, sl_tensor *t, const 
         const size_t n = (size_t)counts[0];
         if (n > 0)
             NK(x,
-               ncclReduceScatter(seg, seg + (size_t)x->rank * n * es, n, dt, ncclSum, x->nccl,
+               ncclReduceScatter(seg, seg + (size_t)x->self->rank * n * es, n, dt, ncclSum, x->nccl,
                                  x->sh->stream),
                "reduce_scatter");
     } else {
         NK(x, ncclGroupStart(), "reduce_scatter");
-        for (int p = 0; p < x->size; seg += (size_t)counts[p] * es, p++) {
+        for (int p = 0; p < x->self->size; seg += (size_t)counts[p] * es, p++) {
             if (counts[p] == 0) continue;
             NK(x, ncclReduce(seg, seg, (size_t)counts[p], dt, ncclSum, p, x->nccl, x->sh->stream),
                "reduce_scatter");
@@ -350,12 +344,9 @@ static void nccl_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offs
         return;
     }
     const size_t es = sl_dtype_size(t->dtype);
-    bool even = true;
-    for (int p = 0; p < x->size; p++) {
-        SL_CHECK(offsets[p] >= 0 && counts[p] >= 0 && offsets[p] + counts[p] <= t->numel,
-                 "allgather: segment %d out of range on group %s", p, x->name);
+    bool even = true; /* segments in range: sl_comm_allgather_segments checked */
+    for (int p = 0; p < x->self->size; p++)
         if (offsets[p] != offsets[0] + p * counts[0] || counts[p] != counts[0]) even = false;
-    }
     char *base = t->data;
     enter(x, "allgather");
     if (even) {
@@ -363,11 +354,12 @@ static void nccl_allgather_segments(void *ctx, sl_tensor *t, const int64_t *offs
         char *all = base + (size_t)offsets[0] * es;
         if (n > 0)
             NK(x,
-               ncclAllGather(all + (size_t)x->rank * n, all, n, ncclUint8, x->nccl, x->sh->stream),
+               ncclAllGather(all + (size_t)x->self->rank * n, all, n, ncclUint8, x->nccl,
+                             x->sh->stream),
                "allgather");
     } else {
         NK(x, ncclGroupStart(), "allgather");
-        for (int p = 0; p < x->size; p++) {
+        for (int p = 0; p < x->self->size; p++) {
             if (counts[p] == 0) continue;
             char *seg = base + (size_t)offsets[p] * es;
             NK(x,
@@ -416,27 +408,20 @@ static void nccl_alltoallv_rows(void *ctx, const sl_tensor *send, const int64_t 
         sl_comm_alltoallv_rows(x->mpi, send, send_rows, recv, recv_rows);
         return;
     }
-    SL_CHECK(!on_host(send) && !on_host(recv) && send->dtype == recv->dtype,
-             "alltoallv on group %s: both tensors must be device tensors of one dtype", x->name);
+    /* one row layout, rows within the tensors: sl_comm_alltoallv_rows checked */
+    SL_CHECK(!on_host(send) && !on_host(recv),
+             "alltoallv on group %s: both tensors must be device tensors", x->self->name);
     const size_t w = (size_t)sl_last_dim(send) * sl_dtype_size(send->dtype);
-    SL_CHECK((size_t)sl_last_dim(recv) * sl_dtype_size(recv->dtype) == w,
-             "alltoallv on group %s: row widths differ", x->name);
-    int64_t so = 0, ro = 0;
-    for (int p = 0; p < x->size; p++) so += send_rows[p], ro += recv_rows[p];
-    SL_CHECK(so <= sl_rows(send) && ro <= sl_rows(recv),
-             "alltoallv on group %s: %lld rows to send from %lld, %lld to receive into %lld",
-             x->name, (long long)so, (long long)sl_rows(send), (long long)ro,
-             (long long)sl_rows(recv));
     const char *s = send->data;
     char *r = recv->data;
     enter(x, "alltoallv");
     NK(x, ncclGroupStart(), "alltoallv");
-    so = ro = 0;
-    for (int p = 0; p < x->size; p++) {
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < x->self->size; p++) {
         const size_t sb = (size_t)send_rows[p] * w, rb = (size_t)recv_rows[p] * w;
-        if (p == x->rank) {
+        if (p == x->self->rank) {
             SL_CHECK(sb == rb, "alltoallv on group %s: %lld rows to self but %lld expected",
-                     x->name, (long long)send_rows[p], (long long)recv_rows[p]);
+                     x->self->name, (long long)send_rows[p], (long long)recv_rows[p]);
             copy_d2d(x, r + (size_t)ro * w, s + (size_t)so * w, sb, "alltoallv");
         } else {
             sendrecv(x, s + (size_t)so * w, sb, r + (size_t)ro * w, rb, p, "alltoallv");
@@ -483,31 +468,22 @@ static bool queue_grouped(nccl_ctx *x, const sl_tensor *src, sl_tensor *dst,
         return false;
     }
     const char *op = grouped_op(scatter);
-    const int size = x->size, me = x->rank;
-    SL_CHECK(!on_host(src) && !on_host(dst) && src->dtype == dst->dtype &&
-                 sl_last_dim(src) == sl_last_dim(dst),
-             "%s on group %s: row layouts differ", op, x->name);
+    const int size = x->self->size, me = x->self->rank;
+    /* one row layout, rows within the tensors: sl_comm_alltoallv_grouped checked */
+    SL_CHECK(!on_host(src) && !on_host(dst), "%s on group %s: both tensors must be device tensors",
+             op, x->self->name);
     const size_t w = (size_t)sl_last_dim(src) * sl_dtype_size(src->dtype);
     const sl_tensor *flat = scatter ? src : dst, *grouped = scatter ? dst : src;
     int64_t *start = sl_xmalloc(sizeof(int64_t) * (size_t)size * (size_t)groups);
+    sl_comm_group_starts(grouped_rows, size, groups, start);
     int64_t *peer_rows = sl_xcalloc((size_t)size, sizeof(int64_t));
-    int64_t row = 0, flat_total = 0, staged = 0;
-    for (int g = 0; g < groups; g++)
-        for (int p = 0; p < size; p++) {
-            start[p * groups + g] = row;
-            row += grouped_rows[p * groups + g];
-            peer_rows[p] += grouped_rows[p * groups + g];
-        }
+    int64_t staged = 0;
     for (int p = 0; p < size; p++) {
-        flat_total += flat_rows[p];
+        for (int g = 0; g < groups; g++) peer_rows[p] += grouped_rows[p * groups + g];
         if (p != me) staged += peer_rows[p];
     }
-    SL_CHECK(row <= sl_rows(grouped) && flat_total <= sl_rows(flat),
-             "%s on group %s: %lld grouped rows into %lld, %lld flat rows into %lld", op, x->name,
-             (long long)row, (long long)sl_rows(grouped), (long long)flat_total,
-             (long long)sl_rows(flat));
     SL_CHECK(peer_rows[me] == flat_rows[me],
-             "%s on group %s: %lld grouped rows of this rank but %lld flat", op, x->name,
+             "%s on group %s: %lld grouped rows of this rank but %lld flat", op, x->self->name,
              (long long)peer_rows[me], (long long)flat_rows[me]);
     char *st = staged > 0 ? stage(x, (size_t)staged * w, op) : NULL;
     char *fl = flat->data, *gr = grouped->data;
@@ -569,11 +545,8 @@ static sl_comm_request *nccl_ialltoallv_grouped(void *ctx, const sl_tensor *src,
                                                 const int64_t *grouped_rows, int groups,
                                                 bool scatter) {
     nccl_ctx *x = X(ctx);
-    if (!queue_grouped(x, src, dst, flat_rows, grouped_rows, groups, scatter)) {
-        sl_comm_request *req = sl_xcalloc(1, sizeof *req);
-        req->done = 1; /* no impl: completed over MPI */
-        return req;
-    }
+    if (!queue_grouped(x, src, dst, flat_rows, grouped_rows, groups, scatter))
+        return sl_comm_request_new(NULL); /* completed over MPI */
     return stream_request(x, "ialltoallv_grouped");
 }
 
@@ -583,14 +556,14 @@ static sl_comm *nccl_split(void *ctx, int color, int key) {
     nccl_ctx *x = X(ctx);
     /* sl_comm_split's default name already, for errors while the communicator is made */
     char name[96];
-    snprintf(name, sizeof name, "%s/split%d", x->name, color);
+    snprintf(name, sizeof name, "%s/split%d", x->self->name, color);
     return wrap(sl_comm_split(x->mpi, color, key), 1, x->sh, name);
 }
 
-/* The NCCL side's messages and the group's MPI side (host operations) get the name. */
+/* The group's MPI side (host operations) gets the name too (the NCCL side's messages read it
+ * from the communicator). */
 static void nccl_set_name(void *ctx, const char *name) {
     nccl_ctx *x = X(ctx);
-    snprintf(x->name, sizeof x->name, "%s", name);
     if (x->owns_mpi) sl_comm_set_name(x->mpi, name);
 }
 

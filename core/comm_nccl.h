@@ -25,6 +25,11 @@ int sl_transport_parse(const char *name, sl_transport *out);
  * (a build without CUDA, or a host-memory backend). */
 int sl_transport_resolve(sl_transport want, const sl_backend *be, sl_transport *out, char *err,
                          size_t errlen);
+/* The world communicator of transport t (resolved: mpi or nccl): mpi_world itself for mpi,
+ * a new NCCL world on be's device for nccl (sl_comm_nccl_create; the caller frees it), or NULL
+ * with a message in err when that cannot be made (also in a build without CUDA). */
+sl_comm *sl_transport_world(sl_transport t, sl_comm *mpi_world, sl_backend *be, char *err,
+                            size_t errlen);
 
 #ifdef SLUICE_WITH_CUDA
 /* A world communicator of the NCCL transport over the ranks of `mpi_world` (an MPI-transport

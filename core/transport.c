@@ -35,3 +35,15 @@ int sl_transport_resolve(sl_transport want, const sl_backend *be, sl_transport *
 #endif
     return -1;
 }
+
+sl_comm *sl_transport_world(sl_transport t, sl_comm *mpi_world, sl_backend *be, char *err,
+                            size_t errlen) {
+    if (t != SL_TRANSPORT_NCCL) return mpi_world;
+#ifdef SLUICE_WITH_CUDA
+    return sl_comm_nccl_create(mpi_world, be, err, errlen);
+#else
+    (void)be;
+    snprintf(err, errlen, "the nccl transport needs a build with the CUDA backend (SLUICE_CUDA)");
+    return NULL;
+#endif
+}

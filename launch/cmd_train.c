@@ -121,16 +121,11 @@ int sl_cmd_train(int argc, char **argv) {
             sl_error_once("%s: parallel.transport: %s", config_path, err);
             rc = 1;
         }
-#ifdef SLUICE_WITH_CUDA
-        if (rc == 0 && got == SL_TRANSPORT_NCCL) {
-            tworld = sl_comm_nccl_create(world, be, err, sizeof err);
-            if (!tworld) {
-                sl_error_once("%s: parallel.transport: %s", config_path, err);
-                tworld = world;
-                rc = 1;
-            }
+        if (rc == 0 && !(tworld = sl_transport_world(got, world, be, err, sizeof err))) {
+            sl_error_once("%s: parallel.transport: %s", config_path, err);
+            tworld = world;
+            rc = 1;
         }
-#endif
     }
     if (rc == 0) rc = sl_train(cfg, tworld, be, resume);
     if (tworld != world) sl_comm_free(tworld);

@@ -18,6 +18,13 @@ function(sluice_mpi_test name np target)
                        ENVIRONMENT "${SLUICE_MPI_ENV}")
 endfunction()
 
+# sluice_nccl_test(NAME NP TARGET ARGS...): sluice_mpi_test for a test of the cuda backend
+# (tests/parallel_nccl.cmake, parallel_overlap.cmake; skips with 77 where there is no device).
+function(sluice_nccl_test name np target)
+  sluice_mpi_test(${name} ${np} ${target} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS "parallel;cuda" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endfunction()
+
 sluice_mpi_test(test_parallel_np1_ep1 1 test_parallel_equivalence --ep 1)
 sluice_mpi_test(test_parallel_np2_ep1 2 test_parallel_equivalence --ep 1)
 sluice_mpi_test(test_parallel_np2_ep2 2 test_parallel_equivalence --ep 2)

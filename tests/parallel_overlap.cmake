@@ -1,6 +1,6 @@
 # The overlapped MoE backward (parallel.overlap_moe) against the plain order: bitwise equal
-# weights after a few steps, under mpirun with expert parallelism. After parallel.cmake and
-# parallel_nccl.cmake (the glob includes areas in name order), whose helpers it uses.
+# weights after a few steps, under mpirun with expert parallelism. After parallel.cmake (the
+# glob includes areas in name order), whose helpers it uses.
 add_executable(test_moe_overlap test_moe_overlap.c)
 target_link_libraries(test_moe_overlap PRIVATE sluice_parallel_run)
 sluice_mpi_test(test_moe_overlap_np2_ep2 2 test_moe_overlap --ep 2)

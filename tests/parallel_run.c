@@ -41,17 +41,16 @@ int sl_prun_setup(sl_prun *p, int *argc, char ***argv) {
     p->size = sl_comm_size(p->world);
     char err[512];
     p->be = p->cuda ? sl_test_cuda_or_skip(NULL) : sl_test_cpu();
-    p->dworld = p->world;
-#ifdef SLUICE_WITH_CUDA
-    if (p->nccl) p->dworld = sl_comm_nccl_create(p->world, p->be, err, sizeof err);
-#endif
-    if (!p->dworld || (p->nccl && p->dworld == p->world)) {
-        fprintf(stderr, "the nccl transport: %s\n", p->dworld ? "not in this build" : err);
+    p->dworld = sl_transport_world(p->nccl ? SL_TRANSPORT_NCCL : SL_TRANSPORT_MPI, p->world, p->be,
+                                   err, sizeof err);
+    if (!p->dworld) {
+        fprintf(stderr, "the nccl transport: %s\n", err);
         sl_comm_finalize(p->world);
         return 2;
     }
     if (sl_topology_init(&p->topo, p->dworld, p->ep, 8, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
+        if (p->dworld != p->world) sl_comm_free(p->dworld);
         sl_comm_finalize(p->world);
         return 2;
     }

@@ -52,10 +52,6 @@
 
 #include "internal.h"
 
-namespace sl_emu {
-bool valid_stream(cudaStream_t s); /* runtime.cc (as simt.cc declares it) */
-} // namespace sl_emu
-
 struct cublasContext {
     cudaStream_t stream = nullptr;
     cublasMath_t math = CUBLAS_DEFAULT_MATH;

@@ -68,6 +68,9 @@ bool check_guard(const allocation &a, const char *who);
 /* Printable description of an allocation ("device allocation #12 of 4096 bytes at 0x...") */
 void describe(const allocation &a, char *buf, size_t len);
 
+/* Whether the runtime knows stream s (a message names it when not; runtime.cc). */
+bool valid_stream(cudaStream_t s);
+
 /* ---- errors ---- */
 void set_last_error(cudaError_t e);
 cudaError_t sticky_error();

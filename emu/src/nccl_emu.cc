@@ -289,17 +289,4 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-    if (!ptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-    if (cudaMalloc(ptr, size) != cudaSuccess)
-        return fail(ncclUnhandledCudaError, "ncclMemAlloc: cudaMalloc of %zu bytes failed", size);
-    return ncclSuccess;
-}
-
-ncclResult_t ncclMemFree(void *ptr) {
-    if (cudaFree(ptr) != cudaSuccess)
-        return fail(ncclUnhandledCudaError, "ncclMemFree: cudaFree(%p) failed", ptr);
-    return ncclSuccess;
-}
-
 } // extern "C"

@@ -28,10 +28,6 @@
 #include "internal.h"
 #include "nccl_emu.h"
 
-namespace sl_emu {
-bool valid_stream(cudaStream_t s); /* runtime.cc (as simt.cc declares it) */
-} // namespace sl_emu
-
 using namespace sl_emu_nccl;
 
 namespace {

@@ -842,8 +842,6 @@ bool valid_config(const launch_desc &d) {
 
 } // namespace
 
-bool valid_stream(cudaStream_t s);
-
 void launch(const launch_desc &d) {
     std::lock_guard<std::recursive_mutex> lock(big_lock());
     if (cudaError_t e = sticky_error()) {
