@@ -6,7 +6,9 @@
  * at the head dims the kernels specialize (64, 128), and at one above 128, which runs in
  * head-dim chunks. Forward and backward, fp32 at the conformance test's fp32 tolerances and
  * bf16 (inputs and outputs in bf16, fp32 math) at its bf16 column; and the backward run twice
- * must give the same bits (the deterministic dQ and GQA reductions). The backward's saved o
+ * must give the same bits (the deterministic dQ and GQA reductions). The SIMT kernels take fp32
+ * and the bf16 shape at D = 160; the bf16 shape at D = 128 goes to the tensor-core kernels
+ * (tests/test_attention_tc.c covers those in depth). The backward's saved o
  * and lse come from the CPU forward, as in the conformance test, so both sides get equal inputs.
  * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
  */
@@ -27,10 +29,11 @@ typedef struct {
 } shape;
 
 static const shape k_shapes[] = {
-    {1, 512, 2, 1, 128, SL_GATE_ELEMENTWISE, SL_F32}, /* the paper's head dim, GQA 2 */
-    {2, 300, 4, 2, 64, SL_GATE_HEADWISE, SL_F32},     /* partial last tiles, two sequences */
-    {1, 200, 2, 2, 160, SL_GATE_NONE, SL_F32},        /* two head-dim chunks (128 + 32) */
-    {1, 512, 2, 1, 128, SL_GATE_ELEMENTWISE, SL_BF16},
+    {1, 512, 2, 1, 128, SL_GATE_ELEMENTWISE, SL_F32},  /* the paper's head dim, GQA 2 */
+    {2, 300, 4, 2, 64, SL_GATE_HEADWISE, SL_F32},      /* partial last tiles, two sequences */
+    {1, 200, 2, 2, 160, SL_GATE_NONE, SL_F32},         /* two head-dim chunks (128 + 32) */
+    {1, 512, 2, 1, 128, SL_GATE_ELEMENTWISE, SL_BF16}, /* tensor cores */
+    {1, 200, 2, 2, 160, SL_GATE_HEADWISE, SL_BF16},    /* bf16 on the SIMT kernels */
 };
 
 static uint16_t bf16_bits(float f) {
