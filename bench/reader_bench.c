@@ -3,7 +3,7 @@
  * reader's peak RSS on a small and a large shard.
  *
  *   reader_bench [--dir DIR] [--tokens N] [--small-tokens N] [--seq-len L] [--reps R]
- *                [--dp N] [--batch-tokens N]
+ *                [--dp N] [--batch-tokens N] [--window W] [--shuffle-tokens N]
  *
  * Generates (once; reused while the token count matches) DIR/big and DIR/small, single shards of
  * N (default 2^30) and --small-tokens (default 2^26) synthetic uint16 tokens: Zipf-distributed ids
@@ -17,7 +17,11 @@
  * (peak resident set). Throughput is tokens per second of wall time; the best repetition counts.
  * Then rank 0 of --dp (default 8) ranks in training order with a global batch of
  * --batch-tokens (default 2^20) tokens streams its share of 1/dp of the shard: the tokens/s it
- * delivers and the frames it decodes (each rank decodes the frames its share touches).
+ * delivers and the frames it decodes (each rank decodes the frames its share touches). Last, the
+ * sequence shuffle (--window W tokens, default 2^30) over the first --shuffle-tokens (default
+ * 2^26) tokens at dp = 1 and as rank 0 of dp: tokens/s delivered and tokens decoded per token
+ * delivered (each sequence lies elsewhere in its window, so it needs its own frames decoded).
+ * The first runs are in stream order (data.shuffle_window = 0).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,12 +57,12 @@ static long vm_hwm_kb(void) {
 /* ---- --stream: one reader pass in a clean process ---- */
 
 static int stream_mode(const char *dir, int seq_len, bool train, uint64_t limit, int dp, int rank,
-                       int64_t batch) {
+                       int64_t batch, uint64_t window) {
     long hwm0 = vm_hwm_kb();
     sl_data_config d;
     memset(&d, 0, sizeof d);
     d.seed = 1234;
-    d.prefetch = 4;
+    d.shuffle_window = window;
     if (train) {
         snprintf(d.train[0].path, SL_PATH_MAX, "%s", dir);
         d.train[0].weight = 1;
@@ -98,9 +102,10 @@ static int stream_mode(const char *dir, int seq_len, bool train, uint64_t limit,
     sl_reader_get_stats(r, &st);
     sl_reader_close(r);
     printf("tokens %llu seconds %.4f hwm_kb %ld hwm0_kb %ld waits %llu docs %llu sum %llu "
-           "frames %llu\n",
+           "frames %llu decoded %llu\n",
            (unsigned long long)tokens, t1 - t0, vm_hwm_kb(), hwm0, (unsigned long long)st.waits,
-           (unsigned long long)docs, (unsigned long long)checksum, (unsigned long long)st.frames);
+           (unsigned long long)docs, (unsigned long long)checksum, (unsigned long long)st.frames,
+           (unsigned long long)st.tokens_decoded);
     free(tok), free(ds);
     return 0;
 }
@@ -109,14 +114,15 @@ typedef struct {
     uint64_t tokens;
     double seconds;
     long hwm_kb, hwm0_kb;
-    unsigned long long waits, frames;
+    unsigned long long waits, frames, decoded;
 } stream_result;
 
 static int run_stream(const char *self, const char *dir, int seq_len, bool train, uint64_t limit,
-                      int dp, int64_t batch, stream_result *res) {
+                      int dp, int64_t batch, uint64_t window, stream_result *res) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' --stream '%s' %d %s %llu %d 0 %lld", self, dir, seq_len,
-             train ? "train" : "eval", (unsigned long long)limit, dp, (long long)batch);
+    snprintf(cmd, sizeof cmd, "'%s' --stream '%s' %d %s %llu %d 0 %lld %llu", self, dir, seq_len,
+             train ? "train" : "eval", (unsigned long long)limit, dp, (long long)batch,
+             (unsigned long long)window);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[512] = {0};
@@ -126,9 +132,9 @@ static int run_stream(const char *self, const char *dir, int seq_len, bool train
     if (!got || st != 0 ||
         sscanf(line,
                "tokens %llu seconds %lf hwm_kb %ld hwm0_kb %ld waits %llu docs %llu sum %llu "
-               "frames %llu",
-               &tk, &res->seconds, &res->hwm_kb, &res->hwm0_kb, &res->waits, &dc, &sm,
-               &res->frames) != 8)
+               "frames %llu decoded %llu",
+               &tk, &res->seconds, &res->hwm_kb, &res->hwm0_kb, &res->waits, &dc, &sm, &res->frames,
+               &res->decoded) != 9)
         return -1;
     res->tokens = tk;
     return 0;
@@ -233,14 +239,15 @@ static double time_cmd(const char *cmd) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 9 && strcmp(argv[1], "--stream") == 0)
+    if (argc >= 10 && strcmp(argv[1], "--stream") == 0)
         return stream_mode(argv[2], atoi(argv[3]), strcmp(argv[4], "train") == 0,
                            strtoull(argv[5], NULL, 10), atoi(argv[6]), atoi(argv[7]),
-                           strtoll(argv[8], NULL, 10));
+                           strtoll(argv[8], NULL, 10), strtoull(argv[9], NULL, 10));
     const char *dir = "/tmp/sluice_reader_bench";
     uint64_t n = 1ull << 30, n_small = 1ull << 26;
     int seq_len = 4096, reps = 3, dp = 8;
     int64_t batch_tokens = 1 << 20;
+    uint64_t window = SL_SHUFFLE_DEFAULT, shuffle_tokens = 1ull << 26;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
@@ -256,9 +263,14 @@ int main(int argc, char **argv) {
             dp = atoi(argv[++i]);
         else if (strcmp(argv[i], "--batch-tokens") == 0 && i + 1 < argc)
             batch_tokens = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc)
+            window = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--shuffle-tokens") == 0 && i + 1 < argc)
+            shuffle_tokens = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: reader_bench [--dir DIR] [--tokens N] [--small-tokens N] "
-                            "[--seq-len L] [--reps R] [--dp N] [--batch-tokens N]\n");
+                            "[--seq-len L] [--reps R] [--dp N] [--batch-tokens N] [--window W] "
+                            "[--shuffle-tokens N]\n");
             return 2;
         }
     }
@@ -297,8 +309,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) {
         double z = time_cmd(c1), zn = time_cmd(c2);
         stream_result er, tr;
-        if (z < 0 || zn < 0 || run_stream(self, big, seq_len, false, 0, 1, 0, &er) != 0 ||
-            run_stream(self, big, seq_len, true, hb.n_tokens, 1, 0, &tr) != 0) {
+        if (z < 0 || zn < 0 || run_stream(self, big, seq_len, false, 0, 1, 0, 0, &er) != 0 ||
+            run_stream(self, big, seq_len, true, hb.n_tokens, 1, 0, 0, &tr) != 0) {
             fprintf(stderr, "reader_bench: a run failed\n");
             return 1;
         }
@@ -311,15 +323,29 @@ int main(int argc, char **argv) {
         if (er.seconds < best_e) best_e = er.seconds, e = er;
         if (tr.seconds < best_t) best_t = tr.seconds, t = tr;
     }
-    stream_result s, k = {0};
-    if (run_stream(self, small, seq_len, false, 0, 1, 0, &s) != 0) return 1;
+    stream_result s, k = {0}, sh = {0}, ks = {0};
+    if (run_stream(self, small, seq_len, false, 0, 1, 0, 0, &s) != 0) return 1;
     /* rank 0 of dp: its share of every global batch, the frames it decodes for it */
     const int64_t batch = batch_tokens / seq_len;
     for (int r = 0; dp > 1 && r < reps; r++) {
         stream_result kr;
-        if (run_stream(self, big, seq_len, true, hb.n_tokens / (uint64_t)dp, dp, batch, &kr) != 0)
+        if (run_stream(self, big, seq_len, true, hb.n_tokens / (uint64_t)dp, dp, batch, 0, &kr) !=
+            0)
             return 1;
         if (r == 0 || kr.seconds < k.seconds) k = kr;
+    }
+    /* the sequence shuffle: every sequence lies somewhere else in its window, so each needs its
+     * own frame(s) decoded; a token budget keeps the run short */
+    for (int r = 0; r < reps; r++) {
+        stream_result a, b;
+        if (run_stream(self, big, seq_len, true, shuffle_tokens, 1, 0, window, &a) != 0) return 1;
+        if (r == 0 || a.seconds < sh.seconds) sh = a;
+        if (dp > 1) {
+            if (run_stream(self, big, seq_len, true, shuffle_tokens / (uint64_t)dp, dp, batch,
+                           window, &b) != 0)
+                return 1;
+            if (r == 0 || b.seconds < ks.seconds) ks = b;
+        }
     }
     double nt = (double)hb.n_tokens;
     double zbest = best_z < best_zn ? best_z : best_zn;
@@ -338,6 +364,17 @@ int main(int argc, char **argv) {
                "tokens/s delivered; %llu frames decoded for %llu tokens (%.2f frames' worth)\n",
                dp, (long long)batch, seq_len, (double)k.tokens / k.seconds, k.frames,
                (unsigned long long)k.tokens, (double)k.tokens / hb.frame_tokens);
+    printf("sequence shuffle (window %llu tokens), first %llu tokens:\n",
+           (unsigned long long)window, (unsigned long long)shuffle_tokens);
+    printf("  rank 0 of 1: %.4g tokens/s delivered; %llu frames decoded, %.1f tokens decoded per "
+           "token delivered (waits %llu)\n",
+           (double)sh.tokens / sh.seconds, sh.frames, (double)sh.decoded / (double)sh.tokens,
+           sh.waits);
+    if (dp > 1)
+        printf("  rank 0 of %d (global batch %lld x %d tokens): %.4g tokens/s delivered; %llu "
+               "frames decoded, %.1f tokens decoded per token delivered\n",
+               dp, (long long)batch, seq_len, (double)ks.tokens / ks.seconds, ks.frames,
+               (double)ks.decoded / (double)ks.tokens);
     printf("peak RSS of the streaming process (VmHWM):\n");
     printf("  %llu-token shard: %ld KiB (%ld KiB before opening the reader)\n",
            (unsigned long long)hs.n_tokens, s.hwm_kb, s.hwm0_kb);

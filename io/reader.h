@@ -6,12 +6,18 @@
  * the frames inside each shard), and the epochs' orders, one after the other, define the corpus's
  * token stream. The stream does not depend on the number of ranks.
  *
- * Packing (llm.c style): each sequence is seq_len + 1 consecutive tokens of one corpus's stream
- * and the next sequence of that corpus starts with the last token of this one, so inputs are
- * tokens[0 .. seq_len) and targets tokens[1 .. seq_len], and every token is a target exactly
- * once. Documents are packed back to back with the separators stored in the shards (e.g. the
- * byte tokenizer's end-of-document token 256); doc_start lists the positions where a document
- * begins (a frame that does not continue the previous frame of the stream also begins one).
+ * Packing (llm.c style): each sequence is seq_len + 1 consecutive tokens of one corpus's stream;
+ * the corpus's sequences tile the stream with an overlap of one token (sequence k holds tokens
+ * [a + k L, a + (k + 1) L] from the grid's anchor a), so inputs are tokens[0 .. seq_len) and
+ * targets tokens[1 .. seq_len], and every token is a target exactly once. Documents are packed
+ * back to back with the separators stored in the shards (e.g. the byte tokenizer's
+ * end-of-document token 256); doc_start lists the positions where a document begins (a frame that
+ * does not continue the previous frame of the stream also begins one).
+ *
+ * Sequence shuffle (data.shuffle_window = W tokens): each epoch's sequences are cut into windows
+ * of floor(W / seq_len) and delivered in a pseudorandom order inside each window, keyed by (seed,
+ * corpus, epoch, window), so a global batch draws from across the window instead of being one
+ * passage. W = 0 is the stream order.
  *
  * Several training corpora are interleaved sequence by sequence: the next sequence comes from
  * the corpus whose share of the tokens so far lags its weight the most, so the mixture holds
@@ -21,12 +27,13 @@
  * Global batch t is the global_batch_sequences (S) sequences after the first t * S. Data-parallel
  * rank r of dp takes the contiguous share [r S / dp, (r + 1) S / dp) of every global batch, in
  * order, so a rank's micro-batch m is the next micro_batch_size sequences of its share. The rank's
- * background thread decodes only the frames its share touches (found from the token counts in the
- * shard indexes) into a bounded queue (data.prefetch frames per corpus).
+ * background thread assembles only its own sequences, decoding the frames they touch (found from
+ * the token counts in the shard indexes), into a bounded queue (data.prefetch sequences).
  *
- * The cursor records the global position in tokens of each corpus's stream, not sequences or
- * frames of one rank, so it restores the identical global stream at any number of ranks and
- * carries over unchanged when seq_len changes between training stages.
+ * The cursor records the global position in tokens of each corpus (and the anchor of its grid),
+ * not sequences or frames of one rank, so it restores the identical global order at any number
+ * of ranks; when seq_len or the window changes, the grid restarts at the end of the current
+ * window.
  *
  * Eval mode keeps a per-rank partition: rank r reads frames r, r + dp, ... of data.eval_path in
  * file order, once.
@@ -41,6 +48,10 @@
 #include "core/fsutil.h" /* SL_PATH_MAX */
 
 #define SL_MAX_CORPORA 16
+/* data.shuffle_window = "epoch": one window per epoch (a full shuffle of its sequences). */
+#define SL_SHUFFLE_EPOCH UINT64_MAX
+/* The default window: 2^30 tokens, hundreds of global batches of the shipped configs. */
+#define SL_SHUFFLE_DEFAULT (1ull << 30)
 
 /* The "data" section of a run config (trainer/config.h parses it; docs/config.md). */
 typedef struct {
@@ -52,8 +63,10 @@ typedef struct {
     sl_corpus train[SL_MAX_CORPORA];
     int n_train;
     char eval_path[SL_PATH_MAX];
-    uint64_t seed; /* data order */
-    int prefetch;  /* decompressed frames queued ahead */
+    uint64_t seed;           /* data order */
+    uint64_t shuffle_window; /* tokens per sequence-shuffle window; 0 = stream order,
+                              * SL_SHUFFLE_EPOCH = the whole epoch */
+    int prefetch;            /* sequences assembled ahead; 0 = automatic */
 } sl_data_config;
 
 typedef struct sl_reader sl_reader;
@@ -87,7 +100,9 @@ char *sl_reader_cursor_json(const sl_reader *r);
  * 0, or -1 with err set and the reader unchanged. */
 int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t errlen);
 
-/* The position in tokens is kept; the global batch keeps its number of sequences. */
+/* A new seq_len between global batches: each corpus's grid of sequences restarts at the end of
+ * its current shuffle window (at the position itself in stream order); the global batch keeps its
+ * number of sequences. 0, or -1 (the reader then fails every call). */
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
 int sl_reader_vocab_size(const sl_reader *r);
 void sl_reader_close(sl_reader *r);
@@ -121,6 +136,7 @@ typedef struct {
     uint64_t epoch[SL_MAX_CORPORA];    /* epoch of the last token this rank read per corpus */
     uint64_t sequence;                 /* global sequences before the reader's position */
     uint64_t frames;                   /* frames this rank has decoded */
+    uint64_t tokens_decoded;           /* tokens in those frames */
     uint64_t waits;                    /* times next() found the queue empty and waited */
 } sl_reader_stats;
 void sl_reader_get_stats(const sl_reader *r, sl_reader_stats *s);

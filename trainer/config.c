@@ -45,7 +45,8 @@ void sl_config_defaults(sl_config *cfg) {
 
     cfg->data.n_train = 0;
     cfg->data.seed = 1234;
-    cfg->data.prefetch = 4;
+    cfg->data.shuffle_window = SL_SHUFFLE_DEFAULT;
+    cfg->data.prefetch = 0;
 
     cfg->parallel.expert_parallel = 1;
     cfg->parallel.zero1 = false;

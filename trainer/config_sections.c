@@ -156,10 +156,36 @@ static void emit_train(cJSON *o, const char *key, const void *sec) {
     }
 }
 
+/* data.shuffle_window: a token count (0 = stream order) or "epoch" (one window per epoch). */
+static int fn_shuffle_window(const sl_cfg_ctx *c, const cJSON *v, const char *path, void *sec) {
+    sl_data_config *dc = sec;
+    char d[96];
+    if (cJSON_IsString(v)) {
+        if (strcmp(v->valuestring, "epoch") != 0)
+            return sl_cfg_err(c, path, "expected a number of tokens or \"epoch\", got %s",
+                              sl_cfg_describe(v, d, 96));
+        dc->shuffle_window = SL_SHUFFLE_EPOCH;
+        return 0;
+    }
+    double x;
+    if (sl_cfg_get_integer(c, v, path, 0, SL_CFG_EXACT_INT_MAX, &x)) return -1;
+    dc->shuffle_window = (uint64_t)x;
+    return 0;
+}
+
+static void emit_shuffle_window(cJSON *o, const char *key, const void *sec) {
+    const sl_data_config *d = sec;
+    if (d->shuffle_window == SL_SHUFFLE_EPOCH)
+        cJSON_AddStringToObject(o, key, "epoch");
+    else
+        cJSON_AddNumberToObject(o, key, (double)d->shuffle_window);
+}
+
 static const sl_cfg_key data_keys[] = {
     SL_KFE("train", fn_train, emit_train),
     SL_KD(sl_data_config, "eval", SL_K_STR, eval_path),
     SL_KD(sl_data_config, "seed", SL_K_U64, seed),
+    SL_KFE("shuffle_window", fn_shuffle_window, emit_shuffle_window),
     SL_KD(sl_data_config, "prefetch", SL_K_INT, prefetch),
 };
 

@@ -86,7 +86,8 @@ static int parse_stage_data(const sl_cfg_ctx *c, const cJSON *v, const char *pat
         if (k < 0)
             return sl_cfg_err(c, sub,
                               "a stage's data sets only \"train\" (its mixture) and \"eval\" (its "
-                              "evaluation set); seed and prefetch are the data section's");
+                              "evaluation set); seed, shuffle_window and prefetch are the data "
+                              "section's");
         if (apply_one(c, it, path, ds->keys, *ds->nkeys, &st->data)) return -1;
         st->given |= 1u << (N_STAGE_KEYS + k);
     }

@@ -279,6 +279,16 @@ static void print_banner(const trainer *t) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
+    char order[96];
+    if (c->data.shuffle_window == 0)
+        snprintf(order, sizeof order, "stream order (no sequence shuffle)");
+    else if (c->data.shuffle_window == SL_SHUFFLE_EPOCH)
+        snprintf(order, sizeof order, "sequences shuffled per epoch");
+    else
+        snprintf(order, sizeof order, "sequences shuffled in windows of %llu tokens",
+                 (unsigned long long)c->data.shuffle_window);
+    sl_info("data: %d training corpora, seed %llu, %s", s0->data.n_train,
+            (unsigned long long)c->data.seed, order);
     if (!c->stages_given) {
         sl_info("batch: %lld tokens per step = %d micro-batches x %d ranks x %d x %d tokens",
                 (long long)s0->train.global_batch_tokens,
