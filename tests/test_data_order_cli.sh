@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/test_data_order_cli.sh - the data order does not depend on the world size: `sluice train`
 # on 1 process, on 2 ranks with expert parallelism 2, and on 4 ranks with EP 2 and ZeRO-1 (and on
-# 1 process with another micro-batch size) logs the same batch_hash for every step; another
-# data.seed gives other hashes. The parallel runs' losses agree with the single process within
+# 1 process with another micro-batch size) logs the same batch_hash for every step, with the
+# default sequence shuffle; another data.seed, or the stream order (data.shuffle_window = 0),
+# gives other hashes. The parallel runs' losses agree with the single process within
 # 1e-4 relative over 12 steps: the same micro-batches, summed in another order (measured: up to
 # 1.3e-5 with ZeRO-1 by step 9). The losses at another micro-batch size are not compared: the
 # load-balancing loss is computed per micro-batch, so that run trains differently on the same
@@ -63,6 +64,7 @@ run np2_ep2 2 --set parallel.expert_parallel=2
 run np4_ep2_zero1 4 --set parallel.expert_parallel=2 --set parallel.zero1=true
 run np1_mb1 1 --set training.micro_batch_size=1
 run np1_seed 1 --set data.seed=78
+run np1_stream 1 --set data.shuffle_window=0
 
 [ "$(sort -u np1.hash | wc -l)" -eq 12 ] || fail "np1: the 12 steps do not have 12 different hashes"
 for r in np2_ep2 np4_ep2_zero1 np1_mb1; do
@@ -77,6 +79,9 @@ for r in np2_ep2 np4_ep2_zero1 np1_mb1; do
     } END { exit bad }' >&2 || fail "$r: losses differ from the single-process run by more than 1e-4"
 done
 [ "$(head -1 np1.hash)" != "$(head -1 np1_seed.hash)" ] || fail "another data.seed, the same first batch"
+# the default shuffles sequences: the stream order (data.shuffle_window = 0) reads other batches
+[ "$(paste np1.hash np1_stream.hash | awk '$1 == $2' | wc -l)" -eq 0 ] ||
+    fail "data.shuffle_window = 0 reads some of the default's batches"
 
 if [ "$failures" -eq 0 ]; then
     echo "test_data_order_cli: batch hashes and losses agree at np 1, 2 (EP 2), 4 (EP 2, ZeRO-1)"
