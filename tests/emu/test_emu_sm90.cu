@@ -30,6 +30,7 @@ enum wg_mode {
     wg_partial,
     wg_mismatch,
     wg_outside,
+    wg_no_refence,
 };
 
 /* One m64n16k16 wgmma with A and B K-major without swizzle (A at 0, B at 2048), used well
@@ -54,6 +55,11 @@ __global__ void wgmma_misuse_kernel(int mode, float *out) {
     sl_wgmma_commit();
     if (mode == wg_no_wait) return;
     sl_wgmma_wait<0>();
+    if (mode == wg_no_refence) { /* a second wgmma after the wait, without a new fence */
+        sl_wgmma_bf16_ss<16, 0, 0>(d, da, db, 1);
+        sl_wgmma_commit();
+        sl_wgmma_wait<0>();
+    }
     if (mode != wg_read_before_wait) out[t] = d[0];
 }
 
@@ -208,7 +214,8 @@ static int run_case(const std::string &c) {
                                      "wg_no_proxy_fence",
                                      "wg_partial",
                                      "wg_mismatch",
-                                     "wg_outside"};
+                                     "wg_outside",
+                                     "wg_no_refence"};
     for (int m = 0; m < (int)(sizeof wg / sizeof *wg); m++)
         if (c == wg[m]) SL_LAUNCH(wgmma_misuse_kernel, 1, 128, 4096, 0, m, f);
     if (c == "wg_small_block") SL_LAUNCH(wgmma_misuse_kernel, 1, 64, 4096, 0, (int)wg_ok, f);
@@ -337,6 +344,7 @@ int main(int argc, char **argv) {
     expect_fault(self, "wg_no_wait", "not retired by wgmma.wait_group");
     expect_fault(self, "wg_write_in_flight", "written while the wgmma was in flight");
     expect_fault(self, "wg_no_fence", "without a wgmma.fence");
+    expect_fault(self, "wg_no_refence", "without a wgmma.fence");
     expect_fault(self, "wg_smem_changed", "changed between the issue and the wait");
     expect_fault(self, "wg_no_proxy_fence", "no fence.proxy.async");
     expect_fault(self, "wg_partial", "deadlock", "issued by 96 of its 128 threads");
