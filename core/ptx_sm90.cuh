@@ -161,6 +161,14 @@ __host__ __device__ __forceinline__ uint64_t sl_wgmma_desc_bits(uint32_t smem_ad
     return (uint64_t)((smem_addr & 0x3ffffu) >> 4) | (uint64_t)((lbo & 0x3ffffu) >> 4) << 16 |
            (uint64_t)((sbo & 0x3ffffu) >> 4) << 32 | mode << 62;
 }
+/* Where byte `offset` of a swizzled tile (from a base aligned to the pattern's repeat) lives:
+ * the 16-byte chunk index XOR the line index, as TMA writes and wgmma reads. For threads that
+ * write such a tile themselves (an epilogue for a TMA store, P for a wgmma). */
+__host__ __device__ __forceinline__ uint32_t sl_swizzle_offset(sl_swizzle swizzle,
+                                                               uint32_t offset) {
+    const uint32_t mask = (1u << (int)swizzle) - 1; /* 0, 1, 3, 7 */
+    return offset ^ (((offset >> 7) & mask) << 4);
+}
 /* The descriptor advanced by `bytes` (a multiple of 16): the next k-slice of a tile. */
 __host__ __device__ __forceinline__ uint64_t sl_wgmma_desc_add(uint64_t desc, uint32_t bytes) {
     return desc + (uint64_t)(bytes >> 4);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <vector>
 
@@ -356,8 +357,7 @@ __global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int sw
     const int t = threadIdx.x;
     for (int e = t; e < 16 * 64; e += blockDim.x) {
         const int row = e / 64, col = e % 64;
-        size_t o = (size_t)row * 128 + (size_t)col * 2;
-        if (swz) o ^= ((o >> 7) & ((1u << swz) - 1)) << 4;
+        const uint32_t o = sl_swizzle_offset((sl_swizzle)swz, (uint32_t)(row * 128 + col * 2));
         const uint16_t v = (uint16_t)(e + 1);
         memcpy(smem + o, &v, 2);
     }
@@ -470,8 +470,65 @@ static void test_barriers() {
     cudaFree(df);
 }
 
+/* ---- cost (`test_ptx_sm90 bench`, for the figures in emu/README.md) ----------------------------
+ */
+
+/* One warpgroup: `iters` rounds of fence, four chained m64nNk16 wgmmas (a 64 x N x 64 product
+ * from shared memory), commit, wait. */
+template <int N> __global__ void __launch_bounds__(128) wgmma_bench_kernel(float *out, int iters) {
+    SL_DYNAMIC_SMEM_1024(uint16_t, smem);
+    for (int i = threadIdx.x; i < (64 + N) * 64; i += 128) smem[i] = 0x3c00; /* 2^-7 */
+    sl_fence_proxy_async();
+    __syncthreads();
+    const uint64_t da = sl_wgmma_desc(smem, SL_SWIZZLE_128B, 16, 1024);
+    const uint64_t db = sl_wgmma_desc(smem + 64 * 64, SL_SWIZZLE_128B, 16, 1024);
+    float d[N / 2];
+    for (int it = 0; it < iters; it++) {
+        sl_wgmma_fence();
+        for (int k = 0; k < 4; k++)
+            sl_wgmma_bf16_ss<N, 0, 0>(d, sl_wgmma_desc_add(da, 32 * k),
+                                      sl_wgmma_desc_add(db, 32 * k), it > 0 || k > 0);
+        sl_wgmma_commit();
+        sl_wgmma_wait<0>();
+    }
+    out[threadIdx.x] = d[0];
+}
+
+template <int N> static void bench_n() {
+    float *f = nullptr;
+    CUDA_CHECK(cudaMalloc(&f, 128 * sizeof(float)));
+    const int iters = 500;
+    const int smem = (64 + N) * 64 * 2;
+    void (*bench_k)(float *, int) = wgmma_bench_kernel<N>;
+    CUDA_CHECK(cudaFuncSetAttribute(bench_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    for (int rep = 0; rep < 3; rep++) {
+        cudaEvent_t e0, e1;
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        const std::clock_t c0 = std::clock();
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        SL_LAUNCH(bench_k, 1, 128, smem, 0, f, iters);
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        const double cpu_ms = 1e3 * (double)(std::clock() - c0) / CLOCKS_PER_SEC;
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("bench: %d x 4 wgmma m64n%dk16 (one warpgroup): %.1f ms, %.1f us per wgmma; this "
+               "process's CPU time %.1f us per wgmma (race check doubles the runs: "
+               "SLUICE_EMU_RACECHECK=0)\n",
+               iters, N, (double)ms, ms * 1e3 / (4.0 * iters), cpu_ms * 1e3 / (4.0 * iters));
+        cudaEventDestroy(e0), cudaEventDestroy(e1);
+    }
+    cudaFree(f);
+}
+
 int main(int argc, char **argv) {
-    (void)argv;
+    if (argc > 1 && !strcmp(argv[1], "bench")) {
+        bench_n<64>();
+        bench_n<128>();
+        bench_n<256>();
+        return emu_finish("test_ptx_sm90 bench");
+    }
     if (argc > 1) return 2;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {

@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(256, 1)
     /* Epilogue: O as bf16 into the 128B-swizzled tile [64][64] a TMA store reads. */
     for (int r = 0; r < 32; r += 2) {
         const int row = 16 * w + g + 8 * ((r % 4) >> 1), col = 8 * (r / 4) + 2 * q;
-        uint32_t off = (uint32_t)row * 128 + (uint32_t)col * 2;
-        off ^= ((off >> 7) & 7) << 4;
+        const uint32_t off = sl_swizzle_offset(SL_SWIZZLE_128B, (uint32_t)(row * 128 + col * 2));
         *(uint32_t *)(smem + kO + off) = sl_pack_bf16x2(o[r], o[r + 1]);
     }
     sl_fence_proxy_async();

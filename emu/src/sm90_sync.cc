@@ -183,11 +183,12 @@ void mbar_init(uint64_t *bar, uint32_t count, const char *file, int line) {
     const uint64_t idx = tok & 0xffffffffu;
     if ((tok >> 48) == k_mbar_magic && (uint16_t)(tok >> 32) == g_generation &&
         idx < g_bars.size() && g_bars[idx].addr == bar && g_bars[idx].valid) {
-        const mbarrier &o = g_bars[idx];
+        mbarrier &o = g_bars[idx];
         if (!o.waiters.empty() || !o.loads.empty())
             faultf("mbarrier.init at %s:%d of %s, which has waiting threads or TMA loads in "
                    "flight",
                    file, line, where(o).c_str());
+        o.valid = false; /* the new initialization replaces it */
     }
     mbarrier b{};
     b.addr = bar;

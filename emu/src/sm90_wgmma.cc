@@ -14,6 +14,7 @@
  * the shared-memory operands did not change since the issue and that the accumulators still
  * hold the 0xff they got (nothing wrote them in between), then writes the results.
  */
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -38,10 +39,10 @@ struct wg_op {
     uint64_t seq; /* the warpgroup's seq-th wgmma */
     unsigned issued, refs;
     bool computed, verified;
-    size_t slot;            /* in g_ops */
-    std::vector<float> A;   /* [64][16] */
-    std::vector<float> B;   /* [16][n] */
-    std::vector<float> acc; /* [128][n / 2]: C, then D, in fragment order */
+    std::vector<float> A;         /* [64][16] */
+    std::vector<float> B;         /* [16][n] */
+    std::vector<uint16_t> ra, rb; /* the shared-memory operands as read: [mn][k] */
+    std::vector<float> acc;       /* [128][n / 2]: C, then D, in fragment order */
     float *d[128];
     wg_op *chain[128]; /* C of thread i comes from chain[i]'s result */
     std::vector<unsigned> waiters;
@@ -59,7 +60,10 @@ struct wg_group {
     uint64_t base;            /* seq of open.front() */
 };
 
-std::vector<std::unique_ptr<wg_op>> g_ops; /* this block's live operations */
+/* Operations are recycled (their buffers keep their capacity): every one ever made is in
+ * g_all, the free ones in g_pool; a block starts with all of them free. */
+std::vector<std::unique_ptr<wg_op>> g_all;
+std::vector<wg_op *> g_pool;
 std::vector<wg_thread> g_thr;
 std::vector<wg_group> g_groups;
 unsigned g_nthreads;
@@ -74,8 +78,23 @@ void faultf(const char *fmt, ...) {
     device_fault(m);
 }
 
+wg_op *new_op() {
+    if (g_pool.empty()) {
+        g_all.emplace_back(new wg_op());
+        return g_all.back().get();
+    }
+    wg_op *op = g_pool.back();
+    g_pool.pop_back();
+    op->issued = 0;
+    op->computed = op->verified = false;
+    memset(op->d, 0, sizeof op->d);
+    memset(op->chain, 0, sizeof op->chain);
+    op->waiters.clear();
+    return op;
+}
+
 void release(wg_op *op) {
-    if (--op->refs == 0) g_ops[op->slot].reset();
+    if (--op->refs == 0) g_pool.push_back(op);
 }
 
 /* ---- shared-memory matrix descriptors -------------------------------------------------------- */
@@ -134,10 +153,11 @@ uint32_t element_addr(const desc_fields &f, bool mn_major, int mn, int k) {
     return a;
 }
 
-/* Reads a 16-bit operand of `mns` rows (mn) by 16 (k) into out[k][mn] ([mn][k] for A:
- * a_layout) as floats; `check` runs the async-proxy check on each chunk. */
-void gather(uint64_t desc, bool mn_major, int mns, bool a_layout, std::vector<float> &out,
-            bool check, const char *what) {
+/* Reads a 16-bit operand of `mns` rows (mn) by 16 (k), 16 bytes (8 elements along the
+ * contiguous dimension) at a time, into raw[mn][k]; `check` runs the async-proxy check on each
+ * chunk. */
+void gather(uint64_t desc, bool mn_major, int mns, std::vector<uint16_t> &raw, bool check,
+            const char *what) {
     const desc_fields f = decode(desc);
     if (f.base_offset)
         faultf("wgmma.mma_async: the %s descriptor has base offset %d: not emulated (keep each "
@@ -145,43 +165,56 @@ void gather(uint64_t desc, bool mn_major, int mns, bool a_layout, std::vector<fl
                what, f.base_offset);
     const unsigned char *base = smem_base();
     const size_t size = smem_size();
-    out.resize((size_t)mns * 16);
-    for (int mn = 0; mn < mns; mn++)
-        for (int k = 0; k < 16; k++) {
+    raw.resize((size_t)mns * 16);
+    uint16_t chunk[8];
+    for (int mn = 0; mn < mns; mn += mn_major ? 8 : 1)
+        for (int k = 0; k < 16; k += mn_major ? 1 : 8) {
             const uint32_t a = element_addr(f, mn_major, mn, k);
-            if ((size_t)a + 2 > size)
-                faultf("wgmma.mma_async: element (%d, %d) of the %s (descriptor 0x%016llx) is at "
+            if ((size_t)a + 16 > size)
+                faultf("wgmma.mma_async: elements (%d, %d) of the %s (descriptor 0x%016llx) are at "
                        "shared address %u, outside the block's %zu bytes of dynamic shared memory",
                        mn, k, what, (unsigned long long)desc, a, size);
-            if (check && (mn_major ? mn % 8 == 0 : k % 8 == 0))
-                async_read(base + (a & ~15u), 16, "wgmma.mma_async");
-            uint16_t h;
-            memcpy(&h, base + a, 2);
-            const uint32_t u = (uint32_t)h << 16;
-            float v;
-            memcpy(&v, &u, 4);
-            out[a_layout ? (size_t)mn * 16 + (size_t)k : (size_t)k * (size_t)mns + (size_t)mn] = v;
+            if (check) async_read(base + a, 16, "wgmma.mma_async");
+            memcpy(chunk, base + a, 16);
+            for (int e = 0; e < 8; e++)
+                raw[mn_major ? (size_t)(mn + e) * 16 + (size_t)k
+                             : (size_t)mn * 16 + (size_t)(k + e)] = chunk[e];
         }
 }
 
-/* Accumulator register r of thread i (of the warpgroup) holds D[row][col] (core/ptx_sm90.cuh). */
-inline void acc_pos(int i, int r, int &row, int &col) {
-    const int w = i / 32, lane = i % 32, g = lane / 4, tq = lane % 4;
-    row = 16 * w + g + 8 * ((r % 4) >> 1);
-    col = 8 * (r / 4) + 2 * tq + (r & 1);
+inline float bf16_to_float(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
 }
 
-void compute(wg_op *op) {
+/* Accumulator registers 4j .. 4j + 3 of thread i (of the warpgroup) hold D[r0][c0], D[r0][c0 +
+ * 1], D[r0 + 8][c0], D[r0 + 8][c0 + 1] with r0 = 16w + g, c0 = 8j + 2q (core/ptx_sm90.cuh). */
+inline void acc_origin(int i, int &r0, int &c0) {
+    const int w = i / 32, lane = i % 32;
+    r0 = 16 * w + lane / 4;
+    c0 = 2 * (lane % 4);
+}
+
+/* Only the emulator's own buffers: left out of the sanitizers, which would make the product
+ * ten times slower (emu/README.md, "What it costs"). */
+__attribute__((no_sanitize("address", "undefined"))) void compute(wg_op *op) {
     const int n = op->n, regs = n / 2;
-    std::vector<float> D((size_t)64 * (size_t)n, 0.0f);
-    for (int i = 0; i < 128; i++) {
-        if (!op->accumulate) continue;
+    static std::vector<float> D;
+    D.resize((size_t)64 * (size_t)n);
+    if (!op->accumulate) std::fill(D.begin(), D.end(), 0.0f);
+    for (int i = 0; i < 128 && op->accumulate; i++) {
         const float *c = op->chain[i] ? &op->chain[i]->acc[(size_t)i * (size_t)regs]
                                       : &op->acc[(size_t)i * (size_t)regs];
-        for (int r = 0; r < regs; r++) {
-            int row, col;
-            acc_pos(i, r, row, col);
-            D[(size_t)row * (size_t)n + (size_t)col] = c[r];
+        int r0, c0;
+        acc_origin(i, r0, c0);
+        float *top = &D[(size_t)r0 * (size_t)n + (size_t)c0], *bot = top + 8 * (size_t)n;
+        for (int j = 0; j < n / 8; j++, c += 4) {
+            top[8 * j] = c[0];
+            top[8 * j + 1] = c[1];
+            bot[8 * j] = c[2];
+            bot[8 * j + 1] = c[3];
         }
     }
     for (int i = 0; i < 128; i++)
@@ -191,20 +224,25 @@ void compute(wg_op *op) {
         }
     /* d = c; d += a[m][k] * b[k][n] for k = 0..15 in order, fp32 (bf16 products are exact). */
     for (int m = 0; m < 64; m++) {
-        float *drow = &D[(size_t)m * (size_t)n];
+        float *__restrict drow = &D[(size_t)m * (size_t)n];
         for (int k = 0; k < 16; k++) {
             const float a = op->A[(size_t)m * 16 + (size_t)k];
-            const float *brow = &op->B[(size_t)k * (size_t)n];
+            const float *__restrict brow = &op->B[(size_t)k * (size_t)n];
             for (int c = 0; c < n; c++) drow[c] += a * brow[c];
         }
     }
-    for (int i = 0; i < 128; i++)
-        for (int r = 0; r < regs; r++) {
-            int row, col;
-            acc_pos(i, r, row, col);
-            op->acc[(size_t)i * (size_t)regs + (size_t)r] =
-                D[(size_t)row * (size_t)n + (size_t)col];
+    for (int i = 0; i < 128; i++) {
+        float *c = &op->acc[(size_t)i * (size_t)regs];
+        int r0, c0;
+        acc_origin(i, r0, c0);
+        const float *top = &D[(size_t)r0 * (size_t)n + (size_t)c0], *bot = top + 8 * (size_t)n;
+        for (int j = 0; j < n / 8; j++, c += 4) {
+            c[0] = top[8 * j];
+            c[1] = top[8 * j + 1];
+            c[2] = bot[8 * j];
+            c[3] = bot[8 * j + 1];
         }
+    }
     op->computed = true;
     for (unsigned t : op->waiters) wake(t);
     op->waiters.clear();
@@ -212,14 +250,14 @@ void compute(wg_op *op) {
 }
 
 void verify(wg_op *op) {
-    std::vector<float> a, b;
+    std::vector<uint16_t> a, b;
     bool same = true;
     if (!op->rs) {
-        gather(op->desc_a, op->trans_a, 64, true, a, false, "A operand");
-        same = memcmp(a.data(), op->A.data(), a.size() * 4) == 0;
+        gather(op->desc_a, op->trans_a, 64, a, false, "A operand");
+        same = a == op->ra;
     }
-    gather(op->desc_b, op->trans_b, op->n, false, b, false, "B operand");
-    if (!same || memcmp(b.data(), op->B.data(), b.size() * 4) != 0)
+    gather(op->desc_b, op->trans_b, op->n, b, false, "B operand");
+    if (!same || b != op->rb)
         faultf("wgmma.wait_group: the shared memory that wgmma.mma_async #%llu of warpgroup %u "
                "reads (its %s, descriptor 0x%016llx) changed between the issue and the wait that "
                "retires it: the tensor core may read either (a TMA load into a stage still in "
@@ -232,7 +270,8 @@ void verify(wg_op *op) {
 } // namespace
 
 void wgmma_block_start(unsigned nthreads) {
-    g_ops.clear();
+    g_pool.clear();
+    for (const auto &op : g_all) g_pool.push_back(op.get());
     g_nthreads = nthreads;
     if (g_thr.size() < nthreads) g_thr.resize(nthreads);
     for (unsigned i = 0; i < nthreads; i++) {
@@ -297,8 +336,7 @@ void wgmma(int n, int trans_a, int trans_b, float *d, const uint32_t *a_regs, ui
     const uint64_t seq = th.issued++;
     wg_op *op;
     if (seq - grp.base == grp.open.size()) {
-        std::unique_ptr<wg_op> o(new wg_op());
-        op = o.get();
+        op = new_op();
         op->n = n;
         op->trans_a = trans_a;
         op->trans_b = trans_b;
@@ -309,14 +347,18 @@ void wgmma(int n, int trans_a, int trans_b, float *d, const uint32_t *a_regs, ui
         op->wg = wg;
         op->seq = seq;
         op->refs = 128;
-        op->slot = g_ops.size();
-        op->acc.assign((size_t)128 * (size_t)(n / 2), 0.0f);
-        if (a_regs)
-            op->A.assign(64 * 16, 0.0f);
-        else
-            gather(desc_a, trans_a, 64, true, op->A, true, "A operand");
-        gather(desc_b, trans_b, n, false, op->B, true, "B operand");
-        g_ops.push_back(std::move(o));
+        op->acc.resize((size_t)128 * (size_t)(n / 2)); /* every value is written before use */
+        op->A.assign(64 * 16, 0.0f);
+        if (!a_regs) {
+            gather(desc_a, trans_a, 64, op->ra, true, "A operand");
+            for (size_t e = 0; e < op->A.size(); e++) op->A[e] = bf16_to_float(op->ra[e]);
+        }
+        gather(desc_b, trans_b, n, op->rb, true, "B operand");
+        op->B.resize((size_t)16 * (size_t)n);
+        for (int c = 0; c < n; c++)
+            for (int k = 0; k < 16; k++)
+                op->B[(size_t)k * (size_t)n + (size_t)c] =
+                    bf16_to_float(op->rb[(size_t)c * 16 + (size_t)k]);
         grp.open.push_back(op);
     } else {
         op = grp.open[seq - grp.base];
