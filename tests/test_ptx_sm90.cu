@@ -27,6 +27,19 @@
 
 /* ---- wgmma: one instruction --------------------------------------------------------------- */
 
+/* The block copies the host-made shared-memory image in with ordinary stores, fenced for the
+ * async proxy that wgmma reads with. */
+__device__ __forceinline__ void load_image(uint4 *smem, const uint4 *img, int chunks) {
+    for (int i = threadIdx.x; i < chunks; i += blockDim.x) smem[i] = img[i];
+    sl_fence_proxy_async();
+    __syncthreads();
+}
+/* Where accumulator register r of thread t lives in a 64 x N row-major D. */
+__device__ __forceinline__ int acc_index(int t, int r, int n) {
+    const int w = t / 32, g = (t % 32) / 4, q = t % 4;
+    return (16 * w + g + 8 * ((r % 4) >> 1)) * n + 8 * (r / 4) + 2 * q + (r & 1);
+}
+
 /* One warpgroup. The shared-memory image (A's at offset 0, B's at b_off) comes ready-made from
  * the host; the thread's C fragment is read from C [64][N] by the accumulator layout, D
  * written back by it. RS: A from registers, read from A [64][16] by the A-fragment layout. */
@@ -37,12 +50,9 @@ __global__ void __launch_bounds__(128)
                  float *D) {
     SL_DYNAMIC_SMEM_1024(uint4, smem);
     const int t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
-    for (int i = t; i < img_chunks; i += 128) smem[i] = img[i];
-    sl_fence_proxy_async();
-    __syncthreads();
+    load_image(smem, img, img_chunks);
     float d[N / 2];
-    for (int r = 0; r < N / 2; r++)
-        d[r] = C[(16 * w + g + 8 * ((r % 4) >> 1)) * N + 8 * (r / 4) + 2 * q + (r & 1)];
+    for (int r = 0; r < N / 2; r++) d[r] = C[acc_index(t, r, N)];
     const uint64_t db = sl_wgmma_desc((const char *)smem + b_off, (sl_swizzle)swz, lbo_b, sbo_b);
     sl_wgmma_fence_operand(d);
     sl_wgmma_fence();
@@ -64,8 +74,7 @@ __global__ void __launch_bounds__(128)
         sl_wgmma_wait<0>();
     }
     sl_wgmma_fence_operand(d);
-    for (int r = 0; r < N / 2; r++)
-        D[(16 * w + g + 8 * ((r % 4) >> 1)) * N + 8 * (r / 4) + 2 * q + (r & 1)] = d[r];
+    for (int r = 0; r < N / 2; r++) D[acc_index(threadIdx.x, r, N)] = d[r];
 }
 
 /* The descriptors' byte offsets this test uses for an operand of `mns` rows (m or n) and 16
@@ -177,10 +186,7 @@ template <int N, int TB>
 __global__ void __launch_bounds__(128)
     wgmma_chain_kernel(const uint4 *img, int img_chunks, int b_off, float *D) {
     SL_DYNAMIC_SMEM_1024(uint4, smem);
-    const int t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
-    for (int i = t; i < img_chunks; i += 128) smem[i] = img[i];
-    sl_fence_proxy_async();
-    __syncthreads();
+    load_image(smem, img, img_chunks);
     float d[N / 2];
     const uint64_t da = sl_wgmma_desc(smem, SL_SWIZZLE_128B, 16, 1024);
     const uint64_t db =
@@ -193,8 +199,7 @@ __global__ void __launch_bounds__(128)
     sl_wgmma_commit();
     sl_wgmma_wait<0>();
     sl_wgmma_fence_operand(d);
-    for (int r = 0; r < N / 2; r++)
-        D[(16 * w + g + 8 * ((r % 4) >> 1)) * N + 8 * (r / 4) + 2 * q + (r & 1)] = d[r];
+    for (int r = 0; r < N / 2; r++) D[acc_index(threadIdx.x, r, N)] = d[r];
 }
 
 template <int N, int TB> static void run_chain(bool emulated, std::mt19937 &rng) {

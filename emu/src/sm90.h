@@ -13,6 +13,9 @@
 namespace sl_emu {
 namespace sm90 {
 
+/* device_fault with a formatted message (naming the kernel, block and thread). */
+[[noreturn]] void faultf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* What cuTensorMapEncodeTiled writes into CUtensorMap's 128 opaque bytes (sm90_tma.cc). */
 struct tensor_map {
     uint64_t magic;

@@ -27,6 +27,8 @@
 
 namespace sl_emu {
 
+using sm90::faultf;
+
 namespace {
 
 constexpr uint64_t k_mbar_magic = 0x4d42; /* the token's top 16 bits */
@@ -72,16 +74,6 @@ struct spin_rec {
 };
 std::vector<spin_rec> g_spin;
 unsigned g_nthreads;
-
-[[noreturn]] void faultf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void faultf(const char *fmt, ...) {
-    char m[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    device_fault(m);
-}
 
 mbarrier *lookup(uint64_t *bar, const char *who) {
     current_thread(who);
@@ -323,6 +315,15 @@ uint32_t smem_offset(const void *p) {
 }
 
 namespace sm90 {
+
+void faultf(const char *fmt, ...) {
+    char m[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    device_fault(m);
+}
 
 uint32_t smem_range(const void *p, size_t n, const char *who) {
     const unsigned char *c = (const unsigned char *)p, *base = smem_base();

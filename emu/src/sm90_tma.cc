@@ -45,16 +45,6 @@ struct store_queue {
 };
 std::vector<store_queue> g_stores; /* by thread */
 
-[[noreturn]] void faultf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void faultf(const char *fmt, ...) {
-    char m[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    device_fault(m);
-}
-
 /* The 16-byte chunk bits [4, 7) XOR bits [7, 10), as many bits as the mode has. */
 inline size_t swizzle(size_t o, int mode) {
     static const size_t mask[4] = {0, 1, 3, 7};

@@ -68,16 +68,6 @@ std::vector<wg_thread> g_thr;
 std::vector<wg_group> g_groups;
 unsigned g_nthreads;
 
-[[noreturn]] void faultf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void faultf(const char *fmt, ...) {
-    char m[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    device_fault(m);
-}
-
 wg_op *new_op() {
     if (g_pool.empty()) {
         g_all.emplace_back(new wg_op());
