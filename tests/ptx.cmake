@@ -1,8 +1,8 @@
 # core/ptx.cuh's and core/ptx_sm90.cuh's PTX wrappers against the ISA's layouts
 # (tests/test_ptx.cu, tests/test_ptx_sm90.cu). Emulated build: label emu, the wrappers' emulated
 # twins. nvcc build: compiled for sm_80 and sm_90a like the library (so the inline PTX is checked
-# by ptxas), label gpu, run on a GPU and skipped (77) without one (test_ptx_sm90 also below
-# compute capability 9.0).
+# by ptxas), label gpu, run on a GPU and skipped (77) without one (test_ptx_sm90 also on a GPU
+# other than compute capability 9.x, which cannot run sm_90a code).
 if(SLUICE_CUDA_EMULATED)
   sluice_emu_test(test_ptx SOURCES test_ptx.cu)
   sluice_emu_test(test_ptx_sm90 SOURCES test_ptx_sm90.cu test_ptx_sm90_gemm.cu)

@@ -9,9 +9,9 @@
  * kernel composed the way the Hopper attention kernel is (tests/test_ptx_sm90_gemm.cu).
  *
  * The same file runs under the emulator (label emu) and, in the nvcc build, on a GPU (label
- * gpu; skipped without one or below compute capability 9.0): the first Hopper GPU that runs it
- * validates the emulator's layouts. Emulated results are bitwise the in-order fp32 sums;
- * a GPU's within a tolerance.
+ * gpu; skipped without one or on one other than compute capability 9.x): the first Hopper GPU
+ * that runs it validates the emulator's layouts. Emulated results are bitwise the in-order fp32
+ * sums; a GPU's within a tolerance.
  */
 #include <cmath>
 #include <cstdint>
@@ -255,7 +255,12 @@ __global__ void tma_load_kernel(const __grid_constant__ CUtensorMap map, int ran
         if (t == 0) {
             probes[3 * phase] = sl_mbar_test_wait(&bar, phase); /* nobody arrived: false */
             sl_tma_prefetch(&map);
-            sl_mbar_arrive_expect_tx(&bar, (uint32_t)box_bytes);
+            if (phase == 0) {
+                sl_mbar_arrive_expect_tx(&bar, (uint32_t)box_bytes);
+            } else { /* the same in two steps */
+                sl_mbar_expect_tx(&bar, (uint32_t)box_bytes);
+                sl_mbar_arrive(&bar);
+            }
             if (rank == 2) sl_tma_load_2d(dst, &map, &bar, c.x, c.y + phase);
             if (rank == 3) sl_tma_load_3d(dst, &map, &bar, c.x, c.y + phase, c.z);
             if (rank == 4) sl_tma_load_4d(dst, &map, &bar, c.x, c.y + phase, c.z, c.w);
@@ -355,9 +360,11 @@ static void test_tma_load() {
 
 /* ---- TMA stores ----------------------------------------------------------------------------- */
 
-/* Every thread writes part of a box [16][64] bf16 (value = its index) into shared memory in the
- * store map's swizzled layout, fences for the async proxy, and thread 0 stores it at (c0, c1). */
-__global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int swz, int c0, int c1) {
+/* A box of 16 rows of 64 bf16 (its outer dimensions flattened into rows): every thread writes
+ * part of it (value = box index + 1) into shared memory in the store map's swizzled layout,
+ * fences for the async proxy, and thread 0 stores it at coordinates c. */
+__global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int rank, int swz,
+                                 int4 c) {
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     const int t = threadIdx.x;
     for (int e = t; e < 16 * 64; e += blockDim.x) {
@@ -369,7 +376,9 @@ __global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int sw
     sl_fence_proxy_async();
     __syncthreads();
     if (t == 0) {
-        sl_tma_store_2d(&map, smem, c0, c1);
+        if (rank == 2) sl_tma_store_2d(&map, smem, c.x, c.y);
+        if (rank == 3) sl_tma_store_3d(&map, smem, c.x, c.y, c.z);
+        if (rank == 4) sl_tma_store_4d(&map, smem, c.x, c.y, c.z, c.w);
         sl_tma_store_commit();
         sl_tma_store_wait_read<0>();
         sl_tma_store_wait<0>();
@@ -377,37 +386,58 @@ __global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int sw
 }
 
 static void test_tma_store() {
-    for (int swz : {0, 3}) {
-        const int rows = 40, cols = 100; /* 200-byte rows: strides multiple of 16 when padded */
-        const int pitch = 104;           /* elements: 208 bytes */
-        std::vector<uint16_t> host((size_t)rows * pitch, 0xabcd);
-        uint16_t *dg = to_device(host);
-        CUtensorMap map;
-        const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-        const cuuint64_t strides[1] = {(cuuint64_t)pitch * 2};
-        const cuuint32_t box[2] = {64, 16};
-        CHECK(sl_tensor_map_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, dg, dims, strides, box,
-                                  (sl_swizzle)swz) == CUDA_SUCCESS,
-              "cuTensorMapEncodeTiled (store map)");
-        const int c0 = 60, c1 = 30; /* sticks out at the right (cols 100..123) and bottom */
-        CUDA_CHECK(cudaFuncSetAttribute(tma_store_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, 2048));
-        SL_LAUNCH(tma_store_kernel, 1, 64, 2048, 0, map, swz, c0, c1);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<uint16_t> out = to_host(dg, host.size());
-        int bad = 0;
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < pitch; c++) {
-                const int br = r - c1, bc = c - c0;
-                const bool in_box = br >= 0 && br < 16 && bc >= 0 && bc < 64 && c < cols;
-                const uint16_t want = in_box ? (uint16_t)(br * 64 + bc + 1) : (uint16_t)0xabcd;
-                if (out[(size_t)r * pitch + c] != want && bad++ < 4)
-                    CHECK(false, "TMA store (swizzle %d): element (%d, %d) = 0x%04x, want 0x%04x",
-                          swz, r, c, out[(size_t)r * pitch + c], want);
+    struct store_case {
+        int rank;
+        cuuint64_t dims[4]; /* dims[0] = 100 columns in rows of pitch 104 */
+        cuuint32_t box[4];  /* box[0] = 64; the others multiply to 16 */
+        int c[4];           /* sticking out at several sides */
+    } cases[] = {
+        {2, {100, 40, 1, 1}, {64, 16, 1, 1}, {60, 30, 0, 0}},
+        {3, {100, 12, 3, 1}, {64, 8, 2, 1}, {60, 10, 2, 0}},
+        {4, {100, 3, 5, 2}, {64, 2, 4, 2}, {-8, 2, 3, 1}},
+    };
+    const int pitch = 104; /* elements: 208-byte rows, a multiple of 16 */
+    for (const store_case &sc : cases)
+        for (int swz : {0, 3}) {
+            size_t n = pitch;
+            cuuint64_t strides[3];
+            for (int d = 1; d < sc.rank; d++) {
+                strides[d - 1] = n * 2;
+                n *= sc.dims[d];
             }
-        CHECK(bad == 0, "TMA store (swizzle %d): %d elements wrong", swz, bad);
-        cudaFree(dg);
-    }
+            std::vector<uint16_t> host(n, 0xabcd);
+            uint16_t *dg = to_device(host);
+            CUtensorMap map;
+            CHECK(sl_tensor_map_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sc.rank, dg, sc.dims,
+                                      strides, sc.box, (sl_swizzle)swz) == CUDA_SUCCESS,
+                  "cuTensorMapEncodeTiled (store map, rank %d)", sc.rank);
+            CUDA_CHECK(cudaFuncSetAttribute(tma_store_kernel,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, 2048));
+            const int4 c = make_int4(sc.c[0], sc.c[1], sc.c[2], sc.c[3]);
+            SL_LAUNCH(tma_store_kernel, 1, 64, 2048, 0, map, sc.rank, swz, c);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<uint16_t> out = to_host(dg, host.size());
+            int bad = 0;
+            for (size_t e = 0; e < n; e++) {
+                /* the element's coordinates, its place in the box (if any) */
+                size_t rem = e / pitch, row = 0, row_stride = 1;
+                const int x = (int)(e % pitch), bx = x - sc.c[0];
+                bool in = x < (int)sc.dims[0] && bx >= 0 && bx < 64;
+                for (int d = 1; d < sc.rank; d++) {
+                    const int y = (int)(rem % sc.dims[d]), by = y - sc.c[d];
+                    rem /= sc.dims[d];
+                    in = in && by >= 0 && by < (int)sc.box[d];
+                    row += (size_t)(in ? by : 0) * row_stride;
+                    row_stride *= sc.box[d];
+                }
+                const uint16_t want = in ? (uint16_t)(row * 64 + (size_t)bx + 1) : (uint16_t)0xabcd;
+                if (out[e] != want && bad++ < 4)
+                    CHECK(false, "TMA store %dd (swizzle %d): element %zu = 0x%04x, want 0x%04x",
+                          sc.rank, swz, e, out[e], want);
+            }
+            CHECK(bad == 0, "TMA store %dd (swizzle %d): %d elements wrong", sc.rank, swz, bad);
+            cudaFree(dg);
+        }
 }
 
 /* ---- mbarrier phases and named barriers -------------------------------------------------- */
@@ -429,6 +459,7 @@ __global__ void mbar_phase_kernel(int *out) {
         out[(2 * phase + 1) * 64 + t] = sl_mbar_test_wait(&bar, parity ^ 1);
         __syncthreads(); /* before anyone arrives for the next phase */
     }
+    if (t == 0) sl_mbar_inval(&bar);
 }
 
 /* Warps 0-3 produce into a shared buffer, warps 4-7 consume, three rounds, synchronized only by
@@ -542,8 +573,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-    if (p.major < 9) {
-        printf("test_ptx_sm90: compute capability %d.%d < 9.0, skipped\n", p.major, p.minor);
+    if (p.major != 9) { /* sm_90a code runs on 9.x only */
+        printf("test_ptx_sm90: compute capability %d.%d, not 9.x, skipped\n", p.major, p.minor);
         return 77;
     }
     const bool emulated = strcmp(p.name, "sluice SIMT emulator") == 0;

@@ -95,6 +95,7 @@ enum mb_mode {
     mb_store_no_wait,
     mb_store_changed,
     mb_store_no_fence,
+    mb_after_inval,
 };
 
 /* 128 threads; thread 0 loads a 16 x 64 bf16 tile into shared memory with TMA on an mbarrier,
@@ -107,6 +108,7 @@ __global__ void tma_misuse_kernel(const __grid_constant__ CUtensorMap map,
     const int t = threadIdx.x;
     if (t == 0 && mode != mb_uninit) {
         sl_mbar_init(bar, 1);
+        if (mode == mb_after_inval) sl_mbar_inval(bar);
         if (mode != mb_no_init_fence) sl_fence_mbarrier_init();
     }
     __syncthreads();
@@ -230,7 +232,8 @@ static int run_case(const std::string &c) {
                                      "mb_spin_deadlock",
                                      "mb_store_no_wait",
                                      "mb_store_changed",
-                                     "mb_store_no_fence"};
+                                     "mb_store_no_fence",
+                                     "mb_after_inval"};
     for (int m = 0; m < (int)(sizeof mb / sizeof *mb); m++)
         if (c == mb[m]) {
             const CUtensorMap in = tile_map(src, 16), o = tile_map(dst, 16);
@@ -357,6 +360,7 @@ int main(int argc, char **argv) {
     expect_fault(self, "mb_deadlock", "deadlock", "mbarrier.try_wait.parity 0 at");
     expect_fault(self, "mb_deadlock", "test_emu_sm90.cu", "initialized at");
     expect_fault(self, "mb_uninit", "not an initialized mbarrier");
+    expect_fault(self, "mb_after_inval", "not an initialized mbarrier");
     expect_fault(self, "mb_over_arrive", "no arrivals left");
     expect_fault(self, "mb_no_init_fence", "no fence.mbarrier_init");
     expect_fault(self, "mb_never_waited", "never completed");
