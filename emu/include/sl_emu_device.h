@@ -44,6 +44,10 @@
 #define __local_maxnreg__(n)
 #undef __inline_hint__
 #define __inline_hint__
+/* A kernel parameter the kernel may take the address of (CUtensorMap): parameters are
+ * ordinary copies here. */
+#undef __grid_constant__
+#define __grid_constant__
 
 /* ---- built-in variables ---------------------------------------------------------------------- */
 
@@ -110,6 +114,36 @@ void cp_async_commit();
 void cp_async_wait(int n);
 /* Stops the launch with an error naming the kernel and thread (__trap, bad operands). */
 [[noreturn]] void device_fault(const char *what);
+
+/* core/ptx_sm90.cuh's emulated Hopper instructions (emu/src/sm90_*.cc; semantics in
+ * emu/README.md, "Hopper instructions"). `file` and `line` name the call site in reports. */
+/* The emulated shared-state-space address of p: its offset in the block's dynamic shared
+ * memory (faults if p is not inside it). */
+uint32_t smem_offset(const void *p);
+/* wgmma.mma_async m64nNk16 .f32.bf16.bf16: d is this thread's N/2 accumulators, a_regs its
+ * four A registers (null: A from shared memory through desc_a). */
+void wgmma(int n, int trans_a, int trans_b, float *d, const uint32_t *a_regs, uint64_t desc_a,
+           uint64_t desc_b, int accumulate);
+void wgmma_fence();
+void wgmma_commit();
+void wgmma_wait(int n, const char *file, int line);
+void mbar_init(uint64_t *bar, uint32_t count, const char *file, int line);
+void mbar_inval(uint64_t *bar);
+/* expect_tx(tx_bytes) then, if `arrive`, arrive-on. */
+void mbar_arrive(uint64_t *bar, uint32_t tx_bytes, bool arrive);
+/* try_wait (may block until the phase completes: returns true) or test_wait (never blocks). */
+bool mbar_wait(uint64_t *bar, uint32_t parity, bool test, const char *file, int line);
+void fence_mbarrier_init();
+void fence_proxy_async();
+/* cp.async.bulk.tensor.Nd global -> shared with mbarrier complete_tx; shared -> global. */
+void tma_load(void *smem, const void *tensor_map, uint64_t *bar, int rank, const int32_t *coords);
+void tma_store(const void *tensor_map, const void *smem, int rank, const int32_t *coords);
+void tma_store_commit();
+void tma_store_wait(int n, bool read_only);
+/* bar.sync (wait) / bar.arrive id, count. */
+void named_barrier(int id, int count, bool wait, const char *file, int line);
+/* setmaxnreg.inc (inc) / .dec .sync.aligned.u32 count. */
+void setmaxnreg(int count, bool inc);
 
 template <class T> inline uint64_t to_bits(T v) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,

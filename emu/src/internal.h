@@ -91,6 +91,48 @@ void complete_ptx(int kind, void *const lanes[32]);
 /* A block starts: no thread has copies in flight. */
 void ptx_block_start(unsigned nthreads);
 
+/* ---- blocking waits (simt.cc), for the Hopper instructions (sm90*.cc) ---- */
+/* What a blocked thread waits for: the deadlock report asks describe_wait() to say it. */
+enum wait_kind : int { wk_mbarrier, wk_named_barrier, wk_wgmma };
+struct wait_desc {
+    int kind;
+    const void *obj; /* the mbarrier, the named barrier's state, the wgmma operation */
+    uint32_t a, b;   /* kind-specific: parity, id and count, ... */
+    const char *file;
+    int line;
+};
+/* The running thread waits until another thread (or the scheduler, between passes) calls
+ * wake() with its index; returns then. A wait nothing can end is reported as a deadlock. */
+void block_current(const wait_desc &w);
+/* The running thread gives way and runs again in the next pass (a spin on
+ * mbarrier.test_wait): without progress elsewhere, spinning threads are reported as stuck. */
+void yield_current(const wait_desc &w);
+void wake(unsigned thread);
+/* Something happened that a spinning thread may be waiting for; the count of such events. */
+void note_progress();
+uint64_t progress_events();
+unsigned block_threads();
+bool thread_exited(unsigned thread);
+/* The running thread's fiber stack (lo, size), for liveness checks of register operands. */
+void current_stack(const char **lo, size_t *size);
+/* A fault not tied to the running thread (block-end checks): formats like device_fault. */
+void block_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The dynamic shared memory of the running block and its size. */
+unsigned char *smem_base();
+size_t smem_size();
+
+/* Hooks of the Hopper instructions (sm90_sync.cc), called by the scheduler. */
+void sm90_block_start(unsigned nthreads);
+/* The running thread returns from the kernel: pending asynchronous work is a fault. */
+void sm90_thread_exit(unsigned thread);
+/* All threads exited: work still in flight is a fault. */
+void sm90_block_end();
+/* Between passes when nothing else can move: performs deferred asynchronous copies that
+ * blocked threads wait for; returns whether it woke a thread. */
+bool sm90_idle();
+/* One line saying what a blocked thread waits for (deadlock reports). */
+void describe_wait(const wait_desc &w, char *buf, size_t len);
+
 /* ---- sanitizer hooks ---- */
 void poison(const void *p, size_t n);
 void unpoison(const void *p, size_t n);

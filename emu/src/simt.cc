@@ -55,7 +55,18 @@ namespace bc = boost::context;
 
 namespace {
 
-enum class ts : uint8_t { unstarted, ready, running, at_barrier, at_warp, exited };
+/* blocked: waits for a wake() (mbarrier, named barrier, wgmma results); yielded: spins
+ * (mbarrier.test_wait) and runs again next pass while something else moves. */
+enum class ts : uint8_t {
+    unstarted,
+    ready,
+    running,
+    at_barrier,
+    at_warp,
+    blocked,
+    yielded,
+    exited
+};
 
 struct thread_rec {
     bc::fiber fib;        /* this thread's continuation while it waits */
@@ -70,6 +81,7 @@ struct thread_rec {
     int b, c;        /* shuffle operands */
     uint64_t value;  /* what it contributes */
     uint64_t result; /* what it gets back */
+    wait_desc wait;  /* blocked, yielded: what for */
 };
 
 /* Thrown into a waiting thread to unwind it when a launch is abandoned after a fault with
@@ -163,8 +175,10 @@ unsigned g_exited;
 int g_order;           /* 0 forward, 1 reverse, >= 2 shuffled */
 std::mt19937_64 g_rng; /* shuffled orders */
 uint64_t g_launch_serial;
-bool g_failed;  /* a fault with SLUICE_EMU_FATAL=0: the launch is being abandoned */
-bool g_abandon; /* waiting threads are resumed only to unwind */
+uint64_t g_events;      /* things that happened (note_progress), for spinning threads */
+uint64_t g_events_seen; /* g_events at the end of the last resolve() */
+bool g_failed;          /* a fault with SLUICE_EMU_FATAL=0: the launch is being abandoned */
+bool g_abandon;         /* waiting threads are resumed only to unwind */
 kstat *g_kstat;
 
 const void *g_sched_lo; /* the scheduler's (the launching thread's) stack, for ASan */
@@ -219,7 +233,7 @@ const char *kind_name(ts state, int kind) {
  * it to fault(). Returns false (non-fatal mode) after marking the launch failed. */
 bool launch_fault(const thread_rec *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool launch_fault(const thread_rec *t, const char *fmt, ...) {
-    char msg[1024], ctx[512], ob[64];
+    char msg[4096], ctx[512], ob[64];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -234,7 +248,7 @@ bool launch_fault(const thread_rec *t, const char *fmt, ...) {
                  blockIdx.x, blockIdx.y, blockIdx.z, t->idx.x, t->idx.y, t->idx.z, lin / 32,
                  lin % 32);
     }
-    char full[1700];
+    char full[4700];
     snprintf(full, sizeof full, "%s: %s", ctx, msg);
     fault(cudaErrorLaunchFailure, full);
     g_failed = true;
@@ -270,10 +284,13 @@ bc::fiber worker_main(bc::fiber &&sink) {
         t->state = ts::running;
         try {
             g_desc->invoke(g_desc->closure);
+            /* Asynchronous work the thread leaves in flight (wgmma, TMA stores) is a fault. */
+            sm90_thread_exit((unsigned)(t - g_threads.data()));
         } catch (abandon_launch &) {
         }
         t->state = ts::exited;
         g_exited++;
+        g_events++;
         if (g_failed || g_pass_pos >= g_pass.size()) break;
         thread_rec *next = &g_threads[g_pass[g_pass_pos]];
         if (next->state != ts::unstarted) break;
@@ -439,8 +456,61 @@ void complete_warp(int kind, unsigned m, unsigned base) {
         if (m >> j & 1) w[j].result = r;
 }
 
+/* What thread u is doing, for fault messages. */
+const char *what_waits(const thread_rec *u, char *buf, size_t len) {
+    switch (u->state) {
+    case ts::at_barrier:
+        snprintf(buf, len, "%s", kind_name(u->state, u->kind));
+        break;
+    case ts::at_warp:
+        snprintf(buf, len, "%s with mask 0x%08x", kind_name(u->state, u->kind), u->mask);
+        break;
+    case ts::blocked:
+    case ts::yielded:
+        describe_wait(u->wait, buf, len);
+        break;
+    case ts::exited:
+        snprintf(buf, len, "has exited");
+        break;
+    default:
+        snprintf(buf, len, "runs");
+        break;
+    }
+    return buf;
+}
+
+/* Nothing can move: every live thread waits for something only another waiting thread could
+ * give. Reports each distinct wait with the threads at it (consecutive threads with the same
+ * wait share a line). */
+bool deadlock() {
+    std::string msg = "deadlock: no thread of the block can proceed:";
+    unsigned i = 0, lines = 0;
+    while (i < g_nthreads) {
+        char what[512], next[512];
+        what_waits(&g_threads[i], what, sizeof what);
+        unsigned j = i + 1;
+        while (j < g_nthreads && strcmp(what_waits(&g_threads[j], next, sizeof next), what) == 0)
+            j++;
+        if (lines++ < 12) {
+            char head[96];
+            if (j - i == 1)
+                snprintf(head, sizeof head, "\n  thread %u [warp %u lane %u]: ", i, i / 32, i % 32);
+            else
+                snprintf(head, sizeof head, "\n  threads %u-%u [warps %u-%u]: ", i, j - 1, i / 32,
+                         (j - 1) / 32);
+            msg += head;
+            msg += what;
+        }
+        i = j;
+    }
+    if (lines > 12) msg += "\n  ...";
+    return launch_fault(nullptr, "%s", msg.c_str());
+}
+
 /* Between passes: completes warp collectives and the barrier, or reports why nothing can
- * complete. Fills g_pass with the next pass; returns false after a fault (non-fatal mode). */
+ * complete. Threads woken during the pass (mbarriers, named barriers, wgmma results) are
+ * already ready; spinning threads (yielded) run again while anything moves. Fills g_pass with
+ * the next pass; returns false after a fault (non-fatal mode). */
 bool resolve() {
     const unsigned n = g_nthreads;
     bool progress = false;
@@ -489,9 +559,23 @@ bool resolve() {
             progress = true;
         }
     }
+    bool spinning = false;
+    for (unsigned i = 0; i < n && !progress; i++) progress = g_threads[i].state == ts::ready;
+    for (unsigned i = 0; i < n; i++) spinning |= g_threads[i].state == ts::yielded;
+    /* Deferred TMA copies complete when nothing else can move (sm90_sync.cc). */
+    if (!progress && sm90_idle()) progress = true;
+    /* Spinning threads run again if anything happened during the pass; otherwise they wait
+     * for something only a waiting thread could do. */
+    if (spinning && (progress || g_events != g_events_seen)) {
+        for (unsigned i = 0; i < n; i++)
+            if (g_threads[i].state == ts::yielded) g_threads[i].state = ts::ready;
+        progress = true;
+    }
+    g_events_seen = g_events;
     if (!progress) {
         /* No collective can complete: every live thread must wait at the barrier. */
         thread_rec *waiting = nullptr, *exited = nullptr;
+        bool stuck = false; /* a thread waits for something other than the barrier */
         for (unsigned i = 0; i < n; i++) {
             thread_rec *t = &g_threads[i];
             if (t->state == ts::at_warp) {
@@ -502,21 +586,19 @@ bool resolve() {
                         (u->state == ts::at_warp && u->kind == t->kind && u->mask == t->mask) ||
                         (u->state == ts::exited && t->kind == w_syncwarp))
                         continue;
-                    char other[64];
-                    if (u->state == ts::at_warp)
-                        snprintf(other, sizeof other, "%s with mask 0x%08x",
-                                 kind_name(u->state, u->kind), u->mask);
-                    else
-                        snprintf(other, sizeof other, "%s", kind_name(u->state, u->kind));
+                    char other[512];
                     return launch_fault(t,
                                         "waits at %s with mask 0x%08x, but lane %u, named in "
                                         "the mask, waits at %s: the named lanes never meet",
-                                        kind_name(t->state, t->kind), t->mask, j, other);
+                                        kind_name(t->state, t->kind), t->mask, j,
+                                        what_waits(u, other, sizeof other));
                 }
             }
             if (t->state == ts::at_barrier && !waiting) waiting = t;
             if (t->state == ts::exited && !exited) exited = t;
+            if (t->state == ts::blocked || t->state == ts::yielded) stuck = true;
         }
+        if (stuck || !waiting) return deadlock();
         if (exited)
             return launch_fault(waiting,
                                 "waits at %s, but thread (%u,%u,%u) has exited: every "
@@ -572,6 +654,7 @@ void run_block(uint64_t b) {
     /* Dynamic shared memory starts as NaN in every block: a read before any write shows. */
     if (g_smem_size) memset(g_smem, 0xff, g_smem_size);
     ptx_block_start(g_nthreads);
+    sm90_block_start(g_nthreads);
     for (unsigned i = 0; i < g_nthreads; i++) g_threads[i].state = ts::unstarted;
     g_exited = 0;
     g_pass.resize(g_nthreads);
@@ -606,6 +689,8 @@ void run_block(uint64_t b) {
         }
     }
     g_cur = nullptr;
+    sm90_block_end();
+    if (g_failed) return;
 #if !SL_EMU_ASAN
     for (size_t i = 0; i < k_guard; i++)
         if (g_smem[g_smem_size + i] != k_guard_byte) {
@@ -864,7 +949,9 @@ void launch(const launch_desc &d) {
         g_stats = new std::map<std::string, kstat>();
         if (cfg().stats) atexit(print_stats);
         install_segv_note();
-        g_smem = (unsigned char *)aligned_alloc(128, k_smem_max + 128);
+        /* 1024-byte aligned, as `extern __shared__ __align__(1024)` is on the GPU: the swizzle
+         * patterns of TMA and wgmma repeat every 1024 bytes of the shared address. */
+        g_smem = (unsigned char *)aligned_alloc(1024, k_smem_max + 1024);
     }
     const auto t0 = std::chrono::steady_clock::now();
     g_kstat = &(*g_stats)[d.name];
@@ -919,6 +1006,7 @@ int barrier(int kind, int pred) {
     t->kind = kind;
     t->value = pred != 0;
     suspend(t);
+    g_events++;
     return (int)t->result;
 }
 
@@ -931,6 +1019,7 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t value, int b, int c) {
     t->b = b;
     t->c = c;
     suspend(t);
+    g_events++;
     return t->result;
 }
 
@@ -945,6 +1034,66 @@ unsigned active_lanes() {
 
 unsigned current_thread(const char *what) {
     return (unsigned)(current(what) - g_threads.data());
+}
+
+void block_current(const wait_desc &w) {
+    thread_rec *t = current("a blocking wait");
+    t->state = ts::blocked;
+    t->wait = w;
+    suspend(t);
+    g_events++;
+}
+
+void yield_current(const wait_desc &w) {
+    thread_rec *t = current("a spinning wait");
+    t->state = ts::yielded;
+    t->wait = w;
+    suspend(t);
+}
+
+void wake(unsigned thread) {
+    thread_rec *t = &g_threads[thread];
+    if (t->state == ts::blocked || t->state == ts::yielded) t->state = ts::ready;
+    g_events++;
+}
+
+void note_progress() {
+    g_events++;
+}
+
+uint64_t progress_events() {
+    return g_events;
+}
+
+unsigned block_threads() {
+    return g_nthreads;
+}
+
+bool thread_exited(unsigned thread) {
+    return g_threads[thread].state == ts::exited;
+}
+
+void current_stack(const char **lo, size_t *size) {
+    const thread_rec *t = current("current_stack");
+    *lo = (const char *)t->stack_lo;
+    *size = t->stack_size;
+}
+
+void block_fault(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    launch_fault(nullptr, "block (%u,%u,%u): %s", blockIdx.x, blockIdx.y, blockIdx.z, msg);
+}
+
+unsigned char *smem_base() {
+    return g_smem;
+}
+
+size_t smem_size() {
+    return g_smem_size;
 }
 
 void device_fault(const char *what) {
