@@ -112,6 +112,8 @@ typedef struct sl_backend_i {
     /* Optional: what the next alloc is for ("bf16 [4096, 2048]"), for an out-of-memory
      * message that names the tensor; NULL clears it. */
     void (*set_alloc_context)(void *ctx, const char *what);
+    /* Optional (device backends): the device it computes on (sl_backend_device). */
+    void (*device)(void *ctx, sl_device_info *out);
     void (*free_ctx)(void *ctx);
 } sl_backend_i;
 
