@@ -594,6 +594,12 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrGlobalMemoryBusWidth:
         *value = p.memoryBusWidth;
         break;
+    case cudaDevAttrClockRate: /* an H100 SXM's boost clock, kHz */
+        *value = 1980000;
+        break;
+    case cudaDevAttrMemoryClockRate: /* its HBM3: 2 x 2.619 GHz x 5120 bits = 3.35 TB/s */
+        *value = 2619000;
+        break;
     case cudaDevAttrUnifiedAddressing:
         *value = 1;
         break;
