@@ -38,7 +38,7 @@
 
 #include "backends/backends.h"
 #include "bench/bench_util.h"
-#include "bench/gpu_cublas_peak.h"
+#include "core/cuda_peak.h"
 #include "core/comm.h"
 #include "core/tensor.h"
 #include "model/counts.h"
