@@ -375,6 +375,22 @@ static void cuda_device(void *ctx, sl_device_info *out) {
     snprintf(out->chosen_by, sizeof out->chosen_by, "%s", c->chosen_by);
 }
 
+/* An empty kernel: its attributes say which of the build's images the device would run. */
+__global__ void k_image_probe() {}
+
+extern "C" int sl_cuda_kernel_image(int *version, char *err, size_t errlen) {
+    cudaFuncAttributes a;
+    const cudaError_t e = cudaFuncGetAttributes(&a, (const void *)k_image_probe);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        *version = 0;
+        return -1;
+    }
+    *version = a.binaryVersion;
+    return 0;
+}
+
 extern "C" void *sl_backend_cuda_stream(const sl_backend *be) {
     if (!be || strcmp(be->iface.name, "cuda") != 0) return NULL;
     return (void *)C(be->ctx)->stream;

@@ -64,6 +64,38 @@ void fill_random(std::vector<__nv_bfloat16> &h, uint64_t seed) {
     }
 }
 
+/* Runs `op` `reps` times on `stream`, each between two of `events` (reps + 1 of them), with
+ * one synchronization at the end, and gives each run's seconds in ascending order. A runtime
+ * whose events carry no time (a CPU stand-in of CUDA) gets the host's mean for every run. */
+template <typename Op>
+bool time_reps(cudaStream_t stream, std::vector<cudaEvent_t> &events, int reps, Op op,
+               const char *what, std::vector<double> &secs, char *err, size_t errlen) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: cudaEventRecord", what);
+    const double t0 = now_s();
+    if (!cuda_ok(cudaEventRecord(events[0], stream), msg, err, errlen)) return false;
+    for (int i = 0; i < reps; i++)
+        if (!op() || !cuda_ok(cudaEventRecord(events[(size_t)i + 1], stream), msg, err, errlen))
+            return false;
+    snprintf(msg, sizeof msg, "%s: the timed runs", what);
+    if (!cuda_ok(cudaStreamSynchronize(stream), msg, err, errlen)) return false;
+    const double wall = now_s() - t0;
+    secs.assign((size_t)reps, 0.0);
+    bool timed = true;
+    snprintf(msg, sizeof msg, "%s: cudaEventElapsedTime", what);
+    for (int i = 0; i < reps; i++) {
+        float ms = 0.0f;
+        if (!cuda_ok(cudaEventElapsedTime(&ms, events[(size_t)i], events[(size_t)i + 1]), msg, err,
+                     errlen))
+            return false;
+        secs[(size_t)i] = 1e-3 * (double)ms;
+        if (ms <= 0.0f) timed = false;
+    }
+    if (!timed) std::fill(secs.begin(), secs.end(), wall / reps);
+    std::sort(secs.begin(), secs.end());
+    return true;
+}
+
 } // namespace
 
 extern "C" int sl_bench_device_info(sl_bench_device *out, char *err, size_t errlen) {
@@ -136,29 +168,8 @@ extern "C" int sl_bench_copy_bandwidth(size_t bytes, int reps, sl_bench_copy *ou
     if (!copy() ||
         !cuda_ok(cudaStreamSynchronize(r.stream), "copy bandwidth: warm-up", err, errlen))
         return -1;
-    const double t0 = now_s();
-    if (!cuda_ok(cudaEventRecord(r.events[0], r.stream), "copy bandwidth: cudaEventRecord", err,
-                 errlen))
-        return -1;
-    for (int i = 0; i < reps; i++)
-        if (!copy() || !cuda_ok(cudaEventRecord(r.events[(size_t)i + 1], r.stream),
-                                "copy bandwidth: cudaEventRecord", err, errlen))
-            return -1;
-    if (!cuda_ok(cudaStreamSynchronize(r.stream), "copy bandwidth: timed copies", err, errlen))
-        return -1;
-    const double wall = now_s() - t0;
-    std::vector<double> secs((size_t)reps);
-    bool timed = true;
-    for (int i = 0; i < reps; i++) {
-        float ms = 0.0f;
-        if (!cuda_ok(cudaEventElapsedTime(&ms, r.events[(size_t)i], r.events[(size_t)i + 1]),
-                     "copy bandwidth: cudaEventElapsedTime", err, errlen))
-            return -1;
-        secs[(size_t)i] = 1e-3 * (double)ms;
-        if (ms <= 0.0f) timed = false;
-    }
-    if (!timed) std::fill(secs.begin(), secs.end(), wall / reps); /* events without time */
-    std::sort(secs.begin(), secs.end());
+    std::vector<double> secs;
+    if (!time_reps(r.stream, r.events, reps, copy, "copy bandwidth", secs, err, errlen)) return -1;
     out->best_bps = 2.0 * (double)bytes / secs.front();
     out->median_bps = 2.0 * (double)bytes / secs[(size_t)reps / 2];
     return 0;
@@ -213,30 +224,8 @@ extern "C" int sl_bench_gemm_peak(int n, int warmup, int reps, sl_bench_peak *ou
         if (!gemm()) return -1;
     if (!cuda_ok(cudaStreamSynchronize(r.stream), "GEMM peak: warm-up", err, errlen)) return -1;
     /* Consecutive events bracket one GEMM each; nothing waits until all are queued. */
-    const double t0 = now_s();
-    if (!cuda_ok(cudaEventRecord(r.events[0], r.stream), "GEMM peak: cudaEventRecord", err, errlen))
-        return -1;
-    for (int i = 0; i < reps; i++) {
-        if (!gemm()) return -1;
-        if (!cuda_ok(cudaEventRecord(r.events[(size_t)i + 1], r.stream),
-                     "GEMM peak: cudaEventRecord", err, errlen))
-            return -1;
-    }
-    if (!cuda_ok(cudaStreamSynchronize(r.stream), "GEMM peak: timed GEMMs", err, errlen)) return -1;
-    const double wall = now_s() - t0;
-    std::vector<double> secs((size_t)reps);
-    bool timed = true;
-    for (int i = 0; i < reps; i++) {
-        float ms = 0.0f;
-        if (!cuda_ok(cudaEventElapsedTime(&ms, r.events[(size_t)i], r.events[(size_t)i + 1]),
-                     "GEMM peak: cudaEventElapsedTime", err, errlen))
-            return -1;
-        secs[(size_t)i] = 1e-3 * (double)ms;
-        if (ms <= 0.0f) timed = false;
-    }
-    /* A runtime whose events carry no time (a CPU stand-in of CUDA) gets the host's mean. */
-    if (!timed) std::fill(secs.begin(), secs.end(), wall / reps);
-    std::sort(secs.begin(), secs.end());
+    std::vector<double> secs;
+    if (!time_reps(r.stream, r.events, reps, gemm, "GEMM peak", secs, err, errlen)) return -1;
     const double flops = 2.0 * (double)n * (double)n * (double)n;
     out->best_flops = flops / secs.front();
     out->worst_flops = flops / secs.back();

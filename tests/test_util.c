@@ -234,12 +234,7 @@ void sl_test_release(void) {
 }
 
 float sl_test_bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return sl_bf16_round(f);
 }
 
 sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
