@@ -47,6 +47,9 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
                                const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
                                int batch, int seq, float scale);
 bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
+/* The same rule without a tensor: whether q of dtype dt and head dim d takes the tensor-core
+ * kernels (`sluice doctor` reports it per device). */
+bool sl_cuda_gated_attn_tc_takes(sl_dtype dt, int64_t head_dim);
 
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,

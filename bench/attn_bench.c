@@ -48,7 +48,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #ifdef SLUICE_WITH_CUDA
-#include "bench/gpu_cublas_peak.h"
+#include "core/cuda_peak.h"
 #endif
 
 #define GIB ((double)(1ULL << 30))

@@ -69,6 +69,7 @@ typedef struct {
 
 typedef struct {
     int device;
+    char chosen_by[96]; /* how pick_device chose it (sl_backend_device) */
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudaDeviceProp props;
@@ -340,14 +341,53 @@ static void cuda_free_ctx(void *ctx) {
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
-static int pick_device(const sl_backend_params *params, int count) {
-    if (params->device >= 0) return params->device;
+/* The ordinal among the `count` devices this process sees (the CUDA runtime has applied
+ * CUDA_VISIBLE_DEVICES already), and in `how` why. */
+static int pick_device(const sl_backend_params *params, int count, char *how, size_t howlen) {
+    if (params->device >= 0) {
+        snprintf(how, howlen, "device %d asked for", params->device);
+        return params->device;
+    }
     /* Map local ranks round-robin onto the node's GPUs (launchers export these). */
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        if (v) return atoi(v) % count;
+        if (v) {
+            snprintf(how, howlen, "%s=%d mod %d visible device%s", vars[i], atoi(v), count,
+                     count == 1 ? "" : "s");
+            return atoi(v) % count;
+        }
     }
+    snprintf(how, howlen, "no local rank: the first of %d visible device%s", count,
+             count == 1 ? "" : "s");
+    return 0;
+}
+
+static void cuda_device(void *ctx, sl_device_info *out) {
+    cuda_ctx *c = C(ctx);
+    out->ordinal = c->device;
+    if (cudaDeviceGetPCIBusId(out->pci_bus, (int)sizeof out->pci_bus, c->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(out->pci_bus, sizeof out->pci_bus, "?");
+    }
+    memcpy(out->uuid, c->props.uuid.bytes, sizeof out->uuid);
+    snprintf(out->name, sizeof out->name, "%.63s", c->props.name);
+    snprintf(out->chosen_by, sizeof out->chosen_by, "%s", c->chosen_by);
+}
+
+/* An empty kernel: its attributes say which of the build's images the device would run. */
+__global__ void k_image_probe() {}
+
+extern "C" int sl_cuda_kernel_image(int *version, char *err, size_t errlen) {
+    cudaFuncAttributes a;
+    const cudaError_t e = cudaFuncGetAttributes(&a, (const void *)k_image_probe);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        *version = 0;
+        return -1;
+    }
+    *version = a.binaryVersion;
     return 0;
 }
 
@@ -371,7 +411,8 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
         (void)cudaGetLastError();
         return NULL;
     }
-    const int device = pick_device(params, count);
+    char how[96];
+    const int device = pick_device(params, count, how, sizeof how);
     if (device >= count) {
         snprintf(err, errlen, "CUDA device %d requested but only %d present", device, count);
         return NULL;
@@ -379,6 +420,7 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     CK(cudaSetDevice(device), "backend creation");
     cuda_ctx *c = (cuda_ctx *)sl_xcalloc(1, sizeof *c);
     c->device = device;
+    snprintf(c->chosen_by, sizeof c->chosen_by, "%s", how);
     c->deterministic = !params->allow_nondeterministic;
     CK(cudaGetDeviceProperties(&c->props, device), "backend creation");
     CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend creation");
@@ -416,6 +458,7 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     be->iface.synchronize = cuda_synchronize;
     be->iface.threads = cuda_threads;
     be->iface.set_alloc_context = cuda_set_alloc_context;
+    be->iface.device = cuda_device;
     be->iface.free_ctx = cuda_free_ctx;
     be->ops = ops;
     be->ctx = c;

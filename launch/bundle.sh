@@ -358,6 +358,7 @@ $cuda_note
 Use (bash; zsh should work but is untested; in another sh set SLUICE_BUNDLE=/path/to/bundle first):
     . /path/to/bundle/env.sh        # PATH, LD_LIBRARY_PATH, OPAL_*, OMPI_MCA_*, PMIX_*
     sluice --help
+    sluice doctor                   # first on a new node: versions, GPUs, op correctness, speed
     sluice data build -o data/train corpus.txt
     sluice train configs/tiny.json --set data.train=data/train --set data.eval=
     mpirun -np 2 sluice train CONFIG --set parallel.expert_parallel=2

@@ -18,6 +18,7 @@ static const command k_commands[] = {
     {"ckpt", sl_cmd_ckpt, "inspect, verify and export training checkpoints"},
     {"plot", sl_cmd_plot, "plot a run's training and held-out loss (PNG through gnuplot)"},
     {"plan", sl_cmd_plan, "per-GPU memory, communication, FLOPs and step time of a run"},
+    {"doctor", sl_cmd_doctor, "node self-test: versions, GPUs, op correctness, speed (--json)"},
     {NULL, NULL, NULL},
 };
 

@@ -103,6 +103,47 @@ double sl_test_compare(const char *label, const float *a, const float *b, int64_
     return worst;
 }
 
+double sl_test_check_scatter_sum(const char *label, const float *got, const float *dst0,
+                                 const float *src, const int32_t *idx, int64_t rows, int64_t m,
+                                 int64_t c) {
+    const size_t n = (size_t)(rows * c);
+    double *exact = malloc(sizeof(double) * (n ? n : 1));
+    double *mag = malloc(sizeof(double) * (n ? n : 1));
+    int64_t *count = malloc(sizeof(int64_t) * (size_t)(rows ? rows : 1));
+    for (size_t i = 0; i < n; i++) exact[i] = dst0[i], mag[i] = fabs((double)dst0[i]);
+    for (int64_t r = 0; r < rows; r++) count[r] = 1;
+    for (int64_t i = 0; i < m; i++) {
+        if (idx[i] < 0 || idx[i] >= rows) continue;
+        count[idx[i]]++;
+        for (int64_t j = 0; j < c; j++) {
+            exact[idx[i] * c + j] += src[i * c + j];
+            mag[idx[i] * c + j] += fabs((double)src[i * c + j]);
+        }
+    }
+    const double u = ldexp(1.0, -24);
+    double worst = 0.0;
+    int64_t wi = -1;
+    for (int64_t r = 0; r < rows; r++) {
+        const double k1 = (double)(count[r] - 1), gamma = k1 * u / (1.0 - k1 * u);
+        for (int64_t j = 0; j < c; j++) {
+            const int64_t i = r * c + j;
+            /* + the double accumulation's own rounding, (k - 1) 2^-53 sum |x| at most */
+            const double bound = (gamma + k1 * ldexp(1.0, -53)) * mag[i];
+            const double d = fabs((double)got[i] - exact[i]);
+            const double e = d == 0.0 ? 0.0 : bound > 0.0 ? d / bound : INFINITY;
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e, wi = i;
+        }
+    }
+    if (label && worst > 1.0 && wi >= 0)
+        fprintf(stderr,
+                "  %s: worst element %lld (row %lld, %lld summands, sum |x| %.6g): got %.9g, "
+                "exact sum %.9g, %.3g x the bound\n",
+                label, (long long)wi, (long long)(wi / c), (long long)count[wi / c], mag[wi],
+                got[wi], exact[wi], worst);
+    free(exact), free(mag), free(count);
+    return worst;
+}
+
 int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
                      double (*loss)(void *user), void *user, double h, double atol, double rtol,
                      int max_checks) {
@@ -193,12 +234,7 @@ void sl_test_release(void) {
 }
 
 float sl_test_bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return sl_bf16_round(f);
 }
 
 sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,

@@ -95,6 +95,22 @@ double sl_test_compare(const char *label, const float *a, const float *b, int64_
                        double rtol);
 
 /*
+ * An fp32 scatter-add summed in an order the test does not know (float atomics, a reduction
+ * tree): out[r] = dst0[r] + sum of src[i] over the i with idx[i] == r (rows of c floats;
+ * indices outside [0, rows) dropped). Each element of `got` is compared with the exact sum
+ * (accumulated in double) within the bound of fp32 summation in any order and any tree
+ * (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2):
+ *     |got - exact| <= gamma(k - 1) * sum |x_j|,  gamma(m) = m u / (1 - m u),  u = 2^-24,
+ * k the element's summand count (dst0 included) and x_j its summands. The bound is derived
+ * from the summands alone, so it holds for 2 terms as for 3000 and cannot be met by luck.
+ * Returns the largest |got - exact| / bound over the elements (<= 1 passes; an element with
+ * bound 0 - all summands zero - must be exactly 0), printing the worst with `label`.
+ */
+double sl_test_check_scatter_sum(const char *label, const float *got, const float *dst0,
+                                 const float *src, const int32_t *idx, int64_t rows, int64_t m,
+                                 int64_t c);
+
+/*
  * Central finite differences: for up to `max_checks` coordinates i of x (spread over the
  * whole array), computes (f(x + h e_i) - f(x - h e_i)) / 2h with f = loss(user) evaluated in
  * double after x changed, and compares with grad[i]. Returns the number of coordinates whose

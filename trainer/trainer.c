@@ -262,7 +262,7 @@ static int setup(trainer *t) {
     return 0;
 }
 
-static void print_banner(const trainer *t) {
+static void print_banner(const trainer *t, const char *placement) {
     const sl_config *c = t->cfg;
     const sl_stage *s0 = &t->stages[0];
     int64_t total = 0, active = 0;
@@ -272,6 +272,13 @@ static void print_banner(const trainer *t) {
     sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d, transport %s)",
             c->path, sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size,
             t->topo.ep_size, sl_comm_transport(t->topo.world));
+    /* the launcher's lines: how the transport was chosen, each rank's device */
+    for (const char *line = placement; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const int len = end ? (int)(end - line) : (int)strlen(line);
+        sl_info("%.*s", len, line);
+        line = end ? end + 1 : line + len;
+    }
     sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
             c->model.num_hidden_layers, c->model.hidden_size, c->model.num_attention_heads,
             c->model.num_key_value_heads, c->model.head_dim, gate, c->model.num_experts,
@@ -519,7 +526,8 @@ static int run_schedule(trainer *t) {
     return rc;
 }
 
-int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume) {
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume,
+             const char *placement) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
@@ -537,7 +545,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
         rc = fail > 0 ? -1 : 0;
     }
     if (rc == 0) {
-        print_banner(&t);
+        print_banner(&t, placement);
         rc = run_schedule(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);

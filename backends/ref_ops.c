@@ -1,5 +1,5 @@
-/* tests/ref_ops.c - see ref_ops.h. */
-#include "tests/ref_ops.h"
+/* backends/ref_ops.c - see ref_ops.h. */
+#include "backends/ref_ops.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,15 +1,15 @@
 /*
- * tests/ref_ops.h - naive double-precision references of the operations in core/ops.h.
+ * backends/ref_ops.h - naive double-precision references of the operations in core/ops.h.
  *
- * Shared by the per-area op tests and the backend conformance test (test_backend_ops.c), so
+ * Shared by the per-area op tests and the backend conformance harness (backends/conformance.c), so
  * each formula is written once. Every function takes the float (and i32) arrays a kernel
  * sees and writes double results; layouts and semantics are those of the matching sl_op_x()
  * in core/ops.h. Outputs the operation accumulates into (parameter gradients) must hold their
  * initial values on entry; outputs it writes are overwritten. Straight loops without blocking
  * or threads: slow and obviously right.
  */
-#ifndef SL_REF_OPS_H
-#define SL_REF_OPS_H
+#ifndef SL_BACKENDS_REF_OPS_H
+#define SL_BACKENDS_REF_OPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
