@@ -4,7 +4,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/profile.h"
 #include "trainer/lr_schedule.h"
+
+/* Profiling regions (core/profile.h); the gradient reduction's is in optimizer.c. */
+#define R_ZERO  "optimizer: zero gradients"
+#define R_ADAMW "optimizer: AdamW (+ router bias)"
+#define R_SUMS  "step statistics all-reduce"
 
 /* The model's backward progress starts gradient buckets (last micro-batch only). */
 static void on_grads_ready(void *user, int layer) {
@@ -19,7 +25,7 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     const int ranks = sl_comm_size(s->world);
     const float ce_scale = (float)(1.0 / (double)tc->global_batch_tokens);
     const double aux_scale = 1.0 / ((double)s->micro_batches * ranks);
-    sl_params_zero_grad(&m->params);
+    SL_PROFILE_REGION (m->be, R_ZERO) sl_params_zero_grad(&m->params);
     sl_model_begin_step(m, res->metrics);
     if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
     for (int mb = 0; mb < s->micro_batches; mb++) {
@@ -47,13 +53,15 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     res->lr = sl_lr_at(tc, step);
     /* A non-finite norm is the same on every rank (it comes from reduced gradients): skip
      * the update everywhere and let the caller stop. */
-    if (isfinite(res->grad_norm)) sl_optimizer_apply(s->opt, tc, res->lr, clip);
+    if (isfinite(res->grad_norm))
+        SL_PROFILE_REGION (m->be, R_ADAMW) sl_optimizer_apply(s->opt, tc, res->lr, clip);
+    sl_profile_begin(m->be, R_SUMS);
     sl_comm_allreduce_sum_f64(s->world, sums, res->metrics ? 5 : 2);
-    if (res->counts && ne > 0) {
-        sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
-        if (tc->router_bias_update_rate > 0)
+    if (res->counts && ne > 0) sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
+    sl_profile_end(m->be);
+    if (res->counts && ne > 0 && tc->router_bias_update_rate > 0)
+        SL_PROFILE_REGION (m->be, R_ADAMW)
             sl_model_update_router_bias(m, res->counts, tc->router_bias_update_rate);
-    }
     res->loss = sums[0] / sums[1];
     res->lbl = res->metrics ? sums[2] / ranks : NAN;
     res->zloss = res->metrics ? sums[3] / ranks : NAN;
