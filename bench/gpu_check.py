@@ -24,9 +24,9 @@ is skipped):
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   attn_bench           attn_bench at the paper's shapes (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
-  torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) at the
-                       profile's layer count and shape
-  torch_titan          bench/torchtitan_style_bench.py at the same layers and shape
+  torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
+                       (its warm-up steps include torch.compile)
+  torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
 The tests run beside the three sanitizer parts (two lanes); everything else has the GPU alone.
 Each part ends PASS, FAIL, SKIP (cannot run here: the reason is given) or TIMEOUT. OUTDIR gets
 summary.txt and summary.json (every part with its status and duration, the tests' results, the
@@ -51,7 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
-         "profile_ep8", "attn_bench", "torch_hf", "torch_titan"]
+         "profile_ep8", "attn_bench", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 60,
            "racecheck_step": 60, "profile": 75, "profile_ep8": 75, "attn_bench": 60,
            "torch_hf": 100, "torch_titan": 150}
@@ -502,6 +502,9 @@ def part_torch(L, budget, S, part, script, label):
     j = last_json(out)
     if rc is None:
         return record(part, "TIMEOUT", sec, label)
+    if rc == 3:
+        return record(part, "FAIL", sec, "%s: out of memory at %d layers (--layers %d compares all sides "
+                      "at fewer)" % (label, prof["layers"], prof["layers"] - 1))
     if rc != 0 or not j or "error" in j:
         return record(part, "FAIL", sec, "%s: exit %s%s" % (label, rc, " (%s)" % j["error"] if j and "error" in j else ""))
     with open(os.path.join(OUT, part + ".json"), "w") as f:
@@ -592,8 +595,9 @@ def main():
     do("profile", part_profile, S, "profile", "measured", "measured shape")
     do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
     do("attn_bench", part_attn, S)
-    do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
+    # the torchtitan-style baseline first: issue 23's targets are set against it
     do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
+    do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
     return summary(L, info)
 
 
