@@ -70,8 +70,10 @@ chmod +x "$fake"
 echo "== A. the whole check from a bundle of this build"
 bash "$src/launch/bundle.sh" --no-build --build "$build" --with-tests --tests '^test_profile_cuda$' \
     --out "$work/bundle" >"$work/bundle.log" 2>&1 || { cat "$work/bundle.log"; echo "FAIL: bundle.sh"; exit 1; }
-[ -f "$work/bundle/tests/programs.tar.xz" ] && [ -f "$work/bundle/tests/manifest.json" ] ||
-    { echo "FAIL: the bundle has no test programs"; exit 1; }
+if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/manifest.json" ]; then
+    echo "FAIL: the bundle has no test programs"
+    exit 1
+fi
 set +e
 "$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --python "$py" >"$work/a.log" 2>&1
 rc=$?
