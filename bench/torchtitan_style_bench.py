@@ -54,7 +54,6 @@ import json
 import math
 import os
 import statistics
-import struct
 import sys
 import time
 
@@ -390,22 +389,6 @@ class Model(nn.Module):
 # ---- --check: against sluice's CPU backend -------------------------------------------------------
 
 
-def load_safetensors(path):
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32}
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = meta["data_offsets"]
-        t = torch.frombuffer(bytearray(data[b:e]), dtype=dtypes[meta["dtype"]]) if e > b else torch.zeros(0)
-        out[name] = t.reshape(meta["shape"]).float()
-    return out
-
-
 def hf_names(model):
     """(parameter, list of (HF tensor name, slice of the parameter)) for every parameter."""
     c = model.c
@@ -456,13 +439,16 @@ def check(run_dir):
     B, S, M = run["batch"], run["seq"], run["micro_batches"]
     torch.manual_seed(0)
     model = Model(c, S, torch.float32)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))  # --check runs in the source tree
+    from torch_reference import load_safetensors  # float64 tensors by Hugging Face name
+
     weights = load_safetensors(os.path.join(run_dir, "model.safetensors"))
     grads = load_safetensors(os.path.join(run_dir, "grads.safetensors"))
     names = hf_names(model)
     with torch.no_grad():
         for p, parts in names:
             for name, where in parts:
-                part(p, where).copy_(weights[name].view_as(part(p, where)))
+                part(p, where).copy_(weights[name].float().view_as(part(p, where)))
     tok = torch.tensor(run["tokens"], dtype=torch.int64).view(M, B, S + 1)
     gbt = train.get("global_batch_tokens", B * S * M)
     k = c.get("num_experts_per_tok", 1)
@@ -493,7 +479,7 @@ def check(run_dir):
     worst, compared = 0.0, 0
     for p, parts in names:
         for name, where in parts:
-            ref = grads[name].view_as(part(p, where))
+            ref = grads[name].float().view_as(part(p, where))
             got = part(p.grad, where) if p.grad is not None else torch.zeros_like(ref)
             err = (got - ref).abs().max().item()
             scale = ref.abs().max().item()
