@@ -5,10 +5,11 @@
  *
  * The rows are the regions' exclusive device times per step, the device's idle time between
  * regions, and the host reads' waits (a region of their own); with one stream they tile the
- * step's device time from its first to its last mark. The benchmark also measures each
- * profiled step's wall time on the host (from before the first mark to after the profile's
- * closing wait): the rows must add up to it within 5% (SL_PROFILE_TOLERANCE), or time went
- * somewhere no mark saw (a step boundary misplaced, work outside the marks).
+ * step's device time from its first to its last mark. The profile also measures each step's
+ * wall time on the host's clock (from entering sl_profile_step_begin to the end of the closing
+ * wait in sl_profile_step_end): the rows must add up to it within 5% (SL_PROFILE_TOLERANCE), or
+ * time went somewhere no mark saw (work before the first mark or after the last, a device
+ * clock that disagrees with the host's).
  */
 #ifndef SL_BENCH_PROFILE_H
 #define SL_BENCH_PROFILE_H
@@ -47,13 +48,19 @@ static inline int sl_bench_profile_rows(const sl_profile_report *r, sl_bench_pro
     return k;
 }
 
+/* The profiled steps' mean wall time (ms). */
+static inline double sl_bench_profile_wall(const sl_profile_report *r) {
+    return r->steps > 0 ? r->wall_ms / r->steps : 0.0;
+}
+
 /*
- * Prints the table and returns whether the rows add up to `wall_ms` (the profiled steps' mean
- * wall time) within SL_PROFILE_TOLERANCE. `plain_ms`: the unprofiled steps' mean (the
- * benchmark's headline figure), for the profile's own cost; NAN when not measured.
+ * Prints the table and returns whether the rows add up to the profiled steps' mean wall time
+ * within SL_PROFILE_TOLERANCE. `plain_ms`: the unprofiled steps' mean (the benchmark's
+ * headline figure), for the profile's own cost; NAN when not measured.
  */
-static inline bool sl_bench_profile_print(const sl_profile_report *r, double wall_ms,
-                                          double plain_ms, const char *what) {
+static inline bool sl_bench_profile_print(const sl_profile_report *r, double plain_ms,
+                                          const char *what) {
+    const double wall_ms = sl_bench_profile_wall(r);
     sl_bench_prow rows[SL_PROFILE_MAX_ROWS + 1];
     const int k = sl_bench_profile_rows(r, rows);
     double sum = 0.0, reads = 0.0;
@@ -83,8 +90,8 @@ static inline bool sl_bench_profile_print(const sl_profile_report *r, double wal
 }
 
 /* The profile as a JSON object (no newline), for the benchmark's last line. */
-static inline void sl_bench_profile_json(FILE *f, const sl_profile_report *r, double wall_ms,
-                                         double plain_ms) {
+static inline void sl_bench_profile_json(FILE *f, const sl_profile_report *r, double plain_ms) {
+    const double wall_ms = sl_bench_profile_wall(r);
     sl_bench_prow rows[SL_PROFILE_MAX_ROWS + 1];
     const int k = sl_bench_profile_rows(r, rows);
     double sum = 0.0;

@@ -248,16 +248,13 @@ int main(int argc, char **argv) {
     }
     /* --profile: more steps, as the trainer runs them, with every region timed. */
     static sl_profile_report prof; /* large: keep it off the stack */
-    double prof_wall_ms = NAN;
     if (profile) {
         fixed_batch fb = {tokens, ntok};
         int32_t *staging = malloc(sizeof(int32_t) * (size_t)ntok);
         const sl_stepper stepper = {
             .model = m, .opt = &opt, .world = world, .micro_batches = 1, .tokens = staging};
         sl_profile_enable(be, true);
-        double wall = 0.0;
         for (int s = 0; s < profile_steps; s++) {
-            const double t0 = sl_bench_now();
             sl_profile_step_begin(be);
             sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
             if (sl_train_step(&stepper, tc, warmup + steps + s, fixed_tokens, &fb, &res, err,
@@ -266,11 +263,9 @@ int main(int argc, char **argv) {
                 return 1;
             }
             sl_profile_step_end(be);
-            wall += sl_bench_now() - t0;
         }
         sl_profile_get(be, &prof);
         sl_profile_enable(be, false);
-        prof_wall_ms = 1e3 * wall / profile_steps;
         free(staging);
     }
     /* The peak again after the steps: interference from other processes only lowers it,
@@ -306,8 +301,8 @@ int main(int argc, char **argv) {
     printf("sgemm peak (OpenBLAS 2048^3 fp32, %d threads, best of 5 before and after the "
            "steps): %.2f GFLOP/s (before %.2f, after %.2f) | step at %.1f%% of it\n",
            threads, peak * 1e-9, peak_before * 1e-9, peak_after * 1e-9, 100.0 * frac);
-    const bool prof_ok = !profile || sl_bench_profile_print(&prof, prof_wall_ms, 1e3 * mean_s,
-                                                            "after the timed ones");
+    const bool prof_ok =
+        !profile || sl_bench_profile_print(&prof, 1e3 * mean_s, "after the timed ones");
     printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"threads\": %d, \"batch\": %d, "
            "\"seq\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_s\": %.6g, "
            "\"ms_per_step\": %.6g, \"ms_per_step_median\": %.6g, \"ms_per_step_min\": %.6g, "
@@ -320,7 +315,7 @@ int main(int argc, char **argv) {
            1e3 * phase[3] / steps, flops_tok, model_flops_s, peak, frac, loss_first, loss_last);
     printf(", \"profile\": ");
     if (profile)
-        sl_bench_profile_json(stdout, &prof, prof_wall_ms, 1e3 * mean_s);
+        sl_bench_profile_json(stdout, &prof, 1e3 * mean_s);
     else
         printf("null");
     printf("}\n");

@@ -17,6 +17,7 @@ typedef struct {
 
 struct sl_profile {
     bool in_step;
+    double step_start; /* host clock at sl_profile_step_begin */
     int depth;
     int stack[MAX_DEPTH];
     /* the marks of the step in progress; device marks are reused from step to step */
@@ -111,6 +112,7 @@ void sl_profile_step_begin(sl_backend *be) {
     sl_profile *p = be->prof;
     if (!p) return;
     SL_CHECK(!p->in_step, "sl_profile_step_begin inside a profiled step");
+    p->step_start = now();
     p->in_step = true;
     p->depth = 0;
     p->nmarks = 0;
@@ -128,6 +130,7 @@ void sl_profile_step_end(sl_backend *be) {
     /* The profile's own wait (not counted as the step's synchronization). */
     if (be->iface.synchronize) be->iface.synchronize(be->ctx);
     sl_profile_report *t = &p->total;
+    t->wall_ms += 1e3 * (now() - p->step_start);
     /* Times from the first mark, so that the intervals add up exactly to the step. */
     double prev = 0.0;
     for (int i = 1; i < p->nmarks; i++) {

@@ -83,6 +83,9 @@ typedef struct {
     bool device_timers; /* marks are device events (false: the host's clock) */
     double device_ms;   /* first to last mark of each step, summed */
     double host_ms;     /* the same on the host's clock */
+    double wall_ms;     /* each step's wall time on the host's clock, from entering
+                         * sl_profile_step_begin to the end of step_end's wait, summed:
+                         * what the rows must add up to */
     double idle_ms;     /* device time outside every region */
     double idle_host_ms;
     long long idle_host_reads; /* host reads outside every region (a region is missing) */
