@@ -1,0 +1,200 @@
+/*
+ * tests/test_attention_cudnn.c - the "cudnn" attention kernel (cuDNN's fused SDPA with sluice's
+ * gate around it: attention/attn_cudnn.cu, attention/cudnn_sdpa.c) against the CPU backend,
+ * forward and backward through sl_op_gated_attn_fwd / sl_op_gated_attn_bwd on a CUDA backend whose
+ * attention.kernel is "cudnn": causal attention, GQA ratios 1, 2 and 8, head dims 64 and 128, the
+ * three gate modes, two sequences per batch, and sequence lengths off cuDNN's 128-row tiles where
+ * the loaded cuDNN takes them (9.16 and later). Inputs are generated in fp32 and rounded to bf16;
+ * the CPU computes in fp32 on the rounded values. The backward's saved o (rounded to bf16) and lse
+ * come from the CPU forward on both sides, so the backward is compared on equal inputs; a second
+ * backward starts from the cudnn forward's own o and lse (the pair training runs).
+ *
+ * Label gpu: needs a GPU and libcudnn 9 (found as sl_cudnn_open finds it: SLUICE_CUDNN_LIBRARY, or
+ * libcudnn.so.9 on the loader's path). Skipped (77, missing hardware) without a CUDA backend or
+ * without a loadable cuDNN, CI included; the reason is printed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/cudnn_sdpa.h"
+#include "tests/test_util.h"
+
+/* Tolerances relative to max |reference| (taken as at least REF_FLOOR), as test_attention_tc.c:
+ * bf16 outputs round by 2^-9; cuDNN, like FlashAttention-2, rounds P and dS to bf16 as matmul
+ * operands, and the gate kernels read the bf16 O. */
+#define TOL_FWD   1e-2
+#define TOL_BWD   2e-2
+#define REF_FLOOR 1e-2
+
+static sl_backend *g_gpu;
+
+typedef struct {
+    int b, s, h, kv, d;
+    sl_gate_mode mode;
+    bool any_len; /* S is not a multiple of 128: needs cuDNN 9.16 or later */
+} ccase;
+
+static const ccase k_cases[] = {
+    {2, 128, 2, 1, 64, SL_GATE_ELEMENTWISE, false}, /* GQA 2, two sequences */
+    {1, 256, 2, 2, 128, SL_GATE_HEADWISE, false},   /* GQA 1 */
+    {1, 128, 8, 1, 64, SL_GATE_NONE, false},        /* GQA 8 */
+    {1, 384, 8, 1, 128, SL_GATE_ELEMENTWISE, false},
+    {2, 256, 4, 2, 64, SL_GATE_HEADWISE, false},
+    {1, 128, 4, 4, 128, SL_GATE_NONE, false},
+    {2, 100, 2, 1, 64, SL_GATE_ELEMENTWISE, true}, /* partial tiles */
+    {1, 130, 8, 1, 128, SL_GATE_HEADWISE, true},
+    {1, 37, 4, 2, 64, SL_GATE_NONE, true},
+};
+
+static float *gen(int64_t n, float std, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_normal(x, n, std, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = sl_test_bf16_round(x[i]);
+    return x;
+}
+
+static sl_tensor *t3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                     const float *host) {
+    float *zeros = host ? NULL : calloc((size_t)(a * b * c > 0 ? a * b * c : 1), sizeof(float));
+    sl_tensor *t = sl_test_ftensor(be, dt, a * b, c, host ? host : zeros);
+    sl_tensor_reshape(t, 3, (int64_t[]){a, b, c});
+    free(zeros);
+    return t;
+}
+
+static double rel_err(const float *got, const float *want, int64_t n) {
+    double err = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        err = d > err || d != d ? d : err; /* NaN wins */
+        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
+    }
+    return err / (ref > REF_FLOOR ? ref : REF_FLOOR);
+}
+
+static void compare(const char *lbl, const char *what, const float *got, const float *want,
+                    int64_t n, double tol) {
+    const double e = rel_err(got, want, n);
+    printf("  %-40s %-7s err/max|ref| %.3g\n", lbl, what, e);
+    CHECK(e <= tol, "%s %s: the cudnn kernel differs from the CPU (%.3g > %.3g of max |ref|)", lbl,
+          what, e, tol);
+}
+
+static void run_case(const ccase *c) {
+    sl_backend *cpu = sl_test_cpu();
+    const int64_t t = (int64_t)c->b * c->s, nq = t * c->h * c->d, nk = t * c->kv * c->d;
+    const int64_t gw = c->mode == SL_GATE_ELEMENTWISE ? c->d : 1;
+    const bool gated = c->mode != SL_GATE_NONE;
+    const float scale = (float)(1.0 / sqrt((double)c->d));
+    char lbl[96];
+    snprintf(lbl, sizeof lbl, "B%d S%d H%d KV%d D%d %s", c->b, c->s, c->h, c->kv, c->d,
+             sl_gate_mode_name(c->mode));
+
+    float *q = gen(nq, 1.5f, 41), *k = gen(nk, 1.5f, 42), *v = gen(nk, 1.0f, 43);
+    float *g = gated ? gen(t * c->h * gw, 1.5f, 44) : NULL, *dy = gen(nq, 1.0f, 45);
+
+    /* CPU reference */
+    sl_tensor *cq = t3(cpu, SL_F32, t, c->h, c->d, q), *ck = t3(cpu, SL_F32, t, c->kv, c->d, k);
+    sl_tensor *cv = t3(cpu, SL_F32, t, c->kv, c->d, v), *cdy = t3(cpu, SL_F32, t, c->h, c->d, dy);
+    sl_tensor *cg = gated ? t3(cpu, SL_F32, t, c->h, gw, g) : NULL;
+    sl_tensor *cy = t3(cpu, SL_F32, t, c->h, c->d, NULL),
+              *co = t3(cpu, SL_F32, t, c->h, c->d, NULL);
+    sl_tensor *cl = sl_test_matrix(cpu, SL_F32, t, c->h, NULL);
+    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, NULL, c->b, c->s, scale);
+    float *ry = sl_test_host_floats(cy), *ro = sl_test_host_floats(co),
+          *rl = sl_test_host_floats(cl);
+    for (int64_t i = 0; i < nq; i++) ro[i] = sl_test_bf16_round(ro[i]);
+    sl_tensor_from_host(co, ro);
+    sl_tensor *cdq = t3(cpu, SL_F32, t, c->h, c->d, NULL),
+              *cdk = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
+    sl_tensor *cdv = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
+    sl_tensor *cdg = gated ? t3(cpu, SL_F32, t, c->h, gw, NULL) : NULL;
+    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, NULL, co, cl, c->b, c->s, scale);
+    const sl_tensor *refs[4] = {cdq, cdk, cdv, cdg};
+    float *rg[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++)
+        if (refs[i]) rg[i] = sl_test_host_floats(refs[i]);
+
+    /* cudnn, bf16 */
+    sl_backend *be = g_gpu;
+    sl_tensor *gq = t3(be, SL_BF16, t, c->h, c->d, q), *gk = t3(be, SL_BF16, t, c->kv, c->d, k);
+    sl_tensor *gv = t3(be, SL_BF16, t, c->kv, c->d, v), *gdy = t3(be, SL_BF16, t, c->h, c->d, dy);
+    sl_tensor *gg = gated ? t3(be, SL_BF16, t, c->h, gw, g) : NULL;
+    sl_tensor *gy = t3(be, SL_BF16, t, c->h, c->d, NULL),
+              *go = t3(be, SL_BF16, t, c->h, c->d, NULL);
+    sl_tensor *gl = sl_test_matrix(be, SL_F32, t, c->h, NULL);
+    sl_op_gated_attn_fwd(gy, go, gl, gq, gk, gv, gg, NULL, c->b, c->s, scale);
+    const char *ran = sl_backend_attn_kernel_ran(be);
+    CHECK(ran && strcmp(ran, "cudnn") == 0, "%s: kernel %s ran, expected cudnn", lbl,
+          ran ? ran : "(none)");
+    const sl_tensor *fwd[3] = {gy, go, gl};
+    static const char *const fwd_names[3] = {"y", "o", "lse"};
+    const float *fwd_ref[3] = {ry, ro, rl};
+    const int64_t fwd_n[3] = {nq, nq, t * c->h};
+    for (int i = 0; i < 3; i++) {
+        float *got = sl_test_host_floats(fwd[i]);
+        compare(lbl, fwd_names[i], got, fwd_ref[i], fwd_n[i], TOL_FWD);
+        free(got);
+    }
+    /* the backward from the CPU's o and lse, then from cudnn's own */
+    sl_tensor *go2 = t3(be, SL_BF16, t, c->h, c->d, ro),
+              *gl2 = sl_test_ftensor(be, SL_F32, t, c->h, rl);
+    sl_tensor *gdq = t3(be, SL_BF16, t, c->h, c->d, NULL),
+              *gdk = t3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdv = t3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdg = gated ? t3(be, SL_BF16, t, c->h, gw, NULL) : NULL;
+    const sl_tensor *outs[4] = {gdq, gdk, gdv, gdg};
+    static const char *const names[4] = {"dq", "dk", "dv", "dg"};
+    const int64_t ns[4] = {nq, nk, nk, t * c->h * gw};
+    for (int pass = 0; pass < 2; pass++) {
+        sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, NULL, pass ? go : go2,
+                             pass ? gl : gl2, c->b, c->s, scale);
+        for (int i = 0; i < 4; i++) {
+            if (!outs[i]) continue;
+            char what[16];
+            snprintf(what, sizeof what, "%s%s", names[i], pass ? " (own)" : "");
+            float *got = sl_test_host_floats(outs[i]);
+            compare(lbl, what, got, rg[i], ns[i], pass ? 2 * TOL_BWD : TOL_BWD);
+            free(got);
+        }
+    }
+    for (int i = 0; i < 4; i++) free(rg[i]);
+    free(q), free(k), free(v), free(g), free(dy), free(ry), free(ro), free(rl);
+    sl_test_release();
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* cuDNN's backward is nondeterministic, which the cudnn choice requires to be allowed */
+    const sl_backend_params p = {.device = -1, .allow_nondeterministic = true};
+    g_gpu = sl_test_cuda_or_skip(&p);
+#ifdef SLUICE_CUDA_EMULATED
+    if (!getenv("SLUICE_CUDNN_LIBRARY")) {
+        printf("SKIP: the emulated build has no cuDNN (a GPU with libcudnn 9 runs this test)\n");
+        sl_backend_free(g_gpu);
+        return 77;
+    }
+#endif
+    char err[1024];
+    if (sl_backend_set_attn_kernel(g_gpu, "cudnn", err, sizeof err) != 0) {
+        printf("SKIP: attention.kernel = cudnn: %s\n", err);
+        sl_backend_free(g_gpu);
+        return 77;
+    }
+    /* which shapes this cuDNN takes (older ones want S % 128 == 0) */
+    sl_cudnn *probe = sl_cudnn_open(err, sizeof err);
+    CHECK(probe != NULL, "cuDNN loaded for the backend but not a second time: %s", err);
+    const long version = probe ? sl_cudnn_version(probe) : 0;
+    if (probe) sl_cudnn_close(probe);
+    printf("cuDNN %ld\n", version);
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        if (k_cases[i].any_len && version < 91600) {
+            printf("  B%d S%d: needs cuDNN 9.16 or later (S not a multiple of 128), not run\n",
+                   k_cases[i].b, k_cases[i].s);
+            continue;
+        }
+        run_case(&k_cases[i]);
+    }
+    sl_backend_free(g_gpu);
+    return sl_test_finish("test_attention_cudnn");
+}
