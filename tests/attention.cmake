@@ -52,3 +52,19 @@ add_test(NAME test_attention_cudnn_train
                  $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/attention_cudnn_train)
 set_tests_properties(test_attention_cudnn_train PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "attention;gpu" ENVIRONMENT "OMP_NUM_THREADS=2")
+# The same with emu's cuDNN test double (emu/cudnn/cudnn_emu.c, built where cudnn_graph.h is),
+# which interprets the cuDNN graph on the CPU: CI runs the whole cudnn path but for what only a
+# real cuDNN can say (that its fused engine takes the graph). Label cuda: the emulated build.
+if(TARGET sluice_cudnn_emu)
+  add_test(NAME test_attention_cudnn_emu
+           COMMAND test_attention_cudnn $<TARGET_FILE:sluice_cudnn_emu>)
+  add_test(NAME test_attention_kernels_cudnn_emu
+           COMMAND test_attention_kernels $<TARGET_FILE:sluice_cudnn_emu>)
+  add_test(NAME test_attention_cudnn_train_emu
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_cudnn_train.sh
+                   $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/attention_cudnn_train_emu
+                   $<TARGET_FILE:sluice_cudnn_emu> elementwise)
+  set_tests_properties(test_attention_cudnn_emu test_attention_kernels_cudnn_emu
+                       test_attention_cudnn_train_emu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                       LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()

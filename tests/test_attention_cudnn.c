@@ -9,9 +9,13 @@
  * come from the CPU forward on both sides, so the backward is compared on equal inputs; a second
  * backward starts from the cudnn forward's own o and lse (the pair training runs).
  *
+ * usage: test_attention_cudnn [CUDNN_LIBRARY]
  * Label gpu: needs a GPU and libcudnn 9 (found as sl_cudnn_open finds it: SLUICE_CUDNN_LIBRARY, or
  * libcudnn.so.9 on the loader's path). Skipped (77, missing hardware) without a CUDA backend or
- * without a loadable cuDNN, CI included; the reason is printed.
+ * without a loadable cuDNN, CI included; the reason is printed. The emulated build also runs it
+ * (test_attention_cudnn_emu, label cuda) with CUDNN_LIBRARY = emu's cuDNN test double
+ * (emu/cudnn/cudnn_emu.c), which interprets the graph on the CPU: that checks everything of the
+ * path but what only a real cuDNN can say (that its fused engine takes the graph).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -163,8 +167,14 @@ static void run_case(const ccase *c) {
     sl_test_release();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2) {
+        fprintf(stderr, "usage: test_attention_cudnn [CUDNN_LIBRARY]\n");
+        return 2;
+    }
+    if (argc == 2)
+        setenv("SLUICE_CUDNN_LIBRARY", argv[1], 1); /* e.g. the emulated build's double */
     /* cuDNN's backward is nondeterministic, which the cudnn choice requires to be allowed */
     const sl_backend_params p = {.device = -1, .allow_nondeterministic = true};
     g_gpu = sl_test_cuda_or_skip(&p);

@@ -10,9 +10,11 @@
  * kernel that ran are compared with the CPU backend (loosely: the numbers themselves are the
  * business of test_attention_tc, test_attention_cuda and attn_bench --check).
  *
+ * usage: test_attention_kernels [CUDNN_LIBRARY]
  * Label cuda: runs in the emulated build (CI) and on a GPU; skipped (77) without a CUDA backend.
  * On a GPU node with libcudnn 9 the cudnn choice must load and run (bf16, D 64); the emulated
- * build must refuse it, naming the emulator.
+ * build must refuse it, naming the emulator, unless CUDNN_LIBRARY (or SLUICE_CUDNN_LIBRARY) names
+ * a library: test_attention_kernels_cudnn_emu runs it with emu's cuDNN test double.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -104,8 +106,14 @@ static void set_ok(sl_backend *be, const char *choice) {
           choice ? choice : "(null)", err);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2) {
+        fprintf(stderr, "usage: test_attention_kernels [CUDNN_LIBRARY]\n");
+        return 2;
+    }
+    if (argc == 2)
+        setenv("SLUICE_CUDNN_LIBRARY", argv[1], 1); /* e.g. the emulated build's double */
     const prob bf64 = {SL_BF16, 64, false}, bf128 = {SL_BF16, 128, false};
     const prob bf64docs = {SL_BF16, 64, true}, bf96 = {SL_BF16, 96, false};
     const prob f64 = {SL_F32, 64, false};
