@@ -548,6 +548,49 @@ static void *causal_mask(graph *g, const layout *l, void *x, void *neg_inf) {
     return y;
 }
 
+/* y = mode(x[, b]) into a new virtual fp32 tensor of the given dims and strides. */
+static void *pw_new(graph *g, int mode, void *x, void *b, const int64_t dims[4],
+                    const int64_t strides[4], const char *what) {
+    void *y = virt(g, SL_CUDNN_DATA_FLOAT, dims, strides, what);
+    pointwise(g, mode, SL_CUDNN_DATA_FLOAT, x, b, NULL, y, 0, what);
+    return y;
+}
+
+/* ... of the scores' shape [b, H, s, s]. */
+static void *pw_scores(graph *g, const layout *l, int mode, void *x, void *b, const char *what) {
+    return pw_new(g, mode, x, b, l->sc, l->scs, what);
+}
+
+/* y = reduce(x) over the keys into a new virtual fp32 [b, H, s, 1]. */
+static void *row_reduce(graph *g, const layout *l, int redop, void *x, const char *what) {
+    void *y = virt(g, SL_CUDNN_DATA_FLOAT, l->row, l->rows, what);
+    reduction(g, redop, x, y, what);
+    return y;
+}
+
+/* a b into new virtual fp32 scores [b, H, s, s]. */
+static void *mm_scores(graph *g, const layout *l, void *a, void *b, const char *what) {
+    void *c = virt(g, SL_CUDNN_DATA_FLOAT, l->sc, l->scs, what);
+    matmul(g, a, b, c, what);
+    return c;
+}
+
+/* The gradient of K or V: out [b, KV, s, d] = x^T b with x per query head ([b, H, s, s],
+ * seen transposed in bf16 through a reshape); with GQA the matmul writes a virtual per-query-head
+ * [b, H, s, d] (bf16) that a reduction sums over each group, as the frontend does. */
+static void kv_grad(graph *g, const layout *l, const sl_cudnn_shape *s, void *x, void *b, void *out,
+                    const char *what) {
+    void *xt = virt(g, SL_CUDNN_DATA_BFLOAT16, l->sct, l->scts, what);
+    reshape(g, x, xt, what);
+    if (s->heads == s->kv_heads) {
+        matmul(g, xt, b, out, what);
+        return;
+    }
+    void *full = virt(g, SL_CUDNN_DATA_BFLOAT16, l->full, l->fulls, what);
+    matmul(g, xt, b, full, what);
+    reduction(g, SL_CUDNN_REDUCE_TENSOR_ADD, full, out, what);
+}
+
 static void build_fwd(graph *g, const sl_cudnn_shape *s) {
     layout l;
     layout_of(s, &l);
@@ -560,40 +603,25 @@ static void build_fwd(graph *g, const sl_cudnn_shape *s) {
     void *scale = scalar(g, UID_SCALE, "scale");
     void *neg_inf = scalar(g, UID_NEG_INF, "mask value");
 
-    void *s1 = virt(g, f32, l.sc, l.scs, "Q K^T");
-    matmul(g, q, kt, s1, "Q K^T");
-    void *s2 = virt(g, f32, l.sc, l.scs, "scaled scores");
-    pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, s1, scale, NULL, s2, 0, "scaled scores");
+    void *s1 = mm_scores(g, &l, q, kt, "Q K^T");
+    void *s2 = pw_scores(g, &l, SL_CUDNN_POINTWISE_MUL, s1, scale, "scaled scores");
     void *s3 = causal_mask(g, &l, s2, neg_inf);
-    void *mx = virt(g, f32, l.row, l.rows, "softmax: row max");
-    reduction(g, SL_CUDNN_REDUCE_TENSOR_MAX, s3, mx, "softmax: row max");
-    void *sub = virt(g, f32, l.sc, l.scs, "softmax: scores - max");
-    pointwise(g, SL_CUDNN_POINTWISE_SUB, f32, s3, mx, NULL, sub, 0, "softmax: scores - max");
-    void *e = virt(g, f32, l.sc, l.scs, "softmax: exp");
-    pointwise(g, SL_CUDNN_POINTWISE_EXP, f32, sub, NULL, NULL, e, 0, "softmax: exp");
-    void *z = virt(g, f32, l.row, l.rows, "softmax: row sum");
-    reduction(g, SL_CUDNN_REDUCE_TENSOR_ADD, e, z, "softmax: row sum");
-    void *lz = virt(g, f32, l.row, l.rows, "softmax: log of the sum");
-    pointwise(g, SL_CUDNN_POINTWISE_LOG, f32, z, NULL, NULL, lz, 0, "softmax: log of the sum");
+    /* softmax, with the log-sum-exp written out */
+    void *mx = row_reduce(g, &l, SL_CUDNN_REDUCE_TENSOR_MAX, s3, "softmax: row max");
+    void *sub = pw_scores(g, &l, SL_CUDNN_POINTWISE_SUB, s3, mx, "softmax: scores - max");
+    void *e = pw_scores(g, &l, SL_CUDNN_POINTWISE_EXP, sub, NULL, "softmax: exp");
+    void *z = row_reduce(g, &l, SL_CUDNN_REDUCE_TENSOR_ADD, e, "softmax: row sum");
+    void *lz = pw_new(g, SL_CUDNN_POINTWISE_LOG, z, NULL, l.row, l.rows, "softmax: log of the sum");
     pointwise(g, SL_CUDNN_POINTWISE_ADD, f32, mx, lz, NULL, stats, 0, "softmax: stats");
     void *p = virt(g, bf16, l.sc, l.scs, "softmax: probabilities");
     pointwise(g, SL_CUDNN_POINTWISE_DIV, f32, e, z, NULL, p, 0, "softmax: probabilities");
     matmul(g, p, v, o, "P V");
 }
 
-/* x (per query head [b, H, s, d]) summed over each GQA group into y ([b, KV, s, d]); with
- * H == KV the matmul writes y directly. Returns the tensor the matmul must write. */
-static void *per_head(graph *g, const layout *l, const sl_cudnn_shape *s, void *y,
-                      const char *what) {
-    if (s->heads == s->kv_heads) return y;
-    return virt(g, SL_CUDNN_DATA_BFLOAT16, l->full, l->fulls, what);
-}
-
 static void build_bwd(graph *g, const sl_cudnn_shape *s) {
     layout l;
     layout_of(s, &l);
     const int bf16 = SL_CUDNN_DATA_BFLOAT16, f32 = SL_CUDNN_DATA_FLOAT;
-    const bool gqa = s->heads != s->kv_heads;
     void *q = tensor(g, UID_Q, bf16, l.q, l.qs, false, false, "Q");
     void *kt = tensor(g, UID_K, bf16, l.kt, l.kts, false, false, "K^T");
     void *vt = tensor(g, UID_V, bf16, l.kt, l.kts, false, false, "V^T");
@@ -611,48 +639,25 @@ static void build_bwd(graph *g, const sl_cudnn_shape *s) {
 
     /* sum = rowsum(dO * O): the frontend gives the product these strides (b, h, s with the
      * heads and tokens interleaved); they are virtual, so only the pattern matters */
-    const int64_t dod[4] = {l.q[0], l.q[1], l.q[2], l.q[3]};
     const int64_t dos[4] = {l.q[1] * l.q[2] * l.q[3], l.q[2] * l.q[3], l.q[1] * l.q[3], 1};
-    void *doo = virt(g, f32, dod, dos, "dO * O");
-    pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, dout, o, NULL, doo, 0, "dO * O");
-    void *red = virt(g, f32, l.row, l.rows, "rowsum(dO O)");
-    reduction(g, SL_CUDNN_REDUCE_TENSOR_ADD, doo, red, "rowsum(dO O)");
+    void *doo = pw_new(g, SL_CUDNN_POINTWISE_MUL, dout, o, l.q, dos, "dO * O");
+    void *red = row_reduce(g, &l, SL_CUDNN_REDUCE_TENSOR_ADD, doo, "rowsum(dO O)");
     pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, red, one, NULL, sum, 0, "rowsum(dO O) * 1");
 
     /* P = exp(scale Q K^T - stats), masked */
-    void *s1 = virt(g, f32, l.sc, l.scs, "Q K^T");
-    matmul(g, q, kt, s1, "Q K^T");
-    void *s2 = virt(g, f32, l.sc, l.scs, "scaled scores");
-    pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, s1, scale, NULL, s2, 0, "scaled scores");
-    void *s3 = virt(g, f32, l.sc, l.scs, "scores - stats");
-    pointwise(g, SL_CUDNN_POINTWISE_SUB, f32, s2, stats, NULL, s3, 0, "scores - stats");
+    void *s1 = mm_scores(g, &l, q, kt, "Q K^T");
+    void *s2 = pw_scores(g, &l, SL_CUDNN_POINTWISE_MUL, s1, scale, "scaled scores");
+    void *s3 = pw_scores(g, &l, SL_CUDNN_POINTWISE_SUB, s2, stats, "scores - stats");
     void *s4 = causal_mask(g, &l, s3, neg_inf);
-    void *p = virt(g, f32, l.sc, l.scs, "P");
-    pointwise(g, SL_CUDNN_POINTWISE_EXP, f32, s4, NULL, NULL, p, 0, "P");
+    void *p = pw_scores(g, &l, SL_CUDNN_POINTWISE_EXP, s4, NULL, "P");
+    kv_grad(g, &l, s, p, dout, dv, "dV = P^T dO");
 
-    /* dV = P^T dO */
-    void *pt = virt(g, bf16, l.sct, l.scts, "P^T");
-    reshape(g, p, pt, "P^T");
-    void *dvh = per_head(g, &l, s, dv, "dV per query head");
-    matmul(g, pt, dout, dvh, "P^T dO");
-    if (gqa) reduction(g, SL_CUDNN_REDUCE_TENSOR_ADD, dvh, dv, "dV: sum over the group");
-
-    /* dS = (dO V^T - sum) * P * scale */
-    void *dp = virt(g, f32, l.sc, l.scs, "dO V^T");
-    matmul(g, dout, vt, dp, "dO V^T");
-    void *t1 = virt(g, f32, l.sc, l.scs, "dP - sum");
-    pointwise(g, SL_CUDNN_POINTWISE_SUB, f32, dp, sum, NULL, t1, 0, "dP - sum");
-    void *t2 = virt(g, f32, l.sc, l.scs, "(dP - sum) P");
-    pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, t1, p, NULL, t2, 0, "(dP - sum) P");
-    void *ds = virt(g, f32, l.sc, l.scs, "dS");
-    pointwise(g, SL_CUDNN_POINTWISE_MUL, f32, t2, scale, NULL, ds, 0, "dS");
-
-    /* dK = dS^T Q */
-    void *dst = virt(g, bf16, l.sct, l.scts, "dS^T");
-    reshape(g, ds, dst, "dS^T");
-    void *dkh = per_head(g, &l, s, dk, "dK per query head");
-    matmul(g, dst, q, dkh, "dS^T Q");
-    if (gqa) reduction(g, SL_CUDNN_REDUCE_TENSOR_ADD, dkh, dk, "dK: sum over the group");
+    /* dS = (dO V^T - sum) * P * scale; dK = dS^T Q */
+    void *dp = mm_scores(g, &l, dout, vt, "dO V^T");
+    void *t1 = pw_scores(g, &l, SL_CUDNN_POINTWISE_SUB, dp, sum, "dP - sum");
+    void *t2 = pw_scores(g, &l, SL_CUDNN_POINTWISE_MUL, t1, p, "(dP - sum) P");
+    void *ds = pw_scores(g, &l, SL_CUDNN_POINTWISE_MUL, t2, scale, "dS");
+    kv_grad(g, &l, s, ds, q, dk, "dK = dS^T Q");
 
     /* dQ = dS K (K^T seen as K again), through the fp32 accumulator. The view's type is left to
      * the intermediate fp32, as the frontend's reshape node leaves it. */

@@ -201,6 +201,32 @@ float sl_test_bf16_round(float f) {
     return f;
 }
 
+sl_tensor *sl_test_tensor3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                           const float *host) {
+    float *zeros = host ? NULL : calloc((size_t)(a * b * c > 0 ? a * b * c : 1), sizeof(float));
+    sl_tensor *t = sl_test_ftensor(be, dt, a * b, c, host ? host : zeros);
+    sl_tensor_reshape(t, 3, (int64_t[]){a, b, c});
+    free(zeros);
+    return t;
+}
+
+float *sl_test_normal_bf16(int64_t n, float std, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_normal(x, n, std, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = sl_test_bf16_round(x[i]);
+    return x;
+}
+
+double sl_test_rel_err(const float *got, const float *want, int64_t n, double floor) {
+    double err = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        err = d > err || d != d ? d : err; /* NaN wins */
+        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
+    }
+    return err / (ref > floor ? ref : floor);
+}
+
 sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,
                           const void *host) {
     sl_tensor *t = sl_test_track(rows > 1 || cols > 1 ? sl_tensor_new2(be, dt, rows, cols)
