@@ -59,7 +59,6 @@ static void compare(const char *lbl, const char *what, const float *got, const f
 }
 
 static void run_case(const ccase *c) {
-    sl_backend *cpu = sl_test_cpu();
     const int64_t t = (int64_t)c->b * c->s, nq = t * c->h * c->d, nk = t * c->kv * c->d;
     const int64_t gw = c->mode == SL_GATE_ELEMENTWISE ? c->d : 1;
     const bool gated = c->mode != SL_GATE_NONE;
@@ -73,29 +72,10 @@ static void run_case(const ccase *c) {
     float *g = gated ? sl_test_normal_bf16(t * c->h * gw, 1.5f, 44) : NULL,
           *dy = sl_test_normal_bf16(nq, 1.0f, 45);
 
-    /* CPU reference */
-    sl_tensor *cq = sl_test_tensor3(cpu, SL_F32, t, c->h, c->d, q),
-              *ck = sl_test_tensor3(cpu, SL_F32, t, c->kv, c->d, k);
-    sl_tensor *cv = sl_test_tensor3(cpu, SL_F32, t, c->kv, c->d, v),
-              *cdy = sl_test_tensor3(cpu, SL_F32, t, c->h, c->d, dy);
-    sl_tensor *cg = gated ? sl_test_tensor3(cpu, SL_F32, t, c->h, gw, g) : NULL;
-    sl_tensor *cy = sl_test_tensor3(cpu, SL_F32, t, c->h, c->d, NULL),
-              *co = sl_test_tensor3(cpu, SL_F32, t, c->h, c->d, NULL);
-    sl_tensor *cl = sl_test_matrix(cpu, SL_F32, t, c->h, NULL);
-    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, NULL, c->b, c->s, scale);
-    float *ry = sl_test_host_floats(cy), *ro = sl_test_host_floats(co),
-          *rl = sl_test_host_floats(cl);
-    for (int64_t i = 0; i < nq; i++) ro[i] = sl_test_bf16_round(ro[i]);
-    sl_tensor_from_host(co, ro);
-    sl_tensor *cdq = sl_test_tensor3(cpu, SL_F32, t, c->h, c->d, NULL),
-              *cdk = sl_test_tensor3(cpu, SL_F32, t, c->kv, c->d, NULL);
-    sl_tensor *cdv = sl_test_tensor3(cpu, SL_F32, t, c->kv, c->d, NULL);
-    sl_tensor *cdg = gated ? sl_test_tensor3(cpu, SL_F32, t, c->h, gw, NULL) : NULL;
-    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, NULL, co, cl, c->b, c->s, scale);
-    const sl_tensor *refs[4] = {cdq, cdk, cdv, cdg};
-    float *rg[4] = {NULL, NULL, NULL, NULL};
-    for (int i = 0; i < 4; i++)
-        if (refs[i]) rg[i] = sl_test_host_floats(refs[i]);
+    sl_test_attn_ref ref;
+    sl_test_attn_reference(&ref, c->b, c->s, c->h, c->kv, c->d, (int)gw, q, k, v, g, dy, NULL,
+                           scale);
+    float *ry = ref.y, *ro = ref.o, *rl = ref.lse, *rg[4] = {ref.dq, ref.dk, ref.dv, ref.dg};
 
     /* cudnn, bf16 */
     sl_backend *be = g_gpu;
@@ -142,8 +122,8 @@ static void run_case(const ccase *c) {
             free(got);
         }
     }
-    for (int i = 0; i < 4; i++) free(rg[i]);
-    free(q), free(k), free(v), free(g), free(dy), free(ry), free(ro), free(rl);
+    sl_test_attn_ref_free(&ref);
+    free(q), free(k), free(v), free(g), free(dy);
     sl_test_release();
 }
 
