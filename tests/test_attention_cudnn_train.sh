@@ -13,15 +13,16 @@
 # usage: test_attention_cudnn_train.sh SLUICE_BINARY WORK_DIR [CUDNN_LIBRARY [MODELS]]
 #   CUDNN_LIBRARY: exported as SLUICE_CUDNN_LIBRARY (the emulated build passes emu's cuDNN test
 #   double, emu/cudnn/cudnn_emu.c: test_attention_cudnn_train_emu, label cuda; "" = the default).
-#   MODELS: which of "elementwise headwise nogate" to train (the emulated build trains one, at
-#   one sequence per micro-batch: the emulator is slow).
+#   MODELS: which of "elementwise headwise nogate" to train (the emulated build trains one, with
+#   one layer and one sequence per micro-batch: the emulator is slow).
 set -euo pipefail
 sluice=$1
 work=$2
 [ -n "${3:-}" ] && export SLUICE_CUDNN_LIBRARY=$3
 models=${4:-elementwise headwise nogate}
 quick=()
-[ -n "${4:-}" ] && quick=(--set training.micro_batch_size=1 --set training.global_batch_tokens=256)
+[ -n "${4:-}" ] && quick=(--set training.micro_batch_size=1 --set training.global_batch_tokens=256
+    --set model.num_hidden_layers=1)
 . "$(dirname "$0")/cli_lib.sh"
 python_test_start "$work"
 
