@@ -126,7 +126,11 @@ void *sl_cuda_ext(void *ctx, int slot) {
 void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj)) {
     SL_CHECK(slot >= 0 && slot < SL_CUDA_EXT_SLOTS, "sl_cuda_set_ext: slot %d", slot);
     cuda_ctx *c = C(ctx);
-    if (c->ext[slot] && c->ext_destroy[slot]) c->ext_destroy[slot](c->ext[slot]);
+    if (c->ext[slot] && c->ext_destroy[slot]) {
+        /* queued work may still use what the old object owns (a cuDNN plan) */
+        CK(cudaStreamSynchronize(c->stream), "sl_cuda_set_ext");
+        c->ext_destroy[slot](c->ext[slot]);
+    }
     c->ext[slot] = obj;
     c->ext_destroy[slot] = destroy;
 }
