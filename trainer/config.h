@@ -3,7 +3,7 @@
  *
  * A config file has the sections "model" (model/config.h: Hugging Face Qwen3-MoE config keys
  * plus attn_output_gate), "training", "data" (the reader's sl_data_config, io/reader.h),
- * "parallel" and "backend". Every key is checked: an unknown key, a wrong type or an
+ * "parallel", "backend" and "attention". Every key is checked: an unknown key, a wrong type or an
  * impossible value is an error naming the file and the key path (e.g. "configs/tiny.json:
  * model.num_key_value_heads: 3 does not divide num_attention_heads = 4"). docs/config.md lists
  * every key.
@@ -67,6 +67,14 @@ typedef struct {
     bool deterministic; /* CUDA: bitwise-reproducible kernels (default true) */
 } sl_backend_config;
 
+/* The "attention" section: how the attention operation is computed, not what it computes. */
+typedef struct {
+    /* "auto" (sluice's kernels; the default) | "sluice" | "cudnn" (cuDNN's fused attention with
+     * sluice's gate around it; CUDA, bf16, no document mask, backend.deterministic = false):
+     * attention/attn_kernels.h, docs/attention.md "Kernel choice" */
+    char kernel[16];
+} sl_attention_config;
+
 /* One stage of a staged schedule (training.stages; docs/stages.md). Its settings are resolved
  * at parse time: what the stage does not set comes from the previous stage (the first stage:
  * from the training, model and data sections), so `train`, `model` and `data` are exactly what
@@ -90,6 +98,7 @@ typedef struct {
     sl_data_config data;
     sl_parallel_config parallel;
     sl_backend_config backend;
+    sl_attention_config attention;
     /* The schedule: training.stages when given (stages_given), else one stage "main" made from
      * the training section (max_steps steps). Either way the trainer walks stages[0 .. n). */
     int n_stages;

@@ -1,7 +1,7 @@
 /*
- * trainer/config_sections.c - the "training", "data", "parallel" and "backend" sections of a
- * run config: key tables, defaults that depend on other keys, and validation. The "model"
- * section is model/config.c; the file-level parsing is trainer/config.c.
+ * trainer/config_sections.c - the "training", "data", "parallel", "backend" and "attention"
+ * sections of a run config: key tables, defaults that depend on other keys, and validation. The
+ * "model" section is model/config.c; the file-level parsing is trainer/config.c.
  */
 #include <limits.h>
 #include <math.h>
@@ -205,8 +205,13 @@ static const sl_cfg_key backend_keys[] = {
     SL_KD(sl_backend_config, "deterministic", SL_K_BOOL, deterministic),
 };
 
+static const sl_cfg_key attention_keys[] = {
+    SL_KD(sl_attention_config, "kernel", SL_K_STR, kernel),
+};
+
 static const int n_train_keys = SL_NKEYS(train_keys), n_data_keys = SL_NKEYS(data_keys),
-                 n_parallel_keys = SL_NKEYS(parallel_keys), n_backend_keys = SL_NKEYS(backend_keys);
+                 n_parallel_keys = SL_NKEYS(parallel_keys), n_backend_keys = SL_NKEYS(backend_keys),
+                 n_attention_keys = SL_NKEYS(attention_keys);
 
 const sl_config_section sl_config_sections[] = {
     {"model", sl_model_keys, &sl_model_nkeys, offsetof(sl_config, model)},
@@ -214,6 +219,7 @@ const sl_config_section sl_config_sections[] = {
     {"data", data_keys, &n_data_keys, offsetof(sl_config, data)},
     {"parallel", parallel_keys, &n_parallel_keys, offsetof(sl_config, parallel)},
     {"backend", backend_keys, &n_backend_keys, offsetof(sl_config, backend)},
+    {"attention", attention_keys, &n_attention_keys, offsetof(sl_config, attention)},
 };
 const int sl_config_nsections = SL_NKEYS(sl_config_sections);
 
@@ -360,6 +366,41 @@ static int validate_precision(const sl_cfg_vctx *v, const sl_config *cfg) {
     return 0;
 }
 
+/* attention.kernel, and what the cudnn kernel needs of the other sections (checked here, when
+ * the config is read, as far as the config can tell; the node's libcudnn is checked when the
+ * backend is made: sl_backend_set_attn_kernel). */
+static int validate_attention(const sl_cfg_vctx *v, const sl_config *cfg) {
+    const char *k = cfg->attention.kernel;
+    if (!sl_cfg_terminated(k, sizeof cfg->attention.kernel))
+        return sl_cfg_verr(v, "kernel", "string too long");
+    if (strcmp(k, "auto") != 0 && strcmp(k, "sluice") != 0 && strcmp(k, "cudnn") != 0)
+        return sl_cfg_verr(v, "kernel", "expected \"auto\", \"sluice\" or \"cudnn\", got \"%s\"",
+                           k);
+    if (strcmp(k, "cudnn") != 0) return 0;
+    if (strcmp(cfg->backend.name, "cuda") != 0)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\" needs backend.name = \"cuda\" (the %s backend has one "
+                           "attention kernel, its own)",
+                           cfg->backend.name);
+    if (sl_config_compute_dtype(cfg) != SL_BF16)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\" computes in bf16 only: it needs training.precision = "
+                           "\"bf16\" or \"auto\", not \"%s\"",
+                           cfg->train.precision);
+    if (cfg->backend.deterministic)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\": cuDNN's attention backward sums dQ with atomics, so its "
+                           "bits vary run to run; it needs backend.deterministic = false");
+    if (cfg->model.head_dim != 64 && cfg->model.head_dim != 128)
+        return sl_cfg_verr(v, "kernel", "\"cudnn\" takes model.head_dim 64 or 128, not %d",
+                           cfg->model.head_dim);
+    if (cfg->train.document_mask) /* the stages inherit it */
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\": cuDNN's fused attention has no per-document mask, and "
+                           "training.document_mask is true (use \"auto\" or \"sluice\")");
+    return 0;
+}
+
 sl_dtype sl_config_compute_dtype(const sl_config *cfg) {
     const char *p = cfg->train.precision;
     if (strcmp(p, "bf16") == 0) return SL_BF16;
@@ -391,8 +432,10 @@ int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, 
     if (validate_parallel(&v, &cfg->parallel, &cfg->model)) return -1;
     v.prefix = "backend";
     if (validate_backend(&v, &cfg->backend)) return -1;
-    v.prefix = "training"; /* checked last: it depends on the backend */
+    v.prefix = "training"; /* it depends on the backend */
     if (validate_precision(&v, cfg)) return -1;
+    v.prefix = "attention"; /* last: it depends on all of the above */
+    if (validate_attention(&v, cfg)) return -1;
     return 0;
 }
 
