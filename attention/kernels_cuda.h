@@ -48,6 +48,13 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
                                int batch, int seq, float scale);
 bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
 
+/* decode.cu */
+void sl_cuda_kv_cache_write(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                            int batch, int n);
+void sl_cuda_gated_attn_decode(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                               const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                               int batch, int n, float scale);
+
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                              const sl_tensor *lse, int batch, int seq, float scale);

@@ -69,6 +69,38 @@ void sl_params_finalize(sl_params *ps) {
     ps->finalized = true;
 }
 
+void sl_params_finalize_shared(sl_params *ps, const sl_params *src) {
+    SL_CHECK(!ps->finalized && src->finalized,
+             "sl_params_finalize_shared: needs a finalized source");
+    SL_CHECK(ps->count == src->count && ps->compute == src->compute && ps->be == src->be,
+             "sl_params_finalize_shared: %d parameters in %s, the source has %d in %s", ps->count,
+             sl_dtype_name(ps->compute), src->count, sl_dtype_name(src->compute));
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        const sl_param *q = src->items[i];
+        SL_CHECK(strcmp(p->name, q->name) == 0 && p->numel == q->numel && p->group == q->group,
+                 "sl_params_finalize_shared: parameter %d is %s, the source's %s", i, p->name,
+                 q->name);
+        p->offset = ps->size[p->group];
+        ps->size[p->group] += p->numel;
+    }
+    /* Views of the source's flat buffers: freeing them never frees the source's memory. */
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
+        const int64_t n = sl_tensor_numel(src->w[gi]);
+        ps->w[gi] = sl_tensor_view1(src->w[gi], 0, n);
+        ps->g[gi] = sl_tensor_view1(src->g[gi], 0, n);
+        if (src->wc[gi]) ps->wc[gi] = sl_tensor_view1(src->wc[gi], 0, n);
+    }
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
+                                : p->master;
+        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+    }
+    ps->finalized = true;
+}
+
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt) {
     SL_CHECK(!ps->finalized, "the compute dtype is set before the parameters are finalized");
     SL_CHECK(dt == SL_F32 || dt == SL_BF16, "parameters compute in f32 or bf16, not %s",

@@ -31,3 +31,12 @@ add_test(NAME test_stages
                  ${CMAKE_CURRENT_BINARY_DIR}/stages)
 set_tests_properties(test_stages PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "model;cli"
                      ENVIRONMENT "OMP_NUM_THREADS=2")
+# model/decode.c: decoding with a KV cache gives the full forward's logits at every position, and
+# greedy / seeded generation (docs/generate.md); the cuda variant runs it on the CUDA backend in
+# fp32 and bf16 (emulated build, label cuda).
+sluice_test(test_generate SOURCES test_generate.c ARGS cpu LABELS model)
+add_test(NAME test_generate_cuda COMMAND test_generate cuda)
+set_tests_properties(test_generate_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+                     LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# model/sampler.c: greedy, temperature, top-k and top-p on a 6-token vocabulary with exact supports.
+sluice_test(test_sampler SOURCES test_sampler.c LABELS model)
