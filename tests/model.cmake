@@ -40,3 +40,10 @@ set_tests_properties(test_generate_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 
                      LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
 # model/sampler.c: greedy, temperature, top-k and top-p on a 6-token vocabulary with exact supports.
 sluice_test(test_sampler SOURCES test_sampler.c LABELS model)
+# sluice generate end to end (final weights, checkpoint, eval's logits, seeds, batches, flags)
+# and training.sample_every (events, and training bitwise unchanged by sampling).
+add_test(NAME test_generate_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_generate_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/generate_cli)
+set_tests_properties(test_generate_cli PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "model;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
