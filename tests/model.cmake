@@ -47,3 +47,16 @@ add_test(NAME test_generate_cli
                  ${CMAKE_CURRENT_BINARY_DIR}/generate_cli)
 set_tests_properties(test_generate_cli PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "model;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
+# The Qwen3-Next export (ckpt export --format qwen3_next, training.export_format): per-token logits
+# of an independent PyTorch Qwen3-Next forward equal sluice eval's for three models covering every
+# transform; the hf variant runs transformers' Qwen3NextForCausalLM where a Python with
+# transformers >= 4.57 exists (SLUICE_HF_PYTHON) and skips (77) elsewhere, CI included (the test
+# says why).
+add_test(NAME test_qwen3_next_export
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3_next_export.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/qwen3_next_export torch)
+add_test(NAME test_qwen3_next_hf
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3_next_export.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/qwen3_next_hf hf)
+set_tests_properties(test_qwen3_next_export test_qwen3_next_hf PROPERTIES TIMEOUT 600
+                     SKIP_RETURN_CODE 77 LABELS "model;torch;cli" ENVIRONMENT "OMP_NUM_THREADS=2")

@@ -11,7 +11,8 @@
 #include "trainer/config_sections.h"
 
 #include "core/comm_nccl.h"
-#include "model/model.h" /* sl_memory_mode_parse */
+#include "model/hf_export.h" /* sl_hf_format_parse */
+#include "model/model.h"     /* sl_memory_mode_parse */
 
 #define LIM_MICRO_BATCH (1 << 20)
 #define LIM_PREFETCH    1024
@@ -74,6 +75,7 @@ static const sl_cfg_key train_keys[] = {
     KT(async_save, SL_K_BOOL),
     KT(document_mask, SL_K_BOOL),
     KT(recompute, SL_K_STR),
+    KT(export_format, SL_K_STR),
     KT(sample_every, SL_K_INT),
     KT(sample_prompt, SL_K_STR),
     KT(sample_tokens, SL_K_INT),
@@ -309,6 +311,12 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
         return sl_cfg_verr(v, "recompute",
                            "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
                            t->recompute);
+    sl_hf_format fmt;
+    if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
+        sl_hf_format_parse(t->export_format, &fmt) != 0)
+        return sl_cfg_verr(v, "export_format",
+                           "expected \"qwen3_moe\" or \"qwen3_next\", got \"%.32s\"",
+                           t->export_format);
     return validate_samples(v, t, m);
 }
 
