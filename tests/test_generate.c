@@ -11,8 +11,9 @@
  * at most 3 tokens, the shorter sequence padded), then one token at a time, then two pieces that
  * leave one sequence idle. Every new token's logits must equal, within rounding, the logits of a
  * plain forward over the whole sequences (the training kernels, model.c) at that position:
- * max |decode - forward| <= 2e-5 * max |forward| + 1e-6 in fp32 (3e-2 relative to the largest
- * logit in bf16, where the two paths round their activations at different points). The decoding
+ * max |decode - forward| <= 2e-5 * max |forward| + 1e-6 in fp32 (5e-3 relative to the largest
+ * logit in bf16, where the two paths round their activations at different points; measured 8e-4
+ * under the emulator). The decoding
  * model shares the forward model's weights (sl_model_create_shared), so this also checks that
  * sharing binds every parameter where the source has it.
  *
@@ -119,7 +120,7 @@ static void compare_decode(sl_backend *be, const variant *v, sl_dtype dt) {
     int fed[B] = {0};
     double worst = 0.0, worst_last = 0.0;
     const double scale = max_abs(want, (int64_t)B * LEN * vocab);
-    const double tol = dt == SL_F32 ? 2e-5 * scale + 1e-6 : 3e-2 * scale;
+    const double tol = dt == SL_F32 ? 2e-5 * scale + 1e-6 : 5e-3 * scale;
     for (size_t p = 0; d && p < sizeof pieces / sizeof pieces[0]; p++) {
         const int32_t *src[B];
         int n[B], rows = 0;
