@@ -13,9 +13,9 @@
  * plain forward over the whole sequences (the training kernels, model.c) at that position:
  * max |decode - forward| <= 2e-5 * max |forward| + 1e-6 in fp32 (5e-3 relative to the largest
  * logit in bf16, where the two paths round their activations at different points; measured 8e-4
- * under the emulator). The decoding
- * model shares the forward model's weights (sl_model_create_shared), so this also checks that
- * sharing binds every parameter where the source has it.
+ * under the emulator). The decoding model shares the forward model's weights
+ * (sl_model_create_shared), so this also checks that sharing binds every parameter where the
+ * source has it.
  *
  * Then greedy generation from a prompt must pick, at every step, the argmax of the full forward
  * over the prompt and what it generated so far; sampled generation with a seed must give the
