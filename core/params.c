@@ -46,6 +46,18 @@ void sl_params_set_layer(sl_params *ps, int layer) {
     ps->layer = layer;
 }
 
+/* Every parameter's views into its group's flat buffers (ps->w, wc, g set). */
+static void bind_views(sl_params *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
+                                : p->master;
+        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+    }
+    ps->finalized = true;
+}
+
 void sl_params_finalize(sl_params *ps) {
     SL_CHECK(!ps->finalized, "parameters finalized twice");
     for (int i = 0; i < ps->count; i++) {
@@ -59,14 +71,7 @@ void sl_params_finalize(sl_params *ps) {
         ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
         if (ps->compute != SL_F32) ps->wc[gi] = sl_tensor_new1(ps->be, ps->compute, n);
     }
-    for (int i = 0; i < ps->count; i++) {
-        sl_param *p = ps->items[i];
-        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
-        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
-                                : p->master;
-        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
-    }
-    ps->finalized = true;
+    bind_views(ps);
 }
 
 void sl_params_finalize_shared(sl_params *ps, const sl_params *src) {
@@ -91,14 +96,7 @@ void sl_params_finalize_shared(sl_params *ps, const sl_params *src) {
         ps->g[gi] = sl_tensor_view1(src->g[gi], 0, n);
         if (src->wc[gi]) ps->wc[gi] = sl_tensor_view1(src->wc[gi], 0, n);
     }
-    for (int i = 0; i < ps->count; i++) {
-        sl_param *p = ps->items[i];
-        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
-        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
-                                : p->master;
-        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
-    }
-    ps->finalized = true;
+    bind_views(ps);
 }
 
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt) {

@@ -12,7 +12,7 @@ import torch
 from transformers import Qwen3NextForCausalLM
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from torch_qwen3_next import load_safetensors  # noqa: E402  (the logits file reader)
+from torch_reference import load_safetensors  # noqa: E402  (the logits file reader)
 
 
 def main(export_dir, logits_path):

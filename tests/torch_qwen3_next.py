@@ -19,34 +19,12 @@ entry (sluice computes in float32, this in float64), 1 otherwise.
 import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 
-DTYPES = {"F32": np.float32, "I32": np.int32, "BF16": None}
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = meta["data_offsets"]
-        if meta["dtype"] == "BF16":
-            u16 = np.frombuffer(data[b:e], dtype=np.uint16).astype(np.uint32) << 16
-            arr = u16.view(np.float32)
-        else:
-            arr = np.frombuffer(data[b:e], dtype=DTYPES[meta["dtype"]])
-        arr = arr.reshape(meta["shape"])
-        out[name] = torch.tensor(arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64))
-    return out
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import load_safetensors  # noqa: E402  (float64 tensors; BF16 widened)
 
 def load_weights(d):
     index = os.path.join(d, "model.safetensors.index.json")
@@ -168,7 +146,7 @@ def main(export_dir, logits_path):
     assert cfg["model_type"] == "qwen3_next", cfg["model_type"]
     p = load_weights(export_dir)
     dump = load_safetensors(logits_path)
-    ids, want = dump["tokens"], dump["logits"]
+    ids, want = dump["tokens"].long(), dump["logits"]
     with torch.no_grad():
         got, margin = forward(cfg, p, ids)
     err = (got - want).abs().max().item()
