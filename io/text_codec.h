@@ -8,7 +8,7 @@
  *   bpe    a Hugging Face tokenizer.json (io/tokenizer.h, the byte-level BPE tokenizer of
  *          `sluice data build --tokenizer`). INTEGRATION POINT: that tokenizer lands with another
  *          branch; until it does, opening one fails with a message saying so (io/text_codec.c,
- *          bpe_open, lists the five calls the integration makes).
+ *          bpe_open, lists the calls the integration makes).
  */
 #ifndef SL_IO_TEXT_CODEC_H
 #define SL_IO_TEXT_CODEC_H
