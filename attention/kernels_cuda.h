@@ -77,6 +77,13 @@ void sl_cuda_gated_attn_cudnn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_te
 /* The cuDNN instance sl_cuda_attn_configure loaded for ctx (NULL when the choice has none). */
 struct sl_cudnn *sl_cuda_attn_cudnn(void *ctx);
 
+/* decode.cu */
+void sl_cuda_kv_cache_write(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                            int batch, int n);
+void sl_cuda_gated_attn_decode(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                               const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                               int batch, int n, float scale);
+
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                              const sl_tensor *lse, int batch, int seq, float scale);

@@ -57,6 +57,9 @@ static void usage_export(FILE *f) {
             "files in DIR are replaced.\n\n"
             "options:\n"
             "  -o, --output DIR     output directory (created if missing)\n"
+            "  --format F           qwen3_moe (default: Qwen3-MoE names, what sluice reads\n"
+            "                       back) or qwen3_next (Qwen3-Next's layout, which Hugging Face\n"
+            "                       transformers' Qwen3NextForCausalLM runs; docs/safetensors.md)\n"
             "  --dtype fp32|bf16    dtype of the floating-point tensors (default fp32;\n"
             "                       bf16 rounds to nearest even)\n"
             "  --shard-size SIZE    most bytes per file, K/M/G suffixes (default 2G; a tensor\n"
@@ -221,73 +224,62 @@ static int cmd_verify(int argc, char **argv) {
     return 0;
 }
 
-/* config.json for the export: the trainer state's "hf_config", or its "config"."model" section
- * through the model's own Hugging Face mapping; NULL (with a warning) when neither is there or
- * the section does not parse. */
-static char *export_config(const sl_ckpt *c) {
+/* The model of a checkpoint: the trainer state's "hf_config", or its "config"."model" section
+ * (through the model's own Hugging Face mapping). -1 with a message when neither is there or it
+ * does not parse; *hf_text (malloc'ed, may be NULL) receives "hf_config" as it is stored. */
+static int checkpoint_model(const sl_ckpt *c, sl_model_config *m, char **hf_text, char *err,
+                            size_t errlen) {
     const cJSON *ts = sl_ckpt_train_state(c);
     const cJSON *hf = cJSON_GetObjectItemCaseSensitive(ts, "hf_config");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(ts, "config");
+    const cJSON *model = cJSON_IsObject(hf) ? hf : cJSON_GetObjectItemCaseSensitive(cfg, "model");
+    *hf_text = NULL;
+    if (!cJSON_IsObject(model))
+        return sl_fail(err, errlen,
+                       "the trainer state holds neither \"hf_config\" nor "
+                       "\"config\".\"model\"");
     if (cJSON_IsObject(hf)) {
         char *s = cJSON_Print(hf);
-        if (!s) return NULL;
-        char *out = sl_xmalloc(strlen(s) + 2);
-        sprintf(out, "%s\n", s);
-        cJSON_free(s);
-        return out;
-    }
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(ts, "config");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
-    if (!cJSON_IsObject(model)) {
-        sl_warn("%s: the trainer state holds neither \"hf_config\" nor \"config\".\"model\": no "
-                "config.json written",
-                sl_ckpt_dir(c));
-        return NULL;
+        if (s) {
+            *hf_text = sl_xmalloc(strlen(s) + 2);
+            sprintf(*hf_text, "%s\n", s);
+            cJSON_free(s);
+        }
     }
     char *text = cJSON_PrintUnformatted(model);
-    char name[256], err[1024];
-    snprintf(name, sizeof name, "train_state.json config.model");
-    sl_model_config m;
-    int rc = text ? sl_model_config_from_hf_json(text, name, &m, err, sizeof err) : -1;
+    const int rc = text ? sl_model_config_from_hf_json(text,
+                                                       hf ? "train_state.json hf_config"
+                                                          : "train_state.json config.model",
+                                                       m, err, errlen)
+                        : sl_fail(err, errlen, "out of memory");
     cJSON_free(text);
-    if (rc != 0) {
-        sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
-        return NULL;
-    }
-    return sl_hf_config_json(&m); /* as sl_hf_save writes it (YaRN context) */
+    return rc;
 }
 
-/* The Hugging Face tensors of a checkpoint tensor (model/hf_export.h's mapping: fused gate/up
- * projections and expert stacks are split); the routers' selection biases are training state,
- * not weights. */
+/* The Hugging Face tensors of a checkpoint tensor in the export's layout (model/hf_export.h:
+ * fused gate/up projections and expert stacks are split; Qwen3-Next's transforms); the routers'
+ * selection biases are training state, not weights. */
 typedef struct {
     sl_ckpt_export_entry *out;
     int n, max;
 } hf_cut;
 
-static void hf_emit(void *user, const char *name, int64_t offset, int ndim, int64_t d0,
-                    int64_t d1) {
+static void hf_emit(void *user, const sl_ckpt_export_entry *e) {
     hf_cut *h = user;
-    if (h->n < h->max) {
-        sl_ckpt_export_entry *e = &h->out[h->n];
-        snprintf(e->name, sizeof e->name, "%s", name);
-        e->offset = offset;
-        e->ndim = ndim;
-        e->shape[0] = d0;
-        e->shape[1] = d1;
-    }
+    if (h->n < h->max) h->out[h->n] = *e;
     h->n++;
 }
 
 static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out, int max,
                   char *err, size_t errlen) {
-    (void)user;
+    sl_hf_layout *layout = user;
     if (strncmp(t->name, "router.bias.", 12) == 0) return 0;
     if (t->ndim > 3) {
         snprintf(err, errlen, "%s: %d dimensions, not a model weight", t->name, t->ndim);
         return -1;
     }
     hf_cut h = {out, 0, max};
-    sl_hf_split(t->name, t->ndim, t->shape, 0, hf_emit, &h);
+    sl_hf_layout_map(layout, t->name, t->ndim, t->shape, 0, hf_emit, &h);
     if (h.n > max) {
         snprintf(err, errlen, "%s: splits into %d tensors, more than %d", t->name, h.n, max);
         return -1;
@@ -297,6 +289,7 @@ static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out
 
 static int cmd_export(int argc, char **argv) {
     const char *path = NULL, *out = NULL, *dtype = "F32";
+    sl_hf_format format = SL_HF_QWEN3_MOE;
     uint64_t shard = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -321,6 +314,13 @@ static int cmd_export(int argc, char **argv) {
                 dtype = "BF16";
             else {
                 fprintf(stderr, "sluice: error: --dtype: '%s' (expected fp32 or bf16)\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "--format") == 0) {
+            if (++i >= argc || sl_hf_format_parse(argv[i], &format) != 0) {
+                fprintf(stderr,
+                        "sluice: error: --format: '%s' (expected qwen3_moe or qwen3_next)\n",
+                        i < argc ? argv[i] : "nothing");
                 return 2;
             }
         } else if (strcmp(a, "--shard-size") == 0) {
@@ -349,19 +349,35 @@ static int cmd_export(int argc, char **argv) {
         sl_error("%s", err);
         return 1;
     }
-    char *config = export_config(c);
+    sl_model_config mc;
+    char *stored = NULL, *config = NULL;
+    sl_hf_layout layout;
+    const bool have_model = checkpoint_model(c, &mc, &stored, err, sizeof err) == 0;
+    if (!have_model && format == SL_HF_QWEN3_NEXT) { /* its cuts need the model's shape */
+        sl_error("%s: --format qwen3_next: %s", sl_ckpt_dir(c), err);
+        sl_ckpt_close(c);
+        return 1;
+    }
+    if (!have_model) sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
+    sl_hf_layout_init(&layout, format, &mc);
+    /* Qwen3-MoE: the stored hf_config as it is; else the layout's (YaRN context stated) */
+    if (have_model)
+        config = format == SL_HF_QWEN3_MOE && stored ? stored : sl_hf_layout_config_json(&layout);
     sl_ckpt_export_opts o = {.dtype = dtype,
                              .max_shard_bytes = shard,
                              .config_json = config,
                              .skip_prefix = "optim.",
-                             .map = hf_map};
+                             .map = hf_map,
+                             .map_user = &layout};
     int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
     if (n < 0)
         sl_error("%s", err);
     else
-        printf("exported %d tensors of step %" PRId64 " to %s (%s)\n", n, sl_ckpt_step(c), out,
-               strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
-    free(config);
+        printf("exported %d tensors of step %" PRId64 " to %s (%s, %s)\n", n, sl_ckpt_step(c), out,
+               sl_hf_format_name(format), strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
+    if (config != stored) free(config);
+    free(stored);
+    sl_hf_layout_free(&layout);
     sl_ckpt_close(c);
     return n < 0 ? 1 : 0;
 }

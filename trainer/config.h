@@ -49,6 +49,14 @@ typedef struct {
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
     bool document_mask; /* attend within documents only; positions restart at each document */
     char recompute[16]; /* activation recomputation: "none" | "attention" | "layer" (model.h) */
+    /* Samples during training (trainer/trainer_sample.c, docs/generate.md): every sample_every
+     * steps (0 = off), sample_tokens tokens continuing sample_prompt (after the
+     * end-of-document token), greedy at sample_temperature 0, else drawn with the run seed. */
+    char export_format[16]; /* layout of <out_dir>/final: "qwen3_moe" | "qwen3_next" */
+    int sample_every;
+    char sample_prompt[256];
+    int sample_tokens;
+    double sample_temperature;
 } sl_train_config;
 
 typedef struct {

@@ -11,7 +11,8 @@
 #include "trainer/config_sections.h"
 
 #include "core/comm_nccl.h"
-#include "model/model.h" /* sl_memory_mode_parse */
+#include "model/hf_export.h" /* sl_hf_format_parse */
+#include "model/model.h"     /* sl_memory_mode_parse */
 
 #define LIM_MICRO_BATCH (1 << 20)
 #define LIM_PREFETCH    1024
@@ -74,6 +75,11 @@ static const sl_cfg_key train_keys[] = {
     KT(async_save, SL_K_BOOL),
     KT(document_mask, SL_K_BOOL),
     KT(recompute, SL_K_STR),
+    KT(export_format, SL_K_STR),
+    KT(sample_every, SL_K_INT),
+    KT(sample_prompt, SL_K_STR),
+    KT(sample_tokens, SL_K_INT),
+    KT(sample_temperature, SL_K_DBL),
     SL_KF("stages", sl_config_stages_check), /* parsed last, printed by config.c */
 };
 
@@ -223,6 +229,26 @@ const sl_config_section sl_config_sections[] = {
 };
 const int sl_config_nsections = SL_NKEYS(sl_config_sections);
 
+/* training.sample_*: the samples decode bytes, so they need the byte-level vocabulary until a
+ * BPE tokenizer is wired into io/text_codec.c (its integration point). */
+static int validate_samples(const sl_cfg_vctx *v, const sl_train_config *t,
+                            const sl_model_config *m) {
+    if (sl_cfg_check_range(v, "sample_every", t->sample_every, 0, INT_MAX)) return -1;
+    if (sl_cfg_check_range(v, "sample_tokens", t->sample_tokens, 1, 1 << 16)) return -1;
+    if (!(t->sample_temperature >= 0) || !isfinite(t->sample_temperature))
+        return sl_cfg_verr(v, "sample_temperature", "must be >= 0 (0: greedy), got %g",
+                           t->sample_temperature);
+    if (!sl_cfg_terminated(t->sample_prompt, sizeof t->sample_prompt))
+        return sl_cfg_verr(v, "sample_prompt", "string too long (at most %d bytes)",
+                           (int)sizeof t->sample_prompt - 1);
+    if (t->sample_every > 0 && m->vocab_size != 257)
+        return sl_cfg_verr(v, "sample_every",
+                           "samples decode the byte-level vocabulary (model.vocab_size 257); "
+                           "this build has no tokenizer for a vocabulary of %d",
+                           m->vocab_size);
+    return 0;
+}
+
 int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
                              const sl_model_config *m) {
     if (sl_cfg_check_range(v, "seq_len", t->seq_len, 1, LIM_POSITIONS)) return -1;
@@ -291,7 +317,13 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
         return sl_cfg_verr(v, "recompute",
                            "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
                            t->recompute);
-    return 0;
+    sl_hf_format fmt;
+    if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
+        sl_hf_format_parse(t->export_format, &fmt) != 0)
+        return sl_cfg_verr(v, "export_format",
+                           "expected \"qwen3_moe\" or \"qwen3_next\", got \"%.32s\"",
+                           t->export_format);
+    return validate_samples(v, t, m);
 }
 
 static int validate_data(const sl_cfg_vctx *v, const sl_data_config *d) {

@@ -474,6 +474,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             sm.has_eval = !isnan(sm.eval_loss);
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
+        if (tc->sample_every > 0 && done % tc->sample_every == 0 && sl_trainer_sample(t, done) != 0)
+            return -1;
         /* the end of a stage is a checkpoint; the run's last step saves synchronously */
         const bool save = done == end || (tc->save_every > 0 && in_stage % tc->save_every == 0);
         if (save && sl_trainer_save(t, done, done == total) != 0) return -1;

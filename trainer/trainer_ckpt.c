@@ -209,12 +209,16 @@ int sl_trainer_save_final(trainer *t) {
     char dir[SL_PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
     double fail = 0;
+    sl_hf_format format = SL_HF_QWEN3_MOE; /* the config validated training.export_format */
+    sl_hf_format_parse(t->cfg->train.export_format, &format);
     if (t->topo.rank < t->topo.ep_size &&
-        sl_hf_save(t->model, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
+        sl_hf_save_format(t->model, format, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
         sl_error("saving weights to %s: %s", dir, t->err);
         fail = 1;
     }
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail == 0) sl_info("saved weights to %s (safetensors + config.json)", dir);
+    if (fail == 0)
+        sl_info("saved weights to %s (safetensors + config.json%s)", dir,
+                format == SL_HF_QWEN3_NEXT ? ", Qwen3-Next layout" : "");
     return fail == 0 ? 0 : -1;
 }

@@ -5,6 +5,7 @@
  *   trainer.c        set-up, the staged schedule and the step loop
  *   trainer_eval.c   batches and held-out evaluation
  *   trainer_ckpt.c   checkpoints: train state, saving, resuming, the final weights
+ *   trainer_sample.c samples from the model during training (training.sample_every)
  */
 #ifndef SL_TRAINER_IMPL_H
 #define SL_TRAINER_IMPL_H
@@ -88,6 +89,9 @@ int sl_trainer_finish_pending(trainer *t);
  * cursor for the stage reader to take (t->resume_cursor). 0 (also for a fresh start), or -1
  * after printing an error. */
 int sl_trainer_resume(trainer *t, const char *resume);
+/* A sample from the model after global step `step` (training.sample_*), printed and recorded as
+ * a "sample" metrics event by rank 0 (collective). 0, or -1 after printing an error. */
+int sl_trainer_sample(trainer *t, int step);
 /* Hugging Face weights of the final model in <out_dir>/final (collective). */
 int sl_trainer_save_final(trainer *t);
 
