@@ -70,9 +70,11 @@ sl_tok_state *sl_tok_state_new(const sl_tokenizer *t);
 void sl_tok_state_free(sl_tok_state *s);
 
 /* Appends the ids of `text` (len bytes, which must be valid UTF-8; NUL bytes are text) to out.
- * Returns 0; or -1 when the text is not valid UTF-8 (*bad_offset: the byte offset of the first
- * invalid sequence) or the regex engine failed (*bad_offset: the offset of the stretch it
- * failed in), with a message in err. */
+ * Returns 0; or -1 with a message in err when the text is not valid UTF-8 (*bad_offset: the
+ * byte offset of the first invalid sequence) or the regex engine failed, e.g. at its match
+ * limit (*bad_offset: SIZE_MAX). Invalid UTF-8 is refused, not replaced: Hugging Face's
+ * tokenizers take Unicode strings, so bytes that are not UTF-8 never reach them and there is
+ * no reference behaviour to follow; replacing them would silently change the text. */
 int sl_tokenizer_encode(sl_tok_state *s, const char *text, size_t len, sl_tok_ids *out,
                         size_t *bad_offset, char *err, size_t errlen);
 

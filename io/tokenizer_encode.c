@@ -289,6 +289,6 @@ int sl_tokenizer_encode(sl_tok_state *s, const char *text, size_t len, sl_tok_id
     else if (len)
         raw_stretch(s, p, len, out);
     for (int i = 0; i < t->n_post; i++) sl_tok_ids_push(out, t->post_ids[i]);
-    if (s->rc != 0 && bad_offset) *bad_offset = 0;
+    if (s->rc != 0 && bad_offset) *bad_offset = SIZE_MAX;
     return s->rc;
 }

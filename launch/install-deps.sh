@@ -5,7 +5,7 @@
 #   --build   compiler-side dependencies (always included)
 #   --tests   also what the test suite uses: PyTorch/NumPy for the cross-check, clang's
 #             fuzzer runtime, the zstd CLI, gnuplot (sluice eval --plot, sluice plot), Node.js
-#             and npm (the tokenizer test's JavaScript reference)
+#             and npm (the tokenizer test's JavaScript reference), bible-kjv (its corpus)
 #   --corpus  also the quickstart's corpus (bible-kjv)
 # Exit status: 0 when everything is present (after installing it), 1 when packages are
 # missing and this is not root.
@@ -20,7 +20,8 @@ tools=()
 for arg in "$@"; do
     case "$arg" in
     --build) ;;
-    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev patchelf gnuplot-nox)
+    --tests) pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev patchelf gnuplot-nox
+                   bible-kjv)
              tools+=(node:nodejs npm:npm) ;;
     --corpus) pkgs+=(bible-kjv) ;;
     -h | --help) sed -n '2,11p' "$0"; exit 0 ;;

@@ -14,6 +14,8 @@
 #include <utf8proc.h>
 
 #include "core/log.h"
+#include "io/build.h"
+#include "io/shard.h"
 #include "io/tokenizer.h"
 #include "io/tokenizer_internal.h"
 #include "tests/test_util.h"
@@ -530,6 +532,196 @@ static void test_translation(void) {
     }
 }
 
+/* The concatenated tokens and document starts of the shards in dir. */
+static size_t read_shards(const char *dir, uint32_t **tok, size_t **docs, size_t *n_docs,
+                          sl_shard_header *h0) {
+    size_t n = 0, cap = 0, dcap = 0;
+    *tok = NULL, *docs = NULL, *n_docs = 0;
+    for (int i = 0;; i++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/shard-%05d.shard.zst", dir, i);
+        if (access(path, F_OK) != 0) break;
+        sl_shard *sh = sl_shard_open(path, err, sizeof err);
+        CHECK(sh, "%s", err);
+        if (!sh) break;
+        if (i == 0) *h0 = *sl_shard_hdr(sh);
+        sl_frame_buf fb = {0};
+        for (uint64_t f = 0; f < sl_shard_hdr(sh)->n_frames; f++) {
+            CHECK(sl_shard_read_frame(sh, f, &fb, err, sizeof err) == 0, "%s", err);
+            for (uint32_t d = 0; d < fb.n_docs; d++) {
+                sl_xreserve((void **)docs, &dcap, (*n_docs + 1) * sizeof **docs);
+                (*docs)[(*n_docs)++] = n + fb.docs[d];
+            }
+            sl_xreserve((void **)tok, &cap, (n + fb.n_tokens) * sizeof **tok);
+            for (uint32_t k = 0; k < fb.n_tokens; k++)
+                (*tok)[n++] = sl_shard_hdr(sh)->token_bytes == 2 ? ((uint16_t *)fb.tokens)[k]
+                                                                 : ((uint32_t *)fb.tokens)[k];
+        }
+        sl_frame_buf_free(&fb);
+        sl_shard_close(sh);
+    }
+    return n;
+}
+
+/* sluice data build --tokenizer: the shards equal the documents encoded one after the other
+ * (order kept on any number of threads, byte-identical files), the header records the
+ * tokenizer, and the options' errors. */
+static void test_build(void) {
+    char err[1024], tokpath[512], jsonl[512], out1[512], out3[512];
+    cJSON *root = base();
+    add_token(root, 300, "<x>", true, false, false, false);
+    add_token(root, 305, "<|endoftext|>", true, false, false, false);
+    sl_tokenizer *t = load_json(root, "build.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (!t) return;
+    snprintf(tokpath, sizeof tokpath, "%s/build.json", g_dir);
+    snprintf(jsonl, sizeof jsonl, "%s/docs.jsonl", g_dir);
+    /* 3000 documents of 1 to 600 characters over a small alphabet, some with <x> inside */
+    FILE *f = fopen(jsonl, "wb");
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    char **docs = sl_xcalloc(3000, sizeof *docs);
+    for (int d = 0; d < 3000; d++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int len = 1 + (int)(x % 600);
+        docs[d] = sl_xmalloc((size_t)len + 4);
+        for (int i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            docs[d][i] = "abc  ,\n"[x % 7];
+        }
+        docs[d][len] = '\0';
+        if (d % 7 == 0 && len > 3) memcpy(docs[d] + len / 2, "<x>", 3);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "text", docs[d]);
+        char *line = cJSON_PrintUnformatted(o);
+        fprintf(f, "%s\n", line);
+        cJSON_free(line);
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    snprintf(out1, sizeof out1, "%s/b1", g_dir);
+    snprintf(out3, sizeof out3, "%s/b3", g_dir);
+    char *inputs[] = {jsonl};
+    sl_build_result res;
+    /* one shard: byte-identical on 1 and 3 threads. (Where a shard is closed depends on the
+     * compressed bytes written so far, which depend on the compression batches and so on the
+     * thread count, as for every input format; the token stream does not.) */
+    sl_build_opts o = {.out_dir = out1,
+                       .vocab = -1,
+                       .eod = -1,
+                       .add_eod = -1,
+                       .quiet = true,
+                       .tokenizer = tokpath,
+                       .threads = 1,
+                       .frame_tokens = 4096};
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    o.out_dir = out3, o.threads = 3;
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/shard-00000.shard.zst", out1);
+    snprintf(b, sizeof b, "%s/shard-00000.shard.zst", out3);
+    size_t na, nb;
+    char *da = sl_read_file(a, &na, err, sizeof err), *db = sl_read_file(b, &nb, err, sizeof err);
+    CHECK(res.n_shards == 1 && da && db && na == nb && memcmp(da, db, na) == 0,
+          "the shard differs between 1 and 3 threads");
+    free(da), free(db);
+    /* many shards on 3 threads: the documents in order across them */
+    o.shard_bytes = 20000, o.force = true;
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    CHECK(res.n_shards > 1 && res.docs == 3000, "%d shards, %llu documents", res.n_shards,
+          (unsigned long long)res.docs);
+    uint32_t *tok;
+    size_t *starts, n_starts;
+    sl_shard_header h;
+    size_t n = read_shards(out3, &tok, &starts, &n_starts, &h);
+    CHECK(h.vocab_size == 306 && h.eod_token == 305 && h.token_bytes == 2, "header vocab %u eod %u",
+          h.vocab_size, h.eod_token);
+    CHECK(memcmp(h.tokenizer_hash, sl_tokenizer_hash(t), SL_SHARD_TOKENIZER_HASH) == 0,
+          "the header records the tokenizer's hash");
+    /* the same ids, document by document, encoded in order on one thread */
+    sl_tok_state *st = sl_tok_state_new(t);
+    sl_tok_ids want = {0};
+    size_t bad;
+    bool same = n_starts == 3000;
+    for (int d = 0; d < 3000 && same; d++) {
+        const size_t at = want.n;
+        CHECK(sl_tokenizer_encode(st, docs[d], strlen(docs[d]), &want, &bad, err, sizeof err) == 0,
+              "%s", err);
+        sl_tok_ids_push(&want, 305);
+        same = starts[d] == at;
+    }
+    CHECK(same && n == want.n && memcmp(tok, want.ids, n * sizeof *tok) == 0,
+          "the shards hold the documents' ids in order (%zu tokens, want %zu)", n, want.n);
+    free(want.ids), free(tok), free(starts);
+    sl_tok_state_free(st);
+    for (int d = 0; d < 3000; d++) free(docs[d]);
+    free(docs);
+
+    /* the options */
+    char out[512];
+    snprintf(out, sizeof out, "%s/b", g_dir);
+    sl_build_opts e = {.out_dir = out,
+                       .vocab = 1000,
+                       .eod = -1,
+                       .add_eod = -1,
+                       .quiet = true,
+                       .tokenizer = tokpath,
+                       .eod_token = "<x>",
+                       .force = true};
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) == 0 && res.vocab == 1000 &&
+              res.eod == 300,
+          "--vocab 1000 --eod <x>: %s", err);
+    e.eod_token = NULL, e.eod = -2;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) == 0 && res.eod == -1,
+          "--eod none: %s", err);
+    e.vocab = 100;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "smaller than the tokenizer's 306"),
+          "--vocab 100: %s", err);
+    e.vocab = -1, e.eod_token = "<nope>";
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--eod <nope>: no such token"),
+          "--eod <nope>: %s", err);
+    e.eod_token = NULL, e.eod = 999;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--eod 999: no such token id"),
+          "--eod 999: %s", err);
+    e.eod = -1, e.format = SL_FMT_RAW, e.raw_token_bytes = 2;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--tokenizer applies to text and jsonl input, not raw"),
+          "raw: %s", err);
+    e.format = SL_FMT_AUTO, e.tokenizer = NULL, e.eod_token = "<x>";
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "needs --tokenizer"),
+          "a token name without a tokenizer: %s", err);
+    char nodef[512];
+    snprintf(nodef, sizeof nodef, "%s/base.json", g_dir); /* has no <|endoftext|> */
+    e.tokenizer = nodef, e.eod_token = NULL;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "name one with --eod TOKEN"),
+          "no default end-of-document token: %s", err);
+    /* invalid UTF-8 in a text file: the file and byte offset; nothing written */
+    char txt[512], fresh[512];
+    snprintf(txt, sizeof txt, "%s/bad.txt", g_dir);
+    f = fopen(txt, "wb");
+    fputs("abc\nab\xc3(c\n", f);
+    fclose(f);
+    snprintf(fresh, sizeof fresh, "%s/fresh/out", g_dir);
+    char *tin[] = {txt};
+    sl_build_opts bt = {.out_dir = fresh,
+                        .vocab = -1,
+                        .eod = -1,
+                        .add_eod = -1,
+                        .quiet = true,
+                        .tokenizer = tokpath,
+                        .text_docs = SL_TEXT_DOC_LINE};
+    CHECK(sl_data_build(&bt, tin, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "bad.txt: byte offset 6: invalid UTF-8 (byte 0xC3)"),
+          "invalid UTF-8: %s", err);
+    snprintf(fresh, sizeof fresh, "%s/fresh", g_dir);
+    CHECK(access(fresh, F_OK) != 0, "a failed build leaves no directory");
+    sl_tokenizer_free(t);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_tokenizer_XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
@@ -537,6 +729,7 @@ int main(void) {
     test_added_and_normalizer();
     test_refusals();
     test_translation();
+    test_build();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
