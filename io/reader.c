@@ -114,6 +114,9 @@ struct sl_reader {
     uint64_t S, lo, hi; /* sequences per global batch; this rank's share [lo, hi) of each */
     bool eval;
     uint32_t vocab;
+    const char *vocab_shard; /* the first shard (its path lives in the corpus) */
+    const char *tok_shard;   /* the first shard recording a tokenizer, NULL: none does */
+    uint8_t tok_hash[SL_SHARD_TOKENIZER_HASH];
     int n;
     corpus c[SL_MAX_CORPORA];
     plan cplan, pplan; /* consumer's and producer's */
@@ -512,13 +515,28 @@ static int load_corpus(sl_reader *r, corpus *c, const char *spec, char *err, siz
             sl_data_paths_free(files, nf);
             return sl_fail(err, errlen, "%s: too many frames", s->path);
         }
-        if (r->vocab == 0) r->vocab = s->h.vocab_size;
+        if (r->vocab == 0) r->vocab = s->h.vocab_size, r->vocab_shard = s->path;
         if (s->h.vocab_size != r->vocab) {
             sl_data_paths_free(files, nf);
             return sl_fail(err, errlen,
-                           "%s: vocabulary size %u differs from %u in the other shards (every "
-                           "corpus must use the same tokenizer)",
-                           s->path, s->h.vocab_size, r->vocab);
+                           "%s: vocabulary size %u differs from %u in %s (every corpus must use "
+                           "the same tokenizer)",
+                           s->path, s->h.vocab_size, r->vocab, r->vocab_shard);
+        }
+        if (sl_shard_has_tokenizer(&s->h)) {
+            if (!r->tok_shard) {
+                r->tok_shard = s->path;
+                memcpy(r->tok_hash, s->h.tokenizer_hash, SL_SHARD_TOKENIZER_HASH);
+            } else if (memcmp(r->tok_hash, s->h.tokenizer_hash, SL_SHARD_TOKENIZER_HASH) != 0) {
+                char a[33], b[33];
+                sl_shard_tokenizer_hex(s->h.tokenizer_hash, a);
+                sl_shard_tokenizer_hex(r->tok_hash, b);
+                sl_data_paths_free(files, nf);
+                return sl_fail(err, errlen,
+                               "%s: built with tokenizer sha256 %s..., but %s with %s... (every "
+                               "corpus must use the same tokenizer)",
+                               s->path, a, r->tok_shard, b);
+            }
         }
         c->n_frames += s->h.n_frames;
         c->n_tokens += s->h.n_tokens;
@@ -634,6 +652,15 @@ void sl_reader_close(sl_reader *r) {
 
 int sl_reader_vocab_size(const sl_reader *r) {
     return (int)r->vocab;
+}
+
+const char *sl_reader_first_shard(const sl_reader *r) {
+    return r->vocab_shard;
+}
+
+const uint8_t *sl_reader_tokenizer(const sl_reader *r, const char **shard) {
+    if (shard) *shard = r->tok_shard;
+    return r->tok_shard ? r->tok_hash : NULL;
 }
 
 int sl_reader_set_seq_len(sl_reader *r, int seq_len) {

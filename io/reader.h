@@ -54,6 +54,9 @@ typedef struct {
     char eval_path[SL_PATH_MAX];
     uint64_t seed; /* data order */
     int prefetch;  /* decompressed frames queued ahead */
+    /* the tokenizer.json (or its directory) the shards were built with; "" = none. The reader
+     * does not use it; the trainer checks the shards against it and exports it. */
+    char tokenizer[SL_PATH_MAX];
 } sl_data_config;
 
 typedef struct sl_reader sl_reader;
@@ -90,6 +93,12 @@ int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t e
 /* The position in tokens is kept; the global batch keeps its number of sequences. */
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
 int sl_reader_vocab_size(const sl_reader *r);
+/* The first shard of the data (for messages naming a file). */
+const char *sl_reader_first_shard(const sl_reader *r);
+/* The tokenizer the shards record (the first SL_SHARD_TOKENIZER_HASH bytes of its SHA-256;
+ * every shard that records one records the same, or the reader does not open), or NULL when
+ * none does; *shard: the first shard that records it. */
+const uint8_t *sl_reader_tokenizer(const sl_reader *r, const char **shard);
 void sl_reader_close(sl_reader *r);
 
 /* ---- batch hashes: proof that runs at different world sizes read the same batches ----

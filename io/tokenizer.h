@@ -82,6 +82,16 @@ int sl_tokenizer_encode(sl_tok_state *s, const char *text, size_t len, sl_tok_id
  * sequence is the concatenation (it may split a UTF-8 character between tokens). */
 const uint8_t *sl_tokenizer_id_bytes(const sl_tokenizer *t, uint32_t id, size_t *n);
 
+/* Copies the tokenizer of `path` (a tokenizer.json, or the directory holding one) into
+ * directory dir, so that Hugging Face loads it with the model there: tokenizer.json, and when
+ * path is a directory or a file named tokenizer.json, the companion files beside it that
+ * exist (tokenizer_config.json, special_tokens_map.json, added_tokens.json, vocab.json,
+ * merges.txt, chat_template.jinja, chat_template.json). Each file is written atomically.
+ * expect (SL_TOKENIZER_HASH_BYTES, or NULL): the SHA-256 tokenizer.json must still have.
+ * Returns the number of files copied, or -1 with err. */
+int sl_tokenizer_copy_files(const char *path, const char *dir, const uint8_t *expect, char *err,
+                            size_t errlen);
+
 /* Appends `id` to ids (growing it). */
 void sl_tok_ids_push(sl_tok_ids *ids, uint32_t id);
 

@@ -103,6 +103,12 @@ struct sl_tokenizer {
     int n_pre, n_post;
 };
 
+/* SHA-256 of n bytes. */
+void tok_sha256(const void *data, size_t n, uint8_t out[SL_TOKENIZER_HASH_BYTES]);
+/* The tokenizer.json that path names: path itself, or path/tokenizer.json for a directory
+ * (*is_dir). Malloc'ed, or NULL with err. */
+char *tok_resolve(const char *path, bool *is_dir, char *err, size_t errlen);
+
 /* The bytes <-> ByteLevel characters map: the code point of byte b, and the byte of code
  * point c (-1 when c stands for no byte). */
 uint32_t tok_byte_char(uint8_t b);

@@ -5,14 +5,11 @@
  * docs/data.md, "Tokenizers", says why).
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
-#include <nettle/sha2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <utf8proc.h>
 
 #include "core/fsutil.h"
@@ -637,26 +634,9 @@ static int build_tables(loader *L, const cJSON *added) {
 
 /* ---- load ---- */
 
-static char *resolve(const char *path, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        sl_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (!S_ISDIR(st.st_mode)) return sl_xstrdup(path);
-    size_t n = strlen(path);
-    char *p = sl_xmalloc(n + 16);
-    snprintf(p, n + 16, "%s%stokenizer.json", path, n && path[n - 1] == '/' ? "" : "/");
-    if (stat(p, &st) != 0 || S_ISDIR(st.st_mode)) {
-        sl_fail(err, errlen, "%s: a directory without tokenizer.json", path);
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
 sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
-    char *file = resolve(path, err, errlen);
+    bool is_dir;
+    char *file = tok_resolve(path, &is_dir, err, errlen);
     if (!file) return NULL;
     size_t len;
     char *text = sl_read_file(file, &len, err, errlen);
@@ -666,10 +646,7 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     }
     sl_tokenizer *t = sl_xcalloc(1, sizeof *t);
     t->path = file;
-    struct sha256_ctx h;
-    sha256_init(&h);
-    sha256_update(&h, len, (const uint8_t *)text);
-    sha256_digest(&h, SHA256_DIGEST_SIZE, t->hash);
+    tok_sha256(text, len, t->hash);
     tok_strmap_init(&t->vocab);
     tok_strmap_init(&t->added_ids);
     loader L = {.t = t, .file = file, .err = err, .errlen = errlen};

@@ -59,17 +59,20 @@ fail() {
     fails=$((fails + 1))
 }
 
-# check NAME TOKENIZER EOD_NAME [KIND INPUT]...: builds one shard directory per input, then
-# compares show --ids and show --text with the reference.
+# check NAME TOKENIZER EOD_NAME "KIND INPUT..."...: one shard directory per group (its inputs
+# built together: a text file is one document with --text-docs file), then show --ids and
+# show --text of them all compared with the reference.
 check() {
     name=$1 tok=$2 eod_name=$3
     shift 3
     specs=
     dirs=
     i=0
-    while [ $# -gt 0 ]; do
-        kind=$1 input=$2
-        shift 2
+    for group in "$@"; do
+        # shellcheck disable=SC2086
+        set -- $group
+        kind=$1
+        shift
         i=$((i + 1))
         dir="$work/$name-$i"
         case $kind in
@@ -79,12 +82,12 @@ check() {
         esac
         # shellcheck disable=SC2086
         if ! "$sluice" data build --quiet --tokenizer "$tok" --eod "$eod_name" -o "$dir" $args \
-            "$input" >"$work/$name-$i.log" 2>&1; then
+            "$@" >"$work/$name-$i.log" 2>&1; then
             cat "$work/$name-$i.log"
-            fail "$name: data build of $input"
+            fail "$name: data build of $*"
             return
         fi
-        specs="$specs $kind $input $dir/shard-00000.shard.zst"
+        for input in "$@"; do specs="$specs $kind $input $dir/shard-00000.shard.zst"; done
         dirs="$dirs $dir"
     done
     eod=$("$sluice" data info --json "$work/$name-1" | head -n 1 |
@@ -111,12 +114,12 @@ check() {
 }
 
 check qwen3 "$models/tokenizer-qwen3/models/tokenizer.json" '<|endoftext|>' \
-    jsonl "$work/adversarial.jsonl" file "$work/kjv.txt" lines "$work/kjv.txt" \
-    file "$work/controls.txt"
+    "jsonl $work/adversarial.jsonl" "file $work/kjv.txt $work/controls.txt" \
+    "lines $work/kjv.txt"
 check gpt2 "$models/tokenizer-gpt2/models/tokenizer.json" '<|endoftext|>' \
-    jsonl "$work/adversarial.jsonl" file "$work/controls.txt"
+    "jsonl $work/adversarial.jsonl" "file $work/controls.txt"
 check llama3 "$models/tokenizer-llama3/models/tokenizer.json" '<|end_of_text|>' \
-    jsonl "$work/adversarial.jsonl" file "$work/controls.txt"
+    "jsonl $work/adversarial.jsonl" "file $work/controls.txt"
 
 # Invalid UTF-8 is refused, naming the file and the byte offset (text) or the line (JSONL).
 qwen="$models/tokenizer-qwen3/models/tokenizer.json"

@@ -7,3 +7,8 @@ add_test(NAME test_tokenizer_hf
                  ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_hf_work)
 set_tests_properties(test_tokenizer_hf PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "io;tokenizer")
+add_test(NAME test_tokenizer_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_tokenizer_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_cli_work)
+set_tests_properties(test_tokenizer_cli PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "io;tokenizer;trainer" ENVIRONMENT "OMP_NUM_THREADS=1")

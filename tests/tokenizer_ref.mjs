@@ -6,7 +6,8 @@
 //
 //   node tokenizer_ref.mjs ids MODULE_DIR TOKENIZER_JSON EOD_ID IDS_OUT TEXT_OUT (KIND INPUT SHARD)...
 //     KIND jsonl: each line's "text" is a document; lines: each non-empty line (without its
-//     \n) is one; file: the whole file is one. For every document: its ids and EOD_ID (-1:
+//     \n) is one; file: the whole file is one (inputs sharing a SHARD follow each other in
+//     it, as a build of several inputs writes them). For every document: its ids and EOD_ID (-1:
 //     none) as one line of IDS_OUT (what `sluice data show --ids` prints), and the document
 //     as `sluice data show --text` prints it, decoded from those ids by the reference's
 //     decoder, to TEXT_OUT (SHARD: the shard path the headers name).
@@ -82,10 +83,11 @@ if (cmd === "adversarial") {
   const tok = await loadTokenizer(moduleDir, tokFile);
   const eod = Number(eodArg);
   const ids = [], texts = [];
+  const first = new Map(); // per shard: the first token of the next document in it
   let n = 0;
   for (let i = 0; i < specs.length; i += 3) {
     const [kind, input, shard] = specs.slice(i, i + 3);
-    let at = 0; // the first token of the document in its shard
+    let at = first.get(shard) ?? 0;
     for (const doc of documents(kind, input)) {
       const d = tok.encode(doc).ids;
       if (eod >= 0) d.push(eod);
@@ -95,6 +97,7 @@ if (cmd === "adversarial") {
                  (t.endsWith("\n") ? "" : "\n"));
       at += d.length;
     }
+    first.set(shard, at);
   }
   fs.writeFileSync(idsOut, ids.join("\n") + "\n");
   fs.writeFileSync(textOut, texts.join(""));
