@@ -3,7 +3,8 @@
 # sluice train with data.tokenizer (its files land in final/ beside config.json) -> ckpt export
 # (copies them, checking the recorded SHA-256); and the refusals: shards whose vocabulary does
 # not fit model.vocab_size (naming the shard and the key), shards of another tokenizer, a
-# changed tokenizer file at export, text shown without the right tokenizer.
+# changed tokenizer file at export, text shown without the right tokenizer, `sluice eval` on
+# shards whose vocabulary the model does not cover.
 # The tokenizer is a small byte-level one written here (no network needed; the exactness
 # against Hugging Face is test_tokenizer_hf.sh).
 # usage: test_tokenizer_cli.sh SLUICE_BINARY WORK_DIR
@@ -146,6 +147,13 @@ expect_fail "shards of another tokenizer" \
     train cfg.json --set data.tokenizer=tok2
 expect_fail "a missing tokenizer" "cfg.json: data.tokenizer: nope: cannot open" \
     train cfg.json --set data.tokenizer=nope
+check "data build --vocab 400 (larger than the tokenizer's)" "$sluice" data build --quiet \
+    --tokenizer tok --vocab 400 --text-docs line -o big eval.txt
+if [ -f run/final/config.json ]; then
+    expect_fail "eval on shards larger than the model's vocabulary" \
+        "big/shard-00000.shard.zst: vocabulary size 400 does not fit the model's vocab_size = 320 (run/final/config.json)" \
+        eval --weights run/final --data big
+fi
 expect_fail "--tokenizer with llm.c-style raw input" "applies to text and jsonl input, not raw" \
     data build --tokenizer tok --format raw --dtype uint16 --vocab 400 -o r train.txt
 
