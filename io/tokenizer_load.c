@@ -261,6 +261,26 @@ static int load_model(loader *L, const cJSON *model) {
     return load_merges(L, cJSON_GetObjectItemCaseSensitive(model, "merges"));
 }
 
+/* A Sequence component (`type`, and the array `key` of components): fn loads each, its field
+ * "<field>.<key>[i]". 0, or -1. */
+static int sequence(loader *L, const cJSON *o, const char *field, const char *key,
+                    int (*fn)(loader *L, const cJSON *item, const char *field)) {
+    const char *const keys[] = {"type", key, NULL};
+    if (only_keys(L, o, field, keys)) return -1;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, key);
+    char f[160];
+    snprintf(f, sizeof f, "%s.%s", field, key);
+    if (!cJSON_IsArray(list)) return bad(L, f, "must be an array");
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list) {
+        snprintf(f, sizeof f, "%s.%s[%d]", field, key, i++);
+        if (!cJSON_IsObject(it)) return bad(L, f, "must be an object");
+        if (fn(L, it, f) != 0) return -1;
+    }
+    return 0;
+}
+
 /* ---- normalizer ---- */
 
 static int load_normalizer(loader *L, const cJSON *n, const char *field) {
@@ -274,22 +294,7 @@ static int load_normalizer(loader *L, const cJSON *n, const char *field) {
         L->t->nfc = true;
         return 0;
     }
-    if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "normalizers", NULL};
-        if (only_keys(L, n, field, keys)) return -1;
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        snprintf(f, sizeof f, "%s.normalizers", field);
-        if (!cJSON_IsArray(list)) return bad(L, f, "must be an array");
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, list) {
-            char g[160];
-            snprintf(g, sizeof g, "%s.normalizers[%d]", field, i++);
-            if (!it || cJSON_IsNull(it)) return bad(L, g, "must be an object");
-            if (load_normalizer(L, it, g) != 0) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return sequence(L, n, field, "normalizers", load_normalizer);
     return bad(L, f, "\"%s\" is not supported (only NFC, or a Sequence of NFC)", type);
 }
 
@@ -546,19 +551,7 @@ static int load_post(loader *L, const cJSON *p, const char *field) {
     if (strcmp(type, "ByteLevel") == 0) /* changes offsets only, never ids */
         return bytelevel(L, p, field, &a, &b);
     if (strcmp(type, "TemplateProcessing") == 0) return template_ids(L, p, field);
-    if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "processors", NULL};
-        if (only_keys(L, p, field, keys)) return -1;
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "processors");
-        snprintf(f, sizeof f, "%s.processors", field);
-        if (!cJSON_IsArray(list)) return bad(L, f, "must be an array");
-        for (int i = 0; i < cJSON_GetArraySize(list); i++) {
-            char g[160];
-            snprintf(g, sizeof g, "%s.processors[%d]", field, i);
-            if (load_post(L, cJSON_GetArrayItem(list, i), g) != 0) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return sequence(L, p, field, "processors", load_post);
     return bad(L, f,
                "\"%s\" is not supported (ByteLevel, TemplateProcessing, or a Sequence of them)",
                type);

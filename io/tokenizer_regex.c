@@ -68,6 +68,13 @@ static int refuse(xl *x, size_t at, const char *what) {
     return sl_fail(x->err, x->errlen, "byte offset %zu of the pattern: %s", at, what);
 }
 
+/* The bytes of the UTF-8 character starting at x->i (0 when the pattern ends inside it). */
+static size_t char_len(const xl *x) {
+    const unsigned char u = (unsigned char)x->p[x->i];
+    const size_t len = u >= 0xF0 ? 4 : u >= 0xE0 ? 3 : u >= 0xC0 ? 2 : 1;
+    return x->i + len > x->n ? 0 : len;
+}
+
 static bool is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -126,8 +133,34 @@ static int hex_escape(xl *x) {
     return 0;
 }
 
-/* One escape at x->i outside a class. */
-static int escape(xl *x) {
+/* Oniguruma's escapes that both engines can spell: the PCRE2 text outside a class and inside
+ * one (NULL: refused there), and whether the escape stands for a set of characters (which
+ * cannot bound a range in a class). */
+static const struct {
+    char c;
+    const char *out, *in;
+    bool set;
+} k_escapes[] = {
+    {'s', "\\p{White_Space}", "\\p{White_Space}", true},
+    {'S', "\\P{White_Space}", "\\P{White_Space}", true},
+    {'d', "\\p{Nd}", "\\p{Nd}", true},
+    {'D', "\\P{Nd}", "\\P{Nd}", true},
+    {'w', "[" WORD_CLASS "]", WORD_CLASS, true},
+    {'W', "[^" WORD_CLASS "]", NULL, true},
+    {'h', "[0-9a-fA-F]", "0-9a-fA-F", true},
+    {'H', "[^0-9a-fA-F]", NULL, true},
+    {'t', "\\t", "\\t", false},
+    {'n', "\\n", "\\n", false},
+    {'r', "\\r", "\\r", false},
+    {'f', "\\f", "\\f", false},
+    {'v', "\\x{0B}", "\\x{0B}", false},
+    {'a', "\\x{07}", "\\x{07}", false},
+    {'e', "\\x{1B}", "\\x{1B}", false},
+};
+
+/* One escape at x->i, outside a class or inside one (in_class); *set: it stands for a set of
+ * characters. 0, or -1 with err. */
+static int escape(xl *x, bool in_class, bool *set) {
     size_t at = x->i;
     if (x->i + 1 >= x->n) return refuse(x, at, "a trailing backslash");
     const char c = x->p[x->i + 1];
@@ -135,76 +168,27 @@ static int escape(xl *x) {
         return refuse(x, at,
                       "inside (?i: only literal ASCII characters are supported (case folding "
                       "of classes differs between Oniguruma and PCRE2)");
-    const char *rep = NULL;
-    switch (c) {
-    case 's':
-        rep = "\\p{White_Space}";
-        break;
-    case 'S':
-        rep = "\\P{White_Space}";
-        break;
-    case 'd':
-        rep = "\\p{Nd}";
-        break;
-    case 'D':
-        rep = "\\P{Nd}";
-        break;
-    case 'w':
-        rep = "[" WORD_CLASS "]";
-        break;
-    case 'W':
-        rep = "[^" WORD_CLASS "]";
-        break;
-    case 'h':
-        rep = "[0-9a-fA-F]";
-        break;
-    case 'H':
-        rep = "[^0-9a-fA-F]";
-        break;
-    case 't':
-        rep = "\\t";
-        break;
-    case 'n':
-        rep = "\\n";
-        break;
-    case 'r':
-        rep = "\\r";
-        break;
-    case 'f':
-        rep = "\\f";
-        break;
-    case 'v':
-        rep = "\\x{0B}";
-        break;
-    case 'a':
-        rep = "\\x{07}";
-        break;
-    case 'e':
-        rep = "\\x{1B}";
-        break;
-    case 'p':
-    case 'P':
-        x->can_quant = true;
-        return property(x);
-    case 'x':
-    case 'u':
-        x->can_quant = true;
-        return hex_escape(x);
-    default:
-        break;
-    }
-    if (rep) {
+    *set = false;
+    for (size_t k = 0; k < sizeof k_escapes / sizeof k_escapes[0]; k++) {
+        if (k_escapes[k].c != c) continue;
+        const char *rep = in_class ? k_escapes[k].in : k_escapes[k].out;
+        if (!rep) break;
         puts_(&x->out, rep);
         x->i += 2;
-        x->can_quant = true;
+        *set = k_escapes[k].set;
         return 0;
     }
+    if (c == 'p' || c == 'P') {
+        *set = true;
+        return property(x);
+    }
+    if (c == 'x' || c == 'u') return hex_escape(x);
     if (is_alnum(c)) {
-        char what[160];
+        char what[192];
         snprintf(what, sizeof what,
-                 "the escape \\%c is not supported (anchors, back-references and the other "
+                 "the escape \\%c is not supported%s (anchors, back-references and the other "
                  "escapes are read differently by Oniguruma and PCRE2)",
-                 c);
+                 c, in_class ? " in a class" : "");
         return refuse(x, at, what);
     }
     if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
@@ -212,7 +196,6 @@ static int escape(xl *x) {
     char lit[2] = {'\\', c};
     put(&x->out, lit, 2); /* an escaped ASCII punctuation character: itself in both */
     x->i += 2;
-    x->can_quant = true;
     if (x->ci) x->ci_prev = c;
     return 0;
 }
@@ -253,71 +236,13 @@ static int klass(xl *x) {
         }
         bool single = true;
         if (c == '\\') {
-            if (x->i + 1 >= x->n) return refuse(x, ia, "a trailing backslash");
-            const char e = x->p[x->i + 1];
-            const char *rep = NULL;
-            switch (e) {
-            case 's':
-                rep = "\\p{White_Space}";
-                break;
-            case 'S':
-                rep = "\\P{White_Space}";
-                break;
-            case 'd':
-                rep = "\\p{Nd}";
-                break;
-            case 'D':
-                rep = "\\P{Nd}";
-                break;
-            case 'w':
-                rep = WORD_CLASS;
-                break;
-            case 'h':
-                rep = "0-9a-fA-F";
-                break;
-            default:
-                break;
-            }
-            if (rep) {
-                puts_(&x->out, rep);
-                x->i += 2;
-                single = false;
-            } else if (e == 'p' || e == 'P') {
-                if (property(x) != 0) return -1;
-                single = false;
-            } else if (e == 'x' || e == 'u') {
-                if (hex_escape(x) != 0) return -1;
-            } else if (e == 't' || e == 'n' || e == 'r' || e == 'f' || e == 'v' || e == 'a' ||
-                       e == 'e') {
-                const char *lit = e == 't'   ? "\\t"
-                                  : e == 'n' ? "\\n"
-                                  : e == 'r' ? "\\r"
-                                  : e == 'f' ? "\\f"
-                                  : e == 'v' ? "\\x{0B}"
-                                  : e == 'a' ? "\\x{07}"
-                                             : "\\x{1B}";
-                puts_(&x->out, lit);
-                x->i += 2;
-            } else if (is_alnum(e) || (unsigned char)e < 0x20 || (unsigned char)e >= 0x7f) {
-                char what[96];
-                snprintf(what, sizeof what, "the escape \\%c is not supported in a class", e);
-                return refuse(x, ia, what);
-            } else {
-                char lit[2] = {'\\', e};
-                put(&x->out, lit, 2);
-                x->i += 2;
-            }
+            bool set;
+            if (escape(x, true, &set) != 0) return -1;
+            single = !set;
         } else {
             /* one UTF-8 character, copied */
-            size_t len = 1;
-            const unsigned char u = (unsigned char)c;
-            if (u >= 0xF0)
-                len = 4;
-            else if (u >= 0xE0)
-                len = 3;
-            else if (u >= 0xC0)
-                len = 2;
-            if (x->i + len > x->n) return refuse(x, ia, "a truncated UTF-8 character");
+            const size_t len = char_len(x);
+            if (!len) return refuse(x, ia, "a truncated UTF-8 character");
             put(&x->out, x->p + x->i, len);
             x->i += len;
         }
@@ -399,9 +324,12 @@ char *tok_regex_translate(const char *pattern, size_t n, char *err, size_t errle
         const size_t at = x.i;
         const char c = x.p[x.i];
         switch (c) {
-        case '\\':
-            rc = escape(&x);
+        case '\\': {
+            bool set;
+            rc = escape(&x, false, &set);
+            x.can_quant = true;
             break;
+        }
         case '[':
             rc = klass(&x);
             break;
@@ -488,15 +416,9 @@ char *tok_regex_translate(const char *pattern, size_t n, char *err, size_t errle
             break;
         }
         default: {
-            size_t len = 1;
+            const size_t len = char_len(&x);
             const unsigned char u = (unsigned char)c;
-            if (u >= 0xF0)
-                len = 4;
-            else if (u >= 0xE0)
-                len = 3;
-            else if (u >= 0xC0)
-                len = 2;
-            if (x.i + len > x.n) {
+            if (!len) {
                 rc = refuse(&x, at, "a truncated UTF-8 character");
                 break;
             }
