@@ -48,6 +48,10 @@ sl_tok_state *sl_tok_state_new(const sl_tokenizer *t) {
     s->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
     SL_CHECK(s->md && s->mctx && s->jit_stack, "PCRE2: out of memory");
     pcre2_jit_stack_assign(s->mctx, NULL, s->jit_stack);
+    /* no match-step limit: the default (10^7) stops a pattern like Qwen's on a run of about
+     * ten million spaces, and the patterns are checked at load time (they run in time linear
+     * in such runs) */
+    pcre2_set_match_limit(s->mctx, UINT32_MAX);
     s->bpe = tok_bpe_scratch_new();
     s->cache = sl_xcalloc(CACHE_SLOTS, sizeof *s->cache);
     return s;
