@@ -6,6 +6,8 @@
 # ids of every verse and of the whole text compared with the reference's. Then
 # `sluice data build --tokenizer` end to end (wall time, peak RSS) on the Bible and on eight
 # copies of it, to show that memory does not grow with the corpus.
+# Where a Python with Hugging Face's Rust `tokenizers` exists (PYTHON, default python3; a GPU
+# node's), bench/tokenizer_bench_hf.py measures it on the same documents and compares its ids.
 # Needs node, npm (the reference is installed into SLUICE_NPM_CACHE, default
 # ~/.cache/sluice/tokenizer-ref, as tests/test_tokenizer_hf.sh does) and bible-kjv.
 set -eu
@@ -39,10 +41,17 @@ for mode in line file; do
         echo "ids: DIFFERENT from the reference"
         exit 1
     fi
-    awk '/^sluice  1 thread/ { for (i = 1; i <= NF; i++) if ($i == "warm") w = $(i + 1) }
-         END { printf "sluice 1 thread warm: %.2f MB/s; ", w; getline l < "'"$work/js.out"'";
-               split(l, a, " "); printf "reference warm: %.3f MB/s; ratio %.1fx\n", a[5], w / a[5] }' \
-        "$work/c.out"
+    py=${PYTHON:-python3}
+    if "$py" -c 'import tokenizers' 2>/dev/null; then
+        "$py" "$root/bench/tokenizer_bench_hf.py" "$qwen" "$work/kjv.txt" "$mode" "$work/c.ids"
+    else
+        echo "rust: no Python with the tokenizers package here ($py); not measured"
+    fi
+    awk '/^sluice  1 thread/ { w = $9; c = $16 }
+         END { getline l < "'"$work/js.out"'"; split(l, a, " ");
+               printf "1 thread, warm: sluice %.2f MB/s, reference %.3f MB/s: %.1fx; per CPU " \
+                      "second: sluice %.2f MB, reference %.3f MB: %.1fx\n",
+                      w, a[5], w / a[5], c, a[7], c / a[7] }' "$work/c.out"
 done
 echo "== sluice data build --tokenizer (all cores, one document per verse)"
 for copies in 1 8; do

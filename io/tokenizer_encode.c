@@ -12,9 +12,9 @@
 #include "io/tokenizer_internal.h"
 
 /* The word cache: direct-mapped, fixed-size entries, so a state's memory is bounded (about
- * 1.6 MiB) whatever it encodes. Words longer than CACHE_KEY bytes or of more than CACHE_IDS
+ * 6 MiB) whatever it encodes. Words longer than CACHE_KEY bytes or of more than CACHE_IDS
  * tokens are not cached (they are rare, and BPE handles them anyway). */
-#define CACHE_SLOTS 16384
+#define CACHE_SLOTS 65536
 #define CACHE_KEY   32
 #define CACHE_IDS   15
 
@@ -79,7 +79,12 @@ static void word(sl_tok_state *s, const uint8_t *p, size_t n, sl_tok_ids *out) {
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     cache_entry *e = &s->cache[(h ^ (h >> 29)) & (CACHE_SLOTS - 1)];
     if (e->klen == n && memcmp(e->key, p, n) == 0) {
-        for (int i = 0; i < e->nids; i++) sl_tok_ids_push(out, e->ids[i]);
+        if (out->n + e->nids > out->cap) {
+            out->cap = 2 * (out->n + e->nids) + 256;
+            out->ids = sl_xrealloc(out->ids, out->cap * sizeof *out->ids);
+        }
+        memcpy(out->ids + out->n, e->ids, e->nids * sizeof *e->ids);
+        out->n += e->nids;
         return;
     }
     s->word.n = 0;
