@@ -2,11 +2,11 @@
  * io/tokenizer_load.c - reads a Hugging Face tokenizer.json into sl_tokenizer's tables
  * (io/tokenizer_internal.h), checking every field it meets: what sluice does not implement
  * exactly is refused with an error naming the field (io/tokenizer.h lists what is supported;
- * docs/data.md, "Tokenizers", says why).
+ * docs/data.md, "Tokenizers", says why). This file: the BPE model, the added tokens, the
+ * decoding tables, the load itself and the queries; the pipeline components are
+ * io/tokenizer_pipeline.c.
  */
 #include <cjson/cJSON.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,94 +14,26 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "io/tokenizer_internal.h"
-
-typedef struct {
-    sl_tokenizer *t;
-    const char *file;
-    char *err;
-    size_t errlen;
-    char **vocab_str; /* per id: the model token string (NULL: none) */
-    uint32_t n_ids;   /* entries of vocab_str */
-} loader;
-
-static int bad(loader *L, const char *field, const char *fmt, ...) SL_PRINTF(3, 4);
-static int bad(loader *L, const char *field, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sl_fail(L->err, L->errlen, "%s: %s: %s", L->file, field, msg);
-}
-
-/* Refuses keys of object o other than the NULL-terminated `known`. */
-static int only_keys(loader *L, const cJSON *o, const char *field, const char *const *known) {
-    const cJSON *it;
-    cJSON_ArrayForEach(it, o) {
-        bool ok = false;
-        for (int k = 0; known[k]; k++) ok = ok || strcmp(it->string, known[k]) == 0;
-        if (!ok) {
-            char f[256];
-            snprintf(f, sizeof f, "%s%s%s", field, *field ? "." : "", it->string);
-            return bad(L, f, "unknown field: sluice does not implement it, so it refuses it");
-        }
-    }
-    return 0;
-}
-
-static const char *type_of(loader *L, const cJSON *o, const char *field, char *f, size_t fn) {
-    snprintf(f, fn, "%s.type", field);
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
-    if (!cJSON_IsObject(o)) {
-        bad(L, field, "must be an object or null");
-        return NULL;
-    }
-    if (!cJSON_IsString(t)) {
-        bad(L, f, "missing (a string naming the component)");
-        return NULL;
-    }
-    return t->valuestring;
-}
-
-/* An optional boolean field (absent: def). */
-static int opt_bool(loader *L, const cJSON *o, const char *field, const char *key, bool def,
-                    bool *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    *out = def;
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsBool(v)) {
-        char f[256];
-        snprintf(f, sizeof f, "%s.%s", field, key);
-        return bad(L, f, "must be true or false");
-    }
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static bool is_id(const cJSON *v) {
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= (double)INT32_MAX - 1 &&
-           floor(v->valuedouble) == v->valuedouble;
-}
+#include "io/tokenizer_json.h"
 
 /* ---- model ---- */
 
-static int load_vocab(loader *L, const cJSON *vocab) {
+static int load_vocab(tok_loader *L, const cJSON *vocab) {
     sl_tokenizer *t = L->t;
-    if (!cJSON_IsObject(vocab)) return bad(L, "model.vocab", "must be an object {token: id}");
+    if (!cJSON_IsObject(vocab)) return tok_bad(L, "model.vocab", "must be an object {token: id}");
     uint32_t max_id = 0;
     size_t count = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, vocab) {
-        if (!is_id(it)) {
+        if (!tok_is_id(it)) {
             char f[320];
             snprintf(f, sizeof f, "model.vocab[\"%.200s\"]", it->string);
-            return bad(L, f, "the id must be an integer in [0, 2^31 - 1)");
+            return tok_bad(L, f, "the id must be an integer in [0, 2^31 - 1)");
         }
         if ((uint32_t)it->valuedouble > max_id) max_id = (uint32_t)it->valuedouble;
         count++;
     }
-    if (count == 0) return bad(L, "model.vocab", "is empty");
+    if (count == 0) return tok_bad(L, "model.vocab", "is empty");
     L->n_ids = max_id + 1;
     L->vocab_str = sl_xcalloc(L->n_ids, sizeof *L->vocab_str);
     uint8_t *buf = NULL;
@@ -112,7 +44,7 @@ static int load_vocab(loader *L, const cJSON *vocab) {
             char f[320];
             snprintf(f, sizeof f, "model.vocab[\"%.200s\"]", it->string);
             free(buf);
-            return bad(L, f, "id %u is also the id of \"%.200s\"", id, L->vocab_str[id]);
+            return tok_bad(L, f, "id %u is also the id of \"%.200s\"", id, L->vocab_str[id]);
         }
         L->vocab_str[id] = it->string;
         size_t n = strlen(it->string);
@@ -127,10 +59,11 @@ static int load_vocab(loader *L, const cJSON *vocab) {
         uint8_t byte = (uint8_t)b;
         int64_t id = tok_strmap_get(&t->vocab, &byte, 1);
         if (id < 0)
-            return bad(L, "model.vocab",
-                       "has no token for byte 0x%02X (ByteLevel character U+%04X): a byte-level "
-                       "vocabulary holds all 256",
-                       b, tok_byte_char(byte));
+            return tok_bad(
+                L, "model.vocab",
+                "has no token for byte 0x%02X (ByteLevel character U+%04X): a byte-level "
+                "vocabulary holds all 256",
+                b, tok_byte_char(byte));
         t->byte_id[b] = (uint32_t)id;
     }
     return 0;
@@ -148,14 +81,14 @@ static void merge_put(sl_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank, ui
 }
 
 /* The id of byte-level token string s (n bytes) in the model vocabulary, or -1. */
-static int64_t model_id(loader *L, const char *s, size_t n, uint8_t *scratch) {
+static int64_t model_id(tok_loader *L, const char *s, size_t n, uint8_t *scratch) {
     long b = tok_unmap_string(s, n, scratch);
     return b < 0 ? -1 : tok_strmap_get(&L->t->vocab, scratch, (size_t)b);
 }
 
-static int load_merges(loader *L, const cJSON *merges) {
+static int load_merges(tok_loader *L, const cJSON *merges) {
     sl_tokenizer *t = L->t;
-    if (!cJSON_IsArray(merges)) return bad(L, "model.merges", "must be an array");
+    if (!cJSON_IsArray(merges)) return tok_bad(L, "model.merges", "must be an array");
     size_t n = (size_t)cJSON_GetArraySize(merges);
     t->merge_cap = 1024;
     while (t->merge_cap < 2 * n + 2) t->merge_cap *= 2;
@@ -178,7 +111,7 @@ static int load_merges(loader *L, const cJSON *merges) {
             /* "a b": byte-level token strings never hold a space (it is Ġ) */
             const char *s = m->valuestring, *sp = strchr(s, ' ');
             if (!sp || strchr(sp + 1, ' ') || sp == s || !sp[1]) {
-                rc = bad(L, f, "\"%.200s\" is not two tokens separated by one space", s);
+                rc = tok_bad(L, f, "\"%.200s\" is not two tokens separated by one space", s);
                 break;
             }
             split = sl_xstrdup(s);
@@ -190,7 +123,7 @@ static int load_merges(loader *L, const cJSON *merges) {
             a = cJSON_GetArrayItem(m, 0)->valuestring, na = strlen(a);
             b = cJSON_GetArrayItem(m, 1)->valuestring, nb = strlen(b);
         } else {
-            rc = bad(L, f, "must be a string \"a b\" or an array [\"a\", \"b\"]");
+            rc = tok_bad(L, f, "must be a string \"a b\" or an array [\"a\", \"b\"]");
             break;
         }
         sl_xreserve((void **)&scratch, &scap, na + nb + 1);
@@ -200,13 +133,13 @@ static int load_merges(loader *L, const cJSON *merges) {
         memcpy(joined + na, b, nb);
         int64_t im = model_id(L, (const char *)joined, na + nb, scratch);
         if (ia < 0 || ib < 0 || im < 0) {
-            rc = bad(L, f, "the token \"%.*s\" is not a byte-level token of model.vocab",
-                     (int)(ia < 0   ? na
-                           : ib < 0 ? nb
-                                    : na + nb),
-                     ia < 0   ? a
-                     : ib < 0 ? b
-                              : (const char *)joined);
+            rc = tok_bad(L, f, "the token \"%.*s\" is not a byte-level token of model.vocab",
+                         (int)(ia < 0   ? na
+                               : ib < 0 ? nb
+                                        : na + nb),
+                         ia < 0   ? a
+                         : ib < 0 ? b
+                                  : (const char *)joined);
             free(split);
             break;
         }
@@ -218,12 +151,12 @@ static int load_merges(loader *L, const cJSON *merges) {
     return rc;
 }
 
-static int load_model(loader *L, const cJSON *model) {
+static int load_model(tok_loader *L, const cJSON *model) {
     char f[64];
-    const char *type = type_of(L, model, "model", f, sizeof f);
+    const char *type = tok_type_of(L, model, "model", f, sizeof f);
     if (!type) return -1;
     if (strcmp(type, "BPE") != 0)
-        return bad(L, f, "\"%s\" is not supported (only byte-level \"BPE\")", type);
+        return tok_bad(L, f, "\"%s\" is not supported (only byte-level \"BPE\")", type);
     static const char *const keys[] = {"type",
                                        "dropout",
                                        "unk_token",
@@ -235,156 +168,30 @@ static int load_model(loader *L, const cJSON *model) {
                                        "vocab",
                                        "merges",
                                        NULL};
-    if (only_keys(L, model, "model", keys)) return -1;
+    if (tok_only_keys(L, model, "model", keys)) return -1;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (v && !cJSON_IsNull(v))
-        return bad(L, "model.dropout", "must be null: BPE dropout samples different ids");
+        return tok_bad(L, "model.dropout", "must be null: BPE dropout samples different ids");
     static const char *const empty_ok[] = {"continuing_subword_prefix", "end_of_word_suffix", NULL};
     for (int k = 0; empty_ok[k]; k++) {
         v = cJSON_GetObjectItemCaseSensitive(model, empty_ok[k]);
         if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && v->valuestring[0] == '\0')) {
             snprintf(f, sizeof f, "model.%s", empty_ok[k]);
-            return bad(L, f, "must be null or \"\" (byte-level BPE has no word affixes)");
+            return tok_bad(L, f, "must be null or \"\" (byte-level BPE has no word affixes)");
         }
     }
     v = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
-        return bad(L, "model.unk_token", "must be a string or null");
+        return tok_bad(L, "model.unk_token", "must be a string or null");
     /* unk_token, fuse_unk and byte_fallback act on pieces with a byte missing from the
      * vocabulary; load_vocab requires all 256, so they never act */
     bool flag;
-    if (opt_bool(L, model, "model", "fuse_unk", false, &flag) ||
-        opt_bool(L, model, "model", "byte_fallback", false, &flag) ||
-        opt_bool(L, model, "model", "ignore_merges", false, &L->t->ignore_merges))
+    if (tok_opt_bool(L, model, "model", "fuse_unk", false, &flag) ||
+        tok_opt_bool(L, model, "model", "byte_fallback", false, &flag) ||
+        tok_opt_bool(L, model, "model", "ignore_merges", false, &L->t->ignore_merges))
         return -1;
     if (load_vocab(L, cJSON_GetObjectItemCaseSensitive(model, "vocab")) != 0) return -1;
     return load_merges(L, cJSON_GetObjectItemCaseSensitive(model, "merges"));
-}
-
-/* A Sequence component (`type`, and the array `key` of components): fn loads each, its field
- * "<field>.<key>[i]". 0, or -1. */
-static int sequence(loader *L, const cJSON *o, const char *field, const char *key,
-                    int (*fn)(loader *L, const cJSON *item, const char *field)) {
-    const char *const keys[] = {"type", key, NULL};
-    if (only_keys(L, o, field, keys)) return -1;
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, key);
-    char f[160];
-    snprintf(f, sizeof f, "%s.%s", field, key);
-    if (!cJSON_IsArray(list)) return bad(L, f, "must be an array");
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, list) {
-        snprintf(f, sizeof f, "%s.%s[%d]", field, key, i++);
-        if (!cJSON_IsObject(it)) return bad(L, f, "must be an object");
-        if (fn(L, it, f) != 0) return -1;
-    }
-    return 0;
-}
-
-/* ---- normalizer ---- */
-
-static int load_normalizer(loader *L, const cJSON *n, const char *field) {
-    if (!n || cJSON_IsNull(n)) return 0;
-    char f[128];
-    const char *type = type_of(L, n, field, f, sizeof f);
-    if (!type) return -1;
-    if (strcmp(type, "NFC") == 0) {
-        static const char *const keys[] = {"type", NULL};
-        if (only_keys(L, n, field, keys)) return -1;
-        L->t->nfc = true;
-        return 0;
-    }
-    if (strcmp(type, "Sequence") == 0) return sequence(L, n, field, "normalizers", load_normalizer);
-    return bad(L, f, "\"%s\" is not supported (only NFC, or a Sequence of NFC)", type);
-}
-
-/* ---- pre-tokenizer ---- */
-
-static int load_split(loader *L, const cJSON *s, const char *field) {
-    sl_tokenizer *t = L->t;
-    static const char *const keys[] = {"type", "pattern", "behavior", "invert", NULL};
-    if (only_keys(L, s, field, keys)) return -1;
-    char f[192];
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "behavior");
-    snprintf(f, sizeof f, "%s.behavior", field);
-    if (!cJSON_IsString(b) || strcmp(b->valuestring, "Isolated") != 0)
-        return bad(L, f, "only \"Isolated\" is supported (got %s)",
-                   cJSON_IsString(b) ? b->valuestring : "no string");
-    bool invert;
-    if (opt_bool(L, s, field, "invert", false, &invert)) return -1;
-    snprintf(f, sizeof f, "%s.invert", field);
-    if (invert) return bad(L, f, "must be false");
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "pattern");
-    snprintf(f, sizeof f, "%s.pattern", field);
-    if (!cJSON_IsObject(p) || cJSON_GetArraySize(p) != 1)
-        return bad(L, f, "must be {\"Regex\": ...} or {\"String\": ...}");
-    const cJSON *re = cJSON_GetObjectItemCaseSensitive(p, "Regex");
-    const cJSON *str = cJSON_GetObjectItemCaseSensitive(p, "String");
-    const cJSON *v = re ? re : str;
-    snprintf(f, sizeof f, "%s.pattern.%s", field, re ? "Regex" : "String");
-    if (!cJSON_IsString(v) || !v->valuestring[0]) return bad(L, f, "must be a non-empty string");
-    if (t->n_split == TOK_MAX_SPLITS)
-        return bad(L, field, "more than %d Split pre-tokenizers", TOK_MAX_SPLITS);
-    return tok_regex_compile(&t->split[t->n_split++], v->valuestring, strlen(v->valuestring), !re,
-                             L->file, f, L->err, L->errlen);
-}
-
-/* A ByteLevel object (pre-tokenizer, post-processor or decoder): its keys and their types;
- * the pre-tokenizer's settings into *prefix_space and *use_regex. */
-static int bytelevel(loader *L, const cJSON *b, const char *field, bool *prefix_space,
-                     bool *use_regex) {
-    static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
-                                       NULL};
-    if (only_keys(L, b, field, keys)) return -1;
-    bool trim;
-    return opt_bool(L, b, field, "add_prefix_space", true, prefix_space) ||
-                   opt_bool(L, b, field, "trim_offsets", true, &trim) ||
-                   opt_bool(L, b, field, "use_regex", true, use_regex)
-               ? -1
-               : 0;
-}
-
-static int load_bytelevel(loader *L, const cJSON *b, const char *field) {
-    return bytelevel(L, b, field, &L->t->prefix_space, &L->t->bl_regex);
-}
-
-static int load_pre_tokenizer(loader *L, const cJSON *p) {
-    if (!p || cJSON_IsNull(p))
-        return bad(L, "pre_tokenizer", "is null: byte-level BPE needs a ByteLevel pre-tokenizer");
-    char f[128];
-    const char *type = type_of(L, p, "pre_tokenizer", f, sizeof f);
-    if (!type) return -1;
-    if (strcmp(type, "ByteLevel") == 0) return load_bytelevel(L, p, "pre_tokenizer");
-    if (strcmp(type, "Sequence") != 0)
-        return bad(L, f,
-                   "\"%s\" is not supported (ByteLevel, or a Sequence of Split and a final "
-                   "ByteLevel)",
-                   type);
-    static const char *const keys[] = {"type", "pretokenizers", NULL};
-    if (only_keys(L, p, "pre_tokenizer", keys)) return -1;
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-    if (!cJSON_IsArray(list)) return bad(L, "pre_tokenizer.pretokenizers", "must be an array");
-    const int n = cJSON_GetArraySize(list);
-    for (int i = 0; i < n; i++) {
-        const cJSON *it = cJSON_GetArrayItem(list, i);
-        char g[96], gt[128];
-        snprintf(g, sizeof g, "pre_tokenizer.pretokenizers[%d]", i);
-        const char *ty = type_of(L, it, g, gt, sizeof gt);
-        if (!ty) return -1;
-        if (strcmp(ty, "Split") == 0 && i < n - 1) {
-            if (load_split(L, it, g) != 0) return -1;
-        } else if (strcmp(ty, "ByteLevel") == 0 && i == n - 1) {
-            if (load_bytelevel(L, it, g) != 0) return -1;
-        } else {
-            return bad(L, gt,
-                       "\"%s\" is not supported here (a Sequence of Split pre-tokenizers and a "
-                       "final ByteLevel)",
-                       ty);
-        }
-    }
-    if (n == 0)
-        return bad(L, "pre_tokenizer.pretokenizers", "is empty: it must end with ByteLevel");
-    return 0;
 }
 
 /* ---- added tokens ---- */
@@ -399,10 +206,10 @@ static uint8_t *nfc_copy(const uint8_t *s, size_t n, size_t *out_n) {
     return d;
 }
 
-static int load_added(loader *L, const cJSON *list) {
+static int load_added(tok_loader *L, const cJSON *list) {
     sl_tokenizer *t = L->t;
     if (!list || cJSON_IsNull(list)) return 0;
-    if (!cJSON_IsArray(list)) return bad(L, "added_tokens", "must be an array");
+    if (!cJSON_IsArray(list)) return tok_bad(L, "added_tokens", "must be an array");
     t->added = sl_xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof *t->added);
     int i = -1;
     const cJSON *a;
@@ -410,26 +217,26 @@ static int load_added(loader *L, const cJSON *list) {
         i++;
         char f[64], g[96];
         snprintf(f, sizeof f, "added_tokens[%d]", i);
-        if (!cJSON_IsObject(a)) return bad(L, f, "must be an object");
+        if (!cJSON_IsObject(a)) return tok_bad(L, f, "must be an object");
         static const char *const keys[] = {"id",     "content",    "single_word", "lstrip",
                                            "rstrip", "normalized", "special",     NULL};
-        if (only_keys(L, a, f, keys)) return -1;
+        if (tok_only_keys(L, a, f, keys)) return -1;
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(a, "content");
         snprintf(g, sizeof g, "%s.id", f);
-        if (!is_id(id)) return bad(L, g, "must be an integer in [0, 2^31 - 1)");
+        if (!tok_is_id(id)) return tok_bad(L, g, "must be an integer in [0, 2^31 - 1)");
         snprintf(g, sizeof g, "%s.content", f);
-        if (!cJSON_IsString(c)) return bad(L, g, "must be a string");
+        if (!cJSON_IsString(c)) return tok_bad(L, g, "must be a string");
         tok_added tk = {.id = (uint32_t)id->valuedouble};
         bool single;
-        if (opt_bool(L, a, f, "single_word", false, &single) ||
-            opt_bool(L, a, f, "lstrip", false, &tk.lstrip) ||
-            opt_bool(L, a, f, "rstrip", false, &tk.rstrip) ||
-            opt_bool(L, a, f, "special", false, &tk.special) ||
-            opt_bool(L, a, f, "normalized", !tk.special, &tk.normalized))
+        if (tok_opt_bool(L, a, f, "single_word", false, &single) ||
+            tok_opt_bool(L, a, f, "lstrip", false, &tk.lstrip) ||
+            tok_opt_bool(L, a, f, "rstrip", false, &tk.rstrip) ||
+            tok_opt_bool(L, a, f, "special", false, &tk.special) ||
+            tok_opt_bool(L, a, f, "normalized", !tk.special, &tk.normalized))
             return -1;
         snprintf(g, sizeof g, "%s.single_word", f);
-        if (single) return bad(L, g, "true is not supported");
+        if (single) return tok_bad(L, g, "true is not supported");
         const size_t n = strlen(c->valuestring);
         if (n == 0) continue; /* Hugging Face ignores an empty added token */
         /* a content that is also a model token must have that token's id, which is the id
@@ -439,16 +246,16 @@ static int load_added(loader *L, const cJSON *list) {
         free(tmp);
         if (mid >= 0 && (uint32_t)mid != tk.id) {
             snprintf(g, sizeof g, "%s.id", f);
-            return bad(L, g,
-                       "%u, but its content \"%.200s\" is model token %lld (Hugging Face would "
-                       "use that id)",
-                       tk.id, c->valuestring, (long long)mid);
+            return tok_bad(L, g,
+                           "%u, but its content \"%.200s\" is model token %lld (Hugging Face would "
+                           "use that id)",
+                           tk.id, c->valuestring, (long long)mid);
         }
         tok_strmap_put(&t->added_ids, c->valuestring, n, tk.id);
         if (tk.normalized && t->nfc) {
             tk.content = nfc_copy((const uint8_t *)c->valuestring, n, &tk.len);
             snprintf(g, sizeof g, "%s.content", f);
-            if (!tk.content) return bad(L, g, "is not valid UTF-8");
+            if (!tk.content) return tok_bad(L, g, "is not valid UTF-8");
         } else {
             tk.content = sl_xmalloc(n + 1);
             memcpy(tk.content, c->valuestring, n + 1);
@@ -489,86 +296,6 @@ static void build_matcher(sl_tokenizer *t, tok_matcher *m, bool which) {
             }
 }
 
-/* ---- post-processor and decoder ---- */
-
-static int template_ids(loader *L, const cJSON *tp, const char *field) {
-    sl_tokenizer *t = L->t;
-    static const char *const keys[] = {"type", "single", "pair", "special_tokens", NULL};
-    if (only_keys(L, tp, field, keys)) return -1;
-    if (t->n_pre || t->n_post) return bad(L, field, "a second TemplateProcessing is not supported");
-    char f[160];
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(tp, "single");
-    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(tp, "special_tokens");
-    snprintf(f, sizeof f, "%s.single", field);
-    if (!cJSON_IsArray(single)) return bad(L, f, "must be an array");
-    bool seen_a = false;
-    const int n = cJSON_GetArraySize(single);
-    t->pre_ids = sl_xcalloc(64, sizeof *t->pre_ids);
-    t->post_ids = sl_xcalloc(64, sizeof *t->post_ids);
-    for (int i = 0; i < n; i++) {
-        const cJSON *it = cJSON_GetArrayItem(single, i);
-        snprintf(f, sizeof f, "%s.single[%d]", field, i);
-        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(it, "Sequence");
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(seq ? seq : sp, "id");
-        if (!cJSON_IsObject(it) || cJSON_GetArraySize(it) != 1 || (!seq && !sp) ||
-            !cJSON_IsString(id))
-            return bad(L, f,
-                       "must be {\"Sequence\": {\"id\": \"A\", ...}} or "
-                       "{\"SpecialToken\": {\"id\": NAME, ...}}");
-        if (seq) {
-            if (strcmp(id->valuestring, "A") != 0 || seen_a)
-                return bad(L, f, "the single-sequence template must hold sequence A once");
-            seen_a = true;
-            continue;
-        }
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(specials, id->valuestring);
-        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(st, "ids");
-        char g[320];
-        snprintf(g, sizeof g, "%s.special_tokens[\"%.200s\"].ids", field, id->valuestring);
-        if (!cJSON_IsArray(ids)) return bad(L, g, "missing (an array of ids)");
-        const cJSON *v;
-        cJSON_ArrayForEach(v, ids) {
-            if (!is_id(v)) return bad(L, g, "must hold integer ids");
-            if ((seen_a ? t->n_post : t->n_pre) == 64) return bad(L, g, "too many ids");
-            if (seen_a)
-                t->post_ids[t->n_post++] = (uint32_t)v->valuedouble;
-            else
-                t->pre_ids[t->n_pre++] = (uint32_t)v->valuedouble;
-        }
-    }
-    snprintf(f, sizeof f, "%s.single", field);
-    if (!seen_a) return bad(L, f, "has no {\"Sequence\": {\"id\": \"A\"}}");
-    return 0;
-}
-
-static int load_post(loader *L, const cJSON *p, const char *field) {
-    if (!p || cJSON_IsNull(p)) return 0;
-    char f[128];
-    const char *type = type_of(L, p, field, f, sizeof f);
-    if (!type) return -1;
-    bool a, b;
-    if (strcmp(type, "ByteLevel") == 0) /* changes offsets only, never ids */
-        return bytelevel(L, p, field, &a, &b);
-    if (strcmp(type, "TemplateProcessing") == 0) return template_ids(L, p, field);
-    if (strcmp(type, "Sequence") == 0) return sequence(L, p, field, "processors", load_post);
-    return bad(L, f,
-               "\"%s\" is not supported (ByteLevel, TemplateProcessing, or a Sequence of them)",
-               type);
-}
-
-static int load_decoder(loader *L, const cJSON *d) {
-    if (!d || cJSON_IsNull(d))
-        return bad(L, "decoder", "is null: byte-level BPE needs the ByteLevel decoder");
-    char f[64];
-    const char *type = type_of(L, d, "decoder", f, sizeof f);
-    if (!type) return -1;
-    if (strcmp(type, "ByteLevel") != 0)
-        return bad(L, f, "\"%s\" is not supported (only ByteLevel)", type);
-    bool a, b;
-    return bytelevel(L, d, "decoder", &a, &b);
-}
-
 /* ---- tables ---- */
 
 /* The ByteLevel decoder's bytes for token string s: the bytes its characters stand for, or,
@@ -581,7 +308,7 @@ static size_t decode_string(const char *s, uint8_t *out) {
     return n;
 }
 
-static int build_tables(loader *L, const cJSON *added) {
+static int build_tables(tok_loader *L, const cJSON *added) {
     sl_tokenizer *t = L->t;
     uint32_t vs = L->n_ids;
     for (int i = 0; i < t->n_added; i++)
@@ -618,7 +345,7 @@ static int build_tables(loader *L, const cJSON *added) {
     for (int i = 0; i < t->n_pre + t->n_post; i++) {
         uint32_t id = i < t->n_pre ? t->pre_ids[i] : t->post_ids[i - t->n_pre];
         if (id >= vs || !t->has[id])
-            return bad(L, "post_processor", "template id %u is no token of the vocabulary", id);
+            return tok_bad(L, "post_processor", "template id %u is no token of the vocabulary", id);
     }
     build_matcher(t, &t->raw_match, false);
     build_matcher(t, &t->norm_match, true);
@@ -642,7 +369,7 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     tok_sha256(text, len, t->hash);
     tok_strmap_init(&t->vocab);
     tok_strmap_init(&t->added_ids);
-    loader L = {.t = t, .file = file, .err = err, .errlen = errlen};
+    tok_loader L = {.t = t, .file = file, .err = err, .errlen = errlen};
     cJSON *root = cJSON_ParseWithLength(text, len);
     int rc = 0;
     if (!root) {
@@ -655,26 +382,26 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     static const char *const keys[] = {
         "version",       "truncation",     "padding", "added_tokens", "normalizer",
         "pre_tokenizer", "post_processor", "decoder", "model",        NULL};
-    if (rc == 0) rc = only_keys(&L, root, "", keys);
+    if (rc == 0) rc = tok_only_keys(&L, root, "", keys);
     if (rc == 0) {
         static const char *const must_null[] = {"truncation", "padding", NULL};
         for (int k = 0; must_null[k] && rc == 0; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, must_null[k]);
             if (v && !cJSON_IsNull(v))
-                rc = bad(&L, must_null[k], "must be null (it would cut or pad documents)");
+                rc = tok_bad(&L, must_null[k], "must be null (it would cut or pad documents)");
         }
     }
     /* the normalizer first: normalized added tokens are matched in their normalized form */
     if (rc == 0)
-        rc =
-            load_normalizer(&L, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), "normalizer");
+        rc = tok_load_normalizer(&L, cJSON_GetObjectItemCaseSensitive(root, "normalizer"),
+                                 "normalizer");
     if (rc == 0) rc = load_model(&L, cJSON_GetObjectItemCaseSensitive(root, "model"));
     if (rc == 0)
-        rc = load_pre_tokenizer(&L, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
+        rc = tok_load_pre_tokenizer(&L, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
     if (rc == 0)
-        rc = load_post(&L, cJSON_GetObjectItemCaseSensitive(root, "post_processor"),
-                       "post_processor");
-    if (rc == 0) rc = load_decoder(&L, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
+        rc = tok_load_post(&L, cJSON_GetObjectItemCaseSensitive(root, "post_processor"),
+                           "post_processor");
+    if (rc == 0) rc = tok_load_decoder(&L, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
     const cJSON *added = root ? cJSON_GetObjectItemCaseSensitive(root, "added_tokens") : NULL;
     if (rc == 0) rc = load_added(&L, added);
     if (rc == 0) rc = build_tables(&L, added);
