@@ -72,6 +72,15 @@ check "data show --text: 2 documents" test "$(grep -c '^--- document' show.txt)"
 "$sluice" data show --ids --docs 3 train >ids.txt
 check "data show --ids: 3 lines ending in 300" test "$(grep -c ' 300$' ids.txt)" -eq 3
 check "data show --ids: 'the' merges to 257" grep -q -w 257 ids.txt
+# byte-level shards decode without a tokenizer; their end-of-document 256 prints as <|256|>
+check "data build (bytes)" "$sluice" data build --quiet --text-docs line -o bytes eval.txt
+"$sluice" data show --docs 1 bytes >show_bytes.txt
+{
+    echo "--- document 1: bytes/shard-00000.shard.zst, token 0 ---"
+    head -n 1 eval.txt | tr -d '\n'
+    echo "<|256|>"
+} >want_bytes.txt
+check "data show --text of byte-level shards" cmp -s show_bytes.txt want_bytes.txt
 if "$sluice" data show --text train >/dev/null 2>err.txt; then
     fail "data show --text of tokenizer shards without --tokenizer succeeded"
 else
