@@ -81,6 +81,12 @@ int sl_tokenizer_encode(sl_tok_state *s, const char *text, size_t len, sl_tok_id
 /* The bytes token `id` decodes to (*n of them); NULL for an id no token has. Decoding a
  * sequence is the concatenation (it may split a UTF-8 character between tokens). */
 const uint8_t *sl_tokenizer_id_bytes(const sl_tokenizer *t, uint32_t id, size_t *n);
+/* Decodes ids[0, n): appends their bytes to the malloc'ed buffer *out (*len bytes used, *cap
+ * allocated; grown as needed; may start NULL, 0, 0). As Hugging Face's decode with
+ * skip_special_tokens = false, but bytes, not a string: a sequence cut inside a character
+ * stays cut. 0, or -1 with err naming the first id that is no token. */
+int sl_tokenizer_decode(const sl_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out,
+                        size_t *len, size_t *cap, char *err, size_t errlen);
 
 /* Copies the tokenizer of `path` (a tokenizer.json, or the directory holding one) into
  * directory dir, so that Hugging Face loads it with the model there: tokenizer.json, and when

@@ -480,3 +480,18 @@ const uint8_t *sl_tokenizer_id_bytes(const sl_tokenizer *t, uint32_t id, size_t 
     *n = t->dec_off[id + 1] - t->dec_off[id];
     return t->dec_bytes + t->dec_off[id];
 }
+
+int sl_tokenizer_decode(const sl_tokenizer *t, const uint32_t *ids, size_t n, uint8_t **out,
+                        size_t *len, size_t *cap, char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        const uint8_t *b = sl_tokenizer_id_bytes(t, ids[i], &k);
+        if (!b)
+            return sl_fail(err, errlen, "id %u (position %zu) is no token of %s", ids[i], i,
+                           t->path);
+        sl_xreserve((void **)out, cap, *len + k + 1);
+        memcpy(*out + *len, b, k);
+        *len += k;
+    }
+    return 0;
+}

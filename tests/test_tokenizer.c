@@ -246,6 +246,22 @@ static void test_added_and_normalizer(void) {
     size_t n;
     const uint8_t *b = sl_tokenizer_id_bytes(t, 305, &n);
     CHECK(b && n == 13 && memcmp(b, "<|endoftext|>", 13) == 0, "decode an added token");
+    /* decode(encode(text)): the template's <x>, then the text (NFC: e + U+0301 composed) */
+    uint32_t ids[32];
+    const char *text = "ab <l>\t<x>e\xCC\x81 the";
+    int k = encode(t, text, strlen(text), ids, 32);
+    uint8_t *dec = NULL;
+    size_t dlen = 0, dcap = 0;
+    CHECK(k > 0 &&
+              sl_tokenizer_decode(t, ids, (size_t)k, &dec, &dlen, &dcap, err, sizeof err) == 0 &&
+              dlen == strlen("<x>ab<l>\t<x>\xC3\xA9 the") &&
+              memcmp(dec, "<x>ab<l>\t<x>\xC3\xA9 the", dlen) == 0,
+          "decode(encode(text)): %.*s", (int)dlen, dec ? (char *)dec : "");
+    const uint32_t bad_ids[] = {97, 999};
+    CHECK(sl_tokenizer_decode(t, bad_ids, 2, &dec, &dlen, &dcap, err, sizeof err) == -1 &&
+              strstr(err, "id 999 (position 1) is no token"),
+          "decode of an id past the vocabulary: %s", err);
+    free(dec);
     sl_tokenizer_free(t);
 
     /* ignore_merges: a piece that is a vocabulary token is that token */
