@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "io/tokenizer.h"
 #include "launch/commands.h"
 #include "model/config.h"
 #include "model/hf_export.h"
@@ -54,7 +56,9 @@ static void usage_export(FILE *f) {
             "model.safetensors.index.json and config.json. config.json is the trainer state's\n"
             "\"hf_config\" object when present, else made from its \"config\".\"model\" section;\n"
             "without either, no config.json is written (a warning says so). Existing weight\n"
-            "files in DIR are replaced.\n\n"
+            "files in DIR are replaced. The run's tokenizer (data.tokenizer, recorded in the\n"
+            "trainer state with its SHA-256, which must still match) is copied beside them:\n"
+            "tokenizer.json and the companion files next to it (tokenizer_config.json, ...).\n\n"
             "options:\n"
             "  -o, --output DIR     output directory (created if missing)\n"
             "  --format F           qwen3_moe (default: Qwen3-MoE names, what sluice reads\n"
@@ -64,6 +68,8 @@ static void usage_export(FILE *f) {
             "                       bf16 rounds to nearest even)\n"
             "  --shard-size SIZE    most bytes per file, K/M/G suffixes (default 2G; a tensor\n"
             "                       larger than that gets a file of its own)\n"
+            "  --tokenizer PATH     copy this tokenizer.json (or directory) instead of the run's\n"
+            "  --no-tokenizer       copy no tokenizer\n"
             "  -h, --help           this help\n");
 }
 
@@ -287,9 +293,44 @@ static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out
     return h.n;
 }
 
+/* The tokenizer files for the export: --tokenizer PATH, else the trainer state's "tokenizer"
+ * (path and SHA-256, which the file must still have). 0 (also when there is none), or -1. */
+static int export_tokenizer(const sl_ckpt *c, const char *override, const char *out) {
+    char err[1024];
+    const char *src = override;
+    uint8_t want[SL_TOKENIZER_HASH_BYTES];
+    const uint8_t *expect = NULL;
+    if (!src) {
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(c), "tokenizer");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(tk, "path");
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(tk, "sha256");
+        if (!cJSON_IsString(p)) return 0; /* the run had no data.tokenizer */
+        src = p->valuestring;
+        if (cJSON_IsString(h) && strlen(h->valuestring) == 2 * SL_TOKENIZER_HASH_BYTES) {
+            for (int i = 0; i < SL_TOKENIZER_HASH_BYTES; i++)
+                want[i] = (uint8_t)strtoul(
+                    (char[3]){h->valuestring[2 * i], h->valuestring[2 * i + 1], 0}, NULL, 16);
+            expect = want;
+        }
+    }
+    if (sl_mkdirs(out, err, sizeof err) != 0) {
+        sl_error("%s", err);
+        return -1;
+    }
+    int n = sl_tokenizer_copy_files(src, out, expect, err, sizeof err);
+    if (n < 0) {
+        sl_error("the tokenizer%s: %s (--tokenizer PATH copies another, --no-tokenizer none)",
+                 override ? "" : " the run trained with", err);
+        return -1;
+    }
+    printf("copied the tokenizer %s to %s (%d file%s)\n", src, out, n, n == 1 ? "" : "s");
+    return 0;
+}
+
 static int cmd_export(int argc, char **argv) {
-    const char *path = NULL, *out = NULL, *dtype = "F32";
+    const char *path = NULL, *out = NULL, *dtype = "F32", *tokenizer = NULL;
     sl_hf_format format = SL_HF_QWEN3_MOE;
+    bool no_tokenizer = false;
     uint64_t shard = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -328,6 +369,14 @@ static int cmd_export(int argc, char **argv) {
                 fprintf(stderr, "sluice: error: --shard-size: a size like 2G expected\n");
                 return 2;
             }
+        } else if (strcmp(a, "--tokenizer") == 0) {
+            if (++i >= argc) {
+                fprintf(stderr, "sluice: error: --tokenizer needs a value\n");
+                return 2;
+            }
+            tokenizer = argv[i];
+        } else if (strcmp(a, "--no-tokenizer") == 0) {
+            no_tokenizer = true;
         } else if (a[0] == '-') {
             fprintf(stderr, "sluice: error: ckpt export: unknown option '%s'\n\n", a);
             usage_export(stderr);
@@ -347,6 +396,10 @@ static int cmd_export(int argc, char **argv) {
     sl_ckpt *c = sl_ckpt_open(path, err, sizeof err);
     if (!c) {
         sl_error("%s", err);
+        return 1;
+    }
+    if (!no_tokenizer && export_tokenizer(c, tokenizer, out) != 0) {
+        sl_ckpt_close(c);
         return 1;
     }
     sl_model_config mc;

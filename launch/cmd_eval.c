@@ -251,6 +251,13 @@ int sl_cmd_eval(int argc, char **argv) {
             sl_error("%s", err);
             goto done;
         }
+        if (sl_reader_vocab_size(src.reader) > mc.vocab_size) {
+            sl_error("%s: vocabulary size %d does not fit the model's vocab_size = %d (%s): "
+                     "every token id must be below it",
+                     sl_reader_first_shard(src.reader), sl_reader_vocab_size(src.reader),
+                     mc.vocab_size, path);
+            goto done;
+        }
     } else {
         src.text = (unsigned char *)sl_read_file(data, &src.len, err, sizeof err);
         if (!src.text) {

@@ -193,6 +193,7 @@ static const sl_cfg_key data_keys[] = {
     SL_KD(sl_data_config, "seed", SL_K_U64, seed),
     SL_KFE("shuffle_window", fn_shuffle_window, emit_shuffle_window),
     SL_KD(sl_data_config, "prefetch", SL_K_INT, prefetch),
+    SL_KD(sl_data_config, "tokenizer", SL_K_STR, tokenizer),
 };
 
 static const sl_cfg_key parallel_keys[] = {
@@ -344,6 +345,8 @@ static int validate_data(const sl_cfg_vctx *v, const sl_data_config *d) {
     if ((double)d->seed > SL_CFG_EXACT_INT_MAX)
         return sl_cfg_verr(v, "seed", "must be at most 2^53");
     if (sl_cfg_check_range(v, "prefetch", d->prefetch, 0, LIM_PREFETCH)) return -1;
+    if (!sl_cfg_terminated(d->tokenizer, sizeof d->tokenizer))
+        return sl_cfg_verr(v, "tokenizer", "string too long");
     return 0;
 }
 

@@ -26,6 +26,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "io/shard.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
 #include "trainer/trainer_impl.h"
@@ -113,14 +114,12 @@ static int open_stage_reader(trainer *t, int i) {
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     t->reader_stage = i;
     int rc = 0;
+    char what[160];
+    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
     if (!t->train_reader) {
-        sl_error("training data of stage \"%s\": %s", st->name, t->err);
+        sl_error("%s: %s", what, t->err);
         rc = -1;
-    } else if (sl_reader_vocab_size(t->train_reader) > st->model.vocab_size) {
-        sl_error("%s: model.vocab_size = %d is smaller than the vocabulary of stage \"%s\"'s "
-                 "data (%d)",
-                 t->cfg->path, st->model.vocab_size, st->name,
-                 sl_reader_vocab_size(t->train_reader));
+    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
         rc = -1;
     } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
         sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
@@ -215,6 +214,51 @@ static double evaluate_event(trainer *t, int step, const char *when) {
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 
+int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
+    const sl_config *c = t->cfg;
+    if (sl_reader_vocab_size(r) > st->model.vocab_size) {
+        sl_error_once("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
+                      "every token id must be below it",
+                      sl_reader_first_shard(r), what, sl_reader_vocab_size(r), st->model.vocab_size,
+                      c->path);
+        return -1;
+    }
+    const char *shard;
+    const uint8_t *h = sl_reader_tokenizer(r, &shard);
+    if (h && t->has_tokenizer && memcmp(h, t->tok_hash, SL_SHARD_TOKENIZER_HASH) != 0) {
+        char a[33], b[33];
+        sl_shard_tokenizer_hex(h, a);
+        sl_shard_tokenizer_hex(t->tok_hash, b);
+        sl_error_once("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
+                      "is sha256 %s...",
+                      shard, what, a, c->data.tokenizer, c->path, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* data.tokenizer: loads it (every field checked), keeps its hash, and checks that its ids fit
+ * model.vocab_size. 0, or -1 (printed once). */
+static int check_tokenizer(trainer *t) {
+    const sl_config *c = t->cfg;
+    if (!c->data.tokenizer[0]) return 0;
+    sl_tokenizer *tok = sl_tokenizer_load(c->data.tokenizer, t->err, sizeof t->err);
+    if (!tok) {
+        sl_error_once("%s: data.tokenizer: %s", c->path, t->err);
+        return -1;
+    }
+    const uint32_t v = sl_tokenizer_vocab_size(tok);
+    memcpy(t->tok_hash, sl_tokenizer_hash(tok), sizeof t->tok_hash);
+    sl_tokenizer_free(tok);
+    t->has_tokenizer = true;
+    if (v > (uint32_t)c->model.vocab_size) {
+        sl_error_once("%s: data.tokenizer: %s has %u tokens, more than model.vocab_size = %d",
+                      c->path, c->data.tokenizer, v, c->model.vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
 static int setup(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
@@ -224,6 +268,7 @@ static int setup(trainer *t) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
     }
+    if (check_tokenizer(t) != 0) return -1;
     if (plan_schedule(t) != 0) return -1;
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,

@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "io/reader.h"
+#include "io/tokenizer.h"
 #include "model/model.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -48,8 +49,17 @@ typedef struct {
     int start_step;      /* steps already taken (a resumed run) */
     sl_train_ckpt_async *pending; /* an asynchronous save in flight */
     int pending_step;
+    /* data.tokenizer, when set: checked at set-up; the shards must record it (when they
+     * record one), and the final weights carry a copy of its files */
+    bool has_tokenizer;
+    uint8_t tok_hash[SL_TOKENIZER_HASH_BYTES];
     char err[1024];
 } trainer;
+
+/* Checks a reader's shards against the model and the tokenizer: every id must be below
+ * model.vocab_size, and the tokenizer the shards record (if any) must be data.tokenizer (if
+ * set). `what` names the data in messages. 0, or -1 (printed once). */
+int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what);
 
 /* Seconds on the monotonic clock. */
 static inline double sl_trainer_now(void) {
