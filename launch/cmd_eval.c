@@ -252,10 +252,10 @@ int sl_cmd_eval(int argc, char **argv) {
             goto done;
         }
         if (sl_reader_vocab_size(src.reader) > mc.vocab_size) {
-            sl_error("%s: vocabulary size %d does not fit the model's vocab_size = %d (%s): "
-                     "every token id must be below it",
+            sl_error("%s: vocabulary size %d does not fit the model's vocab_size = %d (--weights "
+                     "%s): every token id must be below it",
                      sl_reader_first_shard(src.reader), sl_reader_vocab_size(src.reader),
-                     mc.vocab_size, path);
+                     mc.vocab_size, wts.path);
             goto done;
         }
     } else {

@@ -160,7 +160,7 @@ check "data build --vocab 400 (larger than the tokenizer's)" "$sluice" data buil
     --tokenizer tok --vocab 400 --text-docs line -o big eval.txt
 if [ -f run/final/config.json ]; then
     expect_fail "eval on shards larger than the model's vocabulary" \
-        "big/shard-00000.shard.zst: vocabulary size 400 does not fit the model's vocab_size = 320 (run/final/config.json)" \
+        "big/shard-00000.shard.zst: vocabulary size 400 does not fit the model's vocab_size = 320 (--weights run/final)" \
         eval --weights run/final --data big
 fi
 expect_fail "--tokenizer with llm.c-style raw input" "applies to text and jsonl input, not raw" \
