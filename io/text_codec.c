@@ -1,4 +1,5 @@
-/* io/text_codec.c - the byte-level codec and the BPE integration point (see text_codec.h). */
+/* io/text_codec.c - the byte-level codec and the BPE one over io/tokenizer.h (see
+ * text_codec.h). */
 #include "io/text_codec.h"
 
 #include <stdio.h>
@@ -7,12 +8,15 @@
 
 #include "core/log.h"
 #include "io/safetensors_internal.h" /* sl_st_utf8_invalid_at */
+#include "io/tokenizer.h"
 
 struct sl_text_codec {
     char name[4200];
     int vocab;
     int32_t eod;
-    uint8_t bytes[256]; /* byte b is token b */
+    uint8_t bytes[256];  /* byte b is token b */
+    sl_tokenizer *tok;   /* the BPE codec's tokenizer, NULL: bytes */
+    sl_tok_state *state; /* its encoding state (encode is called from one thread) */
 };
 
 static sl_text_codec *bytes_open(int vocab_size, char *err, size_t errlen) {
@@ -32,25 +36,26 @@ static sl_text_codec *bytes_open(int vocab_size, char *err, size_t errlen) {
     return c;
 }
 
-/*
- * INTEGRATION POINT (BPE tokenizer, io/tokenizer.h of the h-tokenizer branch). When it is in
- * main, this function becomes:
- *   t = sl_tokenizer_load(path, err, errlen)          the tokenizer.json (or its directory)
- *   check sl_tokenizer_vocab_size(t) <= vocab_size    ids must index the model's embeddings
- *   eod = sl_tokenizer_default_eod(t)                 where generation stops
- * and the codec keeps t and one sl_tok_state (sl_tok_state_new) for encoding; encode calls
- * sl_tokenizer_encode (sl_tok_ids out, copied to int32), token calls sl_tokenizer_id_bytes, and
- * free calls sl_tok_state_free and sl_tokenizer_free. Nothing else in sluice generate or the
- * trainer's samples changes: they only see this file's interface. tests/test_generate_cli.sh
- * holds the check to enable then (a tokenizer.json beside config.json, "bpe" test).
- */
+/* A Hugging Face tokenizer.json: its vocabulary must index the model's embeddings, and
+ * generation stops at its end-of-document token (<|endoftext|>, <|end_of_text|> or </s>). */
 static sl_text_codec *bpe_open(const char *path, int vocab_size, char *err, size_t errlen) {
-    (void)vocab_size;
-    sl_fail(err, errlen,
-            "%s: this build of sluice has no BPE tokenizer yet (io/tokenizer.h is not merged); "
-            "byte-level models (vocabulary 257) need no tokenizer",
-            path);
-    return NULL;
+    sl_tokenizer *t = sl_tokenizer_load(path, err, errlen);
+    if (!t) return NULL;
+    if ((int64_t)sl_tokenizer_vocab_size(t) > (int64_t)vocab_size) {
+        sl_fail(err, errlen,
+                "%s: the tokenizer's vocabulary (%u tokens) does not fit the model's vocab_size "
+                "= %d",
+                sl_tokenizer_path(t), sl_tokenizer_vocab_size(t), vocab_size);
+        sl_tokenizer_free(t);
+        return NULL;
+    }
+    sl_text_codec *c = sl_xcalloc(1, sizeof *c);
+    snprintf(c->name, sizeof c->name, "bpe %s", sl_tokenizer_path(t));
+    c->vocab = (int)sl_tokenizer_vocab_size(t);
+    c->eod = (int32_t)sl_tokenizer_default_eod(t);
+    c->tok = t;
+    c->state = sl_tok_state_new(t);
+    return c;
 }
 
 sl_text_codec *sl_text_codec_open(const char *tokenizer, int vocab_size, char *err, size_t errlen) {
@@ -59,14 +64,28 @@ sl_text_codec *sl_text_codec_open(const char *tokenizer, int vocab_size, char *e
 }
 
 void sl_text_codec_free(sl_text_codec *c) {
+    if (!c) return;
+    if (c->state) sl_tok_state_free(c->state);
+    if (c->tok) sl_tokenizer_free(c->tok);
     free(c);
 }
 
 int sl_text_codec_encode(const sl_text_codec *c, const char *text, size_t len, int32_t **ids,
                          int *n, char *err, size_t errlen) {
-    (void)c;
     if (len > (size_t)(1 << 30) - (size_t)*n)
         return sl_fail(err, errlen, "text of %zu bytes is too long to encode", len);
+    if (c->tok) {
+        sl_tok_ids out = {0};
+        size_t bad = 0;
+        if (sl_tokenizer_encode(c->state, text, len, &out, &bad, err, errlen) != 0) {
+            free(out.ids);
+            return -1;
+        }
+        *ids = sl_xrealloc(*ids, ((size_t)*n + out.n + 1) * sizeof **ids);
+        for (size_t i = 0; i < out.n; i++) (*ids)[(*n)++] = (int32_t)out.ids[i];
+        free(out.ids);
+        return 0;
+    }
     *ids = sl_xrealloc(*ids, ((size_t)*n + len + 1) * sizeof **ids);
     for (size_t i = 0; i < len; i++) (*ids)[(*n)++] = (unsigned char)text[i];
     return 0;
@@ -76,6 +95,7 @@ const uint8_t *sl_text_codec_token(const sl_text_codec *c, int32_t id, size_t *n
     *n = 0;
     if (id < 0 || id >= c->vocab) return NULL;
     if (id == c->eod) return c->bytes; /* no text */
+    if (c->tok) return sl_tokenizer_id_bytes(c->tok, (uint32_t)id, n);
     *n = 1;
     return c->bytes + id;
 }

@@ -6,9 +6,8 @@
  *   bytes  the byte-level tokenizer of `sluice data build` without a tokenizer: ids 0-255 are
  *          the bytes of the UTF-8 text, 256 (SL_TEXT_EOD_BYTE) ends a document; vocabulary 257.
  *   bpe    a Hugging Face tokenizer.json (io/tokenizer.h, the byte-level BPE tokenizer of
- *          `sluice data build --tokenizer`). INTEGRATION POINT: that tokenizer lands with another
- *          branch; until it does, opening one fails with a message saying so (io/text_codec.c,
- *          bpe_open, lists the calls the integration makes).
+ *          `sluice data build --tokenizer`): ids as Hugging Face's, generation stops at its
+ *          end-of-document token; special tokens other than that print their text.
  */
 #ifndef SL_IO_TEXT_CODEC_H
 #define SL_IO_TEXT_CODEC_H

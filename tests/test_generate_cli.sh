@@ -10,8 +10,7 @@
 #   - seeded sampling repeats with the same seed and differs with another; two prompts in one
 #     batch (--prompt twice, --prompts FILE) give what each gives alone;
 #   - the YaRN flags run; bad flags fail with a message naming the flag; a model that is not
-#     byte-level without a tokenizer, and a tokenizer (until the BPE tokenizer is merged: the
-#     integration point of io/text_codec.c) are refused.
+#     byte-level without a tokenizer, and a tokenizer.json that does not load, are refused.
 # usage: test_generate_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, logits file): missing, it skips (77), or fails under
 # CI=true (tests/skip_or_fail.sh).
@@ -172,10 +171,10 @@ expect_fail "prompt 1 is empty" "${w[@]}" --prompt "" --no-eod-prefix
 mkdir -p big && cp run/final/model.safetensors big/
 sed -E "s/(\"vocab_size\":[[:space:]]*)257/\1300/" run/final/config.json >big/config.json
 expect_fail "no tokenizer was given" --weights big --prompt x
-# INTEGRATION POINT: until io/tokenizer.h is merged a tokenizer is refused; then this check
-# becomes a generation with a tokenizer.json beside config.json (io/text_codec.c, bpe_open).
+# a tokenizer that does not load, and one whose vocabulary is larger than the model's (generation
+# with a BPE tokenizer: test_tokenizer_cli.sh)
 echo '{}' >tokenizer.json
-expect_fail "no BPE tokenizer yet" "${w[@]}" --prompt x --tokenizer tokenizer.json
+expect_fail "tokenizer.json" "${w[@]}" --prompt x --tokenizer tokenizer.json
 
 echo "test_generate_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end with a tokenizer: sluice data build --tokenizer -> data info / data show ->
-# sluice train with data.tokenizer (its files land in final/ beside config.json) -> ckpt export
-# (copies them, checking the recorded SHA-256); and the refusals: shards whose vocabulary does
+# sluice train with data.tokenizer (its files land in final/ beside config.json; its samples,
+# training.sample_every, decode with it) -> sluice generate (the tokenizer.json beside config.json)
+# -> ckpt export (copies them, checking the recorded SHA-256); and the refusals: shards whose vocabulary does
 # not fit model.vocab_size (naming the shard and the key), shards of another tokenizer, a
 # changed tokenizer file at export, text shown without the right tokenizer, `sluice eval` on
 # shards whose vocabulary the model does not cover.
@@ -45,6 +46,10 @@ for d, merges in (("tok", [("t", "h"), ("th", "e"), (" ", "the")]), ("tok2", [("
     json.dump(tj, open(f"{d}/tokenizer.json", "w"), ensure_ascii=False)
     json.dump({"eos_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast"},
               open(f"{d}/tokenizer_config.json", "w"))
+    if d == "tok":  # big_tok: the same with <|endoftext|> = 400, past a 320-token model
+        tj["added_tokens"][0]["id"] = 400
+        os.makedirs("big_tok", exist_ok=True)
+        json.dump(tj, open("big_tok/tokenizer.json", "w"), ensure_ascii=False)
 PY
 /usr/bin/python3 "$sl_tests_dir/grammar_corpus.py" 7 3000 300
 check "data build --tokenizer (train)" "$sluice" data build --quiet --tokenizer tok \
@@ -100,7 +105,8 @@ cat >cfg.json <<'JSON'
             "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
   "training": {"seq_len": 32, "micro_batch_size": 2, "global_batch_tokens": 64,
                "max_steps": 3, "warmup_steps": 1, "eval_every": 0, "eval_tokens": 256,
-               "log_every": 1, "out_dir": "run"},
+               "log_every": 1, "out_dir": "run",
+               "sample_every": 3, "sample_prompt": "the", "sample_tokens": 5},
   "data": {"train": "train", "eval": "eval", "tokenizer": "tok"},
   "backend": {"threads": 1}
 }
@@ -109,6 +115,24 @@ if "$sluice" train cfg.json >train.log 2>&1; then
     check "final/tokenizer.json is the file trained with" cmp -s tok/tokenizer.json run/final/tokenizer.json
     check "final/tokenizer_config.json copied" cmp -s tok/tokenizer_config.json run/final/tokenizer_config.json
     check "final/config.json written" test -f run/final/config.json
+    # samples decoded by data.tokenizer, and generation with the tokenizer beside config.json
+    check "a training sample at step 3" grep -q "sample at step 3: the" train.log
+    check "... in the metrics" grep -q '"event": *"sample".*"prompt": *"the"' run/metrics.jsonl
+    if "$sluice" generate --weights run/final --prompt "the the" --max-new 6 --temperature 0 \
+        >gen.txt 2>gen.err; then
+        check "generate with the BPE tokenizer echoes the prompt" grep -q "^the the" gen.txt
+        check "... and continues it (tokens decoded to text)" test "$(wc -c <gen.txt)" -gt 8
+    else
+        show gen.err
+        fail "sluice generate --weights run/final (tokenizer.json beside config.json)"
+    fi
+    if "$sluice" generate --weights run/final --prompt "x" --tokenizer big_tok \
+        >/dev/null 2>gen.err; then
+        fail "generate with a tokenizer larger than the model's vocabulary succeeded"
+    else
+        check "... a tokenizer larger than the model's vocabulary is refused" \
+            grep -q "does not fit the model's vocab_size = 320" gen.err
+    fi
     for ck in run/checkpoints/step-*; do :; done # the last (this run saves one, at the end)
     check "train_state.json records the tokenizer's sha256" \
         grep -q "$(sha256sum tok/tokenizer.json | cut -c1-64)" "$ck/train_state.json"

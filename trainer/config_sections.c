@@ -230,8 +230,8 @@ const sl_config_section sl_config_sections[] = {
 };
 const int sl_config_nsections = SL_NKEYS(sl_config_sections);
 
-/* training.sample_*: the samples decode bytes, so they need the byte-level vocabulary until a
- * BPE tokenizer is wired into io/text_codec.c (its integration point). */
+/* training.sample_*: the ranges here; which tokenizer decodes them is checked with the data
+ * section (validate_sample_tokenizer). */
 static int validate_samples(const sl_cfg_vctx *v, const sl_train_config *t,
                             const sl_model_config *m) {
     if (sl_cfg_check_range(v, "sample_every", t->sample_every, 0, INT_MAX)) return -1;
@@ -242,11 +242,18 @@ static int validate_samples(const sl_cfg_vctx *v, const sl_train_config *t,
     if (!sl_cfg_terminated(t->sample_prompt, sizeof t->sample_prompt))
         return sl_cfg_verr(v, "sample_prompt", "string too long (at most %d bytes)",
                            (int)sizeof t->sample_prompt - 1);
-    if (t->sample_every > 0 && m->vocab_size != 257)
+    (void)m;
+    return 0;
+}
+
+/* Samples are decoded by data.tokenizer, or as bytes (vocabulary 257) without one. */
+static int validate_sample_tokenizer(const sl_cfg_vctx *v, const sl_config *cfg) {
+    if (cfg->train.sample_every > 0 && cfg->model.vocab_size != 257 && !cfg->data.tokenizer[0])
         return sl_cfg_verr(v, "sample_every",
-                           "samples decode the byte-level vocabulary (model.vocab_size 257); "
-                           "this build has no tokenizer for a vocabulary of %d",
-                           m->vocab_size);
+                           "samples of a model with model.vocab_size = %d need the tokenizer "
+                           "that decodes them: set data.tokenizer (byte-level models, "
+                           "vocabulary 257, need none)",
+                           cfg->model.vocab_size);
     return 0;
 }
 
@@ -463,6 +470,8 @@ int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, 
     }
     v.prefix = "data";
     if (validate_data(&v, &cfg->data)) return -1;
+    v.prefix = "training"; /* it depends on the data section's tokenizer */
+    if (validate_sample_tokenizer(&v, cfg)) return -1;
     v.prefix = "parallel";
     if (validate_parallel(&v, &cfg->parallel, &cfg->model)) return -1;
     v.prefix = "backend";

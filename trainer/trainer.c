@@ -29,6 +29,7 @@
 #include "io/shard.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
+#include "io/text_codec.h"
 #include "trainer/trainer_impl.h"
 
 /* ---- the schedule ------------------------------------------------------------------------- */
@@ -596,6 +597,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
         rc = run_schedule(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);
+    sl_text_codec_free(t.sample_codec);
     if (t.model) sl_optimizer_free(&t.opt);
     sl_model_free(t.model);
     if (t.topo.ep) sl_topology_free(&t.topo);

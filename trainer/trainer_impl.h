@@ -53,6 +53,7 @@ typedef struct {
      * record one), and the final weights carry a copy of its files */
     bool has_tokenizer;
     uint8_t tok_hash[SL_TOKENIZER_HASH_BYTES];
+    struct sl_text_codec *sample_codec; /* training.sample_every's codec, opened at the first */
     char err[1024];
 } trainer;
 

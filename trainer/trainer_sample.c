@@ -1,6 +1,7 @@
 /*
  * trainer/trainer_sample.c - a short sample from the model being trained (training.sample_every;
- * docs/generate.md): the fixed prompt training.sample_prompt after the end-of-document token,
+ * docs/generate.md): the fixed prompt training.sample_prompt after the end-of-document token
+ * (when the tokenizer has one; data.tokenizer decodes, or bytes for byte-level models),
  * continued by training.sample_tokens tokens, greedy (sample_temperature 0) or drawn from stream
  * `step` of training.seed, so a resumed run samples what the uninterrupted one did.
  *
@@ -57,10 +58,14 @@ int sl_trainer_sample(trainer *t, int step) {
     sl_model *sm = NULL;
     sl_decoder *d = NULL;
     sl_sampler s = {0};
-    sl_text_codec *codec = sl_text_codec_open(NULL, m->cfg.vocab_size, err, sizeof err);
-    if (!codec) goto done;
+    /* data.tokenizer decodes the samples (bytes without one); loaded once per run */
+    const char *tok = t->cfg->data.tokenizer[0] ? t->cfg->data.tokenizer : NULL;
+    if (!t->sample_codec &&
+        !(t->sample_codec = sl_text_codec_open(tok, m->cfg.vocab_size, err, sizeof err)))
+        goto done;
+    const sl_text_codec *codec = t->sample_codec;
     prompt = sl_xmalloc(sizeof *prompt);
-    prompt[n_prompt++] = sl_text_codec_eod(codec);
+    if (sl_text_codec_eod(codec) >= 0) prompt[n_prompt++] = sl_text_codec_eod(codec);
     if (sl_text_codec_encode(codec, tc->sample_prompt, strlen(tc->sample_prompt), &prompt,
                              &n_prompt, err, sizeof err) != 0)
         goto done;
@@ -88,6 +93,5 @@ done:
     if (s.prob) sl_sampler_free(&s);
     sl_decoder_free(d);
     sl_model_free(sm);
-    sl_text_codec_free(codec);
     return rc;
 }
