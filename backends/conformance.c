@@ -52,6 +52,8 @@ static const struct {
     {"gated_attn_fwd", {2e-5, 1e-4}, {2e-2, 2e-2}},
     {"gated_attn_bwd", {1e-4, 1e-4}, {5e-2, 5e-2}},
     {"sigmoid_mean", {1e-6, 1e-6}, {1e-6, 1e-6}},
+    {"kv_cache_write", {0, 0}, {0, 0}}, /* a copy */
+    {"gated_attn_decode", {2e-5, 1e-4}, {2e-2, 2e-2}},
     /* bf16: q and k rounded on both sides, the dot product and exp in fp32 on a device */
     {"attn_sink_share", {1e-6, 1e-5}, {1e-5, 1e-3}},
     {"router_fwd", {1e-6, 1e-5}, {1e-6, 1e-5}}, /* fp32 on every backend */
@@ -106,6 +108,8 @@ static const op_row k_ops[] = {
     OP(gated_attn_fwd),
     OP(gated_attn_bwd),
     OP(sigmoid_mean),
+    OP(kv_cache_write),
+    OP(gated_attn_decode),
     OP(attn_sink_share),
     OP(router_fwd),
     OP(router_bwd),

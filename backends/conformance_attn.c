@@ -1,7 +1,8 @@
 /*
  * backends/conformance_attn.c - the conformance cases of attention/'s operations (q/gate split
  * and merge, RoPE, gated attention forward and backward, the gate's mean, the first-token
- * share): shapes, inputs and the double references (backends/conformance_impl.h).
+ * share, the KV cache write and decoding attention): shapes, inputs and the double references
+ * (backends/conformance_impl.h).
  */
 #include "backends/conformance_impl.h"
 
@@ -256,4 +257,82 @@ void sl_conf_case_attn_sink_share(cx *c) {
     attn_tensors(c, &a, in);
     sl_op_attn_sink_share(out, in[0], in[1], F32(c, lse, a.t, a.h), a.b, a.s, (float)a.scale);
     got(c, "share", out);
+}
+
+/* ---- decoding with a KV cache ---------------------------------------------------------- */
+
+/* Decoding with a KV cache: B sequences of a cache of L positions, n new tokens each, at
+ * starts drawn in [0, L - n] (so every new row lands in the cache), or with over > 0 in
+ * [L - n + 1, L - n + over] (rows past the cache: skipped by the write, clamped by the
+ * attention). Head dims in one CUDA column group and in several (160), caches of several CPU
+ * (64) and CUDA (128) key chunks, n > 1 (a chunked prefill) and n = 1 (decoding). */
+static const struct {
+    int b, n, len, h, kv, d;
+    sl_gate_mode mode;
+    int over;
+} k_dec[] = {
+    {1, 1, 1, 1, 1, 1, SL_GATE_ELEMENTWISE, 0},     {2, 1, 9, 4, 2, 16, SL_GATE_ELEMENTWISE, 0},
+    {3, 1, 130, 4, 1, 32, SL_GATE_HEADWISE, 0},     {2, 5, 70, 2, 2, 8, SL_GATE_NONE, 0},
+    {1, 3, 300, 3, 3, 128, SL_GATE_ELEMENTWISE, 0}, {2, 2, 33, 2, 1, 160, SL_GATE_HEADWISE, 0},
+    {3, 4, 20, 2, 1, 8, SL_GATE_ELEMENTWISE, 3},
+};
+
+typedef struct {
+    int b, n, len, h, kv, d;
+    sl_gate_mode mode;
+    int64_t nq, nc, ng;
+    const int32_t *start;
+} dec_in;
+
+static dec_in dec_inputs(cx *c) {
+    dec_in a = {.b = PICK(c, k_dec)->b};
+    a.n = k_dec[c->shape].n, a.len = k_dec[c->shape].len, a.h = k_dec[c->shape].h;
+    a.kv = k_dec[c->shape].kv, a.d = k_dec[c->shape].d, a.mode = k_dec[c->shape].mode;
+    const int over = k_dec[c->shape].over;
+    a.nq = (int64_t)a.b * a.n * a.h * a.d, a.nc = (int64_t)a.b * a.len * a.kv * a.d;
+    a.ng = (int64_t)a.b * a.n * a.h * gate_width(a.mode, a.d);
+    desc(c, "B%d/n%d/L%d/H%d/KV%d/D%d/%s%s", a.b, a.n, a.len, a.h, a.kv, a.d, mode_tag(a.mode),
+         over ? "/over" : "");
+    const int lo = over ? a.len - a.n + 1 : 0, hi = over ? a.len - a.n + over : a.len - a.n;
+    a.start = gen_ints(c, a.b, lo, hi + 1);
+    return a;
+}
+
+void sl_conf_case_kv_cache_write(cx *c) {
+    const dec_in a = dec_inputs(c);
+    const int64_t row = (int64_t)a.kv * a.d, nx = (int64_t)a.b * a.n * row;
+    const float *x = gen_normal(c, nx, 1.0), *cache0 = junk(c, a.nc);
+    if (!c->be) {
+        double *o = want(c, "cache", a.nc);
+        for (int64_t i = 0; i < a.nc; i++) o[i] = cache0[i];
+        for (int b = 0; b < a.b; b++)
+            for (int i = 0; i < a.n && a.start[b] + i < a.len; i++)
+                for (int64_t e = 0; e < row; e++)
+                    o[((int64_t)b * a.len + a.start[b] + i) * row + e] =
+                        x[((int64_t)b * a.n + i) * row + e];
+        return;
+    }
+    sl_tensor *cache = ACT(c, cache0, a.b, a.len, a.kv, a.d);
+    sl_op_kv_cache_write(cache, ACT(c, x, (int64_t)a.b * a.n, a.kv, a.d), I32(c, a.start, a.b), a.b,
+                         a.n);
+    got(c, "cache", cache);
+}
+
+void sl_conf_case_gated_attn_decode(cx *c) {
+    const dec_in a = dec_inputs(c);
+    const float *q = gen_normal(c, a.nq, 1.5), *kc = gen_normal(c, a.nc, 1.5);
+    const float *vc = gen_normal(c, a.nc, 1.0), *g = a.ng ? gen_normal(c, a.ng, 1.5) : NULL;
+    const double scale = 1.0 / sqrt((double)a.d);
+    const int64_t t = (int64_t)a.b * a.n;
+    if (!c->be) {
+        sl_ref_attn_decode(want(c, "y", a.nq), q, kc, vc, g, a.start, a.mode, a.b, a.n, a.len, a.h,
+                           a.kv, a.d, scale);
+        return;
+    }
+    sl_tensor *y = ACT(c, junk(c, a.nq), t, a.h, a.d);
+    sl_op_gated_attn_decode(y, ACT(c, q, t, a.h, a.d), ACT(c, kc, a.b, a.len, a.kv, a.d),
+                            ACT(c, vc, a.b, a.len, a.kv, a.d),
+                            g ? ACT(c, g, t, a.h, a.ng / (t * a.h)) : NULL, I32(c, a.start, a.b),
+                            a.b, a.n, (float)scale);
+    got(c, "y", y);
 }

@@ -322,6 +322,8 @@ void sl_conf_case_rope_bwd(cx *c);
 void sl_conf_case_gated_attn_fwd(cx *c);
 void sl_conf_case_gated_attn_bwd(cx *c);
 void sl_conf_case_sigmoid_mean(cx *c);
+void sl_conf_case_kv_cache_write(cx *c);
+void sl_conf_case_gated_attn_decode(cx *c);
 void sl_conf_case_attn_sink_share(cx *c);
 /* conformance_moe.c */
 void sl_conf_case_router_fwd(cx *c);

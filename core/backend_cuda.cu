@@ -87,6 +87,10 @@ typedef struct {
     void *scratch[SCRATCH_SLOTS];
     size_t scratch_cap[SCRATCH_SLOTS];
 
+    /* objects of the concerns above core (sl_cuda_ext) */
+    void *ext[SL_CUDA_EXT_SLOTS];
+    void (*ext_destroy[SL_CUDA_EXT_SLOTS])(void *);
+
     /* pinned staging ring (host side) and the device ring for sl_cuda_upload */
     unsigned char *stage;
     size_t stage_seg, stage_off;
@@ -114,6 +118,23 @@ const cudaDeviceProp *sl_cuda_props(void *ctx) {
 }
 bool sl_cuda_deterministic(void *ctx) {
     return C(ctx)->deterministic;
+}
+
+void *sl_cuda_ext(void *ctx, int slot) {
+    SL_CHECK(slot >= 0 && slot < SL_CUDA_EXT_SLOTS, "sl_cuda_ext: slot %d", slot);
+    return C(ctx)->ext[slot];
+}
+
+void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj)) {
+    SL_CHECK(slot >= 0 && slot < SL_CUDA_EXT_SLOTS, "sl_cuda_set_ext: slot %d", slot);
+    cuda_ctx *c = C(ctx);
+    if (c->ext[slot] && c->ext_destroy[slot]) {
+        /* queued work may still use what the old object owns (a cuDNN plan) */
+        CK(cudaStreamSynchronize(c->stream), "sl_cuda_set_ext");
+        c->ext_destroy[slot](c->ext[slot]);
+    }
+    c->ext[slot] = obj;
+    c->ext_destroy[slot] = destroy;
 }
 
 /* ---- caching allocator -------------------------------------------------------------------- */
@@ -322,6 +343,8 @@ static void cuda_free_ctx(void *ctx) {
     cuda_ctx *c = C(ctx);
     (void)cudaStreamSynchronize(c->stream);
     finish_reads(c);
+    for (int s = 0; s < SL_CUDA_EXT_SLOTS; s++)
+        if (c->ext[s] && c->ext_destroy[s]) c->ext_destroy[s](c->ext[s]);
     for (int s = 0; s < SCRATCH_SLOTS; s++)
         if (c->scratch[s]) cuda_free(ctx, c->scratch[s]);
     if (c->upload) cuda_free(ctx, c->upload);

@@ -67,6 +67,11 @@ typedef struct sl_ops_i {
                            const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
                            float scale);
     void (*sigmoid_mean)(void *ctx, sl_tensor *out, const sl_tensor *g);
+    void (*kv_cache_write)(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                           int batch, int n);
+    void (*gated_attn_decode)(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                              const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                              int batch, int n, float scale);
     void (*attn_sink_share)(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                             const sl_tensor *lse, int batch, int seq, float scale);
 

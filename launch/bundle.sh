@@ -390,7 +390,9 @@ if [ -n "$cuda_libs" ]; then
     cuda_note="This sluice was built with CUDA: it loads $cuda_libs at start, so
 it needs them even for the cpu backend, and the NVIDIA driver for the cuda backend. They come
 from the node: \$CUDA_HOME/lib64, /usr/local/cuda/lib64 or a PyTorch installation's
-nvidia/*/lib folders (env.sh adds those that exist), or from LD_LIBRARY_PATH as it was."
+nvidia/*/lib folders (env.sh adds those that exist), or from LD_LIBRARY_PATH as it was.
+attention.kernel = \"cudnn\" also opens libcudnn.so.9 at run time (found the same way, or
+named by SLUICE_CUDNN_LIBRARY); nothing else needs it."
 else
     cuda_note="This sluice was built without CUDA: it needs no CUDA library (cpu backend only)."
 fi

@@ -111,8 +111,15 @@ int sl_cmd_train(int argc, char **argv) {
                                 .allow_nondeterministic = !cfg->backend.deterministic};
         be = sl_backend_create(cfg->backend.name, &bp, err, sizeof err);
         if (!be) sl_error("%s: backend.name: %s", config_path, err);
+        /* the attention kernel: the cudnn one loads libcudnn here, so a node without it fails
+         * now (on that node only, like a missing device) */
+        bool attn_ok = true;
+        if (be && sl_backend_set_attn_kernel(be, cfg->attention.kernel, err, sizeof err) != 0) {
+            sl_error("%s: attention.kernel: %s", config_path, err);
+            attn_ok = false;
+        }
         /* a device can be missing on one node only: all ranks agree before training */
-        double fail = be == NULL;
+        double fail = be == NULL || !attn_ok;
         sl_comm_allreduce_max_f64(world, &fail, 1);
         if (fail > 0) rc = 1;
     }

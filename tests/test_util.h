@@ -72,6 +72,26 @@ sl_tensor *sl_test_ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t co
                            const float *host);
 /* Host floats of any float tensor (bf16 through a convert on its own backend); free() them. */
 float *sl_test_host_floats(const sl_tensor *t);
+/* A tracked [a, b, c] tensor of float dtype dt on be holding host floats (NULL: zeros). */
+sl_tensor *sl_test_tensor3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                           const float *host);
+/* n normal(0, std) values (sl_test_fill_normal) rounded to bf16, so that fp32 and bf16 tensors
+ * made from them hold the same values; free() them. */
+float *sl_test_normal_bf16(int64_t n, float std, uint64_t seed);
+/* The CPU backend's gated attention (fp32) as the reference of a device kernel test: the
+ * forward on host inputs q [T, H, D], k and v [T, KV, D], g [T, H, gw] (NULL: no gate), seg [T]
+ * (NULL: plain causal), then the backward from dy and that forward's lse and o rounded to bf16
+ * (what a bf16 backend saves), so that a device backward fed the same o and lse is compared on
+ * equal inputs. Every array is malloc'ed (dg NULL without a gate); sl_test_attn_ref_free. */
+typedef struct {
+    float *y, *o, *lse, *dq, *dk, *dv, *dg;
+} sl_test_attn_ref;
+void sl_test_attn_reference(sl_test_attn_ref *r, int batch, int seq, int h, int kv, int d, int gw,
+                            const float *q, const float *k, const float *v, const float *g,
+                            const float *dy, const int32_t *seg, float scale);
+void sl_test_attn_ref_free(sl_test_attn_ref *r);
+/* max |got - want| / max(max |want|, floor); NaN in got counts as infinitely wrong. */
+double sl_test_rel_err(const float *got, const float *want, int64_t n, double floor);
 
 /* splitmix64 stream for test data: the next 64-bit value, and a uniform double in [0, 1). */
 uint64_t sl_test_rand_u64(uint64_t *state);

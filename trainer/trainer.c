@@ -26,6 +26,9 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/device_peak.h"
+#include "io/shard.h"
+#include "io/text_codec.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
 #include "trainer/trainer_impl.h"
@@ -113,14 +116,12 @@ static int open_stage_reader(trainer *t, int i) {
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     t->reader_stage = i;
     int rc = 0;
+    char what[160];
+    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
     if (!t->train_reader) {
-        sl_error("training data of stage \"%s\": %s", st->name, t->err);
+        sl_error("%s: %s", what, t->err);
         rc = -1;
-    } else if (sl_reader_vocab_size(t->train_reader) > st->model.vocab_size) {
-        sl_error("%s: model.vocab_size = %d is smaller than the vocabulary of stage \"%s\"'s "
-                 "data (%d)",
-                 t->cfg->path, st->model.vocab_size, st->name,
-                 sl_reader_vocab_size(t->train_reader));
+    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
         rc = -1;
     } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
         sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
@@ -215,6 +216,51 @@ static double evaluate_event(trainer *t, int step, const char *when) {
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 
+int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
+    const sl_config *c = t->cfg;
+    if (sl_reader_vocab_size(r) > st->model.vocab_size) {
+        sl_error_once("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
+                      "every token id must be below it",
+                      sl_reader_first_shard(r), what, sl_reader_vocab_size(r), st->model.vocab_size,
+                      c->path);
+        return -1;
+    }
+    const char *shard;
+    const uint8_t *h = sl_reader_tokenizer(r, &shard);
+    if (h && t->has_tokenizer && memcmp(h, t->tok_hash, SL_SHARD_TOKENIZER_HASH) != 0) {
+        char a[33], b[33];
+        sl_shard_tokenizer_hex(h, a);
+        sl_shard_tokenizer_hex(t->tok_hash, b);
+        sl_error_once("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
+                      "is sha256 %s...",
+                      shard, what, a, c->data.tokenizer, c->path, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* data.tokenizer: loads it (every field checked), keeps its hash, and checks that its ids fit
+ * model.vocab_size. 0, or -1 (printed once). */
+static int check_tokenizer(trainer *t) {
+    const sl_config *c = t->cfg;
+    if (!c->data.tokenizer[0]) return 0;
+    sl_tokenizer *tok = sl_tokenizer_load(c->data.tokenizer, t->err, sizeof t->err);
+    if (!tok) {
+        sl_error_once("%s: data.tokenizer: %s", c->path, t->err);
+        return -1;
+    }
+    const uint32_t v = sl_tokenizer_vocab_size(tok);
+    memcpy(t->tok_hash, sl_tokenizer_hash(tok), sizeof t->tok_hash);
+    sl_tokenizer_free(tok);
+    t->has_tokenizer = true;
+    if (v > (uint32_t)c->model.vocab_size) {
+        sl_error_once("%s: data.tokenizer: %s has %u tokens, more than model.vocab_size = %d",
+                      c->path, c->data.tokenizer, v, c->model.vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
 static int setup(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
@@ -224,6 +270,7 @@ static int setup(trainer *t) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
     }
+    if (check_tokenizer(t) != 0) return -1;
     if (plan_schedule(t) != 0) return -1;
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
@@ -262,6 +309,23 @@ static int setup(trainer *t) {
     return 0;
 }
 
+/* The peak per rank that MFU divides by: backend.peak_tflops, else the datasheet figure of this
+ * rank's GPU (core/device_peak.h); unknown on the CPU and on GPUs not in the table. */
+static void resolve_peak(trainer *t) {
+    sl_device_info dev;
+    const char *model = NULL;
+    if (t->cfg->backend.peak_tflops > 0) {
+        t->peak_flops = t->cfg->backend.peak_tflops * 1e12;
+        snprintf(t->peak_source, sizeof t->peak_source, "backend.peak_tflops");
+    } else if (sl_backend_device(t->be, &dev) &&
+               (t->peak_flops = 1e12 * sl_device_datasheet_bf16_tflops(dev.name, &model)) > 0) {
+        snprintf(t->peak_source, sizeof t->peak_source, "%s datasheet, dense bf16", model);
+    } else {
+        t->peak_flops = 0;
+        snprintf(t->peak_source, sizeof t->peak_source, "unknown: set backend.peak_tflops for MFU");
+    }
+}
+
 static void print_banner(const trainer *t, const char *placement) {
     const sl_config *c = t->cfg;
     const sl_stage *s0 = &t->stages[0];
@@ -286,6 +350,10 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
+    if (t->peak_flops > 0)
+        sl_info("peak for MFU: %.1f TFLOP/s per rank (%s)", t->peak_flops / 1e12, t->peak_source);
+    else
+        sl_info("peak for MFU: %s", t->peak_source);
     char order[96];
     if (c->data.shuffle_window == 0)
         snprintf(order, sizeof order, "stream order (no sequence shuffle)");
@@ -446,6 +514,9 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             .lr = res.lr,
             .grad_norm = res.grad_norm,
             .tokens_per_s = (double)tc->global_batch_tokens / dt,
+            .model_tflops = step_flops(t, t->cur) / dt / t->topo.size / 1e12,
+            .mfu =
+                t->peak_flops > 0 ? step_flops(t, t->cur) / dt / t->topo.size / t->peak_flops : NAN,
             .elapsed_s = elapsed,
             /* over the whole schedule, by model FLOPs: later stages' longer sequences cost
              * more per token */
@@ -474,6 +545,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             sm.has_eval = !isnan(sm.eval_loss);
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
+        if (tc->sample_every > 0 && done % tc->sample_every == 0 && sl_trainer_sample(t, done) != 0)
+            return -1;
         /* the end of a stage is a checkpoint; the run's last step saves synchronously */
         const bool save = done == end || (tc->save_every > 0 && in_stage % tc->save_every == 0);
         if (save && sl_trainer_save(t, done, done == total) != 0) return -1;
@@ -545,10 +618,12 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
         rc = fail > 0 ? -1 : 0;
     }
     if (rc == 0) {
+        resolve_peak(&t);
         print_banner(&t, placement);
         rc = run_schedule(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);
+    sl_text_codec_free(t.sample_codec);
     if (t.model) sl_optimizer_free(&t.opt);
     sl_model_free(t.model);
     if (t.topo.ep) sl_topology_free(&t.topo);
