@@ -233,7 +233,8 @@ def shapes(L):
         cfg = ARGS.config or os.path.join(L.configs, "tiny.json")
         common = ["--layers", "2", "--seq", "64", "--peak-n", "128", "--peak-reps", "3", "--init", "fast"]
         return dict(config=cfg, measured=common + ["--batch", "2", "--accum", "2"],
-                    ep8=common + ["--batch", "4", "--accum", "1"], steps=["--steps", "2", "--warmup", "1"],
+                    ep8=common + ["--batch", "4", "--accum", "1"],
+                    steps=["--steps", "1", "--warmup", "1", "--profile-steps", "1"],
                     sanitize=["--layers", "2", "--seq", "64", "--batch", "1"],
                     race=["--layers", "2", "--seq", "64", "--batch", "1"],
                     attn=["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
@@ -243,7 +244,8 @@ def shapes(L):
     if ARGS.layers:
         common += ["--layers", str(ARGS.layers)]
     return dict(config=cfg, measured=common + ["--batch", "1", "--accum", "4"],
-                ep8=common + ["--batch", "8", "--accum", "1"], steps=["--steps", "5", "--warmup", "2"],
+                ep8=common + ["--batch", "8", "--accum", "1"],
+                steps=["--steps", "5", "--warmup", "2", "--profile-steps", "3"],
                 sanitize=["--layers", "2", "--seq", "1024", "--batch", "1"],
                 race=["--layers", "2", "--seq", "512", "--batch", "1"],
                 attn=["--iters", "5", "--warmup", "1"])
@@ -422,7 +424,7 @@ def part_racecheck_step(L, budget, S):
 
 def part_profile(L, budget, S, part, shape, what):
     log, js = os.path.join(LOGS, part + ".log"), os.path.join(OUT, part + ".out")
-    rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile", "--profile-steps", "3"],
+    rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile"],
                   budget, log, stdout_path=js)
     j = last_json(js)
     if rc is None:

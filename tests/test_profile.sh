@@ -5,8 +5,9 @@
 #   1. every expected row is there (each op class the issue names: attention kernel forward
 #      and backward, the projections, router, permute and unpermute, the expert GEMMs forward,
 #      data and weight gradient, SwiGLU, norms, embedding, LM head, optimizer, gradient
-#      reduction, the host reads' waits and the device's idle time), each region opened at
-#      least once per step: a region dropped from the code fails here;
+#      reduction, the batch callback's host work, the host reads' waits and the device's idle
+#      time), each region opened at least once per step: a region dropped from the code fails
+#      here;
 #   2. the rows add up to the profiled steps' wall time measured by the host within 5%, no row
 #      is negative, and the benchmark itself says so (rows_add_up, exit status 0);
 #   3. the host reads the rows attribute add up to the host reads the backend counts per step
@@ -88,6 +89,7 @@ expected = [
     "MoE block other (zeroing, LBL gradient, shared-expert gate)", "LM head + cross-entropy",
     "loss statistics", "gradient reduction + norm", "optimizer: zero gradients",
     "optimizer: AdamW (+ router bias)", "step statistics all-reduce",
+    "next micro-batch's tokens (host: reader, shuffle)",
     "host reads (device idle while the host waits)",
     "device idle between regions (host work, launch gaps)",
 ]

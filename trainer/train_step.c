@@ -11,6 +11,9 @@
 #define R_ZERO  "optimizer: zero gradients"
 #define R_ADAMW "optimizer: AdamW (+ router bias)"
 #define R_SUMS  "step statistics all-reduce"
+/* The batch callback is host work (the reader: decoding, the sequence shuffle); while it runs
+ * the device drains what was queued and then waits, which this row shows. */
+#define R_DATA "next micro-batch's tokens (host: reader, shuffle)"
 
 /* The model's backward progress starts gradient buckets (last micro-batch only). */
 static void on_grads_ready(void *user, int layer) {
@@ -29,7 +32,9 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     sl_model_begin_step(m, res->metrics);
     if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
     for (int mb = 0; mb < s->micro_batches; mb++) {
-        if (next(user, mb, s->tokens, err, errlen) != 0) return -1;
+        int got = 0;
+        SL_PROFILE_REGION (m->be, R_DATA) got = next(user, mb, s->tokens, err, errlen);
+        if (got != 0) return -1; /* outside the region: it must be closed before returning */
         if (mb == s->micro_batches - 1) {
             /* the last backward completes the gradients: reduce while it runs */
             sl_optimizer_begin_reduce(s->opt);
