@@ -49,6 +49,8 @@ import tarfile
 import threading
 import time
 
+from sanitizer_log import sanitizer_report  # bench/sanitizer_log.py, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
          "profile_ep8", "attn_bench", "torch_titan", "torch_hf"]
@@ -339,38 +341,6 @@ def find_sanitizer(L):
     return None, "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
 
 
-def sanitizer_report(text, tool):
-    """(real errors, filtered NCCL start-up probes, warnings) in a compute-sanitizer log: a report
-    is a top-level '========= <message>' line with its indented lines."""
-    blocks, cur = [], None
-    for line in text.splitlines():
-        if not line.startswith("========= "):
-            continue
-        body = line[len("========= "):]
-        if not body.strip():
-            cur = None
-            continue
-        if body.startswith(" "):
-            if cur is not None:
-                cur.append(body)
-            continue
-        if re.match(r"(COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application)", body):
-            cur = None
-            continue
-        cur = [body]
-        blocks.append(cur)
-    errors, probes, warnings = [], 0, 0
-    for b in blocks:
-        text_b = "\n".join(b)
-        if "ncclInitKernelsForDevice" in text_b or ("NoKernelImageForDevice" in text_b and "libnccl" in text_b):
-            probes += 1
-        elif tool == "racecheck" and b[0].lstrip().startswith("Warning"):
-            warnings += 1
-        else:
-            errors.append(b[0].strip()[:200])
-    return errors, probes, warnings
-
-
 def sanitized(L, part, tool, runs, budget):
     san, why = find_sanitizer(L)
     if not san:
@@ -435,10 +405,11 @@ def part_profile(L, budget, S, part, shape, what):
         json.dump(j, f)
     rows = j["batch"] * j["seq"] * j.get("topk", 0) / max(j.get("experts", 1), 1)
     p = j.get("profile") or {}
-    note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert; %.1f ms/step, %.0f tokens/s, %.1f%% of peak; " \
-           "profile rows %.1f%% of the step" % (what, j["layers"], j["accum"], j["batch"], j["seq"], rows,
-                                              j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0),
-                                              100 * p.get("rows_sum_ms", 0) / max(p.get("step_wall_ms", 1e-9), 1e-9))
+    share = 100 * p.get("rows_sum_ms", 0) / max(p.get("step_wall_ms", 1e-9), 1e-9)
+    note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert, attention %s; %.1f ms/step, %.0f tokens/s, " \
+           "%.1f%% of peak; profile rows %.1f%% of the step" % (
+               what, j["layers"], j["accum"], j["batch"], j["seq"], rows, j.get("attention_kernel", "?"),
+               j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0), share)
     record(part, "PASS", sec, note, result=j)
 
 
@@ -475,8 +446,9 @@ def part_attn(L, budget, S):
     if rc != 0:
         return record("attn_bench", "FAIL", sec, "exit %d" % rc)
     rows = [json.loads(l) for l in open(out) if l.startswith("{")]
-    note = "; ".join("S %d D %d: fwd %.0f, bwd %.0f TFLOP/s" % (r["seq"], r["head_dim"], r.get("fwd_tflops", 0),
-                                                             r.get("bwd_tflops", 0)) for r in rows)
+    note = "; ".join("%s S %d D %d: fwd %.0f, bwd %.0f TFLOP/s" % (r.get("kernel", "?"), r["seq"], r["head_dim"],
+                                                                r.get("fwd_tflops", 0), r.get("bwd_tflops", 0))
+                     for r in rows)
     why = torch_cuda()
     if why is None and budget - sec > 15:
         tout = os.path.join(OUT, "attn_bench_torch.out")
@@ -536,9 +508,10 @@ def summary(L, info):
             continue
         p = j["profile"]
         lines.append("")
-        lines.append("%s: %d layers, %d micro-batch(es) of %d x %d; %.2f ms/step unprofiled, %.2f profiled; "
-                     "rows sum %.2f ms" % (part, j["layers"], j["accum"], j["batch"], j["seq"], j["ms_per_step"],
-                                           p["step_wall_ms"], p["rows_sum_ms"]))
+        lines.append("%s: %d layers, %d micro-batch(es) of %d x %d, attention kernel %s; %.2f ms/step unprofiled, "
+                     "%.2f profiled; rows sum %.2f ms" % (part, j["layers"], j["accum"], j["batch"], j["seq"],
+                                                          j.get("attention_kernel", "?"), j["ms_per_step"],
+                                                          p["step_wall_ms"], p["rows_sum_ms"]))
         for r in p["rows"]:
             lines.append("  %-62.62s %10.3f ms %5.1f%%  host %9.3f ms  %7.1f calls" % (
                 r["region"], r["ms"], 100 * r["ms"] / max(p["rows_sum_ms"], 1e-9), r["host_ms"], r["calls"]))

@@ -411,6 +411,10 @@ int main(int argc, char **argv) {
            used / GIB);
     printf("host reads per step: %lld (+ %lld explicit synchronizations)\n", reads_step,
            syncs_step);
+    /* the kernel the profile's attention rows time (attention.kernel, docs/attention.md) */
+    const char *attn_ran = sl_backend_attn_kernel_ran(be);
+    attn_ran = attn_ran ? attn_ran : "?";
+    printf("attention kernel: %s\n", attn_ran);
     printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s);
     printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
@@ -441,12 +445,12 @@ int main(int argc, char **argv) {
            "\"seq\": %d, \"accum\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_step\": %lld, "
            "\"host_reads_per_step\": %lld, \"syncs_per_step\": %lld, \"total_params\": %lld, "
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
-           "\"experts\": %d, \"topk\": %d",
+           "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\"",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
-           cfg.model.num_experts_per_tok);
+           cfg.model.num_experts_per_tok, attn_ran);
     const struct {
         const char *key;
         double v;
