@@ -216,10 +216,10 @@ static void run_gemm(layer *L, int i) {
         sl_op_grouped_matmul(L->dx, L->dgu, L->wgu, L->counts, L->e, false, 0.0f);
         break;
     case 4:
-        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e);
+        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f);
         break;
     default:
-        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e);
+        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f);
         break;
     }
 }

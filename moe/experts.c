@@ -100,8 +100,9 @@ void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_ten
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                                  const sl_tensor *dout) {
     sl_experts_buffers *b = x->buf;
-    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local);
-    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local);
+    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local, sl_param_grad_beta(x->down));
+    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
+                            sl_param_grad_beta(x->gate_up));
 }
 
 void sl_experts_free(sl_experts *x) {

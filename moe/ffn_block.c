@@ -80,6 +80,7 @@ void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tenso
         sl_tensor_zero(ws->dxn);
         sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
     }
+    sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
     sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
     sl_op_axpy(dx, dout, 1.0f);
 }

@@ -169,11 +169,13 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
                         "cublasGemmGroupedBatchedEx");
 }
 
-/* dW_g [R, S] += dY_g^T X_g. Column-major: dW_g^T [S, R] += X_g^T [S, n_g] dY_g [n_g, R], where
- * X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is) and dY_g's
- * row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). */
+/* dW_g [R, S] = dY_g^T X_g + beta dW_g. Column-major: dW_g^T [S, R] = X_g^T [S, n_g] dY_g [n_g, R]
+ * + beta dW_g^T, where X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is)
+ * and dY_g's row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). Empty groups get
+ * beta dW_g: with beta 0 (a gradient's first write of the step) they are set to zero, one
+ * launch per run of consecutive empty groups (their slices are contiguous). */
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups) {
+                               const int64_t *counts, int groups, float beta) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
@@ -181,7 +183,14 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     std::vector<problem> ps;
     int64_t row0 = 0;
     for (int g = 0; g < groups; row0 += counts[g], g++) {
-        if (counts[g] == 0) continue; /* dW_g += 0 */
+        if (counts[g] == 0) {
+            int run = 1; /* empty groups g .. g + run - 1 */
+            while (g + run < groups && counts[g + run] == 0) run++;
+            sl_cuda_gemm_scale_c(ctx, op, (void *)byte_ptr(dw->data, (int64_t)g * r * s, es_w), s,
+                                 dw->dtype, s, r * run, beta);
+            g += run - 1;
+            continue;
+        }
         problem p;
         p.ta = CUBLAS_OP_N;
         p.tb = CUBLAS_OP_T;
@@ -199,14 +208,14 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (ps.empty()) return;
     const int how = strategy();
     if (how != SL_EXPERT_GEMM_PER_EXPERT && dw->dtype == dy->dtype) {
-        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f), op,
+        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, beta), op,
                         "cublasGemmGroupedBatchedEx");
         g_dw_path = "grouped";
         return;
     }
     if (how != SL_EXPERT_GEMM_PER_EXPERT && dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {
         /* A refused call has done nothing: cuBLAS checks its arguments before it launches. */
-        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f) == CUBLAS_STATUS_SUCCESS;
+        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, beta) == CUBLAS_STATUS_SUCCESS;
         g_grouped_bf16_f32 = took;
         if (took) {
             g_dw_path = "grouped (bf16 into fp32)";
@@ -219,5 +228,5 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         g_dw_path = "per-expert (cuBLAS refused the grouped bf16 into fp32 call)";
     else
         g_dw_path = "per-expert (no grouped call for these types)";
-    run_per_expert(ctx, op, ps, dy->dtype, dw->dtype, 1.0f);
+    run_per_expert(ctx, op, ps, dy->dtype, dw->dtype, beta);
 }

@@ -13,7 +13,7 @@ extern "C" {
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                             const int64_t *counts, int groups, bool trans_b, float beta);
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups);
+                               const int64_t *counts, int groups, float beta);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        one cublasGemmGroupedBatchedEx per call where cuBLAS takes the
