@@ -264,6 +264,11 @@ extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, 
                                        const sl_tensor *lse, int batch, int seq, float scale) {
     SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
     if (batch == 0 || seq == 0) return;
+    if (sl_cuda_gated_attn_sm90_supported(ctx, q)) { /* Hopper: wgmma, TMA */
+        sl_cuda_gated_attn_sm90_bwd(ctx, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq,
+                                    scale);
+        return;
+    }
     if (sl_cuda_gated_attn_tc_supported(q)) { /* bf16, D = 64 or 128: tensor cores */
         sl_cuda_gated_attn_tc_bwd(ctx, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq,
                                   scale);

@@ -187,6 +187,10 @@ extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl
                                        const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
                                        float scale) {
     if (batch == 0 || seq == 0) return;
+    if (sl_cuda_gated_attn_sm90_supported(ctx, q)) { /* Hopper: wgmma, TMA */
+        sl_cuda_gated_attn_sm90_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
+        return;
+    }
     if (sl_cuda_gated_attn_tc_supported(q)) {
         sl_cuda_gated_attn_tc_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
         return;

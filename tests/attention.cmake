@@ -26,6 +26,15 @@ sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda 
 add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
 set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# The same cases through the Hopper kernels (wgmma, TMA, warp specialization; selected with
+# SLUICE_ATTN_SM90=1 by the test itself): deterministic (and the same bits twice), then atomic dQ.
+# Skipped on a GPU that cannot run them.
+add_test(NAME test_attention_sm90 COMMAND test_attention_tc deterministic sm90)
+add_test(NAME test_attention_sm90_atomic COMMAND test_attention_tc atomic sm90)
+set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.

@@ -3,24 +3,33 @@
  * attention/gated_attn_tc_*.cu) against the CPU backend, forward and backward through
  * sl_op_gated_attn_fwd / sl_op_gated_attn_bwd: GQA ratios 1, 2 and 8, the three gate modes,
  * sequence lengths off the 64-row tiles (100, 130), one-token sequences, two sequences per
- * batch, 260-300 tokens (many pipelined steps per block), and document masking with documents of
- * length 1 (also all of them). Inputs are generated in fp32 and rounded to bf16; the CPU computes
- * in fp32 on the rounded values, the GPU on bf16 tensors. The backward's saved o (rounded to bf16)
- * and lse come from the CPU forward on both sides, so the backward is compared on equal inputs.
+ * batch, 260-520 tokens (many pipelined steps per block, rings that wrap), and document masking
+ * with documents of length 1 (also all of them) and documents longer than a tile. Inputs are
+ * generated in fp32 and rounded to bf16; the CPU computes in fp32 on the rounded values, the GPU on
+ * bf16 tensors. The backward's saved o (rounded to bf16) and lse come from the CPU forward on both
+ * sides, so the backward is compared on equal inputs.
  *
- * usage: test_attention_tc [deterministic|atomic]
+ * usage: test_attention_tc [deterministic|atomic] [sm90]
  *   deterministic (default): backend.deterministic = true, the separate dQ kernel; the backward
  *     run twice must also give identical bits.
  *   atomic: allow_nondeterministic, dQ summed with fp32 atomics in the dK/dV kernel. Its
  *     summation order depends on the block schedule, so under the SIMT emulator the test is
  *     registered with SLUICE_EMU_RACECHECK=0 (the race check replays every launch in a second
  *     thread order and would, rightly, report the order-dependent sums).
+ *   sm90: the Hopper kernels (attention/gated_attn_sm90_*.cu: wgmma, TMA, warp specialization)
+ *     instead of the mma.sync ones, chosen with SLUICE_ATTN_SM90=1 (the emulated device is
+ *     compute capability 9.0, but the backend's automatic choice keeps mma.sync there); every
+ *     case must have run them (sl_cuda_gated_attn_sm90_calls). Skipped (77) on a GPU that cannot
+ *     run them.
  * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/test_util.h"
+#ifdef SLUICE_WITH_CUDA
+#include "attention/kernels_cuda.h"
+#endif
 
 /* Tolerances, relative to the largest |reference| of each output: max |got - ref| <= tol *
  * max |ref|. bf16 outputs alone round by up to 2^-9 of their value; the backward also rounds P
@@ -34,7 +43,16 @@
 #define REF_FLOOR 1e-2
 
 static sl_backend *g_gpu;
-static bool g_atomic;
+static bool g_atomic, g_sm90;
+
+/* Forward and backward calls of the Hopper kernel so far (0 where it is not built). */
+static long long sm90_calls(void) {
+#ifdef SLUICE_WITH_CUDA
+    return sl_cuda_gated_attn_sm90_calls();
+#else
+    return 0;
+#endif
+}
 
 typedef struct {
     int b, s, h, kv, d;
@@ -44,6 +62,7 @@ typedef struct {
 
 static const int k_docs_mixed[] = {1, 5, 1, 40, 1, 1, 30, 21, 0}; /* sums to 100 */
 static const int k_docs_tiles[] = {3, 60, 1, 66, 0};              /* crosses tiles; 130 */
+static const int k_docs_long[] = {150, 200, 50, 0}; /* longer than tiles: whole tiles skipped */
 
 static const acase k_cases[] = {
     {2, 100, 2, 1, 64, SL_GATE_ELEMENTWISE, NULL}, /* GQA 2, partial tile, two sequences */
@@ -56,6 +75,11 @@ static const acase k_cases[] = {
     {1, 37, 2, 1, 128, SL_GATE_NONE, (const int[]){-1}}, /* every document one token */
     {1, 300, 4, 1, 64, SL_GATE_ELEMENTWISE, NULL},       /* many query steps per key tile: the */
     {1, 260, 4, 2, 128, SL_GATE_HEADWISE, NULL},         /* double buffers cycle, GQA 4 and 2 */
+    /* five key tiles of 128: the Hopper forward's three-stage ring (D = 64) wraps */
+    {1, 520, 2, 1, 64, SL_GATE_ELEMENTWISE, NULL},
+    /* documents starting past a tile of 128: the forward and dQ skip whole key tiles, the
+     * dK/dV pass stops before whole query tiles */
+    {1, 400, 2, 2, 128, SL_GATE_HEADWISE, k_docs_long},
 };
 
 static float *gen(int64_t n, float std, uint64_t seed) {
@@ -146,6 +170,7 @@ static void run_case(const acase *c) {
 
     /* GPU, bf16 */
     sl_backend *be = g_gpu;
+    const long long calls0 = sm90_calls();
     sl_tensor *gq = t3(be, SL_BF16, t, c->h, c->d, q), *gk = t3(be, SL_BF16, t, c->kv, c->d, k);
     sl_tensor *gv = t3(be, SL_BF16, t, c->kv, c->d, v), *gdy = t3(be, SL_BF16, t, c->h, c->d, dy);
     sl_tensor *gg = gated ? t3(be, SL_BF16, t, c->h, gw, g) : NULL;
@@ -193,6 +218,9 @@ static void run_case(const acase *c) {
             free(again);
         }
     }
+    /* the kernel under test ran: forward and backward (twice in the deterministic mode) */
+    const long long calls = sm90_calls() - calls0, want = g_sm90 ? (g_atomic ? 2 : 3) : 0;
+    CHECK(calls == want, "%s: %lld calls of the Hopper kernel, expected %lld", lbl, calls, want);
     for (int i = 0; i < 4; i++) free(first[i]), free(rg[i]);
     free(q), free(k), free(v), free(g), free(dy), free(seg), free(ry), free(ro), free(rl);
     sl_test_release();
@@ -200,15 +228,37 @@ static void run_case(const acase *c) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "deterministic") && strcmp(argv[1], "atomic"))) {
-        fprintf(stderr, "usage: test_attention_tc [deterministic|atomic]\n");
+    bool bad = argc > 3;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "atomic") == 0 && i == 1)
+            g_atomic = true;
+        else if (strcmp(argv[i], "sm90") == 0 && i == argc - 1)
+            g_sm90 = true;
+        else
+            bad = strcmp(argv[i], "deterministic") != 0 || i != 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: test_attention_tc [deterministic|atomic] [sm90]\n");
         return 2;
     }
-    g_atomic = argc == 2 && strcmp(argv[1], "atomic") == 0;
+    /* before the first attention call, which reads it; 0 keeps the automatic choice away from
+     * the Hopper kernel on a GPU that has it, so the mma.sync kernels are what this tests */
+    setenv("SLUICE_ATTN_SM90", g_sm90 ? "1" : "0", 1);
     const sl_backend_params p = {.device = -1, .allow_nondeterministic = g_atomic};
     g_gpu = sl_test_cuda_or_skip(&p);
-    printf("dQ mode: %s\n", g_atomic ? "atomic" : "deterministic");
+#ifdef SLUICE_WITH_CUDA
+    if (g_sm90 && !sl_cuda_gated_attn_sm90_device()) {
+        sl_backend_free(g_gpu);
+        return sl_test_skip("this GPU cannot run the Hopper attention kernel (compute "
+                            "capability 9.x with the sm_90a code)");
+    }
+#endif
+    printf("dQ mode: %s; kernels: %s\n", g_atomic ? "atomic" : "deterministic",
+           g_sm90 ? "Hopper (sm90)" : "mma.sync");
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i]);
     sl_backend_free(g_gpu);
-    return sl_test_finish(g_atomic ? "test_attention_tc atomic" : "test_attention_tc");
+    char name[64];
+    snprintf(name, sizeof name, "test_attention_tc%s%s", g_atomic ? " atomic" : "",
+             g_sm90 ? " sm90" : "");
+    return sl_test_finish(name);
 }
