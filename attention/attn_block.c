@@ -136,6 +136,16 @@ void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_
     sl_op_matmul(out, b->y2, b->o_proj->w, false, true, 1.0f, 1.0f);
 }
 
+void sl_attn_block_decode(sl_attn_block *b, const sl_attn_inputs *in, sl_tensor *kc, sl_tensor *vc,
+                          const sl_tensor *start, const sl_tensor *x, sl_tensor *out) {
+    sl_attn_block_recompute_inputs(b, in, x); /* in->pos holds start[b] + i: RoPE at an offset */
+    sl_op_kv_cache_write(kc, b->kn, start, in->batch, in->seq);
+    sl_op_kv_cache_write(vc, b->v, start, in->batch, in->seq);
+    sl_op_gated_attn_decode(b->y, b->qn, kc, vc, b->g, start, in->batch, in->seq, attn_scale(b));
+    sl_tensor_copy(out, x);
+    sl_op_matmul(out, b->y2, b->o_proj->w, false, true, 1.0f, 1.0f);
+}
+
 void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx) {
     /* o_proj */

@@ -72,6 +72,12 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_
 /* out = x + attention(x). */
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
                            sl_tensor *out);
+/* Decoding (model/decode.c): out = x + attention(x) for in->batch sequences of in->seq new
+ * tokens each, at positions in->pos = start[b] + i; their keys and values go into the caches
+ * kc, vc [batch, L, KV, D] (sl_op_kv_cache_write) and the queries attend to everything cached
+ * before them (sl_op_gated_attn_decode). in->seg is ignored: a cache holds one document. */
+void sl_attn_block_decode(sl_attn_block *b, const sl_attn_inputs *in, sl_tensor *kc, sl_tensor *vc,
+                          const sl_tensor *start, const sl_tensor *x, sl_tensor *out);
 /* Recomputes from x what the backward reads besides the kernel's outputs y, o and lse: the
  * input norm, the projections, the gate split, QK-norm and RoPE, bitwise as the forward
  * wrote them (the same ops on the same inputs). */

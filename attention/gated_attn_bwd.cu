@@ -257,23 +257,14 @@ template <typename T, int DP, int B> void launch_bwd(const args<T> &a, cudaStrea
 
 } // namespace
 
-extern "C" void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
-                                       sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
-                                       const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
-                                       const sl_tensor *seg, const sl_tensor *o,
-                                       const sl_tensor *lse, int batch, int seq, float scale) {
-    SL_CHECK(!g || dg, "cuda gated_attn_bwd: dg is NULL but the gate is not");
+/* The SIMT kernel (attention/attn_kernels.cu chooses it; dg is given with a gate). */
+extern "C" void sl_cuda_gated_attn_simt_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                                            sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                                            const sl_tensor *k, const sl_tensor *v,
+                                            const sl_tensor *g, const sl_tensor *seg,
+                                            const sl_tensor *o, const sl_tensor *lse, int batch,
+                                            int seq, float scale) {
     if (batch == 0 || seq == 0) return;
-    if (sl_cuda_gated_attn_sm90_supported(ctx, q)) { /* Hopper: wgmma, TMA */
-        sl_cuda_gated_attn_sm90_bwd(ctx, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq,
-                                    scale);
-        return;
-    }
-    if (sl_cuda_gated_attn_tc_supported(q)) { /* bf16, D = 64 or 128: tensor cores */
-        sl_cuda_gated_attn_tc_bwd(ctx, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq,
-                                  scale);
-        return;
-    }
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int64_t rows = (int64_t)batch * seq * h;
     const int dp = pick_dp(d);

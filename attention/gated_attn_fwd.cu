@@ -2,7 +2,7 @@
  * attention/gated_attn_fwd.cu - fused causal gated attention, forward, on CUDA cores (SIMT,
  * fp32 arithmetic), and the gate-score diagnostic. CPU twin: attention/gated_attn_cpu.c; layouts
  * and semantics: core/ops.h. The backward is in gated_attn_bwd.cu, the shared pieces in
- * gated_attn.cuh.
+ * gated_attn.cuh; which attention kernel runs is decided in attn_kernels.cu.
  *
  * Algorithm (FlashAttention-2): one block per (query tile of B rows, sequence, head, head-dim
  * chunk), heaviest (latest) query tiles first. The block keeps its query tile in shared memory
@@ -170,32 +170,12 @@ __global__ void sigmoid_mean_kernel(float *out, const double *part, int nparts, 
 
 } // namespace
 
-/* The SIMT kernels serve what the tensor-core ones do not: fp32 tensors (the CUDA backend's
- * fp32 mode, a reference path) and bf16 head dims other than 64 and 128, which get one log
- * line per process so that a user knows attention runs at a fraction of its speed. */
-static void note_simt(const sl_tensor *q) {
-    static bool said = false;
-    if (q->dtype != SL_BF16 || said) return;
-    said = true;
-    sl_info("gated attention: head dim %lld has no tensor-core kernel (64 and 128 have one); "
-            "using the SIMT kernel",
-            (long long)q->shape[2]);
-}
-
-extern "C" void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
-                                       const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                                       const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
-                                       float scale) {
+/* The SIMT kernel: any head dim, fp32 or bf16 storage (attention/attn_kernels.cu chooses it). */
+extern "C" void sl_cuda_gated_attn_simt_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                                            const sl_tensor *q, const sl_tensor *k,
+                                            const sl_tensor *v, const sl_tensor *g,
+                                            const sl_tensor *seg, int batch, int seq, float scale) {
     if (batch == 0 || seq == 0) return;
-    if (sl_cuda_gated_attn_sm90_supported(ctx, q)) { /* Hopper: wgmma, TMA */
-        sl_cuda_gated_attn_sm90_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
-        return;
-    }
-    if (sl_cuda_gated_attn_tc_supported(q)) {
-        sl_cuda_gated_attn_tc_fwd(ctx, y, o, lse, q, k, v, g, seg, batch, seq, scale);
-        return;
-    }
-    note_simt(q);
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int dp = pick_dp(d);
     cudaStream_t stream = sl_cuda_stream(ctx);

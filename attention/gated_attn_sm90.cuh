@@ -25,8 +25,7 @@
 #include "core/log.h"
 #include "core/ptx_sm90.cuh"
 
-/* Counts a forward or backward call of the Hopper kernel (sl_cuda_gated_attn_sm90_calls) and logs
- * the first (gated_attn_sm90_fwd.cu). */
+/* Logs, once per process, that the Hopper kernel runs (gated_attn_sm90_fwd.cu). */
 void sl_cuda_gated_attn_sm90_note(void);
 
 namespace sl_attn_sm90 {

@@ -1,8 +1,9 @@
 /*
  * attention/gated_attn_sm90_fwd.cu - fused causal gated attention, forward, for Hopper (sm_90a):
  * FlashAttention-3's forward (Shah et al., 2024) with sluice's gate, document masks and GQA.
- * The CUDA backend runs it for bf16 at head dims 64 and 128 on compute capability 9.x
- * (sl_cuda_gated_attn_sm90_supported; the mma.sync kernel gated_attn_tc_fwd.cu elsewhere).
+ * The attention kernel "sm90" (attn_kernels.cu): bf16 at head dims 64 and 128 on compute
+ * capability 9.x, where the choice "auto" takes it before the mma.sync kernel (gated_attn_tc_*.cu);
+ * this file also holds its support checks (sl_cuda_gated_attn_sm90_runs_on, _automatic).
  * CPU twin: attention/gated_attn_cpu.c; semantics: core/ops.h; shared pieces:
  * gated_attn_sm90.cuh; design and estimates: docs/attention.md ("The Hopper kernel").
  *
@@ -297,10 +298,8 @@ template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
               tv, to, ty, a);
 }
 
-/* SLUICE_ATTN_SM90: 1 (use the Hopper kernel; the device must be 9.x), 0 (never), unset or
- * "auto" (on 9.x GPUs whose binary has the sm_90a code; never in the emulated build, whose
- * device reports 9.0 but where each wgmma costs tens of microseconds and the mma.sync kernel
- * must stay tested). Read once per process. */
+/* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
+ * process. */
 int sm90_choice(void) {
     static int choice = -2;
     if (choice == -2) {
@@ -332,8 +331,6 @@ bool sm90_device(const cudaDeviceProp *props) {
            q == cudaDriverEntryPointSuccess && fn;
 }
 
-long long g_calls = 0; /* forward and backward calls (sl_cuda_gated_attn_sm90_calls) */
-
 } // namespace
 
 bool sl_cuda_gated_attn_sm90_device(void) {
@@ -346,36 +343,42 @@ bool sl_cuda_gated_attn_sm90_device(void) {
     return sm90_device(&props);
 }
 
-long long sl_cuda_gated_attn_sm90_calls(void) {
-    return g_calls;
+bool sl_cuda_gated_attn_sm90_runs_on(void *ctx) {
+    /* per device ordinal (the backend's device is the current one while it runs ops): a run
+     * drives one device, but `sluice doctor` checks every device of the node in turn */
+    static signed char known[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return sm90_device(sl_cuda_props(ctx));
+    }
+    if (!known[dev]) known[dev] = sm90_device(sl_cuda_props(ctx)) ? 1 : -1;
+    return known[dev] > 0;
 }
 
-/* Counts a call and says once per process that the Hopper kernel runs (the training log shows
- * which attention kernel a run used). */
-void sl_cuda_gated_attn_sm90_note(void) {
-    if (g_calls++ == 0) sl_info("gated attention: the Hopper kernel (wgmma, TMA; sm_90a)");
-}
-
-bool sl_cuda_gated_attn_sm90_supported(void *ctx, const sl_tensor *q) {
-    if (!sl_cuda_gated_attn_tc_supported(q)) return false; /* bf16, head dim 64 or 128 */
+bool sl_cuda_gated_attn_sm90_automatic(void *ctx) {
     const int choice = sm90_choice();
-    if (choice == 0) return false;
-    static int device = -1;
-    if (device < 0) device = sm90_device(sl_cuda_props(ctx));
     if (choice == 1) {
         const cudaDeviceProp *props = sl_cuda_props(ctx);
-        SL_CHECK(device,
-                 "SLUICE_ATTN_SM90=1: the Hopper attention kernel needs a compute "
-                 "capability 9.x device with the sm_90a code and cuTensorMapEncodeTiled (%s is "
-                 "%d.%d)",
+        SL_CHECK(sl_cuda_gated_attn_sm90_runs_on(ctx),
+                 "SLUICE_ATTN_SM90=1: the Hopper attention kernel needs a compute capability 9.x "
+                 "device with the sm_90a code and cuTensorMapEncodeTiled (%s is %d.%d)",
                  props->name, props->major, props->minor);
         return true;
     }
 #ifdef SLUICE_CUDA_EMULATED
     return false;
 #else
-    return device;
+    return choice != 0;
 #endif
+}
+
+/* Says once per process that the Hopper kernel runs: a run's log shows it. */
+void sl_cuda_gated_attn_sm90_note(void) {
+    static bool said = false;
+    if (said) return;
+    said = true;
+    sl_info("gated attention: the Hopper kernel (wgmma, TMA; sm_90a)");
 }
 
 void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,

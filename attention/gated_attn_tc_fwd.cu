@@ -185,8 +185,12 @@ template <int D> void launch_tc_fwd(const args &a, cudaStream_t stream) {
 
 } // namespace
 
+bool sl_cuda_gated_attn_tc_takes(sl_dtype dt, int64_t head_dim) {
+    return dt == SL_BF16 && (head_dim == 64 || head_dim == 128);
+}
+
 bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q) {
-    return q->dtype == SL_BF16 && (q->shape[2] == 64 || q->shape[2] == 128);
+    return sl_cuda_gated_attn_tc_takes(q->dtype, q->shape[2]);
 }
 
 args sl_attn_tc::fwd_args(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,

@@ -28,6 +28,12 @@ void sl_cpu_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *d
                            const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
                            float scale);
 void sl_cpu_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
+/* decode_cpu.c */
+void sl_cpu_kv_cache_write(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                           int batch, int n);
+void sl_cpu_gated_attn_decode(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                              const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                              int batch, int n, float scale);
 /* attn_sink_cpu.c */
 void sl_cpu_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                             const sl_tensor *lse, int batch, int seq, float scale);

@@ -21,7 +21,9 @@ void sl_cuda_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_te
 void sl_cuda_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
                       float mscale);
 
-/* gated_attn_fwd.cu (forward, sigmoid_mean), gated_attn_bwd.cu */
+/* attn_kernels.cu: the gated attention ops of the table. They choose one of the kernels below
+ * per call (attention/attn_kernels.h: attention.kernel, attn_bench --kernel) and call it with the
+ * same arguments, after the shared checks (dg given with a gate) and never for an empty problem. */
 void sl_cuda_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                             const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                             const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
@@ -31,12 +33,22 @@ void sl_cuda_gated_attn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *
                             const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
                             const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
                             float scale);
+
+/* gated_attn_fwd.cu (with sigmoid_mean), gated_attn_bwd.cu: the SIMT kernel "simt" (fp32
+ * arithmetic on CUDA cores; any head dim, fp32 or bf16 storage). */
+void sl_cuda_gated_attn_simt_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                                 const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                                 const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                                 float scale);
+void sl_cuda_gated_attn_simt_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                                 sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                                 const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                                 const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                                 int batch, int seq, float scale);
 void sl_cuda_sigmoid_mean(void *ctx, sl_tensor *out, const sl_tensor *g);
 
-/* gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu: the tensor-core kernels, which
- * sl_cuda_gated_attn_fwd/bwd call for the problems sl_cuda_gated_attn_tc_supported takes
- * (bf16, head dim 64 or 128), with the same arguments, already checked (dg given with a gate)
- * and not empty. */
+/* gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu: the tensor-core kernel "mma" (mma.sync, sm_80+)
+ * for the problems sl_cuda_gated_attn_tc_supported takes (bf16, head dim 64 or 128). */
 void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                                const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                                const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
@@ -47,15 +59,41 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
                                const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
                                int batch, int seq, float scale);
 bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q);
+/* The same rule without a tensor: whether q of dtype dt and head dim d takes the tensor-core
+ * kernels (`sluice doctor` reports it per device). */
+bool sl_cuda_gated_attn_tc_takes(sl_dtype dt, int64_t head_dim);
 
-/* gated_attn_sm90_fwd.cu, gated_attn_sm90_bwd.cu (and gated_attn_sm90_dq.cu): the Hopper kernels
- * (wgmma, TMA, warp specialization; sm_90a), which sl_cuda_gated_attn_fwd/bwd call before the
- * tensor-core ones for the problems sl_cuda_gated_attn_sm90_supported takes: bf16, head dim 64
- * or 128, a compute capability 9.x device, as SLUICE_ATTN_SM90 allows (docs/attention.md, "The
- * Hopper kernel"). Same arguments as the tensor-core entry points. sl_cuda_gated_attn_sm90_calls
- * counts the calls of both (forward and backward) in this process, for tests that must know the
- * kernel ran. */
-bool sl_cuda_gated_attn_sm90_supported(void *ctx, const sl_tensor *q);
+/* attn_cudnn.cu: the kernel "cudnn", cuDNN's fused SDPA (attention/cudnn_sdpa.h) with sluice's
+ * gate applied around it by two small kernels; bf16, no document mask (attn_kernels.cu checks). */
+void sl_cuda_gated_attn_cudnn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                                  const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                                  const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                                  float scale);
+void sl_cuda_gated_attn_cudnn_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                                  sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                                  const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                                  const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                                  int batch, int seq, float scale);
+/* The cuDNN instance sl_cuda_attn_configure loaded for ctx (NULL when the choice has none). */
+struct sl_cudnn *sl_cuda_attn_cudnn(void *ctx);
+
+/* decode.cu */
+void sl_cuda_kv_cache_write(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                            int batch, int n);
+void sl_cuda_gated_attn_decode(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                               const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                               int batch, int n, float scale);
+
+/* gated_attn_sm90_fwd.cu, gated_attn_sm90_bwd.cu, gated_attn_sm90_dq.cu: the Hopper kernel
+ * "sm90" (wgmma, TMA, warp specialization; sm_90a) for the problems of the tensor-core kernel
+ * (bf16, head dim 64 or 128) on a device sl_cuda_gated_attn_sm90_runs_on says can run it
+ * (compute capability 9.x, the sm_90a code in this binary, the driver's cuTensorMapEncodeTiled;
+ * sl_cuda_gated_attn_sm90_device asks the same of the current device, for tests that must skip).
+ * sl_cuda_gated_attn_sm90_automatic: whether the choices "auto" and "sluice" may take it
+ * (attn_kernels.cu): the environment variable SLUICE_ATTN_SM90 = 1 (always; a device that cannot
+ * run it stops the run), 0 (never), unset or "auto" (yes, except in the emulated build, whose
+ * device reports 9.0 but where the mma.sync kernel stays the automatic choice); by name
+ * ("sm90") it runs wherever it can. docs/attention.md, "The Hopper kernel". */
 void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                                  const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                                  const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
@@ -65,10 +103,9 @@ void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_ten
                                  const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
                                  const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
                                  int batch, int seq, float scale);
-long long sl_cuda_gated_attn_sm90_calls(void);
-/* Whether the current device can run the Hopper kernel (9.x, the sm_90a code, the driver's
- * cuTensorMapEncodeTiled), whatever SLUICE_ATTN_SM90 says: for tests to skip elsewhere. */
+bool sl_cuda_gated_attn_sm90_runs_on(void *ctx);
 bool sl_cuda_gated_attn_sm90_device(void);
+bool sl_cuda_gated_attn_sm90_automatic(void *ctx);
 
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,

@@ -29,6 +29,15 @@ const char *sl_backend_name_at(int i);
 sl_backend *sl_backend_create(const char *name, const sl_backend_params *params, char *err,
                               size_t errlen);
 
+/* Which attention kernel runs sl_op_gated_attn_fwd/bwd on `be` (attention.kernel; attn_bench
+ * --kernel): NULL or "auto", "sluice", "cudnn", or a kernel name of attention/attn_kernels.h. The
+ * CPU backend has one kernel and takes only "auto" and "sluice". 0, or -1 with the reason in err
+ * (e.g. no libcudnn 9 on this node; the backend keeps its previous choice). */
+int sl_backend_set_attn_kernel(sl_backend *be, const char *choice, char *err, size_t errlen);
+/* The kernel that ran the last gated attention call on `be` ("cpu" on the CPU backend; NULL on
+ * a CUDA backend before any call): "mma", "simt", "cudnn", ... */
+const char *sl_backend_attn_kernel_ran(const sl_backend *be);
+
 /* The operation tables (for the conformance test, which reports missing entries by name). */
 const sl_ops_i *sl_backends_cpu_ops(void);
 #ifdef SLUICE_WITH_CUDA

@@ -38,6 +38,9 @@ static const sl_ops_i k_cpu_ops = {
     .gated_attn_fwd = sl_cpu_gated_attn_fwd,
     .gated_attn_bwd = sl_cpu_gated_attn_bwd,
     .sigmoid_mean = sl_cpu_sigmoid_mean,
+    /* attention/decode_cpu.c */
+    .kv_cache_write = sl_cpu_kv_cache_write,
+    .gated_attn_decode = sl_cpu_gated_attn_decode,
     /* attention/attn_sink_cpu.c */
     .attn_sink_share = sl_cpu_attn_sink_share,
     /* moe/router_cpu.c, moe/permute_cpu.c, moe/swiglu_cpu.c */

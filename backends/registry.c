@@ -4,6 +4,9 @@
 
 #include "backends/backends.h"
 #include "core/backend_impl.h"
+#ifdef SLUICE_WITH_CUDA
+#include "attention/attn_kernels.h"
+#endif
 
 typedef sl_backend *(*backend_ctor)(const sl_backend_params *, const sl_ops_i *, char *, size_t);
 
@@ -40,4 +43,25 @@ sl_backend *sl_backend_create(const char *name, const sl_backend_params *params,
     }
     snprintf(err, errlen, "unknown backend '%s' (this build has: %s)", name, names);
     return NULL;
+}
+
+int sl_backend_set_attn_kernel(sl_backend *be, const char *choice, char *err, size_t errlen) {
+#ifdef SLUICE_WITH_CUDA
+    if (strcmp(be->iface.name, "cuda") == 0)
+        return sl_cuda_attn_configure(be->ctx, choice, err, errlen);
+#endif
+    if (!choice || !choice[0] || strcmp(choice, "auto") == 0 || strcmp(choice, "sluice") == 0)
+        return 0;
+    snprintf(err, errlen,
+             "the %s backend has one attention kernel, its own: \"%s\" needs backend.name = "
+             "\"cuda\" (\"auto\" and \"sluice\" work everywhere)",
+             be->iface.name, choice);
+    return -1;
+}
+
+const char *sl_backend_attn_kernel_ran(const sl_backend *be) {
+#ifdef SLUICE_WITH_CUDA
+    if (strcmp(be->iface.name, "cuda") == 0) return sl_cuda_attn_last_kernel(be->ctx);
+#endif
+    return be->iface.name; /* the CPU's one kernel */
 }

@@ -2,10 +2,20 @@
  * bench/attn_bench.c - throughput and correctness of the gated attention operation
  * (sl_op_gated_attn_fwd/bwd, core/ops.h) on one backend, at any shape.
  *
- *   attn_bench [--backend cpu|cuda] [--dtype f32|bf16] [--batch B] [--seq S] [--heads H]
- *              [--kv-heads KV] [--head-dim D] [--gate elementwise|headwise|none]
- *              [--doc-lengths a,b,...] [--iters N] [--warmup N] [--nondeterministic]
- *              [--check] [--corrupt OUTPUT]
+ *   attn_bench [--backend cpu|cuda] [--kernel NAME[,NAME...]] [--dtype f32|bf16] [--batch B]
+ *              [--seq S] [--heads H] [--kv-heads KV] [--head-dim D]
+ *              [--gate elementwise|headwise|none] [--doc-lengths a,b,...] [--iters N]
+ *              [--warmup N] [--nondeterministic] [--check] [--corrupt OUTPUT]
+ *
+ * Kernels (CUDA backend; attention/attn_kernels.h): --kernel runs the named attention kernels one
+ * after the other in this process, each on a backend of its own (sl_backend_set_attn_kernel):
+ * "auto" (what training runs), "sluice", "cudnn", or a kernel of this build by name (--help lists
+ * them; "mma", "simt", ...). Without --kernel the timing runs "auto" and, when this node has
+ * libcudnn 9, "cudnn" (cuDNN's SDPA plus sluice's gate) at the same shapes, and prints each sluice
+ * run's speed against cuDNN's; --check runs "auto" only. A kernel that cannot load (no libcudnn,
+ * the emulated build) is reported and skipped; a kernel that cannot run a shape stops the run
+ * with the reason. The cudnn kernel always runs with nondeterministic kernels allowed (its
+ * backward needs it).
  *
  * Timing (without --check): `--warmup` untimed forward + backward passes, then `--iters` timed
  * ones; the forward and the backward are each timed between two sl_backend_synchronize calls,
@@ -32,7 +42,8 @@
  * test suite can prove the check fails when it should.
  *
  * Exit status: 0 done (and passed), 1 a check failed or a run failed, 2 bad options, 77 the
- * backend is not built in or has no device (ctest's skip code).
+ * backend is not built in or has no device, or none of the kernels asked for could be loaded
+ * (ctest's skip code).
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,11 +59,12 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #ifdef SLUICE_WITH_CUDA
-#include "bench/gpu_cublas_peak.h"
+#include "attention/attn_kernels.h"
+#include "core/cuda_peak.h"
 #endif
 
 #define GIB ((double)(1ULL << 30))
-enum { MAX_DOCS = 64, CHUNK = 1 << 22 };
+enum { MAX_DOCS = 64, CHUNK = 1 << 22, MAX_KERNELS = 8, MAX_SHAPES = 4 };
 
 /* Tolerance on max |err| / max(max |ref|, 1) per output, by dtype (bench/README.md has the
  * measurements). f32: the worst measured is 1.1e-6 (CPU against its double loops, the emulated
@@ -73,8 +85,9 @@ typedef struct {
     const char *backend, *corrupt;
     sl_dtype dt;
     sl_gate_mode gate;
-    int iters, warmup, ndocs;
+    int iters, warmup, ndocs, nkernels;
     int docs[MAX_DOCS];
+    char kernels[MAX_KERNELS][32]; /* --kernel, in order */
     bool check, nondeterministic, shape_given;
     shape s; /* the given shape (defaults for the options not given) */
 } options;
@@ -82,12 +95,16 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: attn_bench [--backend cpu|cuda] [--dtype f32|bf16] [--batch B] [--seq S]\n"
-        "                  [--heads H] [--kv-heads KV] [--head-dim D]\n"
+        "usage: attn_bench [--backend cpu|cuda] [--kernel NAME[,NAME...]] [--dtype f32|bf16]\n"
+        "                  [--batch B] [--seq S] [--heads H] [--kv-heads KV] [--head-dim D]\n"
         "                  [--gate elementwise|headwise|none] [--doc-lengths a,b,...]\n"
         "                  [--iters N] [--warmup N] [--nondeterministic] [--check]\n"
         "                  [--corrupt OUTPUT]\n"
         "  --backend B       default cuda when built in, else cpu\n"
+        "  --kernel K,...    attention kernels to run, one after the other, each on its own\n"
+        "                    backend: auto (what training runs), sluice, cudnn, or a kernel by\n"
+        "                    name (below); repeatable. Default: auto, plus cudnn when libcudnn 9\n"
+        "                    loads (timing only), with sluice's speed relative to cuDNN's\n"
         "  --dtype T         operand dtype: f32, or bf16 (not on cpu); default bf16 on cuda\n"
         "  --batch ... --head-dim  one shape (defaults B 1, S 4096, H 32, KV 4, D 128); without\n"
         "                    any of them: S 4096 and 32768 x D 128 and 64 (H 32, KV 4, B 1)\n"
@@ -102,6 +119,19 @@ static void usage(FILE *f) {
         "                    check fails\n"
         "FLOPs: forward 4*B*H*D*S^2/2 (causal counted as half; with documents sum L^2/2 per\n"
         "sequence in place of S^2/2), backward 2.5x forward (FlashAttention-2 convention).\n");
+#ifdef SLUICE_WITH_CUDA
+    fprintf(f, "Attention kernels of this build's cuda backend (--kernel NAME):\n");
+    for (int i = 0; i < sl_attn_kernel_count(); i++) {
+        const sl_attn_kernel_info *k = sl_attn_kernel_at(i);
+        fprintf(f, "  %-8s %-7s %s\n", k->name, k->family, k->summary);
+    }
+#ifdef SLUICE_CUDA_EMULATED
+    fprintf(f, "(emulated build: every sluice kernel runs on the CPU SIMT test double; cudnn does "
+               "not load)\n");
+#endif
+#else
+    fprintf(f, "This build has no cuda backend: the cpu backend has one attention kernel.\n");
+#endif
 }
 
 static int bad(const char *flag, const char *why, const char *v) {
@@ -130,6 +160,19 @@ static int parse_docs(const char *v, options *o) {
         p = *end ? end + 1 : end;
     }
     return o->ndocs ? 0 : bad("--doc-lengths", "needs at least one length, got", v);
+}
+/* --kernel LIST: comma-separated names appended to o->kernels. */
+static int parse_kernels(const char *v, options *o) {
+    for (const char *p = v; p && *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0 || len >= sizeof o->kernels[0] || o->nkernels == MAX_KERNELS)
+            return bad("--kernel", "needs up to 8 comma-separated kernel names, got", v);
+        memcpy(o->kernels[o->nkernels], p, len);
+        o->kernels[o->nkernels++][len] = '\0';
+        p = end ? end + 1 : p + len;
+    }
+    return o->nkernels ? 0 : bad("--kernel", "needs a kernel name, got", v);
 }
 
 static int parse_options(int argc, char **argv, options *o) {
@@ -164,6 +207,8 @@ static int parse_options(int argc, char **argv, options *o) {
                 return bad(a, "expected elementwise, headwise or none, got", v);
         } else if (strcmp(a, "--doc-lengths") == 0) {
             if (parse_docs(v, o) != 0) return -1;
+        } else if (strcmp(a, "--kernel") == 0) {
+            if (parse_kernels(v, o) != 0) return -1;
         } else if (strcmp(a, "--corrupt") == 0) {
             o->corrupt = v;
             bool known = false;
@@ -207,6 +252,20 @@ static int parse_options(int argc, char **argv, options *o) {
     }
     if (o->corrupt && !o->check)
         return bad("--corrupt", "only makes sense with --check:", o->corrupt);
+    for (int i = 0; i < o->nkernels; i++) {
+        const char *k = o->kernels[i];
+        bool known = strcmp(k, "auto") == 0 || strcmp(k, "sluice") == 0;
+        if (cpu && !known)
+            return bad("--kernel", "the cpu backend has one attention kernel (auto, sluice), not",
+                       k);
+        known |= strcmp(k, "cudnn") == 0;
+#ifdef SLUICE_WITH_CUDA
+        for (int j = 0; j < sl_attn_kernel_count(); j++)
+            known |= strcmp(k, sl_attn_kernel_at(j)->name) == 0;
+#endif
+        if (!known)
+            return bad("--kernel", "unknown kernel (--help lists this build's kernels):", k);
+    }
     return 0;
 }
 
@@ -471,7 +530,12 @@ static int check_shape(const options *o, attn_set *a, const int32_t *seg) {
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
-static void time_shape(const options *o, attn_set *a, const char *device) {
+/* One timed (kernel, shape): TFLOP/s forward, backward, both (0: not run). */
+typedef struct {
+    double fwd, bwd, both;
+} speed;
+
+static speed time_shape(const options *o, attn_set *a, const char *device, const char *choice) {
     sl_backend *be = sl_tensor_backend(a->q);
     double *tf = sl_xmalloc(sizeof(double) * (size_t)o->iters);
     double *tb = sl_xmalloc(sizeof(double) * (size_t)o->iters);
@@ -490,21 +554,26 @@ static void time_shape(const options *o, attn_set *a, const char *device) {
     const shape *s = &a->s;
     const double fwd = 4.0 * s->batch * s->heads * (double)s->d * pairs_per_sequence(o, s->seq);
     const double bwd = 2.5 * fwd;
-    printf("%5d %6d %4d %3d %4d %10.3f %9.2f %10.3f %9.2f %11.2f\n", s->batch, s->seq, s->heads,
-           s->kv, s->d, 1e3 * mf, 1e-12 * fwd / mf, 1e3 * mb, 1e-12 * bwd / mb,
-           1e-12 * (fwd + bwd) / (mf + mb));
-    printf("{\"impl\": \"sluice\", \"backend\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", "
+    const char *ran = sl_backend_attn_kernel_ran(be);
+    ran = ran ? ran : "?";
+    const speed sp = {1e-12 * fwd / mf, 1e-12 * bwd / mb, 1e-12 * (fwd + bwd) / (mf + mb)};
+    printf("%-6s %5d %6d %4d %3d %4d %10.3f %9.2f %10.3f %9.2f %11.2f\n", ran, s->batch, s->seq,
+           s->heads, s->kv, s->d, 1e3 * mf, sp.fwd, 1e3 * mb, sp.bwd, sp.both);
+    printf("{\"impl\": \"%s\", \"kernel\": \"%s\", \"choice\": \"%s\", \"backend\": \"%s\", "
+           "\"device\": \"%s\", \"dtype\": \"%s\", "
            "\"gate\": \"%s\", \"batch\": %d, \"seq\": %d, \"heads\": %d, \"kv_heads\": %d, "
            "\"head_dim\": %d, \"docs\": %s, \"nondeterministic\": %s, \"iters\": %d, "
            "\"fwd_flops\": %.6g, \"bwd_flops\": %.6g, \"fwd_ms\": %.6g, \"bwd_ms\": %.6g, "
            "\"fwd_tflops\": %.6g, \"bwd_tflops\": %.6g, \"fwd_bwd_tflops\": %.6g}\n",
-           o->backend, device, sl_dtype_name(o->dt), sl_gate_mode_name(o->gate), s->batch, s->seq,
-           s->heads, s->kv, s->d, o->ndocs ? "true" : "false",
-           o->nondeterministic ? "true" : "false", o->iters, fwd, bwd, 1e3 * mf, 1e3 * mb,
-           1e-12 * fwd / mf, 1e-12 * bwd / mb, 1e-12 * (fwd + bwd) / (mf + mb));
+           strcmp(ran, "cudnn") == 0 ? "cudnn" : "sluice", ran, choice, o->backend, device,
+           sl_dtype_name(o->dt), sl_gate_mode_name(o->gate), s->batch, s->seq, s->heads, s->kv,
+           s->d, o->ndocs ? "true" : "false",
+           o->nondeterministic || strcmp(ran, "cudnn") == 0 ? "true" : "false", o->iters, fwd, bwd,
+           1e3 * mf, 1e3 * mb, sp.fwd, sp.bwd, sp.both);
     fflush(stdout);
     free(tf);
     free(tb);
+    return sp;
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -527,6 +596,77 @@ static double free_bytes(const options *o, char *device, size_t len) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
 }
 
+/* The outcome of one kernel's run over the shapes. */
+enum { RUN_DONE = 0, RUN_FAILED = 1, RUN_SKIPPED = 77 };
+
+/* Runs every shape on a backend made for kernel choice `choice` (NULL: the backend's default);
+ * timing rows go to speeds[shape]. `implicit`: not asked for by --kernel (a load failure is a
+ * note, not a skip). */
+static int run_kernel(const options *o, const char *choice, bool implicit, const shape *shapes,
+                      int nshapes, speed *speeds) {
+    char err[1024], device[256];
+    const bool cudnn = choice && strcmp(choice, "cudnn") == 0;
+    const sl_backend_params bp = {
+        .threads = 0, .device = -1, .allow_nondeterministic = o->nondeterministic || cudnn};
+    sl_backend *be = sl_backend_create(o->backend, &bp, err, sizeof err);
+    if (!be) {
+        printf("attn_bench: skipped: backend %s: %s\n", o->backend, err);
+        return RUN_SKIPPED;
+    }
+    if (sl_backend_set_attn_kernel(be, choice, err, sizeof err) != 0) {
+        if (implicit)
+            printf("attn_bench: kernel %s not measured: %s\n", choice, err);
+        else
+            printf("attn_bench: skipped: kernel %s: %s\n", choice, err);
+        sl_backend_free(be);
+        return RUN_SKIPPED;
+    }
+    const double avail = free_bytes(o, device, sizeof device);
+    printf("attn_bench: backend %s (%s), kernel %s, dtype %s, gate %s, %s, %s\n", o->backend,
+           device, choice ? choice : "auto", sl_dtype_name(o->dt), sl_gate_mode_name(o->gate),
+           o->ndocs ? "per-document masking (--doc-lengths)" : "causal",
+           bp.allow_nondeterministic ? "nondeterministic kernels allowed"
+                                     : "deterministic kernels");
+    if (!o->check)
+        printf("FLOPs: forward 4*B*H*D*P with P = S^2/2 (causal counted as half%s), backward 2.5x "
+               "forward (FlashAttention-2 convention); median of %d timed after %d warm-up\n"
+               "%-6s %5s %6s %4s %3s %4s %10s %9s %10s %9s %11s\n",
+               o->ndocs ? "; with documents the sum of L^2/2" : "", o->iters, o->warmup, "kernel",
+               "B", "S", "H", "KV", "D", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s", "f+b TFLOP/s");
+    int rc = RUN_DONE;
+    for (int i = 0; i < nshapes; i++) {
+        const shape *s = &shapes[i];
+        double need = set_bytes(s, o->gate, o->dt);
+        if (o->check) /* the reference set and the host copies (on the cpu backend: host memory) */
+            need = strcmp(o->backend, "cpu") == 0 ? 6 * need : need;
+        if (avail > 0 && need > 0.9 * avail) {
+            printf("skipped: B %d S %d H %d KV %d D %d needs %.2f GiB, %.2f GiB free\n", s->batch,
+                   s->seq, s->heads, s->kv, s->d, need / GIB, avail / GIB);
+            continue;
+        }
+        int32_t *seg = build_seg(o, s);
+        attn_set a;
+        set_create(&a, be, o->dt, s, o->gate, seg);
+        float *host = sl_xmalloc(sizeof(float) * CHUNK);
+        fill_normal(&a, a.q, 1, host), fill_normal(&a, a.k, 2, host);
+        fill_normal(&a, a.v, 3, host), fill_normal(&a, a.dy, 5, host);
+        if (a.g) fill_normal(&a, a.g, 4, host);
+        free(host);
+        if (o->check) {
+            printf("check: B %d S %d H %d KV %d D %d\n", s->batch, s->seq, s->heads, s->kv, s->d);
+            if (check_shape(o, &a, seg) != 0) rc = RUN_FAILED;
+            const char *ran = sl_backend_attn_kernel_ran(be);
+            printf("kernel: %s\n", ran ? ran : "?");
+        } else {
+            speeds[i] = time_shape(o, &a, device, choice ? choice : "auto");
+        }
+        set_free(&a);
+        free(seg);
+    }
+    sl_backend_free(be);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     if (parse_options(argc, argv, &o) != 0) return 2;
@@ -537,58 +677,48 @@ int main(int argc, char **argv) {
         printf("attn_bench: skipped: backend %s is not built into this binary\n", o.backend);
         return 77;
     }
-    char err[512], device[256];
-    const sl_backend_params bp = {
-        .threads = 0, .device = -1, .allow_nondeterministic = o.nondeterministic};
-    sl_backend *be = sl_backend_create(o.backend, &bp, err, sizeof err);
-    if (!be) {
-        printf("attn_bench: skipped: backend %s: %s\n", o.backend, err);
-        return 77;
-    }
-    const shape defaults[] = {
+    const shape defaults[MAX_SHAPES] = {
         {1, 4096, 32, 4, 128}, {1, 32768, 32, 4, 128}, {1, 4096, 32, 4, 64}, {1, 32768, 32, 4, 64}};
     const shape *shapes = o.shape_given ? &o.s : defaults;
-    const int nshapes = o.shape_given ? 1 : (int)(sizeof defaults / sizeof defaults[0]);
-    const double avail = free_bytes(&o, device, sizeof device);
-    printf("attn_bench: backend %s (%s), dtype %s, gate %s, %s, %s\n", o.backend, device,
-           sl_dtype_name(o.dt), sl_gate_mode_name(o.gate),
-           o.ndocs ? "per-document masking (--doc-lengths)" : "causal",
-           o.nondeterministic ? "nondeterministic kernels allowed" : "deterministic kernels");
-    if (!o.check)
-        printf("FLOPs: forward 4*B*H*D*P with P = S^2/2 (causal counted as half%s), backward 2.5x "
-               "forward (FlashAttention-2 convention); median of %d timed after %d warm-up\n"
-               "%5s %6s %4s %3s %4s %10s %9s %10s %9s %11s\n",
-               o.ndocs ? "; with documents the sum of L^2/2" : "", o.iters, o.warmup, "B", "S", "H",
-               "KV", "D", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s", "f+b TFLOP/s");
-    int rc = 0;
-    for (int i = 0; i < nshapes; i++) {
-        const shape *s = &shapes[i];
-        double need = set_bytes(s, o.gate, o.dt);
-        if (o.check) /* the reference set and the host copies (on the cpu backend: host memory) */
-            need = strcmp(o.backend, "cpu") == 0 ? 6 * need : need;
-        if (avail > 0 && need > 0.9 * avail) {
-            printf("skipped: B %d S %d H %d KV %d D %d needs %.2f GiB, %.2f GiB free\n", s->batch,
-                   s->seq, s->heads, s->kv, s->d, need / GIB, avail / GIB);
-            continue;
-        }
-        int32_t *seg = build_seg(&o, s);
-        attn_set a;
-        set_create(&a, be, o.dt, s, o.gate, seg);
-        float *host = sl_xmalloc(sizeof(float) * CHUNK);
-        fill_normal(&a, a.q, 1, host), fill_normal(&a, a.k, 2, host);
-        fill_normal(&a, a.v, 3, host), fill_normal(&a, a.dy, 5, host);
-        if (a.g) fill_normal(&a, a.g, 4, host);
-        free(host);
-        if (o.check) {
-            printf("check: B %d S %d H %d KV %d D %d\n", s->batch, s->seq, s->heads, s->kv, s->d);
-            const int r = check_shape(&o, &a, seg);
-            if (r != 0) rc = 1;
-        } else {
-            time_shape(&o, &a, device);
-        }
-        set_free(&a);
-        free(seg);
+    const int nshapes = o.shape_given ? 1 : MAX_SHAPES;
+
+    /* the kernels to run: --kernel, or auto (plus cudnn when timing on cuda) */
+    const char *choices[MAX_KERNELS];
+    bool implicit[MAX_KERNELS] = {false};
+    int nk = 0;
+    for (int i = 0; i < o.nkernels; i++) choices[nk++] = o.kernels[i];
+    if (nk == 0) {
+        choices[nk++] = NULL;
+        if (!o.check && strcmp(o.backend, "cuda") == 0)
+            implicit[nk] = true, choices[nk++] = "cudnn";
     }
-    sl_backend_free(be);
+    speed speeds[MAX_KERNELS][MAX_SHAPES];
+    memset(speeds, 0, sizeof speeds);
+    int rc = 0, ran = 0, cudnn_run = -1;
+    for (int k = 0; k < nk; k++) {
+        const int r = run_kernel(&o, choices[k], implicit[k], shapes, nshapes, speeds[k]);
+        if (r == RUN_SKIPPED) continue;
+        ran++;
+        if (r != RUN_DONE) rc = 1;
+        if (choices[k] && strcmp(choices[k], "cudnn") == 0) cudnn_run = k;
+    }
+    if (ran == 0) return 77; /* nothing could run here: said why above */
+    /* sluice against cuDNN, at the same shapes in this process */
+    if (!o.check && cudnn_run >= 0 && ran > 1) {
+        printf("relative to cudnn (x = kernel's TFLOP/s / cudnn's; > 1: faster than cuDNN):\n"
+               "%-8s %5s %6s %4s %3s %4s %8s %8s %8s\n",
+               "kernel", "B", "S", "H", "KV", "D", "fwd x", "bwd x", "f+b x");
+        for (int k = 0; k < nk; k++) {
+            if (k == cudnn_run) continue;
+            for (int i = 0; i < nshapes; i++) {
+                const speed *a = &speeds[k][i], *c = &speeds[cudnn_run][i];
+                if (a->fwd <= 0 || c->fwd <= 0) continue;
+                const shape *s = &shapes[i];
+                printf("%-8s %5d %6d %4d %3d %4d %8.2f %8.2f %8.2f\n",
+                       choices[k] ? choices[k] : "auto", s->batch, s->seq, s->heads, s->kv, s->d,
+                       a->fwd / c->fwd, a->bwd / c->bwd, a->both / c->both);
+            }
+        }
+    }
     return rc;
 }

@@ -3,7 +3,7 @@
  * backward), the reference `attn_bench --backend cpu --check` compares the CPU backend's tiled
  * fp32 kernel with. It is the definition of core/ops.h's sl_op_gated_attn_fwd/bwd written as
  * plain loops over (query, key) pairs: no tiles, no online softmax, every sum in double.
- * (The test suite has its own naive reference in tests/ref_ops.c; a benchmark does not link test
+ * (The test suite has its own naive reference in backends/ref_ops.c; a benchmark does not link test
  * code, so this is the bench's.)
  */
 #ifndef SL_BENCH_ATTN_BENCH_REF_H

@@ -38,83 +38,22 @@
 
 #include "backends/backends.h"
 #include "bench/bench_util.h"
-#include "bench/gpu_cublas_peak.h"
+#include "core/cuda_peak.h"
 #include "core/comm.h"
-#include "core/rng.h"
 #include "core/tensor.h"
 #include "model/counts.h"
 #include "model/model.h"
 #include "trainer/config.h"
-#include "trainer/optimizer.h"
+#include "trainer/fit_device.h"
 #include "trainer/train_step.h"
 
 #define GIB ((double)(1ULL << 30))
 
-/* ---- memory estimate (bench/perf_model.py mirrors model/counts.c's activation count) ------ */
-
-/* Bytes per parameter: fp32 master, fp32 gradient, AdamW m and v, and in bf16 mode the bf16
- * compute copy (docs/cuda.md, "Precision"). */
-static double state_bytes_per_param(bool bf16) {
-    return bf16 ? 18.0 : 16.0;
-}
-
-typedef struct {
-    double state, activations, workspace, total;
-} mem_estimate;
-
-static mem_estimate estimate_memory(const sl_model_config *full, int layers, int64_t tokens,
-                                    bool bf16) {
-    sl_model_config m = *full;
-    m.num_hidden_layers = layers;
-    int64_t total = 0;
-    sl_model_param_count(&m, &total, NULL);
-    mem_estimate e = {.state = (double)total * state_bytes_per_param(bf16)};
-    /* the model's own count of its activations (model/counts.h), the bench's model keeps
-     * every layer's (memory mode none) on one GPU (no expert exchange) */
-    sl_activation_bytes a;
-    sl_model_activation_bytes(&m, SL_MEMORY_NONE, tokens, bf16 ? 2 : 4, 1, &a);
-    e.activations = a.layers;
-    e.workspace = a.shared + a.workspace; /* x[L] and the buffers the layers share */
-    e.total = e.state + e.activations + e.workspace;
-    return e;
-}
-
-/* What the model may use of `device_bytes`: the CUDA context, cuBLAS workspaces and the
- * caching allocator's slack take the rest. */
-static double usable_bytes(double device_bytes) {
-    return 0.92 * device_bytes - 2.0 * GIB;
-}
-
-/* The most layers (up to the config's) whose estimate fits `budget` bytes of device memory. */
-static int choose_layers(const sl_model_config *m, int64_t tokens, bool bf16, double budget) {
-    int layers = 1;
-    for (int n = 1; n <= m->num_hidden_layers; n++)
-        if (estimate_memory(m, n, tokens, bf16).total <= usable_bytes(budget)) layers = n;
-    return layers;
-}
-
-static void print_estimate(const mem_estimate *e, bool bf16, double budget) {
+static void print_estimate(const sl_fit_estimate *e, bool bf16, double budget) {
     printf("memory estimate: state %.2f GiB (%.0f bytes/param) + activations %.2f GiB + "
            "workspaces %.2f GiB = %.2f GiB of %.2f GiB usable (92%% of %.1f GiB - 2 GiB)\n",
-           e->state / GIB, state_bytes_per_param(bf16), e->activations / GIB, e->workspace / GIB,
-           e->total / GIB, usable_bytes(budget) / GIB, budget / GIB);
-}
-
-/* ---- tokens ------------------------------------------------------------------------------ */
-
-typedef struct {
-    int batch, seq, vocab;
-} token_source;
-
-/* Random tokens, the same for every step: micro-batch `micro` always gets the same ones. */
-static int random_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
-    (void)err, (void)errlen;
-    const token_source *s = user;
-    sl_rng rng;
-    sl_rng_init(&rng, 20240601, (uint64_t)micro + 1);
-    const int64_t n = (int64_t)s->batch * (s->seq + 1);
-    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)sl_rng_below(&rng, (uint64_t)s->vocab);
-    return 0;
+           e->state / GIB, sl_fit_state_bytes_per_param(bf16), e->activations / GIB,
+           e->workspace / GIB, e->total / GIB, sl_fit_usable_bytes(budget) / GIB, budget / GIB);
 }
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -243,8 +182,8 @@ static int parse_options(int argc, char **argv, options *o) {
 /* --estimate: the layer count and estimate for a budget, without a GPU. */
 static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens, bool bf16) {
     const double budget = (o->mem_gib > 0 ? o->mem_gib : 139.0) * GIB;
-    const int layers = o->layers > 0 ? o->layers : choose_layers(&cfg->model, tokens, bf16, budget);
-    const mem_estimate e = estimate_memory(&cfg->model, layers, tokens, bf16);
+    const int layers = o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, budget);
+    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16);
     printf("gpu_train_bench --estimate: %s | %d of %d layers | %lld tokens per micro-batch | "
            "precision %s\n",
            o->config, layers, cfg->model.num_hidden_layers, (long long)tokens, o->precision);
@@ -253,7 +192,7 @@ static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens,
            "\"budget_gib\": %.6g, \"usable_gib\": %.6g, \"state_gib\": %.6g, "
            "\"activations_gib\": %.6g, \"workspace_gib\": %.6g, \"mem_estimate_gib\": %.6g}\n",
            o->config, layers, (long long)tokens, o->precision, budget / GIB,
-           usable_bytes(budget) / GIB, e.state / GIB, e.activations / GIB, e.workspace / GIB,
+           sl_fit_usable_bytes(budget) / GIB, e.state / GIB, e.activations / GIB, e.workspace / GIB,
            e.total / GIB);
     return 0;
 }
@@ -268,36 +207,6 @@ static void measure_peak(const options *o, sl_bench_peak *peak, char *why, size_
     if (sl_bench_gemm_peak(o->peak_n, 3, o->peak_reps, peak, why, whylen) != 0) peak->n = 0;
 }
 
-/* Applies the benchmark's settings to cfg through the config API, so that they are validated
- * like a config file's. Returns 0, or -1 after printing why. */
-static int configure(sl_config *cfg, const options *o, int layers, int seq, int batch) {
-    char sets[5][96], err[2048];
-    snprintf(sets[0], sizeof sets[0], "model.num_hidden_layers=%d", layers);
-    snprintf(sets[1], sizeof sets[1], "training.seq_len=%d", seq);
-    snprintf(sets[2], sizeof sets[2], "training.micro_batch_size=%d", batch);
-    snprintf(sets[3], sizeof sets[3], "training.global_batch_tokens=%lld",
-             (long long)batch * seq * o->accum);
-    snprintf(sets[4], sizeof sets[4], "backend.name=cuda");
-    const char *const list[] = {sets[0], sets[1], sets[2], sets[3], sets[4]};
-    if (sl_config_apply_sets(cfg, list, 5, err, sizeof err) != 0) {
-        fprintf(stderr, "gpu_train_bench: %s\n", err);
-        return -1;
-    }
-    /* training.precision: bf16 (fp32 master weights, bf16 compute copies and activations)
-     * or fp32 (docs/cuda.md, "Precision"); what ran is read back from the model. */
-    char set[64];
-    snprintf(set, sizeof set, "training.precision=%s", o->precision);
-    if (o->nondeterministic && sl_config_set(cfg, "backend.deterministic=false", err, sizeof err)) {
-        fprintf(stderr, "gpu_train_bench: %s\n", err);
-        return -1;
-    }
-    if (sl_config_set(cfg, set, err, sizeof err) != 0) {
-        fprintf(stderr, "gpu_train_bench: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     options o;
     if (parse_options(argc, argv, &o) != 0) {
@@ -309,9 +218,7 @@ int main(int argc, char **argv) {
     static sl_config cfg; /* large: keep it off the stack */
     char err[2048], why_before[512] = "", why_after[512] = "";
     sl_backend *be = NULL;
-    sl_model *m = NULL;
-    sl_optimizer opt;
-    bool opt_ready = false;
+    sl_fit_model fm = {0};
     int64_t *counts = NULL;
     int32_t *tokens = NULL;
     double *dt = NULL;
@@ -352,30 +259,25 @@ int main(int argc, char **argv) {
 
     /* Layers: the most that fit, unless given. */
     const double budget = o.mem_gib > 0 ? o.mem_gib * GIB : (double)dev.total_bytes;
-    const int layers = o.layers > 0 ? o.layers : choose_layers(&cfg.model, tokens_mb, bf16, budget);
+    const int layers = o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, budget);
     if (layers > SL_MAX_LAYERS) {
         fprintf(stderr, "gpu_train_bench: --layers %d exceeds %d\n", layers, SL_MAX_LAYERS);
         goto out;
     }
-    const mem_estimate est = estimate_memory(&cfg.model, layers, tokens_mb, bf16);
-    if (configure(&cfg, &o, layers, seq, batch) != 0) goto out;
-
-    /* MoE options as `sluice train` sets them for a single rank (trainer/trainer.c). */
-    sl_moe_options mo = {
-        .capacity_factor = cfg.parallel.capacity_factor,
-        .drop_policy =
-            strcmp(cfg.parallel.drop_policy, "position") == 0 ? SL_DROP_POSITION : SL_DROP_PROBS,
-        .lbl_comm = cfg.train.global_batch_lbl ? world : NULL,
-        .selection_bias = cfg.train.router_bias_update_rate > 0,
-    };
-    /* created as trainer/trainer.c creates it for one rank */
-    m = sl_model_create_ex(&cfg.model, be, NULL, batch, seq, &mo, sl_config_compute_dtype(&cfg),
-                           err, sizeof err);
-    if (!m) {
+    const sl_fit_estimate est = sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16);
+    const sl_fit_settings fs = {.layers = layers,
+                                .seq = seq,
+                                .batch = batch,
+                                .accum = o.accum,
+                                .precision = o.precision,
+                                .nondeterministic = o.nondeterministic};
+    /* created as trainer/trainer.c creates it for one rank, with the config's initialization */
+    if (sl_fit_configure(&cfg, &fs, err, sizeof err) != 0 ||
+        sl_fit_create(&fm, &cfg, be, world, SL_FIT_INIT_CONFIG, err, sizeof err) != 0) {
         fprintf(stderr, "gpu_train_bench: %s\n", err);
         goto out;
     }
-    sl_params_randomize(&m->params, cfg.train.seed);
+    sl_model *m = fm.model;
     const char *ran_dtype = sl_dtype_name(sl_tensor_dtype(m->x[0]));
     if (strcmp(ran_dtype, bf16 ? "bf16" : "f32") != 0)
         fprintf(stderr,
@@ -387,14 +289,6 @@ int main(int argc, char **argv) {
     sl_model_param_count(&cfg.model, &total_params, &active_params);
     const double flops_tok = sl_model_flops_per_token(&cfg.model, seq);
 
-    sl_optimizer_params op = {.dense = world,
-                              .expert = world,
-                              .ep = NULL,
-                              .zero1 = cfg.parallel.zero1,
-                              .bucket_bytes = (int64_t)cfg.parallel.bucket_mb << 20,
-                              .layers = cfg.model.num_hidden_layers};
-    sl_optimizer_init(&opt, &m->params, &op);
-    opt_ready = true;
     const int nl = cfg.model.num_hidden_layers, ne = cfg.model.num_experts;
     counts = calloc((size_t)nl * (ne > 0 ? ne : 1), sizeof(int64_t));
     tokens = malloc(sizeof(int32_t) * (size_t)batch * (size_t)(seq + 1));
@@ -403,9 +297,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gpu_train_bench: out of host memory\n");
         goto out;
     }
-    token_source src = {.batch = batch, .seq = seq, .vocab = cfg.model.vocab_size};
+    sl_fit_tokens src = {.batch = batch, .seq = seq, .vocab = cfg.model.vocab_size};
     const sl_stepper stepper = {
-        .model = m, .opt = &opt, .world = world, .micro_batches = o.accum, .tokens = tokens};
+        .model = m, .opt = &fm.opt, .world = world, .micro_batches = o.accum, .tokens = tokens};
     const int64_t step_tokens = tokens_mb * o.accum;
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
     long long reads_step = -1, syncs_step = -1;
@@ -414,8 +308,8 @@ int main(int argc, char **argv) {
         const long long r0 = sl_backend_host_reads(be), y0 = sl_backend_syncs(be);
         const double t0 = sl_bench_now();
         sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
-        if (sl_train_step(&stepper, &cfg.train, s, random_batch, &src, &res, err, sizeof err) !=
-            0) {
+        if (sl_train_step(&stepper, &cfg.train, s, sl_fit_random_batch, &src, &res, err,
+                          sizeof err) != 0) {
             fprintf(stderr, "gpu_train_bench: %s\n", err);
             goto out;
         }
@@ -463,9 +357,9 @@ int main(int argc, char **argv) {
     printf("memory estimate (%s%s): state %.2f GiB (%.0f bytes/param) + activations %.2f GiB + "
            "workspaces %.2f GiB = %.2f GiB of %.2f GiB usable (92%% of %.1f GiB - 2 GiB)\n",
            o.layers > 0 ? "--layers given" : "chose the layer count",
-           o.mem_gib > 0 ? ", --mem-gib" : "", est.state / GIB, state_bytes_per_param(bf16),
-           est.activations / GIB, est.workspace / GIB, est.total / GIB, usable_bytes(budget) / GIB,
-           budget / GIB);
+           o.mem_gib > 0 ? ", --mem-gib" : "", est.state / GIB, sl_fit_state_bytes_per_param(bf16),
+           est.activations / GIB, est.workspace / GIB, est.total / GIB,
+           sl_fit_usable_bytes(budget) / GIB, budget / GIB);
     printf("device memory in use after the steps (cudaMemGetInfo: tensors, allocator cache, "
            "context): %.2f GiB\n",
            used / GIB);
@@ -534,8 +428,7 @@ out:
     free(dt);
     free(tokens);
     free(counts);
-    if (opt_ready) sl_optimizer_free(&opt);
-    sl_model_free(m);
+    sl_fit_free(&fm);
     if (be) sl_backend_free(be);
     sl_comm_finalize(world);
     return rc;

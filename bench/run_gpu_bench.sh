@@ -26,7 +26,10 @@
 # Then the attention benchmark (issue "Fused gated flash attention on tensor cores"): attn_bench
 # (next to gpu_train_bench) and attn_bench_torch.py at the paper's shapes (H 32, KV 4, D 128 and
 # 64, seq 4096 and 32768), with the targets sluice >= 0.8x PyTorch's fastest SDPA backend + gate
-# on forward + backward and >= 1.0x on the forward; its last line is JSON too.
+# on forward + backward and >= 1.0x on the forward; its last line is JSON too. Where libcudnn 9
+# loads, attn_bench also times cuDNN's SDPA + sluice's gate (its "cudnn" kernel) in the same
+# process, and the table of sluice against it comes with issue 22's targets (forward >= 1.0x,
+# forward + backward >= 0.9x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -113,14 +116,18 @@ run_attn() {
     fi
     "$py" - "$log/attn.txt" "$tjson" <<'EOF'
 import json, sys
-def rows(path):
+def rows(path, impl=None):
     out = {}
     for line in open(path) if path else []:
         if line.startswith("{"):
             r = json.loads(line)
+            if impl and r.get("impl", "sluice") != impl:
+                continue
             out[(r["batch"], r["seq"], r["heads"], r["kv_heads"], r["head_dim"])] = r
     return out
-s, t = rows(sys.argv[1]), rows(sys.argv[2])
+# attn_bench prints sluice's rows and, where libcudnn 9 loads, the cudnn kernel's (cuDNN's SDPA
+# plus sluice's gate, timed in the same process)
+s, c, t = rows(sys.argv[1], "sluice"), rows(sys.argv[1], "cudnn"), rows(sys.argv[2])
 print()
 print("== attention (bf16, causal, elementwise gate): ms (FLOPs: fwd 4BHDS^2/2, bwd 2.5x fwd)")
 print("%-22s %9s %9s %9s %9s %14s %7s %7s" % ("B/S/H/KV/D", "sluice f", "sluice b", "torch f",
@@ -140,7 +147,27 @@ if res:
     print("targets: forward >= 1.0x torch's fastest forward: %s; forward + backward >= 0.8x: %s" % (
         "MET" if all(r["fwd_target_met"] for r in res) else "NOT MET",
         "MET" if all(r["fwd_bwd_target_met"] for r in res) else "NOT MET"))
-print(json.dumps({"attention": {"sluice": list(s.values()), "torch": list(t.values()), "ratios": res}}))
+cres = []
+if c:
+    print("== against cuDNN's SDPA + sluice's gate (attn_bench --kernel cudnn, same process)")
+    print("%-22s %9s %9s %9s %9s %7s %7s" % ("B/S/H/KV/D", "sluice f", "sluice b", "cudnn f",
+          "cudnn b", "fwd x", "f+b x"))
+    for key, r in s.items():
+        o = c.get(key)
+        if not o:
+            continue
+        fx = o["fwd_ms"] / r["fwd_ms"]
+        fbx = (o["fwd_ms"] + o["bwd_ms"]) / (r["fwd_ms"] + r["bwd_ms"])
+        print("%-22s %9.3f %9.3f %9.3f %9.3f %7.2f %7.2f" % ("/".join(map(str, key)), r["fwd_ms"],
+              r["bwd_ms"], o["fwd_ms"], o["bwd_ms"], fx, fbx))
+        cres.append({"shape": key, "fwd_speedup": fx, "fwd_bwd_speedup": fbx,
+                     "fwd_target_met": fx >= 1.0, "fwd_bwd_target_met": fbx >= 0.9})
+    if cres:
+        print("targets (issue 22): forward >= 1.0x cuDNN: %s; forward + backward >= 0.9x: %s" % (
+            "MET" if all(r["fwd_target_met"] for r in cres) else "NOT MET",
+            "MET" if all(r["fwd_bwd_target_met"] for r in cres) else "NOT MET"))
+print(json.dumps({"attention": {"sluice": list(s.values()), "cudnn": list(c.values()),
+                                "torch": list(t.values()), "ratios": res, "cudnn_ratios": cres}}))
 EOF
 }
 if [ "$train" = 0 ]; then

@@ -32,3 +32,10 @@ long long sl_backend_host_reads(const sl_backend *be) {
 long long sl_backend_syncs(const sl_backend *be) {
     return (long long)be->syncs;
 }
+bool sl_backend_device(const sl_backend *be, sl_device_info *out) {
+    memset(out, 0, sizeof *out);
+    out->ordinal = -1;
+    if (!be || !be->iface.device) return false;
+    be->iface.device(be->ctx, out);
+    return true;
+}

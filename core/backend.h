@@ -44,6 +44,20 @@ long long sl_backend_host_reads(const sl_backend *be);
  * host waits at most host_reads + syncs times (docs/architecture.md, "Host reads"). */
 long long sl_backend_syncs(const sl_backend *be);
 
+/* The device a backend computes on, for the start-up banner, the transport choice (two ranks
+ * on one device cannot share an NCCL communicator) and `sluice doctor`. */
+typedef struct {
+    int ordinal;            /* among the devices this process sees (CUDA_VISIBLE_DEVICES applied) */
+    char pci_bus[32];       /* PCI bus id, e.g. "0000:3b:00.0" (cudaDeviceGetPCIBusId) */
+    unsigned char uuid[16]; /* the device's UUID: equal only for the same physical device */
+    char name[64];          /* e.g. "NVIDIA H200" */
+    char chosen_by[96];     /* how the ordinal was chosen, e.g. "OMPI_COMM_WORLD_LOCAL_RANK=1
+                               mod 2 devices" or "backend.device 3" */
+} sl_device_info;
+
+/* Fills *out and returns true for a device backend (cuda); false for a host backend (cpu). */
+bool sl_backend_device(const sl_backend *be, sl_device_info *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,6 +69,7 @@ typedef struct {
 
 typedef struct {
     int device;
+    char chosen_by[96]; /* how pick_device chose it (sl_backend_device) */
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudaDeviceProp props;
@@ -84,6 +85,10 @@ typedef struct {
     /* per-operation scratch */
     void *scratch[SCRATCH_SLOTS];
     size_t scratch_cap[SCRATCH_SLOTS];
+
+    /* objects of the concerns above core (sl_cuda_ext) */
+    void *ext[SL_CUDA_EXT_SLOTS];
+    void (*ext_destroy[SL_CUDA_EXT_SLOTS])(void *);
 
     /* pinned staging ring (host side) and the device ring for sl_cuda_upload */
     unsigned char *stage;
@@ -112,6 +117,23 @@ const cudaDeviceProp *sl_cuda_props(void *ctx) {
 }
 bool sl_cuda_deterministic(void *ctx) {
     return C(ctx)->deterministic;
+}
+
+void *sl_cuda_ext(void *ctx, int slot) {
+    SL_CHECK(slot >= 0 && slot < SL_CUDA_EXT_SLOTS, "sl_cuda_ext: slot %d", slot);
+    return C(ctx)->ext[slot];
+}
+
+void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj)) {
+    SL_CHECK(slot >= 0 && slot < SL_CUDA_EXT_SLOTS, "sl_cuda_set_ext: slot %d", slot);
+    cuda_ctx *c = C(ctx);
+    if (c->ext[slot] && c->ext_destroy[slot]) {
+        /* queued work may still use what the old object owns (a cuDNN plan) */
+        CK(cudaStreamSynchronize(c->stream), "sl_cuda_set_ext");
+        c->ext_destroy[slot](c->ext[slot]);
+    }
+    c->ext[slot] = obj;
+    c->ext_destroy[slot] = destroy;
 }
 
 /* ---- caching allocator -------------------------------------------------------------------- */
@@ -320,6 +342,8 @@ static void cuda_free_ctx(void *ctx) {
     cuda_ctx *c = C(ctx);
     (void)cudaStreamSynchronize(c->stream);
     finish_reads(c);
+    for (int s = 0; s < SL_CUDA_EXT_SLOTS; s++)
+        if (c->ext[s] && c->ext_destroy[s]) c->ext_destroy[s](c->ext[s]);
     for (int s = 0; s < SCRATCH_SLOTS; s++)
         if (c->scratch[s]) cuda_free(ctx, c->scratch[s]);
     if (c->upload) cuda_free(ctx, c->upload);
@@ -340,14 +364,53 @@ static void cuda_free_ctx(void *ctx) {
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
-static int pick_device(const sl_backend_params *params, int count) {
-    if (params->device >= 0) return params->device;
+/* The ordinal among the `count` devices this process sees (the CUDA runtime has applied
+ * CUDA_VISIBLE_DEVICES already), and in `how` why. */
+static int pick_device(const sl_backend_params *params, int count, char *how, size_t howlen) {
+    if (params->device >= 0) {
+        snprintf(how, howlen, "device %d asked for", params->device);
+        return params->device;
+    }
     /* Map local ranks round-robin onto the node's GPUs (launchers export these). */
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        if (v) return atoi(v) % count;
+        if (v) {
+            snprintf(how, howlen, "%s=%d mod %d visible device%s", vars[i], atoi(v), count,
+                     count == 1 ? "" : "s");
+            return atoi(v) % count;
+        }
     }
+    snprintf(how, howlen, "no local rank: the first of %d visible device%s", count,
+             count == 1 ? "" : "s");
+    return 0;
+}
+
+static void cuda_device(void *ctx, sl_device_info *out) {
+    cuda_ctx *c = C(ctx);
+    out->ordinal = c->device;
+    if (cudaDeviceGetPCIBusId(out->pci_bus, (int)sizeof out->pci_bus, c->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(out->pci_bus, sizeof out->pci_bus, "?");
+    }
+    memcpy(out->uuid, c->props.uuid.bytes, sizeof out->uuid);
+    snprintf(out->name, sizeof out->name, "%.63s", c->props.name);
+    snprintf(out->chosen_by, sizeof out->chosen_by, "%s", c->chosen_by);
+}
+
+/* An empty kernel: its attributes say which of the build's images the device would run. */
+__global__ void k_image_probe() {}
+
+extern "C" int sl_cuda_kernel_image(int *version, char *err, size_t errlen) {
+    cudaFuncAttributes a;
+    const cudaError_t e = cudaFuncGetAttributes(&a, (const void *)k_image_probe);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        *version = 0;
+        return -1;
+    }
+    *version = a.binaryVersion;
     return 0;
 }
 
@@ -371,7 +434,8 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
         (void)cudaGetLastError();
         return NULL;
     }
-    const int device = pick_device(params, count);
+    char how[96];
+    const int device = pick_device(params, count, how, sizeof how);
     if (device >= count) {
         snprintf(err, errlen, "CUDA device %d requested but only %d present", device, count);
         return NULL;
@@ -379,6 +443,7 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     CK(cudaSetDevice(device), "backend creation");
     cuda_ctx *c = (cuda_ctx *)sl_xcalloc(1, sizeof *c);
     c->device = device;
+    snprintf(c->chosen_by, sizeof c->chosen_by, "%s", how);
     c->deterministic = !params->allow_nondeterministic;
     CK(cudaGetDeviceProperties(&c->props, device), "backend creation");
     CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "backend creation");
@@ -416,6 +481,7 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     be->iface.synchronize = cuda_synchronize;
     be->iface.threads = cuda_threads;
     be->iface.set_alloc_context = cuda_set_alloc_context;
+    be->iface.device = cuda_device;
     be->iface.free_ctx = cuda_free_ctx;
     be->ops = ops;
     be->ctx = c;

@@ -21,6 +21,15 @@ const cudaDeviceProp *sl_cuda_props(void *ctx);
 /* False when the backend was created with allow_nondeterministic (core/backend.h). */
 bool sl_cuda_deterministic(void *ctx);
 
+/* Per-backend objects owned by a concern above core (core knows nothing of their contents): an
+ * object is set once, read by that concern's launchers, and destroyed with the backend (after
+ * its stream finished) by the function given with it. SL_CUDA_EXT_ATTENTION: attention/'s kernel
+ * choice and its cuDNN handle and plans (attention/attn_kernels.cu). */
+enum { SL_CUDA_EXT_ATTENTION = 0, SL_CUDA_EXT_SLOTS = 1 };
+void *sl_cuda_ext(void *ctx, int slot);
+/* Replaces the object in `slot` (the previous one is destroyed first). */
+void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj));
+
 /* Device scratch of at least `bytes`, valid for the calling operation: the next call may
  * return the same memory, which is safe because every operation runs on the one stream. Grows
  * (stream-ordered) when a larger size is asked for the first time, so steady-state training

@@ -67,6 +67,11 @@ typedef struct sl_ops_i {
                            const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
                            float scale);
     void (*sigmoid_mean)(void *ctx, sl_tensor *out, const sl_tensor *g);
+    void (*kv_cache_write)(void *ctx, sl_tensor *cache, const sl_tensor *x, const sl_tensor *start,
+                           int batch, int n);
+    void (*gated_attn_decode)(void *ctx, sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                              const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                              int batch, int n, float scale);
     void (*attn_sink_share)(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                             const sl_tensor *lse, int batch, int seq, float scale);
 
@@ -112,6 +117,8 @@ typedef struct sl_backend_i {
     /* Optional: what the next alloc is for ("bf16 [4096, 2048]"), for an out-of-memory
      * message that names the tensor; NULL clears it. */
     void (*set_alloc_context)(void *ctx, const char *what);
+    /* Optional (device backends): the device it computes on (sl_backend_device). */
+    void (*device)(void *ctx, sl_device_info *out);
     void (*free_ctx)(void *ctx);
 } sl_backend_i;
 
@@ -136,6 +143,11 @@ sl_backend *sl_backend_cuda_create(const sl_backend_params *params, const sl_ops
  * `be` is not a CUDA backend. */
 void *sl_backend_cuda_stream(const sl_backend *be);
 int sl_backend_cuda_device(const sl_backend *be);
+/* The compute capability of the kernel image the runtime picks for the current device from
+ * this build's code (90 for sm_90a code on an sm_90 device), through cudaFuncGetAttributes on a
+ * kernel of the backend. Returns 0, or -1 with the runtime's reason when the build has no image
+ * the device can run (cudaErrorNoKernelImageForDevice). */
+int sl_cuda_kernel_image(int *version, char *err, size_t errlen);
 #endif
 
 #ifdef __cplusplus

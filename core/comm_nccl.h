@@ -14,16 +14,23 @@
 
 #include "core/backend.h"
 #include "core/comm.h"
+#include "core/placement.h"
 
 /* The transports a run can ask for (config key parallel.transport). */
 typedef enum { SL_TRANSPORT_AUTO = 0, SL_TRANSPORT_MPI, SL_TRANSPORT_NCCL } sl_transport;
 
 /* Parses "auto" | "mpi" | "nccl"; -1 for anything else. */
 int sl_transport_parse(const char *name, sl_transport *out);
-/* What `want` means for backend `be`: auto = nccl for a device backend ("cuda"), mpi for a
- * host-memory one. Returns -1 with a message in err when nccl is asked for but unavailable
- * (a build without CUDA, or a host-memory backend). */
-int sl_transport_resolve(sl_transport want, const sl_backend *be, sl_transport *out, char *err,
+/* What `want` means for backend `be` on the ranks whose devices `places` lists (n of them,
+ * sl_placement_gather; NULL: one rank). auto = nccl for a device backend ("cuda") when every
+ * rank has a device of its own; mpi for a host-memory backend, and when two ranks share a
+ * device (NCCL refuses two ranks of one communicator on one device, and every group is split
+ * from the world). `why` (may be NULL) gets one line for the banner saying how the transport
+ * was chosen. Returns -1 with a message in err when nccl is asked for but unavailable: a build
+ * without CUDA, a host-memory backend, or ranks sharing a device (the message names them and
+ * the device). Every rank gets the same result from the same `places`. */
+int sl_transport_resolve(sl_transport want, const sl_backend *be, const sl_rank_place *places,
+                         int n, sl_transport *out, char *why, size_t whylen, char *err,
                          size_t errlen);
 /* The world communicator of transport t (resolved: mpi or nccl): mpi_world itself for mpi,
  * a new NCCL world on be's device for nccl (sl_comm_nccl_create; the caller frees it), or NULL

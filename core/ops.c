@@ -363,6 +363,65 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
     DISPATCH(BE(q), gated_attn_bwd, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse, batch, seq, scale);
 }
 
+/* cache [B, L, KV, D] and the per-sequence lengths start [B] i32 on the same backend. */
+static void check_cache(const char *op, const char *arg, const sl_tensor *cache,
+                        const sl_tensor *start, int batch, int n) {
+    SL_CHECK(cache && cache->ndim == 4 && cache->shape[1] >= 1,
+             "%s: %s must be [B, L, KV, D] with L >= 1", op, arg);
+    SL_CHECK(batch >= 1 && n >= 0 && cache->shape[0] == batch,
+             "%s: %s holds %lld sequences, batch is %d (n %d)", op, arg, (long long)cache->shape[0],
+             batch, n);
+    need_dtype(op, "start", start, SL_I32);
+    need_numel(op, "start", start, batch);
+    need_same_backend(op, cache, start);
+}
+
+void sl_op_kv_cache_write(sl_tensor *cache, const sl_tensor *x, const sl_tensor *start, int batch,
+                          int n) {
+    check_cache("kv_cache_write", "cache", cache, start, batch, n);
+    need_float("kv_cache_write", "cache", cache);
+    need_like("kv_cache_write", "x", x, cache);
+    need_same_backend("kv_cache_write", cache, x);
+    SL_CHECK(x->ndim == 3 && x->shape[0] == (int64_t)batch * n && x->shape[1] == cache->shape[2] &&
+                 x->shape[2] == cache->shape[3],
+             "kv_cache_write: x [%lld, %lld, %lld] is not [batch %d x n %d, KV %lld, D %lld]",
+             (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], batch, n,
+             (long long)cache->shape[2], (long long)cache->shape[3]);
+    if (n == 0) return;
+    DISPATCH(BE(cache), kv_cache_write, cache, x, start, batch, n);
+}
+
+void sl_op_gated_attn_decode(sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                             const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                             int batch, int n, float scale) {
+    const char *op = "gated_attn_decode";
+    check_cache(op, "kc", kc, start, batch, n);
+    check_cache(op, "vc", vc, start, batch, n);
+    SL_CHECK(q->ndim == 3, "%s: q must be [B*n, H, D]", op);
+    need_float(op, "q", q);
+    need_like(op, "kc", kc, q);
+    need_like(op, "vc", vc, q);
+    need_like(op, "y", y, q);
+    if (g) need_like(op, "g", g, q);
+    const int64_t t = q->shape[0], h = q->shape[1], d = q->shape[2], kv = kc->shape[2];
+    SL_CHECK(t == (int64_t)batch * n, "%s: %lld query rows is not batch %d x n %d", op,
+             (long long)t, batch, n);
+    SL_CHECK(kv > 0 && h % kv == 0, "%s: %lld query heads not a multiple of %lld kv heads", op,
+             (long long)h, (long long)kv);
+    for (int i = 0; i < 4; i++)
+        SL_CHECK(vc->shape[i] == kc->shape[i], "%s: kc and vc differ in shape", op);
+    SL_CHECK(kc->shape[3] == d, "%s: cache head dim %lld, q's %lld", op, (long long)kc->shape[3],
+             (long long)d);
+    need_numel(op, "y", y, q->numel);
+    if (g)
+        SL_CHECK(g->numel == t * h * d || g->numel == t * h,
+                 "%s: gate must be [B*n, H, D] or [B*n, H, 1]", op);
+    need_same_backend(op, q, kc);
+    need_same_backend(op, q, y);
+    if (t == 0) return;
+    DISPATCH(BE(q), gated_attn_decode, y, q, kc, vc, g, start, batch, n, scale);
+}
+
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g) {
     need_scalar("sigmoid_mean", out, g);
     DISPATCH(BE(g), sigmoid_mean, out, g);

@@ -143,6 +143,27 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
                           const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg,
                           const sl_tensor *o, const sl_tensor *lse, int batch, int seq,
                           float scale);
+/* ---- decoding with a KV cache (model/decode.c) ----
+ * A cache holds the keys (or values) of `batch` sequences, cache [B, L, KV, D]: row b, position
+ * p. start [B] i32 (on the device) is each sequence's length before the n new tokens of this
+ * call, laid out [B, n] (token i of sequence b is row b*n + i, at position start[b] + i).
+ * "RoPE at an offset" needs no op of its own: sl_op_rope_fwd takes the positions start[b] + i. */
+
+/* cache[b, start[b] + i] = x[b*n + i] for i < n, with x [B*n, KV, D] of the cache's dtype.
+ * Positions at or beyond L are not written (the caller sizes the cache; padding rows of a
+ * shorter sequence in a batch may run past it). */
+void sl_op_kv_cache_write(sl_tensor *cache, const sl_tensor *x, const sl_tensor *start, int batch,
+                          int n);
+/* Attention of the n new queries of each sequence against its cache, with the output gate:
+ * q [B*n, H, D], kc/vc [B, L, KV, D] (the new keys and values already written), g as in
+ * sl_op_gated_attn_fwd ([B*n, H, D], [B*n, H, 1] or NULL). Query i of sequence b, at position
+ * p = start[b] + i, attends to keys 0 .. min(p, L - 1) of row b (causal; query head h reads kv
+ * head h / (H / KV)): y = softmax(scale q.k) V * sigmoid(g), [B*n, H, D]. The same numbers as
+ * the training kernel's y over the same tokens, within rounding (tests/test_generate.c). */
+void sl_op_gated_attn_decode(sl_tensor *y, const sl_tensor *q, const sl_tensor *kc,
+                             const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
+                             int batch, int n, float scale);
+
 /* Mean of sigmoid(g) over all elements (the paper's "gate score" diagnostic), into the device
  * scalar out (1-element fp32). */
 void sl_op_sigmoid_mean(sl_tensor *out, const sl_tensor *g);

@@ -46,6 +46,18 @@ void sl_params_set_layer(sl_params *ps, int layer) {
     ps->layer = layer;
 }
 
+/* Every parameter's views into its group's flat buffers (ps->w, wc, g set). */
+static void bind_views(sl_params *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        sl_param *p = ps->items[i];
+        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
+        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
+                                : p->master;
+        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+    }
+    ps->finalized = true;
+}
+
 void sl_params_finalize(sl_params *ps) {
     SL_CHECK(!ps->finalized, "parameters finalized twice");
     for (int i = 0; i < ps->count; i++) {
@@ -59,14 +71,32 @@ void sl_params_finalize(sl_params *ps) {
         ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
         if (ps->compute != SL_F32) ps->wc[gi] = sl_tensor_new1(ps->be, ps->compute, n);
     }
+    bind_views(ps);
+}
+
+void sl_params_finalize_shared(sl_params *ps, const sl_params *src) {
+    SL_CHECK(!ps->finalized && src->finalized,
+             "sl_params_finalize_shared: needs a finalized source");
+    SL_CHECK(ps->count == src->count && ps->compute == src->compute && ps->be == src->be,
+             "sl_params_finalize_shared: %d parameters in %s, the source has %d in %s", ps->count,
+             sl_dtype_name(ps->compute), src->count, sl_dtype_name(src->compute));
     for (int i = 0; i < ps->count; i++) {
         sl_param *p = ps->items[i];
-        p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
-        p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
-                                : p->master;
-        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+        const sl_param *q = src->items[i];
+        SL_CHECK(strcmp(p->name, q->name) == 0 && p->numel == q->numel && p->group == q->group,
+                 "sl_params_finalize_shared: parameter %d is %s, the source's %s", i, p->name,
+                 q->name);
+        p->offset = ps->size[p->group];
+        ps->size[p->group] += p->numel;
     }
-    ps->finalized = true;
+    /* Views of the source's flat buffers: freeing them never frees the source's memory. */
+    for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
+        const int64_t n = sl_tensor_numel(src->w[gi]);
+        ps->w[gi] = sl_tensor_view1(src->w[gi], 0, n);
+        ps->g[gi] = sl_tensor_view1(src->g[gi], 0, n);
+        if (src->wc[gi]) ps->wc[gi] = sl_tensor_view1(src->wc[gi], 0, n);
+    }
+    bind_views(ps);
 }
 
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt) {

@@ -76,6 +76,11 @@ void sl_params_set_layer(sl_params *ps, int layer);
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt);
 /* Lays out and allocates the flat buffers and binds every parameter's views. */
 void sl_params_finalize(sl_params *ps);
+/* Instead of sl_params_finalize: binds every parameter to the memory of src, a finalized store
+ * that declared the same parameters (names, shapes, groups) in the same order with the same
+ * compute dtype, so that a second model computes with the first one's weights (model/decode.c:
+ * sampling from the model being trained) without a copy. Freeing ps leaves src's memory alone. */
+void sl_params_finalize_shared(sl_params *ps, const sl_params *src);
 /* Refreshes the compute copies from the master weights (after they were written other than
  * by the optimizer: initialization, loading, a test); a no-op in fp32. */
 void sl_params_sync_compute(sl_params *ps);

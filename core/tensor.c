@@ -40,6 +40,15 @@ const char *sl_dtype_name(sl_dtype dt) {
     return "?";
 }
 
+float sl_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 static int64_t shape_numel(int ndim, const int64_t *shape) {
     SL_CHECK(ndim >= 1 && ndim <= SL_MAX_DIMS, "tensor rank %d out of range 1..%d", ndim,
              SL_MAX_DIMS);

@@ -34,6 +34,9 @@ typedef enum {
 
 size_t sl_dtype_size(sl_dtype dt);
 const char *sl_dtype_name(sl_dtype dt);
+/* f rounded to bf16 (nearest even) and back, as a device's convert rounds it; f finite. For
+ * host references that must see the values a bf16 tensor holds. */
+float sl_bf16_round(float f);
 
 /* A new zero-filled tensor on backend `be`. */
 sl_tensor *sl_tensor_new(sl_backend *be, sl_dtype dt, int ndim, const int64_t *shape);

@@ -16,21 +16,51 @@ int sl_transport_parse(const char *name, sl_transport *out) {
     return 0;
 }
 
-int sl_transport_resolve(sl_transport want, const sl_backend *be, sl_transport *out, char *err,
+int sl_transport_resolve(sl_transport want, const sl_backend *be, const sl_rank_place *places,
+                         int n, sl_transport *out, char *why, size_t whylen, char *err,
                          size_t errlen) {
+    char ignore[8];
+    if (!why) why = ignore, whylen = sizeof ignore;
+    why[0] = '\0';
     const bool device = be && !sl_backend_host_memory(be);
+    const char *asked = want == SL_TRANSPORT_AUTO  ? "auto"
+                        : want == SL_TRANSPORT_MPI ? "mpi"
+                                                   : "nccl";
     if (want == SL_TRANSPORT_MPI || (want == SL_TRANSPORT_AUTO && !device)) {
         *out = SL_TRANSPORT_MPI;
+        snprintf(why, whylen, "%s -> mpi (%s)", asked,
+                 want == SL_TRANSPORT_MPI ? "as configured" : "host-memory backend");
         return 0;
     }
 #ifdef SLUICE_WITH_CUDA
     if (device && strcmp(sl_backend_name(be), "cuda") == 0) {
+        int a = -1, b = -1;
+        if (places && sl_placement_shared(places, n, &a, &b)) {
+            char dev[200], ranks[160];
+            sl_placement_device_name(places, a, dev, sizeof dev);
+            sl_placement_sharers(places, n, a, ranks, sizeof ranks);
+            if (want == SL_TRANSPORT_NCCL) {
+                snprintf(err, errlen,
+                         "nccl needs one GPU per rank, but ranks %s share %s (NCCL refuses two "
+                         "ranks on one device); use \"auto\" or \"mpi\", which stage through "
+                         "the host, or start one rank per GPU",
+                         ranks, dev);
+                return -1;
+            }
+            *out = SL_TRANSPORT_MPI;
+            snprintf(why, whylen, "auto -> mpi: ranks %s share %s, and NCCL needs one GPU per rank",
+                     ranks, dev);
+            return 0;
+        }
         *out = SL_TRANSPORT_NCCL;
+        snprintf(why, whylen, "%s -> nccl (%s)", asked,
+                 n > 1 ? "every rank on a GPU of its own" : "one rank");
         return 0;
     }
     snprintf(err, errlen, "the nccl transport needs backend cuda (the backend is %s)",
              be ? sl_backend_name(be) : "none");
 #else
+    (void)places, (void)n;
     snprintf(err, errlen, "the nccl transport needs a build with the CUDA backend (SLUICE_CUDA)");
 #endif
     return -1;

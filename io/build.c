@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "io/importers.h"
 #include "io/shard.h"
+#include "io/tokenizer.h"
 
 /* ---- the sink: rotation over shards ---- */
 
@@ -208,6 +209,47 @@ static void remove_created_dirs(const char *dir, const char *created) {
     }
 }
 
+/* --tokenizer: the vocabulary (the tokenizer's, or a larger --vocab) and the end-of-document
+ * token (--eod by id or name, none, or the tokenizer's default). 0, or -1 with err. */
+static int tokenizer_defaults(const sl_build_opts *o, sl_input_format fmt, const sl_tokenizer *t,
+                              int64_t *vocab, int64_t *eod, char *err, size_t errlen) {
+    if (fmt != SL_FMT_TEXT && fmt != SL_FMT_JSONL)
+        return sl_fail(err, errlen,
+                       "--tokenizer applies to text and jsonl input, not %s (its ids are "
+                       "already tokens)",
+                       sl_input_format_name(fmt));
+    const uint32_t tv = sl_tokenizer_vocab_size(t);
+    *vocab = o->vocab < 0 ? tv : o->vocab;
+    if (*vocab < tv)
+        return sl_fail(err, errlen, "--vocab %lld is smaller than the tokenizer's %u (%s)",
+                       (long long)o->vocab, tv, sl_tokenizer_path(t));
+    if (o->eod_token) {
+        *eod = sl_tokenizer_token_id(t, o->eod_token, strlen(o->eod_token));
+        if (*eod < 0)
+            return sl_fail(err, errlen, "--eod %s: no such token in %s", o->eod_token,
+                           sl_tokenizer_path(t));
+    } else if (o->eod >= 0) {
+        if (o->eod >= tv || !sl_tokenizer_id_bytes(t, (uint32_t)o->eod, &(size_t){0}))
+            return sl_fail(err, errlen, "--eod %lld: no such token id in %s", (long long)o->eod,
+                           sl_tokenizer_path(t));
+        *eod = o->eod;
+    } else if (o->eod == -2) {
+        *eod = -1;
+    } else {
+        *eod = sl_tokenizer_default_eod(t);
+        if (*eod < 0)
+            return sl_fail(err, errlen,
+                           "%s has none of the end-of-document tokens <|endoftext|>, "
+                           "<|end_of_text|>, </s>: name one with --eod TOKEN, or --eod none",
+                           sl_tokenizer_path(t));
+    }
+    return 0;
+}
+
+static int build(const sl_build_opts *op, sl_input_format fmt, const sl_tokenizer *tok,
+                 int64_t vocab, int64_t eod_hdr, char *const *inputs, int n_inputs,
+                 sl_build_result *res, char *err, size_t errlen);
+
 int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, sl_build_result *res,
                   char *err, size_t errlen) {
     sl_build_opts o = *oin;
@@ -223,7 +265,28 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
     if (sl_import_format(o.format, inputs, n_inputs, &fmt, err, errlen) != 0) return -1;
     /* vocabulary, separator, token width */
     int64_t vocab, eod_hdr;
-    if (sl_import_defaults(fmt, &o, inputs[0], &vocab, &eod_hdr, err, errlen) != 0) return -1;
+    sl_tokenizer *tok = NULL;
+    if (o.tokenizer) {
+        if (!(tok = sl_tokenizer_load(o.tokenizer, err, errlen))) return -1;
+        if (tokenizer_defaults(&o, fmt, tok, &vocab, &eod_hdr, err, errlen) != 0) {
+            sl_tokenizer_free(tok);
+            return -1;
+        }
+    } else if (o.eod_token) {
+        return sl_fail(err, errlen, "--eod %s: a token name needs --tokenizer", o.eod_token);
+    } else if (sl_import_defaults(fmt, &o, inputs[0], &vocab, &eod_hdr, err, errlen) != 0) {
+        return -1;
+    }
+    int rc = build(&o, fmt, tok, vocab, eod_hdr, inputs, n_inputs, res, err, errlen);
+    sl_tokenizer_free(tok);
+    return rc;
+}
+
+/* The build proper, the format's (or the tokenizer's) vocabulary and separator known. */
+static int build(const sl_build_opts *op, sl_input_format fmt, const sl_tokenizer *tok,
+                 int64_t vocab, int64_t eod_hdr, char *const *inputs, int n_inputs,
+                 sl_build_result *res, char *err, size_t errlen) {
+    sl_build_opts o = *op;
     if (vocab < 1 || vocab > INT32_MAX)
         return sl_fail(err, errlen, "--vocab %lld out of range [1, 2^31)", (long long)vocab);
     if (eod_hdr >= vocab || o.add_eod >= vocab)
@@ -262,9 +325,19 @@ int sl_data_build(const sl_build_opts *oin, char *const *inputs, int n_inputs, s
                                    .threads = o.threads};
     res->vocab = (uint32_t)vocab;
     res->token_bytes = tbytes;
+    res->eod = eod_hdr;
+    if (tok) {
+        memcpy(k->wo.tokenizer_hash, sl_tokenizer_hash(tok), SL_SHARD_TOKENIZER_HASH);
+        sl_shard_tokenizer_hex(k->wo.tokenizer_hash, res->tokenizer);
+        k->in.eod = eod_hdr;
+        k->in.enc = sl_doc_encoder_new(tok, o.threads, sl_sink_encoded, &k->in);
+    }
     int rc = 0;
     for (int i = 0; i < n_inputs && rc == 0; i++)
         rc = sl_import(&k->in, fmt, inputs[i], err, errlen);
+    if (rc == 0 && k->in.enc) rc = sl_doc_encoder_finish(k->in.enc, err, errlen);
+    sl_doc_encoder_free(k->in.enc);
+    k->in.enc = NULL;
     if (rc == 0) rc = sl_sink_flush(&k->in, err, errlen);
     if (rc == 0 && k->w && sl_shard_writer_tokens(k->w) == 0) {
         sl_shard_writer_abort(k->w);

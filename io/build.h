@@ -6,6 +6,9 @@
  *             every document, vocabulary 257. A document is a whole file, a line, or a
  *             paragraph (lines up to an empty line), per text_docs.
  *   jsonl     one JSON object per line; its "text" string is one document (byte tokenizer).
+ *   (text and jsonl with `tokenizer` set: encoded by that Hugging Face tokenizer.json instead,
+ *   io/tokenizer.h, on `threads` threads in document order; the end-of-document token `eod`,
+ *   `eod_token` or the tokenizer's default follows every document.)
  *   raw       headerless little-endian uint16 or uint32 tokens; with eod set, a document ends
  *             after every eod token, else the file is one document.
  *   llmc      llm.c token files: 256 x int32 header (magic 20240520, version 1 = uint16 or
@@ -44,11 +47,13 @@ typedef struct {
     int raw_token_bytes;   /* raw inputs: 2 or 4 */
     int64_t vocab;         /* -1: the format's default (text 257, llm.c 50257 / 128256) */
     int64_t eod;           /* -1: the format's default; -2: none */
+    const char *tokenizer; /* text/jsonl: a tokenizer.json (or its directory); NULL: bytes */
+    const char *eod_token; /* with tokenizer: the end-of-document token by name (NULL: eod) */
     int64_t add_eod;       /* megatron: appended to every document; -1 none */
     uint64_t shard_bytes;  /* target compressed size of a shard; 0 = 1 GiB */
     uint32_t frame_tokens; /* 0 = default */
     int token_bytes;       /* 0 = 2 when vocab <= 65536, else 4 */
-    int level, threads;    /* zstd level (0 = 3), compression threads (0 = all cores) */
+    int level, threads;    /* zstd level (0 = 3), compression and encoding threads (0 = all) */
     bool force;            /* replace existing PREFIX-*.shard.zst in out_dir */
     bool quiet;
 } sl_build_opts;
@@ -58,6 +63,8 @@ typedef struct {
     uint64_t tokens, docs, bytes;
     uint32_t vocab;
     int token_bytes;
+    int64_t eod;        /* the end-of-document token the headers record, -1: none */
+    char tokenizer[33]; /* the recorded tokenizer hash in hex, "" when none */
 } sl_build_result;
 
 int sl_data_build(const sl_build_opts *o, char *const *inputs, int n_inputs, sl_build_result *res,

@@ -193,13 +193,41 @@ int sl_ckpt_verify(const char *path, sl_ckpt_report_fn report, void *user,
 
 /* ---- Hugging Face export ---- */
 
-/* One exported tensor: elements [offset, offset + numel(shape)) of a checkpoint tensor. */
+/* A piece of an exported tensor assembled from parts of its checkpoint tensor (pieces below):
+ * `count` consecutive elements from element `offset`, written `repeat` (>= 1) times in a row; or,
+ * with `zero`, count * repeat zeros. */
+typedef struct {
+    int64_t offset, count, repeat;
+    bool zero;
+} sl_ckpt_export_piece;
+
+/* One exported tensor: elements [offset, offset + numel(shape)) of a checkpoint tensor, or,
+ * when pieces is not NULL, the npieces pieces' elements in order (they add up to numel(shape);
+ * the array must outlive sl_ckpt_export_hf). With xform every value v is written as
+ * v * scale + add (Qwen3-Next's zero-centred norms: add -1). A mapper that fills entries field
+ * by field sets pieces, xform to NULL, false when it wants a plain copy. */
 typedef struct {
     char name[256];
     int64_t offset;
     int ndim;
     int64_t shape[SL_CKPT_MAX_DIMS];
+    const sl_ckpt_export_piece *pieces;
+    int npieces;
+    bool xform;
+    float scale, add;
 } sl_ckpt_export_entry;
+
+/* Source elements of an entry's tensor as floats: n elements from element `offset` into out.
+ * 0, or -1 with a message. */
+typedef int (*sl_ckpt_export_read_fn)(void *user, int64_t offset, int64_t n, float *out, char *err,
+                                      size_t errlen);
+/* Elements [first, first + n) of the exported tensor of e, read through `read` and transformed
+ * (pieces, xform): what sl_ckpt_export_hf writes, shared with the live model's export
+ * (model/hf_export.c). 0, or -1 with the read's message. */
+int sl_ckpt_export_assemble(const sl_ckpt_export_entry *e, int64_t first, int64_t n, float *out,
+                            sl_ckpt_export_read_fn read, void *user, char *err, size_t errlen);
+/* Whether e's pieces lie within a tensor of `numel` elements and add up to its shape's. */
+bool sl_ckpt_export_entry_valid(const sl_ckpt_export_entry *e, int64_t numel);
 /* Maps a checkpoint tensor to the exported tensors cut from it (at most max into out): returns
  * how many (0: not exported), or -1 with a message in err. NULL map: every tensor under its own
  * name and shape. */

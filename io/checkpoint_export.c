@@ -112,6 +112,77 @@ static void convert(const xentry *x, const unsigned char *src, unsigned char *ds
     }
 }
 
+int sl_ckpt_export_assemble(const sl_ckpt_export_entry *e, int64_t first, int64_t n, float *out,
+                            sl_ckpt_export_read_fn read, void *user, char *err, size_t errlen) {
+    float *o = out;
+    int64_t left = n;
+    if (!e->pieces) {
+        if (read(user, e->offset + first, n, out, err, errlen) != 0) return -1;
+        left = 0;
+    }
+    /* the pieces in output order; pos is where the current one starts in the output */
+    int64_t pos = 0;
+    for (int i = 0; e->pieces && i < e->npieces && left > 0; i++) {
+        const sl_ckpt_export_piece *p = &e->pieces[i];
+        const int64_t len = p->count * p->repeat, at = first - pos;
+        pos += len;
+        if (at >= len) continue;
+        const int64_t take = len - at < left ? len - at : left;
+        if (p->zero) {
+            memset(o, 0, (size_t)take * sizeof *o);
+        } else { /* at most one read per repetition the range touches */
+            for (int64_t done = 0; done < take;) {
+                const int64_t in = (at + done) % p->count;
+                const int64_t k = p->count - in < take - done ? p->count - in : take - done;
+                if (read(user, p->offset + in, k, o + done, err, errlen) != 0) return -1;
+                done += k;
+            }
+        }
+        o += take, first += take, left -= take;
+    }
+    if (left > 0) return sl_fail(err, errlen, "export: tensor '%s': its pieces end early", e->name);
+    if (e->xform)
+        for (int64_t i = 0; i < n; i++) out[i] = out[i] * e->scale + e->add;
+    return 0;
+}
+
+bool sl_ckpt_export_entry_valid(const sl_ckpt_export_entry *e, int64_t numel) {
+    uint64_t want = 1;
+    if (e->ndim < 0 || e->ndim > SL_CKPT_MAX_DIMS || !sl_st_shape_numel(e->ndim, e->shape, &want))
+        return false;
+    if (!e->pieces) return e->offset >= 0 && (int64_t)want <= numel - e->offset;
+    uint64_t sum = 0;
+    for (int i = 0; i < e->npieces; i++) {
+        const sl_ckpt_export_piece *p = &e->pieces[i];
+        if (p->count < 0 || p->repeat < 1 || p->count > (int64_t)1 << 50 || p->repeat > 1 << 20)
+            return false;
+        if (!p->zero && (p->offset < 0 || p->count > numel - p->offset)) return false;
+        sum += (uint64_t)p->count * (uint64_t)p->repeat;
+    }
+    return sum == want;
+}
+
+/* The checkpoint tensor of an entry, read as floats (its dtype converted). */
+typedef struct {
+    sl_ckpt *c;
+    const char *name, *dtype;
+    size_t es;
+    unsigned char *raw; /* CK_EXPORT_CHUNK bytes */
+} float_reader;
+
+static int read_floats(void *user, int64_t offset, int64_t n, float *out, char *err,
+                       size_t errlen) {
+    float_reader *r = user;
+    const int64_t step = (int64_t)(CK_EXPORT_CHUNK / r->es);
+    for (int64_t k = 0; k < n; k += step) {
+        const int64_t m = n - k < step ? n - k : step;
+        if (sl_ckpt_read(r->c, r->name, offset + k, offset + k + m, r->raw, err, errlen) != 0)
+            return -1;
+        for (int64_t i = 0; i < m; i++) out[k + i] = load_float(r->dtype, r->raw + i * r->es);
+    }
+    return 0;
+}
+
 static int cmp_xentry(const void *a, const void *b) {
     return strcmp(((const xentry *)a)->e.name, ((const xentry *)b)->e.name);
 }
@@ -159,6 +230,30 @@ static int write_shard(sl_ckpt *c, const char *path, xentry *xs, int nx, int sha
         if (x->shard != shard) continue;
         sl_ckpt_tensor t;
         sl_ckpt_tensor_at(c, x->tensor, &t);
+        if (x->e.pieces || x->e.xform) { /* assembled or transformed: through floats */
+            float_reader fr = {c, t.name, x->src_dtype, x->src_es, sbuf};
+            float *fbuf = sl_xmalloc(CK_EXPORT_CHUNK);
+            const int64_t step = (int64_t)(CK_EXPORT_CHUNK / sizeof(float));
+            const xentry as_f32 = {.src_dtype = "F32", .dst_dtype = x->dst_dtype, .src_es = 4};
+            int frc = 0;
+            for (int64_t k = 0; k < x->numel && frc == 0; k += step) {
+                const int64_t m = x->numel - k < step ? x->numel - k : step;
+                frc = sl_ckpt_export_assemble(&x->e, k, m, fbuf, read_floats, &fr, err, errlen);
+                if (frc == 0) {
+                    if (strcmp(x->dst_dtype, "F32") == 0)
+                        memcpy(dbuf, fbuf, (size_t)m * sizeof(float));
+                    else
+                        convert(&as_f32, (const unsigned char *)fbuf, dbuf, (size_t)m);
+                    frc = sl_st_writer_write_chunk(w, dbuf, (size_t)m * x->dst_es);
+                }
+            }
+            free(fbuf);
+            if (frc != 0 && !sl_st_writer_error(w)) {
+                sl_st_writer_abort(w);
+                return -1;
+            }
+            continue;
+        }
         const int64_t step = (int64_t)(CK_EXPORT_CHUNK / x->src_es);
         for (int64_t k = 0; k < x->numel; k += step) {
             int64_t m = x->numel - k < step ? x->numel - k : step;
@@ -232,10 +327,15 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
             x->dst_dtype = want && is_float(t.dtype) ? want : t.dtype;
             sl_st_dtype_lookup(x->dst_dtype, &x->dst_es);
             uint64_t n = 1;
-            bool ok = x->e.ndim >= 0 && x->e.ndim <= SL_CKPT_MAX_DIMS &&
+            bool ok = sl_ckpt_export_entry_valid(&x->e, t.numel) &&
                       sl_st_shape_numel(x->e.ndim, x->e.shape, &n);
             x->numel = (int64_t)n;
-            if (!ok || x->e.offset < 0 || x->numel > t.numel - x->e.offset || !x->e.name[0]) {
+            if (x->e.pieces || x->e.xform) { /* written as floats: float tensors only */
+                ok &= is_float(t.dtype);
+                x->dst_dtype = want ? want : "F32";
+                sl_st_dtype_lookup(x->dst_dtype, &x->dst_es);
+            }
+            if (!ok || !x->e.name[0]) {
                 sl_fail(err, errlen,
                         "export: tensor '%s': mapped entry '%s' (offset %" PRId64
                         ") lies outside its %" PRId64 " elements",

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "io/build.h"
+#include "io/doc_encoder.h"
 
 /* Tokens an importer pushes before the sink writes them out. */
 #define SL_SINK_TOKENS 65536
@@ -38,12 +39,24 @@
 typedef struct {
     const sl_build_opts *o; /* the build's options, the format's defaults filled in */
     uint32_t vocab;         /* every token pushed is below it */
+    sl_doc_encoder *enc;    /* with --tokenizer: sl_sink_text's documents are encoded here */
+    int64_t eod;            /* with --tokenizer: appended to every document, -1: none */
     uint32_t buf[SL_SINK_TOKENS];
     size_t n; /* tokens in buf */
 } sl_sink;
 
 /* Starts a document: the next token pushed is its first (io/build.c). 0, or -1 with err. */
 int sl_sink_doc(sl_sink *k, char *err, size_t errlen);
+
+/* One whole document of text (text and JSONL input, io/build.c): with a tokenizer (k->enc) it
+ * is queued for encoding and its ids, then k->eod, follow in order; byte-level, its bytes and
+ * 256 are pushed at once. `origin` locates it for messages. 0, or -1 with err. */
+int sl_sink_text(sl_sink *k, const char *text, size_t len, sl_doc_origin origin, char *err,
+                 size_t errlen);
+
+/* The encoder's emit callback (user: the sl_sink): a document start, the document's ids, then
+ * k->eod. */
+int sl_sink_encoded(void *user, const uint32_t *ids, size_t n, char *err, size_t errlen);
 
 /* Writes the buffered tokens to the shards (io/build.c). 0, or -1 with err. */
 int sl_sink_flush(sl_sink *k, char *err, size_t errlen);

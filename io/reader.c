@@ -105,6 +105,15 @@ int sl_reader_vocab_size(const sl_reader *r) {
     return (int)r->vocab;
 }
 
+const char *sl_reader_first_shard(const sl_reader *r) {
+    return r->vocab_shard;
+}
+
+const uint8_t *sl_reader_tokenizer(const sl_reader *r, const char **shard) {
+    if (shard) *shard = r->tok_shard;
+    return r->tok_shard ? r->tok_hash : NULL;
+}
+
 int sl_reader_set_seq_len(sl_reader *r, int seq_len) {
     if (seq_len < 1) return -1;
     if (seq_len == r->seq_len) return 0;

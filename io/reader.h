@@ -67,6 +67,9 @@ typedef struct {
     uint64_t shuffle_window; /* tokens per sequence-shuffle window; 0 = stream order,
                               * SL_SHUFFLE_EPOCH = the whole epoch */
     int prefetch;            /* sequences assembled ahead; 0 = automatic */
+    /* the tokenizer.json (or its directory) the shards were built with; "" = none. The reader
+     * does not use it; the trainer checks the shards against it and exports it. */
+    char tokenizer[SL_PATH_MAX];
 } sl_data_config;
 
 typedef struct sl_reader sl_reader;
@@ -105,6 +108,12 @@ int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t e
  * number of sequences. 0, or -1 (the reader then fails every call). */
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
 int sl_reader_vocab_size(const sl_reader *r);
+/* The first shard of the data (for messages naming a file). */
+const char *sl_reader_first_shard(const sl_reader *r);
+/* The tokenizer the shards record (the first SL_SHARD_TOKENIZER_HASH bytes of its SHA-256;
+ * every shard that records one records the same, or the reader does not open), or NULL when
+ * none does; *shard: the first shard that records it. */
+const uint8_t *sl_reader_tokenizer(const sl_reader *r, const char **shard);
 void sl_reader_close(sl_reader *r);
 
 /* ---- batch hashes: proof that runs at different world sizes read the same batches ----

@@ -127,6 +127,9 @@ struct sl_reader {
     uint64_t S, lo, hi; /* sequences per global batch; this rank's share [lo, hi) of each */
     bool eval;
     uint32_t vocab;
+    const char *vocab_shard; /* the first shard (its path lives in the corpus) */
+    const char *tok_shard;   /* the first shard recording a tokenizer, NULL: none does */
+    uint8_t tok_hash[SL_SHARD_TOKENIZER_HASH];
     int n;
     sl_rd_corpus c[SL_MAX_CORPORA];
     sl_rd_plan cplan, pplan; /* consumer's and producer's */

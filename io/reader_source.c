@@ -40,13 +40,28 @@ int sl_rd_corpus_load(sl_reader *r, sl_rd_corpus *c, const char *spec, char *err
             rc = sl_fail(err, errlen, "%s: too many frames", s->path);
             break;
         }
-        if (r->vocab == 0) r->vocab = s->h.vocab_size;
+        if (r->vocab == 0) r->vocab = s->h.vocab_size, r->vocab_shard = s->path;
         if (s->h.vocab_size != r->vocab) {
             rc = sl_fail(err, errlen,
-                         "%s: vocabulary size %u differs from %u in the other shards (every "
-                         "corpus must use the same tokenizer)",
-                         s->path, s->h.vocab_size, r->vocab);
+                         "%s: vocabulary size %u differs from %u in %s (every corpus must use "
+                         "the same tokenizer)",
+                         s->path, s->h.vocab_size, r->vocab, r->vocab_shard);
             break;
+        }
+        if (sl_shard_has_tokenizer(&s->h)) {
+            if (!r->tok_shard) {
+                r->tok_shard = s->path;
+                memcpy(r->tok_hash, s->h.tokenizer_hash, SL_SHARD_TOKENIZER_HASH);
+            } else if (memcmp(r->tok_hash, s->h.tokenizer_hash, SL_SHARD_TOKENIZER_HASH) != 0) {
+                char a[33], b[33];
+                sl_shard_tokenizer_hex(s->h.tokenizer_hash, a);
+                sl_shard_tokenizer_hex(r->tok_hash, b);
+                rc = sl_fail(err, errlen,
+                             "%s: built with tokenizer sha256 %s..., but %s with %s... (every "
+                             "corpus must use the same tokenizer)",
+                             s->path, a, r->tok_shard, b);
+                break;
+            }
         }
         c->n_frames += s->h.n_frames;
         c->n_tokens += s->h.n_tokens;

@@ -54,6 +54,7 @@ void sl_shard_header_encode(const sl_shard_header *h, unsigned char out[SL_SHARD
     sl_put64(c + 80, h->payload_bytes);
     sl_put32(c + 88, h->index_crc);
     sl_put32(c + 92, 0); /* flags */
+    memcpy(c + 96, h->tokenizer_hash, SL_SHARD_TOKENIZER_HASH);
     sl_put32(c + 124, sl_crc32c(0, c, 124));
 }
 
@@ -105,6 +106,7 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
     h->payload_bytes = sl_le64(c + 80);
     h->index_crc = sl_le32(c + 88);
     uint32_t flags = sl_le32(c + 92);
+    memcpy(h->tokenizer_hash, c + 96, SL_SHARD_TOKENIZER_HASH);
     if (sl_le32(c + 12) != SL_SHARD_HEADER_CONTENT || flags != 0)
         return sl_fail(err, errlen, "%s: byte offset 20: unsupported header size or flags", name);
     if (h->token_bytes != 2 && h->token_bytes != 4)
@@ -137,6 +139,16 @@ int sl_shard_header_decode(const unsigned char in[SL_SHARD_HEADER_BYTES], const 
                        "the header",
                        name);
     return 0;
+}
+
+bool sl_shard_has_tokenizer(const sl_shard_header *h) {
+    for (int i = 0; i < SL_SHARD_TOKENIZER_HASH; i++)
+        if (h->tokenizer_hash[i]) return true;
+    return false;
+}
+
+void sl_shard_tokenizer_hex(const uint8_t hash[SL_SHARD_TOKENIZER_HASH], char out[33]) {
+    for (int i = 0; i < SL_SHARD_TOKENIZER_HASH; i++) snprintf(out + 2 * i, 3, "%02x", hash[i]);
 }
 
 /* ---- opening ---- */

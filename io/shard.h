@@ -33,6 +33,7 @@
 #define SL_SHARD_DEFAULT_FRAME_TOKENS (1u << 18)
 #define SL_SHARD_NO_EOD               0xFFFFFFFFu
 #define SL_SHARD_SUFFIX               ".shard.zst"
+#define SL_SHARD_TOKENIZER_HASH       16 /* bytes of the tokenizer's SHA-256 a header keeps */
 
 typedef struct {
     uint32_t version;
@@ -47,7 +48,14 @@ typedef struct {
     uint64_t payload_bytes; /* zstd frames plus document-offset frames */
     uint32_t index_crc;     /* CRC-32C of the index content */
     uint32_t header_crc;    /* CRC-32C of header content bytes [0, 124) */
+    /* the first 16 bytes of the SHA-256 of the tokenizer.json the tokens come from; all zero
+     * when the shard records none (byte-level text, imported ids, shards written before) */
+    uint8_t tokenizer_hash[SL_SHARD_TOKENIZER_HASH];
 } sl_shard_header;
+
+/* Whether h records a tokenizer; its hash as 32 lowercase hex digits (out: 33 bytes). */
+bool sl_shard_has_tokenizer(const sl_shard_header *h);
+void sl_shard_tokenizer_hex(const uint8_t hash[SL_SHARD_TOKENIZER_HASH], char out[33]);
 
 typedef struct {
     uint64_t offset;      /* file offset of the zstd frame */
@@ -118,10 +126,11 @@ int sl_shard_verify(const char *path, sl_shard_verify_info *info,
 typedef struct {
     uint32_t token_bytes; /* 2 or 4 */
     uint32_t vocab_size;
-    uint32_t eod_token;    /* SL_SHARD_NO_EOD when there is none */
-    uint32_t frame_tokens; /* 0 = SL_SHARD_DEFAULT_FRAME_TOKENS */
-    int level;             /* zstd level; 0 = 3 */
-    int threads;           /* compression threads; 0 = all cores */
+    uint32_t eod_token;                              /* SL_SHARD_NO_EOD when there is none */
+    uint32_t frame_tokens;                           /* 0 = SL_SHARD_DEFAULT_FRAME_TOKENS */
+    int level;                                       /* zstd level; 0 = 3 */
+    int threads;                                     /* compression threads; 0 = all cores */
+    uint8_t tokenizer_hash[SL_SHARD_TOKENIZER_HASH]; /* recorded in the header; zero: none */
 } sl_shard_writer_opts;
 
 typedef struct sl_shard_writer sl_shard_writer;

@@ -325,6 +325,7 @@ int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, s
         .payload_bytes = w->pos - SL_SHARD_HEADER_BYTES,
         .index_crc = sl_crc32c(0, ix + 8, (size_t)index_bytes),
     };
+    memcpy(h.tokenizer_hash, w->o.tokenizer_hash, SL_SHARD_TOKENIZER_HASH);
     int wr = sl_write_all(w->fd, ix, (size_t)index_bytes + 8);
     free(ix);
     if (wr != 0) {

@@ -335,7 +335,9 @@ if [ -n "$cuda_libs" ]; then
     cuda_note="This sluice was built with CUDA: it loads $cuda_libs at start, so
 it needs them even for the cpu backend, and the NVIDIA driver for the cuda backend. They come
 from the node: \$CUDA_HOME/lib64, /usr/local/cuda/lib64 or a PyTorch installation's
-nvidia/*/lib folders (env.sh adds those that exist), or from LD_LIBRARY_PATH as it was."
+nvidia/*/lib folders (env.sh adds those that exist), or from LD_LIBRARY_PATH as it was.
+attention.kernel = \"cudnn\" also opens libcudnn.so.9 at run time (found the same way, or
+named by SLUICE_CUDNN_LIBRARY); nothing else needs it."
 else
     cuda_note="This sluice was built without CUDA: it needs no CUDA library (cpu backend only)."
 fi
@@ -358,6 +360,7 @@ $cuda_note
 Use (bash; zsh should work but is untested; in another sh set SLUICE_BUNDLE=/path/to/bundle first):
     . /path/to/bundle/env.sh        # PATH, LD_LIBRARY_PATH, OPAL_*, OMPI_MCA_*, PMIX_*
     sluice --help
+    sluice doctor                   # first on a new node: versions, GPUs, op correctness, speed
     sluice data build -o data/train corpus.txt
     sluice train configs/tiny.json --set data.train=data/train --set data.eval=
     mpirun -np 2 sluice train CONFIG --set parallel.expert_parallel=2

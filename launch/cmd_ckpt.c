@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "io/tokenizer.h"
 #include "launch/commands.h"
 #include "model/config.h"
 #include "model/hf_export.h"
@@ -54,13 +56,20 @@ static void usage_export(FILE *f) {
             "model.safetensors.index.json and config.json. config.json is the trainer state's\n"
             "\"hf_config\" object when present, else made from its \"config\".\"model\" section;\n"
             "without either, no config.json is written (a warning says so). Existing weight\n"
-            "files in DIR are replaced.\n\n"
+            "files in DIR are replaced. The run's tokenizer (data.tokenizer, recorded in the\n"
+            "trainer state with its SHA-256, which must still match) is copied beside them:\n"
+            "tokenizer.json and the companion files next to it (tokenizer_config.json, ...).\n\n"
             "options:\n"
             "  -o, --output DIR     output directory (created if missing)\n"
+            "  --format F           qwen3_moe (default: Qwen3-MoE names, what sluice reads\n"
+            "                       back) or qwen3_next (Qwen3-Next's layout, which Hugging Face\n"
+            "                       transformers' Qwen3NextForCausalLM runs; docs/safetensors.md)\n"
             "  --dtype fp32|bf16    dtype of the floating-point tensors (default fp32;\n"
             "                       bf16 rounds to nearest even)\n"
             "  --shard-size SIZE    most bytes per file, K/M/G suffixes (default 2G; a tensor\n"
             "                       larger than that gets a file of its own)\n"
+            "  --tokenizer PATH     copy this tokenizer.json (or directory) instead of the run's\n"
+            "  --no-tokenizer       copy no tokenizer\n"
             "  -h, --help           this help\n");
 }
 
@@ -221,73 +230,62 @@ static int cmd_verify(int argc, char **argv) {
     return 0;
 }
 
-/* config.json for the export: the trainer state's "hf_config", or its "config"."model" section
- * through the model's own Hugging Face mapping; NULL (with a warning) when neither is there or
- * the section does not parse. */
-static char *export_config(const sl_ckpt *c) {
+/* The model of a checkpoint: the trainer state's "hf_config", or its "config"."model" section
+ * (through the model's own Hugging Face mapping). -1 with a message when neither is there or it
+ * does not parse; *hf_text (malloc'ed, may be NULL) receives "hf_config" as it is stored. */
+static int checkpoint_model(const sl_ckpt *c, sl_model_config *m, char **hf_text, char *err,
+                            size_t errlen) {
     const cJSON *ts = sl_ckpt_train_state(c);
     const cJSON *hf = cJSON_GetObjectItemCaseSensitive(ts, "hf_config");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(ts, "config");
+    const cJSON *model = cJSON_IsObject(hf) ? hf : cJSON_GetObjectItemCaseSensitive(cfg, "model");
+    *hf_text = NULL;
+    if (!cJSON_IsObject(model))
+        return sl_fail(err, errlen,
+                       "the trainer state holds neither \"hf_config\" nor "
+                       "\"config\".\"model\"");
     if (cJSON_IsObject(hf)) {
         char *s = cJSON_Print(hf);
-        if (!s) return NULL;
-        char *out = sl_xmalloc(strlen(s) + 2);
-        sprintf(out, "%s\n", s);
-        cJSON_free(s);
-        return out;
-    }
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(ts, "config");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
-    if (!cJSON_IsObject(model)) {
-        sl_warn("%s: the trainer state holds neither \"hf_config\" nor \"config\".\"model\": no "
-                "config.json written",
-                sl_ckpt_dir(c));
-        return NULL;
+        if (s) {
+            *hf_text = sl_xmalloc(strlen(s) + 2);
+            sprintf(*hf_text, "%s\n", s);
+            cJSON_free(s);
+        }
     }
     char *text = cJSON_PrintUnformatted(model);
-    char name[256], err[1024];
-    snprintf(name, sizeof name, "train_state.json config.model");
-    sl_model_config m;
-    int rc = text ? sl_model_config_from_hf_json(text, name, &m, err, sizeof err) : -1;
+    const int rc = text ? sl_model_config_from_hf_json(text,
+                                                       hf ? "train_state.json hf_config"
+                                                          : "train_state.json config.model",
+                                                       m, err, errlen)
+                        : sl_fail(err, errlen, "out of memory");
     cJSON_free(text);
-    if (rc != 0) {
-        sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
-        return NULL;
-    }
-    return sl_hf_config_json(&m); /* as sl_hf_save writes it (YaRN context) */
+    return rc;
 }
 
-/* The Hugging Face tensors of a checkpoint tensor (model/hf_export.h's mapping: fused gate/up
- * projections and expert stacks are split); the routers' selection biases are training state,
- * not weights. */
+/* The Hugging Face tensors of a checkpoint tensor in the export's layout (model/hf_export.h:
+ * fused gate/up projections and expert stacks are split; Qwen3-Next's transforms); the routers'
+ * selection biases are training state, not weights. */
 typedef struct {
     sl_ckpt_export_entry *out;
     int n, max;
 } hf_cut;
 
-static void hf_emit(void *user, const char *name, int64_t offset, int ndim, int64_t d0,
-                    int64_t d1) {
+static void hf_emit(void *user, const sl_ckpt_export_entry *e) {
     hf_cut *h = user;
-    if (h->n < h->max) {
-        sl_ckpt_export_entry *e = &h->out[h->n];
-        snprintf(e->name, sizeof e->name, "%s", name);
-        e->offset = offset;
-        e->ndim = ndim;
-        e->shape[0] = d0;
-        e->shape[1] = d1;
-    }
+    if (h->n < h->max) h->out[h->n] = *e;
     h->n++;
 }
 
 static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out, int max,
                   char *err, size_t errlen) {
-    (void)user;
+    sl_hf_layout *layout = user;
     if (strncmp(t->name, "router.bias.", 12) == 0) return 0;
     if (t->ndim > 3) {
         snprintf(err, errlen, "%s: %d dimensions, not a model weight", t->name, t->ndim);
         return -1;
     }
     hf_cut h = {out, 0, max};
-    sl_hf_split(t->name, t->ndim, t->shape, 0, hf_emit, &h);
+    sl_hf_layout_map(layout, t->name, t->ndim, t->shape, 0, hf_emit, &h);
     if (h.n > max) {
         snprintf(err, errlen, "%s: splits into %d tensors, more than %d", t->name, h.n, max);
         return -1;
@@ -295,8 +293,44 @@ static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out
     return h.n;
 }
 
+/* The tokenizer files for the export: --tokenizer PATH, else the trainer state's "tokenizer"
+ * (path and SHA-256, which the file must still have). 0 (also when there is none), or -1. */
+static int export_tokenizer(const sl_ckpt *c, const char *override, const char *out) {
+    char err[1024];
+    const char *src = override;
+    uint8_t want[SL_TOKENIZER_HASH_BYTES];
+    const uint8_t *expect = NULL;
+    if (!src) {
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(c), "tokenizer");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(tk, "path");
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(tk, "sha256");
+        if (!cJSON_IsString(p)) return 0; /* the run had no data.tokenizer */
+        src = p->valuestring;
+        if (cJSON_IsString(h) && strlen(h->valuestring) == 2 * SL_TOKENIZER_HASH_BYTES) {
+            for (int i = 0; i < SL_TOKENIZER_HASH_BYTES; i++)
+                want[i] = (uint8_t)strtoul(
+                    (char[3]){h->valuestring[2 * i], h->valuestring[2 * i + 1], 0}, NULL, 16);
+            expect = want;
+        }
+    }
+    if (sl_mkdirs(out, err, sizeof err) != 0) {
+        sl_error("%s", err);
+        return -1;
+    }
+    int n = sl_tokenizer_copy_files(src, out, expect, err, sizeof err);
+    if (n < 0) {
+        sl_error("the tokenizer%s: %s (--tokenizer PATH copies another, --no-tokenizer none)",
+                 override ? "" : " the run trained with", err);
+        return -1;
+    }
+    printf("copied the tokenizer %s to %s (%d file%s)\n", src, out, n, n == 1 ? "" : "s");
+    return 0;
+}
+
 static int cmd_export(int argc, char **argv) {
-    const char *path = NULL, *out = NULL, *dtype = "F32";
+    const char *path = NULL, *out = NULL, *dtype = "F32", *tokenizer = NULL;
+    sl_hf_format format = SL_HF_QWEN3_MOE;
+    bool no_tokenizer = false;
     uint64_t shard = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -323,11 +357,26 @@ static int cmd_export(int argc, char **argv) {
                 fprintf(stderr, "sluice: error: --dtype: '%s' (expected fp32 or bf16)\n", v);
                 return 2;
             }
+        } else if (strcmp(a, "--format") == 0) {
+            if (++i >= argc || sl_hf_format_parse(argv[i], &format) != 0) {
+                fprintf(stderr,
+                        "sluice: error: --format: '%s' (expected qwen3_moe or qwen3_next)\n",
+                        i < argc ? argv[i] : "nothing");
+                return 2;
+            }
         } else if (strcmp(a, "--shard-size") == 0) {
             if (++i >= argc || sl_cli_parse_u64(argv[i], true, &shard) != 0 || shard == 0) {
                 fprintf(stderr, "sluice: error: --shard-size: a size like 2G expected\n");
                 return 2;
             }
+        } else if (strcmp(a, "--tokenizer") == 0) {
+            if (++i >= argc) {
+                fprintf(stderr, "sluice: error: --tokenizer needs a value\n");
+                return 2;
+            }
+            tokenizer = argv[i];
+        } else if (strcmp(a, "--no-tokenizer") == 0) {
+            no_tokenizer = true;
         } else if (a[0] == '-') {
             fprintf(stderr, "sluice: error: ckpt export: unknown option '%s'\n\n", a);
             usage_export(stderr);
@@ -349,19 +398,39 @@ static int cmd_export(int argc, char **argv) {
         sl_error("%s", err);
         return 1;
     }
-    char *config = export_config(c);
+    if (!no_tokenizer && export_tokenizer(c, tokenizer, out) != 0) {
+        sl_ckpt_close(c);
+        return 1;
+    }
+    sl_model_config mc;
+    char *stored = NULL, *config = NULL;
+    sl_hf_layout layout;
+    const bool have_model = checkpoint_model(c, &mc, &stored, err, sizeof err) == 0;
+    if (!have_model && format == SL_HF_QWEN3_NEXT) { /* its cuts need the model's shape */
+        sl_error("%s: --format qwen3_next: %s", sl_ckpt_dir(c), err);
+        sl_ckpt_close(c);
+        return 1;
+    }
+    if (!have_model) sl_warn("%s: no config.json written: %s", sl_ckpt_dir(c), err);
+    sl_hf_layout_init(&layout, format, &mc);
+    /* Qwen3-MoE: the stored hf_config as it is; else the layout's (YaRN context stated) */
+    if (have_model)
+        config = format == SL_HF_QWEN3_MOE && stored ? stored : sl_hf_layout_config_json(&layout);
     sl_ckpt_export_opts o = {.dtype = dtype,
                              .max_shard_bytes = shard,
                              .config_json = config,
                              .skip_prefix = "optim.",
-                             .map = hf_map};
+                             .map = hf_map,
+                             .map_user = &layout};
     int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
     if (n < 0)
         sl_error("%s", err);
     else
-        printf("exported %d tensors of step %" PRId64 " to %s (%s)\n", n, sl_ckpt_step(c), out,
-               strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
-    free(config);
+        printf("exported %d tensors of step %" PRId64 " to %s (%s, %s)\n", n, sl_ckpt_step(c), out,
+               sl_hf_format_name(format), strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
+    if (config != stored) free(config);
+    free(stored);
+    sl_hf_layout_free(&layout);
     sl_ckpt_close(c);
     return n < 0 ? 1 : 0;
 }

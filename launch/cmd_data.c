@@ -1,4 +1,5 @@
-/* launch/cmd_data.c - `sluice data build | info | verify` (docs/data.md). */
+/* launch/cmd_data.c - `sluice data build | info | verify` (docs/data.md); `show` is
+ * launch/cmd_data_show.c. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,9 +14,10 @@
 #include "launch/commands.h"
 
 static void usage_main(FILE *f) {
-    fprintf(f, "usage: sluice data <build|info|verify> [options]\n\n"
+    fprintf(f, "usage: sluice data <build|info|show|verify> [options]\n\n"
                "  build   tokenize or import a corpus into zstd token shards\n"
                "  info    tokens, documents, frames and compression ratio of shards\n"
+               "  show    print a shard's documents as token ids or as text\n"
                "  verify  full integrity check of shards (exit status 0 = sound, 1 = damaged)\n\n"
                "Run 'sluice data <subcommand> --help' for its options.\n");
 }
@@ -28,6 +30,7 @@ static void usage_build(FILE *f) {
         "input formats (--format, default: from the file name or contents):\n"
         "  text      plain text, byte-level tokenizer (ids 0-255, end-of-document 256, vocab 257)\n"
         "  jsonl     one JSON object per line; its \"text\" field is a document (byte tokenizer)\n"
+        "            (text and jsonl with --tokenizer: encoded by a Hugging Face tokenizer.json)\n"
         "  raw       headerless little-endian token ids (--dtype uint16|uint32, --vocab N)\n"
         "  llmc      llm.c .bin shards (magic 20240520; version 1 = uint16, 7 = uint32)\n"
         "  megatron  Megatron-LM indexed dataset: PREFIX, PREFIX.bin or PREFIX.idx (--vocab N)\n\n"
@@ -37,17 +40,24 @@ static void usage_build(FILE *f) {
         "  --format FORMAT       auto|text|jsonl|raw|llmc|megatron (default: auto)\n"
         "  --text-docs MODE      text: a document is a 'file' (default), a 'line', or a\n"
         "                        'paragraph' (lines up to an empty line)\n"
+        "  --tokenizer PATH      text/jsonl: encode with this tokenizer.json (or the directory\n"
+        "                        holding one): byte-level BPE of the GPT-2 / Llama-3 / Qwen\n"
+        "                        family, ids equal to Hugging Face's; documents are encoded on\n"
+        "                        --threads threads, in order; the text must be UTF-8\n"
         "  --dtype TYPE          raw: uint16 or uint32\n"
         "  --vocab N             vocabulary size; every token id must be < N (default: text 257,\n"
         "                        llmc 50257 for version 1 and 128256 for version 7)\n"
         "  --eod ID|none         raw: a document ends after each ID; llmc: a document begins at\n"
         "                        each ID (default 50256 for version 1, 128000 for version 7)\n"
+        "  --eod TOKEN|ID|none   --tokenizer: appended to every document (default: the first of\n"
+        "                        <|endoftext|>, <|end_of_text|>, </s> the tokenizer has)\n"
         "  --add-eod ID          megatron: append ID to every document\n"
         "  --shard-size SIZE     target compressed bytes per shard, K/M/G suffixes (default 1G)\n"
         "  --frame-tokens N      tokens per zstd frame (default 262144, at most 16777216)\n"
         "  --token-bytes 2|4     stored token width (default: 2 when vocab <= 65536)\n"
         "  --level N             zstd compression level (default 3)\n"
-        "  --threads N           compression threads (default: all cores)\n"
+        "  --threads N           compression (and --tokenizer encoding) threads (default: all\n"
+        "                        cores)\n"
         "  --force               replace existing PREFIX-*.shard.zst files in DIR\n"
         "  --quiet               print nothing but errors\n"
         "  -h, --help            this help\n");
@@ -56,8 +66,10 @@ static void usage_build(FILE *f) {
 static void usage_info(FILE *f) {
     fprintf(f, "usage: sluice data info [--json] PATH...\n\n"
                "Prints tokens, documents, frames and the compression ratio (stored token bytes /\n"
-               "file bytes) of each shard and the total. PATH is a shard, a directory of\n"
-               "*.shard.zst shards or a glob. Only headers and indexes are read.\n\n"
+               "file bytes) of each shard and the total, its vocabulary, end-of-document token\n"
+               "and tokenizer (the first 32 hex digits of the tokenizer.json's SHA-256, or none).\n"
+               "PATH is a shard, a directory of *.shard.zst shards or a glob. Only headers and\n"
+               "indexes are read.\n\n"
                "  --json      one JSON object per shard, then a total object\n"
                "  -h, --help  this help\n");
 }
@@ -153,13 +165,16 @@ static int cmd_build(int argc, char **argv) {
             }
             o.vocab = (int64_t)u;
         } else if ((v = opt_value(argc, argv, &i, "--eod"))) {
+            if (!*v) goto out;
             if (strcmp(v, "none") == 0)
                 o.eod = -2;
-            else if (sl_cli_parse_u64(v, false, &u) || u > INT32_MAX) {
-                rc = bad_value("--eod", v);
-                goto out;
-            } else
+            else if (sl_cli_parse_u64(v, false, &u) == 0 && u <= INT32_MAX)
                 o.eod = (int64_t)u;
+            else
+                o.eod_token = v; /* a token's name: needs --tokenizer (checked by the build) */
+        } else if ((v = opt_value(argc, argv, &i, "--tokenizer"))) {
+            if (!*v) goto out;
+            o.tokenizer = v;
         } else if ((v = opt_value(argc, argv, &i, "--add-eod"))) {
             if (sl_cli_parse_u64(v, false, &u) || u > INT32_MAX) {
                 rc = bad_value("--add-eod", v);
@@ -227,7 +242,7 @@ static int cmd_build(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (!o.quiet)
+    if (!o.quiet) {
         printf("built %d shard%s in %s: %llu tokens, %llu documents, %llu bytes (%.2fx of %d-byte "
                "tokens), vocab %u, %.1f s\n",
                res.n_shards, res.n_shards == 1 ? "" : "s", o.out_dir,
@@ -235,6 +250,11 @@ static int cmd_build(int argc, char **argv) {
                (unsigned long long)res.bytes,
                res.bytes ? (double)res.tokens * res.token_bytes / (double)res.bytes : 0.0,
                res.token_bytes, res.vocab, sec);
+        if (res.tokenizer[0])
+            printf("tokenizer %s (sha256 %s...), end-of-document %s%lld\n", o.tokenizer,
+                   res.tokenizer, res.eod >= 0 ? "" : "none",
+                   res.eod >= 0 ? (long long)res.eod : 0);
+    }
     rc = 0;
 out:
     free(inputs);
@@ -296,26 +316,33 @@ static int cmd_info(int argc, char **argv) {
             }
             const sl_shard_header *h = sl_shard_hdr(s);
             double ratio = (double)h->n_tokens * h->token_bytes / (double)h->file_size;
-            char eod[16];
+            char eod[16], tok[40] = "none", tokq[40] = "null";
             if (h->eod_token == SL_SHARD_NO_EOD)
                 snprintf(eod, sizeof eod, "none");
             else
                 snprintf(eod, sizeof eod, "%u", h->eod_token);
+            if (sl_shard_has_tokenizer(h)) {
+                sl_shard_tokenizer_hex(h->tokenizer_hash, tok);
+                snprintf(tokq, sizeof tokq, "\"%s\"", tok);
+            }
             if (json) {
                 print_json_path(files[j]);
                 printf(",\"version\":%u,\"token_bytes\":%u,\"vocab_size\":%u,"
-                       "\"eod_token\":%s,\"tokens\":%llu,\"documents\":%llu,\"frames\":%llu,"
-                       "\"frame_tokens\":%u,\"file_bytes\":%llu,\"compression_ratio\":%.4f}\n",
+                       "\"eod_token\":%s,\"tokenizer_sha256\":%s,\"tokens\":%llu,"
+                       "\"documents\":%llu,\"frames\":%llu,\"frame_tokens\":%u,"
+                       "\"file_bytes\":%llu,\"compression_ratio\":%.4f}\n",
                        h->version, h->token_bytes, h->vocab_size,
-                       h->eod_token == SL_SHARD_NO_EOD ? "null" : eod,
+                       h->eod_token == SL_SHARD_NO_EOD ? "null" : eod, tokq,
                        (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
                        (unsigned long long)h->n_frames, h->frame_tokens,
                        (unsigned long long)h->file_size, ratio);
             } else {
                 printf("%s\n  format version %u, %u-byte tokens, vocab %u, end-of-document %s\n"
+                       "  tokenizer %s%s\n"
                        "  tokens %llu, documents %llu, frames %llu (up to %u tokens each)\n"
                        "  file %llu bytes, compression ratio %.3f (token bytes / file bytes)\n",
                        files[j], h->version, h->token_bytes, h->vocab_size, eod,
+                       sl_shard_has_tokenizer(h) ? "sha256 " : "", tok,
                        (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
                        (unsigned long long)h->n_frames, h->frame_tokens,
                        (unsigned long long)h->file_size, ratio);
@@ -419,6 +446,7 @@ int sl_cmd_data(int argc, char **argv) {
     if (strcmp(sub, "build") == 0) return cmd_build(argc - 1, argv + 1);
     if (strcmp(sub, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
+    if (strcmp(sub, "show") == 0) return sl_cmd_data_show(argc - 1, argv + 1);
     fprintf(stderr, "sluice: error: data: unknown subcommand '%s'\n\n", sub);
     usage_main(stderr);
     return 2;

@@ -17,7 +17,10 @@
 #include "io/reader.h"
 #include "io/shard.h"
 #include "launch/commands.h"
+#include "io/safetensors.h"
 #include "launch/eval_report.h"
+#include "launch/weights.h"
+#include "model/decode.h"
 #include "model/diagnostics.h"
 #include "model/hf_export.h"
 #include "model/model.h"
@@ -44,29 +47,27 @@ static void usage(FILE *f) {
                "  --threads N       CPU threads (default: all cores)\n"
                "  --backend NAME    cpu (default) or cuda\n"
                "\n"
-               "RoPE at evaluation (the saved model's values unless given; docs/evaluation.md):\n"
-               "  --rope-theta B         RoPE base instead of the saved rope_theta\n"
-               "  --rope-scaling MODE    yarn or none (none drops a saved YaRN)\n"
-               "  --factor F             YaRN factor s > 1 (required for yarn unless saved)\n"
-               "  --original-max N       YaRN original_max_position_embeddings, the trained\n"
-               "                         context (default: the saved one, else the saved\n"
-               "                         max_position_embeddings, as Hugging Face does)\n"
-               "  --beta-fast X          YaRN beta_fast (default 32)\n"
-               "  --beta-slow X          YaRN beta_slow (default 1; below beta_fast)\n"
-               "  --attention-factor X   YaRN mscale override (default 0.1 ln(F) + 1)\n"
-               "\n"
-               "output:\n"
-               "  --diagnostics     also the loss by position bucket and, per layer, the mean\n"
-               "                    gate score, the attention share of the first token and the\n"
-               "                    largest |hidden state| (the Gated Attention paper's Table 4)\n"
-               "  --bucket N        first position bucket width (buckets [0,N), [N,2N),\n"
-               "                    [2N,4N), ...; default seq/8 as a power of two in [16, 1024])\n"
-               "  --json            print the report as one JSON document instead of the table\n"
-               "  --plot FILE.png   plot the diagnostics with gnuplot (needs --diagnostics)\n"
-               "  --document-mask   attend within documents only, positions restarting at each\n"
-               "                    document (as training.document_mask; a text file is one\n"
-               "                    document)\n"
-               "  -h, --help        show this help\n");
+               "RoPE at evaluation (the saved model's values unless given; docs/evaluation.md):\n");
+    sl_rope_flags_usage(f);
+    fprintf(f,
+            "\n"
+            "output:\n"
+            "  --diagnostics     also the loss by position bucket and, per layer, the mean\n"
+            "                    gate score, the attention share of the first token and the\n"
+            "                    largest |hidden state| (the Gated Attention paper's Table 4)\n"
+            "  --bucket N        first position bucket width (buckets [0,N), [N,2N),\n"
+            "                    [2N,4N), ...; default seq/8 as a power of two in [16, 1024])\n"
+            "  --json            print the report as one JSON document instead of the table\n"
+            "  --plot FILE.png   plot the diagnostics with gnuplot (needs --diagnostics)\n"
+            "  --document-mask   attend within documents only, positions restarting at each\n"
+            "                    document (as training.document_mask; a text file is one\n"
+            "                    document)\n"
+            "  --dump-logits F   also write the logits of every evaluated token to F, a\n"
+            "                    safetensors file (\"logits\" [tokens, vocab] F32 and \"tokens\"\n"
+            "                    [tokens] I32, the inputs), for comparisons with other\n"
+            "                    implementations; tokens x vocab x 4 bytes of memory, so\n"
+            "                    bound it with --max-tokens\n"
+            "  -h, --help        show this help\n");
 }
 
 static bool is_shard_path(const char *path) {
@@ -80,19 +81,6 @@ static bool is_shard_path(const char *path) {
     uint32_t magic =
         (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return n == 4 && magic == SL_SHARD_SKIP_MAGIC;
-}
-
-/* A training checkpoint (docs/checkpoint-format.md): a step-N directory with its COMMIT, or a
- * run or checkpoints directory whose newest checkpoint is meant. */
-static bool is_checkpoint(const char *path) {
-    const char *marks[] = {"COMMIT", "latest", "checkpoints"};
-    char p[4096];
-    struct stat st;
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", path, marks[i]);
-        if (stat(p, &st) == 0) return true;
-    }
-    return false;
 }
 
 typedef struct {
@@ -121,94 +109,36 @@ static int next_seq(eval_source *s, int seq, int32_t *out, int32_t *doc_start, i
     return 1;
 }
 
-/* RoPE settings from the command line; NaN / -1 / NULL: not given. */
+/* --dump-logits: every evaluated token's logits and input id, written at the end. */
 typedef struct {
-    const char *scaling;
-    double theta, factor, beta_fast, beta_slow, attention_factor;
-    long long original;
-} rope_flags;
+    float *logits;
+    int32_t *ids;
+    int64_t n;
+    sl_tensor *rows; /* [tokens of a forward, vocab] */
+} logits_dump;
 
-/* A finite number, the whole of s. */
-static int parse_double(const char *s, double *out) {
-    char *end = NULL;
-    const double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
+static void dump_add(logits_dump *d, sl_model *m, const int32_t *tokens) {
+    const int64_t t = m->tokens, v = m->cfg.vocab_size;
+    if (!d->rows) d->rows = sl_tensor_new2(m->be, SL_F32, t, v);
+    sl_model_logits(m, 0, t, d->rows);
+    d->logits = sl_xrealloc(d->logits, (size_t)((d->n + t) * v) * sizeof(float));
+    d->ids = sl_xrealloc(d->ids, (size_t)(d->n + t) * sizeof(int32_t));
+    sl_tensor_to_host(d->rows, d->logits + d->n * v);
+    for (int64_t r = 0; r < t; r++) /* row b * seq + i is input i of sequence b */
+        d->ids[d->n + r] = tokens[r / m->seq * (m->seq + 1) + r % m->seq];
+    d->n += t;
 }
 
-static int flag_err(const char *flag, const char *fmt, double v) {
-    fprintf(stderr, "sluice eval: error: %s: ", flag);
-    fprintf(stderr, fmt, v);
-    fprintf(stderr, "\n");
-    return 2;
-}
-
-/* Applies the RoPE flags to the saved config c. 0, or 2 with a message naming the flag. */
-static int apply_rope_flags(const rope_flags *f, sl_model_config *c) {
-    if (!isnan(f->theta)) {
-        if (!(f->theta > 1.0)) return flag_err("--rope-theta", "must be > 1, got %g", f->theta);
-        c->rope_theta = f->theta;
-    }
-    sl_rope_scaling *r = &c->rope_scaling;
-    const bool saved_yarn = r->type == SL_ROPE_YARN;
-    const bool yarn_flags = !isnan(f->factor) || f->original >= 0 || !isnan(f->beta_fast) ||
-                            !isnan(f->beta_slow) || !isnan(f->attention_factor);
-    if (f->scaling && strcmp(f->scaling, "none") == 0) {
-        if (yarn_flags) {
-            fprintf(stderr, "sluice eval: error: --rope-scaling none takes no YaRN flags "
-                            "(--factor, --original-max, --beta-fast, --beta-slow, "
-                            "--attention-factor)\n");
-            return 2;
-        }
-        r->type = SL_ROPE_DEFAULT;
-        return 0;
-    }
-    if (f->scaling && strcmp(f->scaling, "yarn") != 0) {
-        fprintf(stderr, "sluice eval: error: --rope-scaling: expected yarn or none, got '%s'\n",
-                f->scaling);
-        return 2;
-    }
-    if (!f->scaling && !saved_yarn) {
-        if (yarn_flags) {
-            fprintf(stderr, "sluice eval: error: --factor, --original-max, --beta-fast, "
-                            "--beta-slow and --attention-factor need --rope-scaling yarn (the "
-                            "saved model has no YaRN)\n");
-            return 2;
-        }
-        return 0;
-    }
-    if (!saved_yarn) { /* yarn on a model saved without it: start from HF's defaults */
-        if (isnan(f->factor)) {
-            fprintf(stderr, "sluice eval: error: --rope-scaling yarn needs --factor (the saved "
-                            "model has no YaRN)\n");
-            return 2;
-        }
-        r->type = SL_ROPE_YARN;
-        r->original_max_position_embeddings = c->max_position_embeddings;
-        r->beta_fast = 32.0, r->beta_slow = 1.0, r->attention_factor = 0.0;
-    }
-    if (!isnan(f->factor)) {
-        if (!(f->factor > 1.0)) return flag_err("--factor", "must be > 1, got %g", f->factor);
-        r->factor = f->factor;
-    }
-    if (f->original >= 0) {
-        if (f->original < 1 || f->original > (1 << 24))
-            return flag_err("--original-max", "must be in [1, 16777216], got %g",
-                            (double)f->original);
-        r->original_max_position_embeddings = (int)f->original;
-    }
-    if (!isnan(f->beta_fast)) r->beta_fast = f->beta_fast;
-    if (!isnan(f->beta_slow)) r->beta_slow = f->beta_slow;
-    if (!(r->beta_slow > 0.0)) return flag_err("--beta-slow", "must be > 0, got %g", r->beta_slow);
-    if (!(r->beta_fast > r->beta_slow))
-        return flag_err("--beta-fast", "must exceed beta_slow, got %g", r->beta_fast);
-    if (!isnan(f->attention_factor)) {
-        if (!(f->attention_factor > 0.0))
-            return flag_err("--attention-factor", "must be > 0, got %g", f->attention_factor);
-        r->attention_factor = f->attention_factor;
-    }
-    return 0;
+static int dump_write(const logits_dump *d, const char *path, char *err, size_t errlen) {
+    const int64_t v = sl_tensor_dim(d->rows, 1);
+    sl_st_writer *w = sl_st_writer_open(path, err, errlen);
+    if (!w) return -1;
+    sl_st_writer_set_metadata(w, "producer", "sluice eval --dump-logits");
+    sl_st_writer_declare(w, "logits", "F32", 2, (int64_t[]){d->n, v});
+    sl_st_writer_declare(w, "tokens", "I32", 1, (int64_t[]){d->n});
+    sl_st_writer_write(w, "logits", d->logits, (size_t)(d->n * v) * sizeof(float));
+    sl_st_writer_write(w, "tokens", d->ids, (size_t)d->n * sizeof(int32_t));
+    return sl_st_writer_close(w, err, errlen);
 }
 
 int sl_cmd_eval(int argc, char **argv) {
@@ -216,12 +146,9 @@ int sl_cmd_eval(int argc, char **argv) {
     int seq = 256, batch = 8, threads = 0, bucket = 0;
     long long max_tokens = 0;
     bool diagnostics = false, json_out = false;
-    rope_flags rf = {.theta = NAN,
-                     .factor = NAN,
-                     .beta_fast = NAN,
-                     .beta_slow = NAN,
-                     .attention_factor = NAN,
-                     .original = -1};
+    sl_rope_flags rf;
+    sl_rope_flags_init(&rf);
+    const char *dump = NULL;
     bool doc_mask = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -234,29 +161,9 @@ int sl_cmd_eval(int argc, char **argv) {
             *(a[2] == 'd' ? &diagnostics : &json_out) = true;
             continue;
         }
-        /* numbers of the RoPE flags */
-        static const struct {
-            const char *flag;
-            size_t off;
-        } k_dbl[] = {{"--rope-theta", offsetof(rope_flags, theta)},
-                     {"--factor", offsetof(rope_flags, factor)},
-                     {"--beta-fast", offsetof(rope_flags, beta_fast)},
-                     {"--beta-slow", offsetof(rope_flags, beta_slow)},
-                     {"--attention-factor", offsetof(rope_flags, attention_factor)}};
-        bool done = false;
-        for (size_t k = 0; k < sizeof k_dbl / sizeof k_dbl[0] && !done; k++) {
-            if (strcmp(a, k_dbl[k].flag) != 0) continue;
-            if (!v || parse_double(v, (double *)((char *)&rf + k_dbl[k].off)) != 0) {
-                fprintf(stderr, "sluice eval: error: %s: expected a number, got '%s'\n", a,
-                        v ? v : "nothing");
-                return 2;
-            }
-            done = true;
-        }
-        if (done) {
-            i++;
-            continue;
-        }
+        const int rope = sl_rope_flags_parse(&rf, "eval", argc, argv, &i);
+        if (rope == 2) return 2;
+        if (rope == 1) continue;
         if (strcmp(a, "--document-mask") == 0) { /* a flag: no value */
             doc_mask = true;
             continue;
@@ -280,10 +187,8 @@ int sl_cmd_eval(int argc, char **argv) {
             threads = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--max-tokens") == 0)
             max_tokens = strtoll(v, &end, 10);
-        else if (strcmp(a, "--rope-scaling") == 0)
-            rf.scaling = v;
-        else if (strcmp(a, "--original-max") == 0)
-            rf.original = v[0] == '-' ? -2 : strtoll(v, &end, 10);
+        else if (strcmp(a, "--dump-logits") == 0)
+            dump = v;
         else if (strcmp(a, "--bucket") == 0)
             bucket = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--plot") == 0)
@@ -294,7 +199,7 @@ int sl_cmd_eval(int argc, char **argv) {
             return 2;
         }
         if (end && (*end || end == v || seq < 1 || batch < 1 || threads < 0 || max_tokens < 0 ||
-                    bucket < 0 || rf.original < -1)) {
+                    bucket < 0)) {
             fprintf(stderr, "sluice eval: error: %s: invalid value '%s'\n", a, v);
             return 2;
         }
@@ -309,19 +214,8 @@ int sl_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "sluice eval: error: --plot needs --diagnostics\n");
         return 2;
     }
-    if (rf.original == 0 || rf.original == -2 ||
-        (rf.scaling && strcmp(rf.scaling, "yarn") != 0 && strcmp(rf.scaling, "none") != 0)) {
-        if (rf.original == 0 || rf.original == -2)
-            fprintf(stderr, "sluice eval: error: --original-max: must be a positive integer\n");
-        else
-            fprintf(stderr,
-                    "sluice eval: error: --rope-scaling: expected yarn or none, got "
-                    "'%s'\n",
-                    rf.scaling);
-        return 2;
-    }
     sl_comm *world = sl_comm_init_world(&argc, &argv);
-    char err[2048], path[4096];
+    char err[2048];
     int rc = 1;
     sl_model *m = NULL;
     sl_backend *be = NULL;
@@ -330,36 +224,17 @@ int sl_cmd_eval(int argc, char **argv) {
     memset(&dc, 0, sizeof dc);
     int32_t *tokens = NULL, *starts = NULL;
     int *n_docs = NULL;
-    char *json = NULL;
-    sl_ckpt *ck = NULL;
+    sl_weights wts = {0};
     sl_eval_report rep;
     memset(&rep, 0, sizeof rep);
     float *host_losses = NULL, *host_table = NULL;
-    /* A training checkpoint (a step-N directory, or a run or checkpoints directory: its newest)
-     * holds the model's config.json in its train state; a weights directory next to it. */
-    if (is_checkpoint(weights)) {
-        ck = sl_ckpt_open(weights, err, sizeof err);
-        if (!ck) {
-            sl_error("--weights: %s", err);
-            goto done;
-        }
-    }
-    if (ck) {
-        const cJSON *hf = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(ck), "hf_config");
-        json = hf ? cJSON_PrintUnformatted(hf) : NULL;
-        snprintf(path, sizeof path, "%s/train_state.json: hf_config", sl_ckpt_dir(ck));
-        if (!json) snprintf(err, sizeof err, "%.1024s is missing", path);
-    } else {
-        snprintf(path, sizeof path, "%s/config.json", weights);
-        size_t len = 0;
-        json = sl_read_file(path, &len, err, sizeof err);
-    }
-    sl_model_config mc;
-    if (!json || sl_model_config_from_hf_json(json, path, &mc, err, sizeof err) != 0) {
-        sl_error("%s", err);
+    logits_dump dl = {0};
+    if (sl_weights_open(&wts, weights, err, sizeof err) != 0) {
+        sl_error("--weights: %s", err);
         goto done;
     }
-    if ((rc = apply_rope_flags(&rf, &mc)) != 0) goto done;
+    sl_model_config mc = wts.cfg;
+    if ((rc = sl_rope_flags_apply(&rf, "eval", &mc)) != 0) goto done;
     rc = 1;
     sl_backend_params bp = {.threads = threads, .device = -1};
     be = sl_backend_create(backend, &bp, err, sizeof err);
@@ -376,6 +251,13 @@ int sl_cmd_eval(int argc, char **argv) {
             sl_error("%s", err);
             goto done;
         }
+        if (sl_reader_vocab_size(src.reader) > mc.vocab_size) {
+            sl_error("%s: vocabulary size %d does not fit the model's vocab_size = %d (--weights "
+                     "%s): every token id must be below it",
+                     sl_reader_first_shard(src.reader), sl_reader_vocab_size(src.reader),
+                     mc.vocab_size, wts.path);
+            goto done;
+        }
     } else {
         src.text = (unsigned char *)sl_read_file(data, &src.len, err, sizeof err);
         if (!src.text) {
@@ -387,8 +269,7 @@ int sl_cmd_eval(int argc, char **argv) {
     /* evaluation keeps nothing for a backward (docs/memory.md) */
     m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,
                             sizeof err);
-    if (!m || (ck ? sl_train_ckpt_load_weights(m, ck, err, sizeof err)
-                  : sl_hf_load(m, weights, err, sizeof err)) != 0) {
+    if (!m || sl_weights_load(&wts, m, err, sizeof err) != 0) {
         sl_error("%s", err);
         goto done;
     }
@@ -427,11 +308,16 @@ int sl_cmd_eval(int argc, char **argv) {
             sl_model_diagnostics_read(m->diag, host_table);
             sl_eval_report_add_layers(&rep, host_table);
         }
+        if (dump) dump_add(&dl, m, tokens);
         if (max_tokens > 0 && counted >= max_tokens) break;
     }
     if (counted == 0) {
         sl_error("%s: fewer than %d tokens: nothing to evaluate (lower --seq-len/--batch)", data,
                  batch * seq + 1);
+        goto done;
+    }
+    if (dump && dump_write(&dl, dump, err, sizeof err) != 0) {
+        sl_error("--dump-logits: %s", err);
         goto done;
     }
     rep.tokens = counted, rep.loss_sum = loss;
@@ -456,8 +342,10 @@ done:
     free(tokens);
     free(starts);
     free(n_docs);
-    free(json);
-    if (ck) sl_ckpt_close(ck);
+    sl_weights_close(&wts);
+    free(dl.logits);
+    free(dl.ids);
+    sl_tensor_free(dl.rows);
     free(src.text);
     if (src.reader) sl_reader_close(src.reader);
     sl_model_free(m);

@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/comm_nccl.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "launch/commands.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"
@@ -18,8 +19,11 @@ static void usage(FILE *f) {
             "Trains the model described by CONFIG (JSON; docs/config.md lists every key) on the\n"
             "data it names. Works as a plain process and under mpirun/srun: ranks split into\n"
             "expert-parallel and data-parallel groups (parallel.expert_parallel).\n"
-            "backend.name = \"cuda\" runs on one GPU per rank (the launcher's local rank), in\n"
-            "bf16 with fp32 master weights unless training.precision = \"fp32\".\n"
+            "backend.name = \"cuda\" runs on one GPU per rank (the launcher's local rank over the\n"
+            "visible devices, CUDA_VISIBLE_DEVICES respected), in bf16 with fp32 master weights\n"
+            "unless training.precision = \"fp32\". The banner lists each rank's device;\n"
+            "parallel.transport = \"auto\" uses NCCL when every rank has a GPU of its own and\n"
+            "MPI when ranks share one (docs/parallelism.md, \"NCCL transport\").\n"
             "\n"
             "options:\n"
             "  --set KEY=VALUE  override one config key, e.g. --set training.lr=1e-3 or\n"
@@ -107,27 +111,49 @@ int sl_cmd_train(int argc, char **argv) {
                                 .allow_nondeterministic = !cfg->backend.deterministic};
         be = sl_backend_create(cfg->backend.name, &bp, err, sizeof err);
         if (!be) sl_error("%s: backend.name: %s", config_path, err);
+        /* the attention kernel: the cudnn one loads libcudnn here, so a node without it fails
+         * now (on that node only, like a missing device) */
+        bool attn_ok = true;
+        if (be && sl_backend_set_attn_kernel(be, cfg->attention.kernel, err, sizeof err) != 0) {
+            sl_error("%s: attention.kernel: %s", config_path, err);
+            attn_ok = false;
+        }
         /* a device can be missing on one node only: all ranks agree before training */
-        double fail = be == NULL;
+        double fail = be == NULL || !attn_ok;
         sl_comm_allreduce_max_f64(world, &fail, 1);
         if (fail > 0) rc = 1;
     }
-    /* The transport: every group is split from this world, so all are of its kind. */
+    /* The transport: every group is split from this world, so all are of its kind. It depends
+     * on where the ranks compute (two ranks on one GPU cannot share an NCCL communicator):
+     * every rank gathers every rank's device, so all decide alike and an error is printed
+     * once; the banner lists the devices and the choice. */
     sl_comm *tworld = world;
+    char *banner = NULL;
     if (rc == 0) {
+        const int n = sl_comm_size(world);
+        sl_rank_place *places = sl_placement_gather(world, be);
         sl_transport want = SL_TRANSPORT_AUTO, got = SL_TRANSPORT_MPI;
         (void)sl_transport_parse(cfg->parallel.transport, &want); /* validated on load */
-        if (sl_transport_resolve(want, be, &got, err, sizeof err) != 0) {
+        char why[512] = "";
+        if (sl_transport_resolve(want, be, places, n, &got, why, sizeof why, err, sizeof err) !=
+            0) {
             sl_error_once("%s: parallel.transport: %s", config_path, err);
             rc = 1;
+        } else if (!sl_backend_host_memory(be)) {
+            const size_t cap = 600 + 400 * (size_t)(n < 64 ? n : 65);
+            banner = sl_xmalloc(cap);
+            const int head = snprintf(banner, cap, "transport: %s\n", why);
+            sl_placement_describe(places, n, 64, banner + head, cap - (size_t)head);
         }
+        free(places);
         if (rc == 0 && !(tworld = sl_transport_world(got, world, be, err, sizeof err))) {
             sl_error_once("%s: parallel.transport: %s", config_path, err);
             tworld = world;
             rc = 1;
         }
     }
-    if (rc == 0) rc = sl_train(cfg, tworld, be, resume);
+    if (rc == 0) rc = sl_train(cfg, tworld, be, resume, banner);
+    free(banner);
     if (tworld != world) sl_comm_free(tworld);
     if (be) sl_backend_free(be);
     free(cfg);

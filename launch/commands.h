@@ -9,12 +9,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-int sl_cmd_train(int argc, char **argv); /* trainer/cmd_train.c */
-int sl_cmd_eval(int argc, char **argv);  /* trainer/cmd_eval.c */
-int sl_cmd_data(int argc, char **argv);  /* io/cmd_data.c */
-int sl_cmd_ckpt(int argc, char **argv);  /* launch/cmd_ckpt.c */
-int sl_cmd_plot(int argc, char **argv);  /* launch/cmd_plot.c */
-int sl_cmd_plan(int argc, char **argv);  /* launch/cmd_plan.c */
+int sl_cmd_train(int argc, char **argv);     /* launch/cmd_train.c */
+int sl_cmd_eval(int argc, char **argv);      /* launch/cmd_eval.c */
+int sl_cmd_generate(int argc, char **argv);  /* launch/cmd_generate.c */
+int sl_cmd_data(int argc, char **argv);      /* launch/cmd_data.c */
+int sl_cmd_data_show(int argc, char **argv); /* launch/cmd_data_show.c: `sluice data show` */
+int sl_cmd_ckpt(int argc, char **argv);      /* launch/cmd_ckpt.c */
+int sl_cmd_plot(int argc, char **argv);      /* launch/cmd_plot.c */
+int sl_cmd_plan(int argc, char **argv);      /* launch/cmd_plan.c */
+int sl_cmd_doctor(int argc, char **argv);    /* launch/cmd_doctor.c */
 
 /* launch/cli.c: "-h" or "--help". */
 bool sl_cli_is_help(const char *a);

@@ -14,10 +14,12 @@ typedef struct {
 static const command k_commands[] = {
     {"train", sl_cmd_train, "train a model from a JSON config (single process or mpirun)"},
     {"eval", sl_cmd_eval, "loss, perplexity and diagnostics of saved weights (YaRN at eval)"},
+    {"generate", sl_cmd_generate, "text from saved weights or a checkpoint (KV cache, sampling)"},
     {"data", sl_cmd_data, "build, inspect and verify token shards"},
     {"ckpt", sl_cmd_ckpt, "inspect, verify and export training checkpoints"},
     {"plot", sl_cmd_plot, "plot a run's training and held-out loss (PNG through gnuplot)"},
     {"plan", sl_cmd_plan, "per-GPU memory, communication, FLOPs and step time of a run"},
+    {"doctor", sl_cmd_doctor, "node self-test: versions, GPUs, op correctness, speed (--json)"},
     {NULL, NULL, NULL},
 };
 

@@ -483,6 +483,16 @@ int sl_model_config_from_hf_json(const char *json, const char *name, sl_model_co
         sl_cfg_err(&c, "", "expected a JSON object, got %s", sl_cfg_describe(root, d, 96));
         goto done;
     }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "qwen3_next") == 0) {
+        /* its norms are stored as weight - 1 and its gate rows rearranged (model/hf_export.h):
+         * read as Qwen3-MoE, the numbers would be silently wrong */
+        sl_cfg_err(&c, "model_type",
+                   "\"qwen3_next\" is the export for other tools (sluice ckpt export --format "
+                   "qwen3_next, training.export_format); sluice reads the Qwen3-MoE layout: give "
+                   "the training checkpoint or an export without --format");
+        goto done;
+    }
     if (sl_cfg_apply(&c, root, "", sl_model_keys, sl_model_nkeys, &t)) goto done;
     if (sl_model_config_finish(&c, root, "", &t)) goto done;
     sl_cfg_vctx v = {name, "", err, errlen};

@@ -19,9 +19,50 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int sl_hf_split(const char *name, int ndim, const int64_t *shape, int64_t first_expert,
-                sl_hf_emit_fn emit, void *user) {
-    char hf[160];
+const char *sl_hf_format_name(sl_hf_format f) {
+    return f == SL_HF_QWEN3_NEXT ? "qwen3_next" : "qwen3_moe";
+}
+
+int sl_hf_format_parse(const char *name, sl_hf_format *f) {
+    if (strcmp(name, "qwen3_moe") == 0) return *f = SL_HF_QWEN3_MOE, 0;
+    if (strcmp(name, "qwen3_next") == 0) return *f = SL_HF_QWEN3_NEXT, 0;
+    return -1;
+}
+
+void sl_hf_layout_init(sl_hf_layout *l, sl_hf_format f, const sl_model_config *m) {
+    memset(l, 0, sizeof *l);
+    l->format = f;
+    l->cfg = *m;
+}
+
+void sl_hf_layout_free(sl_hf_layout *l) {
+    for (int i = 0; i < l->nblocks; i++) free(l->blocks[i]);
+    free(l->blocks);
+    l->blocks = NULL, l->nblocks = 0;
+}
+
+sl_ckpt_export_piece *sl_hf_layout_pieces(sl_hf_layout *l, int n) {
+    l->blocks = sl_xrealloc(l->blocks, (size_t)(l->nblocks + 1) * sizeof *l->blocks);
+    return l->blocks[l->nblocks++] = sl_xcalloc((size_t)n, sizeof(sl_ckpt_export_piece));
+}
+
+/* A plain entry: elements [off, off + d0 * d1) (d1 = 0: a vector). */
+static void emit_plain(sl_hf_emit_fn emit, void *user, const char *name, int64_t off, int ndim,
+                       int64_t d0, int64_t d1) {
+    sl_ckpt_export_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%s", name);
+    e.offset = off;
+    e.ndim = ndim;
+    e.shape[0] = d0;
+    e.shape[1] = d1;
+    emit(user, &e);
+}
+
+/* The Qwen3-MoE cuts: fused projections and expert stacks split, everything else as it is. */
+static int qwen3_moe_map(const char *name, int ndim, const int64_t *shape, int64_t first_expert,
+                         sl_hf_emit_fn emit, void *user) {
+    char hf[256];
     int n = 0;
     if (ndim == 3 && strstr(name, ".mlp.experts.")) {
         /* "model.layers.L.mlp.experts.<gate_up_proj|down_proj>" stacked over experts */
@@ -33,25 +74,32 @@ int sl_hf_split(const char *name, int ndim, const int64_t *shape, int64_t first_
             if (strcmp(leaf, "gate_up_proj") == 0) {
                 const int64_t half = shape[1] / 2;
                 snprintf(hf, sizeof hf, "%.*s%lld.gate_proj.weight", base_len, name, ge);
-                emit(user, hf, e * per, 2, half, shape[2]), n++;
+                emit_plain(emit, user, hf, e * per, 2, half, shape[2]), n++;
                 snprintf(hf, sizeof hf, "%.*s%lld.up_proj.weight", base_len, name, ge);
-                emit(user, hf, e * per + half * shape[2], 2, half, shape[2]), n++;
+                emit_plain(emit, user, hf, e * per + half * shape[2], 2, half, shape[2]), n++;
             } else {
                 snprintf(hf, sizeof hf, "%.*s%lld.%s.weight", base_len, name, ge, leaf);
-                emit(user, hf, e * per, 2, shape[1], shape[2]), n++;
+                emit_plain(emit, user, hf, e * per, 2, shape[1], shape[2]), n++;
             }
         }
     } else if (ndim == 2 && ends_with(name, ".gate_up_proj.weight")) {
         const int keep = (int)(strlen(name) - strlen("gate_up_proj.weight"));
         const int64_t half = shape[0] / 2;
         snprintf(hf, sizeof hf, "%.*sgate_proj.weight", keep, name);
-        emit(user, hf, 0, 2, half, shape[1]), n++;
+        emit_plain(emit, user, hf, 0, 2, half, shape[1]), n++;
         snprintf(hf, sizeof hf, "%.*sup_proj.weight", keep, name);
-        emit(user, hf, half * shape[1], 2, half, shape[1]), n++;
+        emit_plain(emit, user, hf, half * shape[1], 2, half, shape[1]), n++;
     } else {
-        emit(user, name, 0, ndim, shape[0], ndim > 1 ? shape[1] : 0), n++;
+        emit_plain(emit, user, name, 0, ndim, shape[0], ndim > 1 ? shape[1] : 0), n++;
     }
     return n;
+}
+
+int sl_hf_layout_map(sl_hf_layout *l, const char *name, int ndim, const int64_t *shape,
+                     int64_t first_expert, sl_hf_emit_fn emit, void *user) {
+    if (l->format == SL_HF_QWEN3_NEXT)
+        return sl_qwen3_next_map(l, name, ndim, shape, first_expert, emit, user);
+    return qwen3_moe_map(name, ndim, shape, first_expert, emit, user);
 }
 
 typedef struct {
@@ -60,42 +108,44 @@ typedef struct {
     sl_param *p;
 } entries;
 
-static void push(void *user, const char *name, int64_t off, int ndim, int64_t d0, int64_t d1) {
+static void push(void *user, const sl_ckpt_export_entry *e) {
     entries *x = user;
     if (x->n == x->cap) {
         x->cap = x->cap ? 2 * x->cap : 256;
         x->v = sl_xrealloc(x->v, (size_t)x->cap * sizeof *x->v);
     }
-    sl_hf_entry *e = &x->v[x->n++];
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->param = x->p;
-    e->offset = off;
-    e->ndim = ndim;
-    e->shape[0] = d0;
-    e->shape[1] = d1;
+    x->v[x->n].e = *e;
+    x->v[x->n++].param = x->p;
 }
 
-int sl_hf_entries(const sl_model *m, sl_hf_entry **out) {
+int sl_hf_entries(const sl_model *m, sl_hf_layout *l, sl_hf_entry **out) {
     entries x = {0};
     for (int i = 0; i < m->params.count; i++) {
         x.p = m->params.items[i];
-        sl_hf_split(x.p->name, x.p->ndim, x.p->shape, x.p->expert_base >= 0 ? x.p->expert_base : 0,
-                    push, &x);
+        sl_hf_layout_map(l, x.p->name, x.p->ndim, x.p->shape,
+                         x.p->expert_base >= 0 ? x.p->expert_base : 0, push, &x);
     }
     *out = x.v;
     return x.n;
 }
 
 static int64_t entry_numel(const sl_hf_entry *e) {
-    return e->ndim == 1 ? e->shape[0] : e->shape[0] * e->shape[1];
+    return e->e.ndim == 1 ? e->e.shape[0] : e->e.shape[0] * e->e.shape[1];
 }
 
-/* Writes the weights (or their gradients) under Hugging Face names: every entry, or only
- * the expert entries when with_dense is false. */
-static int write_tensors(const sl_model *m, const char *path, bool grads, bool with_dense,
-                         char *err, size_t errlen) {
+/* A parameter's values (or gradients) as the export reads them. */
+static int read_param(void *user, int64_t offset, int64_t n, float *out, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    sl_tensor_to_host_range((const sl_tensor *)user, offset, n, out);
+    return 0;
+}
+
+/* Writes the weights (or their gradients) under Hugging Face names of layout l: every entry, or
+ * only the expert entries when with_dense is false. */
+static int write_tensors(const sl_model *m, sl_hf_layout *l, const char *path, bool grads,
+                         bool with_dense, char *err, size_t errlen) {
     sl_hf_entry *ents = NULL;
-    int n = sl_hf_entries(m, &ents);
+    int n = sl_hf_entries(m, l, &ents);
     if (!with_dense) {
         int k = 0;
         for (int i = 0; i < n; i++)
@@ -111,18 +161,23 @@ static int write_tensors(const sl_model *m, const char *path, bool grads, bool w
     sl_st_writer_set_metadata(w, "producer", "sluice");
     if (grads) sl_st_writer_set_metadata(w, "content", "gradients");
     for (int i = 0; i < n; i++)
-        sl_st_writer_declare(w, ents[i].name, "F32", ents[i].ndim, ents[i].shape);
+        sl_st_writer_declare(w, ents[i].e.name, "F32", ents[i].e.ndim, ents[i].e.shape);
     int64_t maxn = 0;
     for (int i = 0; i < n; i++) maxn = entry_numel(&ents[i]) > maxn ? entry_numel(&ents[i]) : maxn;
     float *buf = sl_xmalloc((size_t)(maxn ? maxn : 1) * sizeof(float));
-    for (int i = 0; i < n; i++) {
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
         const int64_t k = entry_numel(&ents[i]);
-        sl_tensor_to_host_range(grads ? ents[i].param->g : ents[i].param->master, ents[i].offset, k,
-                                buf);
-        sl_st_writer_write(w, ents[i].name, buf, (size_t)k * sizeof(float));
+        sl_tensor *src = grads ? ents[i].param->g : ents[i].param->master;
+        rc = sl_ckpt_export_assemble(&ents[i].e, 0, k, buf, read_param, src, err, errlen);
+        if (rc == 0) sl_st_writer_write(w, ents[i].e.name, buf, (size_t)k * sizeof(float));
     }
     free(buf);
     free(ents);
+    if (rc != 0) {
+        sl_st_writer_abort(w);
+        return -1;
+    }
     return sl_st_writer_close(w, err, errlen);
 }
 
@@ -154,9 +209,16 @@ char *sl_hf_config_json(const sl_model_config *m) {
     return sl_model_config_to_hf_json(&c);
 }
 
-static int write_config(const sl_model *m, const char *dir, char *err, size_t errlen) {
+char *sl_hf_layout_config_json(const sl_hf_layout *l) {
+    if (l->format != SL_HF_QWEN3_NEXT) return sl_hf_config_json(&l->cfg);
+    sl_model_config c = l->cfg;
+    yarn_context(&c);
+    return sl_qwen3_next_config_json(&c);
+}
+
+static int write_config(const sl_hf_layout *l, const char *dir, char *err, size_t errlen) {
     char path[4096];
-    char *json = sl_hf_config_json(&m->cfg);
+    char *json = sl_hf_layout_config_json(l);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     free(json);
@@ -168,15 +230,15 @@ static void shard_name(char *buf, size_t len, int shard, int count) {
 }
 
 /* The names of the tensors this rank writes, one per line. */
-static char *name_list(const sl_model *m, bool with_dense) {
+static char *name_list(const sl_model *m, sl_hf_layout *l, bool with_dense) {
     sl_hf_entry *ents = NULL;
-    const int n = sl_hf_entries(m, &ents);
+    const int n = sl_hf_entries(m, l, &ents);
     size_t cap = 1, len = 0;
-    for (int i = 0; i < n; i++) cap += strlen(ents[i].name) + 1;
+    for (int i = 0; i < n; i++) cap += strlen(ents[i].e.name) + 1;
     char *out = sl_xmalloc(cap);
     for (int i = 0; i < n; i++) {
         if (!with_dense && ents[i].param->expert_base < 0) continue;
-        len += (size_t)sprintf(out + len, "%s\n", ents[i].name);
+        len += (size_t)sprintf(out + len, "%s\n", ents[i].e.name);
     }
     out[len] = '\0';
     free(ents);
@@ -185,7 +247,8 @@ static char *name_list(const sl_model *m, bool with_dense) {
 
 /* model.safetensors.index.json: {"metadata": {...}, "weight_map": {name: file}}. Every EP
  * rank's name list reaches EP rank 0 by one broadcast per rank. */
-static int write_index(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_t errlen) {
+static int write_index(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep, char *err,
+                       size_t errlen) {
     const int size = sl_comm_size(ep), rank = sl_comm_rank(ep);
     cJSON *root = rank == 0 ? cJSON_CreateObject() : NULL;
     cJSON *map = NULL;
@@ -198,7 +261,7 @@ static int write_index(const sl_model *m, const char *dir, sl_comm *ep, char *er
         map = cJSON_AddObjectToObject(root, "weight_map");
     }
     for (int r = 0; r < size; r++) {
-        char *mine = r == rank ? name_list(m, r == 0) : NULL;
+        char *mine = r == rank ? name_list(m, l, r == 0) : NULL;
         int64_t len = mine ? (int64_t)strlen(mine) + 1 : 0;
         sl_comm_broadcast_bytes(ep, &len, sizeof len, r);
         char *names = mine ? mine : sl_xmalloc((size_t)len);
@@ -224,20 +287,25 @@ static int write_index(const sl_model *m, const char *dir, sl_comm *ep, char *er
 }
 
 int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_t errlen) {
+    return sl_hf_save_format(m, SL_HF_QWEN3_MOE, dir, ep, err, errlen);
+}
+
+static int save(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep, char *err,
+                size_t errlen) {
     const int size = ep ? sl_comm_size(ep) : 1, rank = ep ? sl_comm_rank(ep) : 0;
     int rc = sl_mkdirs(dir, err, errlen);
     char path[4096], file[64];
     if (size == 1) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        if (rc == 0) rc = write_tensors(m, path, false, true, err, errlen);
-        if (rc == 0) rc = write_config(m, dir, err, errlen);
+        if (rc == 0) rc = write_tensors(m, l, path, false, true, err, errlen);
+        if (rc == 0) rc = write_config(l, dir, err, errlen);
         return rc;
     }
     /* Expert parallelism: shard r holds EP rank r's experts (and rank 0's the dense
      * parameters), written by that rank: nothing is gathered to one rank. */
     shard_name(file, sizeof file, rank, size);
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (rc == 0) rc = write_tensors(m, path, false, rank == 0, err, errlen);
+    if (rc == 0) rc = write_tensors(m, l, path, false, rank == 0, err, errlen);
     double fail = rc != 0;
     sl_comm_allreduce_max_f64(ep, &fail, 1);
     if (fail > 0) {
@@ -245,13 +313,26 @@ int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_
             snprintf(err, errlen, "another expert-parallel rank failed to write its shard");
         return -1;
     }
-    rc = write_index(m, dir, ep, err, errlen);
-    if (rc == 0 && rank == 0) rc = write_config(m, dir, err, errlen);
+    rc = write_index(m, l, dir, ep, err, errlen);
+    if (rc == 0 && rank == 0) rc = write_config(l, dir, err, errlen);
+    return rc;
+}
+
+int sl_hf_save_format(const sl_model *m, sl_hf_format f, const char *dir, sl_comm *ep, char *err,
+                      size_t errlen) {
+    sl_hf_layout l;
+    sl_hf_layout_init(&l, f, &m->cfg);
+    const int rc = save(m, &l, dir, ep, err, errlen);
+    sl_hf_layout_free(&l);
     return rc;
 }
 
 int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen) {
-    return write_tensors(m, path, true, true, err, errlen);
+    sl_hf_layout l;
+    sl_hf_layout_init(&l, SL_HF_QWEN3_MOE, &m->cfg);
+    const int rc = write_tensors(m, &l, path, true, true, err, errlen);
+    sl_hf_layout_free(&l);
+    return rc;
 }
 
 /* The safetensors files behind a weights path: one file, or the shards named by
@@ -332,12 +413,15 @@ static void weight_files_close(weight_files *w) {
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
     weight_files wf;
     if (weight_files_open(&wf, path, err, errlen) != 0) return -1;
+    sl_hf_layout l;
+    sl_hf_layout_init(&l, SL_HF_QWEN3_MOE, &m->cfg);
     sl_hf_entry *ents = NULL;
-    const int n = sl_hf_entries(m, &ents);
+    const int n = sl_hf_entries(m, &l, &ents);
+    sl_hf_layout_free(&l); /* the Qwen3-MoE cuts have no pieces */
     int rc = 0;
     float *buf = NULL;
     for (int i = 0; i < n && rc == 0; i++) {
-        const sl_hf_entry *e = &ents[i];
+        const sl_ckpt_export_entry *e = &ents[i].e;
         sl_st_file *f = weight_file_for(&wf, e->name, err, errlen);
         if (!f) {
             rc = -1;
@@ -363,13 +447,13 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
             rc = -1;
             break;
         }
-        const int64_t k = entry_numel(e);
+        const int64_t k = entry_numel(&ents[i]);
         buf = sl_xrealloc(buf, (size_t)(k ? k : 1) * sizeof(float));
         if (sl_st_read(f, idx, buf, (size_t)k * sizeof(float), err, errlen) != 0) {
             rc = -1;
             break;
         }
-        sl_tensor_from_host_range(e->param->master, e->offset, k, buf);
+        sl_tensor_from_host_range(ents[i].param->master, e->offset, k, buf);
     }
     if (rc == 0) sl_params_sync_compute(&m->params);
     free(buf);

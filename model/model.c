@@ -325,9 +325,11 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
     return sl_model_create_mem(cfg, be, ep, batch, seq, opts, compute, SL_MEMORY_NONE, err, errlen);
 }
 
-sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
-                              int seq, const sl_moe_options *opts, sl_dtype compute,
-                              sl_memory_mode memory, char *err, size_t errlen) {
+/* share: NULL, or a model whose parameter memory the new one computes with
+ * (sl_model_create_shared). */
+static sl_model *create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch, int seq,
+                        const sl_moe_options *opts, sl_dtype compute, sl_memory_mode memory,
+                        const sl_params *share, char *err, size_t errlen) {
     static const sl_moe_options defaults = {0};
     if (!opts) opts = &defaults;
     const int ep_size = ep ? sl_comm_size(ep) : 1, ep_rank = ep ? sl_comm_rank(ep) : 0;
@@ -350,12 +352,37 @@ sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_com
     sl_params_init(&m->params, be);
     sl_params_set_compute_dtype(&m->params, compute);
     declare(m, ep_rank, ep_size);
-    sl_params_finalize(&m->params);
+    if (share)
+        sl_params_finalize_shared(&m->params, share);
+    else
+        sl_params_finalize(&m->params);
     allocate(m);
     if (sl_model_set_rope(m, err, errlen) != 0) {
         sl_model_free(m);
         return NULL;
     }
+    return m;
+}
+
+sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
+                              int seq, const sl_moe_options *opts, sl_dtype compute,
+                              sl_memory_mode memory, char *err, size_t errlen) {
+    return create(cfg, be, ep, batch, seq, opts, compute, memory, NULL, err, errlen);
+}
+
+sl_model *sl_model_create_shared(const sl_model *src, int batch, int seq, char *err,
+                                 size_t errlen) {
+    sl_moe_options opts = src->moe_opts;
+    opts.lbl_comm = NULL;       /* no backward, no load-balancing loss */
+    opts.capacity_factor = 0.0; /* dropless, as evaluation: padding rows must not take capacity */
+    sl_model *m = create(&src->cfg, src->be, src->ep, batch, seq, &opts, src->params.compute,
+                         SL_MEMORY_FORWARD_ONLY, &src->params, err, errlen);
+    if (!m) return NULL;
+    sl_tensor_copy(m->inv_freq, src->inv_freq); /* a stage's RoPE, not the config's */
+    m->mscale = src->mscale;
+    for (int l = 0; l < src->cfg.num_hidden_layers; l++)
+        if (src->ffn[l].is_moe && src->ffn[l].moe.router.bias_host)
+            sl_router_set_bias(&m->ffn[l].moe.router, src->ffn[l].moe.router.bias_host);
     return m;
 }
 

@@ -115,6 +115,12 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
 sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                               int seq, const sl_moe_options *opts, sl_dtype compute,
                               sl_memory_mode memory, char *err, size_t errlen);
+/* A forward-only model of shape [batch, seq] that computes with src's parameters (their memory,
+ * not a copy: what the optimizer writes into src is what it sees), its RoPE table and its
+ * routers' selection biases as they are now; its own activations. For sampling from the model
+ * being trained (training.sample_every). With expert parallelism every rank of src's group runs
+ * it together. Free it before src. */
+sl_model *sl_model_create_shared(const sl_model *src, int batch, int seq, char *err, size_t errlen);
 /* Call before the first micro-batch of every optimizer step. With metrics, the step also
  * records the gate score and router statistics (for sl_model_read_stats); without, it
  * records only the loss (the trainer asks for metrics on logged steps). */

@@ -26,9 +26,10 @@ sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda 
 add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
 set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
-# The same cases through the Hopper kernels (wgmma, TMA, warp specialization; selected with
-# SLUICE_ATTN_SM90=1 by the test itself): deterministic (and the same bits twice), then atomic dQ.
-# Skipped on a GPU that cannot run them.
+# The same cases through the Hopper kernel "sm90" (wgmma, TMA, warp specialization; chosen by
+# name, each case checks that it ran): deterministic (and the same bits twice), then atomic dQ.
+# Emulated in CI (the emulated device reports compute capability 9.0); skipped on a GPU that
+# cannot run it.
 add_test(NAME test_attention_sm90 COMMAND test_attention_tc deterministic sm90)
 add_test(NAME test_attention_sm90_atomic COMMAND test_attention_tc atomic sm90)
 set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
@@ -47,3 +48,34 @@ foreach(mode cpu cuda)
 endforeach()
 set_tests_properties(test_attn_bench_cpu PROPERTIES LABELS "attention")
 set_tests_properties(test_attn_bench_cuda PROPERTIES LABELS "attention;cuda")
+# Which attention kernel runs (attention/attn_kernels.h): auto and sluice take sm90 (a Hopper
+# GPU) or mma (elsewhere, the emulated build included) for bf16 at D 64/128 and simt otherwise,
+# kernels by name (sm90 too where it runs, the emulated build included), refusals (unknown
+# names, cudnn in the emulated build or on a deterministic backend, anything but auto/sluice on
+# the cpu backend) that keep the previous choice. Label cuda: the emulated build in CI, or a GPU (where cudnn runs if it loads).
+sluice_test(test_attention_kernels SOURCES test_attention_kernels.c LABELS attention cuda)
+# The cudnn kernel (cuDNN's SDPA plus sluice's gate) against the CPU, forward and backward: GQA
+# 1/2/8, D 64/128, every gate mode; and the model trained with it against sluice's kernels. Label
+# gpu: a GPU with libcudnn 9 runs them; skipped (77) elsewhere, the emulated build included.
+sluice_test(test_attention_cudnn SOURCES test_attention_cudnn.c LABELS attention gpu)
+add_test(NAME test_attention_cudnn_train
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_cudnn_train.sh
+                 $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/attention_cudnn_train)
+set_tests_properties(test_attention_cudnn_train PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "attention;gpu" ENVIRONMENT "OMP_NUM_THREADS=2")
+# The same with emu's cuDNN test double (emu/cudnn/cudnn_emu.c, built where cudnn_graph.h is),
+# which interprets the cuDNN graph on the CPU: CI runs the whole cudnn path but for what only a
+# real cuDNN can say (that its fused engine takes the graph). Label cuda: the emulated build.
+if(TARGET sluice_cudnn_emu)
+  add_test(NAME test_attention_cudnn_emu
+           COMMAND test_attention_cudnn $<TARGET_FILE:sluice_cudnn_emu>)
+  add_test(NAME test_attention_kernels_cudnn_emu
+           COMMAND test_attention_kernels $<TARGET_FILE:sluice_cudnn_emu>)
+  add_test(NAME test_attention_cudnn_train_emu
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_cudnn_train.sh
+                   $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/attention_cudnn_train_emu
+                   $<TARGET_FILE:sluice_cudnn_emu> elementwise)
+  set_tests_properties(test_attention_cudnn_emu test_attention_kernels_cudnn_emu
+                       test_attention_cudnn_train_emu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                       LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()

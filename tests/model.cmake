@@ -31,3 +31,32 @@ add_test(NAME test_stages
                  ${CMAKE_CURRENT_BINARY_DIR}/stages)
 set_tests_properties(test_stages PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS "model;cli"
                      ENVIRONMENT "OMP_NUM_THREADS=2")
+# model/decode.c: decoding with a KV cache gives the full forward's logits at every position, and
+# greedy / seeded generation (docs/generate.md); the cuda variant runs it on the CUDA backend in
+# fp32 and bf16 (emulated build, label cuda).
+sluice_test(test_generate SOURCES test_generate.c ARGS cpu LABELS model)
+add_test(NAME test_generate_cuda COMMAND test_generate cuda)
+set_tests_properties(test_generate_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+                     LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# model/sampler.c: greedy, temperature, top-k and top-p on a 6-token vocabulary with exact supports.
+sluice_test(test_sampler SOURCES test_sampler.c LABELS model)
+# sluice generate end to end (final weights, checkpoint, eval's logits, seeds, batches, flags)
+# and training.sample_every (events, and training bitwise unchanged by sampling).
+add_test(NAME test_generate_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_generate_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/generate_cli)
+set_tests_properties(test_generate_cli PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "model;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
+# The Qwen3-Next export (ckpt export --format qwen3_next, training.export_format): per-token logits
+# of an independent PyTorch Qwen3-Next forward equal sluice eval's for three models covering every
+# transform; the hf variant runs transformers' Qwen3NextForCausalLM where a Python with
+# transformers >= 4.57 exists (SLUICE_HF_PYTHON) and skips (77) elsewhere, CI included (the test
+# says why).
+add_test(NAME test_qwen3_next_export
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3_next_export.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/qwen3_next_export torch)
+add_test(NAME test_qwen3_next_hf
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3_next_export.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/qwen3_next_hf hf)
+set_tests_properties(test_qwen3_next_export test_qwen3_next_hf PROPERTIES TIMEOUT 600
+                     SKIP_RETURN_CODE 77 LABELS "model;torch;cli" ENVIRONMENT "OMP_NUM_THREADS=2")

@@ -20,9 +20,12 @@ endfunction()
 
 # sluice_nccl_test(NAME NP TARGET ARGS...): sluice_mpi_test for a test of the cuda backend
 # (tests/parallel_nccl.cmake, parallel_overlap.cmake; skips with 77 where there is no device).
+# In the emulated build every rank gets an emulated device of its own (SLUICE_EMU_DEVICES =
+# NP; the backend picks the local rank's), as NCCL needs one GPU per rank.
 function(sluice_nccl_test name np target)
   sluice_mpi_test(${name} ${np} ${target} ${ARGN})
-  set_tests_properties(${name} PROPERTIES LABELS "parallel;cuda" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  set_tests_properties(${name} PROPERTIES LABELS "parallel;cuda" SKIP_RETURN_CODE 77 TIMEOUT 120
+                       ENVIRONMENT "${SLUICE_MPI_ENV};SLUICE_EMU_DEVICES=${np}")
 endfunction()
 
 sluice_mpi_test(test_parallel_np1_ep1 1 test_parallel_equivalence --ep 1)

@@ -23,10 +23,11 @@ if(SLUICE_WITH_CUDA)
   sluice_nccl_test(test_parallel_nccl_np2_ep2_bf16 2 test_parallel_equivalence --ep 2 --bf16
                    ${NCCL_EQ})
   # A rank that crashes or errors during training on the nccl transport ends every rank within
-  # 30 s, naming the rank (tests/test_nccl_fault.sh).
+  # 30 s, naming the rank (tests/test_nccl_fault.sh). A device per rank (SLUICE_EMU_DEVICES: the
+  # emulated build; on a real machine, fewer GPUs than ranks make the script skip).
   add_test(NAME test_nccl_fault
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_nccl_fault.sh $<TARGET_FILE:sluice>
                    ${CMAKE_CURRENT_BINARY_DIR}/nccl_fault ${MPIEXEC_EXECUTABLE})
   set_tests_properties(test_nccl_fault PROPERTIES TIMEOUT 900 LABELS "parallel;cuda" PROCESSORS 4
-                       SKIP_RETURN_CODE 77 ENVIRONMENT "${SLUICE_MPI_ENV}")
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${SLUICE_MPI_ENV};SLUICE_EMU_DEVICES=4")
 endif()

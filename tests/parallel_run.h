@@ -45,7 +45,9 @@ typedef struct {
 int sl_prun_parse(sl_prun *p, int argc, char **argv, const char *name, bool allow_zero1);
 
 /* Starts MPI and sets up the rest of p (above). Returns 0, or 2 after printing why (MPI then
- * finalized). The CUDA backend skips (exit 77) where there is none. */
+ * finalized). The CUDA backend skips (exit 77) where there is none; --transport nccl with
+ * ranks sharing a GPU returns 77 (a skip: fewer GPUs than ranks) on a real machine and 1 in
+ * the emulated build, whose tests give every rank a device of its own. */
 int sl_prun_setup(sl_prun *p, int *argc, char ***argv);
 
 /* Every rank's failed checks summed over the world, then sl_test_finish(name): the exit

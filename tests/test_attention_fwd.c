@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "attention/kernels_cpu.h" /* sl_exp_f32 */
-#include "tests/ref_ops.h"
+#include "backends/ref_ops.h"
 #include "tests/test_util.h"
 
 /* Tolerances: fp32 online softmax in tiles vs double with logits of std ~4 (observed worst:

@@ -6,7 +6,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "tests/ref_ops.h"
+#include "backends/ref_ops.h"
 #include "tests/test_util.h"
 
 enum { S = 16384, D = 16 };

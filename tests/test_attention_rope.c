@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "attention/rope.h"
-#include "tests/ref_ops.h"
+#include "backends/ref_ops.h"
 #include "tests/test_util.h"
 
 /* Runs rope fwd or bwd on [T, NH, D] and compares with sl_ref_rope. Returns the host result. */

@@ -16,11 +16,10 @@
  *     summation order depends on the block schedule, so under the SIMT emulator the test is
  *     registered with SLUICE_EMU_RACECHECK=0 (the race check replays every launch in a second
  *     thread order and would, rightly, report the order-dependent sums).
- *   sm90: the Hopper kernels (attention/gated_attn_sm90_*.cu: wgmma, TMA, warp specialization)
- *     instead of the mma.sync ones, chosen with SLUICE_ATTN_SM90=1 (the emulated device is
- *     compute capability 9.0, but the backend's automatic choice keeps mma.sync there); every
- *     case must have run them (sl_cuda_gated_attn_sm90_calls). Skipped (77) on a GPU that cannot
- *     run them.
+ *   sm90: the Hopper kernel "sm90" (attention/gated_attn_sm90_*.cu: wgmma, TMA, warp
+ *     specialization) instead of the mma.sync kernel "mma"; skipped (77) on a GPU that cannot run
+ *     it. Either is chosen by name (sl_backend_set_attn_kernel), so a Hopper GPU tests "mma" too,
+ *     and every case checks that it ran (sl_backend_attn_kernel_ran).
  * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
  */
 #include <stdlib.h>
@@ -43,16 +42,8 @@
 #define REF_FLOOR 1e-2
 
 static sl_backend *g_gpu;
-static bool g_atomic, g_sm90;
-
-/* Forward and backward calls of the Hopper kernel so far (0 where it is not built). */
-static long long sm90_calls(void) {
-#ifdef SLUICE_WITH_CUDA
-    return sl_cuda_gated_attn_sm90_calls();
-#else
-    return 0;
-#endif
-}
+static bool g_atomic;
+static const char *g_kernel = "mma"; /* the attention kernel under test, by name */
 
 typedef struct {
     int b, s, h, kv, d;
@@ -82,44 +73,15 @@ static const acase k_cases[] = {
     {1, 400, 2, 2, 128, SL_GATE_HEADWISE, k_docs_long},
 };
 
-static float *gen(int64_t n, float std, uint64_t seed) {
-    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    sl_test_fill_normal(x, n, std, seed);
-    for (int64_t i = 0; i < n; i++) x[i] = sl_test_bf16_round(x[i]);
-    return x;
-}
-
-/* A tracked [a, b, c] tensor of dtype dt on be holding host floats (NULL: zeros). */
-static sl_tensor *t3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
-                     const float *host) {
-    float *zeros = host ? NULL : calloc((size_t)(a * b * c > 0 ? a * b * c : 1), sizeof(float));
-    sl_tensor *t = sl_test_ftensor(be, dt, a * b, c, host ? host : zeros);
-    sl_tensor_reshape(t, 3, (int64_t[]){a, b, c});
-    free(zeros);
-    return t;
-}
-
-/* max |got - want| / max(max |want|, REF_FLOOR). */
-static double rel_err(const float *got, const float *want, int64_t n) {
-    double err = 0.0, ref = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)got[i] - want[i]);
-        err = d > err || d != d ? d : err; /* NaN wins */
-        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
-    }
-    return err / (ref > REF_FLOOR ? ref : REF_FLOOR);
-}
-
 static void compare(const char *lbl, const char *what, const float *got, const float *want,
                     int64_t n, double tol) {
-    const double e = rel_err(got, want, n);
+    const double e = sl_test_rel_err(got, want, n, REF_FLOOR);
     printf("  %-44s %-3s err/max|ref| %.3g\n", lbl, what, e);
     CHECK(e <= tol, "%s %s: tensor-core result differs from the CPU (%.3g > %.3g of max |ref|)",
           lbl, what, e, tol);
 }
 
 static void run_case(const acase *c) {
-    sl_backend *cpu = sl_test_cpu();
     const int64_t t = (int64_t)c->b * c->s, nq = t * c->h * c->d, nk = t * c->kv * c->d;
     const int64_t gw = c->mode == SL_GATE_ELEMENTWISE ? c->d : 1;
     const bool gated = c->mode != SL_GATE_NONE;
@@ -128,8 +90,10 @@ static void run_case(const acase *c) {
     snprintf(lbl, sizeof lbl, "B%d S%d H%d KV%d D%d %s%s", c->b, c->s, c->h, c->kv, c->d,
              sl_gate_mode_name(c->mode), c->docs ? " docs" : "");
 
-    float *q = gen(nq, 1.5f, 31), *k = gen(nk, 1.5f, 32), *v = gen(nk, 1.0f, 33);
-    float *g = gated ? gen(t * c->h * gw, 1.5f, 34) : NULL, *dy = gen(nq, 1.0f, 35);
+    float *q = sl_test_normal_bf16(nq, 1.5f, 31), *k = sl_test_normal_bf16(nk, 1.5f, 32),
+          *v = sl_test_normal_bf16(nk, 1.0f, 33);
+    float *g = gated ? sl_test_normal_bf16(t * c->h * gw, 1.5f, 34) : NULL,
+          *dy = sl_test_normal_bf16(nq, 1.0f, 35);
     int32_t *seg = NULL;
     if (c->docs) {
         seg = malloc(sizeof(int32_t) * (size_t)t);
@@ -147,36 +111,21 @@ static void run_case(const acase *c) {
     }
 
     /* CPU reference: forward, then backward from its own o (rounded to bf16) and lse. */
-    sl_tensor *cq = t3(cpu, SL_F32, t, c->h, c->d, q), *ck = t3(cpu, SL_F32, t, c->kv, c->d, k);
-    sl_tensor *cv = t3(cpu, SL_F32, t, c->kv, c->d, v), *cdy = t3(cpu, SL_F32, t, c->h, c->d, dy);
-    sl_tensor *cg = gated ? t3(cpu, SL_F32, t, c->h, gw, g) : NULL;
-    sl_tensor *cs = seg ? sl_test_matrix(cpu, SL_I32, t, 1, seg) : NULL;
-    sl_tensor *cy = t3(cpu, SL_F32, t, c->h, c->d, NULL),
-              *co = t3(cpu, SL_F32, t, c->h, c->d, NULL);
-    sl_tensor *cl = sl_test_matrix(cpu, SL_F32, t, c->h, NULL);
-    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, cs, c->b, c->s, scale);
-    float *ry = sl_test_host_f32(cy), *ro = sl_test_host_f32(co), *rl = sl_test_host_f32(cl);
-    for (int64_t i = 0; i < nq; i++) ro[i] = sl_test_bf16_round(ro[i]);
-    sl_tensor_from_host(co, ro);
-    sl_tensor *cdq = t3(cpu, SL_F32, t, c->h, c->d, NULL),
-              *cdk = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
-    sl_tensor *cdv = t3(cpu, SL_F32, t, c->kv, c->d, NULL);
-    sl_tensor *cdg = gated ? t3(cpu, SL_F32, t, c->h, gw, NULL) : NULL;
-    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, cs, co, cl, c->b, c->s, scale);
-    const sl_tensor *refs[4] = {cdq, cdk, cdv, cdg};
-    float *rg[4] = {NULL, NULL, NULL, NULL};
-    for (int i = 0; i < 4; i++)
-        if (refs[i]) rg[i] = sl_test_host_f32(refs[i]);
+    sl_test_attn_ref ref;
+    sl_test_attn_reference(&ref, c->b, c->s, c->h, c->kv, c->d, (int)gw, q, k, v, g, dy, seg,
+                           scale);
+    float *ry = ref.y, *ro = ref.o, *rl = ref.lse, *rg[4] = {ref.dq, ref.dk, ref.dv, ref.dg};
 
     /* GPU, bf16 */
     sl_backend *be = g_gpu;
-    const long long calls0 = sm90_calls();
-    sl_tensor *gq = t3(be, SL_BF16, t, c->h, c->d, q), *gk = t3(be, SL_BF16, t, c->kv, c->d, k);
-    sl_tensor *gv = t3(be, SL_BF16, t, c->kv, c->d, v), *gdy = t3(be, SL_BF16, t, c->h, c->d, dy);
-    sl_tensor *gg = gated ? t3(be, SL_BF16, t, c->h, gw, g) : NULL;
+    sl_tensor *gq = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, q),
+              *gk = sl_test_tensor3(be, SL_BF16, t, c->kv, c->d, k);
+    sl_tensor *gv = sl_test_tensor3(be, SL_BF16, t, c->kv, c->d, v),
+              *gdy = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, dy);
+    sl_tensor *gg = gated ? sl_test_tensor3(be, SL_BF16, t, c->h, gw, g) : NULL;
     sl_tensor *gs = seg ? sl_test_matrix(be, SL_I32, t, 1, seg) : NULL;
-    sl_tensor *gy = t3(be, SL_BF16, t, c->h, c->d, NULL),
-              *go = t3(be, SL_BF16, t, c->h, c->d, NULL);
+    sl_tensor *gy = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, NULL),
+              *go = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, NULL);
     sl_tensor *gl = sl_test_matrix(be, SL_F32, t, c->h, NULL);
     sl_op_gated_attn_fwd(gy, go, gl, gq, gk, gv, gg, gs, c->b, c->s, scale);
     if (!g_atomic) { /* the forward does not depend on the dQ mode: compare it once */
@@ -190,12 +139,12 @@ static void run_case(const acase *c) {
             free(got);
         }
     }
-    sl_tensor *go2 = t3(be, SL_BF16, t, c->h, c->d, ro),
+    sl_tensor *go2 = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, ro),
               *gl2 = sl_test_ftensor(be, SL_F32, t, c->h, rl);
-    sl_tensor *gdq = t3(be, SL_BF16, t, c->h, c->d, NULL),
-              *gdk = t3(be, SL_BF16, t, c->kv, c->d, NULL);
-    sl_tensor *gdv = t3(be, SL_BF16, t, c->kv, c->d, NULL);
-    sl_tensor *gdg = gated ? t3(be, SL_BF16, t, c->h, gw, NULL) : NULL;
+    sl_tensor *gdq = sl_test_tensor3(be, SL_BF16, t, c->h, c->d, NULL),
+              *gdk = sl_test_tensor3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdv = sl_test_tensor3(be, SL_BF16, t, c->kv, c->d, NULL);
+    sl_tensor *gdg = gated ? sl_test_tensor3(be, SL_BF16, t, c->h, gw, NULL) : NULL;
     sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, gs, go2, gl2, c->b, c->s, scale);
     const sl_tensor *outs[4] = {gdq, gdk, gdv, gdg};
     static const char *const names[4] = {"dq", "dk", "dv", "dg"};
@@ -218,11 +167,13 @@ static void run_case(const acase *c) {
             free(again);
         }
     }
-    /* the kernel under test ran: forward and backward (twice in the deterministic mode) */
-    const long long calls = sm90_calls() - calls0, want = g_sm90 ? (g_atomic ? 2 : 3) : 0;
-    CHECK(calls == want, "%s: %lld calls of the Hopper kernel, expected %lld", lbl, calls, want);
-    for (int i = 0; i < 4; i++) free(first[i]), free(rg[i]);
-    free(q), free(k), free(v), free(g), free(dy), free(seg), free(ry), free(ro), free(rl);
+    /* the kernel under test ran (the last call: the backward) */
+    const char *ran = sl_backend_attn_kernel_ran(be);
+    CHECK(ran && strcmp(ran, g_kernel) == 0, "%s: the attention kernel \"%s\" ran, expected \"%s\"",
+          lbl, ran ? ran : "(none)", g_kernel);
+    for (int i = 0; i < 4; i++) free(first[i]);
+    sl_test_attn_ref_free(&ref);
+    free(q), free(k), free(v), free(g), free(dy), free(seg);
     sl_test_release();
 }
 
@@ -233,7 +184,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "atomic") == 0 && i == 1)
             g_atomic = true;
         else if (strcmp(argv[i], "sm90") == 0 && i == argc - 1)
-            g_sm90 = true;
+            g_kernel = "sm90";
         else
             bad = strcmp(argv[i], "deterministic") != 0 || i != 1;
     }
@@ -241,24 +192,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_attention_tc [deterministic|atomic] [sm90]\n");
         return 2;
     }
-    /* before the first attention call, which reads it; 0 keeps the automatic choice away from
-     * the Hopper kernel on a GPU that has it, so the mma.sync kernels are what this tests */
-    setenv("SLUICE_ATTN_SM90", g_sm90 ? "1" : "0", 1);
     const sl_backend_params p = {.device = -1, .allow_nondeterministic = g_atomic};
     g_gpu = sl_test_cuda_or_skip(&p);
 #ifdef SLUICE_WITH_CUDA
-    if (g_sm90 && !sl_cuda_gated_attn_sm90_device()) {
+    if (strcmp(g_kernel, "sm90") == 0 && !sl_cuda_gated_attn_sm90_device()) {
         sl_backend_free(g_gpu);
         return sl_test_skip("this GPU cannot run the Hopper attention kernel (compute "
                             "capability 9.x with the sm_90a code)");
     }
 #endif
-    printf("dQ mode: %s; kernels: %s\n", g_atomic ? "atomic" : "deterministic",
-           g_sm90 ? "Hopper (sm90)" : "mma.sync");
+    char err[256];
+    CHECK(sl_backend_set_attn_kernel(g_gpu, g_kernel, err, sizeof err) == 0,
+          "attention kernel \"%s\": %s", g_kernel, err);
+    printf("dQ mode: %s; attention kernel: %s\n", g_atomic ? "atomic" : "deterministic", g_kernel);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i]);
     sl_backend_free(g_gpu);
     char name[64];
-    snprintf(name, sizeof name, "test_attention_tc%s%s", g_atomic ? " atomic" : "",
-             g_sm90 ? " sm90" : "");
+    snprintf(name, sizeof name, "test_attention_tc%s %s", g_atomic ? " atomic" : "", g_kernel);
     return sl_test_finish(name);
 }

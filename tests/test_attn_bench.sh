@@ -5,8 +5,11 @@
 #         GPU); skipped (77) when attn_bench has no CUDA backend or no device.
 # Cases: seq 80, heads 4, kv 2, head dims 64 and 128, each gate mode, with and without
 # --doc-lengths (documents of 7, 1 and 30 tokens: lengths 1, across 64-row tiles), batch 2, and
-# seq 1. Then the check must be able to fail: --corrupt on each output must give exit 1 and a
-# FAIL line for that output, and a bad flag exit 2 with a message naming it.
+# seq 1. On cuda, every kernel by name (simt, mma and sm90 in bf16, the list mma,simt; sm90 where
+# the device is not compute capability 9.x, and mma in f32, must stop with the reason; cudnn
+# passes or is skipped saying why). Then the check must be able to
+# fail: --corrupt on each output must give exit 1 and a FAIL line for that output, and a bad flag
+# exit 2 with a message naming it.
 # usage: test_attn_bench.sh ATTN_BENCH cpu|cuda
 set -uo pipefail
 bench=$1
@@ -50,6 +53,79 @@ for dt in $dtypes; do
         echo "ok   seq 1 $dt"
 done
 
+# Every attention kernel of the cuda backend by name (attention/attn_kernels.h): under emulation
+# this is how CI checks simt at the head dims auto gives to mma; each run must say which kernel
+# ran. cudnn passes where cuDNN loads (a GPU node with libcudnn 9) and is skipped (77), saying
+# why, elsewhere.
+if [ "$backend" = cuda ]; then
+    for d in 64 128; do
+        for k in simt mma; do
+            args=("${small[@]}" --dtype bf16 --head-dim "$d" --kernel "$k")
+            [ $k = simt ] && args+=(--gate elementwise --doc-lengths 7,1,30) || args+=(--gate headwise)
+            if run 0 "${args[@]}"; then
+                if grep -q "^kernel: $k\$" "$log"; then
+                    echo "ok   ${args[*]}: $(grep -c PASS "$log") PASS lines"
+                else
+                    echo "FAIL: ${args[*]}: the kernel that ran is not $k:"
+                    cat "$log"
+                    fail=1
+                fi
+            fi
+        done
+    done
+    if run 0 "${small[@]}" --dtype bf16 --head-dim 64 --kernel mma,simt; then
+        if [ "$(grep -c '^kernel: ' "$log")" = 2 ] && grep -q '^kernel: mma$' "$log" &&
+            grep -q '^kernel: simt$' "$log"; then
+            echo "ok   --kernel mma,simt: both ran"
+        else
+            echo "FAIL: --kernel mma,simt: expected a check by each kernel:"
+            cat "$log"
+            fail=1
+        fi
+    fi
+    # the Hopper kernel by name: it runs in the emulated build (its device reports 9.0) and on a
+    # Hopper GPU; elsewhere it must stop naming what it needs
+    emulated=0
+    "$bench" --help 2>&1 | grep -q "^(emulated build" && emulated=1
+    for d in 64 128; do
+        args=("${small[@]}" --dtype bf16 --head-dim "$d" --kernel sm90)
+        [ $d = 64 ] && args+=(--gate elementwise --doc-lengths 7,1,30) || args+=(--gate headwise)
+        rc=0
+        "$bench" --backend cuda "${args[@]}" >"$log" 2>&1 || rc=$?
+        if [ "$rc" = 0 ] && grep -q '^kernel: sm90$' "$log" && ! grep -q ' FAIL$' "$log"; then
+            echo "ok   ${args[*]}: $(grep -c PASS "$log") PASS lines"
+        elif [ "$rc" != 0 ] && [ $emulated = 0 ] &&
+            grep -q 'attention kernel "sm90" cannot run this problem.*compute capability 9.x' "$log"; then
+            echo "ok   --kernel sm90: not on this GPU: $(grep -m1 'cannot run' "$log")"
+        else
+            echo "FAIL: ${args[*]} exited $rc (must pass where the device reports 9.x):"
+            cat "$log"
+            fail=1
+        fi
+    done
+    # a kernel chosen by name that cannot take the problem stops, saying why
+    rc=0
+    "$bench" --backend cuda "${small[@]}" --dtype f32 --head-dim 64 --kernel mma >"$log" 2>&1 || rc=$?
+    if [ "$rc" != 0 ] && grep -q 'attention kernel "mma" cannot run this problem.*it takes bf16' "$log"; then
+        echo "ok   --kernel mma --dtype f32 stops (exit $rc): the kernel takes bf16 only"
+    else
+        echo "FAIL: --kernel mma --dtype f32 exited $rc without naming the reason:"
+        cat "$log"
+        fail=1
+    fi
+    rc=0
+    "$bench" --backend cuda "${small[@]}" --dtype bf16 --head-dim 64 --kernel cudnn >"$log" 2>&1 || rc=$?
+    if [ "$rc" = 77 ] && grep -q "skipped: kernel cudnn: .*cuDNN" "$log"; then
+        echo "ok   --kernel cudnn: not here: $(grep -m1 skipped "$log")"
+    elif [ "$rc" = 0 ] && grep -q '^kernel: cudnn$' "$log" && grep -q "check: PASS" "$log"; then
+        echo "ok   --kernel cudnn: $(grep -c PASS "$log") PASS lines"
+    else
+        echo "FAIL: --kernel cudnn exited $rc:"
+        cat "$log"
+        fail=1
+    fi
+fi
+
 # The check can fail: each corrupted output is reported, and only that one.
 for out in y o lse dq dk dv dg; do
     if run 1 "${small[@]}" --head-dim 64 --corrupt "$out"; then
@@ -63,7 +139,8 @@ for out in y o lse dq dk dv dg; do
     fi
 done
 # Bad options: exit 2, with the flag named.
-for bad in "--seq 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob"; do
+for bad in "--seq 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob" \
+    "--kernel frob" "--kernel mma,,simt"; do
     # shellcheck disable=SC2086
     if run 2 $bad; then
         grep -q -- "${bad%% *}" "$log" || { echo "FAIL: '$bad': message does not name the flag"; fail=1; }

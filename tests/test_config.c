@@ -107,6 +107,8 @@ static bool config_eq(const sl_config *a, const sl_config *b) {
     EQ(parallel.capacity_factor);
     EQS(backend.name);
     EQ(backend.threads);
+    EQ(backend.deterministic);
+    EQS(attention.kernel);
     return true;
 }
 
@@ -139,6 +141,7 @@ static void test_defaults(void) {
     CHECK(sl_config_compute_dtype(&c) == SL_F32, "precision fp32 on CUDA");
     CHECK(c.backend.deterministic, "deterministic kernels by default");
     CHECK(strcmp(c.train.recompute, "none") == 0, "default recompute: none");
+    CHECK(strcmp(c.attention.kernel, "auto") == 0, "default attention kernel: auto");
     sl_config_defaults(&c);
 
     /* A minimal file: only the four required model keys; everything else defaults or derives. */
@@ -463,6 +466,29 @@ static void test_bad_configs(void) {
         {"{\"backend\": {\"name\": \"tpu\"}}", 0, "backend.name", "unknown backend \"tpu\""},
         {"{\"backend\": {\"threads\": -1}}", 0, "backend.threads", "must be >= 0"},
         {"{\"backend\": {\"name\": \"cuda\", \"device\": 0}}", 0, "backend.device", "unknown key"},
+        /* attention: the kernel's name, then what the cudnn kernel needs of the rest */
+        {"{\"attention\": 3}", 0, "attention", "expected an object"},
+        {"{\"attention\": {\"kernal\": \"auto\"}}", 0, "attention.kernal",
+         "unknown key (did you mean \"kernel\"?)"},
+        {"{\"attention\": {\"kernel\": \"fast\"}}", 0, "attention.kernel",
+         "expected \"auto\", \"sluice\" or \"cudnn\", got \"fast\""},
+        {"{\"attention\": {\"kernel\": \"mma\"}}", 0, "attention.kernel",
+         "expected \"auto\", \"sluice\" or \"cudnn\""},
+        {"{\"attention\": {\"kernel\": \"cudnn\"}}", 0, "attention.kernel",
+         "\"cudnn\" needs backend.name = \"cuda\" (the cpu backend has one attention kernel"},
+        {"{\"attention\": {\"kernel\": \"cudnn\"}, \"backend\": {\"name\": \"cuda\", "
+         "\"deterministic\": false}, \"training\": {\"precision\": \"fp32\"}}",
+         0, "attention.kernel", "computes in bf16 only"},
+        {"{\"attention\": {\"kernel\": \"cudnn\"}, \"backend\": {\"name\": \"cuda\"}, "
+         "\"model\": {\"head_dim\": 64}}",
+         0, "attention.kernel", "it needs backend.deterministic = false"},
+        {"{\"attention\": {\"kernel\": \"cudnn\"}, \"backend\": {\"name\": \"cuda\", "
+         "\"deterministic\": false}}",
+         0, "attention.kernel", "takes model.head_dim 64 or 128, not 16"},
+        {"{\"attention\": {\"kernel\": \"cudnn\"}, \"backend\": {\"name\": \"cuda\", "
+         "\"deterministic\": false}, \"model\": {\"head_dim\": 64}, \"training\": "
+         "{\"document_mask\": true}}",
+         0, "attention.kernel", "no per-document mask"},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     CHECK(n >= 25, "catalog has %d cases", n);
@@ -491,6 +517,10 @@ static void test_bad_configs(void) {
     snprintf(patch, 4400, "{\"backend\": {\"name\": \"%.40s\"}}", big);
     json = patched(patch);
     expect_failure(json, "backend.name", "string too long", "long backend name");
+    free(json);
+    snprintf(patch, 4400, "{\"attention\": {\"kernel\": \"%.40s\"}}", big);
+    json = patched(patch);
+    expect_failure(json, "attention.kernel", "string too long", "long attention kernel");
     free(json);
     snprintf(patch, 4400, "{\"data\": {\"train\": [{\"path\": \"%.1030s\"}]}}", big);
     json = patched(patch);
@@ -648,6 +678,40 @@ static void test_set(void) {
     CHECK(sl_config_validate(&c, err, sizeof err) != 0 &&
               strstr(err, "tiny.json: training.grad_clip: must be >= 0") != NULL,
           "validate: %s", err);
+}
+
+/* attention.kernel: the accepted values, what "cudnn" needs, --set, and the round trip. */
+static void test_attention_kernel(void) {
+    sl_config c, r;
+    char err[1024];
+    CHECK(sl_config_parse(BASE, "base.json", &c, err, sizeof err) == 0, "base: %s", err);
+    CHECK(strcmp(c.attention.kernel, "auto") == 0, "absent attention section: kernel auto");
+    CHECK(sl_config_set(&c, "attention.kernel=sluice", err, sizeof err) == 0 &&
+              strcmp(c.attention.kernel, "sluice") == 0,
+          "sluice on the cpu backend: %s", err);
+    CHECK(sl_config_set(&c, "attention.kernel=cudnn", err, sizeof err) != 0 &&
+              strstr(err, "attention.kernel: \"cudnn\" needs backend.name = \"cuda\"") != NULL,
+          "--set attention.kernel=cudnn on the cpu backend: %s", err);
+    /* everything cudnn needs, given in one --set list in any order */
+    const char *sets[] = {"attention.kernel=cudnn", "model.head_dim=128", "backend.name=cuda",
+                          "backend.deterministic=false"};
+    CHECK(sl_config_apply_sets(&c, sets, 4, err, sizeof err) == 0 &&
+              strcmp(c.attention.kernel, "cudnn") == 0,
+          "cudnn with cuda, bf16, head dim 128, nondeterministic: %s", err);
+    char *json = sl_config_to_json(&c);
+    CHECK(json && strstr(json, "\"attention\"") && strstr(json, "\"kernel\":") &&
+              strstr(json, "\"cudnn\""),
+          "to_json writes the attention section");
+    CHECK(sl_config_parse(json, "rt.json", &r, err, sizeof err) == 0 && config_eq(&c, &r),
+          "attention section round trip: %s", err);
+    free(json);
+    CHECK(sl_config_set(&c, "training.document_mask=true", err, sizeof err) != 0 &&
+              strstr(err, "attention.kernel: \"cudnn\": cuDNN's fused attention has no "
+                          "per-document mask") != NULL,
+          "document_mask with cudnn: %s", err);
+    CHECK(sl_config_set(&c, "backend.deterministic=true", err, sizeof err) != 0 &&
+              strstr(err, "backend.deterministic = false") != NULL,
+          "deterministic with cudnn: %s", err);
 }
 
 /* ---- JSON and Hugging Face round trips ----------------------------------------------------- */
@@ -1001,6 +1065,7 @@ int main(void) {
     test_set();
     test_set_order();
     test_json_round_trip();
+    test_attention_kernel();
     test_stages_config();
     test_hf();
     test_counts_15a2b();

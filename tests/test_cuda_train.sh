@@ -5,8 +5,9 @@
 # `sluice train` runs a few steps on backend cpu, on cuda in fp32 and on cuda in bf16 from
 # the same initialization and data. Per step, the fp32 losses must match the CPU's within
 # 1e-5 relative, the bf16 losses within 2e-2, and the bf16 loss must fall. Then the
-# every-feature model under `mpirun -np 2` with expert parallelism 2 (MPI moves host-staged
-# buffers) must match the CPU's two-rank run within 1e-5. And a run on the cuda backend killed
+# every-feature model under `mpirun -np 2` with expert parallelism 2 must match the CPU's
+# two-rank run within 1e-5; its banner must name each rank's device and choose the transport
+# by them (two ranks on one device: MPI, and an explicit nccl is refused naming both). And a run on the cuda backend killed
 # with SIGKILL and resumed from its checkpoint ends with bitwise the uninterrupted run's weights.
 #
 # Where it runs: the emulated build (-DSLUICE_CUDA=EMULATED, the CPU SIMT test double of emu/)
@@ -107,6 +108,56 @@ mpi() {
 }
 mpi every-ep2-cpu
 mpi every-ep2-f32 --set backend.name=cuda --set training.precision=fp32
+
+# Where the two ranks computed and how the transport was chosen (docs/parallelism.md, "NCCL
+# transport"): the banner names each rank's device; ranks that share one (the emulator's single
+# device by default, a one-GPU machine) get MPI from parallel.transport = auto, and an explicit
+# nccl is refused at start-up, once, naming the ranks and the device. Ranks with devices of
+# their own (the emulator with SLUICE_EMU_DEVICES=2, a machine with two GPUs) get NCCL.
+emulated=0
+"$sluice" --help 2>&1 | grep -q "emulated on the CPU" && emulated=1
+bus() { sed -n "s/.*rank $1: CUDA device [0-9]* ([^,]*, PCI \([^)]*\)).*/\1/p" "$2" | head -1; }
+b0=$(bus 0 every-ep2-f32.log) b1=$(bus 1 every-ep2-f32.log)
+[ -n "$b0" ] && [ -n "$b1" ] || { cat every-ep2-f32.log; echo "FAIL: the banner does not list each rank's device"; exit 1; }
+grep -q "rank 1: CUDA device .*chosen by .*LOCAL_RANK=1 mod .*CUDA_VISIBLE_DEVICES=" every-ep2-f32.log ||
+    { cat every-ep2-f32.log; echo "FAIL: the banner does not say how rank 1's device was chosen"; exit 1; }
+if [ $emulated = 1 ] && [ "$b0" != "$b1" ]; then
+    echo "FAIL: one emulated device, yet the ranks are on $b0 and $b1"; exit 1
+fi
+if [ "$b0" = "$b1" ]; then
+    grep -q "transport: auto -> mpi: ranks 0 and 1 share CUDA device 0 .*PCI $b0" every-ep2-f32.log &&
+        grep -q "2 ranks (expert parallel 2, transport mpi)" every-ep2-f32.log ||
+        { cat every-ep2-f32.log; echo "FAIL: ranks sharing a device must get mpi from auto, said in the banner"; exit 1; }
+    echo "OK   two ranks on one device ($b0): transport auto -> mpi, said in the banner"
+    set +e
+    "$mpirun" --allow-run-as-root --oversubscribe -np 2 "$sluice" train every.json \
+        --set parallel.expert_parallel=2 --set training.out_dir=nccl-shared \
+        --set backend.name=cuda --set parallel.transport=nccl > nccl-shared.log 2>&1
+    rc=$?
+    set -e
+    n=$(grep -c "parallel.transport: nccl needs one GPU per rank, but ranks 0 and 1 share CUDA device 0 .*PCI $b0" nccl-shared.log || true)
+    if [ $rc -eq 0 ] || [ "$n" != 1 ] || grep -q "^sluice: .* ranks (expert parallel" nccl-shared.log; then
+        cat nccl-shared.log
+        echo "FAIL: an explicit nccl on a shared device must stop at start-up with one error naming ranks 0 and 1 and the device (exit $rc, $n such lines)"
+        exit 1
+    fi
+    echo "OK   explicit nccl on a shared device: exit $rc, one error naming the ranks and the device"
+else
+    grep -q "transport: auto -> nccl (every rank on a GPU of its own)" every-ep2-f32.log ||
+        { cat every-ep2-f32.log; echo "FAIL: ranks on devices of their own must get nccl from auto"; exit 1; }
+    echo "OK   two ranks on two devices ($b0, $b1): transport auto -> nccl"
+fi
+if [ $emulated = 1 ]; then
+    SLUICE_EMU_DEVICES=2 "$mpirun" --allow-run-as-root --oversubscribe -np 2 "$sluice" train \
+        every.json --set parallel.expert_parallel=2 --set training.out_dir=two-devices \
+        --set backend.name=cuda --set training.max_steps=1 > two-devices.log 2>&1 ||
+        { cat two-devices.log; exit 1; }
+    grep -q "transport: auto -> nccl (every rank on a GPU of its own)" two-devices.log &&
+        grep -q "rank 1: CUDA device 1 (sluice SIMT emulator, PCI 0000:11:00.0)" two-devices.log &&
+        grep -q "transport nccl)" two-devices.log ||
+        { cat two-devices.log; echo "FAIL: two emulated devices: expected auto -> nccl, rank 1 on device 1"; exit 1; }
+    echo "OK   SLUICE_EMU_DEVICES=2: rank 1 on emulated device 1, transport auto -> nccl"
+fi
 
 echo "== exact resume on the cuda backend (bf16): kill -9 at step 3, --resume auto"
 run every resume-full --set backend.name=cuda --set training.precision=bf16 \

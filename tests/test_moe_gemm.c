@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "moe/kernels_cpu.h"
-#include "tests/ref_ops.h"
+#include "backends/ref_ops.h"
 #include "tests/test_util.h"
 
 static const sl_ggemm_mode modes[3] = {SL_GGEMM_AUTO, SL_GGEMM_SERIAL_GROUPS,

@@ -51,7 +51,8 @@ static void run_init(run *r, const sl_model_config *mc, sl_backend *be, sl_comm 
 int main(int argc, char **argv) {
     sl_prun pr = {.ep = 2, .steps = 3};
     if (sl_prun_parse(&pr, argc, argv, "test_moe_overlap", false) != 0) return 2;
-    if (sl_prun_setup(&pr, &argc, &argv) != 0) return 2;
+    const int setup = sl_prun_setup(&pr, &argc, &argv);
+    if (setup != 0) return setup;
     const int ep = pr.ep, steps = pr.steps, rank = pr.rank, size = pr.size;
     const bool bf16 = pr.bf16;
     const double capacity = pr.capacity;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/ref_ops.h"
+#include "backends/ref_ops.h"
 #include "tests/test_util.h"
 
 /* Expert ids: k distinct experts per token from [0, e - 1): expert e - 1 is never used. */

@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
     if (sl_prun_parse(&pr, argc, argv, "test_parallel_equivalence", true) != 0) return 2;
     if (pr.bf16) g_rel = 2e-2;
     /* The distributed run's backend and world: the reference always uses CPU + MPI. */
-    if (sl_prun_setup(&pr, &argc, &argv) != 0) return 2;
+    const int setup = sl_prun_setup(&pr, &argc, &argv);
+    if (setup != 0) return setup;
     const int ep = pr.ep, steps = pr.steps, rank = pr.rank, size = pr.size;
     const bool zero1 = pr.zero1, bf16 = pr.bf16;
     const double capacity = pr.capacity;

@@ -103,6 +103,47 @@ double sl_test_compare(const char *label, const float *a, const float *b, int64_
     return worst;
 }
 
+double sl_test_check_scatter_sum(const char *label, const float *got, const float *dst0,
+                                 const float *src, const int32_t *idx, int64_t rows, int64_t m,
+                                 int64_t c) {
+    const size_t n = (size_t)(rows * c);
+    double *exact = malloc(sizeof(double) * (n ? n : 1));
+    double *mag = malloc(sizeof(double) * (n ? n : 1));
+    int64_t *count = malloc(sizeof(int64_t) * (size_t)(rows ? rows : 1));
+    for (size_t i = 0; i < n; i++) exact[i] = dst0[i], mag[i] = fabs((double)dst0[i]);
+    for (int64_t r = 0; r < rows; r++) count[r] = 1;
+    for (int64_t i = 0; i < m; i++) {
+        if (idx[i] < 0 || idx[i] >= rows) continue;
+        count[idx[i]]++;
+        for (int64_t j = 0; j < c; j++) {
+            exact[idx[i] * c + j] += src[i * c + j];
+            mag[idx[i] * c + j] += fabs((double)src[i * c + j]);
+        }
+    }
+    const double u = ldexp(1.0, -24);
+    double worst = 0.0;
+    int64_t wi = -1;
+    for (int64_t r = 0; r < rows; r++) {
+        const double k1 = (double)(count[r] - 1), gamma = k1 * u / (1.0 - k1 * u);
+        for (int64_t j = 0; j < c; j++) {
+            const int64_t i = r * c + j;
+            /* + the double accumulation's own rounding, (k - 1) 2^-53 sum |x| at most */
+            const double bound = (gamma + k1 * ldexp(1.0, -53)) * mag[i];
+            const double d = fabs((double)got[i] - exact[i]);
+            const double e = d == 0.0 ? 0.0 : bound > 0.0 ? d / bound : INFINITY;
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e, wi = i;
+        }
+    }
+    if (label && worst > 1.0 && wi >= 0)
+        fprintf(stderr,
+                "  %s: worst element %lld (row %lld, %lld summands, sum |x| %.6g): got %.9g, "
+                "exact sum %.9g, %.3g x the bound\n",
+                label, (long long)wi, (long long)(wi / c), (long long)count[wi / c], mag[wi],
+                got[wi], exact[wi], worst);
+    free(exact), free(mag), free(count);
+    return worst;
+}
+
 int sl_test_fd_check(const char *label, float *x, const float *grad, int64_t n,
                      double (*loss)(void *user), void *user, double h, double atol, double rtol,
                      int max_checks) {
@@ -193,12 +234,66 @@ void sl_test_release(void) {
 }
 
 float sl_test_bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return sl_bf16_round(f);
+}
+
+sl_tensor *sl_test_tensor3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                           const float *host) {
+    float *zeros = host ? NULL : calloc((size_t)(a * b * c > 0 ? a * b * c : 1), sizeof(float));
+    sl_tensor *t = sl_test_ftensor(be, dt, a * b, c, host ? host : zeros);
+    sl_tensor_reshape(t, 3, (int64_t[]){a, b, c});
+    free(zeros);
+    return t;
+}
+
+float *sl_test_normal_bf16(int64_t n, float std, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    sl_test_fill_normal(x, n, std, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = sl_test_bf16_round(x[i]);
+    return x;
+}
+
+void sl_test_attn_reference(sl_test_attn_ref *r, int batch, int seq, int h, int kv, int d, int gw,
+                            const float *q, const float *k, const float *v, const float *g,
+                            const float *dy, const int32_t *seg, float scale) {
+    sl_backend *cpu = sl_test_cpu();
+    const int64_t t = (int64_t)batch * seq, nq = t * h * d;
+    sl_tensor *cq = sl_test_tensor3(cpu, SL_F32, t, h, d, q);
+    sl_tensor *ck = sl_test_tensor3(cpu, SL_F32, t, kv, d, k);
+    sl_tensor *cv = sl_test_tensor3(cpu, SL_F32, t, kv, d, v);
+    sl_tensor *cdy = sl_test_tensor3(cpu, SL_F32, t, h, d, dy);
+    sl_tensor *cg = g ? sl_test_tensor3(cpu, SL_F32, t, h, gw, g) : NULL;
+    sl_tensor *cs = seg ? sl_test_matrix(cpu, SL_I32, t, 1, seg) : NULL;
+    sl_tensor *cy = sl_test_tensor3(cpu, SL_F32, t, h, d, NULL);
+    sl_tensor *co = sl_test_tensor3(cpu, SL_F32, t, h, d, NULL);
+    sl_tensor *cl = sl_test_matrix(cpu, SL_F32, t, h, NULL);
+    sl_op_gated_attn_fwd(cy, co, cl, cq, ck, cv, cg, cs, batch, seq, scale);
+    r->y = sl_test_host_floats(cy), r->o = sl_test_host_floats(co);
+    r->lse = sl_test_host_floats(cl);
+    for (int64_t i = 0; i < nq; i++) r->o[i] = sl_test_bf16_round(r->o[i]);
+    sl_tensor_from_host(co, r->o);
+    sl_tensor *cdq = sl_test_tensor3(cpu, SL_F32, t, h, d, NULL);
+    sl_tensor *cdk = sl_test_tensor3(cpu, SL_F32, t, kv, d, NULL);
+    sl_tensor *cdv = sl_test_tensor3(cpu, SL_F32, t, kv, d, NULL);
+    sl_tensor *cdg = g ? sl_test_tensor3(cpu, SL_F32, t, h, gw, NULL) : NULL;
+    sl_op_gated_attn_bwd(cdq, cdk, cdv, cdg, cdy, cq, ck, cv, cg, cs, co, cl, batch, seq, scale);
+    r->dq = sl_test_host_floats(cdq), r->dk = sl_test_host_floats(cdk);
+    r->dv = sl_test_host_floats(cdv), r->dg = cdg ? sl_test_host_floats(cdg) : NULL;
+}
+
+void sl_test_attn_ref_free(sl_test_attn_ref *r) {
+    free(r->y), free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv), free(r->dg);
+    memset(r, 0, sizeof *r);
+}
+
+double sl_test_rel_err(const float *got, const float *want, int64_t n, double floor) {
+    double err = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        err = d > err || d != d ? d : err; /* NaN wins */
+        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
+    }
+    return err / (ref > floor ? ref : floor);
 }
 
 sl_tensor *sl_test_matrix(sl_backend *be, sl_dtype dt, int64_t rows, int64_t cols,

@@ -72,6 +72,26 @@ sl_tensor *sl_test_ftensor(sl_backend *be, sl_dtype dt, int64_t rows, int64_t co
                            const float *host);
 /* Host floats of any float tensor (bf16 through a convert on its own backend); free() them. */
 float *sl_test_host_floats(const sl_tensor *t);
+/* A tracked [a, b, c] tensor of float dtype dt on be holding host floats (NULL: zeros). */
+sl_tensor *sl_test_tensor3(sl_backend *be, sl_dtype dt, int64_t a, int64_t b, int64_t c,
+                           const float *host);
+/* n normal(0, std) values (sl_test_fill_normal) rounded to bf16, so that fp32 and bf16 tensors
+ * made from them hold the same values; free() them. */
+float *sl_test_normal_bf16(int64_t n, float std, uint64_t seed);
+/* The CPU backend's gated attention (fp32) as the reference of a device kernel test: the
+ * forward on host inputs q [T, H, D], k and v [T, KV, D], g [T, H, gw] (NULL: no gate), seg [T]
+ * (NULL: plain causal), then the backward from dy and that forward's lse and o rounded to bf16
+ * (what a bf16 backend saves), so that a device backward fed the same o and lse is compared on
+ * equal inputs. Every array is malloc'ed (dg NULL without a gate); sl_test_attn_ref_free. */
+typedef struct {
+    float *y, *o, *lse, *dq, *dk, *dv, *dg;
+} sl_test_attn_ref;
+void sl_test_attn_reference(sl_test_attn_ref *r, int batch, int seq, int h, int kv, int d, int gw,
+                            const float *q, const float *k, const float *v, const float *g,
+                            const float *dy, const int32_t *seg, float scale);
+void sl_test_attn_ref_free(sl_test_attn_ref *r);
+/* max |got - want| / max(max |want|, floor); NaN in got counts as infinitely wrong. */
+double sl_test_rel_err(const float *got, const float *want, int64_t n, double floor);
 
 /* splitmix64 stream for test data: the next 64-bit value, and a uniform double in [0, 1). */
 uint64_t sl_test_rand_u64(uint64_t *state);
@@ -93,6 +113,22 @@ float *sl_test_host_f32(const sl_tensor *t);
  * Prints the worst element when `label` is not NULL and the result exceeds 1. */
 double sl_test_compare(const char *label, const float *a, const float *b, int64_t n, double atol,
                        double rtol);
+
+/*
+ * An fp32 scatter-add summed in an order the test does not know (float atomics, a reduction
+ * tree): out[r] = dst0[r] + sum of src[i] over the i with idx[i] == r (rows of c floats;
+ * indices outside [0, rows) dropped). Each element of `got` is compared with the exact sum
+ * (accumulated in double) within the bound of fp32 summation in any order and any tree
+ * (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2):
+ *     |got - exact| <= gamma(k - 1) * sum |x_j|,  gamma(m) = m u / (1 - m u),  u = 2^-24,
+ * k the element's summand count (dst0 included) and x_j its summands. The bound is derived
+ * from the summands alone, so it holds for 2 terms as for 3000 and cannot be met by luck.
+ * Returns the largest |got - exact| / bound over the elements (<= 1 passes; an element with
+ * bound 0 - all summands zero - must be exactly 0), printing the worst with `label`.
+ */
+double sl_test_check_scatter_sum(const char *label, const float *got, const float *dst0,
+                                 const float *src, const int32_t *idx, int64_t rows, int64_t m,
+                                 int64_t c);
 
 /*
  * Central finite differences: for up to `max_checks` coordinates i of x (spread over the

@@ -81,8 +81,11 @@ def load_safetensors(path):
         if name == "__metadata__":
             continue
         b, e = meta["data_offsets"]
-        arr = np.frombuffer(data[b:e], dtype=DTYPES[meta["dtype"]]).reshape(meta["shape"])
-        out[name] = torch.tensor(arr.astype(np.float64))
+        if meta["dtype"] == "BF16":  # the upper halves of float32 values
+            arr = (np.frombuffer(data[b:e], dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = np.frombuffer(data[b:e], dtype=DTYPES[meta["dtype"]])
+        out[name] = torch.tensor(arr.reshape(meta["shape"]).astype(np.float64))
     return out
 
 

@@ -59,10 +59,13 @@ void sl_config_defaults(sl_config *cfg) {
     snprintf(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
     cfg->backend.deterministic = true;
+    snprintf(cfg->attention.kernel, sizeof cfg->attention.kernel, "auto");
     cfg->train.keep_last = 3;
     cfg->train.keep_every = 0;
     snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
     snprintf(cfg->train.recompute, sizeof cfg->train.recompute, "none");
+    cfg->train.sample_tokens = 64;
+    snprintf(cfg->train.export_format, sizeof cfg->train.export_format, "qwen3_moe");
 }
 /* ---- parse ------------------------------------------------------------------------------- */
 
@@ -75,7 +78,7 @@ static int parse_tree(const cJSON *root, const char *name, const char *path, sl_
         return sl_cfg_err(
             &c, "",
             "the top level must be an object with the sections model, training, data, "
-            "parallel and backend; got %s",
+            "parallel, backend and attention; got %s",
             sl_cfg_describe(root, d, 96));
     sl_config *t = sl_xmalloc(sizeof *t);
     sl_config_defaults(t);
@@ -93,7 +96,8 @@ static int parse_tree(const cJSON *root, const char *name, const char *path, sl_
             if (strcmp(sl_config_sections[i].name, it->string) == 0) s = &sl_config_sections[i];
         if (!s) {
             sl_cfg_err(&c, it->string,
-                       "unknown section (expected model, training, data, parallel or backend)");
+                       "unknown section (expected model, training, data, parallel, backend or "
+                       "attention)");
             goto done;
         }
         if (sl_cfg_apply(&c, it, s->name, s->keys, *s->nkeys, (char *)t + s->off)) goto done;

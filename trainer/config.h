@@ -3,7 +3,7 @@
  *
  * A config file has the sections "model" (model/config.h: Hugging Face Qwen3-MoE config keys
  * plus attn_output_gate), "training", "data" (the reader's sl_data_config, io/reader.h),
- * "parallel" and "backend". Every key is checked: an unknown key, a wrong type or an
+ * "parallel", "backend" and "attention". Every key is checked: an unknown key, a wrong type or an
  * impossible value is an error naming the file and the key path (e.g. "configs/tiny.json:
  * model.num_key_value_heads: 3 does not divide num_attention_heads = 4"). docs/config.md lists
  * every key.
@@ -49,6 +49,14 @@ typedef struct {
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
     bool document_mask; /* attend within documents only; positions restart at each document */
     char recompute[16]; /* activation recomputation: "none" | "attention" | "layer" (model.h) */
+    /* Samples during training (trainer/trainer_sample.c, docs/generate.md): every sample_every
+     * steps (0 = off), sample_tokens tokens continuing sample_prompt (after the
+     * end-of-document token), greedy at sample_temperature 0, else drawn with the run seed. */
+    char export_format[16]; /* layout of <out_dir>/final: "qwen3_moe" | "qwen3_next" */
+    int sample_every;
+    char sample_prompt[256];
+    int sample_tokens;
+    double sample_temperature;
 } sl_train_config;
 
 typedef struct {
@@ -66,6 +74,14 @@ typedef struct {
     int threads;        /* 0 = all cores */
     bool deterministic; /* CUDA: bitwise-reproducible kernels (default true) */
 } sl_backend_config;
+
+/* The "attention" section: how the attention operation is computed, not what it computes. */
+typedef struct {
+    /* "auto" (sluice's kernels; the default) | "sluice" | "cudnn" (cuDNN's fused attention with
+     * sluice's gate around it; CUDA, bf16, no document mask, backend.deterministic = false):
+     * attention/attn_kernels.h, docs/attention.md "Kernel choice" */
+    char kernel[16];
+} sl_attention_config;
 
 /* One stage of a staged schedule (training.stages; docs/stages.md). Its settings are resolved
  * at parse time: what the stage does not set comes from the previous stage (the first stage:
@@ -90,6 +106,7 @@ typedef struct {
     sl_data_config data;
     sl_parallel_config parallel;
     sl_backend_config backend;
+    sl_attention_config attention;
     /* The schedule: training.stages when given (stages_given), else one stage "main" made from
      * the training section (max_steps steps). Either way the trainer walks stages[0 .. n). */
     int n_stages;

@@ -1,7 +1,7 @@
 /*
- * trainer/config_sections.c - the "training", "data", "parallel" and "backend" sections of a
- * run config: key tables, defaults that depend on other keys, and validation. The "model"
- * section is model/config.c; the file-level parsing is trainer/config.c.
+ * trainer/config_sections.c - the "training", "data", "parallel", "backend" and "attention"
+ * sections of a run config: key tables, defaults that depend on other keys, and validation. The
+ * "model" section is model/config.c; the file-level parsing is trainer/config.c.
  */
 #include <limits.h>
 #include <math.h>
@@ -11,7 +11,8 @@
 #include "trainer/config_sections.h"
 
 #include "core/comm_nccl.h"
-#include "model/model.h" /* sl_memory_mode_parse */
+#include "model/hf_export.h" /* sl_hf_format_parse */
+#include "model/model.h"     /* sl_memory_mode_parse */
 
 #define LIM_MICRO_BATCH (1 << 20)
 #define LIM_PREFETCH    1024
@@ -74,6 +75,11 @@ static const sl_cfg_key train_keys[] = {
     KT(async_save, SL_K_BOOL),
     KT(document_mask, SL_K_BOOL),
     KT(recompute, SL_K_STR),
+    KT(export_format, SL_K_STR),
+    KT(sample_every, SL_K_INT),
+    KT(sample_prompt, SL_K_STR),
+    KT(sample_tokens, SL_K_INT),
+    KT(sample_temperature, SL_K_DBL),
     SL_KF("stages", sl_config_stages_check), /* parsed last, printed by config.c */
 };
 
@@ -187,6 +193,7 @@ static const sl_cfg_key data_keys[] = {
     SL_KD(sl_data_config, "seed", SL_K_U64, seed),
     SL_KFE("shuffle_window", fn_shuffle_window, emit_shuffle_window),
     SL_KD(sl_data_config, "prefetch", SL_K_INT, prefetch),
+    SL_KD(sl_data_config, "tokenizer", SL_K_STR, tokenizer),
 };
 
 static const sl_cfg_key parallel_keys[] = {
@@ -205,8 +212,13 @@ static const sl_cfg_key backend_keys[] = {
     SL_KD(sl_backend_config, "deterministic", SL_K_BOOL, deterministic),
 };
 
+static const sl_cfg_key attention_keys[] = {
+    SL_KD(sl_attention_config, "kernel", SL_K_STR, kernel),
+};
+
 static const int n_train_keys = SL_NKEYS(train_keys), n_data_keys = SL_NKEYS(data_keys),
-                 n_parallel_keys = SL_NKEYS(parallel_keys), n_backend_keys = SL_NKEYS(backend_keys);
+                 n_parallel_keys = SL_NKEYS(parallel_keys), n_backend_keys = SL_NKEYS(backend_keys),
+                 n_attention_keys = SL_NKEYS(attention_keys);
 
 const sl_config_section sl_config_sections[] = {
     {"model", sl_model_keys, &sl_model_nkeys, offsetof(sl_config, model)},
@@ -214,8 +226,36 @@ const sl_config_section sl_config_sections[] = {
     {"data", data_keys, &n_data_keys, offsetof(sl_config, data)},
     {"parallel", parallel_keys, &n_parallel_keys, offsetof(sl_config, parallel)},
     {"backend", backend_keys, &n_backend_keys, offsetof(sl_config, backend)},
+    {"attention", attention_keys, &n_attention_keys, offsetof(sl_config, attention)},
 };
 const int sl_config_nsections = SL_NKEYS(sl_config_sections);
+
+/* training.sample_*: the ranges here; which tokenizer decodes them is checked with the data
+ * section (validate_sample_tokenizer). */
+static int validate_samples(const sl_cfg_vctx *v, const sl_train_config *t,
+                            const sl_model_config *m) {
+    if (sl_cfg_check_range(v, "sample_every", t->sample_every, 0, INT_MAX)) return -1;
+    if (sl_cfg_check_range(v, "sample_tokens", t->sample_tokens, 1, 1 << 16)) return -1;
+    if (!(t->sample_temperature >= 0) || !isfinite(t->sample_temperature))
+        return sl_cfg_verr(v, "sample_temperature", "must be >= 0 (0: greedy), got %g",
+                           t->sample_temperature);
+    if (!sl_cfg_terminated(t->sample_prompt, sizeof t->sample_prompt))
+        return sl_cfg_verr(v, "sample_prompt", "string too long (at most %d bytes)",
+                           (int)sizeof t->sample_prompt - 1);
+    (void)m;
+    return 0;
+}
+
+/* Samples are decoded by data.tokenizer, or as bytes (vocabulary 257) without one. */
+static int validate_sample_tokenizer(const sl_cfg_vctx *v, const sl_config *cfg) {
+    if (cfg->train.sample_every > 0 && cfg->model.vocab_size != 257 && !cfg->data.tokenizer[0])
+        return sl_cfg_verr(v, "sample_every",
+                           "samples of a model with model.vocab_size = %d need the tokenizer "
+                           "that decodes them: set data.tokenizer (byte-level models, "
+                           "vocabulary 257, need none)",
+                           cfg->model.vocab_size);
+    return 0;
+}
 
 int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
                              const sl_model_config *m) {
@@ -285,7 +325,13 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
         return sl_cfg_verr(v, "recompute",
                            "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
                            t->recompute);
-    return 0;
+    sl_hf_format fmt;
+    if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
+        sl_hf_format_parse(t->export_format, &fmt) != 0)
+        return sl_cfg_verr(v, "export_format",
+                           "expected \"qwen3_moe\" or \"qwen3_next\", got \"%.32s\"",
+                           t->export_format);
+    return validate_samples(v, t, m);
 }
 
 static int validate_data(const sl_cfg_vctx *v, const sl_data_config *d) {
@@ -306,6 +352,8 @@ static int validate_data(const sl_cfg_vctx *v, const sl_data_config *d) {
     if ((double)d->seed > SL_CFG_EXACT_INT_MAX)
         return sl_cfg_verr(v, "seed", "must be at most 2^53");
     if (sl_cfg_check_range(v, "prefetch", d->prefetch, 0, LIM_PREFETCH)) return -1;
+    if (!sl_cfg_terminated(d->tokenizer, sizeof d->tokenizer))
+        return sl_cfg_verr(v, "tokenizer", "string too long");
     return 0;
 }
 
@@ -360,6 +408,41 @@ static int validate_precision(const sl_cfg_vctx *v, const sl_config *cfg) {
     return 0;
 }
 
+/* attention.kernel, and what the cudnn kernel needs of the other sections (checked here, when
+ * the config is read, as far as the config can tell; the node's libcudnn is checked when the
+ * backend is made: sl_backend_set_attn_kernel). */
+static int validate_attention(const sl_cfg_vctx *v, const sl_config *cfg) {
+    const char *k = cfg->attention.kernel;
+    if (!sl_cfg_terminated(k, sizeof cfg->attention.kernel))
+        return sl_cfg_verr(v, "kernel", "string too long");
+    if (strcmp(k, "auto") != 0 && strcmp(k, "sluice") != 0 && strcmp(k, "cudnn") != 0)
+        return sl_cfg_verr(v, "kernel", "expected \"auto\", \"sluice\" or \"cudnn\", got \"%s\"",
+                           k);
+    if (strcmp(k, "cudnn") != 0) return 0;
+    if (strcmp(cfg->backend.name, "cuda") != 0)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\" needs backend.name = \"cuda\" (the %s backend has one "
+                           "attention kernel, its own)",
+                           cfg->backend.name);
+    if (sl_config_compute_dtype(cfg) != SL_BF16)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\" computes in bf16 only: it needs training.precision = "
+                           "\"bf16\" or \"auto\", not \"%s\"",
+                           cfg->train.precision);
+    if (cfg->backend.deterministic)
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\": cuDNN's attention backward sums dQ with atomics, so its "
+                           "bits vary run to run; it needs backend.deterministic = false");
+    if (cfg->model.head_dim != 64 && cfg->model.head_dim != 128)
+        return sl_cfg_verr(v, "kernel", "\"cudnn\" takes model.head_dim 64 or 128, not %d",
+                           cfg->model.head_dim);
+    if (cfg->train.document_mask) /* the stages inherit it */
+        return sl_cfg_verr(v, "kernel",
+                           "\"cudnn\": cuDNN's fused attention has no per-document mask, and "
+                           "training.document_mask is true (use \"auto\" or \"sluice\")");
+    return 0;
+}
+
 sl_dtype sl_config_compute_dtype(const sl_config *cfg) {
     const char *p = cfg->train.precision;
     if (strcmp(p, "bf16") == 0) return SL_BF16;
@@ -387,12 +470,16 @@ int sl_config_validate_named(const sl_config *cfg, const char *name, char *err, 
     }
     v.prefix = "data";
     if (validate_data(&v, &cfg->data)) return -1;
+    v.prefix = "training"; /* it depends on the data section's tokenizer */
+    if (validate_sample_tokenizer(&v, cfg)) return -1;
     v.prefix = "parallel";
     if (validate_parallel(&v, &cfg->parallel, &cfg->model)) return -1;
     v.prefix = "backend";
     if (validate_backend(&v, &cfg->backend)) return -1;
-    v.prefix = "training"; /* checked last: it depends on the backend */
+    v.prefix = "training"; /* it depends on the backend */
     if (validate_precision(&v, cfg)) return -1;
+    v.prefix = "attention"; /* last: it depends on all of the above */
+    if (validate_attention(&v, cfg)) return -1;
     return 0;
 }
 

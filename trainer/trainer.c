@@ -26,8 +26,10 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "io/shard.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
+#include "io/text_codec.h"
 #include "trainer/trainer_impl.h"
 
 /* ---- the schedule ------------------------------------------------------------------------- */
@@ -113,14 +115,12 @@ static int open_stage_reader(trainer *t, int i) {
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     t->reader_stage = i;
     int rc = 0;
+    char what[160];
+    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
     if (!t->train_reader) {
-        sl_error("training data of stage \"%s\": %s", st->name, t->err);
+        sl_error("%s: %s", what, t->err);
         rc = -1;
-    } else if (sl_reader_vocab_size(t->train_reader) > st->model.vocab_size) {
-        sl_error("%s: model.vocab_size = %d is smaller than the vocabulary of stage \"%s\"'s "
-                 "data (%d)",
-                 t->cfg->path, st->model.vocab_size, st->name,
-                 sl_reader_vocab_size(t->train_reader));
+    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
         rc = -1;
     } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
         sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
@@ -215,6 +215,51 @@ static double evaluate_event(trainer *t, int step, const char *when) {
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 
+int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
+    const sl_config *c = t->cfg;
+    if (sl_reader_vocab_size(r) > st->model.vocab_size) {
+        sl_error_once("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
+                      "every token id must be below it",
+                      sl_reader_first_shard(r), what, sl_reader_vocab_size(r), st->model.vocab_size,
+                      c->path);
+        return -1;
+    }
+    const char *shard;
+    const uint8_t *h = sl_reader_tokenizer(r, &shard);
+    if (h && t->has_tokenizer && memcmp(h, t->tok_hash, SL_SHARD_TOKENIZER_HASH) != 0) {
+        char a[33], b[33];
+        sl_shard_tokenizer_hex(h, a);
+        sl_shard_tokenizer_hex(t->tok_hash, b);
+        sl_error_once("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
+                      "is sha256 %s...",
+                      shard, what, a, c->data.tokenizer, c->path, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* data.tokenizer: loads it (every field checked), keeps its hash, and checks that its ids fit
+ * model.vocab_size. 0, or -1 (printed once). */
+static int check_tokenizer(trainer *t) {
+    const sl_config *c = t->cfg;
+    if (!c->data.tokenizer[0]) return 0;
+    sl_tokenizer *tok = sl_tokenizer_load(c->data.tokenizer, t->err, sizeof t->err);
+    if (!tok) {
+        sl_error_once("%s: data.tokenizer: %s", c->path, t->err);
+        return -1;
+    }
+    const uint32_t v = sl_tokenizer_vocab_size(tok);
+    memcpy(t->tok_hash, sl_tokenizer_hash(tok), sizeof t->tok_hash);
+    sl_tokenizer_free(tok);
+    t->has_tokenizer = true;
+    if (v > (uint32_t)c->model.vocab_size) {
+        sl_error_once("%s: data.tokenizer: %s has %u tokens, more than model.vocab_size = %d",
+                      c->path, c->data.tokenizer, v, c->model.vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
 static int setup(trainer *t) {
     const sl_config *c = t->cfg;
     const sl_train_config *tc = &c->train;
@@ -224,6 +269,7 @@ static int setup(trainer *t) {
         sl_error("%s: %s", c->path, t->err);
         return -1;
     }
+    if (check_tokenizer(t) != 0) return -1;
     if (plan_schedule(t) != 0) return -1;
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
@@ -262,7 +308,7 @@ static int setup(trainer *t) {
     return 0;
 }
 
-static void print_banner(const trainer *t) {
+static void print_banner(const trainer *t, const char *placement) {
     const sl_config *c = t->cfg;
     const sl_stage *s0 = &t->stages[0];
     int64_t total = 0, active = 0;
@@ -272,6 +318,13 @@ static void print_banner(const trainer *t) {
     sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d, transport %s)",
             c->path, sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size,
             t->topo.ep_size, sl_comm_transport(t->topo.world));
+    /* the launcher's lines: how the transport was chosen, each rank's device */
+    for (const char *line = placement; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const int len = end ? (int)(end - line) : (int)strlen(line);
+        sl_info("%.*s", len, line);
+        line = end ? end + 1 : line + len;
+    }
     sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
             c->model.num_hidden_layers, c->model.hidden_size, c->model.num_attention_heads,
             c->model.num_key_value_heads, c->model.head_dim, gate, c->model.num_experts,
@@ -467,6 +520,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             sm.has_eval = !isnan(sm.eval_loss);
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
+        if (tc->sample_every > 0 && done % tc->sample_every == 0 && sl_trainer_sample(t, done) != 0)
+            return -1;
         /* the end of a stage is a checkpoint; the run's last step saves synchronously */
         const bool save = done == end || (tc->save_every > 0 && in_stage % tc->save_every == 0);
         if (save && sl_trainer_save(t, done, done == total) != 0) return -1;
@@ -519,7 +574,8 @@ static int run_schedule(trainer *t) {
     return rc;
 }
 
-int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume) {
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume,
+             const char *placement) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
@@ -537,10 +593,11 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
         rc = fail > 0 ? -1 : 0;
     }
     if (rc == 0) {
-        print_banner(&t);
+        print_banner(&t, placement);
         rc = run_schedule(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);
+    sl_text_codec_free(t.sample_codec);
     if (t.model) sl_optimizer_free(&t.opt);
     sl_model_free(t.model);
     if (t.topo.ep) sl_topology_free(&t.topo);

@@ -44,6 +44,14 @@ static cJSON *train_state(trainer *t, int step) {
     free(cfg), free(hf);
     cJSON_AddItemToObject(s, "config", cfgj ? cfgj : cJSON_CreateNull());
     cJSON_AddItemToObject(s, "hf_config", hfj ? hfj : cJSON_CreateNull());
+    if (t->has_tokenizer) { /* so that `ckpt export` copies the very file trained with */
+        char hex[2 * SL_TOKENIZER_HASH_BYTES + 1];
+        for (int i = 0; i < SL_TOKENIZER_HASH_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", t->tok_hash[i]);
+        cJSON *tk = cJSON_AddObjectToObject(s, "tokenizer");
+        cJSON_AddStringToObject(tk, "path", c->data.tokenizer);
+        cJSON_AddStringToObject(tk, "sha256", hex);
+    }
     return s;
 }
 
@@ -209,12 +217,27 @@ int sl_trainer_save_final(trainer *t) {
     char dir[SL_PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/final", t->cfg->train.out_dir);
     double fail = 0;
+    sl_hf_format format = SL_HF_QWEN3_MOE; /* the config validated training.export_format */
+    sl_hf_format_parse(t->cfg->train.export_format, &format);
     if (t->topo.rank < t->topo.ep_size &&
-        sl_hf_save(t->model, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
+        sl_hf_save_format(t->model, format, dir, t->topo.ep, t->err, sizeof t->err) != 0) {
         sl_error("saving weights to %s: %s", dir, t->err);
         fail = 1;
     }
+    /* the tokenizer beside config.json, so that Hugging Face loads the model with it */
+    int copied = 0;
+    if (fail == 0 && t->topo.rank == 0 && t->has_tokenizer) {
+        copied = sl_tokenizer_copy_files(t->cfg->data.tokenizer, dir, t->tok_hash, t->err,
+                                         sizeof t->err);
+        if (copied < 0) {
+            sl_error("data.tokenizer: copying it to %s: %s", dir, t->err);
+            fail = 1;
+        }
+    }
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail == 0) sl_info("saved weights to %s (safetensors + config.json)", dir);
+    if (fail == 0)
+        sl_info("saved weights to %s (safetensors + config.json%s%s)", dir,
+                format == SL_HF_QWEN3_NEXT ? ", Qwen3-Next layout" : "",
+                t->has_tokenizer ? " + the tokenizer" : "");
     return fail == 0 ? 0 : -1;
 }

@@ -5,6 +5,7 @@
  *   trainer.c        set-up, the staged schedule and the step loop
  *   trainer_eval.c   batches and held-out evaluation
  *   trainer_ckpt.c   checkpoints: train state, saving, resuming, the final weights
+ *   trainer_sample.c samples from the model during training (training.sample_every)
  */
 #ifndef SL_TRAINER_IMPL_H
 #define SL_TRAINER_IMPL_H
@@ -13,6 +14,7 @@
 
 #include "core/backend.h"
 #include "io/reader.h"
+#include "io/tokenizer.h"
 #include "model/model.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -47,8 +49,18 @@ typedef struct {
     int start_step;      /* steps already taken (a resumed run) */
     sl_train_ckpt_async *pending; /* an asynchronous save in flight */
     int pending_step;
+    /* data.tokenizer, when set: checked at set-up; the shards must record it (when they
+     * record one), and the final weights carry a copy of its files */
+    bool has_tokenizer;
+    uint8_t tok_hash[SL_TOKENIZER_HASH_BYTES];
+    struct sl_text_codec *sample_codec; /* training.sample_every's codec, opened at the first */
     char err[1024];
 } trainer;
+
+/* Checks a reader's shards against the model and the tokenizer: every id must be below
+ * model.vocab_size, and the tokenizer the shards record (if any) must be data.tokenizer (if
+ * set). `what` names the data in messages. 0, or -1 (printed once). */
+int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what);
 
 /* Seconds on the monotonic clock. */
 static inline double sl_trainer_now(void) {
@@ -88,6 +100,9 @@ int sl_trainer_finish_pending(trainer *t);
  * cursor for the stage reader to take (t->resume_cursor). 0 (also for a fresh start), or -1
  * after printing an error. */
 int sl_trainer_resume(trainer *t, const char *resume);
+/* A sample from the model after global step `step` (training.sample_*), printed and recorded as
+ * a "sample" metrics event by rank 0 (collective). 0, or -1 after printing an error. */
+int sl_trainer_sample(trainer *t, int step);
 /* Hugging Face weights of the final model in <out_dir>/final (collective). */
 int sl_trainer_save_final(trainer *t);
 

@@ -431,6 +431,23 @@ cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int *version) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The header's version: like cuBLAS, it needs no handle (and no device). */
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
+    if (!value) return CUBLAS_STATUS_INVALID_VALUE;
+    switch (type) {
+    case MAJOR_VERSION:
+        *value = CUBLAS_VER_MAJOR;
+        return CUBLAS_STATUS_SUCCESS;
+    case MINOR_VERSION:
+        *value = CUBLAS_VER_MINOR;
+        return CUBLAS_STATUS_SUCCESS;
+    case PATCH_LEVEL:
+        *value = CUBLAS_VER_PATCH;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
     handle->stream = streamId;

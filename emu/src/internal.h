@@ -26,6 +26,9 @@
 
 namespace sl_emu {
 
+/* SLUICE_EMU_DEVICES is clamped to this (a node's GPU count, with room). */
+constexpr int k_max_devices = 64;
+
 /* ---- configuration (environment, read once; emu/README.md lists the variables) ---- */
 struct config {
     bool racecheck;     /* SLUICE_EMU_RACECHECK (default 1) */
@@ -34,7 +37,7 @@ struct config {
     bool fatal;         /* SLUICE_EMU_FATAL (default 1): a fault aborts the process */
     size_t stack_bytes; /* SLUICE_EMU_STACK: fiber stack size */
     size_t mem_limit;   /* SLUICE_EMU_MEM_LIMIT: device memory the emulated GPU has */
-    int devices;        /* SLUICE_EMU_DEVICES: 1, or 0 to emulate a machine without a GPU */
+    int devices;        /* SLUICE_EMU_DEVICES: emulated devices (0: a machine without a GPU) */
     bool stats;         /* SLUICE_EMU_STATS: per-kernel statistics on stderr at exit */
 };
 const config &cfg();

@@ -190,7 +190,15 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     struct member {
         ncclUniqueId id;
         int nranks, rank;
-    } mine{commId, nranks, rank};
+        int bus;                /* the PCI bus of the member's current device */
+        unsigned char uuid[16]; /* its UUID: two members on one device is an error, as in NCCL */
+    } mine{commId, nranks, rank, -1, {0}};
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+        mine.bus = prop.pciBusID;
+        memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
+    }
     std::vector<member> all(size);
     err = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all.data(), (int)sizeof mine, MPI_BYTE,
                         mpi);
@@ -209,6 +217,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
             r = fail(ncclInvalidArgument,
                      "%s: ranks of the members are not 0..%d, each once (rank %d given)", fn,
                      size - 1, all[i].rank);
+        for (int j = 0; j < i && r == ncclSuccess; j++)
+            if (all[i].bus >= 0 && memcmp(all[i].uuid, all[j].uuid, sizeof all[i].uuid) == 0)
+                r = fail(ncclInvalidUsage,
+                         "Duplicate GPU detected : rank %d and rank %d both on CUDA device %x000",
+                         j, i, all[i].bus);
     }
     if (r != ncclSuccess) {
         MPI_Comm_free(&mpi);

@@ -2,10 +2,11 @@
  * emu/src/runtime.cc - the CUDA runtime API of the CPU test double (emu/README.md).
  *
  * The declarations are the toolkit's own (cuda_runtime_api.h), so every signature here is the
- * real one. One emulated device ("sluice SIMT emulator", H100-like limits). Device memory is
- * host memory with guard zones around each allocation, filled with NaN bytes when allocated;
- * streams and events complete their work when it is enqueued; errors follow CUDA's rules
- * (a failed call sets the last error; a fault in a kernel is sticky).
+ * real one. SLUICE_EMU_DEVICES emulated devices (default 1; "sluice SIMT emulator", H100-like
+ * limits), all sharing one memory and one executor, each with its own identity (UUID, PCI
+ * bus id). Device memory is host memory with guard zones around each allocation, filled with NaN
+ * bytes when allocated; streams and events complete their work when it is enqueued; errors follow
+ * CUDA's rules (a failed call sets the last error; a fault in a kernel is sticky).
  */
 #include <chrono>
 #include <cstdarg>
@@ -15,6 +16,8 @@
 #include <map>
 #include <set>
 #include <string>
+
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -78,6 +81,23 @@ std::set<cudaStream_t> g_streams;
 std::set<cudaEvent_t> g_events;
 std::map<const void *, size_t> g_smem_limits; /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 int g_device_flags;
+thread_local int t_device = 0;   /* the calling thread's current device, as CUDA keeps it */
+constexpr int k_pci_bus0 = 0x10; /* the PCI bus of device 0; device d is on bus 0x10 + d */
+
+/* A device's identity: every process on one host sees the same devices (as the processes of
+ * one node see the same GPUs), so both the UUID and the PCI bus id derive from the host name
+ * and the ordinal only. Bus 0x10 + ordinal, domain 0, device 0. */
+void device_uuid(int device, unsigned char out[16]) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t h[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL}; /* FNV-1a, two seeds */
+    for (int k = 0; k < 2; k++) {
+        for (const char *c = host; *c; c++) h[k] = (h[k] ^ (unsigned char)*c) * 0x100000001b3ULL;
+        h[k] = (h[k] ^ (uint64_t)(device + 1)) * 0x100000001b3ULL;
+    }
+    memcpy(out, h, 16);
+}
+
 uint64_t g_pool_release_threshold;
 int g_pool_dummy;
 
@@ -231,7 +251,8 @@ const config &cfg() {
         x.stack_bytes = env_size("SLUICE_EMU_STACK", SL_EMU_ASAN ? 256 * 1024 : 64 * 1024);
         if (x.stack_bytes < 16384) x.stack_bytes = 16384;
         x.mem_limit = env_size("SLUICE_EMU_MEM_LIMIT", (size_t)80 << 30);
-        x.devices = (int)env_long("SLUICE_EMU_DEVICES", 1) > 0 ? 1 : 0;
+        const long devices = env_long("SLUICE_EMU_DEVICES", 1);
+        x.devices = devices < 0 ? 0 : devices > k_max_devices ? k_max_devices : (int)devices;
         x.stats = env_long("SLUICE_EMU_STATS", 0) != 0;
         return x;
     }();
@@ -433,13 +454,15 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaSetDevice(int device) {
     API_BEGIN;
     if (!cfg().devices) return ret(cudaErrorNoDevice);
-    return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice);
+    if (device < 0 || device >= cfg().devices) return ret(cudaErrorInvalidDevice);
+    t_device = device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
     if (!device) return ret(cudaErrorInvalidValue);
     if (!cfg().devices) return ret(cudaErrorNoDevice);
-    *device = 0;
+    *device = t_device;
     return cudaSuccess;
 }
 
@@ -460,9 +483,13 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     if (!prop) return ret(cudaErrorInvalidValue);
     if (!cfg().devices) return ret(cudaErrorNoDevice);
-    if (device != 0) return ret(cudaErrorInvalidDevice);
+    if (device < 0 || device >= cfg().devices) return ret(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "sluice SIMT emulator");
+    device_uuid(device, (unsigned char *)prop->uuid.bytes);
+    prop->pciDomainID = 0;
+    prop->pciBusID = k_pci_bus0 + device;
+    prop->pciDeviceID = 0;
     prop->totalGlobalMem = cfg().mem_limit;
     prop->sharedMemPerBlock = 49152;
     prop->regsPerBlock = 65536;
@@ -567,6 +594,12 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrGlobalMemoryBusWidth:
         *value = p.memoryBusWidth;
         break;
+    case cudaDevAttrClockRate: /* an H100 SXM's boost clock, kHz */
+        *value = 1980000;
+        break;
+    case cudaDevAttrMemoryClockRate: /* its HBM3: 2 x 2.619 GHz x 5120 bits = 3.35 TB/s */
+        *value = 2619000;
+        break;
     case cudaDevAttrUnifiedAddressing:
         *value = 1;
         break;
@@ -601,6 +634,15 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
         return reject(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated",
                       (int)attr);
     }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+    if (!pciBusId || len <= 0) return ret(cudaErrorInvalidValue);
+    if (!cfg().devices) return ret(cudaErrorNoDevice);
+    if (device < 0 || device >= cfg().devices) return ret(cudaErrorInvalidDevice);
+    /* CUDA's form: domain:bus:device.function in hexadecimal */
+    snprintf(pciBusId, (size_t)len, "%04x:%02x:00.0", 0, k_pci_bus0 + device);
     return cudaSuccess;
 }
 

@@ -492,6 +492,12 @@ static void test_handle(void) {
               0,
           "status name");
     CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS, "destroy");
+    int ma = -1, mi = -1, pa = -1;
+    CHECK(cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
+              cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
+              cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS &&
+              ma * 10000 + mi * 100 + pa == CUBLAS_VERSION,
+          "cublasGetProperty gives the header's version, without a handle");
     CUDA_CHECK(cudaStreamDestroy(s));
     CHECK(cublasDestroy(nullptr) == CUBLAS_STATUS_NOT_INITIALIZED, "destroy NULL");
     CHECK(cublasCreate(nullptr) == CUBLAS_STATUS_INVALID_VALUE, "create into NULL");

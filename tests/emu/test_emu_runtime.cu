@@ -56,6 +56,27 @@ static int child_case(const char *name) {
         cudaDeviceProp p;
         return cudaGetDeviceProperties(&p, 0) == cudaErrorNoDevice ? 0 : 4;
     }
+    if (c == "three_devices") {
+        /* SLUICE_EMU_DEVICES=3: three devices, each its own identity; the current device is
+         * the calling thread's */
+        int n = -1, dev = -1;
+        if (cudaGetDeviceCount(&n) != cudaSuccess || n != 3) return 3;
+        if (cudaSetDevice(2) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess || dev != 2)
+            return 4;
+        if (cudaSetDevice(3) != cudaErrorInvalidDevice) return 5;
+        (void)cudaGetLastError();
+        char bus[3][32];
+        cudaDeviceProp p[3];
+        for (int d = 0; d < 3; d++)
+            if (cudaDeviceGetPCIBusId(bus[d], sizeof bus[d], d) != cudaSuccess ||
+                cudaGetDeviceProperties(&p[d], d) != cudaSuccess || p[d].pciBusID != 0x10 + d)
+                return 6;
+        if (strcmp(bus[1], "0000:11:00.0") != 0) return 7;
+        for (int d = 1; d < 3; d++)
+            if (strcmp(bus[d], bus[0]) == 0 || memcmp(p[d].uuid.bytes, p[0].uuid.bytes, 16) == 0)
+                return 8;
+        return cudaDeviceGetPCIBusId(bus[0], sizeof bus[0], 3) == cudaErrorInvalidDevice ? 0 : 9;
+    }
     return 2;
 }
 
@@ -75,6 +96,14 @@ int main(int argc, char **argv) {
         cudaDeviceProp p;
         CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         CHECK(strstr(p.name, "sluice SIMT emulator") != nullptr, "name: %s", p.name);
+        /* the identity comes from the host name and the ordinal: the same every call (and in
+         * every process of this host) */
+        char bus[32] = "";
+        cudaDeviceProp p2;
+        CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
+        CUDA_CHECK(cudaGetDeviceProperties(&p2, 0));
+        CHECK(strcmp(bus, "0000:10:00.0") == 0 && p.pciBusID == 0x10, "PCI bus id %s", bus);
+        CHECK(memcmp(p.uuid.bytes, p2.uuid.bytes, 16) == 0, "the UUID is stable");
         CHECK(p.major == 9 && p.minor == 0 && p.multiProcessorCount == 132 &&
                   p.maxThreadsPerBlock == 1024 && p.warpSize == 32 &&
                   p.sharedMemPerBlock == 49152 && p.sharedMemPerBlockOptin == 232448 &&
@@ -240,6 +269,10 @@ int main(int argc, char **argv) {
         const emu_child r0 = emu_run_child(argv[0], "no_device", env0);
         CHECK(r0.exited && r0.code == 0, "SLUICE_EMU_DEVICES=0: no device: exit %d %s", r0.code,
               r0.err.c_str());
+        const char *env3[] = {"SLUICE_EMU_DEVICES=3", nullptr};
+        const emu_child r3 = emu_run_child(argv[0], "three_devices", env3);
+        CHECK(r3.exited && r3.code == 0, "SLUICE_EMU_DEVICES=3: three devices: exit %d %s", r3.code,
+              r3.err.c_str());
     }
     return emu_finish("test_emu_runtime");
 }

@@ -148,7 +148,7 @@ void test_comm_queries(ncclComm_t comm) {
     NCCL_OK(ncclCommCount(comm, &n));
     NCCL_OK(ncclCommUserRank(comm, &r));
     NCCL_OK(ncclCommCuDevice(comm, &dev));
-    CHECK(n == g_size && r == g_rank && dev == 0, "count %d rank %d device %d", n, r, dev);
+    CHECK(n == g_size && r == g_rank && dev == g_rank, "count %d rank %d device %d", n, r, dev);
     ncclResult_t a = ncclInternalError;
     NCCL_OK(ncclCommGetAsyncError(comm, &a));
     CHECK(a == ncclSuccess, "async error %d", (int)a);
@@ -457,6 +457,16 @@ void test_errors(ncclComm_t comm, cudaStream_t s) {
     ncclConfig_t cfg = {};
     NCCL_FAILS(ncclCommInitRankConfig(&bad, g_size, id, g_rank, &cfg), ncclInvalidArgument,
                "NCCL_CONFIG_INITIALIZER");
+    /* Two members on one device: refused as real NCCL refuses it, on every member. */
+    if (g_size > 1) {
+        CUDA_CHECK(cudaSetDevice(0));
+        if (g_rank == 0) NCCL_OK(ncclGetUniqueId(&id));
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        NCCL_FAILS(ncclCommInitRank(&bad, g_size, id, g_rank), ncclInvalidUsage,
+                   "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 10000");
+        CHECK(bad == nullptr, "a duplicate device gave a communicator");
+        CUDA_CHECK(cudaSetDevice(g_rank));
+    }
 }
 
 } // namespace
@@ -465,6 +475,8 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    /* one device per rank, as NCCL requires (tests/emu_nccl.cmake sets SLUICE_EMU_DEVICES) */
+    CUDA_CHECK(cudaSetDevice(g_rank));
     ncclUniqueId id;
     if (g_rank == 0) NCCL_OK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);

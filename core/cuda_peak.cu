@@ -1,9 +1,9 @@
 /*
- * bench/gpu_cublas_peak.cu - the bf16 GEMM peak and device facts for gpu_train_bench (see
- * gpu_cublas_peak.h). Host code only: no kernels, so it builds the same way with nvcc and
- * against the emulator's runtime and cuBLAS.
+ * core/cuda_peak.cu - device facts, the bf16 GEMM peak and the copy bandwidth (cuda_peak.h).
+ * Host code only: no kernels, so it builds the same way with nvcc and against the emulator's
+ * runtime and cuBLAS.
  */
-#include "bench/gpu_cublas_peak.h"
+#include "core/cuda_peak.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -64,6 +64,38 @@ void fill_random(std::vector<__nv_bfloat16> &h, uint64_t seed) {
     }
 }
 
+/* Runs `op` `reps` times on `stream`, each between two of `events` (reps + 1 of them), with
+ * one synchronization at the end, and gives each run's seconds in ascending order. A runtime
+ * whose events carry no time (a CPU stand-in of CUDA) gets the host's mean for every run. */
+template <typename Op>
+bool time_reps(cudaStream_t stream, std::vector<cudaEvent_t> &events, int reps, Op op,
+               const char *what, std::vector<double> &secs, char *err, size_t errlen) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: cudaEventRecord", what);
+    const double t0 = now_s();
+    if (!cuda_ok(cudaEventRecord(events[0], stream), msg, err, errlen)) return false;
+    for (int i = 0; i < reps; i++)
+        if (!op() || !cuda_ok(cudaEventRecord(events[(size_t)i + 1], stream), msg, err, errlen))
+            return false;
+    snprintf(msg, sizeof msg, "%s: the timed runs", what);
+    if (!cuda_ok(cudaStreamSynchronize(stream), msg, err, errlen)) return false;
+    const double wall = now_s() - t0;
+    secs.assign((size_t)reps, 0.0);
+    bool timed = true;
+    snprintf(msg, sizeof msg, "%s: cudaEventElapsedTime", what);
+    for (int i = 0; i < reps; i++) {
+        float ms = 0.0f;
+        if (!cuda_ok(cudaEventElapsedTime(&ms, events[(size_t)i], events[(size_t)i + 1]), msg, err,
+                     errlen))
+            return false;
+        secs[(size_t)i] = 1e-3 * (double)ms;
+        if (ms <= 0.0f) timed = false;
+    }
+    if (!timed) std::fill(secs.begin(), secs.end(), wall / reps);
+    std::sort(secs.begin(), secs.end());
+    return true;
+}
+
 } // namespace
 
 extern "C" int sl_bench_device_info(sl_bench_device *out, char *err, size_t errlen) {
@@ -79,6 +111,67 @@ extern "C" int sl_bench_device_info(sl_bench_device *out, char *err, size_t errl
     out->major = p.major;
     out->minor = p.minor;
     out->sms = p.multiProcessorCount;
+    out->bus_bits = p.memoryBusWidth;
+    /* not in cudaDeviceProp since CUDA 13: attributes; 0 when a runtime does not say */
+    if (cudaDeviceGetAttribute(&out->clock_khz, cudaDevAttrClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&out->mem_clock_khz, cudaDevAttrMemoryClockRate, dev) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        out->clock_khz = out->mem_clock_khz = 0;
+    }
+    return 0;
+}
+
+extern "C" double sl_bench_nominal_bf16_flops(const sl_bench_device *d) {
+    const int per_sm_clock = d->major == 8 && d->minor == 0 ? 2048 : d->major == 9 ? 4096 : 0;
+    return (double)d->sms * 1e3 * (double)d->clock_khz * per_sm_clock;
+}
+
+extern "C" double sl_bench_nominal_bandwidth(const sl_bench_device *d) {
+    return 2.0 * 1e3 * (double)d->mem_clock_khz * (double)d->bus_bits / 8.0;
+}
+
+extern "C" int sl_bench_copy_bandwidth(size_t bytes, int reps, sl_bench_copy *out, char *err,
+                                       size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (bytes == 0 || reps < 1) {
+        snprintf(err, errlen, "copy bandwidth: bytes = %zu, reps = %d", bytes, reps);
+        return -1;
+    }
+    out->bytes = bytes;
+    out->reps = reps;
+    struct CopyRun {
+        void *src = nullptr, *dst = nullptr;
+        cudaStream_t stream = nullptr;
+        std::vector<cudaEvent_t> events;
+        ~CopyRun() {
+            for (cudaEvent_t e : events) cudaEventDestroy(e);
+            if (stream) cudaStreamDestroy(stream);
+            cudaFree(src);
+            cudaFree(dst);
+        }
+    } r;
+    if (!cuda_ok(cudaMalloc(&r.src, bytes), "copy bandwidth: cudaMalloc", err, errlen) ||
+        !cuda_ok(cudaMalloc(&r.dst, bytes), "copy bandwidth: cudaMalloc", err, errlen) ||
+        !cuda_ok(cudaMemset(r.src, 1, bytes), "copy bandwidth: cudaMemset", err, errlen) ||
+        !cuda_ok(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking),
+                 "copy bandwidth: cudaStreamCreate", err, errlen))
+        return -1;
+    r.events.resize((size_t)reps + 1, nullptr);
+    for (cudaEvent_t &e : r.events)
+        if (!cuda_ok(cudaEventCreate(&e), "copy bandwidth: cudaEventCreate", err, errlen))
+            return -1;
+    auto copy = [&]() {
+        return cuda_ok(cudaMemcpyAsync(r.dst, r.src, bytes, cudaMemcpyDeviceToDevice, r.stream),
+                       "copy bandwidth: cudaMemcpyAsync", err, errlen);
+    };
+    if (!copy() ||
+        !cuda_ok(cudaStreamSynchronize(r.stream), "copy bandwidth: warm-up", err, errlen))
+        return -1;
+    std::vector<double> secs;
+    if (!time_reps(r.stream, r.events, reps, copy, "copy bandwidth", secs, err, errlen)) return -1;
+    out->best_bps = 2.0 * (double)bytes / secs.front();
+    out->median_bps = 2.0 * (double)bytes / secs[(size_t)reps / 2];
     return 0;
 }
 
@@ -131,30 +224,8 @@ extern "C" int sl_bench_gemm_peak(int n, int warmup, int reps, sl_bench_peak *ou
         if (!gemm()) return -1;
     if (!cuda_ok(cudaStreamSynchronize(r.stream), "GEMM peak: warm-up", err, errlen)) return -1;
     /* Consecutive events bracket one GEMM each; nothing waits until all are queued. */
-    const double t0 = now_s();
-    if (!cuda_ok(cudaEventRecord(r.events[0], r.stream), "GEMM peak: cudaEventRecord", err, errlen))
-        return -1;
-    for (int i = 0; i < reps; i++) {
-        if (!gemm()) return -1;
-        if (!cuda_ok(cudaEventRecord(r.events[(size_t)i + 1], r.stream),
-                     "GEMM peak: cudaEventRecord", err, errlen))
-            return -1;
-    }
-    if (!cuda_ok(cudaStreamSynchronize(r.stream), "GEMM peak: timed GEMMs", err, errlen)) return -1;
-    const double wall = now_s() - t0;
-    std::vector<double> secs((size_t)reps);
-    bool timed = true;
-    for (int i = 0; i < reps; i++) {
-        float ms = 0.0f;
-        if (!cuda_ok(cudaEventElapsedTime(&ms, r.events[(size_t)i], r.events[(size_t)i + 1]),
-                     "GEMM peak: cudaEventElapsedTime", err, errlen))
-            return -1;
-        secs[(size_t)i] = 1e-3 * (double)ms;
-        if (ms <= 0.0f) timed = false;
-    }
-    /* A runtime whose events carry no time (a CPU stand-in of CUDA) gets the host's mean. */
-    if (!timed) std::fill(secs.begin(), secs.end(), wall / reps);
-    std::sort(secs.begin(), secs.end());
+    std::vector<double> secs;
+    if (!time_reps(r.stream, r.events, reps, gemm, "GEMM peak", secs, err, errlen)) return -1;
     const double flops = 2.0 * (double)n * (double)n * (double)n;
     out->best_flops = flops / secs.front();
     out->worst_flops = flops / secs.back();

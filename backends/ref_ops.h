@@ -1,15 +1,15 @@
 /*
- * tests/ref_ops.h - naive double-precision references of the operations in core/ops.h.
+ * backends/ref_ops.h - naive double-precision references of the operations in core/ops.h.
  *
- * Shared by the per-area op tests and the backend conformance test (test_backend_ops.c), so
+ * Shared by the per-area op tests and the backend conformance harness (backends/conformance.c), so
  * each formula is written once. Every function takes the float (and i32) arrays a kernel
  * sees and writes double results; layouts and semantics are those of the matching sl_op_x()
  * in core/ops.h. Outputs the operation accumulates into (parameter gradients) must hold their
  * initial values on entry; outputs it writes are overwritten. Straight loops without blocking
  * or threads: slow and obviously right.
  */
-#ifndef SL_REF_OPS_H
-#define SL_REF_OPS_H
+#ifndef SL_BACKENDS_REF_OPS_H
+#define SL_BACKENDS_REF_OPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -70,6 +70,11 @@ double sl_ref_attn_probs(double *p, const float *q, const float *k, int b, int i
 void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const float *k,
                      const float *v, const float *g, const int32_t *seg, sl_gate_mode mode, int b,
                      int s, int h, int kv, int d, double scale);
+/* sl_op_gated_attn_decode: query row (b, i) at position start[b] + i against keys
+ * 0 .. min(start[b] + i, len - 1) of cache row b (kc, vc [b, len, kv, d]). */
+void sl_ref_attn_decode(double *y, const float *q, const float *kc, const float *vc, const float *g,
+                        const int32_t *start, sl_gate_mode mode, int b, int n, int len, int h,
+                        int kv, int d, double scale);
 /* Its gradients (all written; dg unused without a gate), recomputing the forward in double. */
 void sl_ref_attn_bwd(double *dq, double *dk, double *dv, double *dg, const float *dy,
                      const float *q, const float *k, const float *v, const float *g,

@@ -1,5 +1,5 @@
-/* tests/ref_ops.c - see ref_ops.h. */
-#include "tests/ref_ops.h"
+/* backends/ref_ops.c - see ref_ops.h. */
+#include "backends/ref_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -225,6 +225,35 @@ void sl_ref_attn_fwd(double *y, double *o, double *lse, const float *q, const fl
                                     kv, d, scale);
                 for (int e = 0; e < d; e++)
                     y[row * d + e] = o[row * d + e] * gate_of(g, mode, row, d, e);
+            }
+    free(p);
+}
+
+void sl_ref_attn_decode(double *y, const float *q, const float *kc, const float *vc, const float *g,
+                        const int32_t *start, sl_gate_mode mode, int b_, int n, int len, int h_,
+                        int kv, int d, double scale) {
+    double *p = malloc(sizeof(double) * (size_t)len);
+    for (int b = 0; b < b_; b++)
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < h_; h++) {
+                const size_t row = (size_t)(b * n + i) * h_ + h;
+                const int kh = h / (h_ / kv), last = start[b] + i < len ? start[b] + i : len - 1;
+                const float *qi = q + row * d;
+                double mx = -INFINITY, sum = 0.0;
+                for (int j = 0; j <= last; j++) {
+                    const float *kj = kc + ((size_t)(b * len + j) * kv + kh) * d;
+                    double dot = 0.0;
+                    for (int e = 0; e < d; e++) dot += (double)qi[e] * kj[e];
+                    p[j] = dot * scale;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int j = 0; j <= last; j++) sum += exp(p[j] - mx);
+                for (int e = 0; e < d; e++) {
+                    double o = 0.0;
+                    for (int j = 0; j <= last; j++)
+                        o += exp(p[j] - mx) / sum * vc[((size_t)(b * len + j) * kv + kh) * d + e];
+                    y[row * d + e] = o * gate_of(g, mode, row, d, e);
+                }
             }
     free(p);
 }

@@ -1,0 +1,51 @@
+/*
+ * launch/weights.h - what the commands that run saved weights share (`sluice eval`,
+ * `sluice generate`): opening --weights (a Hugging Face weights directory or a training
+ * checkpoint) and the RoPE flags that change the model's RoPE at run time (docs/evaluation.md).
+ */
+#ifndef SL_LAUNCH_WEIGHTS_H
+#define SL_LAUNCH_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "io/checkpoint.h"
+#include "model/model.h"
+
+/* ---- --weights ---- */
+
+typedef struct {
+    const char *path;    /* as given */
+    sl_ckpt *ck;         /* a training checkpoint, or NULL: a weights directory */
+    sl_model_config cfg; /* its model */
+} sl_weights;
+
+/* Whether path is a training checkpoint (docs/checkpoint-format.md): a step-N directory with its
+ * COMMIT, or a run or checkpoints directory whose newest checkpoint is meant. */
+bool sl_weights_is_checkpoint(const char *path);
+/* Opens path and reads the model's configuration: the checkpoint's train state "hf_config", or
+ * <path>/config.json. 0, or -1 with a message naming the file. */
+int sl_weights_open(sl_weights *w, const char *path, char *err, size_t errlen);
+/* Loads the weights into m (created from w->cfg, possibly with changed RoPE settings). */
+int sl_weights_load(const sl_weights *w, sl_model *m, char *err, size_t errlen);
+void sl_weights_close(sl_weights *w);
+
+/* ---- the RoPE flags ---- */
+
+typedef struct {
+    const char *scaling; /* NULL: not given (NaN / -1: the numbers not given) */
+    double theta, factor, beta_fast, beta_slow, attention_factor;
+    long long original;
+} sl_rope_flags;
+
+void sl_rope_flags_init(sl_rope_flags *f);
+/* When argv[*i] is a RoPE flag, takes it and its value (advancing *i) and returns 1; 0 when it
+ * is not one; 2 after printing "sluice <cmd>: error: ..." for a bad or missing value. */
+int sl_rope_flags_parse(sl_rope_flags *f, const char *cmd, int argc, char **argv, int *i);
+/* Applies the flags to the saved configuration c: 0, or 2 after printing an error naming the
+ * flag. */
+int sl_rope_flags_apply(const sl_rope_flags *f, const char *cmd, sl_model_config *c);
+/* The flags' lines of a --help text. */
+void sl_rope_flags_usage(FILE *f);
+
+#endif

