@@ -18,4 +18,4 @@ endforeach()
 add_test(NAME test_backend_ops_perturbed COMMAND test_backend_ops cpu)
 set_tests_properties(test_backend_ops_perturbed PROPERTIES TIMEOUT 120 LABELS "core"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_PERTURB=scatter_add_rows"
-                     PASS_REGULAR_EXPRESSION "FAIL  scatter_add_rows .*36 operations: 35 OK, 1 failed")
+                     PASS_REGULAR_EXPRESSION "FAIL  scatter_add_rows .* operations: [0-9]+ OK, 1 failed, 0 not implemented")

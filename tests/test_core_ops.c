@@ -1,8 +1,10 @@
-/* tests/test_core_ops.c - core CPU kernels against naive references and finite differences. */
+/* tests/test_core_ops.c - core CPU kernels against naive references and finite differences, and
+ * the datasheet peaks MFU divides by (core/device_peak.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/ref_ops.h"
+#include "core/device_peak.h"
 #include "tests/test_util.h"
 
 static void test_matmul(void) {
@@ -193,7 +195,29 @@ static void test_views(void) {
     sl_tensor_free(v), sl_tensor_free(t);
 }
 
+/* Device names as cudaDeviceProp reports them map to their datasheet entry, variants first. */
+static void test_device_peak(void) {
+    static const struct {
+        const char *name, *model;
+        double tflops;
+    } k[] = {
+        {"NVIDIA H100 80GB HBM3", "H100 SXM", 989}, {"NVIDIA H100 PCIe", "H100 PCIe", 756},
+        {"NVIDIA H100 NVL", "H100 NVL", 835},       {"NVIDIA H200", "H200 SXM", 989},
+        {"NVIDIA H200 NVL", "H200 NVL", 835},       {"NVIDIA GH200 480GB", "GH200", 989},
+        {"NVIDIA A100-SXM4-80GB", "A100", 312},     {"NVIDIA B200", "B200", 2250},
+        {"sluice SIMT emulator", NULL, 0},          {"NVIDIA GeForce RTX 3090", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const char *model = "unset";
+        const double t = sl_device_datasheet_bf16_tflops(k[i].name, &model);
+        CHECK(t == k[i].tflops && (k[i].model ? model && strcmp(model, k[i].model) == 0 : !model),
+              "%s: %g TFLOP/s (%s), want %g (%s)", k[i].name, t, model ? model : "none",
+              k[i].tflops, k[i].model ? k[i].model : "none");
+    }
+}
+
 int main(void) {
+    test_device_peak();
     test_matmul();
     test_rmsnorm();
     test_cross_entropy();

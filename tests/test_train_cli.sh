@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end: sluice data build -> sluice train (the loss must fall) -> sluice eval (must
-# reproduce the trainer's final held-out loss from the saved safetensors) -> bad CLI input.
+# End-to-end: sluice data build -> sluice train (the loss must fall; model TFLOP/s and MFU in the
+# metrics) -> sluice eval (must reproduce the trainer's final held-out loss from the saved
+# safetensors) -> bad CLI input.
 # usage: test_train_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 (corpus and checks): skipped (77) without it, a failure under CI=true.
 set -euo pipefail
@@ -42,6 +43,26 @@ for r in rows:
         assert 0.0 < r["gate_score"] < 1.0 and r["lbl"] > 0 and "zloss" in r, r
     else:
         assert "gate_score" not in r and "lbl" not in r, r
+# model FLOPs per second and rank: tokens/s x the banner's model FLOPs per token; no MFU on the
+# CPU without backend.peak_tflops
+import re
+fpt = float(re.search(r"([0-9.e+]+) model FLOPs per token", open("train.log").read()).group(1))
+for r in rows:
+    want = r["tokens_per_s"] * fpt / 1e12
+    assert abs(r["model_tflops"] - want) <= 1e-3 * want, (r["model_tflops"], want)
+    assert "mfu" not in r, r
+assert "peak for MFU: unknown" in open("train.log").read()
+PY
+# with a configured peak: MFU = model TFLOP/s / peak, in the metrics and on the progress line
+"$sluice" train tiny.json --set training.max_steps=2 --set training.warmup_steps=1 \
+    --set training.out_dir=run_peak --set backend.peak_tflops=0.5 >peak.log
+grep -q "peak for MFU: 0.5 TFLOP/s per rank (backend.peak_tflops)" peak.log
+grep -q "| MFU [0-9.]*% |" peak.log
+/usr/bin/python3 - <<'PY'
+import json
+rows = [json.loads(l) for l in open("run_peak/metrics.jsonl") if l.startswith("{\"step")]
+for r in rows:
+    assert abs(r["mfu"] - r["model_tflops"] / 0.5) <= 1e-6 * r["mfu"], r
 PY
 start=$(grep -o 'held-out loss at start: [0-9.]*' train.log | awk '{print $NF}')
 end=$(grep -o 'held-out loss at end: [0-9.]*' train.log | awk '{print $NF}')
@@ -75,6 +96,7 @@ expect_fail 1 "missing.json" "$sluice" train missing.json
 expect_fail 1 "training.lr" "$sluice" train tiny.json --set training.lr=-1
 expect_fail 1 "model.bogus_key" "$sluice" train tiny.json --set model.bogus_key=1
 expect_fail 1 "backend.name" "$sluice" train tiny.json --set backend.name=tpu
+expect_fail 1 "backend.peak_tflops" "$sluice" train tiny.json --set backend.peak_tflops=-1
 expect_fail 1 "nowhere" "$sluice" train tiny.json --set data.train=nowhere
 expect_fail 2 "unknown command" "$sluice" frobnicate
 expect_fail 1 "config.json" "$sluice" eval --weights nowhere --data eval

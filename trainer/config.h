@@ -73,6 +73,8 @@ typedef struct {
     char name[32];      /* "cpu" | "cuda" */
     int threads;        /* 0 = all cores */
     bool deterministic; /* CUDA: bitwise-reproducible kernels (default true) */
+    double peak_tflops; /* per device, for MFU; 0 = the GPU's datasheet bf16 figure (none on the
+                         * CPU: MFU is then not reported) */
 } sl_backend_config;
 
 /* The "attention" section: how the attention operation is computed, not what it computes. */

@@ -210,6 +210,7 @@ static const sl_cfg_key backend_keys[] = {
     SL_KD(sl_backend_config, "name", SL_K_STR, name),
     SL_KD(sl_backend_config, "threads", SL_K_INT, threads),
     SL_KD(sl_backend_config, "deterministic", SL_K_BOOL, deterministic),
+    SL_KD(sl_backend_config, "peak_tflops", SL_K_DBL, peak_tflops),
 };
 
 static const sl_cfg_key attention_keys[] = {
@@ -388,6 +389,9 @@ static int validate_backend(const sl_cfg_vctx *v, const sl_backend_config *b) {
         return sl_cfg_verr(v, "name", "unknown backend \"%s\" (expected \"cpu\" or \"cuda\")",
                            b->name);
     if (sl_cfg_check_range(v, "threads", b->threads, 0, LIM_THREADS)) return -1;
+    if (!(b->peak_tflops >= 0) || !isfinite(b->peak_tflops))
+        return sl_cfg_verr(v, "peak_tflops", "must be >= 0 (0: the GPU's datasheet figure), got %g",
+                           b->peak_tflops);
     return 0;
 }
 

@@ -42,14 +42,25 @@ static void json_num(FILE *f, double v) {
         fputs("null", f);
 }
 
+/* "206 TFLOP/s | MFU 25.8%": model FLOPs per second and rank (GFLOP/s below one TFLOP/s, as
+ * on a CPU), and MFU when the peak is known. */
+static void format_rate(const sl_step_metrics *s, char *buf, size_t n) {
+    const int k = s->model_tflops >= 1 ? snprintf(buf, n, "%.1f TFLOP/s", s->model_tflops)
+                                       : snprintf(buf, n, "%.1f GFLOP/s", s->model_tflops * 1e3);
+    if (!isnan(s->mfu) && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " | MFU %.1f%%", 100 * s->mfu);
+}
+
 void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
     if (print_line) {
         char eta[32];
+        char rate[64];
+        format_rate(s, rate, sizeof rate);
         printf("%s%s%sstep %*d/%d | loss %.4f | aux %.3f | lr %.2e | gnorm %.3f | gate %.3f | "
-               "%.0f tok/s | ETA %s",
+               "%.0f tok/s | %s | ETA %s",
                m->tty ? "\r" : "", s->stage ? s->stage : "", s->stage ? " | " : "",
                (int)(s->max_steps >= 1000 ? 5 : 3), s->step, s->max_steps, s->loss,
-               s->lbl_normalized, s->lr, s->grad_norm, s->gate_score, s->tokens_per_s,
+               s->lbl_normalized, s->lr, s->grad_norm, s->gate_score, s->tokens_per_s, rate,
                sl_format_duration(s->eta_s, eta, sizeof eta));
         if (s->has_eval) printf(" | eval %.4f", s->eval_loss);
         /* On a terminal the line redraws in place; evaluations and the last step keep theirs. */
@@ -75,6 +86,8 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         {"lr", s->lr, true},
         {"grad_norm", s->grad_norm, true},
         {"tokens_per_s", s->tokens_per_s, true},
+        {"model_tflops", s->model_tflops, true},
+        {"mfu", s->mfu, !isnan(s->mfu)},
         {"elapsed_s", s->elapsed_s, true},
         {"gate_score", s->gate_score, !isnan(s->gate_score)},
         {"eval_loss", s->eval_loss, s->has_eval},

@@ -19,7 +19,9 @@ typedef struct {
     double zloss;
     double lr, grad_norm;
     double tokens_per_s, elapsed_s, eta_s;
-    double gate_score; /* mean sigmoid(gate) */
+    double model_tflops; /* model FLOPs per second and rank (GPU), in TFLOP/s */
+    double mfu;          /* model_tflops / the peak per rank; NaN when the peak is unknown */
+    double gate_score;   /* mean sigmoid(gate) */
     int n_layers;
     const double *load_max, *load_mean; /* per layer tokens per expert; NaN for dense layers */
     const int64_t *expert_counts;       /* [n_layers * n_experts] tokens routed per expert */

@@ -26,10 +26,11 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/device_peak.h"
 #include "io/shard.h"
+#include "io/text_codec.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
-#include "io/text_codec.h"
 #include "trainer/trainer_impl.h"
 
 /* ---- the schedule ------------------------------------------------------------------------- */
@@ -308,6 +309,23 @@ static int setup(trainer *t) {
     return 0;
 }
 
+/* The peak per rank that MFU divides by: backend.peak_tflops, else the datasheet figure of this
+ * rank's GPU (core/device_peak.h); unknown on the CPU and on GPUs not in the table. */
+static void resolve_peak(trainer *t) {
+    sl_device_info dev;
+    const char *model = NULL;
+    if (t->cfg->backend.peak_tflops > 0) {
+        t->peak_flops = t->cfg->backend.peak_tflops * 1e12;
+        snprintf(t->peak_source, sizeof t->peak_source, "backend.peak_tflops");
+    } else if (sl_backend_device(t->be, &dev) &&
+               (t->peak_flops = 1e12 * sl_device_datasheet_bf16_tflops(dev.name, &model)) > 0) {
+        snprintf(t->peak_source, sizeof t->peak_source, "%s datasheet, dense bf16", model);
+    } else {
+        t->peak_flops = 0;
+        snprintf(t->peak_source, sizeof t->peak_source, "unknown: set backend.peak_tflops for MFU");
+    }
+}
+
 static void print_banner(const trainer *t, const char *placement) {
     const sl_config *c = t->cfg;
     const sl_stage *s0 = &t->stages[0];
@@ -332,6 +350,10 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
+    if (t->peak_flops > 0)
+        sl_info("peak for MFU: %.1f TFLOP/s per rank (%s)", t->peak_flops / 1e12, t->peak_source);
+    else
+        sl_info("peak for MFU: %s", t->peak_source);
     char order[96];
     if (c->data.shuffle_window == 0)
         snprintf(order, sizeof order, "stream order (no sequence shuffle)");
@@ -492,6 +514,9 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             .lr = res.lr,
             .grad_norm = res.grad_norm,
             .tokens_per_s = (double)tc->global_batch_tokens / dt,
+            .model_tflops = step_flops(t, t->cur) / dt / t->topo.size / 1e12,
+            .mfu =
+                t->peak_flops > 0 ? step_flops(t, t->cur) / dt / t->topo.size / t->peak_flops : NAN,
             .elapsed_s = elapsed,
             /* over the whole schedule, by model FLOPs: later stages' longer sequences cost
              * more per token */
@@ -593,6 +618,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
         rc = fail > 0 ? -1 : 0;
     }
     if (rc == 0) {
+        resolve_peak(&t);
         print_banner(&t, placement);
         rc = run_schedule(&t);
     }

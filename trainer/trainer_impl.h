@@ -54,6 +54,9 @@ typedef struct {
     bool has_tokenizer;
     uint8_t tok_hash[SL_TOKENIZER_HASH_BYTES];
     struct sl_text_codec *sample_codec; /* training.sample_every's codec, opened at the first */
+    double peak_flops;    /* per rank, for MFU (backend.peak_tflops or the GPU's datasheet);
+                           * 0: unknown, MFU not reported */
+    char peak_source[96]; /* where peak_flops comes from, for the banner */
     char err[1024];
 } trainer;
 
