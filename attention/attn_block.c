@@ -170,7 +170,7 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx) {
     sl_backend *be = sl_tensor_backend(x);
     SL_PROFILE_REGION (be, R_O_BWD) {
-        sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, 1.0f);
+        sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, sl_param_grad_beta(b->o_proj));
         sl_op_matmul(ws->dy2, dout, b->o_proj->w, false, false, 1.0f, 0.0f);
     }
     /* attention and gate */
@@ -182,22 +182,29 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
         sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
         sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
         SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+            sl_param_grad_prepare(b->q_norm); /* the norms' weight gradients add up */
+            sl_param_grad_prepare(b->k_norm);
             sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
             sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
         }
         sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->cfg.gate);
     }
     SL_PROFILE_REGION (be, R_PROJ_BWD) {
-        sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f, 1.0f);
-        sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f, 1.0f);
-        sl_op_matmul(b->v_proj->g, ws->dv2, b->xn, true, false, 1.0f, 1.0f);
+        sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->q_proj));
+        sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->k_proj));
+        sl_op_matmul(b->v_proj->g, ws->dv2, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->v_proj));
         sl_op_matmul(ws->dxn, ws->dqall, b->q_proj->w, false, false, 1.0f, 0.0f);
         sl_op_matmul(ws->dxn, ws->dk_pre2, b->k_proj->w, false, false, 1.0f, 1.0f);
         sl_op_matmul(ws->dxn, ws->dv2, b->v_proj->w, false, false, 1.0f, 1.0f);
     }
     /* input norm, then the residual path */
-    SL_PROFILE_REGION (be, SL_PROFILE_NORMS)
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(b->norm);
         sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    }
     SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 

@@ -40,7 +40,33 @@ struct kernel {
     const char *(*unsupported)(void *ctx, const problem *p, char *buf, size_t len);
     fwd_fn fwd;
     bwd_fn bwd;
+    /* whether "auto" and "sluice" may choose it for p on ctx (NULL: yes; asked before
+     * unsupported); chosen by name it runs wherever unsupported allows */
+    bool (*automatic)(void *ctx, const problem *p);
 };
+
+/* The Hopper kernel's automatic choice (SLUICE_ATTN_SM90), asked only for the problems it takes
+ * on any device: SLUICE_ATTN_SM90=1 stops a run whose device cannot run it, but not an fp32 run
+ * or one at another head dim, which no tensor-core kernel would take anyway. */
+bool sm90_automatic(void *ctx, const problem *p) {
+    return sl_cuda_gated_attn_tc_supported(p->q) && sl_cuda_gated_attn_sm90_automatic(ctx);
+}
+
+const char *sm90_unsupported(void *ctx, const problem *p, char *buf, size_t len) {
+    if (!sl_cuda_gated_attn_tc_supported(p->q)) {
+        snprintf(buf, len,
+                 "it takes bf16 tensors with head dim 64 or 128, not %s with head dim %lld",
+                 sl_dtype_name(p->q->dtype), (long long)p->q->shape[2]);
+        return buf;
+    }
+    if (sl_cuda_gated_attn_sm90_runs_on(ctx)) return NULL;
+    const cudaDeviceProp *props = sl_cuda_props(ctx);
+    snprintf(buf, len,
+             "it needs a compute capability 9.x device, the sm_90a code in this build and the "
+             "driver's cuTensorMapEncodeTiled (device %s is %d.%d)",
+             props->name, props->major, props->minor);
+    return buf;
+}
 
 const char *mma_unsupported(void *, const problem *p, char *buf, size_t len) {
     if (sl_cuda_gated_attn_tc_supported(p->q)) return NULL;
@@ -83,22 +109,32 @@ const char *cudnn_unsupported(void *ctx, const problem *p, char *buf, size_t len
 /* Every attention kernel of the build; sluice's in the order its choice tries them (fastest
  * first). A new kernel is a row here. */
 const kernel k_kernels[] = {
+    {{"sm90", "sluice",
+      "Hopper: wgmma, TMA, warp specialization (FlashAttention-3's techniques; sm_90a, compute "
+      "capability 9.x): bf16, head dim 64 or 128"},
+     sm90_unsupported,
+     sl_cuda_gated_attn_sm90_fwd,
+     sl_cuda_gated_attn_sm90_bwd,
+     sm90_automatic},
     {{"mma", "sluice",
       "tensor cores (mma.sync m16n8k16, sm_80+), FlashAttention-2 tiling: bf16, head dim 64 or "
       "128"},
      mma_unsupported,
      sl_cuda_gated_attn_tc_fwd,
-     sl_cuda_gated_attn_tc_bwd},
+     sl_cuda_gated_attn_tc_bwd,
+     nullptr},
     {{"simt", "sluice", "CUDA cores, fp32 arithmetic: any dtype and head dim (the fallback)"},
      simt_unsupported,
      sl_cuda_gated_attn_simt_fwd,
-     sl_cuda_gated_attn_simt_bwd},
+     sl_cuda_gated_attn_simt_bwd,
+     nullptr},
     {{"cudnn", "cudnn",
       "cuDNN's fused SDPA (libcudnn.so.9 at run time) plus sluice's gate: bf16, head dim 64 or "
       "128, no document mask"},
      cudnn_unsupported,
      sl_cuda_gated_attn_cudnn_fwd,
-     sl_cuda_gated_attn_cudnn_bwd},
+     sl_cuda_gated_attn_cudnn_bwd,
+     nullptr},
 };
 constexpr int kNumKernels = (int)(sizeof k_kernels / sizeof k_kernels[0]);
 
@@ -157,6 +193,7 @@ const kernel *pick(void *ctx, const problem *p, const char *op) {
     if (s->how == MODE_AUTO || s->how == MODE_SLUICE) {
         for (int i = 0; i < kNumKernels && !k; i++)
             if (strcmp(k_kernels[i].info.family, "sluice") == 0 &&
+                (!k_kernels[i].automatic || k_kernels[i].automatic(ctx, p)) &&
                 !k_kernels[i].unsupported(ctx, p, why, sizeof why))
                 k = &k_kernels[i];
         SL_CHECK(k != NULL, "%s: no attention kernel takes this problem", op);

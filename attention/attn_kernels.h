@@ -5,17 +5,20 @@
  * sl_op_gated_attn_fwd/bwd (core/ops.h) on the CUDA backend run one of several kernels, each a
  * complete implementation of the operation (the same y, o, lse and gradients; lse and o keep the
  * op's meaning, so any forward pairs with any backward):
+ *   sm90   sluice's Hopper kernel (wgmma, TMA, warp specialization; sm_90a): bf16, head dim 64
+ *          or 128, compute capability 9.x (automatic there, except in the emulated build;
+ *          SLUICE_ATTN_SM90, attention/kernels_cuda.h)
  *   mma    sluice's tensor-core kernel (mma.sync, sm_80+): bf16, head dim 64 or 128
  *   simt   sluice's CUDA-core kernel: any head dim, fp32 or bf16 (the fallback)
  *   cudnn  cuDNN's fused SDPA (loaded at run time) with sluice's gate around it: bf16, head dim
  *          64 or 128, causal without document masks, backend.deterministic = false
- * A new kernel (e.g. the Hopper one) is one row in the table of attn_kernels.cu: its name, the
- * check of which problems it takes (compute capability, dtype, head dim, masks) and its forward
- * and backward launchers.
+ * A new kernel is one row in the table of attn_kernels.cu: its name, the check of which problems
+ * it takes (compute capability, dtype, head dim, masks), its forward and backward launchers and,
+ * optionally, whether the automatic choice may take it.
  *
  * The choice is per backend (attention.kernel, trainer/config.h; attn_bench --kernel):
  *   auto    (the default) today the same as sluice
- *   sluice  per call, the first of sluice's kernels that takes the problem (mma, then simt)
+ *   sluice  per call, the first of sluice's kernels that takes the problem (sm90, mma, simt)
  *   cudnn   the cudnn kernel; a problem it does not take stops the run with the reason
  *   NAME    that kernel only (attn_bench --kernel, tests), likewise
  * Set it with sl_backend_set_attn_kernel (backends/backends.h), which calls
@@ -32,7 +35,7 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *name;    /* "mma", "simt", "cudnn": attn_bench --kernel NAME */
+    const char *name;    /* "sm90", "mma", "simt", "cudnn": attn_bench --kernel NAME */
     const char *family;  /* "sluice" (attention.kernel = sluice chooses among these) or "cudnn" */
     const char *summary; /* what it is and which problems it takes, one line */
 } sl_attn_kernel_info;

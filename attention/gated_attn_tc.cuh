@@ -175,17 +175,34 @@ struct qtile {
     int64_t tok0;
 };
 
-__device__ __forceinline__ qtile locate_qtile(const args &a) {
+/* The same grid for query tiles of BR rows (the Hopper kernel's are 128). */
+template <int BR = kBr> __device__ __forceinline__ qtile locate_qtile(const args &a) {
     qtile t;
-    const int nqt = (a.seq + kBr - 1) / kBr;
+    const int nqt = (a.seq + BR - 1) / BR;
     const int64_t per_tile = (int64_t)a.batch * a.h;
-    t.i0 = (nqt - 1 - (int)(blockIdx.x / per_tile)) * kBr;
+    t.i0 = (nqt - 1 - (int)(blockIdx.x / per_tile)) * BR;
     t.h = (int)(blockIdx.x % a.h);
     t.tok0 = (int64_t)(blockIdx.x % per_tile / a.h) * a.seq;
     t.kvh = t.h / a.grp;
-    t.nq = a.seq - t.i0 < kBr ? a.seq - t.i0 : kBr;
+    t.nq = a.seq - t.i0 < BR ? a.seq - t.i0 : BR;
     return t;
 }
+
+/* What the tensor-core kernels and the Hopper kernel (gated_attn_sm90_*.cu) share on the host
+ * (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu): the arguments of sl_cuda_gated_attn_fwd/bwd as
+ * kernel arguments (bwd_args also takes the scratch buffers of the backward: Di, the bf16 dO and,
+ * in the atomic dQ mode, the fp32 dQ accumulator), the backward's prep pass (the gate's
+ * gradient, dO, Di; it zeroes the accumulator when there is one) and the atomic mode's final
+ * dq = bf16(scale * accumulator). */
+args fwd_args(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q, const sl_tensor *k,
+              const sl_tensor *v, const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+              float scale);
+args bwd_args(void *ctx, bool atomic, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor *dg,
+              const sl_tensor *dy, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+              const sl_tensor *g, const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+              int batch, int seq, float scale);
+void launch_bwd_prep(const args &a, int d, cudaStream_t stream);
+void launch_dq_convert(const args &a, int d, cudaStream_t stream);
 
 } // namespace sl_attn_tc
 

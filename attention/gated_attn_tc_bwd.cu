@@ -398,13 +398,7 @@ __global__ void tc_bwd_dq_convert_kernel(sl_bf16 *dq, const float *acc, int64_t 
 }
 
 template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
-    const int64_t rows = (int64_t)a.batch * a.seq * a.h;
-    const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
-    void (*prep)(args) = tc_bwd_prep_kernel<D>;
-    SL_LAUNCH(prep, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)), dim3(32 * kPrepWarps), 0,
-              stream, a);
-    SL_CUDA_LAUNCHED("gated_attn_bwd");
-
+    launch_bwd_prep(a, D, stream);
     const int64_t nkt = (a.seq + kBc - 1) / kBc, nqt = (a.seq + kBr - 1) / kBr;
     const int64_t kv_blocks = nkt * a.batch * a.kv, q_blocks = nqt * a.batch * a.h;
     SL_CHECK(q_blocks <= 0x7fffffff, "gated_attn_bwd: %lld blocks exceed the grid limit",
@@ -417,27 +411,40 @@ template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
     SL_LAUNCH(dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), dkdv_smem<D>::bytes, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
     if (atomic) {
-        const int64_t n = rows * D;
-        SL_LAUNCH(tc_bwd_dq_convert_kernel, dim3(sl_blocks(n < (1 << 24) ? n : 1 << 24, 256)),
-                  dim3(256), 0, stream, a.dq, (const float *)a.dqacc, n, a.scale);
+        launch_dq_convert(a, D, stream);
     } else {
         void (*dq)(args) = tc_bwd_dq_kernel<D>;
         raise_smem_limit<tc_bwd_dq_kernel<D>>(dq_smem<D>::bytes, "gated_attn_bwd");
         SL_LAUNCH(dq, dim3((unsigned)q_blocks), dim3(kThreads), dq_smem<D>::bytes, stream, a);
+        SL_CUDA_LAUNCHED("gated_attn_bwd");
     }
-    SL_CUDA_LAUNCHED("gated_attn_bwd");
 }
 
 } // namespace
 
-void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
-                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
-                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
-                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
-                               int batch, int seq, float scale) {
+void sl_attn_tc::launch_bwd_prep(const args &a, int d, cudaStream_t stream) {
+    const int64_t rows = (int64_t)a.batch * a.seq * a.h;
+    const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
+    void (*prep)(args) = d == 64 ? tc_bwd_prep_kernel<64> : tc_bwd_prep_kernel<128>;
+    SL_LAUNCH(prep, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)), dim3(32 * kPrepWarps), 0,
+              stream, a);
+    SL_CUDA_LAUNCHED("gated_attn_bwd");
+}
+
+void sl_attn_tc::launch_dq_convert(const args &a, int d, cudaStream_t stream) {
+    const int64_t n = (int64_t)a.batch * a.seq * a.h * d;
+    SL_LAUNCH(tc_bwd_dq_convert_kernel, dim3(sl_blocks(n < (1 << 24) ? n : 1 << 24, 256)),
+              dim3(256), 0, stream, a.dq, (const float *)a.dqacc, n, a.scale);
+    SL_CUDA_LAUNCHED("gated_attn_bwd");
+}
+
+args sl_attn_tc::bwd_args(void *ctx, bool atomic, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                          sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                          const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse, int batch,
+                          int seq, float scale) {
     const int64_t h = q->shape[1], kv = k->shape[1], d = q->shape[2];
     const int64_t rows = (int64_t)batch * seq * h;
-    const bool atomic = !sl_cuda_deterministic(ctx);
     args a = {};
     a.q = sl_ptr<sl_bf16>(q), a.k = sl_ptr<sl_bf16>(k), a.v = sl_ptr<sl_bf16>(v);
     a.g = sl_ptr<sl_bf16>(g), a.dy = sl_ptr<sl_bf16>(dy), a.o = sl_ptr<sl_bf16>(o);
@@ -453,8 +460,19 @@ void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tenso
         atomic ? (float *)sl_cuda_scratch(ctx, 2, sizeof(float) * (size_t)(rows * d)) : nullptr;
     a.batch = batch, a.seq = seq, a.h = (int)h, a.kv = (int)kv, a.grp = (int)(h / kv);
     a.gate = !g ? 0 : g->numel == q->numel ? 2 : 1, a.scale = scale;
+    return a;
+}
+
+void sl_cuda_gated_attn_tc_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                               sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                               const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                               const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                               int batch, int seq, float scale) {
+    const bool atomic = !sl_cuda_deterministic(ctx);
+    const args a = sl_attn_tc::bwd_args(ctx, atomic, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse,
+                                        batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
-    if (d == 64)
+    if (q->shape[2] == 64)
         launch<64>(a, atomic, stream);
     else
         launch<128>(a, atomic, stream);

@@ -193,10 +193,9 @@ bool sl_cuda_gated_attn_tc_supported(const sl_tensor *q) {
     return sl_cuda_gated_attn_tc_takes(q->dtype, q->shape[2]);
 }
 
-void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
-                               const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
-                               const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
-                               float scale) {
+args sl_attn_tc::fwd_args(sl_tensor *y, sl_tensor *o, sl_tensor *lse, const sl_tensor *q,
+                          const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                          const sl_tensor *seg, int batch, int seq, float scale) {
     args a = {};
     a.q = sl_ptr<sl_bf16>(q), a.k = sl_ptr<sl_bf16>(k), a.v = sl_ptr<sl_bf16>(v);
     a.g = g ? sl_ptr<sl_bf16>(g) : nullptr;
@@ -205,6 +204,14 @@ void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor 
     a.batch = batch, a.seq = seq, a.h = (int)q->shape[1], a.kv = (int)k->shape[1];
     a.grp = a.h / a.kv, a.gate = !g ? 0 : g->numel == q->numel ? 2 : 1;
     a.scale = scale;
+    return a;
+}
+
+void sl_cuda_gated_attn_tc_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                               const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                               const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                               float scale) {
+    const args a = fwd_args(y, o, lse, q, k, v, g, seg, batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
     if (q->shape[2] == 64)
         launch_tc_fwd<64>(a, stream);

@@ -84,6 +84,29 @@ void sl_cuda_gated_attn_decode(void *ctx, sl_tensor *y, const sl_tensor *q, cons
                                const sl_tensor *vc, const sl_tensor *g, const sl_tensor *start,
                                int batch, int n, float scale);
 
+/* gated_attn_sm90_fwd.cu, gated_attn_sm90_bwd.cu, gated_attn_sm90_dq.cu: the Hopper kernel
+ * "sm90" (wgmma, TMA, warp specialization; sm_90a) for the problems of the tensor-core kernel
+ * (bf16, head dim 64 or 128) on a device sl_cuda_gated_attn_sm90_runs_on says can run it
+ * (compute capability 9.x, the sm_90a code in this binary, the driver's cuTensorMapEncodeTiled;
+ * sl_cuda_gated_attn_sm90_device asks the same of the current device, for tests that must skip).
+ * sl_cuda_gated_attn_sm90_automatic: whether the choices "auto" and "sluice" may take it
+ * (attn_kernels.cu): the environment variable SLUICE_ATTN_SM90 = 1 (always; a device that cannot
+ * run it stops the run), 0 (never), unset or "auto" (yes, except in the emulated build, whose
+ * device reports 9.0 but where the mma.sync kernel stays the automatic choice); by name
+ * ("sm90") it runs wherever it can. docs/attention.md, "The Hopper kernel". */
+void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                                 const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                                 const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                                 float scale);
+void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                                 sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                                 const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                                 const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                                 int batch, int seq, float scale);
+bool sl_cuda_gated_attn_sm90_runs_on(void *ctx);
+bool sl_cuda_gated_attn_sm90_device(void);
+bool sl_cuda_gated_attn_sm90_automatic(void *ctx);
+
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,
                              const sl_tensor *lse, int batch, int seq, float scale);

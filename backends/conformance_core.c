@@ -243,24 +243,28 @@ void sl_conf_case_grouped_matmul(cx *c) {
 void sl_conf_case_grouped_matmul_dw(cx *c) {
     const gm_shape *s = PICK(c, k_gm);
     const int64_t n = gm_rows(s), rows = n + s->spare, g = s->groups, r = s->r, sc = s->s;
-    desc(c, "%lld+%d rows/%d groups/%dx%d", (long long)n, s->spare, s->groups, s->r, s->s);
+    desc(c, "%lld+%d rows/%d groups/%dx%d/beta%g", (long long)n, s->spare, s->groups, s->r, s->s,
+         (double)s->beta);
     float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
     float *x = poison_tail(gen_uniform(c, rows * sc, -1, 1), n * sc, rows * sc);
-    const float *dw0 = gen_uniform(c, g * r * sc, -1, 1);
+    /* beta 1 accumulates into dw0; beta 0 (a gradient's first write) must not read it: NaN */
+    float *dw0 = gen_uniform(c, g * r * sc, -1, 1);
+    if (s->beta == 0.0f)
+        for (int64_t i = 0; i < g * r * sc; i++) dw0[i] = NAN;
     if (!c->be) {
         double *dw = want(c, "dw", g * r * sc);
-        for (int64_t i = 0; i < g * r * sc; i++) dw[i] = dw0[i];
+        for (int64_t i = 0; i < g * r * sc; i++) dw[i] = s->beta == 0.0f ? 0.0 : dw0[i];
         sl_ref_grouped_matmul_dw(dw, dy, x, s->counts, s->groups, r, sc);
     } else {
         sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
-        sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts,
-                                s->groups);
+        sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts, s->groups,
+                                s->beta);
         got(c, "dw", tdw);
     }
-    /* dw0 and a group's count products */
+    /* dw0 (beta 1) and a group's count products */
     double *mag, *terms;
     sum_bound(c, U_F32, &mag, &terms);
-    for (int64_t i = 0; i < g * r * sc; i++) mag[i] = fabs(dw0[i]);
+    for (int64_t i = 0; i < g * r * sc; i++) mag[i] = s->beta == 0.0f ? 0.0 : fabs(dw0[i]);
     sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), s->counts,
                              s->groups, r, sc);
     for (int gi = 0; gi < g; gi++)

@@ -36,7 +36,7 @@ typedef struct sl_ops_i {
     void (*grouped_matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                            const int64_t *counts, int groups, bool trans_b, float beta);
     void (*grouped_matmul_dw)(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups);
+                              const int64_t *counts, int groups, float beta);
 
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);

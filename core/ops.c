@@ -164,7 +164,7 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
 }
 
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups) {
+                             const int64_t *counts, int groups, float beta) {
     need_float("grouped_matmul_dw", "dw", dw);
     need_float("grouped_matmul_dw", "dy", dy);
     need_like("grouped_matmul_dw", "x", x, dy);
@@ -174,7 +174,7 @@ void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor
     SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
                  n <= sl_rows(dy) && n <= sl_rows(x),
              "grouped_matmul_dw: shapes do not match");
-    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups);
+    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups, beta);
 }
 
 /* ---- normalization ---- */

@@ -62,9 +62,11 @@ void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool tra
  * C [n, S] = A_g B_g. C = result + beta * C. Rows of C beyond sum(counts) are untouched. */
 void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                           const int64_t *counts, int groups, bool trans_b, float beta);
-/* Weight gradient of the above: dW_g [R, S] += dY_g^T X_g, with dY [n, R], X [n, S]. */
+/* Weight gradient of the above: dW_g [R, S] = dY_g^T X_g + beta * dW_g, with dY [n, R],
+ * X [n, S], for every group: an empty group gets beta * dW_g (beta 0 writes zeros without
+ * reading dW, so a gradient's first writer needs no zeroed buffer; beta 1 accumulates). */
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups);
+                             const int64_t *counts, int groups, float beta);
 
 /* ---- normalization -------------------------------------------------------------------- */
 

@@ -145,6 +145,28 @@ void sl_params_randomize(sl_params *ps, uint64_t seed) {
 
 void sl_params_zero_grad(sl_params *ps) {
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) sl_tensor_zero(ps->g[gi]);
+    for (int i = 0; i < ps->count; i++) ps->items[i]->grad_stale = false;
+}
+
+void sl_params_begin_grads(sl_params *ps) {
+    for (int i = 0; i < ps->count; i++) ps->items[i]->grad_stale = true;
+}
+
+float sl_param_grad_beta(sl_param *p) {
+    const bool first = p->grad_stale;
+    p->grad_stale = false;
+    return first ? 0.0f : 1.0f;
+}
+
+void sl_param_grad_prepare(sl_param *p) {
+    if (p->grad_stale) sl_tensor_zero(p->g);
+    p->grad_stale = false;
+}
+
+const sl_param *sl_params_stale_grad(const sl_params *ps) {
+    for (int i = 0; i < ps->count; i++)
+        if (ps->items[i]->grad_stale) return ps->items[i];
+    return NULL;
 }
 
 sl_param *sl_params_find(const sl_params *ps, const char *name) {

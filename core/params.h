@@ -44,6 +44,9 @@ typedef struct sl_param {
     sl_tensor *w;      /* the value the model computes with (compute dtype) */
     sl_tensor *master; /* the fp32 value (== w in fp32 training) */
     sl_tensor *g;      /* its fp32 gradient (accumulated over micro-batches) */
+    /* The gradient holds the previous step's values: its next writer overwrites it instead of
+     * adding to it (sl_params_begin_grads, sl_param_grad_beta, sl_param_grad_prepare). */
+    bool grad_stale;
 } sl_param;
 
 typedef struct {
@@ -86,7 +89,20 @@ void sl_params_finalize_shared(sl_params *ps, const sl_params *src);
 void sl_params_sync_compute(sl_params *ps);
 /* Fills every parameter from its own RNG stream (seed, name, global expert index). */
 void sl_params_randomize(sl_params *ps, uint64_t seed);
+/* Sets every gradient to zero now (one fill per group), for callers that accumulate by hand. */
 void sl_params_zero_grad(sl_params *ps);
+/* Starts a step's gradients without touching memory: every gradient is marked stale, and its
+ * first writer of the step overwrites it. Writers that can overwrite (GEMMs: beta 0) ask
+ * sl_param_grad_beta for their beta: 0 for the first write (the mark is cleared), 1 after.
+ * Writers that only add (scatter-adds, norms' weight gradients) call sl_param_grad_prepare
+ * first, which zeroes a stale gradient. So the whole gradient buffer is not zeroed each step:
+ * the step saves one write of every gradient and the first accumulation's read of it
+ * (docs/performance.md, "Gradient buffers"). sl_params_stale_grad names a parameter still
+ * stale after a backward (none: NULL), for the trainer to refuse an unwritten gradient. */
+void sl_params_begin_grads(sl_params *ps);
+float sl_param_grad_beta(sl_param *p);
+void sl_param_grad_prepare(sl_param *p);
+const sl_param *sl_params_stale_grad(const sl_params *ps);
 sl_param *sl_params_find(const sl_params *ps, const char *name);
 /* Number of elements held by this rank, per group and in total. */
 int64_t sl_params_numel(const sl_params *ps);

@@ -172,10 +172,10 @@ static void attention_row(sl_doctor *d, int dev, sl_backend *gpu, sl_backend *cp
     const double tf = r16 ? 1e-2 : 1e-4, tb = r16 ? 2e-2 : 1e-4;
     const double worst = fmax(efwd / tf, ebwd / tb);
     char key[48], label[64];
-    const bool tc = sl_cuda_gated_attn_tc_takes(dt, hd);
+    const char *ran = sl_backend_attn_kernel_ran(gpu); /* the kernel a run takes: sm90, mma, simt */
     snprintf(key, sizeof key, "gpu%d.attention_%s_d%d", dev, sl_dtype_name(dt), hd);
     snprintf(label, sizeof label, "GPU %d attention %s D%d (%s)", dev, sl_dtype_name(dt), hd,
-             tc ? "tensor cores" : "SIMT");
+             ran ? ran : "?");
     sl_dr_add(d, "correctness", key, label, worst <= 1.0 ? SL_DR_OK : SL_DR_FAIL, worst, "err/tol",
               "B%d S%d H%d KV%d, elementwise gate: forward %.2g, backward %.2g of max |ref| "
               "(bounds %.0e, %.0e)",

@@ -12,8 +12,9 @@
 #define GIB ((double)(1ULL << 30))
 
 /* Which gated-attention kernel a run takes, by the backend's own rule
- * (sl_cuda_gated_attn_tc_takes): "bf16 at head dim 64, 128: tensor cores (mma.sync); other
- * head dims and fp32: the SIMT kernel". */
+ * (sl_cuda_gated_attn_tc_takes; attention/attn_kernels.h): "bf16 at head dim 64, 128: tensor
+ * cores (sm90 on 9.x GPUs, mma.sync elsewhere and emulated); other head dims and fp32: the SIMT
+ * kernel". The correctness rows name the kernel that ran on each device. */
 static void attention_kernels(char *buf, size_t len) {
     size_t at = (size_t)snprintf(buf, len, "attention: bf16 at head dim");
     int n = 0;
@@ -22,7 +23,8 @@ static void attention_kernels(char *buf, size_t len) {
             at += (size_t)snprintf(buf + at, len - at, "%s %d", n++ ? "," : "", dim);
     if (at < len)
         snprintf(buf + at, len - at,
-                 "%s: tensor cores (mma.sync); other head dims and fp32: the SIMT kernel",
+                 "%s: tensor cores (sm90 on 9.x GPUs, mma.sync elsewhere and emulated); other "
+                 "head dims and fp32: the SIMT kernel",
                  n ? "" : " (none)");
 }
 

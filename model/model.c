@@ -461,7 +461,8 @@ static void head_and_loss(sl_model *m, bool backward, float ce_scale) {
         sl_op_cross_entropy(loss, backward ? logits : NULL, logits, tg, ce_scale);
         if (backward) {
             sl_tensor *dxf = sl_tensor_view_set2(m->hv[4], m->dxf, r0 * hid, n, hid);
-            sl_op_matmul(m->lm_head->g, logits, xf, true, false, 1.0f, 1.0f);
+            sl_op_matmul(m->lm_head->g, logits, xf, true, false, 1.0f,
+                         sl_param_grad_beta(m->lm_head));
             sl_op_matmul(dxf, logits, m->lm_head->w, false, false, 1.0f, 0.0f);
         }
     }
@@ -543,9 +544,11 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
         coefs.lbl_coef = c->router_aux_loss_coef * aux_scale / m->n_moe_layers;
         coefs.z_coef = c->router_z_loss_coef * aux_scale / m->n_moe_layers;
     }
-    SL_PROFILE_REGION (m->be, SL_PROFILE_NORMS)
+    SL_PROFILE_REGION (m->be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(m->final_norm); /* norms and the embedding add to their gradients */
         sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers],
                           m->final_norm->w, m->xf_rstd);
+    }
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         /* The last layer ran last: what it shares with the others is still its own. */
         const bool again = l < c->num_hidden_layers - 1;
@@ -560,7 +563,10 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
         sl_attn_block_backward(&m->attn[l], &in, &m->attn_ws, m->x[l], m->dh, m->dx);
         if (m->grad_ready) m->grad_ready(m->grad_ready_user, l);
     }
-    SL_PROFILE_REGION (m->be, R_EMBED) sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
+    SL_PROFILE_REGION (m->be, R_EMBED) {
+        sl_param_grad_prepare(m->embed); /* tied: the head's GEMM wrote it first */
+        sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
+    }
     if (m->grad_ready) m->grad_ready(m->grad_ready_user, -1);
     /* st: this micro-batch alone, read now, and its slot is free again (tests and tools);
      * the trainer passes NULL and reads the whole step with sl_model_read_stats */

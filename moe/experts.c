@@ -108,8 +108,10 @@ void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64
                                  const sl_tensor *dout) {
     sl_experts_buffers *b = x->buf;
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
-        sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local);
-        sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local);
+        sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local,
+                                sl_param_grad_beta(x->down));
+        sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
+                                sl_param_grad_beta(x->gate_up));
     }
 }
 

@@ -84,8 +84,10 @@ void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tenso
         SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_tensor_zero(ws->dxn);
         sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
     }
-    SL_PROFILE_REGION (be, SL_PROFILE_NORMS)
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
         sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    }
     SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 

@@ -22,7 +22,17 @@
  * cost of one launch per expert (rounding each expert's product to bf16 first would not). An
  * fp32 dY, X into a bf16 dW (no cuBLAS GEMM writes that) goes per expert through
  * sl_cuda_gemm's fp32 scratch.
+ *
+ * Strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): "auto" and "grouped" are the above;
+ * "per-expert" runs every projection as one cublasGemmEx per non-empty expert. Which is faster
+ * depends on the rows per expert and on the GPU (cuBLAS's grouped kernels against 128 launches
+ * of tuned single GEMMs): bench/expert_gemm_bench measures both at the shapes of one GPU and of
+ * an EP-8 deployment, and the choice per shape follows from those measurements
+ * (docs/performance.md). Both give each expert's product from one cuBLAS GEMM with fp32
+ * accumulation.
  */
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/cuda_common.cuh"
@@ -72,7 +82,49 @@ cublasStatus_t run_grouped(void *ctx, const std::vector<problem> &ps, sl_dtype a
  * 1 yes (see the top). */
 int g_grouped_bf16_f32 = -1;
 
+/* The strategy (sl_cuda_expert_gemm_set_strategy); -1 until read from SLUICE_EXPERT_GEMM. */
+int g_strategy = -1;
+/* How the last weight gradient ran, for benchmarks and logs. */
+const char *g_dw_path = "not run yet";
+
+int strategy(void) {
+    if (g_strategy < 0) {
+        const char *e = getenv("SLUICE_EXPERT_GEMM");
+        g_strategy = SL_EXPERT_GEMM_AUTO;
+        if (e && *e && !sl_cuda_expert_gemm_parse(e, &g_strategy))
+            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped or per-expert", e);
+    }
+    return g_strategy;
+}
+
+/* One cublasGemmEx per problem (sl_cuda_gemm: its fp32 scratch covers the type pairs cuBLAS
+ * lacks), alpha 1 and the same beta. */
+void run_per_expert(void *ctx, const char *op, const std::vector<problem> &ps, sl_dtype ab,
+                    sl_dtype cd, float beta) {
+    for (const problem &p : ps)
+        sl_cuda_gemm(ctx, op, p.ta == CUBLAS_OP_T, p.tb == CUBLAS_OP_T, p.m, p.n, p.k, 1.0f, p.a,
+                     p.lda, p.b, p.ldb, ab, beta, p.c, p.ldc, cd);
+}
+
 } // namespace
+
+bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
+    static const char *const names[] = {"auto", "grouped", "per-expert"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *strategy = i;
+            return true;
+        }
+    return false;
+}
+
+void sl_cuda_expert_gemm_set_strategy(int s) {
+    g_strategy = s;
+}
+
+const char *sl_cuda_expert_gemm_dw_path(void) {
+    return g_dw_path;
+}
 
 /* C [n, out] = A_g op(B_g) + beta C per group; B [groups, R, S] row-major. Column-major per
  * group: C_g^T [out, n_g] = op(B_g)^T [out, in] A_g^T [in, n_g], where B_g's row-major [R, S]
@@ -110,15 +162,20 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         p.ldc = p.m;
         ps.push_back(p);
     }
-    sl_cublas_check(run_grouped(ctx, ps, a->dtype, c->dtype, beta), op,
-                    "cublasGemmGroupedBatchedEx");
+    if (strategy() == SL_EXPERT_GEMM_PER_EXPERT)
+        run_per_expert(ctx, op, ps, a->dtype, c->dtype, beta);
+    else
+        sl_cublas_check(run_grouped(ctx, ps, a->dtype, c->dtype, beta), op,
+                        "cublasGemmGroupedBatchedEx");
 }
 
-/* dW_g [R, S] += dY_g^T X_g. Column-major: dW_g^T [S, R] += X_g^T [S, n_g] dY_g [n_g, R], where
- * X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is) and dY_g's
- * row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). */
+/* dW_g [R, S] = dY_g^T X_g + beta dW_g. Column-major: dW_g^T [S, R] = X_g^T [S, n_g] dY_g [n_g, R]
+ * + beta dW_g^T, where X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is)
+ * and dY_g's row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). Empty groups get
+ * beta dW_g: with beta 0 (a gradient's first write of the step) they are set to zero, one
+ * launch per run of consecutive empty groups (their slices are contiguous). */
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups) {
+                               const int64_t *counts, int groups, float beta) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
@@ -126,7 +183,14 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     std::vector<problem> ps;
     int64_t row0 = 0;
     for (int g = 0; g < groups; row0 += counts[g], g++) {
-        if (counts[g] == 0) continue; /* dW_g += 0 */
+        if (counts[g] == 0) {
+            int run = 1; /* empty groups g .. g + run - 1 */
+            while (g + run < groups && counts[g + run] == 0) run++;
+            sl_cuda_gemm_scale_c(ctx, op, (void *)byte_ptr(dw->data, (int64_t)g * r * s, es_w), s,
+                                 dw->dtype, s, r * run, beta);
+            g += run - 1;
+            continue;
+        }
         problem p;
         p.ta = CUBLAS_OP_N;
         p.tb = CUBLAS_OP_T;
@@ -142,18 +206,27 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         ps.push_back(p);
     }
     if (ps.empty()) return;
-    if (dw->dtype == dy->dtype) {
-        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f), op,
+    const int how = strategy();
+    if (how != SL_EXPERT_GEMM_PER_EXPERT && dw->dtype == dy->dtype) {
+        sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, beta), op,
                         "cublasGemmGroupedBatchedEx");
+        g_dw_path = "grouped";
         return;
     }
-    if (dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {
+    if (how != SL_EXPERT_GEMM_PER_EXPERT && dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {
         /* A refused call has done nothing: cuBLAS checks its arguments before it launches. */
-        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, 1.0f) == CUBLAS_STATUS_SUCCESS;
+        const bool took = run_grouped(ctx, ps, dy->dtype, dw->dtype, beta) == CUBLAS_STATUS_SUCCESS;
         g_grouped_bf16_f32 = took;
-        if (took) return;
+        if (took) {
+            g_dw_path = "grouped (bf16 into fp32)";
+            return;
+        }
     }
-    for (const problem &p : ps)
-        sl_cuda_gemm(ctx, op, false, true, p.m, p.n, p.k, 1.0f, p.a, p.lda, p.b, p.ldb, dy->dtype,
-                     1.0f, p.c, p.ldc, dw->dtype);
+    if (how == SL_EXPERT_GEMM_PER_EXPERT)
+        g_dw_path = "per-expert";
+    else if (dy->dtype == SL_BF16)
+        g_dw_path = "per-expert (cuBLAS refused the grouped bf16 into fp32 call)";
+    else
+        g_dw_path = "per-expert (no grouped call for these types)";
+    run_per_expert(ctx, op, ps, dy->dtype, dw->dtype, beta);
 }

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "moe/kernels_cpu.h"
@@ -118,7 +119,7 @@ void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl
 }
 
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups) {
+                              const int64_t *counts, int groups, float beta) {
     (void)ctx;
     SL_CHECK(dw->dtype == SL_F32 && dy->dtype == SL_F32 && x->dtype == SL_F32,
              "cpu grouped_matmul_dw: only f32 is supported");
@@ -128,9 +129,16 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
     int nt = 0;
     int64_t row0 = 0;
     for (int g = 0; g < groups; row0 += counts[g], g++) {
-        if (counts[g] == 0) continue; /* dW_g += 0 */
+        if (counts[g] == 0) { /* dW_g = beta dW_g (beta 0: zeros, whatever dW_g held) */
+            float *w = sl_f32(dw) + (int64_t)g * r * s;
+            if (beta == 0.0f)
+                memset(w, 0, sizeof(float) * (size_t)(r * s));
+            else if (beta != 1.0f)
+                for (int64_t i = 0; i < r * s; i++) w[i] *= beta;
+            continue;
+        }
         gemm_task *t = &tasks[nt++];
-        /* dW_g [R, S] += dY_g^T [R, n_g] X_g [n_g, S] */
+        /* dW_g [R, S] = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g */
         t->ta = CblasTrans;
         t->tb = CblasNoTrans;
         t->m = to_int(r, "R");
@@ -142,7 +150,7 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
         t->ldb = t->n;
         t->c = sl_f32(dw) + (int64_t)g * r * s;
         t->ldc = t->n;
-        t->beta = 1.0f;
+        t->beta = beta;
         t->work = (double)t->m * (double)t->n * (double)t->k;
     }
     run_tasks(tasks, nt);

@@ -13,7 +13,23 @@ extern "C" {
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                             const int64_t *counts, int groups, bool trans_b, float beta);
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups);
+                               const int64_t *counts, int groups, float beta);
+
+/* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
+ *   SL_EXPERT_GEMM_AUTO        one cublasGemmGroupedBatchedEx per call where cuBLAS takes the
+ *                              types, else one cublasGemmEx per expert (the default)
+ *   SL_EXPERT_GEMM_GROUPED     the same (named, for benchmarks)
+ *   SL_EXPERT_GEMM_PER_EXPERT  one cublasGemmEx per non-empty expert, always
+ * Every strategy computes each expert's product with fp32 accumulation in one cuBLAS GEMM, so
+ * the results agree to cuBLAS's rounding (not bitwise: kernels differ). The process-wide
+ * default comes from the environment variable SLUICE_EXPERT_GEMM (auto, grouped, per-expert;
+ * anything else stops the run); sl_cuda_expert_gemm_set_strategy overrides it.
+ * sl_cuda_expert_gemm_parse maps a name to its value (false for an unknown name);
+ * sl_cuda_expert_gemm_dw_path says how the last weight gradient ran. */
+enum { SL_EXPERT_GEMM_AUTO = 0, SL_EXPERT_GEMM_GROUPED = 1, SL_EXPERT_GEMM_PER_EXPERT = 2 };
+bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);
+void sl_cuda_expert_gemm_set_strategy(int strategy);
+const char *sl_cuda_expert_gemm_dw_path(void);
 
 /* router.cu */
 void sl_cuda_router_fwd(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, sl_tensor *topk_w,

@@ -170,7 +170,8 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
     free(lbl_grad);
     if (b->has_shared) {
         sl_op_rowgate_bwd(b->dshared_out, b->dshared_logit, dy, b->shared_out, b->shared_logit);
-        sl_op_matmul(b->shared_gate->g, b->dshared_logit, xn, true, false, 1.0f, 1.0f);
+        sl_op_matmul(b->shared_gate->g, b->dshared_logit, xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->shared_gate));
         sl_op_matmul(dxn, b->dshared_logit, b->shared_gate->w, false, false, 1.0f, 1.0f);
         sl_swiglu_mlp_backward(&b->shared, xn, b->dshared_out, dxn);
     }

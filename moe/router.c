@@ -80,11 +80,13 @@ void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad
     sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
                      lbl_grad_host ? r->lbl_grad : NULL, z_scale, r->norm_topk);
     if (r->x32) { /* x32 still holds this micro-batch's input from the forward */
-        sl_op_matmul(r->weight->g, r->dlogits, r->x32, true, false, 1.0f, 1.0f);
+        sl_op_matmul(r->weight->g, r->dlogits, r->x32, true, false, 1.0f,
+                     sl_param_grad_beta(r->weight));
         sl_op_matmul(r->dx32, r->dlogits, r->weight->master, false, false, 1.0f, 0.0f);
         sl_op_add(dxn, dxn, r->dx32);
     } else {
-        sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f, 1.0f);
+        sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f,
+                     sl_param_grad_beta(r->weight));
         sl_op_matmul(dxn, r->dlogits, r->weight->master, false, false, 1.0f, 1.0f);
     }
     sl_profile_end(be);

@@ -51,10 +51,10 @@ void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y) 
 void sl_swiglu_mlp_backward(sl_swiglu_mlp *f, const sl_tensor *xn, const sl_tensor *dy,
                             sl_tensor *dxn) {
     SL_PROFILE_REGION (sl_tensor_backend(xn), R_MLP) {
-        sl_op_matmul(f->down->g, dy, f->h, true, false, 1.0f, 1.0f);
+        sl_op_matmul(f->down->g, dy, f->h, true, false, 1.0f, sl_param_grad_beta(f->down));
         sl_op_matmul(f->dh, dy, f->down->w, false, false, 1.0f, 0.0f);
         sl_op_swiglu_bwd(f->dgu, f->dh, f->gu);
-        sl_op_matmul(f->gate_up->g, f->dgu, xn, true, false, 1.0f, 1.0f);
+        sl_op_matmul(f->gate_up->g, f->dgu, xn, true, false, 1.0f, sl_param_grad_beta(f->gate_up));
         sl_op_matmul(dxn, f->dgu, f->gate_up->w, false, false, 1.0f, 1.0f);
     }
 }

@@ -26,6 +26,16 @@ sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda 
 add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
 set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# The same cases through the Hopper kernel "sm90" (wgmma, TMA, warp specialization; chosen by
+# name, each case checks that it ran): deterministic (and the same bits twice), then atomic dQ.
+# Emulated in CI (the emulated device reports compute capability 9.0); skipped on a GPU that
+# cannot run it.
+add_test(NAME test_attention_sm90 COMMAND test_attention_tc deterministic sm90)
+add_test(NAME test_attention_sm90_atomic COMMAND test_attention_tc atomic sm90)
+set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
@@ -38,10 +48,11 @@ foreach(mode cpu cuda)
 endforeach()
 set_tests_properties(test_attn_bench_cpu PROPERTIES LABELS "attention")
 set_tests_properties(test_attn_bench_cuda PROPERTIES LABELS "attention;cuda")
-# Which attention kernel runs (attention/attn_kernels.h): auto and sluice take mma for bf16 at
-# D 64/128 and simt otherwise, kernels by name, refusals (unknown names, cudnn in the emulated
-# build or on a deterministic backend, anything but auto/sluice on the cpu backend) that keep the
-# previous choice. Label cuda: the emulated build in CI, or a GPU (where cudnn runs if it loads).
+# Which attention kernel runs (attention/attn_kernels.h): auto and sluice take sm90 (a Hopper
+# GPU) or mma (elsewhere, the emulated build included) for bf16 at D 64/128 and simt otherwise,
+# kernels by name (sm90 too where it runs, the emulated build included), refusals (unknown
+# names, cudnn in the emulated build or on a deterministic backend, anything but auto/sluice on
+# the cpu backend) that keep the previous choice. Label cuda: the emulated build in CI, or a GPU (where cudnn runs if it loads).
 sluice_test(test_attention_kernels SOURCES test_attention_kernels.c LABELS attention cuda)
 # The cudnn kernel (cuDNN's SDPA plus sluice's gate) against the CPU, forward and backward: GQA
 # 1/2/8, D 64/128, every gate mode; and the model trained with it against sluice's kernels. Label

@@ -22,3 +22,10 @@ add_test(NAME test_gpu_smoke_tiny
 # minute.
 set_tests_properties(test_gpu_smoke_tiny PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# The Hopper attention kernel in training (tests/test_attention_sm90_train.sh): a few bf16 steps
+# with it agree with the mma.sync kernel's; label cuda (the emulated build runs it).
+add_test(NAME test_attention_sm90_train
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_sm90_train.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/attention_sm90_train)
+set_tests_properties(test_attention_sm90_train PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")

@@ -1,11 +1,13 @@
 /*
  * tests/test_attention_kernels.c - which attention kernel runs (attention/attn_kernels.h,
- * sl_backend_set_attn_kernel): the choice "auto" and "sluice" take the tensor-core kernel "mma" for
- * bf16 at head dims 64 and 128 (with and without documents) and the SIMT kernel "simt" for fp32
- * and other head dims; a kernel chosen by name runs wherever it can; an unknown name, and "cudnn"
- * where it cannot load (the emulated build, a node without libcudnn 9, or a deterministic
- * backend), fail with a message saying why and leave the previous choice in place; the CPU
- * backend takes "auto" and "sluice" only. Each choice is checked by running the forward and
+ * sl_backend_set_attn_kernel): the choice "auto" and "sluice" take the Hopper kernel "sm90" for
+ * bf16 at head dims 64 and 128 (with and without documents) on a GPU that can run it, the
+ * tensor-core kernel "mma" there elsewhere and in the emulated build (SLUICE_ATTN_SM90 is unset
+ * for the test), and the SIMT kernel "simt" for fp32 and other head dims; a kernel chosen by name
+ * runs wherever it can ("sm90" also in the emulated build, whose device reports 9.0); an unknown
+ * name, and "cudnn" where it cannot load (the emulated build, a node without libcudnn 9, or a
+ * deterministic backend), fail with a message saying why and leave the previous choice in place;
+ * the CPU backend takes "auto" and "sluice" only. Each choice is checked by running the forward and
  * asking the backend which kernel ran (sl_backend_attn_kernel_ran), and the outputs of every
  * kernel that ran are compared with the CPU backend (loosely: the numbers themselves are the
  * business of test_attention_tc, test_attention_cuda and attn_bench --check).
@@ -20,6 +22,9 @@
 #include <string.h>
 
 #include "tests/test_util.h"
+#ifdef SLUICE_WITH_CUDA
+#include "attention/kernels_cuda.h"
+#endif
 
 typedef struct {
     sl_dtype dt;
@@ -114,6 +119,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 2)
         setenv("SLUICE_CUDNN_LIBRARY", argv[1], 1); /* e.g. the emulated build's double */
+    unsetenv("SLUICE_ATTN_SM90");                   /* the automatic choice as a run gets it */
     const prob bf64 = {SL_BF16, 64, false}, bf128 = {SL_BF16, 128, false};
     const prob bf64docs = {SL_BF16, 64, true}, bf96 = {SL_BF16, 96, false};
     const prob f64 = {SL_F32, 64, false};
@@ -131,19 +137,29 @@ int main(int argc, char **argv) {
 
     const sl_backend_params det = {.device = -1};
     sl_backend *be = sl_test_cuda_or_skip(&det); /* exits 77 without a CUDA backend */
+    /* bf16 at D 64 / 128: the Hopper kernel where it runs, except in the emulated build */
+    bool hopper = false;
+#ifdef SLUICE_WITH_CUDA
+    hopper = sl_cuda_gated_attn_sm90_device();
+#endif
+#ifdef SLUICE_CUDA_EMULATED
+    const char *tc = "mma";
+#else
+    const char *tc = hopper ? "sm90" : "mma";
+#endif
 
     printf("default choice (auto):\n");
     CHECK(sl_backend_attn_kernel_ran(be) == NULL, "no kernel ran yet");
-    expect_kernel(be, NULL, bf64, "mma");
-    expect_kernel(be, NULL, bf128, "mma");
-    expect_kernel(be, NULL, bf64docs, "mma");
+    expect_kernel(be, NULL, bf64, tc);
+    expect_kernel(be, NULL, bf128, tc);
+    expect_kernel(be, NULL, bf64docs, tc);
     expect_kernel(be, NULL, bf96, "simt");
     expect_kernel(be, NULL, f64, "simt");
     for (int i = 0; i < 2; i++) {
         const char *c = i ? "sluice" : "auto";
         set_ok(be, c);
         printf("choice %s:\n", c);
-        expect_kernel(be, c, bf64, "mma");
+        expect_kernel(be, c, bf64, tc);
         expect_kernel(be, c, bf96, "simt");
         expect_kernel(be, c, f64, "simt");
     }
@@ -153,8 +169,15 @@ int main(int argc, char **argv) {
     expect_kernel(be, "simt", bf64docs, "simt");
     set_ok(be, "mma");
     expect_kernel(be, "mma", bf128, "mma");
+    if (hopper) {
+        set_ok(be, "sm90");
+        expect_kernel(be, "sm90", bf64, "sm90");
+        expect_kernel(be, "sm90", bf128, "sm90");
+        expect_kernel(be, "sm90", bf64docs, "sm90");
+        set_ok(be, "mma");
+    }
     expect_refused(be, "frob", "unknown attention kernel \"frob\"");
-    expect_refused(be, "frob", "mma, simt, cudnn");
+    expect_refused(be, "frob", "sm90, mma, simt, cudnn");
     expect_kernel(be, "mma (kept after a refusal)", bf64, "mma");
     /* cuDNN's backward is not bitwise reproducible: a deterministic backend refuses it */
     expect_refused(be, "cudnn", "backend.deterministic = false");
@@ -180,7 +203,7 @@ int main(int argc, char **argv) {
         printf("cudnn not loaded here: %s\n", why);
         CHECK(strstr(why, "cuDNN") || strstr(why, "libcudnn"), "cudnn refusal names cuDNN: %s",
               why);
-        expect_kernel(be, "auto (kept after the refusal)", bf64, "mma");
+        expect_kernel(be, "auto (kept after the refusal)", bf64, tc);
     }
     sl_backend_free(be);
     return sl_test_finish("test_attention_kernels");

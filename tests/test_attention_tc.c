@@ -3,24 +3,32 @@
  * attention/gated_attn_tc_*.cu) against the CPU backend, forward and backward through
  * sl_op_gated_attn_fwd / sl_op_gated_attn_bwd: GQA ratios 1, 2 and 8, the three gate modes,
  * sequence lengths off the 64-row tiles (100, 130), one-token sequences, two sequences per
- * batch, 260-300 tokens (many pipelined steps per block), and document masking with documents of
- * length 1 (also all of them). Inputs are generated in fp32 and rounded to bf16; the CPU computes
- * in fp32 on the rounded values, the GPU on bf16 tensors. The backward's saved o (rounded to bf16)
- * and lse come from the CPU forward on both sides, so the backward is compared on equal inputs.
+ * batch, 260-520 tokens (many pipelined steps per block, rings that wrap), and document masking
+ * with documents of length 1 (also all of them) and documents longer than a tile. Inputs are
+ * generated in fp32 and rounded to bf16; the CPU computes in fp32 on the rounded values, the GPU on
+ * bf16 tensors. The backward's saved o (rounded to bf16) and lse come from the CPU forward on both
+ * sides, so the backward is compared on equal inputs.
  *
- * usage: test_attention_tc [deterministic|atomic]
+ * usage: test_attention_tc [deterministic|atomic] [sm90]
  *   deterministic (default): backend.deterministic = true, the separate dQ kernel; the backward
  *     run twice must also give identical bits.
  *   atomic: allow_nondeterministic, dQ summed with fp32 atomics in the dK/dV kernel. Its
  *     summation order depends on the block schedule, so under the SIMT emulator the test is
  *     registered with SLUICE_EMU_RACECHECK=0 (the race check replays every launch in a second
  *     thread order and would, rightly, report the order-dependent sums).
+ *   sm90: the Hopper kernel "sm90" (attention/gated_attn_sm90_*.cu: wgmma, TMA, warp
+ *     specialization) instead of the mma.sync kernel "mma"; skipped (77) on a GPU that cannot run
+ *     it. Either is chosen by name (sl_backend_set_attn_kernel), so a Hopper GPU tests "mma" too,
+ *     and every case checks that it ran (sl_backend_attn_kernel_ran).
  * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/test_util.h"
+#ifdef SLUICE_WITH_CUDA
+#include "attention/kernels_cuda.h"
+#endif
 
 /* Tolerances, relative to the largest |reference| of each output: max |got - ref| <= tol *
  * max |ref|. bf16 outputs alone round by up to 2^-9 of their value; the backward also rounds P
@@ -35,6 +43,7 @@
 
 static sl_backend *g_gpu;
 static bool g_atomic;
+static const char *g_kernel = "mma"; /* the attention kernel under test, by name */
 
 typedef struct {
     int b, s, h, kv, d;
@@ -44,6 +53,7 @@ typedef struct {
 
 static const int k_docs_mixed[] = {1, 5, 1, 40, 1, 1, 30, 21, 0}; /* sums to 100 */
 static const int k_docs_tiles[] = {3, 60, 1, 66, 0};              /* crosses tiles; 130 */
+static const int k_docs_long[] = {150, 200, 50, 0}; /* longer than tiles: whole tiles skipped */
 
 static const acase k_cases[] = {
     {2, 100, 2, 1, 64, SL_GATE_ELEMENTWISE, NULL}, /* GQA 2, partial tile, two sequences */
@@ -56,6 +66,11 @@ static const acase k_cases[] = {
     {1, 37, 2, 1, 128, SL_GATE_NONE, (const int[]){-1}}, /* every document one token */
     {1, 300, 4, 1, 64, SL_GATE_ELEMENTWISE, NULL},       /* many query steps per key tile: the */
     {1, 260, 4, 2, 128, SL_GATE_HEADWISE, NULL},         /* double buffers cycle, GQA 4 and 2 */
+    /* five key tiles of 128: the Hopper forward's three-stage ring (D = 64) wraps */
+    {1, 520, 2, 1, 64, SL_GATE_ELEMENTWISE, NULL},
+    /* documents starting past a tile of 128: the forward and dQ skip whole key tiles, the
+     * dK/dV pass stops before whole query tiles */
+    {1, 400, 2, 2, 128, SL_GATE_HEADWISE, k_docs_long},
 };
 
 static void compare(const char *lbl, const char *what, const float *got, const float *want,
@@ -152,6 +167,10 @@ static void run_case(const acase *c) {
             free(again);
         }
     }
+    /* the kernel under test ran (the last call: the backward) */
+    const char *ran = sl_backend_attn_kernel_ran(be);
+    CHECK(ran && strcmp(ran, g_kernel) == 0, "%s: the attention kernel \"%s\" ran, expected \"%s\"",
+          lbl, ran ? ran : "(none)", g_kernel);
     for (int i = 0; i < 4; i++) free(first[i]);
     sl_test_attn_ref_free(&ref);
     free(q), free(k), free(v), free(g), free(dy), free(seg);
@@ -160,15 +179,35 @@ static void run_case(const acase *c) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "deterministic") && strcmp(argv[1], "atomic"))) {
-        fprintf(stderr, "usage: test_attention_tc [deterministic|atomic]\n");
+    bool bad = argc > 3;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "atomic") == 0 && i == 1)
+            g_atomic = true;
+        else if (strcmp(argv[i], "sm90") == 0 && i == argc - 1)
+            g_kernel = "sm90";
+        else
+            bad = strcmp(argv[i], "deterministic") != 0 || i != 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: test_attention_tc [deterministic|atomic] [sm90]\n");
         return 2;
     }
-    g_atomic = argc == 2 && strcmp(argv[1], "atomic") == 0;
     const sl_backend_params p = {.device = -1, .allow_nondeterministic = g_atomic};
     g_gpu = sl_test_cuda_or_skip(&p);
-    printf("dQ mode: %s\n", g_atomic ? "atomic" : "deterministic");
+#ifdef SLUICE_WITH_CUDA
+    if (strcmp(g_kernel, "sm90") == 0 && !sl_cuda_gated_attn_sm90_device()) {
+        sl_backend_free(g_gpu);
+        return sl_test_skip("this GPU cannot run the Hopper attention kernel (compute "
+                            "capability 9.x with the sm_90a code)");
+    }
+#endif
+    char err[256];
+    CHECK(sl_backend_set_attn_kernel(g_gpu, g_kernel, err, sizeof err) == 0,
+          "attention kernel \"%s\": %s", g_kernel, err);
+    printf("dQ mode: %s; attention kernel: %s\n", g_atomic ? "atomic" : "deterministic", g_kernel);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i]);
     sl_backend_free(g_gpu);
-    return sl_test_finish(g_atomic ? "test_attention_tc atomic" : "test_attention_tc");
+    char name[64];
+    snprintf(name, sizeof name, "test_attention_tc%s %s", g_atomic ? " atomic" : "", g_kernel);
+    return sl_test_finish(name);
 }

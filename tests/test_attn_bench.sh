@@ -5,8 +5,9 @@
 #         GPU); skipped (77) when attn_bench has no CUDA backend or no device.
 # Cases: seq 80, heads 4, kv 2, head dims 64 and 128, each gate mode, with and without
 # --doc-lengths (documents of 7, 1 and 30 tokens: lengths 1, across 64-row tiles), batch 2, and
-# seq 1. On cuda, every kernel by name (simt and mma in bf16, the list mma,simt; mma in f32 must
-# stop with the reason; cudnn passes or is skipped saying why). Then the check must be able to
+# seq 1. On cuda, every kernel by name (simt, mma and sm90 in bf16, the list mma,simt; sm90 where
+# the device is not compute capability 9.x, and mma in f32, must stop with the reason; cudnn
+# passes or is skipped saying why). Then the check must be able to
 # fail: --corrupt on each output must give exit 1 and a FAIL line for that output, and a bad flag
 # exit 2 with a message naming it.
 # usage: test_attn_bench.sh ATTN_BENCH cpu|cuda
@@ -82,6 +83,26 @@ if [ "$backend" = cuda ]; then
             fail=1
         fi
     fi
+    # the Hopper kernel by name: it runs in the emulated build (its device reports 9.0) and on a
+    # Hopper GPU; elsewhere it must stop naming what it needs
+    emulated=0
+    "$bench" --help 2>&1 | grep -q "^(emulated build" && emulated=1
+    for d in 64 128; do
+        args=("${small[@]}" --dtype bf16 --head-dim "$d" --kernel sm90)
+        [ $d = 64 ] && args+=(--gate elementwise --doc-lengths 7,1,30) || args+=(--gate headwise)
+        rc=0
+        "$bench" --backend cuda "${args[@]}" >"$log" 2>&1 || rc=$?
+        if [ "$rc" = 0 ] && grep -q '^kernel: sm90$' "$log" && ! grep -q ' FAIL$' "$log"; then
+            echo "ok   ${args[*]}: $(grep -c PASS "$log") PASS lines"
+        elif [ "$rc" != 0 ] && [ $emulated = 0 ] &&
+            grep -q 'attention kernel "sm90" cannot run this problem.*compute capability 9.x' "$log"; then
+            echo "ok   --kernel sm90: not on this GPU: $(grep -m1 'cannot run' "$log")"
+        else
+            echo "FAIL: ${args[*]} exited $rc (must pass where the device reports 9.x):"
+            cat "$log"
+            fail=1
+        fi
+    done
     # a kernel chosen by name that cannot take the problem stops, saying why
     rc=0
     "$bench" --backend cuda "${small[@]}" --dtype f32 --head-dim 64 --kernel mma >"$log" 2>&1 || rc=$?

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `sluice doctor` (launch/cmd_doctor.c, docs/doctor.md) end to end.
 #   emulated  the emulated build (label cuda): a full run passes (exit 0) with every section and
-#             every documented JSON key, tiny shapes chosen by itself; a wrong op result
+#             every documented JSON key, tiny shapes chosen by itself, each attention row naming
+#             the kernel that ran (mma at D 64/128, simt at D 96 and in fp32); a wrong op result
 #             (SLUICE_DOCTOR_INJECT) makes it fail (exit 1) naming the op in both dtypes' rows;
 #             no device (SLUICE_EMU_DEVICES=0) is exit 3 with the environment section saying so;
 #             bad flags are exit 2.
-#   gpu       a build for a real GPU (label gpu): a full run passes, with the same JSON keys;
+#   gpu       a build for a real GPU (label gpu): a full run passes, with the same JSON keys
+#             (the attention rows at D 64/128 name sm90 on compute capability 9.x, else mma);
 #             skipped (77) without a GPU.
 #   nodevice  a build for a real GPU, or without CUDA, on a machine without a GPU (label cli):
 #             exit 3, the environment section and "no device"; skipped (77) where a GPU exists
@@ -61,6 +63,15 @@ if full:
               "gpu0.train_step"]:
         if k not in keys:
             bad.append(f"no check {k}")
+    # each attention row names the kernel that ran (sl_backend_attn_kernel_ran): bf16 at D 64
+    # and 128 the Hopper kernel on a compute capability 9.x GPU, mma.sync elsewhere and in the
+    # emulated build (whose device reports 9.0); D 96 and fp32 the SIMT kernel
+    cc = (d.get("devices") or [{}])[0].get("compute_capability", "")
+    tc = "sm90" if cc.startswith("9.") and not d.get("emulated") else "mma"
+    for k, kern in (("gpu0.attention_bf16_d64", tc), ("gpu0.attention_bf16_d128", tc),
+                    ("gpu0.attention_bf16_d96", "simt"), ("gpu0.attention_f32_d128", "simt")):
+        if k in keys and not keys[k]["label"].endswith(f"({kern})"):
+            bad.append(f"{k}: label {keys[k]['label']!r}, expected the kernel ({kern})")
     if not any(k.startswith("nccl_") for k in keys):
         bad.append("no NCCL check (nccl_bandwidth, or nccl_allreduce and nccl_alltoall)")
     fails = [k for k, c in keys.items() if c["status"] == "FAIL"]
@@ -92,7 +103,9 @@ emulated)
     echo "injected fault: exit $rc"
     [ $rc -eq 1 ] || fail "an op with a wrong result must make the doctor exit 1, not $rc"
     for dt in f32 bf16; do
-        grep -q "^correctness  GPU 0 ops $dt vs CPU  *FAIL  35 of 36 operations within tolerance; first failure rmsnorm_fwd" inject.out ||
+        # one op wrong: N - 1 of N within tolerance (N: the slots of sl_ops_i, not counted here)
+        grep "^correctness  GPU 0 ops $dt vs CPU  *FAIL  [0-9]* of [0-9]* operations within tolerance; first failure rmsnorm_fwd" inject.out |
+            awk '{ for (i = 1; i < NF; i++) if ($i == "of") ok = $(i + 1) - $(i - 1) == 1 } END { exit !ok }' ||
             { cat inject.out; fail "the $dt ops row must fail naming rmsnorm_fwd"; }
     done
     grep -q "exit 1 (fail)" inject.out || fail "the summary must say exit 1"

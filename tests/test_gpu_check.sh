@@ -111,7 +111,7 @@ for f in ("doctor.json", "profile.json", "profile_ep8.json", "tests.tsv", "logs/
 ep8 = parts.get("profile_ep8", {}).get("result", {})
 if ep8 and ep8["batch"] * ep8["seq"] * ep8["topk"] // ep8["experts"] != 16:
     bad.append("profile_ep8: not 4 x 64 tokens x 8 of 128 experts = 16 rows per expert")
-if ep8 and ep8.get("attention_kernel") not in ("mma", "simt", "cudnn", "cpu"):
+if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "cpu"):
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")

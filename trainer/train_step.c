@@ -4,11 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/profile.h"
 #include "trainer/lr_schedule.h"
 
 /* Profiling regions (core/profile.h); the gradient reduction's is in optimizer.c. */
-#define R_ZERO  "optimizer: zero gradients"
 #define R_ADAMW "optimizer: AdamW (+ router bias)"
 #define R_SUMS  "step statistics all-reduce"
 /* The batch callback is host work (the reader: decoding, the sequence shuffle); while it runs
@@ -28,7 +28,7 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     const int ranks = sl_comm_size(s->world);
     const float ce_scale = (float)(1.0 / (double)tc->global_batch_tokens);
     const double aux_scale = 1.0 / ((double)s->micro_batches * ranks);
-    SL_PROFILE_REGION (m->be, R_ZERO) sl_params_zero_grad(&m->params);
+    sl_params_begin_grads(&m->params); /* the first micro-batch overwrites the gradients */
     sl_model_begin_step(m, res->metrics);
     if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
     for (int mb = 0; mb < s->micro_batches; mb++) {
@@ -43,6 +43,12 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
         }
         sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
+        if (mb == 0) {
+            /* Every parameter's gradient has a writer in the backward; one without would keep
+             * the previous step's values (sl_params_begin_grads). */
+            const sl_param *p = sl_params_stale_grad(&m->params);
+            SL_CHECK(!p, "internal error: parameter %s got no gradient in the backward", p->name);
+        }
         for (int l = 0; res->counts && l < nl; l++) {
             const int64_t *lc = sl_model_expert_counts(m, l);
             if (lc)

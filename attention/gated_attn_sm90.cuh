@@ -1,0 +1,213 @@
+/*
+ * attention/gated_attn_sm90.cuh - what the Hopper (sm_90a) gated-attention kernels share
+ * (gated_attn_sm90_fwd.cu, gated_attn_sm90_bwd.cu, gated_attn_sm90_dq.cu): the block's warp
+ * roles, shared-memory tiles as TMA writes them, wgmma descriptors over those tiles, tensor
+ * maps over the attention tensors, the ping-pong turn and the TMA-store epilogue. Design,
+ * figures and the reasons for the choices: docs/attention.md, "The Hopper kernel".
+ *
+ * Every block has three warpgroups (384 threads): warpgroup 0 is the producer (its first thread
+ * issues the TMA loads; setmaxnreg.dec gives its registers away), warpgroups 1 and 2 are the
+ * consumers (setmaxnreg.inc), each owning 64 rows of every wgmma (m64nNk16). Every instruction
+ * is a wrapper of core/ptx_sm90.cuh, whose emulated twins run these kernels in CI.
+ *
+ * Tiles. A tile of R rows x D bf16 columns is stored as D / 64 column chunks of [R][64] (128-byte
+ * rows, 128B swizzle: the 16-byte chunk index XOR the row's index within its 8-row group), chunk
+ * c at c * R * 128 bytes: exactly what a TMA load of box {64, 1, R, 1} with
+ * CU_TENSOR_MAP_SWIZZLE_128B writes, one load per chunk. Every tile starts at a multiple of 1024
+ * bytes (the swizzle pattern's repeat) and R is a multiple of 8, so every 8-row group of every
+ * chunk does too: wgmma descriptors take base offset 0.
+ */
+#ifndef SL_GATED_ATTN_SM90_CUH
+#define SL_GATED_ATTN_SM90_CUH
+
+#include "attention/gated_attn_tc.cuh" /* args, qtile, locate_qtile, quad_max/sum, sigmoid */
+#include "core/backend_cuda.cuh"
+#include "core/log.h"
+#include "core/ptx_sm90.cuh"
+
+/* Logs, once per process, that the Hopper kernel runs (gated_attn_sm90_fwd.cu). */
+void sl_cuda_gated_attn_sm90_note(void);
+
+namespace sl_attn_sm90 {
+
+using sl_attn_tc::args;
+using sl_attn_tc::first_key_tile;
+using sl_attn_tc::kLn2;
+using sl_attn_tc::kLog2e;
+using sl_attn_tc::quad_max;
+using sl_attn_tc::quad_sum;
+using sl_attn_tc::sigmoid;
+
+/* Warp roles: one producer warpgroup, two consumer warpgroups of 64 rows each. */
+constexpr int kWgThreads = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWgThreads;
+constexpr int kRows = 64; /* the M of every wgmma: one consumer warpgroup's rows */
+constexpr int kConsumerThreads = kConsumers * kWgThreads;
+/* setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers (one block per SM);
+ * the producer only runs a loop of TMA issues, the consumers hold the accumulators. */
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+
+/* Named barriers (id 0 is __syncthreads): the ping-pong turn of consumer c is kBarTurn + c
+ * (256 threads: c's bar.sync, the other consumer's bar.arrive), the epilogue barrier of
+ * consumer c is kBarWg + c (its 128 threads), kBarPair is both consumers (256). */
+enum : int { kBarTurn = 1, kBarWg = 3, kBarPair = 5 };
+
+/* ---- tiles and descriptors ------------------------------------------------------------------ */
+
+/* Byte offset of element (row, col) in a tile of R rows per chunk. */
+template <int R> __device__ __forceinline__ uint32_t tile_off(int row, int col) {
+    return (uint32_t)(col >> 6) * (uint32_t)(R * 128) +
+           sl_swizzle_offset(SL_SWIZZLE_128B, (uint32_t)(row * 128 + (col & 63) * 2));
+}
+
+/* Descriptors are made once per GEMM, for its first k-slice, and advanced per slice by a
+ * constant (sl_wgmma_desc_add). The first is opaque to nvcc (an empty asm): otherwise it hoists
+ * every slice's descriptor of the loop-invariant tiles out of the main loop, and the registers
+ * they held spilled the D = 128 forward. */
+__device__ __forceinline__ uint64_t desc_at_use(uint64_t d) {
+#ifndef SLUICE_CUDA_EMULATED
+    asm volatile("" : "+l"(d));
+#endif
+    return d;
+}
+
+/* K-major operand (A stored [m][k], or B stored [n][k]): rows row0.. of a tile of R rows per
+ * chunk. 8-row groups 1024 bytes apart (SBO); LBO unused with a swizzle. k-slice ks (columns
+ * 16 ks .. 16 ks + 15) is kslice<R>(desc, ks): chunk ks / 4, 32 bytes per slice within the
+ * swizzled row. */
+template <int R> __device__ __forceinline__ uint64_t desc_kmajor(const uint8_t *tile, int row0) {
+    return desc_at_use(sl_wgmma_desc(tile + row0 * 128, SL_SWIZZLE_128B, 16, 1024));
+}
+template <int R> __device__ __forceinline__ uint64_t kslice(uint64_t desc, int ks) {
+    return sl_wgmma_desc_add(desc, (uint32_t)((ks >> 2) * (R * 128) + (ks & 3) * 32));
+}
+
+/* MN-major operand (B stored [k][n], or A stored [k][m]) of a tile of R rows (= k) per chunk,
+ * columns (= n or m) from col0 (a multiple of 64) on. A 128-byte row holds 64 consecutive n of
+ * one k; the next 64 n are the next chunk, R * 128 bytes on (LBO); the next 8 k are 1024 bytes on
+ * (SBO). k-slice kk (rows 16 kk .. 16 kk + 15) is mnslice(desc, kk), 2048 bytes per slice. */
+template <int R> __device__ __forceinline__ uint64_t desc_mnmajor(const uint8_t *tile, int col0) {
+    return desc_at_use(
+        sl_wgmma_desc(tile + (col0 >> 6) * (R * 128), SL_SWIZZLE_128B, (uint32_t)(R * 128), 1024));
+}
+__device__ __forceinline__ uint64_t mnslice(uint64_t desc, int kk) {
+    return sl_wgmma_desc_add(desc, (uint32_t)(kk * 2048));
+}
+
+/* The accumulator's rows: thread t of a consumer warpgroup holds rows 16 w + g and 16 w + g + 8
+ * (w = warp in the warpgroup, g = lane / 4) and columns 8 j + 2 q, + 1 (q = lane % 4) of every
+ * 8-column block j: acc[4 j + 2 x + e] is (row 16 w + g + 8 x, column 8 j + 2 q + e). */
+struct lane_pos {
+    int t, w, g, q;
+};
+__device__ __forceinline__ lane_pos lane_of() {
+    lane_pos p;
+    p.t = (int)(threadIdx.x % kWgThreads);
+    p.w = p.t / 32, p.g = (p.t % 32) / 4, p.q = p.t % 4;
+    return p;
+}
+
+template <int N> __device__ __forceinline__ void zero_acc(float (&d)[N]) {
+    SL_UNROLL
+    for (int i = 0; i < N; i++) d[i] = 0.0f;
+}
+
+/* The accumulator (64 x N fp32) as N / 16 bf16 A fragments (k-slices of 16 columns). */
+template <int N>
+__device__ __forceinline__ void acc_to_frags(uint32_t (&a)[N / 16][4], const float (&d)[N / 2]) {
+    SL_UNROLL
+    for (int s = 0; s < N / 16; s++) sl_wgmma_acc_to_a(a[s], d, s);
+}
+
+template <int N> __device__ __forceinline__ void fence_frags(uint32_t (&a)[N][4]) {
+    SL_UNROLL
+    for (int s = 0; s < N; s++) sl_wgmma_fence_operand(a[s]);
+}
+
+/* ---- ping-pong (FlashAttention-3's warp-scheduler barriers) ---------------------------------- */
+
+/* The two consumers issue their GEMMs in turns: c waits for its turn, issues, and passes the
+ * turn to the other, then runs its softmax while the other's GEMMs occupy the tensor cores.
+ * Consumer 0 gives itself the first turn (turn_start); each consumer takes as many turns as
+ * the other, so consumer 1's last pass is left over: consumer 0 takes it at its end
+ * (turn_finish), and every barrier phase completes. */
+__device__ __forceinline__ void turn_start(int c) {
+    if (c == 0) sl_named_bar_arrive(kBarTurn, kConsumerThreads);
+}
+__device__ __forceinline__ void turn_wait(int c) {
+    sl_named_bar_sync(kBarTurn + c, kConsumerThreads);
+}
+__device__ __forceinline__ void turn_pass(int c) {
+    sl_named_bar_arrive(kBarTurn + (c ^ 1), kConsumerThreads);
+}
+__device__ __forceinline__ void turn_finish(int c) {
+    if (c == 0) sl_named_bar_sync(kBarTurn, kConsumerThreads);
+}
+
+/* ---- the TMA-store epilogue ------------------------------------------------------------------ */
+
+/* Stores a consumer's 64 x D accumulator-layout rows as bf16 through shared memory: value(j, x)
+ * gives the pair (row 16 w + g + 8 x, columns 8 j + 2 q, + 1) as a float2. `region` is the
+ * consumer's 64 rows of a tile of R rows per chunk (its own Q rows, free once its last GEMM
+ * reading them has retired); the writes are fenced for the async proxy, the warpgroup meets,
+ * its first thread stores the D / 64 chunks at (head, row0, b) of `map` (rows past the
+ * sequence are clipped by the tensor map) and waits for the store, and the warpgroup meets
+ * again so that the region can be written anew. */
+template <int D, int R, class F>
+__device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtensorMap *map, int head,
+                                           int row0, int b, F value) {
+    const lane_pos p = lane_of();
+    SL_UNROLL
+    for (int j = 0; j < D / 8; j++) {
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            const float2 v = value(j, x);
+            *(uint32_t *)(region + tile_off<R>(16 * p.w + p.g + 8 * x, 8 * j + 2 * p.q)) =
+                sl_pack_bf16x2(v.x, v.y);
+        }
+    }
+    sl_fence_proxy_async();
+    sl_named_bar_sync(kBarWg + c, kWgThreads);
+    if (p.t == 0) {
+        SL_UNROLL
+        for (int cc = 0; cc < D / 64; cc++)
+            sl_tma_store_4d(map, region + cc * (R * 128), 64 * cc, head, row0, b);
+        sl_tma_store_commit();
+        sl_tma_store_wait<0>();
+    }
+    sl_named_bar_sync(kBarWg + c, kWgThreads);
+}
+
+/* ---- host: tensor maps ------------------------------------------------------------------------
+ */
+
+/* A tensor map over a [batch, seq, heads, D] bf16 tensor (q, o, y, dO, dq: heads = H; k, v:
+ * heads = KV) in tiles of `rows` tokens x 64 columns of one head: dimensions {D, heads, seq,
+ * batch} (innermost first), box {64, 1, rows, 1}, 128B swizzle. The sequence is a dimension of
+ * its own, so a tile sticking out of a sequence reads zeros (and a store is clipped) instead of
+ * reaching into the next sequence. */
+inline CUtensorMap head_map(const sl_bf16 *p, const args &a, int heads, int d, int rows,
+                            const char *op) {
+    SL_CHECK(((uintptr_t)p & 15) == 0, "%s: the Hopper kernel needs 16-byte aligned tensors", op);
+    CUtensorMap m;
+    const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)a.seq,
+                                (cuuint64_t)a.batch};
+    const cuuint64_t row = (cuuint64_t)heads * d * sizeof(sl_bf16);
+    const cuuint64_t strides[3] = {(cuuint64_t)d * sizeof(sl_bf16), row, row * a.seq};
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1};
+    const CUresult r = sl_tensor_map_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, p, dims,
+                                           strides, box, SL_SWIZZLE_128B);
+    SL_CHECK(r == CUDA_SUCCESS,
+             "%s: cuTensorMapEncodeTiled failed (%d) for a [%d, %d, %d, %d] tensor", op, (int)r,
+             a.batch, a.seq, heads, d);
+    return m;
+}
+
+/* Opts kernel K in to `bytes` of dynamic shared memory (once per process). */
+using sl_attn_tc::raise_smem_limit;
+
+/* The deterministic dQ pass (gated_attn_sm90_dq.cu) for head dim d, after the prep pass. */
+void launch_dq(const args &a, int d, cudaStream_t stream);
+
+} // namespace sl_attn_sm90
+
+#endif

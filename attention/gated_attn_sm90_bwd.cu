@@ -1,0 +1,330 @@
+/*
+ * attention/gated_attn_sm90_bwd.cu - fused causal gated attention, backward, for Hopper
+ * (sm_90a): FlashAttention-3's backward with wgmma and TMA, sluice's gate, document masks and
+ * GQA. The forward and the choice of kernel: gated_attn_sm90_fwd.cu; shared pieces:
+ * gated_attn_sm90.cuh; design: docs/attention.md ("The Hopper kernel", "Backward").
+ *
+ * Three kernels (four in the atomic dQ mode):
+ *   1. prep (the tensor-core kernels' own, gated_attn_tc_bwd.cu): the gate's gradient fused,
+ *      dO = dy sigmoid(g) in bf16, dg, Di = rowsum(dO O), and the atomic accumulator zeroed;
+ *   2. dK, dV (this file): one block per (key tile of 128, sequence, kv head), earliest key
+ *      tiles first. The producer's first thread loads K and V once and then Q and dO of every
+ *      step (every query head of the GQA group, query tiles from the diagonal on, as the
+ *      mma.sync kernel walks them) into two stages by TMA; its second warp writes the step's
+ *      lse log2 e, Di and document starts into the stage (plain stores, published by its
+ *      mbarrier arrival). Each consumer warpgroup owns 64 keys and keeps dK and dV in
+ *      registers; per step S^T = K Q^T and dP^T = V dO^T (wgmma, shared memory, both
+ *      K-major), P^T = 2^(S^T c - lse2) masked, dS^T = P^T (dP^T - Di), then dV += P^T dO and
+ *      dK += dS^T Q with P^T and dS^T as register A operands (dO, Q MN-major). The softmax of
+ *      S^T runs while dP^T is on the tensor cores.
+ *      Atomic dQ mode (backend.deterministic = false): each consumer also writes its dS^T into
+ *      a double-buffered shared tile, the two meet, and each computes half of the step's
+ *      dQ += dS K (wgmma, both operands MN-major from shared memory) and adds it to the fp32
+ *      accumulator with atomicAdd;
+ *   3. dQ, deterministic (gated_attn_sm90_dq.cu), or in the atomic mode the accumulator's
+ *      conversion to bf16 (gated_attn_tc_bwd.cu).
+ * P and dS are rounded to bf16 as MMA operands; every sum is fp32.
+ */
+#include "attention/gated_attn_sm90.cuh"
+#include "attention/kernels_cuda.h"
+
+namespace {
+
+using namespace sl_attn_sm90;
+
+/* The producer runs an index loop and the stats warp's loads: 40 registers (FlashAttention-3's
+ * figure for a producer that does more than issue TMA), the consumers get 232. */
+constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
+
+template <int D, bool ATOMIC> struct dkdv_layout {
+    /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
+     * registers each, dK and dV: 64 each), 128 at D = 64 (64 each, dK and dV 32 each). */
+    static constexpr int BN = kConsumers * kRows, BM = D == 64 ? 128 : 64, ST = 2;
+    static constexpr uint32_t kv_bytes = BN * D * 2, q_bytes = BM * D * 2,
+                              ds_bytes = ATOMIC ? BN * BM * 2 : 0, stat_bytes = 12 * BM;
+    static constexpr uint32_t k = 0, v = kv_bytes, q = 2 * kv_bytes, dO = q + ST * q_bytes,
+                              ds = dO + ST * q_bytes, stats = ds + 2 * ds_bytes,
+                              bars = stats + ST * stat_bytes;
+    /* mbarriers: K and V full, then Q/dO full and empty of each stage */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST);
+};
+
+/* Whether key j is visible to query i (lo: i's document start, 0 without documents). */
+__device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
+    return j <= i && j >= lo && i < seq;
+}
+
+template <int D, bool ATOMIC>
+__global__ void __launch_bounds__(kThreads, 1)
+    sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
+                     const __grid_constant__ CUtensorMap tdo,
+                     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                     const args a) {
+    using L = dkdv_layout<D, ATOMIC>;
+    constexpr int BN = L::BN, BM = L::BM, ST = L::ST;
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST;
+
+    const int64_t per_tile = (int64_t)a.batch * a.kv;
+    const int j0 = (int)(blockIdx.x / per_tile) * BN, kvh = (int)(blockIdx.x % a.kv);
+    const int b = (int)(blockIdx.x % per_tile / a.kv);
+    const int64_t tok0 = (int64_t)b * a.seq;
+    const int nk = a.seq - j0 < BN ? a.seq - j0 : BN;
+
+    /* Query tiles [qt0, qt1) of each head: from the one holding the diagonal to the sequence end
+     * or, with documents, to the first whose first row's document starts after the last key
+     * (seg does not decrease, so no later row sees this key tile either). */
+    const int qt0 = j0 / BM, nqt = (a.seq + BM - 1) / BM;
+    int qt1 = qt0 + 1;
+    while (qt1 < nqt && !(a.seg && a.seg[tok0 + qt1 * BM] >= j0 + nk)) qt1++;
+    const int per_head = qt1 - qt0, steps = a.grp * per_head;
+    /* step s: head kvh grp + s / per_head, query tile qt0 + s % per_head, stage s % ST */
+    auto head_of = [&](int s) { return kvh * a.grp + s / per_head; };
+    auto row_of = [&](int s) { return (qt0 + s % per_head) * BM; };
+
+    if (threadIdx.x == 0) {
+        sl_mbar_init(kv_full, 1);
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&q_full[s], 1 + 32); /* the TMA thread and the stats warp */
+            sl_mbar_init(&q_empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    const int wg = (int)(threadIdx.x / kWgThreads);
+    if (wg == 0) { /* producer */
+        sl_setmaxnreg_dec<kBwdProducerRegs>();
+        const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+        if (threadIdx.x == 0) {
+            sl_mbar_arrive_expect_tx(kv_full, 2 * L::kv_bytes);
+            for (int c = 0; c < D / 64; c++) {
+                sl_tma_load_4d(smem + L::k + c * (BN * 128), &tk, kv_full, 64 * c, kvh, j0, b);
+                sl_tma_load_4d(smem + L::v + c * (BN * 128), &tv, kv_full, 64 * c, kvh, j0, b);
+            }
+            for (int s = 0; s < steps; s++) {
+                const int st = s % ST;
+                if (s >= ST) sl_mbar_wait(&q_empty[st], (uint32_t)((s / ST - 1) & 1));
+                sl_mbar_arrive_expect_tx(&q_full[st], 2 * L::q_bytes);
+                for (int c = 0; c < D / 64; c++) {
+                    sl_tma_load_4d(smem + L::q + st * L::q_bytes + c * (BM * 128), &tq, &q_full[st],
+                                   64 * c, head_of(s), row_of(s), b);
+                    sl_tma_load_4d(smem + L::dO + st * L::q_bytes + c * (BM * 128), &tdo,
+                                   &q_full[st], 64 * c, head_of(s), row_of(s), b);
+                }
+            }
+        } else if (warp == 1) { /* the step's row statistics */
+            for (int s = 0; s < steps; s++) {
+                const int st = s % ST, i0 = row_of(s);
+                if (s >= ST) sl_mbar_wait(&q_empty[st], (uint32_t)((s / ST - 1) & 1));
+                float *slse = (float *)(smem + L::stats + st * L::stat_bytes), *sdi = slse + BM;
+                int *sseg = (int *)(sdi + BM);
+                const int64_t row0 = (tok0 + i0) * a.h + head_of(s);
+                for (int r = lane; r < BM; r += 32) {
+                    const bool in = i0 + r < a.seq;
+                    slse[r] = in ? a.lse[row0 + (int64_t)r * a.h] * kLog2e : 0.0f;
+                    sdi[r] = in ? a.di[row0 + (int64_t)r * a.h] : 0.0f;
+                    sseg[r] = in && a.seg ? a.seg[tok0 + i0 + r] : 0;
+                }
+                sl_mbar_arrive(&q_full[st]);
+            }
+        }
+        return;
+    }
+
+    /* consumer c: keys j0 + 64 c .. j0 + 64 c + 63 */
+    sl_setmaxnreg_inc<kBwdConsumerRegs>();
+    const int c = wg - 1;
+    const lane_pos p = lane_of();
+    const float c2 = a.scale * kLog2e;
+    const uint8_t *sk = smem + L::k, *sv = smem + L::v;
+    int kj[2];
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) kj[x] = j0 + c * kRows + 16 * p.w + p.g + 8 * x;
+    /* the atomic mode's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x 64) */
+    const int m0 = BM == 128 ? c * kRows : 0, n0 = BM == 128 ? 0 : 64 * c;
+
+    float dk[D / 2], dv[D / 2];
+    zero_acc(dk);
+    zero_acc(dv);
+    sl_mbar_wait(kv_full, 0);
+
+    for (int s = 0; s < steps; s++) {
+        const int st = s % ST, h = head_of(s), i0 = row_of(s);
+        const uint8_t *sq = smem + L::q + st * L::q_bytes, *sdo = smem + L::dO + st * L::q_bytes;
+        const float *slse = (const float *)(smem + L::stats + st * L::stat_bytes), *sdi = slse + BM;
+        const int *sseg = (const int *)(sdi + BM);
+        sl_mbar_wait(&q_full[st], (uint32_t)((s / ST) & 1));
+
+        /* S^T = K Q^T and dP^T = V dO^T: 64 keys x BM queries, two groups */
+        float sacc[BM / 2], dpacc[BM / 2];
+        sl_wgmma_fence_operand(sacc);
+        sl_wgmma_fence_operand(dpacc);
+        sl_wgmma_fence();
+        {
+            const uint64_t dk = desc_kmajor<BN>(sk, c * kRows), dq = desc_kmajor<BM>(sq, 0);
+            SL_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                sl_wgmma_bf16_ss<BM, 0, 0>(sacc, kslice<BN>(dk, ks), kslice<BM>(dq, ks), ks > 0);
+            sl_wgmma_commit();
+            const uint64_t dv = desc_kmajor<BN>(sv, c * kRows), ddo = desc_kmajor<BM>(sdo, 0);
+            SL_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                sl_wgmma_bf16_ss<BM, 0, 0>(dpacc, kslice<BN>(dv, ks), kslice<BM>(ddo, ks), ks > 0);
+            sl_wgmma_commit();
+        }
+
+        /* P^T (rows: keys kj[x]; columns: queries i0 + 8 j + 2 q + e) while dP^T computes.
+         * Masking is needed only where some pair is invisible. */
+        sl_wgmma_wait<1>();
+        sl_wgmma_fence_operand(sacc);
+        const bool full = !a.seg && i0 >= j0 + BN - 1 && i0 + BM <= a.seq;
+        SL_UNROLL
+        for (int j = 0; j < BM / 8; j++) {
+            SL_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int qi = 8 * j + 2 * p.q + (e & 1);
+                const bool vis = full || visible(i0 + qi, kj[e >> 1], sseg[qi], a.seq);
+                sacc[4 * j + e] = exp2f((vis ? sacc[4 * j + e] * c2 : -INFINITY) - slse[qi]);
+            }
+        }
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(dpacc);
+        SL_UNROLL
+        for (int j = 0; j < BM / 8; j++) {
+            SL_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int qi = 8 * j + 2 * p.q + (e & 1);
+                dpacc[4 * j + e] = sacc[4 * j + e] * (dpacc[4 * j + e] - sdi[qi]);
+            }
+        }
+        uint32_t pa[BM / 16][4], da[BM / 16][4];
+        acc_to_frags<BM>(pa, sacc);
+        acc_to_frags<BM>(da, dpacc);
+
+        uint8_t *sds = smem + L::ds + (s & 1) * L::ds_bytes;
+        if constexpr (ATOMIC) {
+            /* dS^T (keys x queries, bf16 as the MMAs see it) into this step's buffer: the pair
+             * (key row x, queries 8 j + 2 q, + 1) is da[j / 2][2 (j % 2) + x] */
+            SL_UNROLL
+            for (int j = 0; j < BM / 8; j++) {
+                SL_UNROLL
+                for (int x = 0; x < 2; x++)
+                    *(uint32_t *)(sds + tile_off<BN>(c * kRows + 16 * p.w + p.g + 8 * x,
+                                                     8 * j + 2 * p.q)) = da[j / 2][2 * (j % 2) + x];
+            }
+            sl_fence_proxy_async();
+        }
+
+        /* dV += P^T dO, dK += dS^T Q: contraction over the step's BM queries */
+        sl_wgmma_fence_operand(dk);
+        sl_wgmma_fence_operand(dv);
+        fence_frags(pa);
+        fence_frags(da);
+        sl_wgmma_fence();
+        {
+            const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dq = desc_mnmajor<BM>(sq, 0);
+            SL_UNROLL
+            for (int kk = 0; kk < BM / 16; kk++)
+                sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
+            SL_UNROLL
+            for (int kk = 0; kk < BM / 16; kk++)
+                sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dq, kk), 1);
+            sl_wgmma_commit();
+        }
+
+        if constexpr (ATOMIC) {
+            /* both consumers' dS^T are in the buffer (and the buffer of step s - 1 is no longer
+             * read: the other consumer passed this barrier after its step s - 1 wait) */
+            sl_named_bar_sync(kBarPair, kConsumerThreads);
+            float dqa[32];
+            sl_wgmma_fence_operand(dqa);
+            const uint64_t dds = desc_mnmajor<BN>(sds, m0), dk = desc_mnmajor<BN>(sk, n0);
+            SL_UNROLL
+            for (int kk = 0; kk < BN / 16; kk++)
+                sl_wgmma_bf16_ss<64, 1, 1>(dqa, mnslice(dds, kk), mnslice(dk, kk), kk > 0);
+            sl_wgmma_commit();
+            sl_wgmma_wait<0>();
+            sl_wgmma_fence_operand(dqa);
+            sl_mbar_arrive(&q_empty[st]);
+            SL_UNROLL
+            for (int x = 0; x < 2; x++) {
+                const int i = i0 + m0 + 16 * p.w + p.g + 8 * x;
+                if (i >= a.seq) continue;
+                float *dst = a.dqacc + ((tok0 + i) * a.h + h) * D + n0 + 2 * p.q;
+                SL_UNROLL
+                for (int j = 0; j < 8; j++) {
+                    atomicAdd(dst + 8 * j, dqa[4 * j + 2 * x]);
+                    atomicAdd(dst + 8 * j + 1, dqa[4 * j + 2 * x + 1]);
+                }
+            }
+        } else {
+            (void)sds, (void)h;
+            sl_wgmma_wait<0>();
+            sl_mbar_arrive(&q_empty[st]);
+        }
+        sl_wgmma_fence_operand(dk);
+        sl_wgmma_fence_operand(dv);
+        fence_frags(pa);
+        fence_frags(da);
+    }
+
+    /* Epilogue: rows keys kj[x], columns 8 j + 2 q (+1); dK takes the softmax scale. */
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        if (kj[x] >= a.seq) continue;
+        const int64_t row = ((tok0 + kj[x]) * a.kv + kvh) * D + 2 * p.q;
+        SL_UNROLL
+        for (int j = 0; j < D / 8; j++) {
+            *(uint32_t *)(a.dk + row + 8 * j) =
+                sl_pack_bf16x2(dk[4 * j + 2 * x] * a.scale, dk[4 * j + 2 * x + 1] * a.scale);
+            *(uint32_t *)(a.dv + row + 8 * j) =
+                sl_pack_bf16x2(dv[4 * j + 2 * x], dv[4 * j + 2 * x + 1]);
+        }
+    }
+}
+
+template <int D, bool ATOMIC> void launch_dkdv(const args &a, cudaStream_t stream) {
+    using L = dkdv_layout<D, ATOMIC>;
+    const char *op = "gated_attn_bwd";
+    const CUtensorMap tq = head_map(a.q, a, a.h, D, L::BM, op),
+                      tdo = head_map(a.dob, a, a.h, D, L::BM, op),
+                      tk = head_map(a.k, a, a.kv, D, L::BN, op),
+                      tv = head_map(a.v, a, a.kv, D, L::BN, op);
+    const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv;
+    SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
+    raise_smem_limit<sm90_dkdv_kernel<D, ATOMIC>>(L::bytes, op);
+    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                   const args) = sm90_dkdv_kernel<D, ATOMIC>;
+    SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv, a);
+    SL_CUDA_LAUNCHED(op);
+}
+
+template <int D> void launch_bwd(const args &a, bool atomic, cudaStream_t stream) {
+    sl_attn_tc::launch_bwd_prep(a, D, stream);
+    if (atomic) {
+        launch_dkdv<D, true>(a, stream);
+        sl_attn_tc::launch_dq_convert(a, D, stream);
+    } else {
+        launch_dkdv<D, false>(a, stream);
+        launch_dq(a, D, stream);
+    }
+}
+
+} // namespace
+
+void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
+                                 sl_tensor *dg, const sl_tensor *dy, const sl_tensor *q,
+                                 const sl_tensor *k, const sl_tensor *v, const sl_tensor *g,
+                                 const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
+                                 int batch, int seq, float scale) {
+    sl_cuda_gated_attn_sm90_note();
+    const bool atomic = !sl_cuda_deterministic(ctx);
+    const args a = sl_attn_tc::bwd_args(ctx, atomic, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse,
+                                        batch, seq, scale);
+    cudaStream_t stream = sl_cuda_stream(ctx);
+    if (q->shape[2] == 64)
+        launch_bwd<64>(a, atomic, stream);
+    else
+        launch_bwd<128>(a, atomic, stream);
+}

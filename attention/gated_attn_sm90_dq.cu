@@ -1,0 +1,201 @@
+/*
+ * attention/gated_attn_sm90_dq.cu - the Hopper backward's deterministic dQ pass
+ * (backend.deterministic, the default; the rest of the backward: gated_attn_sm90_bwd.cu).
+ *
+ * One block of three warpgroups per (query tile of 128 rows, sequence, head): the forward's grid.
+ * The producer's first thread loads Q and dO once and the K and V tiles of 64 keys, from the one
+ * holding the tile's first document start to the diagonal, through a two-stage ring (one "full"
+ * and one "empty" mbarrier per stage). Each consumer warpgroup owns 64 query rows:
+ * S = Q K^T and dP = dO V^T (wgmma from shared memory, two groups: P is computed while dP is on
+ * the tensor cores), dS = P (dP - Di), dQ += dS K (dS as the register A operand, K MN-major).
+ * Every dq element has one writer and every sum a fixed order, so the bits are the same run after
+ * run; the price is recomputing S and dP, which the dK/dV pass computes too (seven tile
+ * products instead of five). The blocks never wait for one another (an ordered accumulation
+ * across blocks would deadlock under the emulator, which runs blocks one after another).
+ * Epilogue: dq = bf16(scale dQ) through the consumer's Q rows and a TMA store.
+ */
+#include "attention/gated_attn_sm90.cuh"
+
+namespace {
+
+using namespace sl_attn_sm90;
+
+template <int D> struct dq_layout {
+    static constexpr int BM = kConsumers * kRows, BN = 64, ST = 2;
+    static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
+    static constexpr uint32_t q = 0, dO = q_bytes, k = 2 * q_bytes, v = k + ST * kv_bytes,
+                              bars = v + ST * kv_bytes;
+    /* mbarriers: Q and dO full, then K/V full and empty of each stage */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST);
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    sm90_dq_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
+                   const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                   const __grid_constant__ CUtensorMap tdq, const args a) {
+    using L = dq_layout<D>;
+    constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    uint64_t *qd_full = (uint64_t *)(smem + L::bars), *kv_full = qd_full + 1,
+             *kv_empty = kv_full + ST;
+
+    const sl_attn_tc::qtile t = sl_attn_tc::locate_qtile<BM>(a);
+    const int b = (int)(t.tok0 / a.seq);
+    const int jt0 = first_key_tile<BN>(a.seg, t.tok0, t.i0);
+    const int ntiles = (t.i0 + t.nq - jt0 + BN - 1) / BN; /* step n: keys jt0 + n BN .. */
+
+    if (threadIdx.x == 0) {
+        sl_mbar_init(qd_full, 1);
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&kv_full[s], 1);
+            sl_mbar_init(&kv_empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    const int wg = (int)(threadIdx.x / kWgThreads);
+    if (wg == 0) { /* producer */
+        sl_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) return;
+        sl_mbar_arrive_expect_tx(qd_full, 2 * L::q_bytes);
+        for (int half = 0; half < kConsumers; half++)
+            for (int c = 0; c < D / 64; c++) {
+                const uint32_t off = c * (BM * 128) + half * (kRows * 128);
+                const int r = t.i0 + half * kRows;
+                sl_tma_load_4d(smem + L::q + off, &tq, qd_full, 64 * c, t.h, r, b);
+                sl_tma_load_4d(smem + L::dO + off, &tdo, qd_full, 64 * c, t.h, r, b);
+            }
+        for (int n = 0; n < ntiles; n++) {
+            const int s = n % ST;
+            if (n >= ST) sl_mbar_wait(&kv_empty[s], (uint32_t)((n / ST - 1) & 1));
+            sl_mbar_arrive_expect_tx(&kv_full[s], 2 * L::kv_bytes);
+            for (int c = 0; c < D / 64; c++) {
+                const uint32_t off = s * L::kv_bytes + c * (BN * 128);
+                sl_tma_load_4d(smem + L::k + off, &tk, &kv_full[s], 64 * c, t.kvh, jt0 + n * BN, b);
+                sl_tma_load_4d(smem + L::v + off, &tv, &kv_full[s], 64 * c, t.kvh, jt0 + n * BN, b);
+            }
+        }
+        return;
+    }
+
+    /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63; statistics in registers */
+    sl_setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1;
+    const lane_pos p = lane_of();
+    const float c2 = a.scale * kLog2e;
+    float lse2[2], di[2];
+    int qi[2], lo[2];
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        qi[x] = t.i0 + c * kRows + 16 * p.w + p.g + 8 * x;
+        const bool in = qi[x] < a.seq;
+        const int64_t row = (t.tok0 + qi[x]) * a.h + t.h;
+        lse2[x] = in ? a.lse[row] * kLog2e : 0.0f;
+        di[x] = in ? a.di[row] : 0.0f;
+        lo[x] = in && a.seg ? a.seg[t.tok0 + qi[x]] : 0;
+    }
+    uint8_t *sq = smem + L::q + c * (kRows * 128);
+    const uint8_t *sdo = smem + L::dO + c * (kRows * 128);
+
+    float dq[D / 2];
+    zero_acc(dq);
+    sl_mbar_wait(qd_full, 0);
+    for (int n = 0; n < ntiles; n++) {
+        const int s = n % ST, j0 = jt0 + n * BN;
+        const uint8_t *sk = smem + L::k + s * L::kv_bytes, *sv = smem + L::v + s * L::kv_bytes;
+        sl_mbar_wait(&kv_full[s], (uint32_t)((n / ST) & 1));
+
+        float sacc[BN / 2], dpacc[BN / 2];
+        sl_wgmma_fence_operand(sacc);
+        sl_wgmma_fence_operand(dpacc);
+        sl_wgmma_fence();
+        {
+            const uint64_t dq = desc_kmajor<BM>(sq, 0), dk = desc_kmajor<BN>(sk, 0);
+            SL_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                sl_wgmma_bf16_ss<BN, 0, 0>(sacc, kslice<BM>(dq, ks), kslice<BN>(dk, ks), ks > 0);
+            sl_wgmma_commit();
+            const uint64_t ddo = desc_kmajor<BM>(sdo, 0), dv = desc_kmajor<BN>(sv, 0);
+            SL_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                sl_wgmma_bf16_ss<BN, 0, 0>(dpacc, kslice<BM>(ddo, ks), kslice<BN>(dv, ks), ks > 0);
+            sl_wgmma_commit();
+        }
+
+        /* P (rows qi[x], keys j0 + 8 j + 2 q + e) while dP computes */
+        sl_wgmma_wait<1>();
+        sl_wgmma_fence_operand(sacc);
+        /* column 8 j + e of the thread is key j0 + 2 q + 8 j + e: visible to row x iff
+         * lo_c[x] <= 8 j + e <= hi_c[x] (rows past the sequence see nothing) */
+        const bool full = !a.seg && t.i0 >= j0 + BN - 1 && t.nq == BM;
+        int hi_c[2], lo_c[2];
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            hi_c[x] = full ? BN : qi[x] < a.seq ? qi[x] - j0 - 2 * p.q : -1;
+            lo_c[x] = full ? 0 : lo[x] - j0 - 2 * p.q;
+        }
+        SL_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            SL_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int x = e >> 1, col = 8 * j + (e & 1);
+                const bool vis = col <= hi_c[x] && col >= lo_c[x];
+                sacc[4 * j + e] = exp2f((vis ? sacc[4 * j + e] * c2 : -INFINITY) - lse2[x]);
+            }
+        }
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(dpacc);
+        SL_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            SL_UNROLL
+            for (int e = 0; e < 4; e++)
+                dpacc[4 * j + e] = sacc[4 * j + e] * (dpacc[4 * j + e] - di[e >> 1]);
+        }
+        uint32_t da[BN / 16][4];
+        acc_to_frags<BN>(da, dpacc);
+
+        /* dQ += dS K: contraction over the tile's keys */
+        sl_wgmma_fence_operand(dq);
+        fence_frags(da);
+        sl_wgmma_fence();
+        const uint64_t dk = desc_mnmajor<BN>(sk, 0);
+        SL_UNROLL
+        for (int kk = 0; kk < BN / 16; kk++) sl_wgmma_bf16_rs<D, 1>(dq, da[kk], mnslice(dk, kk), 1);
+        sl_wgmma_commit();
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(dq);
+        fence_frags(da);
+        sl_mbar_arrive(&kv_empty[s]);
+    }
+
+    store_rows<D, BM>(sq, c, &tdq, t.h, t.i0 + c * kRows, b, [&](int j, int x) {
+        return make_float2(dq[4 * j + 2 * x] * a.scale, dq[4 * j + 2 * x + 1] * a.scale);
+    });
+}
+
+template <int D> void launch(const args &a, cudaStream_t stream) {
+    using L = dq_layout<D>;
+    const char *op = "gated_attn_bwd";
+    const CUtensorMap tq = head_map(a.q, a, a.h, D, kRows, op),
+                      tdo = head_map(a.dob, a, a.h, D, kRows, op),
+                      tk = head_map(a.k, a, a.kv, D, L::BN, op),
+                      tv = head_map(a.v, a, a.kv, D, L::BN, op),
+                      tdq = head_map(a.dq, a, a.h, D, kRows, op);
+    const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
+    SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
+    raise_smem_limit<sm90_dq_kernel<D>>(L::bytes, op);
+    SL_LAUNCH(sm90_dq_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo,
+              tk, tv, tdq, a);
+    SL_CUDA_LAUNCHED(op);
+}
+
+} // namespace
+
+void sl_attn_sm90::launch_dq(const args &a, int d, cudaStream_t stream) {
+    if (d == 64)
+        launch<64>(a, stream);
+    else
+        launch<128>(a, stream);
+}

@@ -1,0 +1,396 @@
+/*
+ * attention/gated_attn_sm90_fwd.cu - fused causal gated attention, forward, for Hopper (sm_90a):
+ * FlashAttention-3's forward (Shah et al., 2024) with sluice's gate, document masks and GQA.
+ * The attention kernel "sm90" (attn_kernels.cu): bf16 at head dims 64 and 128 on compute
+ * capability 9.x, where the choice "auto" takes it before the mma.sync kernel (gated_attn_tc_*.cu);
+ * this file also holds its support checks (sl_cuda_gated_attn_sm90_runs_on, _automatic).
+ * CPU twin: attention/gated_attn_cpu.c; semantics: core/ops.h; shared pieces:
+ * gated_attn_sm90.cuh; design and estimates: docs/attention.md ("The Hopper kernel").
+ *
+ * One block of three warpgroups per (query tile of 128 rows, sequence, head), latest tiles first:
+ *   producer     one thread: Q by TMA once, then K and V tiles of 128 keys through a ring of ST
+ *                stages (3 at D = 64, 2 at D = 128), K and V each with a "full" mbarrier (TMA
+ *                transaction bytes) and an "empty" one (the 256 consumer threads) per stage;
+ *   consumers    two warpgroups of 64 query rows: S = Q K^T (wgmma from shared memory, both
+ *                K-major), online softmax in registers (log2 domain), O += P V (P from
+ *                registers, V MN-major), fp32 accumulators throughout.
+ * Key tiles run from the causal diagonal down to the tile holding the block's first document
+ * start (FlashAttention-3's order: the masked diagonal tile first); tiles above the diagonal and
+ * before the document are never loaded.
+ *
+ * Overlap, as FlashAttention-3:
+ *   - within a warpgroup, step n issues S_n = Q K_n^T and then O += P_{n-1} V_{n-1} before
+ *     waiting for S_n, so the softmax of tile n runs while P_{n-1} V_{n-1} is on the tensor
+ *     cores; O is rescaled after that GEMM retires (it already holds P_{n-1} V_{n-1}, which is
+ *     scaled to the same running max);
+ *   - between the two consumers (ping-pong), named barriers give each its turn to issue its
+ *     GEMMs, so one warpgroup's softmax overlaps the other's GEMMs.
+ * Epilogue, fused: O / l, lse = ln 2 (m + log2 l), the pre-gate O and y = O * sigmoid(g)
+ * (elementwise or headwise gate; y = O without one) as bf16 through shared memory and TMA
+ * stores (the consumer's own Q rows are free by then).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/gated_attn_sm90.cuh"
+#include "attention/kernels_cuda.h"
+
+namespace {
+
+using namespace sl_attn_sm90;
+
+template <int D> struct fwd_layout {
+    static constexpr int BM = kConsumers * kRows, BN = 128, ST = D == 64 ? 3 : 2;
+    static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
+    static constexpr uint32_t q = 0, k = q_bytes, v = k + ST * kv_bytes, bars = v + ST * kv_bytes;
+    /* mbarriers: Q full, then K full, K empty, V full, V empty of each stage */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 4 * ST);
+};
+
+/* Online softmax of one key tile (keys j0.. in sacc, the accumulator of S), in place: masked
+ * scores become -inf, P = 2^(S scale log2 e - m') with the new running max m', l and m
+ * updated, alpha = 2^(m - m') the factor O must be rescaled by. Masking is needed on the
+ * diagonal tile (keys after a row) and where a row's document starts inside or after the tile
+ * (lo[1] is the larger start). A row that sees no key yet keeps m = -inf and takes the exponents
+ * from 0 (P = 0, alpha = 0). */
+template <int BN>
+__device__ __forceinline__ void softmax_tile(float (&sacc)[BN / 2], int j0, const int (&row)[2],
+                                             const int (&lo)[2], float c2, float (&m)[2],
+                                             float (&l)[2], float (&alpha)[2], int q) {
+    const bool masked = j0 + BN - 1 > row[0] || j0 < lo[1];
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        /* the thread's column 8 j + e of the tile is key j0 + 2 q + 8 j + e: visible iff
+         * lo_c <= 8 j + e <= hi_c (compile-time left sides: one comparison each) */
+        const int hi_c = row[x] - j0 - 2 * q, lo_c = lo[x] - j0 - 2 * q;
+        float mx = -INFINITY;
+        if (masked) {
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 2; e++) {
+                    float &v = sacc[4 * j + 2 * x + e];
+                    v = 8 * j + e <= hi_c && 8 * j + e >= lo_c ? v * c2 : -INFINITY;
+                    mx = fmaxf(mx, v);
+                }
+            }
+        } else {
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 2; e++) {
+                    float &v = sacc[4 * j + 2 * x + e];
+                    v *= c2;
+                    mx = fmaxf(mx, v);
+                }
+            }
+        }
+        const float mnew = fmaxf(m[x], quad_max(mx));
+        const float mref = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[x] = exp2f(m[x] - mref);
+        float sum = 0.0f;
+        SL_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            SL_UNROLL
+            for (int e = 0; e < 2; e++) {
+                float &v = sacc[4 * j + 2 * x + e];
+                v = exp2f(v - mref);
+                sum += v;
+            }
+        }
+        l[x] = l[x] * alpha[x] + sum; /* this lane's share; the quad sums at the end */
+        m[x] = mnew;
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                    const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
+                    const __grid_constant__ CUtensorMap ty, const args a) {
+    using L = fwd_layout<D>;
+    constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    uint64_t *q_full = (uint64_t *)(smem + L::bars), *k_full = q_full + 1, *k_empty = k_full + ST;
+    uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST;
+
+    const sl_attn_tc::qtile t = sl_attn_tc::locate_qtile<BM>(a);
+    const int b = (int)(t.tok0 / a.seq);
+    const int jfirst = first_key_tile<BN>(a.seg, t.tok0, t.i0);
+    const int ntiles = (t.i0 + t.nq - jfirst + BN - 1) / BN;
+    const int jlast = jfirst + (ntiles - 1) * BN; /* step n works on key tile jlast - n BN */
+    const int wg = (int)(threadIdx.x / kWgThreads);
+
+    if (threadIdx.x == 0) {
+        sl_mbar_init(q_full, 1);
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&k_full[s], 1);
+            sl_mbar_init(&v_full[s], 1);
+            sl_mbar_init(&k_empty[s], kConsumerThreads);
+            sl_mbar_init(&v_empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) { /* producer */
+        sl_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) return;
+        sl_tma_prefetch(&tk);
+        sl_tma_prefetch(&tv);
+        sl_mbar_arrive_expect_tx(q_full, L::q_bytes);
+        for (int half = 0; half < kConsumers; half++)
+            for (int c = 0; c < D / 64; c++)
+                sl_tma_load_4d(smem + L::q + c * (BM * 128) + half * (kRows * 128), &tq, q_full,
+                               64 * c, t.h, t.i0 + half * kRows, b);
+        /* tile n into stage n % ST once the consumers released the tile ST steps back */
+        auto load = [&](int n, uint64_t *full, uint64_t *empty, const CUtensorMap *map,
+                        uint32_t off) {
+            const int s = n % ST;
+            if (n >= ST) sl_mbar_wait(&empty[s], (uint32_t)((n / ST - 1) & 1));
+            sl_mbar_arrive_expect_tx(&full[s], L::kv_bytes);
+            for (int c = 0; c < D / 64; c++)
+                sl_tma_load_4d(smem + off + s * L::kv_bytes + c * (BN * 128), map, &full[s], 64 * c,
+                               t.kvh, jlast - n * BN, b);
+        };
+        for (int n = 0; n < ntiles; n++) {
+            load(n, k_full, k_empty, &tk, L::k);
+            load(n, v_full, v_empty, &tv, L::v);
+        }
+        return;
+    }
+
+    /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63 */
+    sl_setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1;
+    const lane_pos p = lane_of();
+    const float c2 = a.scale * kLog2e;
+    int row[2], lo[2];
+    float m[2], l[2], alpha[2];
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        row[x] = t.i0 + c * kRows + 16 * p.w + p.g + 8 * x;
+        const int rc = row[x] < a.seq ? row[x] : a.seq - 1;
+        lo[x] = a.seg ? a.seg[t.tok0 + rc] : 0;
+        m[x] = -INFINITY, l[x] = 0.0f;
+    }
+    uint8_t *sq = smem + L::q + c * (kRows * 128); /* this consumer's rows of each Q chunk */
+
+    float o[D / 2], sacc[BN / 2];
+    uint32_t pa[BN / 16][4];
+    zero_acc(o);
+
+    /* The waits for a tile come before the wgmma.fence of its GEMMs: nothing but the issues
+     * between the fence and the wgmmas (ptxas otherwise inserts fences of its own, C7519). */
+    auto wait_k = [&](int n) { sl_mbar_wait(&k_full[n % ST], (uint32_t)((n / ST) & 1)); };
+    auto wait_v = [&](int n) { sl_mbar_wait(&v_full[n % ST], (uint32_t)((n / ST) & 1)); };
+    /* S = Q K_n^T: D / 16 k-slices over the head dim */
+    auto issue_s = [&](int n) {
+        const uint64_t dq = desc_kmajor<BM>(sq, 0),
+                       dk = desc_kmajor<BN>(smem + L::k + (n % ST) * L::kv_bytes, 0);
+        SL_UNROLL
+        for (int ks = 0; ks < D / 16; ks++)
+            sl_wgmma_bf16_ss<BN, 0, 0>(sacc, kslice<BM>(dq, ks), kslice<BN>(dk, ks), ks > 0);
+        sl_wgmma_commit();
+    };
+    /* O += P_n V_n: BN / 16 k-slices over the keys */
+    auto issue_pv = [&](int n) {
+        const uint64_t dv = desc_mnmajor<BN>(smem + L::v + (n % ST) * L::kv_bytes, 0);
+        SL_UNROLL
+        for (int kk = 0; kk < BN / 16; kk++) sl_wgmma_bf16_rs<D, 1>(o, pa[kk], mnslice(dv, kk), 1);
+        sl_wgmma_commit();
+    };
+
+    turn_start(c);
+    sl_mbar_wait(q_full, 0);
+
+    /* step 0: S_0 alone */
+    turn_wait(c);
+    wait_k(0);
+    sl_wgmma_fence_operand(sacc);
+    sl_wgmma_fence();
+    issue_s(0);
+    turn_pass(c);
+    sl_wgmma_wait<0>();
+    sl_wgmma_fence_operand(sacc);
+    sl_mbar_arrive(&k_empty[0]);
+    softmax_tile<BN>(sacc, jlast, row, lo, c2, m, l, alpha, p.q); /* O = 0: alpha unused */
+    acc_to_frags<BN>(pa, sacc);
+
+    for (int n = 1; n < ntiles; n++) {
+        turn_wait(c);
+        wait_k(n);
+        wait_v(n - 1);
+        sl_wgmma_fence_operand(sacc);
+        sl_wgmma_fence_operand(o);
+        fence_frags(pa);
+        sl_wgmma_fence();
+        issue_s(n);      /* group 1: S_n */
+        issue_pv(n - 1); /* group 2: O += P_{n-1} V_{n-1} */
+        turn_pass(c);
+        sl_wgmma_wait<1>(); /* S_n has retired */
+        sl_wgmma_fence_operand(sacc);
+        sl_mbar_arrive(&k_empty[n % ST]);
+        softmax_tile<BN>(sacc, jlast - n * BN, row, lo, c2, m, l, alpha, p.q);
+        sl_wgmma_wait<0>(); /* P_{n-1} V_{n-1} has retired: O and pa are free */
+        sl_wgmma_fence_operand(o);
+        fence_frags(pa);
+        sl_mbar_arrive(&v_empty[(n - 1) % ST]);
+        SL_UNROLL
+        for (int j = 0; j < D / 8; j++) {
+            o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+        }
+        acc_to_frags<BN>(pa, sacc);
+    }
+
+    /* the last tile's O += P V */
+    turn_wait(c);
+    wait_v(ntiles - 1);
+    sl_wgmma_fence_operand(o);
+    fence_frags(pa);
+    sl_wgmma_fence();
+    issue_pv(ntiles - 1);
+    turn_pass(c);
+    sl_wgmma_wait<0>();
+    sl_wgmma_fence_operand(o);
+    fence_frags(pa);
+    sl_mbar_arrive(&v_empty[(ntiles - 1) % ST]);
+
+    /* epilogue: lse, then O and y through this consumer's Q rows */
+    float inv[2], gh[2];
+    int64_t r[2];
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        const float lt = quad_sum(l[x]);
+        inv[x] = 1.0f / lt;
+        r[x] = (t.tok0 + (row[x] < a.seq ? row[x] : a.seq - 1)) * a.h + t.h;
+        if (row[x] < a.seq && p.q == 0) a.lsew[r[x]] = (m[x] + log2f(lt)) * kLn2;
+        gh[x] = a.gate == 1 ? sigmoid(sl_ld(a.g[r[x]])) : 1.0f;
+    }
+    const int row0 = t.i0 + c * kRows;
+    store_rows<D, BM>(sq, c, &to, t.h, row0, b, [&](int j, int x) {
+        return make_float2(o[4 * j + 2 * x] * inv[x], o[4 * j + 2 * x + 1] * inv[x]);
+    });
+    store_rows<D, BM>(sq, c, &ty, t.h, row0, b, [&](int j, int x) {
+        float g0 = gh[x], g1 = gh[x];
+        if (a.gate == 2) {
+            sl_unpack_bf16x2(*(const uint32_t *)(a.g + r[x] * D + 8 * j + 2 * p.q), &g0, &g1);
+            g0 = sigmoid(g0), g1 = sigmoid(g1);
+        }
+        return make_float2(o[4 * j + 2 * x] * inv[x] * g0, o[4 * j + 2 * x + 1] * inv[x] * g1);
+    });
+    turn_finish(c);
+}
+
+template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
+    using L = fwd_layout<D>;
+    const char *op = "gated_attn_fwd";
+    const CUtensorMap tq = head_map(a.q, a, a.h, D, kRows, op),
+                      tk = head_map(a.k, a, a.kv, D, L::BN, op),
+                      tv = head_map(a.v, a, a.kv, D, L::BN, op),
+                      to = head_map(a.ow, a, a.h, D, kRows, op),
+                      ty = head_map(a.y, a, a.h, D, kRows, op);
+    const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
+    SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
+    raise_smem_limit<sm90_fwd_kernel<D>>(L::bytes, op);
+    SL_LAUNCH(sm90_fwd_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tk,
+              tv, to, ty, a);
+}
+
+/* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
+ * process. */
+int sm90_choice(void) {
+    static int choice = -2;
+    if (choice == -2) {
+        const char *e = getenv("SLUICE_ATTN_SM90");
+        if (!e || !*e || strcmp(e, "auto") == 0)
+            choice = -1;
+        else if (strcmp(e, "0") == 0 || strcmp(e, "1") == 0)
+            choice = e[0] - '0';
+        else
+            SL_CHECK(false, "SLUICE_ATTN_SM90=%s: expected 0, 1 or auto", e);
+    }
+    return choice;
+}
+
+/* Whether this device can run the kernel: compute capability 9.x, the sm_90a code in the binary
+ * (a build without it would trap) and the driver's cuTensorMapEncodeTiled. */
+bool sm90_device(const cudaDeviceProp *props) {
+    if (props->major != 9) return false;
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, (const void *)sm90_fwd_kernel<64>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (attr.binaryVersion < 90) return false;
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                            &q) == cudaSuccess &&
+           q == cudaDriverEntryPointSuccess && fn;
+}
+
+} // namespace
+
+bool sl_cuda_gated_attn_sm90_device(void) {
+    int dev = 0;
+    cudaDeviceProp props;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&props, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return sm90_device(&props);
+}
+
+bool sl_cuda_gated_attn_sm90_runs_on(void *ctx) {
+    /* per device ordinal (the backend's device is the current one while it runs ops): a run
+     * drives one device, but `sluice doctor` checks every device of the node in turn */
+    static signed char known[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return sm90_device(sl_cuda_props(ctx));
+    }
+    if (!known[dev]) known[dev] = sm90_device(sl_cuda_props(ctx)) ? 1 : -1;
+    return known[dev] > 0;
+}
+
+bool sl_cuda_gated_attn_sm90_automatic(void *ctx) {
+    const int choice = sm90_choice();
+    if (choice == 1) {
+        const cudaDeviceProp *props = sl_cuda_props(ctx);
+        SL_CHECK(sl_cuda_gated_attn_sm90_runs_on(ctx),
+                 "SLUICE_ATTN_SM90=1: the Hopper attention kernel needs a compute capability 9.x "
+                 "device with the sm_90a code and cuTensorMapEncodeTiled (%s is %d.%d)",
+                 props->name, props->major, props->minor);
+        return true;
+    }
+#ifdef SLUICE_CUDA_EMULATED
+    return false;
+#else
+    return choice != 0;
+#endif
+}
+
+/* Says once per process that the Hopper kernel runs: a run's log shows it. */
+void sl_cuda_gated_attn_sm90_note(void) {
+    static bool said = false;
+    if (said) return;
+    said = true;
+    sl_info("gated attention: the Hopper kernel (wgmma, TMA; sm_90a)");
+}
+
+void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
+                                 const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
+                                 const sl_tensor *g, const sl_tensor *seg, int batch, int seq,
+                                 float scale) {
+    sl_cuda_gated_attn_sm90_note();
+    const args a = sl_attn_tc::fwd_args(y, o, lse, q, k, v, g, seg, batch, seq, scale);
+    cudaStream_t stream = sl_cuda_stream(ctx);
+    if (q->shape[2] == 64)
+        launch_fwd<64>(a, stream);
+    else
+        launch_fwd<128>(a, stream);
+    SL_CUDA_LAUNCHED("gated_attn_fwd");
+}

@@ -1,0 +1,367 @@
+/*
+ * bench/expert_gemm_bench.c - the expert GEMMs of one MoE layer on the CUDA backend, under each
+ * strategy of moe/grouped_matmul.cu (SL_EXPERT_GEMM_*: one cuBLAS grouped call, or one
+ * cublasGemmEx per expert), at the row counts per expert that matter (issue 23): 256 (one GPU,
+ * 4096 tokens per micro-batch, top-8 of 128 experts) and 2048 (the per-GPU expert load of an
+ * EP-8 deployment).
+ *
+ * For each rows-per-expert value R it times the six GEMMs the MoE block runs per micro-batch
+ * (forward gate_up and down, their data gradients, their weight gradients into fp32 in bf16
+ * training) through sl_op_grouped_matmul / sl_op_grouped_matmul_dw, each strategy in turn,
+ * timed between two sl_backend_synchronize calls over --reps calls after two warm-up calls, and
+ * prints the median time and TFLOP/s per GEMM and strategy, and how the weight gradient ran
+ * (cuBLAS may refuse the grouped bf16-into-fp32 call, and then the per-expert path runs).
+ * Counts: R per expert on average, spread deterministically over [R/2, 3R/2) (routing is never
+ * exactly balanced), or exactly R with --uniform.
+ *
+ * --check (small shapes, for CI under the emulated CUDA build): every strategy's outputs must
+ * agree with the grouped strategy's within bf16 rounding (fp32: 1e-5 relative), a failure exits
+ * 1. The widths default to the 15A2B config's (hidden 2048, expert FFN 768, 128 experts).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backends.h"
+#include "bench/bench_util.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+#include "moe/kernels_cuda.h"
+
+typedef struct {
+    int experts, hidden, ffn, reps;
+    int rows[8], nrows;
+    sl_dtype dtype;
+    bool uniform, check;
+    int strategies[3], nstrategies;
+} opts;
+
+static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert"};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
+            "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
+            "                         [--strategy grouped|per-expert|all] [--check]\n"
+            "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
+            "              and an EP-8 deployment's per-GPU expert load)\n"
+            "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
+            "  --dtype     activations and weights (default bf16; weight gradients are fp32)\n"
+            "  --reps      timed calls per GEMM and strategy (default 10)\n"
+            "  --uniform   exactly R rows per expert (default: spread over [R/2, 3R/2))\n"
+            "  --strategy  which strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM; default all)\n"
+            "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
+}
+
+static int parse(int argc, char **argv, opts *o) {
+    *o = (opts){.experts = 128,
+                .hidden = 2048,
+                .ffn = 768,
+                .reps = 10,
+                .rows = {256, 2048},
+                .nrows = 2,
+                .dtype = SL_BF16,
+                .strategies = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT},
+                .nstrategies = 2};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--uniform") == 0) {
+            o->uniform = true;
+        } else if (strcmp(a, "--check") == 0) {
+            o->check = true;
+        } else if (!v) {
+            fprintf(stderr, "expert_gemm_bench: %s needs a value (or is unknown)\n", a);
+            return -1;
+        } else if (strcmp(a, "--rows") == 0) {
+            o->nrows = 0;
+            for (char *p = argv[++i]; *p && o->nrows < 8;) {
+                char *end;
+                const long r = strtol(p, &end, 10);
+                if (end == p || r < 1 || r > (1 << 20)) {
+                    fprintf(stderr, "expert_gemm_bench: --rows %s: expected positive integers\n",
+                            v);
+                    return -1;
+                }
+                o->rows[o->nrows++] = (int)r;
+                p = *end == ',' ? end + 1 : end;
+            }
+        } else if (strcmp(a, "--experts") == 0 || strcmp(a, "--hidden") == 0 ||
+                   strcmp(a, "--ffn") == 0 || strcmp(a, "--reps") == 0) {
+            char *end;
+            const long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > (1 << 20)) {
+                fprintf(stderr, "expert_gemm_bench: %s %s: expected a positive integer\n", a, v);
+                return -1;
+            }
+            *(a[2] == 'e'   ? &o->experts
+              : a[2] == 'h' ? &o->hidden
+              : a[2] == 'f' ? &o->ffn
+                            : &o->reps) = (int)n;
+        } else if (strcmp(a, "--dtype") == 0) {
+            i++;
+            if (strcmp(v, "bf16") == 0)
+                o->dtype = SL_BF16;
+            else if (strcmp(v, "f32") == 0)
+                o->dtype = SL_F32;
+            else {
+                fprintf(stderr, "expert_gemm_bench: --dtype %s: expected bf16 or f32\n", v);
+                return -1;
+            }
+        } else if (strcmp(a, "--strategy") == 0) {
+            i++;
+            int s;
+            if (strcmp(v, "all") == 0) {
+                o->nstrategies = 2;
+            } else if (sl_cuda_expert_gemm_parse(v, &s) && s != SL_EXPERT_GEMM_AUTO) {
+                o->strategies[0] = s, o->nstrategies = 1;
+            } else {
+                fprintf(stderr,
+                        "expert_gemm_bench: --strategy %s: expected grouped, per-expert or all\n",
+                        v);
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "expert_gemm_bench: unknown option %s\n", a);
+            return -1;
+        }
+    }
+    if (o->check) {
+        o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
+        o->nstrategies = 2;
+        o->strategies[0] = SL_EXPERT_GEMM_GROUPED, o->strategies[1] = SL_EXPERT_GEMM_PER_EXPERT;
+    }
+    return 0;
+}
+
+/* A tensor of `dt` with values uniform in [-scale, scale) from a fixed generator. */
+static sl_tensor *random_tensor(sl_backend *be, sl_dtype dt, int ndim, const int64_t *shape,
+                                float scale, uint64_t *state) {
+    sl_tensor *t = sl_tensor_new(be, dt, ndim, shape), *f = sl_tensor_new(be, SL_F32, ndim, shape);
+    const int64_t n = sl_tensor_numel(t);
+    float *h = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+        h[i] = scale * (2.0f * (float)(*state >> 40) / (float)(1 << 24) - 1.0f);
+    }
+    sl_tensor_from_host(f, h);
+    sl_op_convert(t, f);
+    free(h);
+    sl_tensor_free(f);
+    return t;
+}
+
+/* The six GEMMs of one MoE layer's experts: tensors and counts. */
+typedef struct {
+    int64_t n, *counts;
+    int e, h, f;
+    sl_tensor *x, *wgu, *wd, *gu, *mid, *y, *dy, *dmid, *dgu, *dx, *gwgu, *gwd;
+} layer;
+
+static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
+    memset(L, 0, sizeof *L);
+    L->e = o->experts, L->h = o->hidden, L->f = o->ffn;
+    L->counts = malloc(sizeof(int64_t) * (size_t)L->e);
+    uint64_t s = 0x5eed;
+    for (int g = 0; g < L->e; g++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        L->counts[g] = o->uniform || rows < 2 ? rows : rows / 2 + (int64_t)((s >> 33) % rows);
+        L->n += L->counts[g];
+    }
+    const sl_dtype dt = o->dtype;
+    const int64_t h = L->h, f = L->f, n = L->n, e = L->e;
+    uint64_t st = 42;
+    L->x = random_tensor(be, dt, 2, (int64_t[]){n, h}, 1.0f, &st);
+    L->wgu = random_tensor(be, dt, 3, (int64_t[]){e, 2 * f, h}, 0.02f, &st);
+    L->wd = random_tensor(be, dt, 3, (int64_t[]){e, h, f}, 0.02f, &st);
+    L->mid = random_tensor(be, dt, 2, (int64_t[]){n, f}, 1.0f, &st);
+    L->dy = random_tensor(be, dt, 2, (int64_t[]){n, h}, 1.0f, &st);
+    L->dgu = random_tensor(be, dt, 2, (int64_t[]){n, 2 * f}, 1.0f, &st);
+    L->gu = sl_tensor_new2(be, dt, n, 2 * f);
+    L->y = sl_tensor_new2(be, dt, n, h);
+    L->dmid = sl_tensor_new2(be, dt, n, f);
+    L->dx = sl_tensor_new2(be, dt, n, h);
+    L->gwgu = sl_tensor_new3(be, SL_F32, e, 2 * f, h);
+    L->gwd = sl_tensor_new3(be, SL_F32, e, h, f);
+    sl_op_fill(L->gwgu, 0.0f), sl_op_fill(L->gwd, 0.0f);
+}
+
+static void layer_free(layer *L) {
+    sl_tensor *ts[] = {L->x,  L->wgu,  L->wd,  L->gu, L->mid,  L->y,
+                       L->dy, L->dmid, L->dgu, L->dx, L->gwgu, L->gwd};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    free(L->counts);
+}
+
+enum { GEMMS = 6 };
+static const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd", "down dgrad",
+                                                "gate_up dgrad", "down dW",  "gate_up dW"};
+
+/* Runs GEMM i of the layer once. */
+static void run_gemm(layer *L, int i) {
+    switch (i) {
+    case 0:
+        sl_op_grouped_matmul(L->gu, L->x, L->wgu, L->counts, L->e, true, 0.0f);
+        break;
+    case 1:
+        sl_op_grouped_matmul(L->y, L->mid, L->wd, L->counts, L->e, true, 0.0f);
+        break;
+    case 2:
+        sl_op_grouped_matmul(L->dmid, L->dy, L->wd, L->counts, L->e, false, 0.0f);
+        break;
+    case 3:
+        sl_op_grouped_matmul(L->dx, L->dgu, L->wgu, L->counts, L->e, false, 0.0f);
+        break;
+    case 4:
+        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f);
+        break;
+    default:
+        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f);
+        break;
+    }
+}
+
+static sl_tensor *gemm_output(layer *L, int i) {
+    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu};
+    return out[i];
+}
+
+static double gemm_flops(const layer *L, int i) {
+    const double n = (double)L->n, h = L->h, f = L->f;
+    const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h, 2 * n * h * f,
+                               2 * n * 2 * f * h, 2 * n * h * f, 2 * n * 2 * f * h};
+    return per[i];
+}
+
+/* Host copy of a tensor as fp32 (converted on the device first). */
+static float *to_host_f32(sl_tensor *t) {
+    int64_t shape[4];
+    for (int d = 0; d < sl_tensor_ndim(t); d++) shape[d] = sl_tensor_dim(t, d);
+    sl_tensor *f = sl_tensor_new(sl_tensor_backend(t), SL_F32, sl_tensor_ndim(t), shape);
+    sl_op_convert(f, t);
+    float *h = malloc(sizeof(float) * (size_t)sl_tensor_numel(t));
+    sl_tensor_to_host(f, h);
+    sl_tensor_free(f);
+    return h;
+}
+
+/* An fp32 copy of `t` on backend `to`. */
+static sl_tensor *copy_f32(sl_backend *to, sl_tensor *t) {
+    int64_t shape[4];
+    for (int d = 0; d < sl_tensor_ndim(t); d++) shape[d] = sl_tensor_dim(t, d);
+    sl_tensor *c = sl_tensor_new(to, SL_F32, sl_tensor_ndim(t), shape);
+    float *h = to_host_f32(t);
+    sl_tensor_from_host(c, h);
+    free(h);
+    return c;
+}
+
+/* --check: every GEMM under each strategy against the CPU backend in fp32 on the same (rounded)
+ * inputs. The weight gradients start from the same non-zero value (they accumulate into it). */
+static int check(sl_backend *be, const opts *o) {
+    char err[256];
+    sl_backend *cpu = sl_backend_create("cpu", NULL, err, sizeof err);
+    if (!cpu) {
+        fprintf(stderr, "expert_gemm_bench: backend cpu: %s\n", err);
+        return 1;
+    }
+    layer L, R;
+    layer_init(&L, be, o, o->rows[0]);
+    R = L; /* the same counts and sizes; every tensor replaced by its CPU fp32 copy */
+    sl_tensor **lt[] = {&L.x,  &L.wgu,  &L.wd,  &L.gu, &L.mid,  &L.y,
+                        &L.dy, &L.dmid, &L.dgu, &L.dx, &L.gwgu, &L.gwd};
+    sl_tensor **rt[] = {&R.x,  &R.wgu,  &R.wd,  &R.gu, &R.mid,  &R.y,
+                        &R.dy, &R.dmid, &R.dgu, &R.dx, &R.gwgu, &R.gwd};
+    for (int k = 0; k < 12; k++) *rt[k] = copy_f32(cpu, *lt[k]);
+    int failures = 0;
+    for (int i = 0; i < GEMMS; i++) {
+        if (i >= 4) sl_op_fill(gemm_output(&R, i), 0.25f); /* dW accumulates: += */
+        run_gemm(&R, i);
+        const int64_t numel = sl_tensor_numel(gemm_output(&L, i));
+        float *ref = malloc(sizeof(float) * (size_t)numel);
+        sl_tensor_to_host(gemm_output(&R, i), ref);
+        for (int s = 0; s < o->nstrategies; s++) {
+            sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
+            if (i >= 4) sl_op_fill(gemm_output(&L, i), 0.25f);
+            run_gemm(&L, i);
+            float *got = to_host_f32(gemm_output(&L, i));
+            /* bf16 outputs round by 2^-9 relative; fp32 ones differ by summation order */
+            const double rtol = i < 4 && o->dtype == SL_BF16 ? 1.0 / 128 : 1e-4;
+            double worst = 0, scale = 0;
+            for (int64_t k = 0; k < numel; k++) scale = fmax(scale, fabs(ref[k]));
+            for (int64_t k = 0; k < numel; k++)
+                worst = fmax(worst, fabs((double)got[k] - ref[k]) / fmax(scale, 1e-30));
+            const bool ok = worst <= rtol && scale > 0;
+            printf("%-4s %-14s %-10s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
+                   ok ? "OK" : "FAIL", k_gemm_names[i], k_strategy_names[o->strategies[s]], worst,
+                   rtol, i >= 4 ? "; ran " : "", i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
+            failures += !ok;
+            free(got);
+        }
+        free(ref);
+    }
+    for (int k = 0; k < 12; k++) sl_tensor_free(*rt[k]);
+    layer_free(&L);
+    sl_backend_free(cpu);
+    return failures ? 1 : 0;
+}
+
+static void bench(sl_backend *be, const opts *o, int rows) {
+    layer L;
+    layer_init(&L, be, o, rows);
+    printf("\nrows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n", rows,
+           o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
+           sl_dtype_name(o->dtype));
+    printf("%-14s %-11s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s",
+           "weight gradient path");
+    double *t = malloc(sizeof(double) * (size_t)o->reps);
+    double total[3] = {0, 0, 0};
+    for (int i = 0; i < GEMMS; i++)
+        for (int s = 0; s < o->nstrategies; s++) {
+            sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
+            for (int r = -2; r < o->reps; r++) {
+                sl_backend_synchronize(be);
+                const double t0 = sl_bench_now();
+                run_gemm(&L, i);
+                sl_backend_synchronize(be);
+                if (r >= 0) t[r] = sl_bench_now() - t0;
+            }
+            const double med = sl_bench_median(t, o->reps);
+            total[s] += med;
+            printf("%-14s %-11s %10.3f %9.1f  %s\n", k_gemm_names[i],
+                   k_strategy_names[o->strategies[s]], med * 1e3, gemm_flops(&L, i) / med / 1e12,
+                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
+        }
+    double flops = 0;
+    for (int i = 0; i < GEMMS; i++) flops += gemm_flops(&L, i);
+    for (int s = 0; s < o->nstrategies; s++)
+        printf("%-14s %-11s %10.3f %9.1f\n", "all six", k_strategy_names[o->strategies[s]],
+               total[s] * 1e3, flops / total[s] / 1e12);
+    free(t);
+    layer_free(&L);
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    if (parse(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    char err[512];
+    sl_backend_params bp = {.threads = 0, .device = -1, .allow_nondeterministic = false};
+    sl_backend *be = sl_backend_create("cuda", &bp, err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "expert_gemm_bench: backend cuda: %s\n", err);
+        return o.check ? 77 : 1; /* --check: no device is a skip, as for the gpu tests */
+    }
+    int rc = 0;
+    if (o.check)
+        rc = check(be, &o);
+    else
+        for (int r = 0; r < o.nrows; r++) bench(be, &o, o.rows[r]);
+    sl_backend_free(be);
+    return rc;
+}

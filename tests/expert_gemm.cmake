@@ -1,0 +1,10 @@
+# bench/expert_gemm_bench --check: the expert GEMMs of one MoE layer (forward, data and weight
+# gradients) under each strategy of moe/grouped_matmul.cu against the CPU backend, bf16 and fp32
+# (label cuda: the emulated build in CI, or a GPU; skipped without one); a bad flag exits 2.
+if(SLUICE_WITH_CUDA)
+  add_test(NAME test_expert_gemm_bench
+           COMMAND bash -c "$0 --check && $0 --check --dtype f32 && { $0 --rows x; test $? = 2; }"
+                   $<TARGET_FILE:expert_gemm_bench>)
+  set_tests_properties(test_expert_gemm_bench PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "moe;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()
