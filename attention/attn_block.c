@@ -7,6 +7,16 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
+
+/* Profiling regions (core/profile.h); the norms and residual adds join the model-wide rows. */
+#define R_PROJ_FWD "qkv+gate projections fwd"
+#define R_PROJ_BWD "qkv+gate projections bwd"
+#define R_SPLIT    "q/gate split, RoPE (fwd, bwd)"
+#define R_ATTN_FWD "attention kernel fwd"
+#define R_ATTN_BWD "attention kernel bwd"
+#define R_O_FWD    "output projection fwd"
+#define R_O_BWD    "output projection bwd"
 
 /* A [T, heads * D] view of a [T, heads, D] tensor. */
 static sl_tensor *flat2(sl_tensor *t) {
@@ -114,26 +124,36 @@ static float attn_scale(const sl_attn_block *b) {
 
 void sl_attn_block_recompute_inputs(sl_attn_block *b, const sl_attn_inputs *in,
                                     const sl_tensor *x) {
-    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->cfg.eps);
-    sl_op_matmul(b->qall, b->xn, b->q_proj->w, false, true, 1.0f, 0.0f);
-    sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
-    sl_op_matmul(b->v2, b->xn, b->v_proj->w, false, true, 1.0f, 0.0f);
-    sl_op_qgate_split(b->q, b->g, b->qall, b->cfg.gate);
-    /* QK-norm per head, before RoPE; never applied to the gate. */
-    sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->cfg.eps);
-    sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
-    sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
-    sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
+    sl_backend *be = sl_tensor_backend(x);
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS)
+        sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->cfg.eps);
+    SL_PROFILE_REGION (be, R_PROJ_FWD) {
+        sl_op_matmul(b->qall, b->xn, b->q_proj->w, false, true, 1.0f, 0.0f);
+        sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
+        sl_op_matmul(b->v2, b->xn, b->v_proj->w, false, true, 1.0f, 0.0f);
+    }
+    SL_PROFILE_REGION (be, R_SPLIT) {
+        sl_op_qgate_split(b->q, b->g, b->qall, b->cfg.gate);
+        /* QK-norm per head, before RoPE; never applied to the gate. */
+        SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+            sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->cfg.eps);
+            sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
+        }
+        sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
+        sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
+    }
 }
 
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
                            sl_tensor *out) {
+    sl_backend *be = sl_tensor_backend(x);
     sl_attn_block_recompute_inputs(b, in, x);
-    sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->seg, in->batch, in->seq,
-                         attn_scale(b));
+    SL_PROFILE_REGION (be, R_ATTN_FWD)
+        sl_op_gated_attn_fwd(b->y, b->o, b->lse, b->qn, b->kn, b->v, b->g, in->seg, in->batch,
+                             in->seq, attn_scale(b));
     /* out = x + y W_o^T: start from the residual and let the GEMM accumulate. */
-    sl_tensor_copy(out, x);
-    sl_op_matmul(out, b->y2, b->o_proj->w, false, true, 1.0f, 1.0f);
+    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_tensor_copy(out, x);
+    SL_PROFILE_REGION (be, R_O_FWD) sl_op_matmul(out, b->y2, b->o_proj->w, false, true, 1.0f, 1.0f);
 }
 
 void sl_attn_block_decode(sl_attn_block *b, const sl_attn_inputs *in, sl_tensor *kc, sl_tensor *vc,
@@ -148,32 +168,44 @@ void sl_attn_block_decode(sl_attn_block *b, const sl_attn_inputs *in, sl_tensor 
 
 void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_workspace *ws,
                             const sl_tensor *x, const sl_tensor *dout, sl_tensor *dx) {
-    /* o_proj */
-    sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, sl_param_grad_beta(b->o_proj));
-    sl_op_matmul(ws->dy2, dout, b->o_proj->w, false, false, 1.0f, 0.0f);
+    sl_backend *be = sl_tensor_backend(x);
+    SL_PROFILE_REGION (be, R_O_BWD) {
+        sl_op_matmul(b->o_proj->g, dout, b->y2, true, false, 1.0f, sl_param_grad_beta(b->o_proj));
+        sl_op_matmul(ws->dy2, dout, b->o_proj->w, false, false, 1.0f, 0.0f);
+    }
     /* attention and gate */
-    sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g, in->seg,
-                         b->o, b->lse, in->batch, in->seq, attn_scale(b));
+    SL_PROFILE_REGION (be, R_ATTN_BWD)
+        sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g,
+                             in->seg, b->o, b->lse, in->batch, in->seq, attn_scale(b));
     /* RoPE and QK-norm */
-    sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
-    sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
-    sl_param_grad_prepare(b->q_norm); /* the norms' weight gradients add up */
-    sl_param_grad_prepare(b->k_norm);
-    sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
-    sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
-    sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->cfg.gate);
-    /* projections */
-    sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f, sl_param_grad_beta(b->q_proj));
-    sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f,
-                 sl_param_grad_beta(b->k_proj));
-    sl_op_matmul(b->v_proj->g, ws->dv2, b->xn, true, false, 1.0f, sl_param_grad_beta(b->v_proj));
-    sl_op_matmul(ws->dxn, ws->dqall, b->q_proj->w, false, false, 1.0f, 0.0f);
-    sl_op_matmul(ws->dxn, ws->dk_pre2, b->k_proj->w, false, false, 1.0f, 1.0f);
-    sl_op_matmul(ws->dxn, ws->dv2, b->v_proj->w, false, false, 1.0f, 1.0f);
+    SL_PROFILE_REGION (be, R_SPLIT) {
+        sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
+        sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
+        SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+            sl_param_grad_prepare(b->q_norm); /* the norms' weight gradients add up */
+            sl_param_grad_prepare(b->k_norm);
+            sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
+            sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
+        }
+        sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->cfg.gate);
+    }
+    SL_PROFILE_REGION (be, R_PROJ_BWD) {
+        sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->q_proj));
+        sl_op_matmul(b->k_proj->g, ws->dk_pre2, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->k_proj));
+        sl_op_matmul(b->v_proj->g, ws->dv2, b->xn, true, false, 1.0f,
+                     sl_param_grad_beta(b->v_proj));
+        sl_op_matmul(ws->dxn, ws->dqall, b->q_proj->w, false, false, 1.0f, 0.0f);
+        sl_op_matmul(ws->dxn, ws->dk_pre2, b->k_proj->w, false, false, 1.0f, 1.0f);
+        sl_op_matmul(ws->dxn, ws->dv2, b->v_proj->w, false, false, 1.0f, 1.0f);
+    }
     /* input norm, then the residual path */
-    sl_param_grad_prepare(b->norm);
-    sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
-    sl_op_axpy(dx, dout, 1.0f);
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(b->norm);
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    }
+    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 
 void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out) {

@@ -4,7 +4,8 @@
  *
  *   gpu_train_bench [CONFIG] [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
  *                   [--warmup N] [--precision bf16|fp32] [--mem-gib G] [--peak-n N]
- *                   [--peak-reps N] [--nondeterministic]
+ *                   [--peak-reps N] [--nondeterministic] [--profile] [--profile-steps N]
+ *                   [--init config|fast]
  *
  * CONFIG (default configs/qwen-gated-15a2b.json; also --config) is trained with its layers cut
  * to fit one GPU: the same widths, experts and routing, `--layers` decoder layers (default:
@@ -27,6 +28,12 @@
  * device memory in use after the steps, and the host reads per step are printed too. The last
  * line of the output is one JSON object for scripts (bench/run_gpu_bench.sh).
  *
+ * --profile: after the timed steps, `--profile-steps` more (default 3), each region of the
+ * step timed by CUDA events (core/profile.h, bench/bench_profile.h): the device time per op
+ * class per step, the device's idle time between regions, the host reads' waits, and the
+ * check that the rows add up to the profiled steps' wall time within 5% (exit status 1 when
+ * they do not). The headline figures stay those of the unprofiled steps.
+ *
  * On the emulated CUDA backend (-DSLUICE_CUDA=EMULATED) this runs end to end on the CPU with a
  * tiny config and a small --peak-n; its speed says nothing about a GPU.
  */
@@ -37,6 +44,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
+#include "bench/bench_profile.h"
 #include "bench/bench_util.h"
 #include "core/cuda_peak.h"
 #include "core/comm.h"
@@ -60,10 +68,10 @@ static void print_estimate(const sl_fit_estimate *e, bool bf16, double budget) {
 
 typedef struct {
     const char *config;
-    int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps;
+    int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps, profile_steps;
     double mem_gib;
     const char *precision;
-    bool nondeterministic, estimate_only;
+    bool nondeterministic, estimate_only, profile, init_fast;
 } options;
 
 static void usage(FILE *f) {
@@ -72,7 +80,7 @@ static void usage(FILE *f) {
             "                       [--accum N] [--steps N] [--warmup N] [--precision bf16|fp32]\n"
             "                       [--mem-gib G] [--peak-n N] [--peak-reps N] "
             "[--nondeterministic]\n"
-            "                       [--estimate]\n"
+            "                       [--estimate] [--profile] [--profile-steps N]\n"
             "  CONFIG          default configs/qwen-gated-15a2b.json\n"
             "  --layers N      decoder layers (default: the most whose memory estimate fits)\n"
             "  --seq, --batch  default training.seq_len, training.micro_batch_size\n"
@@ -84,7 +92,14 @@ static void usage(FILE *f) {
             "  --peak-reps N   timed peak GEMMs, median reported (default 21)\n"
             "  --nondeterministic  let kernels with a faster atomic variant use it\n"
             "  --estimate      only print the memory estimate and the layer count it gives for\n"
-            "                  --mem-gib (default 139, an H200) and exit; needs no GPU\n");
+            "                  --mem-gib (default 139, an H200) and exit; needs no GPU\n"
+            "  --init config|fast  the config's initialization (default; about a minute for 9\n"
+            "                  layers of 15A2B on the host) or a fast fill for timing only\n"
+            "                  (trainer/fit_device.h; the loss then says nothing)\n"
+            "  --profile       after the timed steps, profile --profile-steps more (default 3):\n"
+            "                  device time per region of the step (CUDA events), idle time,\n"
+            "                  host reads; exit 1 when the rows do not add up to the step time\n"
+            "                  within 5%%\n");
 }
 
 static int parse_options(int argc, char **argv, options *o) {
@@ -94,6 +109,7 @@ static int parse_options(int argc, char **argv, options *o) {
                    .warmup = 2,
                    .peak_n = 8192,
                    .peak_reps = 21,
+                   .profile_steps = 3,
                    .precision = "bf16"};
     bool have_config = false;
     for (int i = 1; i < argc; i++) {
@@ -108,6 +124,9 @@ static int parse_options(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--estimate") == 0) {
             o->estimate_only = true;
             continue;
+        } else if (strcmp(a, "--profile") == 0) {
+            o->profile = true;
+            continue;
         } else if (a[0] != '-') {
             if (have_config) {
                 fprintf(stderr, "gpu_train_bench: a second config '%s'\n", a);
@@ -119,7 +138,7 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--config") == 0 || strcmp(a, "--precision") == 0 ||
-            strcmp(a, "--mem-gib") == 0) {
+            strcmp(a, "--mem-gib") == 0 || strcmp(a, "--init") == 0) {
             /* string-valued options */
         } else if (strcmp(a, "--layers") == 0) {
             dst = &o->layers;
@@ -137,6 +156,8 @@ static int parse_options(int argc, char **argv, options *o) {
             dst = &o->peak_n;
         } else if (strcmp(a, "--peak-reps") == 0) {
             dst = &o->peak_reps;
+        } else if (strcmp(a, "--profile-steps") == 0) {
+            dst = &o->profile_steps;
         } else {
             fprintf(stderr, "gpu_train_bench: unknown option '%s'\n", a);
             return -1;
@@ -152,6 +173,13 @@ static int parse_options(int argc, char **argv, options *o) {
             continue;
         } else if (strcmp(a, "--precision") == 0) {
             o->precision = v;
+            continue;
+        } else if (strcmp(a, "--init") == 0) {
+            if (strcmp(v, "fast") != 0 && strcmp(v, "config") != 0) {
+                fprintf(stderr, "gpu_train_bench: --init: expected config or fast, got '%s'\n", v);
+                return -1;
+            }
+            o->init_fast = strcmp(v, "fast") == 0;
             continue;
         } else if (strcmp(a, "--mem-gib") == 0) {
             char *end = NULL;
@@ -170,10 +198,10 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         *dst = (int)x;
     }
-    if (o->steps < 1 || o->accum < 1 || o->peak_reps < 1 ||
+    if (o->steps < 1 || o->accum < 1 || o->peak_reps < 1 || o->profile_steps < 1 ||
         (strcmp(o->precision, "bf16") != 0 && strcmp(o->precision, "fp32") != 0)) {
-        fprintf(stderr, "gpu_train_bench: need --steps >= 1, --accum >= 1, --peak-reps >= 1 "
-                        "and --precision bf16 or fp32\n");
+        fprintf(stderr, "gpu_train_bench: need --steps >= 1, --accum >= 1, --peak-reps >= 1, "
+                        "--profile-steps >= 1 and --precision bf16 or fp32\n");
         return -1;
     }
     return 0;
@@ -273,7 +301,8 @@ int main(int argc, char **argv) {
                                 .nondeterministic = o.nondeterministic};
     /* created as trainer/trainer.c creates it for one rank, with the config's initialization */
     if (sl_fit_configure(&cfg, &fs, err, sizeof err) != 0 ||
-        sl_fit_create(&fm, &cfg, be, world, SL_FIT_INIT_CONFIG, err, sizeof err) != 0) {
+        sl_fit_create(&fm, &cfg, be, world, o.init_fast ? SL_FIT_INIT_FAST : SL_FIT_INIT_CONFIG,
+                      err, sizeof err) != 0) {
         fprintf(stderr, "gpu_train_bench: %s\n", err);
         goto out;
     }
@@ -325,6 +354,23 @@ int main(int argc, char **argv) {
             t_timed += t1 - t0;
         }
     }
+    /* --profile: more steps with every region timed; the figures above stay unprofiled. */
+    static sl_profile_report prof; /* large: keep it off the stack */
+    if (o.profile) {
+        sl_profile_enable(be, true);
+        for (int s = 0; s < o.profile_steps; s++) {
+            sl_profile_step_begin(be);
+            sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
+            if (sl_train_step(&stepper, &cfg.train, o.warmup + o.steps + s, sl_fit_random_batch,
+                              &src, &res, err, sizeof err) != 0) {
+                fprintf(stderr, "gpu_train_bench: %s\n", err);
+                goto out;
+            }
+            sl_profile_step_end(be); /* waits for the device */
+        }
+        sl_profile_get(be, &prof);
+        sl_profile_enable(be, false);
+    }
     sl_bench_device dev_after;
     const bool have_after = sl_bench_device_info(&dev_after, err, sizeof err) == 0;
     const double used = have_after ? (double)(dev_after.total_bytes - dev_after.free_bytes) : NAN;
@@ -365,6 +411,10 @@ int main(int argc, char **argv) {
            used / GIB);
     printf("host reads per step: %lld (+ %lld explicit synchronizations)\n", reads_step,
            syncs_step);
+    /* the kernel the profile's attention rows time (attention.kernel, docs/attention.md) */
+    const char *attn_ran = sl_backend_attn_kernel_ran(be);
+    attn_ran = attn_ran ? attn_ran : "?";
+    printf("attention kernel: %s\n", attn_ran);
     printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s);
     printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
@@ -387,16 +437,20 @@ int main(int argc, char **argv) {
         printf("bf16 GEMM peak after the steps: not measured: %s\n", why_after);
     printf("model FLOP/s at %.1f%% of the measured bf16 GEMM peak (target >= 35%%)\n",
            100.0 * frac);
+    const bool prof_ok =
+        !o.profile || sl_bench_profile_print(&prof, 1e3 * mean_s, "after the timed ones");
     /* JSON: one line; numbers that were not measured are null */
     printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
            "\"activation_dtype\": \"%s\", \"layers\": %d, \"full_layers\": %d, \"batch\": %d, "
            "\"seq\": %d, \"accum\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_step\": %lld, "
            "\"host_reads_per_step\": %lld, \"syncs_per_step\": %lld, \"total_params\": %lld, "
-           "\"active_params\": %lld, \"gemm_peak_n\": %d",
+           "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
+           "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\"",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
-           peak_before.n ? peak_before.n : peak_after.n);
+           peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
+           cfg.model.num_experts_per_tok, attn_ran);
     const struct {
         const char *key;
         double v;
@@ -421,9 +475,17 @@ int main(int argc, char **argv) {
         else
             printf(", \"%s\": null", nums[i].key);
     }
+    printf(", \"profile\": ");
+    if (o.profile)
+        sl_bench_profile_json(stdout, &prof, 1e3 * mean_s);
+    else
+        printf("null");
     printf("}\n");
     fflush(stdout);
-    rc = 0;
+    rc = prof_ok ? 0 : 1;
+    if (!prof_ok)
+        fprintf(stderr, "gpu_train_bench: the profile's rows do not add up to the step time "
+                        "(above)\n");
 out:
     free(dt);
     free(tokens);

@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
-# bench/run_gpu_bench.sh - issue 9's GPU benchmark: sluice's CUDA backend (gpu_train_bench)
-# against PyTorch (gpu_train_bench_torch.py) on the same model, and the two targets:
+# bench/run_gpu_bench.sh - the GPU benchmark: sluice's CUDA backend (gpu_train_bench) against two
+# PyTorch baselines on the same model and step - the Hugging Face model (gpu_train_bench_torch.py)
+# and a torchtitan-style implementation (torchtitan_style_bench.py: stacked experts through
+# grouped_mm, SDPA with cuDNN, fused AdamW, torch.compile) - with sluice's step profile at two
+# shapes, and the targets of issue 9:
 #   sluice's model FLOP/s >= 35% of the bf16 GEMM peak measured in the same run;
-#   sluice's tokens/s >= 3x PyTorch's.
+#   sluice's tokens/s >= 3x PyTorch's (reported against each baseline).
 #
 #   bench/run_gpu_bench.sh [--build DIR] [--bin PATH] [--python PY] [--config PATH]
 #                          [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
-#                          [--warmup N] [--quick] [--no-torch]
+#                          [--warmup N] [--quick] [--no-torch] [--baselines hf,titan]
+#                          [--no-profile] [--no-ep8] [--init config|fast]
 #
 # --build DIR  the CMake build to use (default build-gpu; configured with -DSLUICE_CUDA=ON when
 #              it has no cache yet) and build gpu_train_bench in it
 # --bin PATH   a gpu_train_bench that is already built (for example from the relocatable
 #              bundle of launch/bundle.sh: source its env.sh first); nothing is built
 # --python PY  the interpreter with PyTorch (and transformers) on the GPU node (default python3)
-# --layers N   decoder layers for both (default: the most that fit, chosen by gpu_train_bench;
-#              when PyTorch runs out of memory with that many, both run again with one fewer,
-#              at most twice, so that the ratio compares the same model)
+# --layers N   decoder layers for all sides (default: the most that fit, chosen by
+#              gpu_train_bench; when a PyTorch side runs out of memory with that many, sluice and
+#              that side run again with one fewer, at most twice, so that each ratio compares the
+#              same model)
+# --accum N    micro-batches per step (default 4: the measured shape, 4 x 1 x 4096 tokens)
 # --quick      3 timed steps after 1 warm-up and a 4096^3 peak (checks the script)
-# --no-torch   sluice only (the fraction-of-peak target)
+# --no-torch   sluice only (the fraction-of-peak target); --baselines hf,titan: which PyTorch
+#              baselines (default both)
+# --no-profile no --profile for sluice (the step profile: bench/README.md, "Where the time goes")
+# --no-ep8     leave out the second shape: the per-GPU expert load of an EP-8 deployment, one
+#              micro-batch of 8 x 4096 tokens (32,768 x 8 slots / 128 experts = 2,048 rows per
+#              expert, as when 8 ranks' tokens reach each GPU's 16 experts), sluice only
+# --init       gpu_train_bench's weights: config (default) or fast (a fill for timing only)
 # --no-attn    leave out the attention benchmark below; --attn-only: only it
 # --nondeterministic  passed to attn_bench (the backend's atomic variants, e.g. dQ)
-# --config, --seq, --batch, --accum, --steps and --warmup go to both sides. Each side prints
-# its own details and a JSON line; the last line here is one JSON object with both results
+# --config, --seq, --batch, --accum, --steps and --warmup go to every side. Each side prints
+# its own details and a JSON line; the last line here is one JSON object with all results
 # and the targets.
 # Then the attention benchmark (issue "Fused gated flash attention on tensor cores"): attn_bench
 # (next to gpu_train_bench) and attn_bench_torch.py at the paper's shapes (H 32, KV 4, D 128 and
@@ -34,8 +46,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build-gpu bin="" py=python3 config=configs/qwen-gated-15a2b.json
-layers="" seq="" batch="" accum=1 steps=10 warmup=2 peak_n=8192 torch=1 attn=1 train=1 nondet=()
-quick=0
+layers="" seq="" batch="" accum=4 steps=10 warmup=2 peak_n=8192 torch=1 attn=1 train=1 nondet=()
+quick=0 baselines=hf,titan profile=(--profile) ep8=1 init=config
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;;
@@ -50,6 +62,10 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --quick) steps=3 warmup=1 peak_n=4096 quick=1; shift ;;
     --no-torch) torch=0; shift ;;
+    --baselines) baselines=$2; shift 2 ;;
+    --no-profile) profile=(); shift ;;
+    --no-ep8) ep8=0; shift ;;
+    --init) init=$2; shift 2 ;;
     --no-attn) attn=0; shift ;;
     --attn-only) train=0; shift ;;
     --nondeterministic) nondet=(--nondeterministic); shift ;;
@@ -75,21 +91,22 @@ log=$(mktemp -d "${TMPDIR:-/tmp}/run_gpu_bench.XXXXXX")
 trap 'rm -rf "$log"' EXIT
 
 # The last line of a side's output is its JSON object.
-run_sluice() { # LAYERS (empty: the bench chooses)
-    local extra=()
-    [ -n "$1" ] && extra=(--layers "$1")
-    echo "== sluice: $bin $config ${common[*]} ${extra[*]} --peak-n $peak_n"
-    "$bin" "$config" "${common[@]}" "${extra[@]}" --peak-n "$peak_n" | tee "$log/sluice.txt"
-    tail -n 1 "$log/sluice.txt" > "$log/sluice.json"
+run_sluice() { # NAME LAYERS [extra gpu_train_bench options]
+    local name=$1 extra=()
+    [ -n "$2" ] && extra=(--layers "$2")
+    shift 2
+    echo "== sluice ($name): $bin $config ${common[*]} ${extra[*]} $* --peak-n $peak_n ${profile[*]}"
+    "$bin" "$config" "${common[@]}" "${extra[@]}" "$@" --peak-n "$peak_n" --init "$init" \
+        "${profile[@]}" | tee "$log/$name.txt"
+    tail -n 1 "$log/$name.txt" > "$log/$name.json"
 }
-run_torch() { # LAYERS; returns the script's exit status (3: out of memory)
-    echo "== torch: $py bench/gpu_train_bench_torch.py $config ${common[*]} --layers $1"
+run_torch() { # NAME SCRIPT LAYERS; returns the script's exit status (3: out of memory)
+    echo "== torch ($1): $py bench/$2 $config ${common[*]} --layers $3"
     set +e
-    "$py" bench/gpu_train_bench_torch.py "$config" "${common[@]}" --layers "$1" --peak-n "$peak_n" \
-        | tee "$log/torch.txt"
+    "$py" "bench/$2" "$config" "${common[@]}" --layers "$3" | tee "$log/$1.txt"
     local rc=${PIPESTATUS[0]}
     set -e
-    tail -n 1 "$log/torch.txt" > "$log/torch.json"
+    tail -n 1 "$log/$1.txt" > "$log/$1.json"
     return "$rc"
 }
 field() { # FILE KEY
@@ -175,55 +192,81 @@ if [ "$train" = 0 ]; then
     exit 0
 fi
 
-run_sluice "$layers"
+# sluice at the measured shape; each PyTorch baseline at sluice's layer count (both sides again
+# with fewer layers when PyTorch runs out of memory, so that each ratio compares one model).
+run_sluice sluice "$layers"
 n=$(field "$log/sluice.json" layers)
+pairs=()
 if [ "$torch" = 1 ]; then
-    tries=0
-    while :; do
-        rc=0
-        run_torch "$n" || rc=$?
-        [ "$rc" = 0 ] && break
-        if [ "$rc" != 3 ] || [ "$tries" -ge 2 ] || [ "$n" -le 1 ]; then
-            echo "run_gpu_bench.sh: the PyTorch side failed (exit $rc)" >&2
-            exit 1
-        fi
-        tries=$((tries + 1)) n=$((n - 1))
-        echo "== PyTorch ran out of memory: both sides again with $n layers"
-        run_sluice "$n"
+    for b in ${baselines//,/ }; do
+        case $b in
+        hf) script=gpu_train_bench_torch.py ;;
+        titan) script=torchtitan_style_bench.py ;;
+        *) echo "run_gpu_bench.sh: unknown baseline '$b' (hf, titan)" >&2; exit 2 ;;
+        esac
+        tries=0
+        while :; do
+            rc=0
+            run_torch "torch_$b" "$script" "$n" || rc=$?
+            [ "$rc" = 0 ] && break
+            if [ "$rc" != 3 ] || [ "$tries" -ge 2 ] || [ "$n" -le 1 ]; then
+                echo "run_gpu_bench.sh: the PyTorch side ($b) failed (exit $rc)" >&2
+                exit 1
+            fi
+            tries=$((tries + 1)) n=$((n - 1))
+            echo "== PyTorch ($b) ran out of memory: sluice and it again with $n layers"
+            run_sluice "sluice_$n" "$n"
+        done
+        s_json=$log/sluice.json
+        [ -f "$log/sluice_$n.json" ] && s_json=$log/sluice_$n.json
+        pairs+=("$s_json" "$log/torch_$b.json")
     done
 fi
+if [ "$ep8" = 1 ]; then
+    # The EP-8 expert load: 8 x 4096 tokens in one micro-batch (the layer count chosen for it).
+    ep8_opts=(--batch 8 --accum 1)
+    [ -n "$seq" ] || ep8_opts+=(--seq 4096)
+    run_sluice sluice_ep8 "$layers" "${ep8_opts[@]}"
+fi
 
-"$py" - "$log/sluice.json" "$log/torch.json" "$torch" <<'EOF'
+"$py" - "$log/sluice.json" "$([ "$ep8" = 1 ] && echo "$log/sluice_ep8.json")" "${pairs[@]}" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
-t = json.load(open(sys.argv[2])) if sys.argv[3] == "1" else None
+ep8 = json.load(open(sys.argv[2])) if sys.argv[2] else None
+pairs = [(json.load(open(a)), json.load(open(b)), a != sys.argv[1]) for a, b in zip(sys.argv[3::2], sys.argv[4::2])]
 print()
-print("== %s on %s: %d layers, %d x %d tokens x %d micro-batch(es), precision %s (activations %s)" % (
-    s["config"], s["device"], s["layers"], s["batch"], s["seq"], s["accum"], s["precision"],
-    s["activation_dtype"]))
-print("%-28s %14s %12s %14s" % ("", "tokens/s", "ms/step", "model TFLOP/s"))
-print("%-28s %14.1f %12.2f %14.2f" % ("sluice", s["tokens_per_s"], s["ms_per_step"], s["model_tflops"]))
-if t:
-    print("%-28s %14.1f %12.2f %14.2f" % (t["impl"], t["tokens_per_s"], t["ms_per_step"],
-                                        t["model_tflops"]))
-if t and (t["layers"] != s["layers"] or t["seq"] != s["seq"] or t["batch"] != s["batch"]):
-    print("WARNING: the two sides ran different shapes (layers %d/%d, seq %d/%d, batch %d/%d): the "
-          "ratio compares different models" % (s["layers"], t["layers"], s["seq"], t["seq"], s["batch"], t["batch"]))
-elif t and abs(t["flops_per_token"] - s["flops_per_token"]) > 1e-9 * s["flops_per_token"]:
-    print("WARNING: FLOPs/token differ (sluice %.6g, torch %.6g): model/counts.c and "
-          "bench/perf_model.py disagree" % (s["flops_per_token"], t["flops_per_token"]))
+print("== %s on %s: precision %s (activations %s)" % (s["config"], s["device"], s["precision"],
+                                                     s["activation_dtype"]))
+print("%-38s %7s %16s %12s %12s %14s" % ("", "layers", "tokens/step", "tokens/s", "ms/step", "model TFLOP/s"))
+def row(name, j):
+    print("%-38s %7d %16s %12.1f %12.2f %14.2f" % (name, j["layers"], "%dx%dx%d" % (j["accum"], j["batch"], j["seq"]),
+                                                   j["tokens_per_s"], j["ms_per_step"], j["model_tflops"]))
+row("sluice", s)
+for sj, t, again in pairs:
+    if again:
+        row("sluice (%d layers)" % sj["layers"], sj)
+    row(t["impl"], t)
+if ep8:
+    rows = ep8["batch"] * ep8["seq"] * ep8.get("topk", 8) / max(ep8.get("experts", 128), 1)
+    row("sluice, EP-8 load (%.0f rows/expert)" % rows, ep8)
+out = {"sluice": s, "sluice_ep8": ep8, "baselines": [], "peak_fraction": s.get("peak_fraction")}
 frac = s.get("peak_fraction")
-ratio = s["tokens_per_s"] / t["tokens_per_s"] if t else None
-out = {"sluice": s, "torch": t, "peak_fraction": frac, "speedup_vs_torch": ratio}
 if frac is not None:
     print("bf16 GEMM peak (cuBLAS %d^3, measured): %.1f TFLOP/s; sluice at %.1f%% of it: target >= 35%%: %s" % (
         s["gemm_peak_n"], s["gemm_peak_tflops"], 100 * frac, "MET" if frac >= 0.35 else "NOT MET"))
     out["peak_target_met"] = frac >= 0.35
 else:
     print("bf16 GEMM peak: not measured")
-if ratio is not None:
-    print("sluice / torch tokens/s: %.2fx: target >= 3x: %s" % (ratio, "MET" if ratio >= 3 else "NOT MET"))
-    out["speedup_target_met"] = ratio >= 3
+for sj, t, _ in pairs:
+    same = t["layers"] == sj["layers"] and t["seq"] == sj["seq"] and t["batch"] == sj["batch"]
+    if not same:
+        print("WARNING: %s ran another shape than sluice: the ratio compares different models" % t["impl"])
+    elif abs(t["flops_per_token"] - sj["flops_per_token"]) > 1e-9 * sj["flops_per_token"]:
+        print("WARNING: FLOPs/token differ (sluice %.6g, %s %.6g): model/counts.c and bench/perf_model.py "
+              "disagree" % (sj["flops_per_token"], t["impl"], t["flops_per_token"]))
+    ratio = sj["tokens_per_s"] / t["tokens_per_s"]
+    print("sluice / %s tokens/s: %.2fx: target >= 3x: %s" % (t["impl"], ratio, "MET" if ratio >= 3 else "NOT MET"))
+    out["baselines"].append({"sluice": sj, "torch": t, "speedup": ratio, "speedup_target_met": ratio >= 3})
 print(json.dumps(out))
 EOF
 [ "$attn" = 1 ] && run_attn

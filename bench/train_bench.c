@@ -2,6 +2,7 @@
  * bench/train_bench.c - training throughput of the CPU backend on one config.
  *
  *   bench_train CONFIG [--steps N] [--warmup N] [--threads N] [--batch B] [--seq S]
+ *               [--profile] [--profile-steps N]
  *
  * Builds the model of CONFIG's model section for micro-batches of B x S tokens (defaults:
  * training.micro_batch_size and training.seq_len), initializes it from training.seed and
@@ -13,6 +14,12 @@
  * In the same process it measures the OpenBLAS sgemm peak (cblas_sgemm 2048^3, fp32, the
  * same thread count, best of 5) and reports the model FLOP/s (model/counts.h convention)
  * as a fraction of it. The last line of the output is one JSON object for scripts.
+ *
+ * --profile: after the timed steps, `--profile-steps` more (default 3) run as sl_train_step
+ * (trainer/train_step.c, what `sluice train` runs) with every profiling region timed on the
+ * host's clock (core/profile.h; the CPU backend runs each operation when it is called): the
+ * same table and JSON as gpu_train_bench --profile (bench/bench_profile.h), exit status 1 when
+ * the rows do not add up to the step time within 5%.
  */
 #include <cblas.h>
 #include <math.h>
@@ -22,6 +29,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
+#include "bench/bench_profile.h"
 #include "bench/bench_util.h"
 #include "core/comm.h"
 #include "core/rng.h"
@@ -30,6 +38,7 @@
 #include "trainer/config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
+#include "trainer/train_step.h"
 
 /* Best FLOP/s of cblas_sgemm on n x n x n over `reps` calls (after one untimed call). */
 static double sgemm_peak(int n, int reps) {
@@ -57,6 +66,19 @@ static double sgemm_peak(int n, int reps) {
     return best;
 }
 
+/* --profile's steps: every micro-batch is the benchmark's fixed tokens. */
+typedef struct {
+    const int32_t *tokens;
+    int64_t n;
+} fixed_batch;
+
+static int fixed_tokens(void *user, int micro, int32_t *tokens, char *err, size_t errlen) {
+    (void)micro, (void)err, (void)errlen;
+    const fixed_batch *b = user;
+    memcpy(tokens, b->tokens, (size_t)b->n * sizeof(int32_t));
+    return 0;
+}
+
 /* The model's backward progress starts gradient buckets, as in the trainer. */
 static void on_grads_ready(void *user, int layer) {
     sl_optimizer_grads_ready(user, layer);
@@ -65,15 +87,24 @@ static void on_grads_ready(void *user, int layer) {
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_train CONFIG [--steps N] [--warmup N] [--threads N] [--batch B] "
                "[--seq S]\n"
-               "  defaults: --steps 10 --warmup 2, threads/batch/seq from the config\n");
+               "                   [--profile] [--profile-steps N]\n"
+               "  defaults: --steps 10 --warmup 2, threads/batch/seq from the config\n"
+               "  --profile: after the timed steps, time every region of --profile-steps more\n"
+               "  (default 3); exit 1 when the rows do not add up to the step time within 5%%\n");
 }
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int steps = 10, warmup = 2, threads = -1, batch = -1, seq = -1;
+    int steps = 10, warmup = 2, threads = -1, batch = -1, seq = -1, profile_steps = 3;
+    bool profile = false;
     for (int i = 1; i < argc; i++) {
         int *dst = NULL;
-        if (strcmp(argv[i], "--steps") == 0)
+        if (strcmp(argv[i], "--profile") == 0) {
+            profile = true;
+            continue;
+        } else if (strcmp(argv[i], "--profile-steps") == 0)
+            dst = &profile_steps;
+        else if (strcmp(argv[i], "--steps") == 0)
             dst = &steps;
         else if (strcmp(argv[i], "--warmup") == 0)
             dst = &warmup;
@@ -100,7 +131,7 @@ int main(int argc, char **argv) {
         }
         *dst = atoi(argv[++i]);
     }
-    if (!path || steps < 1 || warmup < 0) {
+    if (!path || steps < 1 || warmup < 0 || profile_steps < 1) {
         usage(stderr);
         return 2;
     }
@@ -215,6 +246,28 @@ int main(int argc, char **argv) {
             phase[0] += ta - t0, phase[1] += tb - ta, phase[2] += tc0 - tb, phase[3] += td - tc0;
         }
     }
+    /* --profile: more steps, as the trainer runs them, with every region timed. */
+    static sl_profile_report prof; /* large: keep it off the stack */
+    if (profile) {
+        fixed_batch fb = {tokens, ntok};
+        int32_t *staging = malloc(sizeof(int32_t) * (size_t)ntok);
+        const sl_stepper stepper = {
+            .model = m, .opt = &opt, .world = world, .micro_batches = 1, .tokens = staging};
+        sl_profile_enable(be, true);
+        for (int s = 0; s < profile_steps; s++) {
+            sl_profile_step_begin(be);
+            sl_step_result res = {.counts = ne > 0 ? counts : NULL, .metrics = false};
+            if (sl_train_step(&stepper, tc, warmup + steps + s, fixed_tokens, &fb, &res, err,
+                              sizeof err) != 0) {
+                fprintf(stderr, "bench_train: %s\n", err);
+                return 1;
+            }
+            sl_profile_step_end(be);
+        }
+        sl_profile_get(be, &prof);
+        sl_profile_enable(be, false);
+        free(staging);
+    }
     /* The peak again after the steps: interference from other processes only lowers it,
      * so the larger of the two measurements stands. */
     const double peak_after = sgemm_peak(2048, 5);
@@ -248,16 +301,24 @@ int main(int argc, char **argv) {
     printf("sgemm peak (OpenBLAS 2048^3 fp32, %d threads, best of 5 before and after the "
            "steps): %.2f GFLOP/s (before %.2f, after %.2f) | step at %.1f%% of it\n",
            threads, peak * 1e-9, peak_before * 1e-9, peak_after * 1e-9, 100.0 * frac);
+    const bool prof_ok =
+        !profile || sl_bench_profile_print(&prof, 1e3 * mean_s, "after the timed ones");
     printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"threads\": %d, \"batch\": %d, "
            "\"seq\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_s\": %.6g, "
            "\"ms_per_step\": %.6g, \"ms_per_step_median\": %.6g, \"ms_per_step_min\": %.6g, "
            "\"phase_ms\": {\"zero_grad\": %.6g, \"forward_backward\": %.6g, "
            "\"reduce_norm\": %.6g, \"adamw\": %.6g}, \"flops_per_token\": %.6g, "
            "\"model_flops_per_s\": %.6g, \"sgemm_peak_flops_per_s\": %.6g, "
-           "\"peak_fraction\": %.6g, \"loss_first\": %.6g, \"loss_last\": %.6g}\n",
+           "\"peak_fraction\": %.6g, \"loss_first\": %.6g, \"loss_last\": %.6g",
            path, threads, batch, seq, warmup, steps, tok_s, 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s, 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
            1e3 * phase[3] / steps, flops_tok, model_flops_s, peak, frac, loss_first, loss_last);
+    printf(", \"profile\": ");
+    if (profile)
+        sl_bench_profile_json(stdout, &prof, 1e3 * mean_s);
+    else
+        printf("null");
+    printf("}\n");
     fflush(stdout);
 
     free(dt);
@@ -267,5 +328,6 @@ int main(int argc, char **argv) {
     sl_model_free(m);
     sl_backend_free(be);
     sl_comm_finalize(world);
-    return 0;
+    if (!prof_ok) fprintf(stderr, "bench_train: the profile's rows do not add up (above)\n");
+    return prof_ok ? 0 : 1;
 }

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/profile.h"
 
 void sl_backend_free(sl_backend *be) {
     if (!be) return;
+    sl_profile_enable(be, false); /* its device marks belong to the context */
     if (be->iface.free_ctx) be->iface.free_ctx(be->ctx);
     free(be);
 }

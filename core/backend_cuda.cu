@@ -28,6 +28,7 @@
 #include "core/backend_cuda.cuh"
 #include "core/backend_impl.h"
 #include "core/log.h"
+#include "core/profile_cuda.h"
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -482,7 +483,16 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     be->iface.threads = cuda_threads;
     be->iface.set_alloc_context = cuda_set_alloc_context;
     be->iface.device = cuda_device;
+    be->iface.mark_new = sl_cuda_mark_new;
+    be->iface.mark_record = sl_cuda_mark_record;
+    be->iface.mark_ms = sl_cuda_mark_ms;
+    be->iface.mark_free = sl_cuda_mark_free;
+    be->iface.range_push = sl_cuda_range_push;
+    be->iface.range_pop = sl_cuda_range_pop;
     be->iface.free_ctx = cuda_free_ctx;
+    /* NVTX ranges around the profiling regions unless SLUICE_NVTX=0 (core/profile.h). */
+    const char *nvtx = getenv("SLUICE_NVTX");
+    be->ranges = !(nvtx && strcmp(nvtx, "0") == 0);
     be->ops = ops;
     be->ctx = c;
     return be;

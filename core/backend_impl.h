@@ -119,8 +119,20 @@ typedef struct sl_backend_i {
     void (*set_alloc_context)(void *ctx, const char *what);
     /* Optional (device backends): the device it computes on (sl_backend_device). */
     void (*device)(void *ctx, sl_device_info *out);
+    /* Optional (core/profile.c): marks taken in the order the backend executes its work, for a
+     * backend that runs asynchronously to the host (NULL: the host's clock is the backend's,
+     * as on the CPU). mark_ms is the time from mark a to mark b, after a synchronize. */
+    void *(*mark_new)(void *ctx);
+    void (*mark_record)(void *ctx, void *mark);
+    double (*mark_ms)(void *ctx, void *a, void *b);
+    void (*mark_free)(void *ctx, void *mark);
+    /* Optional: named ranges for an external profiler (NVTX on CUDA); used when `ranges`. */
+    void (*range_push)(void *ctx, const char *name);
+    void (*range_pop)(void *ctx);
     void (*free_ctx)(void *ctx);
 } sl_backend_i;
+
+typedef struct sl_profile sl_profile; /* core/profile.c */
 
 struct sl_backend {
     sl_backend_i iface;
@@ -128,6 +140,8 @@ struct sl_backend {
     void *ctx;
     int64_t host_reads; /* device-to-host copies so far (sl_backend_host_reads) */
     int64_t syncs;      /* explicit sl_backend_synchronize calls (sl_backend_syncs) */
+    sl_profile *prof;   /* profiling state while profiling is on (core/profile.h) */
+    bool ranges;        /* forward profiling regions to iface.range_push/pop */
 };
 
 /* Constructors of the built-in backends' memory halves (NULL + err on failure). The

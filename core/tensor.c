@@ -7,6 +7,7 @@
 
 #include "core/backend_impl.h"
 #include "core/log.h"
+#include "core/profile.h"
 
 size_t sl_dtype_size(sl_dtype dt) {
     switch (dt) {
@@ -173,9 +174,18 @@ sl_backend *sl_tensor_backend(const sl_tensor *t) {
     return t->be;
 }
 
+/* A host read waits for the device: counted (sl_backend_host_reads) and, when profiling, a
+ * region of its own inside the one that issued it (core/profile.h). */
+static void read_begin(sl_backend *be) {
+    be->host_reads++;
+    sl_profile_count_read(be);
+    sl_profile_begin(be, SL_PROFILE_HOST_READS);
+}
+
 void sl_tensor_to_host(const sl_tensor *t, void *host) {
-    t->be->host_reads++;
+    read_begin(t->be);
     t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
+    sl_profile_end(t->be);
 }
 
 void sl_tensor_from_host(sl_tensor *t, const void *host) {
@@ -189,11 +199,12 @@ static void check_range(const sl_tensor *t, int64_t offset, int64_t n) {
 }
 
 void sl_tensor_to_host_range(const sl_tensor *t, int64_t offset, int64_t n, void *host) {
-    t->be->host_reads++;
     check_range(t, offset, n);
+    read_begin(t->be);
     size_t es = sl_dtype_size(t->dtype);
     t->be->iface.to_host(t->be->ctx, host, (const char *)t->data + (size_t)offset * es,
                          (size_t)n * es);
+    sl_profile_end(t->be);
 }
 
 void sl_tensor_from_host_range(sl_tensor *t, int64_t offset, int64_t n, const void *host) {
@@ -225,15 +236,22 @@ const char *sl_tensor_shape_str(const sl_tensor *t, char *buf, size_t len) {
 
 void sl_tensor_read_start(const sl_tensor *t, void *host, sl_host_read *r) {
     r->be = t->be;
-    t->be->host_reads++;
-    if (t->be->iface.to_host_async)
+    if (t->be->iface.to_host_async) { /* queued now (counted here), waited for later */
+        t->be->host_reads++;
+        sl_profile_count_read(t->be);
         t->be->iface.to_host_async(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
-    else
+    } else {
+        read_begin(t->be);
         t->be->iface.to_host(t->be->ctx, host, t->data, sl_tensor_nbytes(t));
+        sl_profile_end(t->be);
+    }
 }
 
 void sl_tensor_read_wait(sl_host_read *r) {
-    if (r->be && r->be->iface.to_host_async && r->be->iface.synchronize)
+    if (r->be && r->be->iface.to_host_async && r->be->iface.synchronize) {
+        sl_profile_begin(r->be, SL_PROFILE_HOST_READS);
         r->be->iface.synchronize(r->be->ctx);
+        sl_profile_end(r->be);
+    }
     r->be = NULL;
 }

@@ -3,7 +3,8 @@
 # cuBLAS/NCCL somewhere) but none of sluice's other dependencies and no network: typically a
 # GPU node. Copy the folder there, `. env.sh`, run `sluice` or `mpirun`.
 #
-# usage: launch/bundle.sh [--build DIR] [--out DIR] [--no-build] [--with-bench] [--max-mb N]
+# usage: launch/bundle.sh [--build DIR] [--out DIR] [--no-build] [--with-bench] [--with-tests]
+#                         [--tests REGEX] [--max-mb N]
 #   --build DIR   the build to take the binaries from (default build/); configured and
 #                 built (target sluice) unless --no-build
 #   --out DIR     the folder to write (default DIR/sluice-bundle); replaced if it is an
@@ -11,7 +12,13 @@
 #   --no-build    use the binaries as they are in the build (fails if sluice is missing)
 #   --with-bench  also carry the benchmark programs and their drivers: gpu_train_bench and
 #                 reader_bench in a CUDA build, the CPU benchmarks otherwise
-#   --max-mb N    fail when the folder is larger than N MiB (default 64)
+#   --with-tests  also carry the build's gpu-, cuda- and emu-labelled test programs (one solid
+#                 xz archive, tests/programs.tar.xz, with the test scripts and configs) and
+#                 their manifest (tests/manifest.json: each test's command with the build and
+#                 source paths as placeholders; launch/bundle_tests.py), the benchmark drivers
+#                 and gpu_train_bench: what bench/gpu_check.sh runs on a GPU node
+#   --tests REGEX only the tests whose name matches REGEX (with --with-tests)
+#   --max-mb N    fail when the folder is larger than N MiB (default 64; 96 with --with-tests)
 # Environment: JOBS (build parallelism, default: all cores).
 #
 # What goes in: bin/ (sluice, Open MPI's mpirun/orted, mpirun.sh), lib/ (every shared library
@@ -27,18 +34,23 @@ build=$root/build
 out=
 do_build=1
 with_bench=0
-max_mb=64
+with_tests=0
+tests_regex=
+max_mb=
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --with-bench) with_bench=1; shift ;;
+    --with-tests) with_tests=1; shift ;;
+    --tests) tests_regex=$2; shift 2 ;;
     --max-mb) max_mb=$2; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "bundle: unknown option $1" >&2; exit 2 ;;
     esac
 done
+[ -n "$max_mb" ] || { [ "$with_tests" = 1 ] && max_mb=96 || max_mb=64; }
 case "$max_mb" in
 '' | *[!0-9]*) echo "bundle: --max-mb must be a whole number of MiB" >&2; exit 2 ;;
 esac
@@ -56,17 +68,26 @@ if [ -f "$build/bench/Makefile" ] && grep -q "gpu_train_bench" "$build/bench/Mak
 else
     bench_targets=(bench_train bench_grouped_gemm bench_dispatch reader_bench)
 fi
+# --with-tests: what bench/gpu_check.sh needs beside the tests: gpu_train_bench (in a build
+# with the CUDA backend) and the benchmark drivers.
+tests_bench=()
+if [ "$with_tests" = 1 ] && [ "$with_bench" = 0 ] && [ "${bench_targets[0]}" = gpu_train_bench ]; then
+    tests_bench=(gpu_train_bench)
+fi
 if [ "$do_build" = 1 ]; then
     [ -f "$build/CMakeCache.txt" ] ||
         cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
     targets=(sluice)
     [ "$with_bench" = 0 ] || targets+=("${bench_targets[@]}")
+    targets+=("${tests_bench[@]}")
+    [ "$with_tests" = 0 ] || targets=(all) # the test programs are part of all
     cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" >/dev/null
 fi
 programs=("$build/launch/sluice")
 if [ "$with_bench" = 1 ]; then
     for t in "${bench_targets[@]}"; do programs+=("$build/bench/$t"); done
 fi
+for t in "${tests_bench[@]}"; do programs+=("$build/bench/$t"); done
 for p in "${programs[@]}"; do
     [ -x "$p" ] || die "$p not built (run without --no-build, or build it first)"
 done
@@ -193,10 +214,44 @@ if [ -n "$pmix_src" ]; then
     echo "share/pmix/help-*.txt <- $pmix_data" >>"$manifest"
 fi
 cp "$root"/configs/*.json "$out/configs/"
-if [ "$with_bench" = 1 ]; then # the drivers and the PyTorch twins of the benchmarks
+if [ "$with_bench" = 1 ] || [ "$with_tests" = 1 ]; then # the drivers and the PyTorch twins
     mkdir -p "$out/bench/configs"
     cp "$root"/bench/*.py "$root"/bench/*.sh "$out/bench/"
     cp "$root"/bench/configs/*.json "$out/bench/configs/"
+fi
+
+# --with-tests: the test programs (stripped; their libraries join lib/ like the programs') and
+# what their commands read from the source tree, in one solid xz archive (the programs share
+# most of their bytes: every one carries the same CUDA kernels), and the manifest.
+if [ "$with_tests" = 1 ]; then
+    command -v python3 >/dev/null || die "--with-tests needs python3 (launch/bundle_tests.py)"
+    command -v xz >/dev/null || die "--with-tests needs xz (apt-get install xz-utils)"
+    stage=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bundle-tests.XXXXXX")
+    trap 'rm -rf "$stage"' EXIT
+    mkdir -p "$out/tests" "$stage/payload/build" "$stage/payload/src"/{tests,configs,bench/configs,launch}
+    python3 "$root/launch/bundle_tests.py" --build "$build" --src "$root" \
+        ${tests_regex:+--names "$tests_regex"} --out "$out/tests/manifest.json" \
+        --files "$stage/files.txt" || die "no tests to bundle"
+    # gpu_check.sh's attention benchmark and racecheck runs take attn_bench from here too
+    if [ -x "$build/bench/attn_bench" ] && ! grep -qx bench/attn_bench "$stage/files.txt"; then
+        echo bench/attn_bench >>"$stage/files.txt"
+    fi
+    ntests=0
+    while IFS= read -r rel; do
+        mkdir -p "$stage/payload/build/$(dirname "$rel")"
+        cp -L "$build/$rel" "$stage/payload/build/$rel"
+        chmod u+w "$stage/payload/build/$rel"
+        strip --strip-unneeded "$stage/payload/build/$rel" 2>/dev/null || true
+        add_deps "$build/$rel"
+        ntests=$((ntests + 1))
+    done <"$stage/files.txt"
+    cp "$root"/tests/*.sh "$root"/tests/*.py "$stage/payload/src/tests/"
+    cp "$root"/configs/*.json "$stage/payload/src/configs/"
+    cp "$root"/bench/*.py "$root"/bench/*.sh "$stage/payload/src/bench/"
+    cp "$root"/bench/configs/*.json "$stage/payload/src/bench/configs/"
+    cp "$root"/launch/*.sh "$root"/launch/*.py "$stage/payload/src/launch/"
+    tar -C "$stage/payload" -cf - build src | xz -9e -T1 >"$out/tests/programs.tar.xz"
+    echo "tests/programs.tar.xz <- $ntests programs of $build and the test scripts of $root (tests/manifest.json lists the tests)" >>"$manifest"
 fi
 
 # Open MPI reads <sysconfdir>/openmpi-mca-params.conf; env.sh points sysconfdir here so that
@@ -349,6 +404,13 @@ else
 the binaries have no RUNPATH into lib/ (make it again after apt-get install patchelf)."
 fi
 
+tests_note=
+if [ "$with_tests" = 1 ]; then
+    tests_note="
+The one-call GPU check (tests/programs.tar.xz holds the test programs; about 7 minutes on an
+H200; the PyTorch parts need python3 with torch, e.g. SLUICE_PYTHON=/path/to/python3):
+    bench/gpu_check.sh OUTDIR       # sources env.sh itself; OUTDIR/summary.txt, logs/, JSON"
+fi
 cat >"$out/README" <<EOF
 sluice bundle: sluice and the libraries it needs, except glibc, the GCC runtime and CUDA,
 made by launch/bundle.sh from sluice $src_rev ($size_mib MiB: $nlibs libraries, $kept Open MPI
@@ -377,6 +439,7 @@ through OPAL_PREFIX, OMPI_MCA_mca_base_component_path and the PMIX_* variables.
 Several nodes (not tested): the bundle at the same path on every node, and
     mpirun --prefix "\$SLUICE_BUNDLE" -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_PREFIX ...
 so that the orted started over ssh finds the bundle.
+$tests_note
 EOF
 
 echo "bundle: $out ($size_mib MiB, $nlibs libraries, $kept Open MPI components)"

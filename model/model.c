@@ -9,6 +9,7 @@
 #include "attention/rope.h"
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
 #include "model/counts.h" /* SL_LOGITS_CHUNK_ELEMS_DEVICE, which sluice plan counts too */
 #include "model/diagnostics.h"
 
@@ -18,6 +19,12 @@
  * device (512 MiB in bf16: 3 chunks instead of 38 for 4096 tokens at vocabulary 151,936, which
  * docs/performance.md estimates at about 40 ms less per micro-batch on an H100). */
 #define SL_LOGITS_CHUNK_ELEMS_HOST ((int64_t)1 << 24)
+
+/* Profiling regions (core/profile.h). */
+#define R_EMBED   "embedding (+ token upload)"
+#define R_HEAD    "LM head + cross-entropy"
+#define R_METRICS "step metrics (gate score, router statistics)"
+#define R_STATS   "loss statistics"
 
 static sl_attn_config attn_config(const sl_model_config *c, sl_dtype act) {
     return (sl_attn_config){.act = act,
@@ -104,20 +111,6 @@ static void stats_reserve(sl_model *m, int cap) {
  * is column l, MoE layer k's router statistics the E + 1 columns from L + k (E + 1). */
 static sl_tensor *metrics_view(sl_model *m, int mb, int64_t col, int64_t n) {
     return sl_tensor_view1(m->stat_metrics, (int64_t)mb * m->stat_width + col, n);
-}
-
-const char *sl_memory_mode_name(sl_memory_mode mode) {
-    switch (mode) {
-    case SL_MEMORY_NONE:
-        return "none";
-    case SL_MEMORY_ATTENTION:
-        return "attention";
-    case SL_MEMORY_LAYER:
-        return "layer";
-    case SL_MEMORY_FORWARD_ONLY:
-        return "forward-only";
-    }
-    return "?";
 }
 
 /* Layers share one set of block activations: nothing of a layer outlives its backward's
@@ -266,24 +259,6 @@ int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errl
     if (check_mode(mode, err, errlen) != 0) return -1;
     if (mode != m->memory) reallocate(m, m->batch, m->seq, mode);
     return 0;
-}
-
-int sl_memory_mode_parse(const char *name, sl_memory_mode *out) {
-    static const sl_memory_mode modes[] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (strcmp(name, sl_memory_mode_name(modes[i])) == 0) {
-            *out = modes[i];
-            return 0;
-        }
-    return -1;
-}
-
-sl_memory_mode sl_memory_mode_of_recompute(const char *recompute) {
-    sl_memory_mode mode;
-    if (sl_memory_mode_parse(recompute, &mode) == 0) return mode;
-    sl_fatal("training.recompute: unknown mode \"%s\" (expected \"none\", \"attention\" or "
-             "\"layer\")",
-             recompute);
 }
 
 int sl_model_set_rope(sl_model *m, char *err, size_t errlen) {
@@ -446,12 +421,13 @@ static void forward_stack(sl_model *m) {
                          .mscale = m->mscale};
     const int mb = m->stat_mb, ne = c->num_experts;
     int moe = 0;
-    sl_op_embedding_fwd(m->x[0], m->ids, m->embed->w);
+    SL_PROFILE_REGION (m->be, R_EMBED) sl_op_embedding_fwd(m->x[0], m->ids, m->embed->w);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         sl_attn_block_forward(&m->attn[l], &in, m->x[l], m->h[l]);
         sl_ffn_block_forward(&m->ffn[l], m->h[l], m->x[l + 1]);
         if (m->diag) sl_model_diagnostics_layer(m->diag, l, &m->attn[l], &in, m->x[l + 1]);
         if (!m->stat_metrics_on) continue;
+        sl_profile_begin(m->be, R_METRICS);
         sl_tensor *gate = metrics_view(m, mb, l, 1);
         sl_attn_block_gate_score(&m->attn[l], gate);
         sl_tensor_free(gate);
@@ -464,9 +440,11 @@ static void forward_stack(sl_model *m) {
                    sl_moe_block_counts(&m->ffn[l].moe), (size_t)ne * sizeof(int64_t));
             moe++;
         }
+        sl_profile_end(m->be);
     }
-    sl_op_rmsnorm_fwd(m->xf, m->xf_rstd, m->x[c->num_hidden_layers], m->final_norm->w,
-                      (float)c->rms_norm_eps);
+    SL_PROFILE_REGION (m->be, SL_PROFILE_NORMS)
+        sl_op_rmsnorm_fwd(m->xf, m->xf_rstd, m->x[c->num_hidden_layers], m->final_norm->w,
+                          (float)c->rms_norm_eps);
 }
 
 /* LM head + cross-entropy over row chunks; with backward, also the head's gradients. */
@@ -537,10 +515,10 @@ static void stats_next_slot(sl_model *m) {
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st) {
     /* evaluation, between training steps: slot 0, metrics as the last begin_step said */
     m->stat_mb = 0;
-    load_tokens(m, tokens);
+    SL_PROFILE_REGION (m->be, R_EMBED) load_tokens(m, tokens);
     forward_stack(m);
-    head_and_loss(m, false, 1.0f);
-    read_slots(m, 0, 1, st);
+    SL_PROFILE_REGION (m->be, R_HEAD) head_and_loss(m, false, 1.0f);
+    SL_PROFILE_REGION (m->be, R_STATS) read_slots(m, 0, 1, st);
 }
 
 void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scale, double aux_scale,
@@ -551,9 +529,9 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
              "a backward (sl_model_set_memory)",
              sl_memory_mode_name(m->memory));
     stats_next_slot(m);
-    load_tokens(m, tokens);
+    SL_PROFILE_REGION (m->be, R_EMBED) load_tokens(m, tokens);
     forward_stack(m);
-    head_and_loss(m, true, ce_scale);
+    SL_PROFILE_REGION (m->be, R_HEAD) head_and_loss(m, true, ce_scale);
     sl_attn_inputs in = {.batch = m->batch,
                          .seq = m->seq,
                          .pos = m->pos,
@@ -566,9 +544,11 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
         coefs.lbl_coef = c->router_aux_loss_coef * aux_scale / m->n_moe_layers;
         coefs.z_coef = c->router_z_loss_coef * aux_scale / m->n_moe_layers;
     }
-    sl_param_grad_prepare(m->final_norm); /* norms and the embedding add to their gradients */
-    sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers], m->final_norm->w,
-                      m->xf_rstd);
+    SL_PROFILE_REGION (m->be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(m->final_norm); /* norms and the embedding add to their gradients */
+        sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers],
+                          m->final_norm->w, m->xf_rstd);
+    }
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         /* The last layer ran last: what it shares with the others is still its own. */
         const bool again = l < c->num_hidden_layers - 1;
@@ -583,13 +563,15 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
         sl_attn_block_backward(&m->attn[l], &in, &m->attn_ws, m->x[l], m->dh, m->dx);
         if (m->grad_ready) m->grad_ready(m->grad_ready_user, l);
     }
-    sl_param_grad_prepare(m->embed); /* tied: the head's GEMM wrote it first */
-    sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
+    SL_PROFILE_REGION (m->be, R_EMBED) {
+        sl_param_grad_prepare(m->embed); /* tied: the head's GEMM wrote it first */
+        sl_op_embedding_bwd(m->embed->g, m->dx, m->ids);
+    }
     if (m->grad_ready) m->grad_ready(m->grad_ready_user, -1);
     /* st: this micro-batch alone, read now, and its slot is free again (tests and tools);
      * the trainer passes NULL and reads the whole step with sl_model_read_stats */
     if (st)
-        read_slots(m, m->stat_mb, 1, st);
+        SL_PROFILE_REGION (m->be, R_STATS) read_slots(m, m->stat_mb, 1, st);
     else
         m->stat_mb++;
 }
@@ -602,7 +584,7 @@ void sl_model_begin_step(sl_model *m, bool metrics) {
 }
 
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {
-    read_slots(m, 0, m->stat_mb, st);
+    SL_PROFILE_REGION (m->be, R_STATS) read_slots(m, 0, m->stat_mb, st);
 }
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
 
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
                         int64_t hidden, int64_t ffn, float init_std) {
@@ -68,17 +69,21 @@ static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
     sl_experts_buffers *b = x->buf;
     sl_tensor *gu = sl_tensor_view_set2(b->hv[0], b->gu, 0, m, 2 * x->ffn);
     sl_tensor *h = sl_tensor_view_set2(b->hv[1], backward ? b->dh : b->h, 0, m, x->ffn);
-    if (backward)
-        sl_op_swiglu_bwd(sl_tensor_view_set2(b->hv[2], b->dgu, 0, m, 2 * x->ffn), h, gu);
-    else
-        sl_op_swiglu_fwd(h, gu);
+    SL_PROFILE_REGION (sl_tensor_backend(gu), "SwiGLU (fwd, bwd)") {
+        if (backward)
+            sl_op_swiglu_bwd(sl_tensor_view_set2(b->hv[2], b->dgu, 0, m, 2 * x->ffn), h, gu);
+        else
+            sl_op_swiglu_fwd(h, gu);
+    }
 }
 
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out) {
     sl_experts_buffers *b = x->buf;
-    sl_op_grouped_matmul(b->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
-    swiglu_rows(x, total_rows(x, counts), false);
-    sl_op_grouped_matmul(out, b->h, x->down->w, counts, x->local, true, 0.0f);
+    SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs fwd") {
+        sl_op_grouped_matmul(b->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
+        swiglu_rows(x, total_rows(x, counts), false);
+        sl_op_grouped_matmul(out, b->h, x->down->w, counts, x->local, true, 0.0f);
+    }
 }
 
 void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
@@ -92,17 +97,22 @@ void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_ten
                               sl_tensor *din) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(!b->forward_only, "backward through forward-only experts");
-    sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
-    swiglu_rows(x, total_rows(x, counts), true);
-    sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
+    SL_PROFILE_REGION (sl_tensor_backend(dout), "expert GEMMs data grad") {
+        sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
+        swiglu_rows(x, total_rows(x, counts), true);
+        sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
+    }
 }
 
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                                  const sl_tensor *dout) {
     sl_experts_buffers *b = x->buf;
-    sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local, sl_param_grad_beta(x->down));
-    sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
-                            sl_param_grad_beta(x->gate_up));
+    SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
+        sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local,
+                                sl_param_grad_beta(x->down));
+        sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
+                                sl_param_grad_beta(x->gate_up));
+    }
 }
 
 void sl_experts_free(sl_experts *x) {

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
 
 void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size) {
@@ -54,14 +55,16 @@ void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_b
 }
 
 static void forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out, bool recompute) {
-    sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
+    sl_backend *be = sl_tensor_backend(x);
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS)
+        sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
     if (b->is_moe && recompute)
         sl_moe_block_recompute(&b->moe, b->xn, b->y);
     else if (b->is_moe)
         sl_moe_block_forward(&b->moe, b->xn, b->y);
     else
         sl_swiglu_mlp_forward(&b->mlp, b->xn, b->y);
-    sl_op_add(out, x, b->y);
+    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_add(out, x, b->y);
 }
 
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
@@ -74,15 +77,18 @@ void sl_ffn_block_recompute(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out)
 
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,
                            const sl_tensor *dout, const sl_moe_loss_coefs *coefs, sl_tensor *dx) {
+    sl_backend *be = sl_tensor_backend(x);
     if (b->is_moe) {
         sl_moe_block_backward(&b->moe, b->xn, dout, coefs, ws->dxn);
     } else {
-        sl_tensor_zero(ws->dxn);
+        SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_tensor_zero(ws->dxn);
         sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
     }
-    sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
-    sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
-    sl_op_axpy(dx, dout, 1.0f);
+    SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
+        sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+    }
+    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 
 void sl_ffn_block_free(sl_ffn_block *b) {

@@ -8,6 +8,11 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
+
+/* What the router, the dispatcher, the experts and the shared expert leave: zeroing, the LBL
+ * gradient's upload, the shared expert's gate (core/profile.h). */
+#define R_MOE "MoE block other (zeroing, LBL gradient, shared-expert gate)"
 
 void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size) {
@@ -122,15 +127,15 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
 }
 
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
-    forward(b, xn, y, true);
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, y, true);
 }
 
 void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
-    forward(b, xn, y, false);
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, y, false);
 }
 
-void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
-                           const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
+static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                     const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
@@ -170,6 +175,11 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
         sl_op_matmul(dxn, b->dshared_logit, b->shared_gate->w, false, false, 1.0f, 1.0f);
         sl_swiglu_mlp_backward(&b->shared, xn, b->dshared_out, dxn);
     }
+}
+
+void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                           const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) backward(b, xn, dy, coefs, dxn);
 }
 
 void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const float *stats,

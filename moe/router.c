@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
 
 void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
                        bool norm_topk, float init_std) {
@@ -59,6 +60,8 @@ void sl_router_share(sl_router *r, const sl_router *o, sl_backend *be, bool sele
 }
 
 void sl_router_forward(sl_router *r, const sl_tensor *xn) {
+    sl_backend *be = sl_tensor_backend(xn);
+    sl_profile_begin(be, "router fwd (fp32 GEMM, softmax, top-k)");
     r->tokens = sl_tensor_rows(xn);
     if (r->x32) {
         sl_op_convert(r->x32, xn);
@@ -66,10 +69,13 @@ void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     }
     sl_op_matmul(r->logits, xn, r->weight->master, false, true, 1.0f, 0.0f);
     sl_op_router_fwd(r->probs, r->topk_idx, r->topk_w, r->stats, r->logits, r->bias, r->norm_topk);
+    sl_profile_end(be);
 }
 
 void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
                         float z_scale, sl_tensor *dxn) {
+    sl_backend *be = sl_tensor_backend(xn);
+    sl_profile_begin(be, "router bwd");
     if (lbl_grad_host) sl_tensor_from_host(r->lbl_grad, lbl_grad_host);
     sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
                      lbl_grad_host ? r->lbl_grad : NULL, z_scale, r->norm_topk);
@@ -78,10 +84,12 @@ void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad
                      sl_param_grad_beta(r->weight));
         sl_op_matmul(r->dx32, r->dlogits, r->weight->master, false, false, 1.0f, 0.0f);
         sl_op_add(dxn, dxn, r->dx32);
-        return;
+    } else {
+        sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f,
+                     sl_param_grad_beta(r->weight));
+        sl_op_matmul(dxn, r->dlogits, r->weight->master, false, false, 1.0f, 1.0f);
     }
-    sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f, sl_param_grad_beta(r->weight));
-    sl_op_matmul(dxn, r->dlogits, r->weight->master, false, false, 1.0f, 1.0f);
+    sl_profile_end(be);
 }
 
 void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate) {

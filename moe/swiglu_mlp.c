@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
 
 void sl_swiglu_mlp_declare(sl_swiglu_mlp *f, sl_params *ps, const char *prefix, int64_t hidden,
                            int64_t ffn, float init_std) {
@@ -37,19 +38,25 @@ void sl_swiglu_mlp_share(sl_swiglu_mlp *f, const sl_swiglu_mlp *owner) {
     f->borrowed = true;
 }
 
+#define R_MLP "dense or shared-expert MLP (fwd, bwd)"
+
 void sl_swiglu_mlp_forward(sl_swiglu_mlp *f, const sl_tensor *xn, sl_tensor *y) {
-    sl_op_matmul(f->gu, xn, f->gate_up->w, false, true, 1.0f, 0.0f);
-    sl_op_swiglu_fwd(f->h, f->gu);
-    sl_op_matmul(y, f->h, f->down->w, false, true, 1.0f, 0.0f);
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MLP) {
+        sl_op_matmul(f->gu, xn, f->gate_up->w, false, true, 1.0f, 0.0f);
+        sl_op_swiglu_fwd(f->h, f->gu);
+        sl_op_matmul(y, f->h, f->down->w, false, true, 1.0f, 0.0f);
+    }
 }
 
 void sl_swiglu_mlp_backward(sl_swiglu_mlp *f, const sl_tensor *xn, const sl_tensor *dy,
                             sl_tensor *dxn) {
-    sl_op_matmul(f->down->g, dy, f->h, true, false, 1.0f, sl_param_grad_beta(f->down));
-    sl_op_matmul(f->dh, dy, f->down->w, false, false, 1.0f, 0.0f);
-    sl_op_swiglu_bwd(f->dgu, f->dh, f->gu);
-    sl_op_matmul(f->gate_up->g, f->dgu, xn, true, false, 1.0f, sl_param_grad_beta(f->gate_up));
-    sl_op_matmul(dxn, f->dgu, f->gate_up->w, false, false, 1.0f, 1.0f);
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MLP) {
+        sl_op_matmul(f->down->g, dy, f->h, true, false, 1.0f, sl_param_grad_beta(f->down));
+        sl_op_matmul(f->dh, dy, f->down->w, false, false, 1.0f, 0.0f);
+        sl_op_swiglu_bwd(f->dgu, f->dh, f->gu);
+        sl_op_matmul(f->gate_up->g, f->dgu, xn, true, false, 1.0f, sl_param_grad_beta(f->gate_up));
+        sl_op_matmul(dxn, f->dgu, f->gate_up->w, false, false, 1.0f, 1.0f);
+    }
 }
 
 void sl_swiglu_mlp_free(sl_swiglu_mlp *f) {

@@ -8,6 +8,14 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
+
+/* Profiling regions (core/profile.h). */
+#define R_PERMUTE     "permute fwd (sort, gather)"
+#define R_UNPERMUTE   "unpermute fwd (weighted combine)"
+#define R_UNPERMUTE_B "unpermute bwd"
+#define R_PERMUTE_B   "permute bwd (scatter-add)"
+#define R_EXCHANGE    "expert-parallel exchange"
 
 static bool exchanges(const sl_token_dispatcher *d) {
     return d->ep_size > 1;
@@ -191,8 +199,9 @@ static void plan_exchange(sl_token_dispatcher *d) {
  * grouped layout. to_experts: flat -> grouped; otherwise grouped -> flat. */
 static void exchange(sl_token_dispatcher *d, const sl_tensor *src, sl_tensor *dst,
                      bool to_experts) {
-    sl_comm_alltoallv_grouped(d->ep, src, dst, d->send_rows, d->recv_counts, d->local_experts,
-                              to_experts);
+    SL_PROFILE_REGION (d->be, R_EXCHANGE)
+        sl_comm_alltoallv_grouped(d->ep, src, dst, d->send_rows, d->recv_counts, d->local_experts,
+                                  to_experts);
 }
 
 static void permute(sl_token_dispatcher *d, sl_tensor *dst, const sl_tensor *src,
@@ -203,6 +212,7 @@ static void permute(sl_token_dispatcher *d, sl_tensor *dst, const sl_tensor *src
 
 void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
                                   const sl_tensor *topk_idx, const sl_tensor *topk_w) {
+    sl_profile_begin(d->be, R_PERMUTE);
     d->tokens = sl_tensor_rows(xn);
     const int64_t slots = d->tokens * d->topk;
     sl_op_moe_sort(d->counts, sl_tensor_view_set1(d->hv[0], d->sorted_token, 0, slots),
@@ -222,15 +232,17 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
         permute(d, d->xs, xn, d->sorted_token, d->kept);
         wait_counts(d, &counts_read);
     }
-    if (!exchanges(d)) {
+    if (exchanges(d)) {
+        SL_PROFILE_REGION (d->be, R_EXCHANGE) plan_exchange(d);
+        exchange(d, d->xs, d->expert_in, true);
+    } else {
         for (int e = 0; e < d->local_experts; e++) d->local_counts[e] = d->kept_host[e];
-        return;
     }
-    plan_exchange(d);
-    exchange(d, d->xs, d->expert_in, true);
+    sl_profile_end(d->be);
 }
 
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y) {
+    sl_profile_begin(d->be, R_UNPERMUTE);
     const int64_t slots = d->tokens * d->topk;
     if (exchanges(d)) {
         exchange(d, d->expert_out, d->ys, false);
@@ -243,6 +255,7 @@ void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w
     sl_tensor *pos =
         sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
     sl_op_moe_combine(y, d->ys, pos, topk_w);
+    sl_profile_end(d->be);
 }
 
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
@@ -251,9 +264,9 @@ void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tenso
     const int64_t slots = d->tokens * d->topk;
     sl_tensor *pos =
         sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
-    sl_op_moe_combine_bwd(d->dys, dtopk_w, dy, d->ys, pos, topk_w);
-    if (exchanges(d)) {
-        exchange(d, d->dys, d->dexpert_out, true);
+    SL_PROFILE_REGION (d->be, R_UNPERMUTE_B) {
+        sl_op_moe_combine_bwd(d->dys, dtopk_w, dy, d->ys, pos, topk_w);
+        if (exchanges(d)) exchange(d, d->dys, d->dexpert_out, true);
     }
 }
 
@@ -265,17 +278,22 @@ void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dx
 sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d) {
     SL_CHECK(!d->forward_only, "backward through a forward-only token dispatcher");
     if (!exchanges(d)) return NULL;
-    return sl_comm_ialltoallv_grouped(d->ep, d->dexpert_in, d->dxs, d->send_rows, d->recv_counts,
-                                      d->local_experts, false);
+    sl_comm_request *req = NULL;
+    SL_PROFILE_REGION (d->be, R_EXCHANGE)
+        req = sl_comm_ialltoallv_grouped(d->ep, d->dexpert_in, d->dxs, d->send_rows, d->recv_counts,
+                                         d->local_experts, false);
+    return req;
 }
 
 void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
                                                   sl_tensor *dxn) {
-    sl_comm_wait(req);
+    if (req)
+        SL_PROFILE_REGION (d->be, R_EXCHANGE) sl_comm_wait(req);
     if (d->kept == 0) return;
-    sl_op_scatter_add_rows(
-        dxn, d->dxs,
-        sl_tensor_view_set1(d->hv[0], drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept));
+    SL_PROFILE_REGION (d->be, R_PERMUTE_B)
+        sl_op_scatter_add_rows(
+            dxn, d->dxs,
+            sl_tensor_view_set1(d->hv[0], drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept));
 }
 
 void sl_token_dispatcher_free(sl_token_dispatcher *d) {

@@ -7,6 +7,10 @@
 
 #include "core/log.h"
 #include "core/ops.h"
+#include "core/profile.h"
+
+/* Profiling region (core/profile.h): bucket launches, their completion and the norm. */
+#define R_REDUCE "gradient reduction + norm"
 
 void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params *p) {
     memset(o, 0, sizeof *o);
@@ -80,11 +84,12 @@ void sl_optimizer_begin_reduce(sl_optimizer *o) {
 }
 
 void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
-    for (int g = 0; g < SL_PGROUP_COUNT; g++)
-        sl_grad_reducer_ready_from(&o->reducer[g], layer < 0 ? 0 : o->layer_offset[g][layer]);
+    SL_PROFILE_REGION (o->ps->be, R_REDUCE)
+        for (int g = 0; g < SL_PGROUP_COUNT; g++)
+            sl_grad_reducer_ready_from(&o->reducer[g], layer < 0 ? 0 : o->layer_offset[g][layer]);
 }
 
-double sl_optimizer_finish_reduce(sl_optimizer *o) {
+static double finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
     /* Both groups' sums of squares into device scalars, then the step's one host read of
      * them: the clip factor is needed on the host for the next AdamW launch. Without ZeRO-1
@@ -110,6 +115,12 @@ double sl_optimizer_finish_reduce(sl_optimizer *o) {
     /* Each EP rank holds different experts: their squares add up to the whole model's. */
     if (o->ep) sl_comm_allreduce_sum_f64(o->ep, &expert_sq, 1);
     return sqrt(dense_sq + expert_sq);
+}
+
+double sl_optimizer_finish_reduce(sl_optimizer *o) {
+    double norm = 0.0;
+    SL_PROFILE_REGION (o->ps->be, R_REDUCE) norm = finish_reduce(o);
+    return norm;
 }
 
 void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, double grad_scale) {

@@ -5,7 +5,15 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/profile.h"
 #include "trainer/lr_schedule.h"
+
+/* Profiling regions (core/profile.h); the gradient reduction's is in optimizer.c. */
+#define R_ADAMW "optimizer: AdamW (+ router bias)"
+#define R_SUMS  "step statistics all-reduce"
+/* The batch callback is host work (the reader: decoding, the sequence shuffle); while it runs
+ * the device drains what was queued and then waits, which this row shows. */
+#define R_DATA "next micro-batch's tokens (host: reader, shuffle)"
 
 /* The model's backward progress starts gradient buckets (last micro-batch only). */
 static void on_grads_ready(void *user, int layer) {
@@ -24,7 +32,9 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     sl_model_begin_step(m, res->metrics);
     if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
     for (int mb = 0; mb < s->micro_batches; mb++) {
-        if (next(user, mb, s->tokens, err, errlen) != 0) return -1;
+        int got = 0;
+        SL_PROFILE_REGION (m->be, R_DATA) got = next(user, mb, s->tokens, err, errlen);
+        if (got != 0) return -1; /* outside the region: it must be closed before returning */
         if (mb == s->micro_batches - 1) {
             /* the last backward completes the gradients: reduce while it runs */
             sl_optimizer_begin_reduce(s->opt);
@@ -54,13 +64,15 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     res->lr = sl_lr_at(tc, step);
     /* A non-finite norm is the same on every rank (it comes from reduced gradients): skip
      * the update everywhere and let the caller stop. */
-    if (isfinite(res->grad_norm)) sl_optimizer_apply(s->opt, tc, res->lr, clip);
+    if (isfinite(res->grad_norm))
+        SL_PROFILE_REGION (m->be, R_ADAMW) sl_optimizer_apply(s->opt, tc, res->lr, clip);
+    sl_profile_begin(m->be, R_SUMS);
     sl_comm_allreduce_sum_f64(s->world, sums, res->metrics ? 5 : 2);
-    if (res->counts && ne > 0) {
-        sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
-        if (tc->router_bias_update_rate > 0)
+    if (res->counts && ne > 0) sl_comm_allreduce_sum_i64(s->world, res->counts, nl * ne);
+    sl_profile_end(m->be);
+    if (res->counts && ne > 0 && tc->router_bias_update_rate > 0)
+        SL_PROFILE_REGION (m->be, R_ADAMW)
             sl_model_update_router_bias(m, res->counts, tc->router_bias_update_rate);
-    }
     res->loss = sums[0] / sums[1];
     res->lbl = res->metrics ? sums[2] / ranks : NAN;
     res->zloss = res->metrics ? sums[3] / ranks : NAN;

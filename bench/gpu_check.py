@@ -1,0 +1,580 @@
+"""The one-call GPU check (issue 21, section 3): everything a lent GPU should run, in one command
+that fits in about 7 minutes on an H200, with one folder of results. bench/gpu_check.sh is the
+entry point (it sources the bundle's env.sh); this is the driver.
+
+usage: bench/gpu_check.sh OUTDIR [--build DIR --src DIR] [--tiny] [--config PATH] [--layers N]
+           [--python PY] [--sanitizer PATH] [--tests REGEX] [--jobs N] [--test-timeout S]
+           [--only P,...] [--skip P,...] [--budget PART=S ...] [--deadline S]
+
+Parts, in this order (each with its own time budget; a part that would start past the deadline
+is skipped):
+  doctor               sluice doctor --json (alone on the GPU: its speed rows stay clean)
+  tests                the gpu-, cuda- and emu-labelled tests of the build (the bundle's test
+                       programs, tests/manifest.json), --jobs at a time, each capped at
+                       --test-timeout; test_doctor_gpu is left out (the doctor part runs it)
+  memcheck             compute-sanitizer memcheck on one training step of the 15A2B shape cut to
+                       2 layers, seq 1024 (gpu_train_bench: one process, no NCCL); reports of
+                       NCCL's own start-up probes (cudaErrorNoKernelImageForDevice from
+                       ncclInitKernelsForDevice) would be filtered out
+  racecheck_attention  compute-sanitizer racecheck on the attention kernels' tests
+                       (test_attention_tc: tensor cores; test_attention_cuda: SIMT)
+  racecheck_step       racecheck on one training step of the 15A2B shape, 2 layers, seq 512
+  profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
+  profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
+                       of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
+  attn_bench           attn_bench at the paper's shapes (and attn_bench_torch.py when PyTorch
+                       with CUDA imports)
+  torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
+                       (its warm-up steps include torch.compile)
+  torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
+The tests run beside the three sanitizer parts (two lanes); everything else has the GPU alone.
+Each part ends PASS, FAIL, SKIP (cannot run here: the reason is given) or TIMEOUT. OUTDIR gets
+summary.txt and summary.json (every part with its status and duration, the tests' results, the
+profile, the ratios to PyTorch), logs/ (one log per part and per test) and each benchmark's
+JSON. Exit status 0 when no part failed or timed out, 1 otherwise, 2 bad usage.
+
+--tiny: shapes for a CPU-emulated build (configs/tiny.json at 2 layers, seq 64): what CI runs
+to test this script (tests/test_gpu_check.sh). --build/--src: run from a build tree and its
+sources instead of a bundle (the manifest is made on the fly by launch/bundle_tests.py).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+from sanitizer_log import sanitizer_report  # bench/sanitizer_log.py, beside this file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
+         "profile_ep8", "attn_bench", "torch_titan", "torch_hf"]
+BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 60,
+           "racecheck_step": 60, "profile": 75, "profile_ep8": 75, "attn_bench": 60,
+           "torch_hf": 100, "torch_titan": 150}
+EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
+T0 = time.time()
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(prog="gpu_check.sh", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--build", default="")
+    ap.add_argument("--src", default="")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--config", default="", help="the model for the steps (default: 15A2B; tiny)")
+    ap.add_argument("--layers", type=int, default=0,
+                    help="decoder layers of the profile and PyTorch parts (default: what fits)")
+    ap.add_argument("--python", default=os.environ.get("SLUICE_PYTHON", "python3"))
+    ap.add_argument("--sanitizer", default="")
+    ap.add_argument("--tests", default="", help="only the tests whose name matches this regex")
+    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--test-timeout", type=float, default=120.0)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--skip", default="")
+    ap.add_argument("--budget", action="append", default=[], metavar="PART=S")
+    ap.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole check")
+    a = ap.parse_args()
+    for lst in (a.only, a.skip):
+        for p in filter(None, lst.split(",")):
+            if p not in PARTS:
+                ap.error("unknown part '%s' (parts: %s)" % (p, ", ".join(PARTS)))
+    for b in a.budget:
+        name, _, sec = b.partition("=")
+        if name not in PARTS:
+            ap.error("--budget: unknown part '%s'" % name)
+        try:
+            BUDGETS[name] = float(sec)
+        except ValueError:
+            ap.error("--budget %s: not a number of seconds" % b)
+    if bool(a.build) != bool(a.src):
+        ap.error("--build and --src go together")
+    return a
+
+
+ARGS = parse_args()
+OUT = os.path.abspath(ARGS.out)
+LOGS = os.path.join(OUT, "logs")
+RESULTS = {}  # part -> {"status", "seconds", "note", ...}
+LOCK = threading.Lock()
+
+
+def say(msg):
+    with LOCK:
+        print("[%6.1f s] %s" % (time.time() - T0, msg), flush=True)
+
+
+def run(argv, budget, log, env=None, cwd=None, stdout_path=None):
+    """Runs argv in a session of its own; kills the whole group after `budget` seconds.
+    Returns (exit status or None when it timed out, seconds)."""
+    t = time.time()
+    with open(log, "ab") as lf:
+        lf.write(("$ " + " ".join(argv) + "\n").encode())
+        lf.flush()
+        out = open(stdout_path, "wb") if stdout_path else lf
+        try:
+            p = subprocess.Popen(argv, stdout=out, stderr=lf, env=env, cwd=cwd, start_new_session=True)
+        except OSError as e:
+            lf.write(("cannot start: %s\n" % e).encode())
+            return 127, time.time() - t
+        try:
+            rc = p.wait(timeout=max(budget, 1))
+        except subprocess.TimeoutExpired:
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    p.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            lf.write(("TIMEOUT after %.0f s\n" % budget).encode())
+            rc = None
+        finally:
+            if stdout_path:
+                out.close()
+    return rc, time.time() - t
+
+
+def left():
+    return ARGS.deadline - (time.time() - T0)
+
+
+def record(part, status, seconds, note, **extra):
+    RESULTS[part] = dict(status=status, seconds=round(seconds, 1), note=note, **extra)
+    say("%-20s %-7s %6.1f s  %s" % (part, status, seconds, note))
+
+
+def wanted(part):
+    if ARGS.only and part not in ARGS.only.split(","):
+        return False
+    return part not in ARGS.skip.split(",")
+
+
+def part_budget(part):
+    """The part's budget, cut to what the deadline leaves; None when too little is left."""
+    b = min(BUDGETS[part], left() - 5)
+    return b if b >= 10 else None
+
+
+def last_json(path):
+    try:
+        lines = [l for l in open(path).read().splitlines() if l.startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+
+
+# ---- the layout: a bundle, or a build tree and its sources ----------------------------------------
+
+
+class Layout:
+    def __init__(self):
+        if ARGS.build:
+            self.build, self.src = os.path.abspath(ARGS.build), os.path.abspath(ARGS.src)
+            self.sluice = os.path.join(self.build, "launch", "sluice")
+            self.gtb = os.path.join(self.build, "bench", "gpu_train_bench")
+            self.bench_dir = os.path.join(self.src, "bench")
+            self.configs = os.path.join(self.src, "configs")
+            self.manifest = os.path.join(OUT, "manifest.json")
+            r = subprocess.run([sys.executable, os.path.join(self.src, "launch", "bundle_tests.py"),
+                                "--build", self.build, "--src", self.src, "--out", self.manifest],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                self.manifest = None
+                say("no test manifest: " + (r.stderr or r.stdout).strip())
+            self.origin = "build tree %s" % self.build
+        else:
+            root = os.path.dirname(HERE)  # the bundle: bench/ beside bin/
+            self.sluice = os.path.join(root, "bin", "sluice")
+            self.gtb = os.path.join(root, "bin", "gpu_train_bench")
+            self.bench_dir = HERE
+            self.configs = os.path.join(root, "configs")
+            self.manifest = os.path.join(root, "tests", "manifest.json")
+            payload = os.path.join(root, "tests", "programs.tar.xz")
+            self.build = os.path.join(OUT, "payload", "build")
+            self.src = os.path.join(OUT, "payload", "src")
+            if os.path.exists(payload) and os.path.exists(self.manifest):
+                t = time.time()
+                with tarfile.open(payload, "r:xz") as tf:
+                    try:  # Python 3.12+: the safe filter (our own archive, but no warning)
+                        tf.extractall(os.path.join(OUT, "payload"), filter="data")
+                    except TypeError:
+                        tf.extractall(os.path.join(OUT, "payload"))
+                say("unpacked the test programs (%s) in %.1f s" % (payload, time.time() - t))
+            else:
+                self.manifest = None
+                say("this bundle has no test programs (launch/bundle.sh --with-tests makes them)")
+            self.origin = "bundle %s" % root
+        self.attn_bench = os.path.join(self.build, "bench", "attn_bench")
+        self.emulated = False
+        try:
+            h = subprocess.run([self.sluice, "--help"], capture_output=True, text=True, timeout=60)
+            self.emulated = "emulated on the CPU" in (h.stdout + h.stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+    def resolve(self, s):
+        mpiexec = shutil.which("mpiexec") or shutil.which("mpirun") or "mpiexec"
+        return s.replace("@BUILD@", self.build).replace("@SRC@", self.src).replace("@MPIEXEC@", mpiexec)
+
+
+# ---- the shapes -------------------------------------------------------------------------------------
+
+
+def shapes(L):
+    if ARGS.tiny:
+        cfg = ARGS.config or os.path.join(L.configs, "tiny.json")
+        common = ["--layers", "2", "--seq", "64", "--peak-n", "128", "--peak-reps", "3", "--init", "fast"]
+        return dict(config=cfg, measured=common + ["--batch", "2", "--accum", "2"],
+                    ep8=common + ["--batch", "4", "--accum", "1"],
+                    steps=["--steps", "1", "--warmup", "1", "--profile-steps", "1"],
+                    sanitize=["--layers", "2", "--seq", "64", "--batch", "1"],
+                    race=["--layers", "2", "--seq", "64", "--batch", "1"],
+                    attn=["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
+                          "--iters", "1", "--warmup", "0"])
+    cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
+    common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
+    if ARGS.layers:
+        common += ["--layers", str(ARGS.layers)]
+    return dict(config=cfg, measured=common + ["--batch", "1", "--accum", "4"],
+                ep8=common + ["--batch", "8", "--accum", "1"],
+                steps=["--steps", "5", "--warmup", "2", "--profile-steps", "3"],
+                sanitize=["--layers", "2", "--seq", "1024", "--batch", "1"],
+                race=["--layers", "2", "--seq", "512", "--batch", "1"],
+                attn=["--iters", "5", "--warmup", "1"])
+
+
+# ---- the parts ------------------------------------------------------------------------------------
+
+
+def part_doctor(L, budget):
+    log, js = os.path.join(LOGS, "doctor.log"), os.path.join(OUT, "doctor.json")
+    rc, sec = run([L.sluice, "doctor", "--json"], budget, log, stdout_path=js)
+    if rc is None:
+        return record("doctor", "TIMEOUT", sec, "no result within %.0f s" % budget)
+    d = last_json(js) or {}
+    fails = [c["key"] for c in d.get("checks", []) if c.get("status") == "FAIL"]
+    s = d.get("summary", {})
+    note = "%s checks: %s OK, %s FAIL, %s SKIP, %s INFO" % (s.get("checks"), s.get("ok"), s.get("fail"),
+                                                          s.get("skip"), s.get("info"))
+    if rc == 0:
+        return record("doctor", "PASS", sec, note)
+    why = {1: "failed: " + ", ".join(fails), 3: "no GPU to check"}.get(rc, "exit %s" % rc)
+    record("doctor", "FAIL", sec, why + ("; " + note if d else ""))
+
+
+def part_tests(L, budget):
+    if not L.manifest:
+        return record("tests", "SKIP", 0, "no test programs (bundle made without --with-tests)")
+    m = json.load(open(L.manifest))
+    sel = re.compile(ARGS.tests) if ARGS.tests else None
+    todo, results = [], []
+    for t in m["tests"]:
+        if sel and not sel.search(t["name"]):
+            continue
+        if t["name"] in EXCLUDED_TESTS:
+            results.append(dict(name=t["name"], status="SKIP", seconds=0.0, note=EXCLUDED_TESTS[t["name"]]))
+            continue
+        todo.append(t)
+    os.makedirs(os.path.join(LOGS, "tests"), exist_ok=True)
+    start = time.time()
+    queue = list(todo)
+
+    def worker():
+        while True:
+            with LOCK:
+                if not queue:
+                    return
+                t = queue.pop(0)
+            remaining = budget - (time.time() - start)
+            if remaining < 5:
+                results.append(dict(name=t["name"], status="SKIP", seconds=0.0, note="no time left"))
+                continue
+            env = dict(os.environ)
+            env.update({k: L.resolve(v) for k, v in t["environment"].items()})
+            cwd = L.resolve(t["cwd"])
+            os.makedirs(cwd, exist_ok=True)
+            cap = min(t["timeout"], ARGS.test_timeout, remaining)
+            rc, sec = run([L.resolve(a) for a in t["argv"]], cap, os.path.join(LOGS, "tests", t["name"] + ".log"),
+                          env=env, cwd=cwd)
+            st = "TIMEOUT" if rc is None else "PASS" if rc == 0 else "SKIP" if rc == t["skip_return_code"] else "FAIL"
+            results.append(dict(name=t["name"], status=st, seconds=round(sec, 1),
+                                note="" if rc in (0, None) else "exit %d" % rc))
+            say("  test %-40s %-7s %6.1f s" % (t["name"], st, sec))
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, ARGS.jobs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    results.sort(key=lambda r: r["name"])
+    count = {s: sum(r["status"] == s for r in results) for s in ("PASS", "FAIL", "SKIP", "TIMEOUT")}
+    with open(os.path.join(OUT, "tests.tsv"), "w") as f:
+        f.write("".join("%s\t%s\t%.1f\t%s\n" % (r["name"], r["status"], r["seconds"], r["note"]) for r in results))
+    note = "%d passed, %d failed, %d skipped, %d timed out" % (count["PASS"], count["FAIL"], count["SKIP"],
+                                                               count["TIMEOUT"])
+    bad = [r["name"] for r in results if r["status"] in ("FAIL", "TIMEOUT")]
+    if bad:
+        note += ": " + ", ".join(bad)
+    status = "FAIL" if count["FAIL"] or count["TIMEOUT"] else "PASS" if count["PASS"] else "SKIP"
+    record("tests", status, time.time() - start, note, tests=results)
+
+
+def find_sanitizer(L):
+    if ARGS.sanitizer:
+        return ARGS.sanitizer, None
+    if L.emulated:
+        return None, "the emulated build has no GPU to check (--sanitizer runs one anyway)"
+    for d in [None, os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin"), "/usr/local/cuda/bin"]:
+        p = shutil.which("compute-sanitizer", path=d) if d else shutil.which("compute-sanitizer")
+        if p:
+            return p, None
+    return None, "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
+
+
+def sanitized(L, part, tool, runs, budget):
+    san, why = find_sanitizer(L)
+    if not san:
+        return record(part, "SKIP", 0, why)
+    start, notes, status = time.time(), [], "PASS"
+    for label, argv in runs:
+        remaining = budget - (time.time() - start)
+        if remaining < 5:
+            status, notes = "TIMEOUT", notes + ["%s: no time left" % label]
+            break
+        log = os.path.join(LOGS, "%s_%s.log" % (part, label))
+        extra = ["--racecheck-report", "all"] if tool == "racecheck" else []
+        rc, _ = run([san, "--tool", tool, "--print-limit", "200"] + extra + argv, remaining, log)
+        errors, probes, warnings = sanitizer_report(open(log, errors="replace").read(), tool)
+        n = "%s: %d error(s)" % (label, len(errors))
+        if probes:
+            n += ", %d NCCL start-up probe report(s) filtered" % probes
+        if warnings:
+            n += ", %d warning(s)" % warnings
+        if rc is None:
+            status, n = "TIMEOUT", n + ", timed out"
+        elif errors or rc != 0:
+            status = "FAIL"
+            if rc != 0:
+                n += ", exit %d" % rc
+            if errors:
+                n += " (first: %s)" % errors[0]
+        notes.append(n)
+        if status == "TIMEOUT":
+            break
+    record(part, status, time.time() - start, "; ".join(notes))
+
+
+def part_memcheck(L, budget, S):
+    sanitized(L, "memcheck", "memcheck", [("step", [L.gtb, S["config"]] + S["sanitize"] + [
+        "--steps", "1", "--warmup", "1", "--peak-n", "0", "--init", "fast"])], budget)
+
+
+def part_racecheck_attention(L, budget, S):
+    if ARGS.tiny:
+        runs = [("attn_bench", [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--check"] + S["attn"][:8])]
+    else:
+        runs = [(n, [os.path.join(L.build, "tests", n)]) for n in ("test_attention_tc", "test_attention_cuda")]
+    sanitized(L, "racecheck_attention", "racecheck", runs, budget)
+
+
+def part_racecheck_step(L, budget, S):
+    sanitized(L, "racecheck_step", "racecheck", [("step", [L.gtb, S["config"]] + S["race"] + [
+        "--steps", "1", "--warmup", "0", "--peak-n", "0", "--init", "fast"])], budget)
+
+
+def part_profile(L, budget, S, part, shape, what):
+    log, js = os.path.join(LOGS, part + ".log"), os.path.join(OUT, part + ".out")
+    rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile"],
+                  budget, log, stdout_path=js)
+    j = last_json(js)
+    if rc is None:
+        return record(part, "TIMEOUT", sec, what)
+    if rc != 0 or not j:
+        return record(part, "FAIL", sec, "%s: exit %s (%s)" % (what, rc, log))
+    with open(os.path.join(OUT, part + ".json"), "w") as f:
+        json.dump(j, f)
+    rows = j["batch"] * j["seq"] * j.get("topk", 0) / max(j.get("experts", 1), 1)
+    p = j.get("profile") or {}
+    share = 100 * p.get("rows_sum_ms", 0) / max(p.get("step_wall_ms", 1e-9), 1e-9)
+    note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert, attention %s; %.1f ms/step, %.0f tokens/s, " \
+           "%.1f%% of peak; profile rows %.1f%% of the step" % (
+               what, j["layers"], j["accum"], j["batch"], j["seq"], rows, j.get("attention_kernel", "?"),
+               j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0), share)
+    record(part, "PASS", sec, note, result=j)
+
+
+def torch_env():
+    env = dict(os.environ)
+    if "SLUICE_BUNDLE_OLD_LD_LIBRARY_PATH" in env:  # PyTorch loads its own libraries, not the bundle's
+        env["LD_LIBRARY_PATH"] = env["SLUICE_BUNDLE_OLD_LD_LIBRARY_PATH"]
+    return env
+
+
+TORCH = {}
+
+
+def torch_cuda():
+    """None when PyTorch with CUDA imports, else why not (asked once)."""
+    if "why" not in TORCH:
+        try:
+            r = subprocess.run([ARGS.python, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() "
+                                "else 3)"], capture_output=True, text=True, timeout=120, env=torch_env())
+            TORCH["why"] = None if r.returncode == 0 else (
+                "PyTorch has no CUDA device here" if r.returncode == 3 else "PyTorch does not import with %s" % ARGS.python)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            TORCH["why"] = "%s: %s" % (ARGS.python, e)
+    return TORCH["why"]
+
+
+def part_attn(L, budget, S):
+    log, out = os.path.join(LOGS, "attn_bench.log"), os.path.join(OUT, "attn_bench.out")
+    if not os.path.exists(L.attn_bench):
+        return record("attn_bench", "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    rc, sec = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16"] + S["attn"], budget, log, stdout_path=out)
+    if rc is None:
+        return record("attn_bench", "TIMEOUT", sec, "")
+    if rc != 0:
+        return record("attn_bench", "FAIL", sec, "exit %d" % rc)
+    rows = [json.loads(l) for l in open(out) if l.startswith("{")]
+    note = "; ".join("%s S %d D %d: fwd %.0f, bwd %.0f TFLOP/s" % (r.get("kernel", "?"), r["seq"], r["head_dim"],
+                                                                r.get("fwd_tflops", 0), r.get("bwd_tflops", 0))
+                     for r in rows)
+    why = torch_cuda()
+    if why is None and budget - sec > 15:
+        tout = os.path.join(OUT, "attn_bench_torch.out")
+        trc, tsec = run([ARGS.python, os.path.join(L.bench_dir, "attn_bench_torch.py"), "--iters", "5",
+                         "--warmup", "1"], budget - sec, log, env=torch_env(), stdout_path=tout)
+        sec += tsec
+        note += "; PyTorch: %s" % ("done" if trc == 0 else "exit %s" % trc)
+    else:
+        note += "; PyTorch side skipped: %s" % (why or "no time left")
+    record("attn_bench", "PASS", sec, note, result=rows)
+
+
+def part_torch(L, budget, S, part, script, label):
+    why = torch_cuda()
+    if why:
+        return record(part, "SKIP", 0, why)
+    prof = RESULTS.get("profile", {}).get("result")
+    if not prof:
+        return record(part, "SKIP", 0, "needs the profile part's layer count and shape")
+    log, out = os.path.join(LOGS, part + ".log"), os.path.join(OUT, part + ".out")
+    argv = [ARGS.python, os.path.join(L.bench_dir, script), S["config"], "--layers", str(prof["layers"]),
+            "--seq", str(prof["seq"]), "--batch", str(prof["batch"]), "--accum", str(prof["accum"]),
+            "--steps", "3", "--warmup", "2"]
+    rc, sec = run(argv, budget, log, env=torch_env(), stdout_path=out)
+    j = last_json(out)
+    if rc is None:
+        return record(part, "TIMEOUT", sec, label)
+    if rc == 3:
+        return record(part, "FAIL", sec, "%s: out of memory at %d layers (--layers %d compares all sides "
+                      "at fewer)" % (label, prof["layers"], prof["layers"] - 1))
+    if rc != 0 or not j or "error" in j:
+        return record(part, "FAIL", sec, "%s: exit %s%s" % (label, rc, " (%s)" % j["error"] if j and "error" in j else ""))
+    with open(os.path.join(OUT, part + ".json"), "w") as f:
+        json.dump(j, f)
+    record(part, "PASS", sec, "%s: %.1f ms/step, %.0f tokens/s; sluice %.2fx" % (
+        label, j["ms_per_step"], j["tokens_per_s"], prof["tokens_per_s"] / j["tokens_per_s"]), result=j)
+
+
+# ---- the summary ------------------------------------------------------------------------------------
+
+
+def summary(L, info):
+    lines = ["sluice one-call GPU check: %s" % info["when"],
+             "from %s; device: %s" % (L.origin, info["device"]), ""]
+    lines.append("%-20s %-7s %8s  %s" % ("part", "status", "seconds", "result"))
+    for p in PARTS:
+        r = RESULTS.get(p)
+        if r:
+            lines.append("%-20s %-7s %8.1f  %s" % (p, r["status"], r["seconds"], r["note"]))
+    total = time.time() - T0
+    bad = [p for p, r in RESULTS.items() if r["status"] in ("FAIL", "TIMEOUT")]
+    lines.append("")
+    lines.append("total %.1f s; %s" % (total, "FAILED: " + ", ".join(bad) if bad else "no part failed"))
+    for part in ("profile", "profile_ep8"):
+        j = RESULTS.get(part, {}).get("result")
+        if not j or not j.get("profile"):
+            continue
+        p = j["profile"]
+        lines.append("")
+        lines.append("%s: %d layers, %d micro-batch(es) of %d x %d, attention kernel %s; %.2f ms/step unprofiled, "
+                     "%.2f profiled; rows sum %.2f ms" % (part, j["layers"], j["accum"], j["batch"], j["seq"],
+                                                          j.get("attention_kernel", "?"), j["ms_per_step"],
+                                                          p["step_wall_ms"], p["rows_sum_ms"]))
+        for r in p["rows"]:
+            lines.append("  %-62.62s %10.3f ms %5.1f%%  host %9.3f ms  %7.1f calls" % (
+                r["region"], r["ms"], 100 * r["ms"] / max(p["rows_sum_ms"], 1e-9), r["host_ms"], r["calls"]))
+    prof = RESULTS.get("profile", {}).get("result")
+    for part in ("torch_hf", "torch_titan"):
+        t = RESULTS.get(part, {}).get("result")
+        if prof and t:
+            lines.append("sluice vs %s: %.1f vs %.1f tokens/s = %.2fx (same %d layers, %d x %d x %d tokens)" % (
+                t["impl"], prof["tokens_per_s"], t["tokens_per_s"], prof["tokens_per_s"] / t["tokens_per_s"],
+                prof["layers"], prof["accum"], prof["batch"], prof["seq"]))
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(OUT, "summary.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(OUT, "summary.json"), "w") as f:
+        json.dump(dict(info, seconds=round(total, 1), status="fail" if bad else "ok",
+                       parts=[dict(part=p, **RESULTS[p]) for p in PARTS if p in RESULTS]), f, indent=1)
+    print("\n" + text, end="")
+    return 1 if bad else 0
+
+
+def main():
+    os.makedirs(LOGS, exist_ok=True)
+    L = Layout()
+    S = shapes(L)
+    info = {"when": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": os.uname().nodename, "tiny": ARGS.tiny,
+            "emulated": L.emulated, "device": "?"}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        r = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        info["device"] = r.stdout.strip() or "nvidia-smi: " + r.stderr.strip()
+        with open(os.path.join(LOGS, "nvidia-smi.txt"), "w") as f:
+            f.write(subprocess.run([smi], capture_output=True, text=True).stdout)
+    elif L.emulated:
+        info["device"] = "the CPU SIMT emulator"
+    say("gpu_check: %s -> %s (deadline %.0f s)" % (L.origin, OUT, ARGS.deadline))
+
+    def do(part, fn, *a):
+        if not wanted(part):
+            return
+        b = part_budget(part)
+        if b is None:
+            return record(part, "SKIP", 0, "no time left before the %.0f s deadline" % ARGS.deadline)
+        say("%s (budget %.0f s)" % (part, b))
+        fn(L, b, *a)
+
+    do("doctor", part_doctor)
+    lanes = [threading.Thread(target=do, args=("tests", part_tests)),
+             threading.Thread(target=lambda: [do("memcheck", part_memcheck, S),
+                                              do("racecheck_attention", part_racecheck_attention, S),
+                                              do("racecheck_step", part_racecheck_step, S)])]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join()
+    do("profile", part_profile, S, "profile", "measured", "measured shape")
+    do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
+    do("attn_bench", part_attn, S)
+    # the torchtitan-style baseline first: issue 23's targets are set against it
+    do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
+    do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
+    return summary(L, info)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+# The step profile (core/profile.h, bench/bench_profile.h; tests/test_profile.sh): every
+# expected row present, the rows adding up to the step's wall time within 5%, the host reads
+# attributed. On the cuda backend through gpu_train_bench (label cuda: the emulated build in
+# CI; a GPU build runs it on the GPU), and on the CPU backend through bench_train.
+if(SLUICE_WITH_CUDA)
+  add_test(NAME test_profile_cuda
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_profile.sh cuda
+                   $<TARGET_FILE:gpu_train_bench> ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR}/profile_cuda)
+  set_tests_properties(test_profile_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+endif()
+add_test(NAME test_profile_cpu
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_profile.sh cpu $<TARGET_FILE:bench_train>
+                 ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/profile_cpu)
+set_tests_properties(test_profile_cpu PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "profile" ENVIRONMENT "OMP_NUM_THREADS=2")
