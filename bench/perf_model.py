@@ -348,8 +348,9 @@ def layer_ops(mc, batch, seq, precision, layer=0):
 
 def optimizer_ops(params, label):
     """Once per optimizer step over `params` parameters (trainer/optimizer.c)."""
+    # No zeroing pass: each gradient's first writer of the step overwrites it (core/params.h,
+    # sl_params_begin_grads).
     return [
-        Op("zero gradients (" + label + ")", "opt", "mem", 0, 4.0 * params),
         Op("gradient sum of squares (" + label + ")", "opt", "mem", 2.0 * params, 4.0 * params),
         # reads p, g, m, v (fp32); writes p, m, v (fp32) and the bf16 compute copy
         Op("AdamW + bf16 copy (" + label + ")", "opt", "mem", 12.0 * params, 30.0 * params),
