@@ -1,9 +1,9 @@
 /*
  * bench/expert_gemm_bench.c - the expert GEMMs of one MoE layer on the CUDA backend, under each
- * strategy of moe/grouped_matmul.cu (SL_EXPERT_GEMM_*: one cuBLAS grouped call, or one
- * cublasGemmEx per expert), at the row counts per expert that matter (issue 23): 256 (one GPU,
- * 4096 tokens per micro-batch, top-8 of 128 experts) and 2048 (the per-GPU expert load of an
- * EP-8 deployment).
+ * strategy of moe/grouped_matmul.cu (SL_EXPERT_GEMM_*: one cuBLAS grouped call, one
+ * cublasGemmEx per expert, or a grouped TF32 call on widened inputs for the weight gradient), at
+ * the row counts per expert that matter (issue 23): 256 (one GPU, 4096 tokens per micro-batch,
+ * top-8 of 128 experts) and 2048 (the per-GPU expert load of an EP-8 deployment).
  *
  * For each rows-per-expert value R it times the six GEMMs the MoE block runs per micro-batch
  * (forward gate_up and down, their data gradients, their weight gradients into fp32 in bf16
@@ -34,16 +34,16 @@ typedef struct {
     int rows[8], nrows;
     sl_dtype dtype;
     bool uniform, check;
-    int strategies[3], nstrategies;
+    int strategies[3], nstrategies; /* GROUPED, PER_EXPERT, GROUPED_TF32 by default */
 } opts;
 
-static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert"};
+static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert", "grouped-tf32"};
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
             "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
-            "                         [--strategy grouped|per-expert|all] [--check]\n"
+            "                         [--strategy grouped|per-expert|grouped-tf32|all] [--check]\n"
             "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
             "              and an EP-8 deployment's per-GPU expert load)\n"
             "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
@@ -62,8 +62,9 @@ static int parse(int argc, char **argv, opts *o) {
                 .rows = {256, 2048},
                 .nrows = 2,
                 .dtype = SL_BF16,
-                .strategies = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT},
-                .nstrategies = 2};
+                .strategies = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT,
+                               SL_EXPERT_GEMM_GROUPED_TF32},
+                .nstrategies = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -115,12 +116,13 @@ static int parse(int argc, char **argv, opts *o) {
             i++;
             int s;
             if (strcmp(v, "all") == 0) {
-                o->nstrategies = 2;
+                o->nstrategies = 3;
             } else if (sl_cuda_expert_gemm_parse(v, &s) && s != SL_EXPERT_GEMM_AUTO) {
                 o->strategies[0] = s, o->nstrategies = 1;
             } else {
                 fprintf(stderr,
-                        "expert_gemm_bench: --strategy %s: expected grouped, per-expert or all\n",
+                        "expert_gemm_bench: --strategy %s: expected grouped, per-expert, "
+                        "grouped-tf32 or all\n",
                         v);
                 return -1;
             }
@@ -131,8 +133,9 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (o->check) {
         o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
-        o->nstrategies = 2;
+        o->nstrategies = 3;
         o->strategies[0] = SL_EXPERT_GEMM_GROUPED, o->strategies[1] = SL_EXPERT_GEMM_PER_EXPERT;
+        o->strategies[2] = SL_EXPERT_GEMM_GROUPED_TF32;
     }
     return 0;
 }
@@ -295,7 +298,7 @@ static int check(sl_backend *be, const opts *o) {
             for (int64_t k = 0; k < numel; k++)
                 worst = fmax(worst, fabs((double)got[k] - ref[k]) / fmax(scale, 1e-30));
             const bool ok = worst <= rtol && scale > 0;
-            printf("%-4s %-14s %-10s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
+            printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
                    ok ? "OK" : "FAIL", k_gemm_names[i], k_strategy_names[o->strategies[s]], worst,
                    rtol, i >= 4 ? "; ran " : "", i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
             failures += !ok;
@@ -315,10 +318,10 @@ static void bench(sl_backend *be, const opts *o, int rows) {
     printf("\nrows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n", rows,
            o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
-    printf("%-14s %-11s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s",
+    printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s",
            "weight gradient path");
     double *t = malloc(sizeof(double) * (size_t)o->reps);
-    double total[3] = {0, 0, 0};
+    double total[3] = {0, 0, 0}; /* per strategy */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
@@ -331,14 +334,14 @@ static void bench(sl_backend *be, const opts *o, int rows) {
             }
             const double med = sl_bench_median(t, o->reps);
             total[s] += med;
-            printf("%-14s %-11s %10.3f %9.1f  %s\n", k_gemm_names[i],
+            printf("%-14s %-12s %10.3f %9.1f  %s\n", k_gemm_names[i],
                    k_strategy_names[o->strategies[s]], med * 1e3, gemm_flops(&L, i) / med / 1e12,
                    i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
         }
     double flops = 0;
     for (int i = 0; i < GEMMS; i++) flops += gemm_flops(&L, i);
     for (int s = 0; s < o->nstrategies; s++)
-        printf("%-14s %-11s %10.3f %9.1f\n", "all six", k_strategy_names[o->strategies[s]],
+        printf("%-14s %-12s %10.3f %9.1f\n", "all six", k_strategy_names[o->strategies[s]],
                total[s] * 1e3, flops / total[s] / 1e12);
     free(t);
     layer_free(&L);

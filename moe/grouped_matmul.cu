@@ -24,10 +24,13 @@
  * sl_cuda_gemm's fp32 scratch.
  *
  * Strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): "auto" and "grouped" are the above;
- * "per-expert" runs every projection as one cublasGemmEx per non-empty expert. Which is faster
- * depends on the rows per expert and on the GPU (cuBLAS's grouped kernels against 128 launches
- * of tuned single GEMMs): bench/expert_gemm_bench measures both at the shapes of one GPU and of
- * an EP-8 deployment, and the choice per shape follows from those measurements
+ * "per-expert" runs every projection as one cublasGemmEx per non-empty expert; "grouped-tf32"
+ * is "grouped" except for the bf16-into-fp32 weight gradient, which it runs as one grouped fp32
+ * call with TF32 math on fp32 copies of the bf16 inputs (exact in TF32): one launch instead of
+ * one per expert, at the cost of widening the inputs and TF32's half-rate tensor cores. Which is
+ * faster depends on the rows per expert and on the GPU (cuBLAS's grouped kernels against 128
+ * launches of tuned single GEMMs): bench/expert_gemm_bench measures both at the shapes of one GPU
+ * and of an EP-8 deployment, and the choice per shape follows from those measurements
  * (docs/performance.md). Both give each expert's product from one cuBLAS GEMM with fp32
  * accumulation.
  */
@@ -55,9 +58,9 @@ const char *byte_ptr(const void *p, int64_t elems, size_t elem_size) {
 }
 
 /* Runs every problem (A and B of dtype `ab`, C of `cd`, alpha 1, the same beta) in one
- * grouped call; returns cuBLAS's status. */
+ * grouped call with the given compute type; returns cuBLAS's status. */
 cublasStatus_t run_grouped(void *ctx, const std::vector<problem> &ps, sl_dtype ab, sl_dtype cd,
-                           float beta) {
+                           float beta, cublasComputeType_t compute = CUBLAS_COMPUTE_32F) {
     const size_t g = ps.size();
     if (g == 0) return CUBLAS_STATUS_SUCCESS;
     std::vector<cublasOperation_t> ta(g), tb(g);
@@ -75,7 +78,7 @@ cublasStatus_t run_grouped(void *ctx, const std::vector<problem> &ps, sl_dtype a
     return cublasGemmGroupedBatchedEx(sl_cuda_cublas(ctx), ta.data(), tb.data(), m.data(), n.data(),
                                       k.data(), alpha.data(), dev, t, lda.data(), dev + g, t,
                                       ldb.data(), betas.data(), dev + 2 * g, sl_cuda_data_type(cd),
-                                      ldc.data(), (int)g, size.data(), CUBLAS_COMPUTE_32F);
+                                      ldc.data(), (int)g, size.data(), compute);
 }
 
 /* Whether cuBLAS took bf16 A, B with an fp32 C in one grouped call: -1 not tried yet, 0 no,
@@ -87,12 +90,32 @@ int g_strategy = -1;
 /* How the last weight gradient ran, for benchmarks and logs. */
 const char *g_dw_path = "not run yet";
 
+/* bf16 -> fp32, element by element (the grouped-tf32 weight gradient's inputs). */
+__global__ void k_bf16_to_f32(const sl_bf16 *__restrict__ x, float *__restrict__ y, int64_t n) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = sl_ld(x[i]);
+}
+
+/* An fp32 copy of the first n elements of the bf16 array x in scratch slot `slot`. */
+const float *widen(void *ctx, int slot, const void *x, int64_t n) {
+    float *y = (float *)sl_cuda_scratch(ctx, slot, sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (n > 0) {
+        unsigned blocks = sl_blocks(n, 256);
+        if (blocks > 4096) blocks = 4096;
+        SL_LAUNCH(k_bf16_to_f32, blocks, 256, 0, sl_cuda_stream(ctx), (const sl_bf16 *)x, y, n);
+        SL_CUDA_LAUNCHED("grouped_matmul_dw (bf16 to fp32)");
+    }
+    return y;
+}
+
 int strategy(void) {
     if (g_strategy < 0) {
         const char *e = getenv("SLUICE_EXPERT_GEMM");
         g_strategy = SL_EXPERT_GEMM_AUTO;
         if (e && *e && !sl_cuda_expert_gemm_parse(e, &g_strategy))
-            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped or per-expert", e);
+            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert or grouped-tf32",
+                     e);
     }
     return g_strategy;
 }
@@ -109,8 +132,8 @@ void run_per_expert(void *ctx, const char *op, const std::vector<problem> &ps, s
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
-    static const char *const names[] = {"auto", "grouped", "per-expert"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"auto", "grouped", "per-expert", "grouped-tf32"};
+    for (int i = 0; i < 4; i++)
         if (strcmp(name, names[i]) == 0) {
             *strategy = i;
             return true;
@@ -211,6 +234,21 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, beta), op,
                         "cublasGemmGroupedBatchedEx");
         g_dw_path = "grouped";
+        return;
+    }
+    if (how == SL_EXPERT_GEMM_GROUPED_TF32 && dy->dtype == SL_BF16 && dw->dtype == SL_F32) {
+        /* bf16 values are exact in TF32 (10 mantissa bits), so one grouped fp32 call with TF32
+         * tensor-core math computes the bf16 products exactly, accumulating in fp32: the inputs
+         * widened to fp32 in scratch (rows x (R + S) x 6 bytes of traffic), one launch. */
+        const float *xf = widen(ctx, 1, x->data, row0 * s);
+        const float *dyf = widen(ctx, 2, dy->data, row0 * r);
+        for (problem &p : ps) {
+            p.a = (const float *)xf + ((const char *)p.a - (const char *)x->data) / es_in;
+            p.b = (const float *)dyf + ((const char *)p.b - (const char *)dy->data) / es_in;
+        }
+        sl_cublas_check(run_grouped(ctx, ps, SL_F32, SL_F32, beta, CUBLAS_COMPUTE_32F_FAST_TF32),
+                        op, "cublasGemmGroupedBatchedEx (TF32)");
+        g_dw_path = "grouped-tf32 (bf16 widened to fp32)";
         return;
     }
     if (how != SL_EXPERT_GEMM_PER_EXPERT && dy->dtype == SL_BF16 && g_grouped_bf16_f32 != 0) {

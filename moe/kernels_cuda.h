@@ -20,13 +20,20 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  *                              types, else one cublasGemmEx per expert (the default)
  *   SL_EXPERT_GEMM_GROUPED     the same (named, for benchmarks)
  *   SL_EXPERT_GEMM_PER_EXPERT  one cublasGemmEx per non-empty expert, always
+ *   SL_EXPERT_GEMM_GROUPED_TF32  as GROUPED, but the bf16-into-fp32 weight gradient runs as one
+ *                              grouped fp32 call with TF32 math on fp32 copies of its inputs
  * Every strategy computes each expert's product with fp32 accumulation in one cuBLAS GEMM, so
  * the results agree to cuBLAS's rounding (not bitwise: kernels differ). The process-wide
- * default comes from the environment variable SLUICE_EXPERT_GEMM (auto, grouped, per-expert;
- * anything else stops the run); sl_cuda_expert_gemm_set_strategy overrides it.
+ * default comes from the environment variable SLUICE_EXPERT_GEMM (auto, grouped, per-expert,
+ * grouped-tf32; anything else stops the run); sl_cuda_expert_gemm_set_strategy overrides it.
  * sl_cuda_expert_gemm_parse maps a name to its value (false for an unknown name);
  * sl_cuda_expert_gemm_dw_path says how the last weight gradient ran. */
-enum { SL_EXPERT_GEMM_AUTO = 0, SL_EXPERT_GEMM_GROUPED = 1, SL_EXPERT_GEMM_PER_EXPERT = 2 };
+enum {
+    SL_EXPERT_GEMM_AUTO = 0,
+    SL_EXPERT_GEMM_GROUPED = 1,
+    SL_EXPERT_GEMM_PER_EXPERT = 2,
+    SL_EXPERT_GEMM_GROUPED_TF32 = 3
+};
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);
 void sl_cuda_expert_gemm_set_strategy(int strategy);
 const char *sl_cuda_expert_gemm_dw_path(void);
