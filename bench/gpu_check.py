@@ -24,6 +24,8 @@ is skipped):
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   attn_bench           attn_bench at the paper's shapes (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
+  expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
+                       2,048 rows per expert
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
@@ -53,9 +55,9 @@ from sanitizer_log import sanitizer_report  # bench/sanitizer_log.py, beside thi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
-         "profile_ep8", "attn_bench", "torch_titan", "torch_hf"]
+         "profile_ep8", "attn_bench", "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 60,
-           "racecheck_step": 60, "profile": 75, "profile_ep8": 75, "attn_bench": 60,
+           "racecheck_step": 60, "profile": 75, "profile_ep8": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -240,7 +242,8 @@ def shapes(L):
                     sanitize=["--layers", "2", "--seq", "64", "--batch", "1"],
                     race=["--layers", "2", "--seq", "64", "--batch", "1"],
                     attn=["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
-                          "--iters", "1", "--warmup", "0"])
+                          "--iters", "1", "--warmup", "0"],
+                    gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"])
     cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
     common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
     if ARGS.layers:
@@ -250,7 +253,7 @@ def shapes(L):
                 steps=["--steps", "5", "--warmup", "2", "--profile-steps", "3"],
                 sanitize=["--layers", "2", "--seq", "1024", "--batch", "1"],
                 race=["--layers", "2", "--seq", "512", "--batch", "1"],
-                attn=["--iters", "5", "--warmup", "1"])
+                attn=["--iters", "5", "--warmup", "1"], gemm=[])
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -461,6 +464,17 @@ def part_attn(L, budget, S):
     record("attn_bench", "PASS", sec, note, result=rows)
 
 
+def part_expert_gemm(L, budget, S):
+    exe, out = os.path.join(L.build, "bench", "expert_gemm_bench"), os.path.join(OUT, "expert_gemm.out")
+    if not os.path.exists(exe):
+        return record("expert_gemm", "SKIP", 0, "no expert_gemm_bench (bundle made without --with-tests)")
+    rc, sec = run([exe] + S["gemm"], budget, os.path.join(LOGS, "expert_gemm.log"), stdout_path=out)
+    if rc is None or rc != 0:
+        return record("expert_gemm", "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
+    alls = [l.split() for l in open(out) if l.startswith("all six")]  # all six STRATEGY ms TFLOP/s
+    record("expert_gemm", "PASS", sec, "; ".join("%s %s ms" % (a[2], a[3]) for a in alls))
+
+
 def part_torch(L, budget, S, part, script, label):
     why = torch_cuda()
     if why:
@@ -570,6 +584,7 @@ def main():
     do("profile", part_profile, S, "profile", "measured", "measured shape")
     do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
     do("attn_bench", part_attn, S)
+    do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it
     do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
     do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
