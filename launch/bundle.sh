@@ -232,10 +232,13 @@ if [ "$with_tests" = 1 ]; then
     python3 "$root/launch/bundle_tests.py" --build "$build" --src "$root" \
         ${tests_regex:+--names "$tests_regex"} --out "$out/tests/manifest.json" \
         --files "$stage/files.txt" || die "no tests to bundle"
-    # gpu_check.sh's attention benchmark and racecheck runs take attn_bench from here too
-    if [ -x "$build/bench/attn_bench" ] && ! grep -qx bench/attn_bench "$stage/files.txt"; then
-        echo bench/attn_bench >>"$stage/files.txt"
-    fi
+    # gpu_check.sh's attention benchmark and racecheck runs take attn_bench from here too, its
+    # expert GEMM part expert_gemm_bench
+    for b in attn_bench expert_gemm_bench; do
+        if [ -x "$build/bench/$b" ] && ! grep -qx "bench/$b" "$stage/files.txt"; then
+            echo "bench/$b" >>"$stage/files.txt"
+        fi
+    done
     ntests=0
     while IFS= read -r rel; do
         mkdir -p "$stage/payload/build/$(dirname "$rel")"
