@@ -192,10 +192,18 @@ static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
     sl_op_fill(L->gwgu, 0.0f), sl_op_fill(L->gwd, 0.0f);
 }
 
+enum { TENSORS = 12 };
+/* The addresses of the layer's tensors, for whatever is done to all of them. */
+static void layer_tensors(layer *L, sl_tensor **out[TENSORS]) {
+    sl_tensor **ts[TENSORS] = {&L->x,  &L->wgu,  &L->wd,  &L->gu, &L->mid,  &L->y,
+                               &L->dy, &L->dmid, &L->dgu, &L->dx, &L->gwgu, &L->gwd};
+    memcpy(out, ts, sizeof ts);
+}
+
 static void layer_free(layer *L) {
-    sl_tensor *ts[] = {L->x,  L->wgu,  L->wd,  L->gu, L->mid,  L->y,
-                       L->dy, L->dmid, L->dgu, L->dx, L->gwgu, L->gwd};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    sl_tensor **ts[TENSORS];
+    layer_tensors(L, ts);
+    for (int i = 0; i < TENSORS; i++) sl_tensor_free(*ts[i]);
     free(L->counts);
 }
 
@@ -239,11 +247,16 @@ static double gemm_flops(const layer *L, int i) {
     return per[i];
 }
 
-/* Host copy of a tensor as fp32 (converted on the device first). */
-static float *to_host_f32(sl_tensor *t) {
+/* A new fp32 tensor on `be` shaped like t. */
+static sl_tensor *new_f32_like(sl_backend *be, const sl_tensor *t) {
     int64_t shape[4];
     for (int d = 0; d < sl_tensor_ndim(t); d++) shape[d] = sl_tensor_dim(t, d);
-    sl_tensor *f = sl_tensor_new(sl_tensor_backend(t), SL_F32, sl_tensor_ndim(t), shape);
+    return sl_tensor_new(be, SL_F32, sl_tensor_ndim(t), shape);
+}
+
+/* Host copy of a tensor as fp32 (converted on the device first). */
+static float *to_host_f32(sl_tensor *t) {
+    sl_tensor *f = new_f32_like(sl_tensor_backend(t), t);
     sl_op_convert(f, t);
     float *h = malloc(sizeof(float) * (size_t)sl_tensor_numel(t));
     sl_tensor_to_host(f, h);
@@ -253,9 +266,7 @@ static float *to_host_f32(sl_tensor *t) {
 
 /* An fp32 copy of `t` on backend `to`. */
 static sl_tensor *copy_f32(sl_backend *to, sl_tensor *t) {
-    int64_t shape[4];
-    for (int d = 0; d < sl_tensor_ndim(t); d++) shape[d] = sl_tensor_dim(t, d);
-    sl_tensor *c = sl_tensor_new(to, SL_F32, sl_tensor_ndim(t), shape);
+    sl_tensor *c = new_f32_like(to, t);
     float *h = to_host_f32(t);
     sl_tensor_from_host(c, h);
     free(h);
@@ -274,11 +285,9 @@ static int check(sl_backend *be, const opts *o) {
     layer L, R;
     layer_init(&L, be, o, o->rows[0]);
     R = L; /* the same counts and sizes; every tensor replaced by its CPU fp32 copy */
-    sl_tensor **lt[] = {&L.x,  &L.wgu,  &L.wd,  &L.gu, &L.mid,  &L.y,
-                        &L.dy, &L.dmid, &L.dgu, &L.dx, &L.gwgu, &L.gwd};
-    sl_tensor **rt[] = {&R.x,  &R.wgu,  &R.wd,  &R.gu, &R.mid,  &R.y,
-                        &R.dy, &R.dmid, &R.dgu, &R.dx, &R.gwgu, &R.gwd};
-    for (int k = 0; k < 12; k++) *rt[k] = copy_f32(cpu, *lt[k]);
+    sl_tensor **lt[TENSORS], **rt[TENSORS];
+    layer_tensors(&L, lt), layer_tensors(&R, rt);
+    for (int k = 0; k < TENSORS; k++) *rt[k] = copy_f32(cpu, *lt[k]);
     int failures = 0;
     for (int i = 0; i < GEMMS; i++) {
         if (i >= 4) sl_op_fill(gemm_output(&R, i), 0.25f); /* dW accumulates: += */
@@ -306,7 +315,7 @@ static int check(sl_backend *be, const opts *o) {
         }
         free(ref);
     }
-    for (int k = 0; k < 12; k++) sl_tensor_free(*rt[k]);
+    for (int k = 0; k < TENSORS; k++) sl_tensor_free(*rt[k]);
     layer_free(&L);
     sl_backend_free(cpu);
     return failures ? 1 : 0;

@@ -40,6 +40,7 @@
 
 #include "core/cuda_common.cuh"
 #include "core/gemm_cuda.cuh"
+#include "core/kernels_cuda.h"
 #include "core/log.h"
 #include "moe/kernels_cuda.h"
 
@@ -90,22 +91,13 @@ int g_strategy = -1;
 /* How the last weight gradient ran, for benchmarks and logs. */
 const char *g_dw_path = "not run yet";
 
-/* bf16 -> fp32, element by element (the grouped-tf32 weight gradient's inputs). */
-__global__ void k_bf16_to_f32(const sl_bf16 *__restrict__ x, float *__restrict__ y, int64_t n) {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = sl_ld(x[i]);
-}
-
-/* An fp32 copy of the first n elements of the bf16 array x in scratch slot `slot`. */
-const float *widen(void *ctx, int slot, const void *x, int64_t n) {
+/* An fp32 copy of the first n elements of the bf16 array x in scratch slot `slot`, through the
+ * backend's convert (core/elementwise.cu) on flat views of both. */
+const float *widen(void *ctx, int slot, const sl_tensor *x, int64_t n) {
     float *y = (float *)sl_cuda_scratch(ctx, slot, sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (n > 0) {
-        unsigned blocks = sl_blocks(n, 256);
-        if (blocks > 4096) blocks = 4096;
-        SL_LAUNCH(k_bf16_to_f32, blocks, 256, 0, sl_cuda_stream(ctx), (const sl_bf16 *)x, y, n);
-        SL_CUDA_LAUNCHED("grouped_matmul_dw (bf16 to fp32)");
-    }
+    sl_tensor src = {x->be, SL_BF16, 1, {n}, n, x->data, true};
+    sl_tensor dst = {x->be, SL_F32, 1, {n}, n, y, true};
+    if (n > 0) sl_cuda_convert(ctx, &dst, &src);
     return y;
 }
 
@@ -240,8 +232,8 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         /* bf16 values are exact in TF32 (10 mantissa bits), so one grouped fp32 call with TF32
          * tensor-core math computes the bf16 products exactly, accumulating in fp32: the inputs
          * widened to fp32 in scratch (rows x (R + S) x 6 bytes of traffic), one launch. */
-        const float *xf = widen(ctx, 1, x->data, row0 * s);
-        const float *dyf = widen(ctx, 2, dy->data, row0 * r);
+        const float *xf = widen(ctx, 1, x, row0 * s);
+        const float *dyf = widen(ctx, 2, dy, row0 * r);
         for (problem &p : ps) {
             p.a = (const float *)xf + ((const char *)p.a - (const char *)x->data) / es_in;
             p.b = (const float *)dyf + ((const char *)p.b - (const char *)dy->data) / es_in;
