@@ -17,12 +17,14 @@ is skipped):
                        NCCL's own start-up probes (cudaErrorNoKernelImageForDevice from
                        ncclInitKernelsForDevice) would be filtered out
   racecheck_attention  compute-sanitizer racecheck on the attention kernels' tests
-                       (test_attention_tc: tensor cores; test_attention_cuda: SIMT)
+                       (test_attention_tc: tensor cores; test_attention_cuda: SIMT; the Hopper
+                       kernel through test_attention_tc deterministic sm90, skipped before 9.x)
   racecheck_step       racecheck on one training step of the 15A2B shape, 2 layers, seq 512
   profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
-  attn_bench           attn_bench at the paper's shapes (and attn_bench_torch.py when PyTorch
+  attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
+                       (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
@@ -56,7 +58,7 @@ from sanitizer_log import sanitizer_report  # bench/sanitizer_log.py, beside thi
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
          "profile_ep8", "attn_bench", "expert_gemm", "torch_titan", "torch_hf"]
-BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 60,
+BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_step": 60, "profile": 75, "profile_ep8": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
@@ -253,7 +255,7 @@ def shapes(L):
                 steps=["--steps", "5", "--warmup", "2", "--profile-steps", "3"],
                 sanitize=["--layers", "2", "--seq", "1024", "--batch", "1"],
                 race=["--layers", "2", "--seq", "512", "--batch", "1"],
-                attn=["--iters", "5", "--warmup", "1"], gemm=[])
+                attn=["--kernel", "sm90,mma,cudnn", "--iters", "5", "--warmup", "1"], gemm=[])
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -365,6 +367,8 @@ def sanitized(L, part, tool, runs, budget):
             n += ", %d warning(s)" % warnings
         if rc is None:
             status, n = "TIMEOUT", n + ", timed out"
+        elif rc == 77 and not errors:  # a test that cannot run on this GPU (e.g. sm90 before Hopper)
+            n += ", skipped (exit 77)"
         elif errors or rc != 0:
             status = "FAIL"
             if rc != 0:
@@ -386,7 +390,10 @@ def part_racecheck_attention(L, budget, S):
     if ARGS.tiny:
         runs = [("attn_bench", [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--check"] + S["attn"][:8])]
     else:
+        tc = os.path.join(L.build, "tests", "test_attention_tc")
         runs = [(n, [os.path.join(L.build, "tests", n)]) for n in ("test_attention_tc", "test_attention_cuda")]
+        # the Hopper kernel (TMA, mbarriers, wgmma); test_attention_tc skips it (77) elsewhere
+        runs.append(("test_attention_sm90", [tc, "deterministic", "sm90"]))
     sanitized(L, "racecheck_attention", "racecheck", runs, budget)
 
 

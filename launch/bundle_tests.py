@@ -24,17 +24,24 @@ import re
 import sys
 
 
+def unescape(s):
+    """A quoted CMake argument's text: CTestTestfile.cmake writes $, ", \\ and ; behind a backslash
+    (a test's `bash -c "$0 ..."` arrives as \\$0), and newlines, tabs, returns as \\n \\t \\r."""
+    return re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), s)
+
+
 def parse_ctest_file(path):
     """{name: {"argv": [...], "props": {KEY: value}}} of one CTestTestfile.cmake."""
     text = open(path).read()
     tests = {}
     for m in re.finditer(r'^add_test\(\[=\[(.+?)\]=\] (.*)\)$', text, re.M):
-        tests[m.group(1)] = {"argv": re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2)), "props": {}}
+        argv = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))
+        tests[m.group(1)] = {"argv": [unescape(a) for a in argv], "props": {}}
     for m in re.finditer(r'^set_tests_properties\(\[=\[(.+?)\]=\] PROPERTIES (.*)\)$', text, re.M):
         if m.group(1) not in tests:
             continue
         pairs = re.findall(r'(\w+) "((?:[^"\\]|\\.)*)"', m.group(2))
-        tests[m.group(1)]["props"].update({k: v for k, v in pairs})
+        tests[m.group(1)]["props"].update({k: unescape(v) for k, v in pairs})
     return tests
 
 
