@@ -1,7 +1,8 @@
 /*
  * bench/expert_gemm_bench.c - the expert GEMMs of one MoE layer on the CUDA backend, under each
  * strategy of moe/grouped_matmul.cu (SL_EXPERT_GEMM_*: one cuBLAS grouped call, one
- * cublasGemmEx per expert, or a grouped TF32 call on widened inputs for the weight gradient), at
+ * cublasGemmEx per expert on the stream or spread over the side lanes, a grouped TF32 call on
+ * widened inputs for the weight gradient, and auto, the per-call choice a run gets), at
  * the row counts per expert that matter (issue 23): 256 (one GPU, 4096 tokens per micro-batch,
  * top-8 of 128 experts) and 2048 (the per-GPU expert load of an EP-8 deployment).
  *
@@ -9,8 +10,8 @@
  * (forward gate_up and down, their data gradients, their weight gradients into fp32 in bf16
  * training) through sl_op_grouped_matmul / sl_op_grouped_matmul_dw, each strategy in turn,
  * timed between two sl_backend_synchronize calls over --reps calls after two warm-up calls, and
- * prints the median time and TFLOP/s per GEMM and strategy, and how the weight gradient ran
- * (cuBLAS may refuse the grouped bf16-into-fp32 call, and then the per-expert path runs).
+ * prints the median time and TFLOP/s per GEMM and strategy, and how each call ran (auto's
+ * choice; cuBLAS may refuse the grouped bf16-into-fp32 call, and then the per-expert path runs).
  * Counts: R per expert on average, spread deterministically over [R/2, 3R/2) (routing is never
  * exactly balanced), or exactly R with --uniform.
  *
@@ -34,23 +35,31 @@ typedef struct {
     int rows[8], nrows;
     sl_dtype dtype;
     bool uniform, check;
-    int strategies[3], nstrategies; /* GROUPED, PER_EXPERT, GROUPED_TF32 by default */
+    int strategies[5], nstrategies; /* all of k_all_strategies by default */
 } opts;
 
-static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert", "grouped-tf32"};
+static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert", "grouped-tf32",
+                                               "lanes"};
+/* --strategy all: the named ones, then auto (what a run gets), whose path column says what it
+ * chose */
+static const int k_all_strategies[5] = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT,
+                                        SL_EXPERT_GEMM_GROUPED_TF32, SL_EXPERT_GEMM_LANES,
+                                        SL_EXPERT_GEMM_AUTO};
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
             "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
-            "                         [--strategy grouped|per-expert|grouped-tf32|all] [--check]\n"
+            "                         [--strategy NAME|all] [--check]\n"
             "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
             "              and an EP-8 deployment's per-GPU expert load)\n"
             "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
             "  --dtype     activations and weights (default bf16; weight gradients are fp32)\n"
             "  --reps      timed calls per GEMM and strategy (default 10)\n"
             "  --uniform   exactly R rows per expert (default: spread over [R/2, 3R/2))\n"
-            "  --strategy  which strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM; default all)\n"
+            "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes:\n"
+            "              moe/kernels_cuda.h, SLUICE_EXPERT_GEMM) or all (default: each named\n"
+            "              one, then auto, whose path column says what it chose)\n"
             "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
 }
 
@@ -62,9 +71,8 @@ static int parse(int argc, char **argv, opts *o) {
                 .rows = {256, 2048},
                 .nrows = 2,
                 .dtype = SL_BF16,
-                .strategies = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT,
-                               SL_EXPERT_GEMM_GROUPED_TF32},
-                .nstrategies = 3};
+                .nstrategies = 5};
+    memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -116,13 +124,14 @@ static int parse(int argc, char **argv, opts *o) {
             i++;
             int s;
             if (strcmp(v, "all") == 0) {
-                o->nstrategies = 3;
-            } else if (sl_cuda_expert_gemm_parse(v, &s) && s != SL_EXPERT_GEMM_AUTO) {
+                o->nstrategies = 5;
+                memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
+            } else if (sl_cuda_expert_gemm_parse(v, &s)) {
                 o->strategies[0] = s, o->nstrategies = 1;
             } else {
                 fprintf(stderr,
-                        "expert_gemm_bench: --strategy %s: expected grouped, per-expert, "
-                        "grouped-tf32 or all\n",
+                        "expert_gemm_bench: --strategy %s: expected auto, grouped, "
+                        "per-expert, grouped-tf32, lanes or all\n",
                         v);
                 return -1;
             }
@@ -133,9 +142,8 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (o->check) {
         o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
-        o->nstrategies = 3;
-        o->strategies[0] = SL_EXPERT_GEMM_GROUPED, o->strategies[1] = SL_EXPERT_GEMM_PER_EXPERT;
-        o->strategies[2] = SL_EXPERT_GEMM_GROUPED_TF32;
+        o->nstrategies = 5;
+        memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     }
     return 0;
 }
@@ -327,10 +335,9 @@ static void bench(sl_backend *be, const opts *o, int rows) {
     printf("\nrows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n", rows,
            o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
-    printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s",
-           "weight gradient path");
+    printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s", "path");
     double *t = malloc(sizeof(double) * (size_t)o->reps);
-    double total[3] = {0, 0, 0}; /* per strategy */
+    double total[5] = {0}; /* per strategy */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
@@ -345,7 +352,7 @@ static void bench(sl_backend *be, const opts *o, int rows) {
             total[s] += med;
             printf("%-14s %-12s %10.3f %9.1f  %s\n", k_gemm_names[i],
                    k_strategy_names[o->strategies[s]], med * 1e3, gemm_flops(&L, i) / med / 1e12,
-                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
+                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
         }
     double flops = 0;
     for (int i = 0; i < GEMMS; i++) flops += gemm_flops(&L, i);

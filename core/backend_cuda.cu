@@ -101,6 +101,12 @@ typedef struct {
     size_t upload_cap, upload_off;
     pending_read *reads;
     int nreads, cap_reads;
+
+    /* side lanes (sl_cuda_lanes_fork), created on first use */
+    int lanes;
+    cudaStream_t lane_stream[SL_CUDA_LANES];
+    cublasHandle_t lane_cublas[SL_CUDA_LANES];
+    cudaEvent_t lane_done[SL_CUDA_LANES], lane_fork;
 } cuda_ctx;
 
 static cuda_ctx *C(void *ctx) {
@@ -225,6 +231,42 @@ static void cuda_free(void *ctx, void *ptr) {
             return;
         }
     sl_fatal("CUDA allocator: freeing %p, which it did not allocate", ptr);
+}
+
+/* ---- side lanes ---------------------------------------------------------------------------- */
+
+int sl_cuda_lanes_fork(void *ctx, int n) {
+    cuda_ctx *c = C(ctx);
+    n = n < 1 ? 1 : n > SL_CUDA_LANES ? SL_CUDA_LANES : n;
+    for (; c->lanes < n; c->lanes++) {
+        const int i = c->lanes;
+        CK(cudaStreamCreateWithFlags(&c->lane_stream[i], cudaStreamNonBlocking), "side lanes");
+        sl_cublas_check(cublasCreate(&c->lane_cublas[i]), "side lanes", "cublasCreate");
+        sl_cublas_check(cublasSetStream(c->lane_cublas[i], c->lane_stream[i]), "side lanes",
+                        "cublasSetStream");
+        CK(cudaEventCreateWithFlags(&c->lane_done[i], cudaEventDisableTiming), "side lanes");
+        if (i == 0)
+            CK(cudaEventCreateWithFlags(&c->lane_fork, cudaEventDisableTiming), "side lanes");
+    }
+    CK(cudaEventRecord(c->lane_fork, c->stream), "side lanes");
+    for (int i = 0; i < n; i++)
+        CK(cudaStreamWaitEvent(c->lane_stream[i], c->lane_fork, 0), "side lanes");
+    return n;
+}
+
+cublasHandle_t sl_cuda_lane_cublas(void *ctx, int lane) {
+    cuda_ctx *c = C(ctx);
+    SL_CHECK(lane >= 0 && lane < c->lanes, "sl_cuda_lane_cublas: lane %d not forked", lane);
+    return c->lane_cublas[lane];
+}
+
+void sl_cuda_lanes_join(void *ctx, int n) {
+    cuda_ctx *c = C(ctx);
+    SL_CHECK(n >= 1 && n <= c->lanes, "sl_cuda_lanes_join: %d lanes, %d forked", n, c->lanes);
+    for (int i = 0; i < n; i++) {
+        CK(cudaEventRecord(c->lane_done[i], c->lane_stream[i]), "side lanes");
+        CK(cudaStreamWaitEvent(c->stream, c->lane_done[i], 0), "side lanes");
+    }
 }
 
 /* ---- scratch and staging ------------------------------------------------------------------- */
@@ -358,6 +400,13 @@ static void cuda_free_ctx(void *ctx) {
     for (int s = 0; s < STAGE_SEGMENTS; s++) cudaEventDestroy(c->stage_done[s]);
     cudaFreeHost(c->stage);
     free(c->reads);
+    for (int i = 0; i < c->lanes; i++) {
+        (void)cudaStreamSynchronize(c->lane_stream[i]);
+        cublasDestroy(c->lane_cublas[i]);
+        cudaEventDestroy(c->lane_done[i]);
+        cudaStreamDestroy(c->lane_stream[i]);
+    }
+    if (c->lanes) cudaEventDestroy(c->lane_fork);
     cublasDestroy(c->cublas);
     cudaStreamDestroy(c->stream);
     free(c);

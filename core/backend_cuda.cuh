@@ -36,6 +36,21 @@ void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj))
  * allocates nothing. `slot` 0..3 gives independent buffers to an operation that needs several. */
 void *sl_cuda_scratch(void *ctx, int slot, size_t bytes);
 
+/* Side lanes: up to SL_CUDA_LANES extra streams, each with a cuBLAS handle of its own (a
+ * handle's workspace must not serve two streams at once), for independent pieces of one
+ * operation that the one stream would run one after another although none fills the GPU: the
+ * 128 small per-expert GEMMs of an MoE layer (moe/grouped_matmul.cu). sl_cuda_lanes_fork(ctx, n)
+ * makes lanes 0..n-1 (n clamped to 1..SL_CUDA_LANES; returned) start after everything queued
+ * on the stream so far; sl_cuda_lane_cublas(ctx, i) is lane i's handle (bound to its stream);
+ * sl_cuda_lanes_join(ctx, n) makes the stream wait for the lanes' work, so that what follows
+ * on the stream (and the memory it frees) is ordered after it. Work on a lane must not use
+ * sl_cuda_scratch or sl_cuda_upload (ordered by the stream alone). Created on first use,
+ * destroyed with the backend. */
+enum { SL_CUDA_LANES = 4 };
+int sl_cuda_lanes_fork(void *ctx, int n);
+cublasHandle_t sl_cuda_lane_cublas(void *ctx, int lane);
+void sl_cuda_lanes_join(void *ctx, int n);
+
 /* Copies `bytes` of host memory to device memory valid for the calling operation (through a
  * pinned staging ring, asynchronously: the host buffer may be reused on return). For small
  * per-call arrays such as cuBLAS pointer arrays. Returns the device address. */

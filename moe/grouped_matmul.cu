@@ -23,16 +23,19 @@
  * fp32 dY, X into a bf16 dW (no cuBLAS GEMM writes that) goes per expert through
  * sl_cuda_gemm's fp32 scratch.
  *
- * Strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): "auto" and "grouped" are the above;
- * "per-expert" runs every projection as one cublasGemmEx per non-empty expert; "grouped-tf32"
- * is "grouped" except for the bf16-into-fp32 weight gradient, which it runs as one grouped fp32
- * call with TF32 math on fp32 copies of the bf16 inputs (exact in TF32): one launch instead of
- * one per expert, at the cost of widening the inputs and TF32's half-rate tensor cores. Which is
- * faster depends on the rows per expert and on the GPU (cuBLAS's grouped kernels against 128
- * launches of tuned single GEMMs): bench/expert_gemm_bench measures both at the shapes of one GPU
- * and of an EP-8 deployment, and the choice per shape follows from those measurements
- * (docs/performance.md). Both give each expert's product from one cuBLAS GEMM with fp32
- * accumulation.
+ * Strategies (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): "grouped" is the above; "per-expert"
+ * runs every projection as one cublasGemmEx per non-empty expert on the stream; "lanes" runs
+ * those per-expert GEMMs spread over the backend's side lanes (4 streams with a cuBLAS handle
+ * each), so that several small GEMMs share the GPU; "grouped-tf32" is "grouped" except for the
+ * bf16-into-fp32 weight gradient, which it runs as one grouped fp32 call with TF32 math on fp32
+ * copies of the bf16 inputs (exact in TF32). "auto" (the default) chooses per call from what an
+ * H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md): cuBLAS's grouped
+ * kernels beat 128 per-expert GEMMs at 256 rows per expert (one GPU at 4,096 tokens) and lose
+ * to them by 1.6-2x at 2,048 (an EP-8 deployment's load), so the grouped call runs below
+ * SL_EXPERT_GEMM_LANES_ROWS mean rows and the lanes from there on; the bf16-into-fp32 weight
+ * gradient, which the grouped call refuses, runs on the lanes (128 GEMMs one after another on
+ * the stream measured 90-111 TFLOP/s at 256 rows). Every strategy gives each expert's product
+ * from one cuBLAS GEMM with fp32 accumulation.
  */
 #include <cstdlib>
 #include <cstring>
@@ -88,8 +91,9 @@ int g_grouped_bf16_f32 = -1;
 
 /* The strategy (sl_cuda_expert_gemm_set_strategy); -1 until read from SLUICE_EXPERT_GEMM. */
 int g_strategy = -1;
-/* How the last weight gradient ran, for benchmarks and logs. */
+/* How the last weight gradient and the last forward/data-gradient call ran, for benchmarks. */
 const char *g_dw_path = "not run yet";
+const char *g_path = "not run yet";
 
 /* An fp32 copy of the first n elements of the bf16 array x in scratch slot `slot`, through the
  * backend's convert (core/elementwise.cu) on flat views of both. */
@@ -106,7 +110,8 @@ int strategy(void) {
         const char *e = getenv("SLUICE_EXPERT_GEMM");
         g_strategy = SL_EXPERT_GEMM_AUTO;
         if (e && *e && !sl_cuda_expert_gemm_parse(e, &g_strategy))
-            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert or grouped-tf32",
+            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert, grouped-tf32 or "
+                     "lanes",
                      e);
     }
     return g_strategy;
@@ -121,11 +126,47 @@ void run_per_expert(void *ctx, const char *op, const std::vector<problem> &ps, s
                      p.lda, p.b, p.ldb, ab, beta, p.c, p.ldc, cd);
 }
 
+/* One cublasGemmEx per problem spread over the side lanes (core/backend_cuda.cuh), each
+ * problem to the lane with the fewest FLOPs so far (a fixed assignment: the results do not
+ * depend on it, every problem writes its own C). The fp32-into-bf16 pair needs
+ * sl_cuda_gemm's scratch, which only the stream may use: it stays on the stream. */
+void run_lanes(void *ctx, const char *op, const std::vector<problem> &ps, sl_dtype ab, sl_dtype cd,
+               float beta) {
+    if (ps.empty()) return;
+    if (ab == SL_F32 && cd == SL_BF16) {
+        run_per_expert(ctx, op, ps, ab, cd, beta);
+        return;
+    }
+    const int lanes = SL_CUDA_LANES;
+    const int n = sl_cuda_lanes_fork(ctx, ps.size() < (size_t)lanes ? (int)ps.size() : lanes);
+    double load[SL_CUDA_LANES] = {0};
+    const float alpha = 1.0f;
+    const cudaDataType t_ab = sl_cuda_data_type(ab), t_cd = sl_cuda_data_type(cd);
+    for (const problem &p : ps) {
+        int lane = 0;
+        for (int i = 1; i < n; i++)
+            if (load[i] < load[lane]) lane = i;
+        load[lane] += (double)p.m * p.n * p.k;
+        sl_cublas_check(cublasGemmEx(sl_cuda_lane_cublas(ctx, lane), p.ta, p.tb, p.m, p.n, p.k,
+                                     &alpha, p.a, t_ab, p.lda, p.b, t_ab, p.ldb, &beta, p.c, t_cd,
+                                     p.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        op, "cublasGemmEx (side lane)");
+    }
+    sl_cuda_lanes_join(ctx, n);
+}
+
+/* Mean rows per problem: the reduction length of a weight gradient, the row count otherwise. */
+double mean_rows(const std::vector<problem> &ps, bool dw) {
+    double sum = 0;
+    for (const problem &p : ps) sum += dw ? p.k : p.n;
+    return ps.empty() ? 0.0 : sum / (double)ps.size();
+}
+
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
-    static const char *const names[] = {"auto", "grouped", "per-expert", "grouped-tf32"};
-    for (int i = 0; i < 4; i++)
+    static const char *const names[] = {"auto", "grouped", "per-expert", "grouped-tf32", "lanes"};
+    for (int i = 0; i < 5; i++)
         if (strcmp(name, names[i]) == 0) {
             *strategy = i;
             return true;
@@ -139,6 +180,10 @@ void sl_cuda_expert_gemm_set_strategy(int s) {
 
 const char *sl_cuda_expert_gemm_dw_path(void) {
     return g_dw_path;
+}
+
+const char *sl_cuda_expert_gemm_last_path(void) {
+    return g_path;
 }
 
 /* C [n, out] = A_g op(B_g) + beta C per group; B [groups, R, S] row-major. Column-major per
@@ -177,11 +222,19 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         p.ldc = p.m;
         ps.push_back(p);
     }
-    if (strategy() == SL_EXPERT_GEMM_PER_EXPERT)
+    const int how = strategy();
+    if (how == SL_EXPERT_GEMM_PER_EXPERT) {
         run_per_expert(ctx, op, ps, a->dtype, c->dtype, beta);
-    else
+        g_path = "per-expert";
+    } else if (how == SL_EXPERT_GEMM_LANES ||
+               (how == SL_EXPERT_GEMM_AUTO && mean_rows(ps, false) >= SL_EXPERT_GEMM_LANES_ROWS)) {
+        run_lanes(ctx, op, ps, a->dtype, c->dtype, beta);
+        g_path = "lanes";
+    } else {
         sl_cublas_check(run_grouped(ctx, ps, a->dtype, c->dtype, beta), op,
                         "cublasGemmGroupedBatchedEx");
+        g_path = "grouped";
+    }
 }
 
 /* dW_g [R, S] = dY_g^T X_g + beta dW_g. Column-major: dW_g^T [S, R] = X_g^T [S, n_g] dY_g [n_g, R]
@@ -222,6 +275,15 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     }
     if (ps.empty()) return;
     const int how = strategy();
+    /* auto: the grouped call below SL_EXPERT_GEMM_LANES_ROWS where cuBLAS takes the types,
+     * else the lanes; the bf16-into-fp32 gradient, which the grouped call refuses, on the lanes */
+    const bool big = mean_rows(ps, true) >= SL_EXPERT_GEMM_LANES_ROWS;
+    if (how == SL_EXPERT_GEMM_LANES ||
+        (how == SL_EXPERT_GEMM_AUTO && (big || dw->dtype != dy->dtype))) {
+        run_lanes(ctx, op, ps, dy->dtype, dw->dtype, beta);
+        g_dw_path = "lanes";
+        return;
+    }
     if (how != SL_EXPERT_GEMM_PER_EXPERT && dw->dtype == dy->dtype) {
         sl_cublas_check(run_grouped(ctx, ps, dy->dtype, dw->dtype, beta), op,
                         "cublasGemmGroupedBatchedEx");
