@@ -10,9 +10,10 @@
  *     bench/results/h200-2026-11-26.json.
  *   - attn_bench (deterministic kernels, bf16, causal, H 32, KV 4) and expert_gemm_bench
  *     (128 experts, hidden 2048, ffn 768, bf16, rows spread over [R/2, 3R/2)).
- * docs/plan.md, "Rates", maps each number to the bench output line it is read from; to update
- * after a re-measurement, replace the number and its comment, then run
- * `ctest -R test_plan_measured` with the new step times in bench/results/.
+ * Those raw outputs are in bench/results/h200-2026-11-26/; `bench/plan_rates.py derive DIR`
+ * prints every rate below from such a directory and `check` compares this table with it
+ * (test_plan_rates_source). docs/plan.md, "Rates", maps each number to its bench output line
+ * and lists the steps of an update after a re-measurement.
  */
 #include "trainer/plan_rates.h"
 
