@@ -15,30 +15,41 @@
 #define GIB ((double)(1ULL << 30))
 
 static void usage(FILE *f) {
+    const sl_plan_gpu *d = sl_plan_gpu_default();
     fprintf(f,
             "usage: sluice plan CONFIG --gpus N [options]\n"
             "\n"
             "Prints what a training run of CONFIG needs per GPU before it is launched:\n"
             "parameters, weight/gradient/optimizer bytes, activations per layer and in total\n"
             "for each recomputation mode, expert all-to-all and gradient reduction bytes per\n"
-            "step, model FLOPs, an estimated step time and MFU, and whether it fits in memory\n"
+            "step, model FLOPs, an estimated step time (component by component, from rates\n"
+            "measured on a GPU: trainer/plan_rates.c) and MFU, and whether it fits in memory\n"
             "(if not, which option would make it fit). No model is allocated. With\n"
             "training.stages the stage with the most tokens per micro-batch is planned.\n"
             "Explained in docs/plan.md.\n"
             "\n"
             "options:\n"
             "  --gpus N            GPUs (ranks), required\n"
+            "  --gpu NAME          GPU kind: %s (default %s); sets the defaults below and\n"
+            "                      the rates of the step time (docs/plan.md, \"Rates\")\n"
             "  --ep E              expert parallelism (default: parallel.expert_parallel)\n"
             "  --zero1             shard the AdamW moments (default: parallel.zero1)\n"
             "  --no-zero1          do not\n"
             "  --seq-len S         sequence length (default: training.seq_len)\n"
             "  --micro-batch B     sequences per micro-batch (default: "
             "training.micro_batch_size)\n"
+            "  --global-batch T    tokens per optimizer step, all GPUs (default:\n"
+            "                      training.global_batch_tokens)\n"
+            "  --layers N          plan the first N decoder layers only (default: all)\n"
             "  --recompute MODE    none | attention | layer (default: training.recompute)\n"
-            "  --gpu-memory GiB    memory per GPU (default %g, H100 SXM)\n"
-            "  --gpu-tflops T      dense bf16 peak per GPU (default %g, H100 SXM datasheet)\n"
-            "  --efficiency F      share of the peak the matmuls reach, (0, 1] (default %g)\n"
-            "  --nvlink-gbs B      NVLink GB/s per GPU and direction (default %g, H100 SXM)\n"
+            "  --expert-gemm S     auto | grouped | per-expert: how the experts' GEMMs are\n"
+            "                      timed (default auto: per-expert from %d rows per expert)\n"
+            "  --gpu-memory GiB    memory per GPU (default: the GPU's, %g for %s)\n"
+            "  --gpu-tflops T      dense bf16 peak per GPU for the MFU (default: the GPU's\n"
+            "                      datasheet peak, %g); another value scales every compute rate\n"
+            "  --efficiency F      the flat model instead of the rates: every FLOP at F x the\n"
+            "                      peak, (0, 1] (%g is the old default)\n"
+            "  --nvlink-gbs B      NVLink GB/s per GPU and direction (default: the GPU's, %g)\n"
             "  --ib-gbs B          InfiniBand GB/s per GPU and direction (default %g, NDR 400)\n"
             "  --gpus-per-node G   GPUs per node: NVLink inside, InfiniBand between (default %d)\n"
             "  --json              print the plan as one JSON object\n"
@@ -46,8 +57,8 @@ static void usage(FILE *f) {
             "\n"
             "Exit status: 0 when a plan was printed (whether or not it fits: see its last\n"
             "line, or \"fits\" in the JSON), 1 for a bad config, 2 for bad options.\n",
-            SL_PLAN_GPU_MEMORY, SL_PLAN_GPU_TFLOPS, SL_PLAN_EFFICIENCY, SL_PLAN_NVLINK_GBS,
-            SL_PLAN_IB_GBS, SL_PLAN_GPUS_PER_NODE);
+            sl_plan_gpu_names(), d->name, SL_EXPERTS_PER_EXPERT_ROWS, d->memory_gib, d->label,
+            d->peak_tflops, SL_PLAN_EFFICIENCY, d->nvlink_gbs, d->ib_gbs, d->gpus_per_node);
 }
 
 static int bad(const char *flag, const char *value, const char *what) {
@@ -85,9 +96,16 @@ static void print_text(const sl_plan *p, const char *path) {
            "%lld tokens = %d micro-batches per GPU per step\n",
            p->seq_len, p->micro_batch, (long long)p->micro_tokens,
            (long long)p->global_batch_tokens, p->accum);
-    printf("hardware: %.0f TFLOP/s bf16 x %.2f efficiency, %.1f GiB, NVLink %.0f GB/s, "
-           "InfiniBand %.0f GB/s (defaults: H100 SXM, docs/plan.md)\n",
-           p->gpu_tflops, p->efficiency, p->gpu_memory_gib, p->nvlink_gbs, p->ib_gbs);
+    if (p->flat)
+        printf("hardware: %s, %.0f TFLOP/s bf16 x %.2f efficiency (flat model), %.1f GiB, "
+               "NVLink %.0f GB/s, InfiniBand %.0f GB/s (docs/plan.md)\n",
+               p->gpu->label, p->gpu_tflops, p->efficiency, p->gpu_memory_gib, p->nvlink_gbs,
+               p->ib_gbs);
+    else
+        printf("hardware: %s, %.0f TFLOP/s bf16 peak, %.1f GiB, NVLink %.0f GB/s, InfiniBand "
+               "%.0f GB/s; step-time rates %s (docs/plan.md)\n",
+               p->gpu->label, p->gpu_tflops, p->gpu_memory_gib, p->nvlink_gbs, p->ib_gbs,
+               p->gpu->rates_source);
     printf("\nparameters (model): %lld total, %lld active per token, %lld in routed experts\n",
            (long long)p->params_total, (long long)p->params_active, (long long)p->params_expert);
     printf("parameters per GPU: %lld = %lld expert (1/%d of them) + %lld non-expert "
@@ -133,6 +151,18 @@ static void print_text(const sl_plan *p, const char *path) {
            p->zero1 ? "reduce-scatter" : "all-reduce", p->t_grad_exposed, p->t_grad, p->t_ag);
     printf("throughput (estimate): %.0f tokens/s in all, %.0f per GPU; MFU %.1f%%\n",
            p->tokens_per_s, p->tokens_per_s / p->gpus, 100.0 * p->mfu);
+    if (p->n_parts > 0) {
+        printf("\ncompute per GPU per step, by component (%.0f rows per expert, %s expert "
+               "GEMMs)        ms  TFLOP/s\n",
+               p->rows_per_expert, p->experts_per_expert ? "per-expert" : "grouped");
+        for (int i = 0; i < p->n_parts; i++) {
+            const sl_plan_part *c = &p->parts[i];
+            printf("  %-58s %9.2f", c->name, 1e3 * c->seconds);
+            if (c->flops > 0 && c->seconds > 0) printf("  %7.0f", c->flops / c->seconds / 1e12);
+            printf("\n");
+        }
+        printf("  %-58s %9.2f\n", "compute", 1e3 * p->t_compute);
+    }
     if (p->fits)
         printf("\nfits: %.2f of %.2f GiB usable\n", p->total / g, p->usable / g);
     else
@@ -210,6 +240,21 @@ static void print_json(const sl_plan *p, const char *path) {
     NUM("step_s", p->t_step);
     NUM("tokens_per_s", p->tokens_per_s);
     NUM("mfu", p->mfu);
+    cJSON_AddStringToObject(o, "gpu", p->gpu->name);
+    cJSON_AddStringToObject(o, "rates_source", p->gpu->rates_source);
+    cJSON_AddBoolToObject(o, "flat_model", p->flat);
+    NUM("layers", p->layers);
+    NUM("rows_per_expert", p->rows_per_expert);
+    cJSON_AddStringToObject(o, "expert_gemm", p->experts_per_expert ? "per-expert" : "grouped");
+    cJSON *parts = cJSON_AddArrayToObject(o, "compute_parts");
+    for (int i = 0; i < p->n_parts; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "name", p->parts[i].name);
+        cJSON_AddStringToObject(c, "profile_regions", p->parts[i].regions);
+        cJSON_AddNumberToObject(c, "flops", p->parts[i].flops);
+        cJSON_AddNumberToObject(c, "seconds", p->parts[i].seconds);
+        cJSON_AddItemToArray(parts, c);
+    }
     NUM("gpu_memory_gib", p->gpu_memory_gib);
     NUM("gpu_tflops", p->gpu_tflops);
     NUM("efficiency", p->efficiency);
@@ -249,10 +294,10 @@ int sl_cmd_plan(int argc, char **argv) {
             path = a;
             continue;
         }
-        static const char *valued[] = {"--gpus",        "--ep",           "--seq-len",
-                                       "--micro-batch", "--recompute",    "--gpu-memory",
-                                       "--gpu-tflops",  "--efficiency",   "--nvlink-gbs",
-                                       "--ib-gbs",      "--gpus-per-node"};
+        static const char *valued[] = {
+            "--gpus",       "--ep",         "--seq-len",      "--micro-batch", "--recompute",
+            "--gpu-memory", "--gpu-tflops", "--efficiency",   "--nvlink-gbs",  "--ib-gbs",
+            "--gpu",        "--layers",     "--global-batch", "--expert-gemm", "--gpus-per-node"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) {
@@ -276,8 +321,19 @@ int sl_cmd_plan(int argc, char **argv) {
             rc = parse_int(a, v, &r.micro_batch);
         else if (!strcmp(a, "--gpus-per-node"))
             rc = parse_int(a, v, &r.gpus_per_node);
-        else if (!strcmp(a, "--recompute")) /* checked by sl_plan_compute */
+        else if (!strcmp(a, "--layers"))
+            rc = parse_int(a, v, &r.layers);
+        else if (!strcmp(a, "--global-batch")) {
+            uint64_t x;
+            if (sl_cli_parse_u64(v, false, &x) || x < 1 || x > ((uint64_t)1 << 50))
+                return bad(a, v, "a positive number of tokens");
+            r.global_batch = (int64_t)x;
+        } else if (!strcmp(a, "--recompute")) /* these three checked by sl_plan_compute */
             r.recompute = v;
+        else if (!strcmp(a, "--gpu"))
+            r.gpu = v;
+        else if (!strcmp(a, "--expert-gemm"))
+            r.expert_gemm = v;
         else if (!strcmp(a, "--gpu-memory"))
             rc = parse_num(a, v, 0, &r.gpu_memory_gib);
         else if (!strcmp(a, "--gpu-tflops"))

@@ -24,6 +24,9 @@ static void check_15a2b(const sl_config *cfg) {
     sl_plan_request_defaults(&r);
     r.gpus = 8;
     r.ep = 8;
+    r.efficiency = 0.75; /* the flat model, whose step time is written out below; the
+                          * per-component rates are checked against a GPU's measured steps in
+                          * tests/test_plan_measured.c */
     sl_plan p;
     char err[512];
     CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "plan failed: %s", err);
@@ -113,7 +116,7 @@ static void check_15a2b(const sl_config *cfg) {
     const double ag = 7.0 / 8 * 4 * (double)gpu_dense;
     CHECK(near(p.ag_bytes, ag, 1e-12), "all-gather %.0f, hand %.0f", p.ag_bytes, ag);
 
-    /* Step time from the default hardware figures (H100 SXM). */
+    /* Step time from the default hardware figures (H100 SXM), flat model. */
     const double t_compute = flops_gpu / (989e12 * 0.75);
     const double t_grad = ar / 450e9, hide = t_compute / 128 * 2 / 3;
     /* parallel.overlap_moe: each layer's dispatch backward (a quarter of its exchanges) under
@@ -170,6 +173,39 @@ static void check_advice(const sl_config *cfg) {
           "EP 8 on 12 GPUs: '%s'", err);
 }
 
+/* The rate table's lookups (trainer/plan_rates.c): log-linear between measured points,
+ * constant beyond them; the H100 takes the H200's rates, memory-bound ones scaled. */
+static void check_rates(void) {
+    const sl_plan_gpu *h200 = sl_plan_gpu_find("H200"), *h100 = sl_plan_gpu_find("h100");
+    CHECK(h200 && h100 && !sl_plan_gpu_find("a100") && sl_plan_gpu_default() == h100,
+          "GPU kinds by name");
+    if (!h200 || !h100) return;
+    const sl_expert_strategy g = SL_EXPERTS_GROUPED;
+    /* gate_up forward, grouped: 278.8 at 256 rows, 322.2 at 2048; sqrt(256 x 2048) is the
+     * middle in log(rows) */
+    const double mid = sqrt(256.0 * 2048.0);
+    CHECK(near(sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, mid),
+               (278.8 + 322.2) / 2, 1e-12) &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 278.8 &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 322.2,
+          "expert rate interpolation");
+    /* attention, D 128: bwd B 1 S 4096 197.12, B 8 S 4096 278.16 (held for larger B), fwd
+     * B 1 S 32768 587.14 (held for longer S); D 64 has rows of its own */
+    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 197.12, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 278.16, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 278.16, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 587.14, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 127.59, 1e-12),
+          "attention rate lookup");
+    /* B 8 at S 32768: the B 8 table has only S 4096 (held), B 1 interpolated in log(B) */
+    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 278.16, 1e-12),
+          "attention B 8, S 32768: %.2f", sl_rate_attention_tflops(h200, true, 8, 32768, 128));
+    CHECK(near(sl_rate_adamw_gbs(h100), 3144.0 * 3350 / 4800, 1e-12) &&
+              near(sl_rate_dense_tflops(h100), 800.4, 1e-12) &&
+              near(sl_rate_other_ns(h100), 288.8 * 4800 / 3350, 1e-12),
+          "H100 derived rates");
+}
+
 int main(void) {
     sl_config cfg;
     char err[1024];
@@ -179,5 +215,6 @@ int main(void) {
     }
     check_15a2b(&cfg);
     check_advice(&cfg);
+    check_rates();
     return sl_test_finish("test_plan");
 }

@@ -29,6 +29,24 @@ out=$("$sluice" plan "$cfg" --gpus 8 --gpu-memory 60 --recompute layer --no-zero
 grep -qF "would fit with: --zero1" <<<"$out" || fail "60 GiB without ZeRO-1 should name --zero1"
 grep -qF "gradient all-reduce" <<<"$out" || fail "without ZeRO-1 the gradients are all-reduced"
 
+# --gpu h200 on one GPU: the measured rates, named with their provenance, and the step's
+# components (their values are checked against measured steps in test_plan_measured).
+out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384) ||
+    fail "--gpu h200 exited $?"
+for want in "H200 SXM" "measured on an H200, 2026-11-26" "by component (256 rows per expert" \
+    "expert GEMMs weight grad" "attention kernel bwd" "optimizer: AdamW" "139.8 GiB"; do
+    grep -qF -- "$want" <<<"$out" || fail "--gpu h200 output lacks '$want'"
+done
+json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 5 --micro-batch 8 \
+    --global-batch 32768 --json) || fail "--gpu h200 --json exited $?"
+grep -q '"expert_gemm":[[:space:]]*"per-expert"' <<<"$json" ||
+    fail "JSON: 2048 rows per expert should time per-expert GEMMs under --expert-gemm auto"
+grep -q '"name":[[:space:]]*"LM head + cross-entropy"' <<<"$json" || fail "JSON: compute_parts"
+grep -q '"layers":[[:space:]]*5' <<<"$json" || fail "JSON: --layers 5"
+out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
+grep -qF "(flat model)" <<<"$out" || fail "--efficiency should select the flat model"
+grep -qF "by component" <<<"$out" && fail "the flat model prints no components"
+
 # Bad flags: exit 2 and the flag in the message.
 check_bad() {
     local flag=$1
@@ -48,6 +66,10 @@ check_bad --gpu-memory "$cfg" --gpus 8 --gpu-memory -5
 check_bad --efficiency "$cfg" --gpus 8 --efficiency 1.5
 check_bad --ib-gbs "$cfg" --gpus 8 --ib-gbs
 check_bad --bogus "$cfg" --gpus 8 --bogus
+check_bad --gpu "$cfg" --gpus 8 --gpu a100
+check_bad --layers "$cfg" --gpus 8 --layers 25
+check_bad --expert-gemm "$cfg" --gpus 8 --expert-gemm fast
+check_bad --global-batch "$cfg" --gpus 8 --global-batch 1000
 err=$("$sluice" plan /nonexistent.json --gpus 8 2>&1)
 rc=$?
 [ "$rc" = 1 ] && grep -qF /nonexistent.json <<<"$err" || fail "missing config: rc $rc, '$err'"

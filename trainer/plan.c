@@ -4,17 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trainer/plan_time.h"
+
 #define GIB ((double)(1ULL << 30))
 
 void sl_plan_request_defaults(sl_plan_request *r) {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, sizeof *r); /* 0 / NULL: the GPU's and the config's */
     r->zero1 = -1;
-    r->gpu_memory_gib = SL_PLAN_GPU_MEMORY;
-    r->gpu_tflops = SL_PLAN_GPU_TFLOPS;
-    r->nvlink_gbs = SL_PLAN_NVLINK_GBS;
-    r->ib_gbs = SL_PLAN_IB_GBS;
-    r->efficiency = SL_PLAN_EFFICIENCY;
-    r->gpus_per_node = SL_PLAN_GPUS_PER_NODE;
 }
 
 static int fail(char *err, size_t errlen, const char *msg) {
@@ -104,18 +100,40 @@ static double ring(double payload, int n, double passes) {
     return n > 1 ? passes * (n - 1) / n * payload : 0.0;
 }
 
+/* v if positive, else the GPU's figure d. */
+static double or_gpu(double v, double d) {
+    return v > 0 ? v : d;
+}
+
 int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, char *err,
                     size_t errlen) {
     memset(p, 0, sizeof *p);
-    const sl_model_config *m = &cfg->model;
+    p->gpu = r->gpu ? sl_plan_gpu_find(r->gpu) : sl_plan_gpu_default();
+    if (!p->gpu) {
+        snprintf(err, errlen, "--gpu: unknown GPU '%s' (known: %s)", r->gpu, sl_plan_gpu_names());
+        return -1;
+    }
+    const sl_plan_gpu *gpu = p->gpu;
+    /* --layers: the first N decoder layers, as gpu_train_bench --layers cuts a model */
+    sl_model_config cut = cfg->model;
+    if (r->layers > 0) {
+        if (r->layers > cut.num_hidden_layers) {
+            snprintf(err, errlen, "--layers: %d exceeds model.num_hidden_layers = %d", r->layers,
+                     cut.num_hidden_layers);
+            return -1;
+        }
+        cut.num_hidden_layers = r->layers;
+    }
+    const sl_model_config *m = &cut;
+    p->layers = m->num_hidden_layers;
     if (r->gpus < 1) return fail(err, errlen, "--gpus: must be a positive number of GPUs");
-    if (r->gpus_per_node < 1) return fail(err, errlen, "--gpus-per-node: must be positive");
+    const int gpn = r->gpus_per_node > 0 ? r->gpus_per_node : gpu->gpus_per_node;
     sl_stage st;
     pick_stage(cfg, &st, &p->n_stages);
     snprintf(p->stage, sizeof p->stage, "%s", st.name);
     p->gpus = r->gpus;
-    p->gpus_per_node = r->gpus_per_node;
-    p->nodes = (r->gpus + r->gpus_per_node - 1) / r->gpus_per_node;
+    p->gpus_per_node = gpn;
+    p->nodes = (r->gpus + gpn - 1) / gpn;
     p->ep = r->ep > 0 ? r->ep : cfg->parallel.expert_parallel;
     if (m->num_experts == 0 && p->ep > 1)
         return fail(err, errlen, "--ep: a dense model (model.num_experts = 0) has no experts");
@@ -141,22 +159,24 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->seq_len = r->seq_len > 0 ? r->seq_len : st.train.seq_len;
     p->micro_batch = r->micro_batch > 0 ? r->micro_batch : st.train.micro_batch_size;
     p->micro_tokens = (int64_t)p->seq_len * p->micro_batch;
-    p->global_batch_tokens = st.train.global_batch_tokens;
+    p->global_batch_tokens = r->global_batch > 0 ? r->global_batch : st.train.global_batch_tokens;
     const int64_t per_round = p->micro_tokens * r->gpus;
     if (p->global_batch_tokens % per_round) {
         snprintf(err, errlen,
-                 "training.global_batch_tokens = %lld is not a multiple of --gpus %d x "
+                 "%s = %lld is not a multiple of --gpus %d x "
                  "micro-batch %d x sequence %d = %lld tokens",
+                 r->global_batch > 0 ? "--global-batch" : "training.global_batch_tokens",
                  (long long)p->global_batch_tokens, r->gpus, p->micro_batch, p->seq_len,
                  (long long)per_round);
         return -1;
     }
     p->accum = (int)(p->global_batch_tokens / per_round);
-    p->gpu_memory_gib = r->gpu_memory_gib;
-    p->gpu_tflops = r->gpu_tflops;
-    p->nvlink_gbs = r->nvlink_gbs;
-    p->ib_gbs = r->ib_gbs;
-    p->efficiency = r->efficiency;
+    p->gpu_memory_gib = or_gpu(r->gpu_memory_gib, gpu->memory_gib);
+    p->gpu_tflops = or_gpu(r->gpu_tflops, gpu->peak_tflops);
+    p->nvlink_gbs = or_gpu(r->nvlink_gbs, gpu->nvlink_gbs);
+    p->ib_gbs = or_gpu(r->ib_gbs, gpu->ib_gbs);
+    p->flat = r->efficiency > 0;
+    p->efficiency = or_gpu(r->efficiency, SL_PLAN_EFFICIENCY);
 
     /* Parameters and state. */
     sl_model_param_count(m, &p->params_total, &p->params_active);
@@ -176,13 +196,12 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     for (int i = 0; i < 3; i++)
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
     p->total = p->state + p->act[p->mode].total;
-    p->usable = 0.92 * r->gpu_memory_gib * GIB - 2.0 * GIB;
+    p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;
     p->fits = p->total <= p->usable;
     if (!p->fits) advise(p, m);
 
     /* Communication. EP groups are consecutive ranks, EDP groups stride EP, nodes hold
      * gpus_per_node consecutive ranks (docs/parallelism.md): count rank 0's peers. */
-    const int gpn = r->gpus_per_node;
     const int a2a_local = (p->ep < gpn ? p->ep : gpn) - 1; /* EP peers on rank 0's node */
     for (int l = 0; l < m->num_hidden_layers; l++) p->moe_layers += sl_layer_is_moe(m, l);
     /* dispatch and combine, forward and backward; `layer` reruns the forward's two */
@@ -197,7 +216,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->grad_expert_payload = 4.0 * (double)p->gpu_params_expert;
     p->dense_ib = r->gpus > gpn;
     p->expert_ib = (p->edp - 1) * p->ep >= gpn;
-    const double bw_nv = r->nvlink_gbs * 1e9, bw_ib = r->ib_gbs * 1e9;
+    const double bw_nv = p->nvlink_gbs * 1e9, bw_ib = p->ib_gbs * 1e9;
     /* ZeRO-1 reduce-scatters the gradients (each rank needs its shard summed): one pass */
     const double passes = p->zero1 ? 1 : 2;
     const double ar_d = ring(p->grad_dense_payload, r->gpus, passes);
@@ -219,8 +238,28 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->hw_flops_step_gpu =
         p->flops_step_gpu + sl_model_recompute_flops_per_token(m, p->mode, p->seq_len) *
                                 (double)p->global_batch_tokens / r->gpus;
-    const double flop_rate = r->gpu_tflops * 1e12 * r->efficiency;
-    p->t_compute = p->hw_flops_step_gpu / flop_rate;
+    /* Compute: the flat model (--efficiency: every FLOP at one share of the peak) or the
+     * per-component rates of the GPU (trainer/plan_time.c, trainer/plan_rates.c). */
+    const double flop_rate = p->gpu_tflops * 1e12 * p->efficiency;
+    if (moe_layers > 0)
+        p->rows_per_expert =
+            (double)p->micro_tokens * m->num_experts_per_tok / ((double)m->num_experts / p->ep);
+    const char *eg = r->expert_gemm ? r->expert_gemm : "auto";
+    if (!strcmp(eg, "auto"))
+        p->experts_per_expert = p->rows_per_expert >= SL_EXPERTS_PER_EXPERT_ROWS;
+    else if (!strcmp(eg, "grouped") || !strcmp(eg, "per-expert"))
+        p->experts_per_expert = !strcmp(eg, "per-expert");
+    else {
+        snprintf(err, errlen, "--expert-gemm: unknown '%s' (expected auto, grouped or per-expert)",
+                 eg);
+        return -1;
+    }
+    double t_dw = 0;
+    sl_plan_time_parts(m, p, &t_dw);
+    if (p->flat) {
+        p->n_parts = 0;
+        p->t_compute = p->hw_flops_step_gpu / flop_rate;
+    }
     /* parallel.overlap_moe (moe/ffn_block.c): each MoE layer's dispatch backward runs while
      * the experts compute their weight gradients, 2 x 3 h Im FLOPs per routed row, k T rows
      * per micro-batch on each rank when routing is balanced. It hides min(one exchange, that
@@ -230,7 +269,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         p->t_a2a_one = p->t_a2a / ((double)exchanges * moe_layers * p->accum);
         const double per_row = 3.0 * m->hidden_size * m->moe_intermediate_size; /* 3 h Im */
         p->expert_dw_flops = 2.0 * per_row * (double)p->micro_tokens * m->num_experts_per_tok;
-        const double t_dw = p->expert_dw_flops / flop_rate;
+        if (p->flat) t_dw = p->expert_dw_flops / flop_rate;
         if (p->overlap_moe)
             p->t_a2a_hidden = (t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one) * moe_layers * p->accum;
     }
@@ -239,6 +278,6 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->t_grad_exposed = p->t_grad > hide ? p->t_grad - hide : 0.0;
     p->t_step = p->t_compute + p->t_a2a - p->t_a2a_hidden + p->t_grad_exposed + p->t_ag;
     p->tokens_per_s = (double)p->global_batch_tokens / p->t_step;
-    p->mfu = p->flops_step_gpu / (p->t_step * r->gpu_tflops * 1e12);
+    p->mfu = p->flops_step_gpu / (p->t_step * p->gpu_tflops * 1e12);
     return 0;
 }

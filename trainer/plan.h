@@ -13,14 +13,13 @@
 
 #include "model/counts.h"
 #include "trainer/config.h"
+#include "trainer/plan_rates.h"
 
-/* Hardware defaults: one H100 SXM per rank, 8 per node (docs/plan.md names the sources). */
-#define SL_PLAN_GPU_TFLOPS    989.0 /* dense bf16, datasheet */
-#define SL_PLAN_GPU_MEMORY    80.0  /* GiB, the "80GB" of the datasheet taken as GiB */
-#define SL_PLAN_NVLINK_GBS    450.0 /* GB/s per direction: half the datasheet's 900 GB/s */
-#define SL_PLAN_IB_GBS        50.0  /* GB/s per direction: one 400 Gb/s NDR port per GPU */
-#define SL_PLAN_EFFICIENCY    0.75  /* share of the peak the matmuls reach (performance.md) */
-#define SL_PLAN_GPUS_PER_NODE 8
+/* The hardware defaults are per GPU kind in trainer/plan_rates.c (default: H100 SXM, 8 per
+ * node). --efficiency's default, for the flat model only (all FLOPs at one share of the peak,
+ * the "practical" GEMM factor of bench/perf_model.py; an assumption, not a measurement): */
+#define SL_PLAN_EFFICIENCY    0.75
+#define SL_PLAN_GPUS_PER_NODE 8 /* HGX/DGX H100 and H200 */
 
 /* What to plan. 0 / NULL / a negative value means "the config's" where noted. */
 typedef struct {
@@ -30,11 +29,33 @@ typedef struct {
     int seq_len;           /* 0: the stage's training.seq_len */
     int micro_batch;       /* 0: the stage's training.micro_batch_size */
     const char *recompute; /* NULL: training.recompute; "none" | "attention" | "layer" */
-    double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs, efficiency;
+    int layers;            /* 0: model.num_hidden_layers; else the first `layers` layers */
+    int64_t global_batch;  /* 0: the stage's training.global_batch_tokens */
+    const char *gpu;       /* NULL: H100 SXM; a name of sl_plan_gpu_find ("h100", "h200") */
+    /* "auto" (NULL): per-expert calls from SL_EXPERTS_PER_EXPERT_ROWS rows per expert, grouped
+     * below; "grouped"; "per-expert" */
+    const char *expert_gemm;
+    /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
+     * compute rate by gpu_tflops / peak. */
+    double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs;
     int gpus_per_node;
+    /* efficiency > 0: the flat model, all FLOPs at gpu_tflops x efficiency, instead of the
+     * per-component rates; 0: the rates (efficiency stays SL_PLAN_EFFICIENCY in the plan,
+     * for tools that want a flat rate) */
+    double efficiency;
 } sl_plan_request;
 
-/* Fills a request with the hardware defaults above and "the config's" for the rest. */
+/* One component of the estimated single-GPU step (the compute part of t_step): its name, the
+ * gpu_train_bench --profile regions it stands for, its FLOPs (0 for memory-bound ones) and
+ * seconds per optimizer step. */
+typedef struct {
+    const char *name;
+    const char *regions;
+    double flops, seconds;
+} sl_plan_part;
+#define SL_PLAN_MAX_PARTS 12
+
+/* Fills a request with "the GPU's" and "the config's" for everything. */
 void sl_plan_request_defaults(sl_plan_request *r);
 
 typedef struct {
@@ -83,7 +104,15 @@ typedef struct {
     double t_compute, t_a2a, t_grad, t_grad_exposed, t_ag, t_step; /* seconds */
     double tokens_per_s, mfu;
     /* hardware used */
+    const sl_plan_gpu *gpu; /* the GPU kind whose defaults and rates were used */
     double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs, efficiency;
+    bool flat; /* the flat model (--efficiency) instead of the per-component rates */
+    /* the per-component estimate (trainer/plan_time.c): t_compute is their sum */
+    int layers;              /* decoder layers planned */
+    double rows_per_expert;  /* routed rows per local expert and micro-batch (balanced) */
+    bool experts_per_expert; /* the experts' GEMMs timed as per-expert calls (else grouped) */
+    int n_parts;
+    sl_plan_part parts[SL_PLAN_MAX_PARTS];
 } sl_plan;
 
 /* Computes the plan of cfg under r. On bad input (EP not dividing the GPUs or the experts,

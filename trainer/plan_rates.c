@@ -1,0 +1,217 @@
+/*
+ * trainer/plan_rates.c - THE table of hardware figures `sluice plan` uses (plan_rates.h).
+ *
+ * Every number says where it came from. "Measured" numbers come from one session on an NVIDIA
+ * H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, sluice at 3949e47, bench/gpu_check.sh:
+ *   - gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4
+ *     micro-batches of 1 x 4096 tokens (256 rows per expert), attention kernel sm90: 421.1 ms
+ *     per step; and the EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per
+ *     expert): 388.5 ms. Both runs, their per-region rows and provenance:
+ *     bench/results/h200-2026-11-26.json.
+ *   - attn_bench (deterministic kernels, bf16, causal, H 32, KV 4) and expert_gemm_bench
+ *     (128 experts, hidden 2048, ffn 768, bf16, rows spread over [R/2, 3R/2)).
+ * Those raw outputs are in bench/results/h200-2026-11-26/; `bench/plan_rates.py derive DIR`
+ * prints every rate below from such a directory and `check` compares this table with it
+ * (test_plan_rates_source). docs/plan.md, "Rates", maps each number to its bench output line
+ * and lists the steps of an update after a re-measurement.
+ */
+#include "trainer/plan_rates.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <strings.h>
+
+#define GU SL_EXPERT_GATE_UP
+#define DN SL_EXPERT_DOWN
+#define GR SL_EXPERTS_GROUPED
+#define PE SL_EXPERTS_PER_EXPERT
+
+/* H200, 2026-11-26, expert_gemm_bench: the "median ms / TFLOP/s" column of each GEMM and
+ * strategy row, at 256 and 2,048 rows per expert. The grouped strategy's weight gradients ran
+ * per expert (cuBLAS refused the grouped bf16-into-fp32 call), as in training. */
+static const sl_rate_expert h200_expert[] = {
+    {GR, GU, SL_PASS_FWD, 256, 278.8},    {GR, DN, SL_PASS_FWD, 256, 242.9},
+    {GR, GU, SL_PASS_DGRAD, 256, 273.8},  {GR, DN, SL_PASS_DGRAD, 256, 260.6},
+    {GR, GU, SL_PASS_WGRAD, 256, 111.3},  {GR, DN, SL_PASS_WGRAD, 256, 90.3},
+    {GR, GU, SL_PASS_FWD, 2048, 322.2},   {GR, DN, SL_PASS_FWD, 2048, 265.1},
+    {GR, GU, SL_PASS_DGRAD, 2048, 306.0}, {GR, DN, SL_PASS_DGRAD, 2048, 310.8},
+    {GR, GU, SL_PASS_WGRAD, 2048, 511.8}, {GR, DN, SL_PASS_WGRAD, 2048, 420.3},
+    {PE, GU, SL_PASS_FWD, 256, 160.4},    {PE, DN, SL_PASS_FWD, 256, 100.2},
+    {PE, GU, SL_PASS_DGRAD, 256, 213.0},  {PE, DN, SL_PASS_DGRAD, 256, 101.8},
+    {PE, GU, SL_PASS_WGRAD, 256, 111.3},  {PE, DN, SL_PASS_WGRAD, 256, 89.9},
+    {PE, GU, SL_PASS_FWD, 2048, 626.9},   {PE, DN, SL_PASS_FWD, 2048, 452.8},
+    {PE, GU, SL_PASS_DGRAD, 2048, 597.7}, {PE, DN, SL_PASS_DGRAD, 2048, 477.1},
+    {PE, GU, SL_PASS_WGRAD, 2048, 498.9}, {PE, DN, SL_PASS_WGRAD, 2048, 431.8},
+};
+
+/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
+ * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s. B = 8: no attn_bench row; measured inside the
+ * EP-8 profile (gpu_train_bench --profile --batch 8): "attention kernel fwd" 14.348 ms and
+ * "attention kernel bwd" 49.409 ms for 5 calls of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
+static const sl_rate_attention h200_attention[] = {
+    {1, 4096, 128, 386.96, 197.12}, {1, 32768, 128, 587.14, 335.57}, {1, 4096, 64, 260.29, 127.59},
+    {1, 32768, 64, 390.82, 240.62}, {8, 4096, 128, 383.15, 278.16},
+};
+
+static const sl_plan_gpu h200 = {
+    .name = "h200",
+    .label = "H200 SXM",
+    .peak_tflops = 989.0, /* datasheet, dense bf16 (as the H100 SXM) */
+    .memory_gib = 139.8,  /* measured: cudaMemGetInfo total on the H200 above */
+    .hbm_gbs = 4800.0,    /* datasheet, HBM3e */
+    .nvlink_gbs = 450.0,  /* datasheet 900 GB/s both directions (NVLink 4, as the H100) */
+    .ib_gbs = 50.0,       /* one 400 Gb/s NDR port per GPU, HGX H200 */
+    .gpus_per_node = 8,   /* HGX H200 */
+    .rates_source = "measured on an H200, 2026-11-26 (gpu_train_bench --profile, attn_bench, "
+                    "expert_gemm_bench)",
+    /* gpu_train_bench's "bf16 GEMM peak" line (cublasGemmEx 8192^3, median of 11): 800.4. The
+     * run's projections reached 710-745 of it (qkv+gate and output projection rows). */
+    .dense_tflops = 800.4,
+    /* "gradient reduction + norm" row on one GPU (a norm pass over fp32 gradients, 4 bytes
+     * per parameter): 6.306e9 x 4 B / 5.970 ms = 4225 GB/s (the EP-8 run: 4187). */
+    .stream_gbs = 4225.0,
+    /* "optimizer: AdamW (+ router bias)" row: 6.306e9 parameters x 30 B (fp32 master, m, v
+     * read and written, fp32 gradient read, bf16 copy written) / 60.170 ms = 3144 GB/s (the
+     * EP-8 run: 3.780e9 x 30 B / 35.992 ms = 3151). */
+    .adamw_gbs = 3144.0,
+    /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
+     * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
+     * of the 4 x 1 x 4096 profile, 42.583 ms, over 9 layers x 16384 tokens = 288.8 ns per
+     * token and layer (the EP-8 profile: 224.7, larger kernels). */
+    .other_ns_token_layer = 288.8,
+    .expert = h200_expert,
+    .n_expert = (int)(sizeof h200_expert / sizeof *h200_expert),
+    .attention = h200_attention,
+    .n_attention = (int)(sizeof h200_attention / sizeof *h200_attention),
+};
+
+/* The H100 SXM: not measured. Same SMs (132), clocks and dense bf16 peak (989 TFLOP/s) as the
+ * H200 in the datasheets, so its compute rates are taken as the H200's; the memory-bound
+ * rates scale with the datasheet bandwidth, 3.35 / 4.8 TB/s. */
+static const sl_plan_gpu h100 = {
+    .name = "h100",
+    .label = "H100 SXM",
+    .peak_tflops = 989.0, /* datasheet, dense bf16 without sparsity */
+    .memory_gib = 80.0,   /* datasheet "80 GB" taken as GiB (the device reports ~79.6) */
+    .hbm_gbs = 3350.0,    /* datasheet, HBM3 */
+    .nvlink_gbs = 450.0,  /* datasheet 900 GB/s both directions */
+    .ib_gbs = 50.0,       /* one ConnectX-7 400 Gb/s NDR port per GPU */
+    .gpus_per_node = 8,   /* HGX/DGX H100 */
+    .rates_source = "not measured: the H200's rates, memory-bound ones x 3.35/4.8 (datasheet "
+                    "bandwidths)",
+    .base = &h200,
+    .compute_scale = 1.0,
+    .memory_scale = 3350.0 / 4800.0,
+};
+
+static const sl_plan_gpu *const gpus[] = {&h100, &h200};
+
+const sl_plan_gpu *sl_plan_gpu_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof gpus / sizeof *gpus; i++)
+        if (strcasecmp(name, gpus[i]->name) == 0) return gpus[i];
+    return NULL;
+}
+
+const sl_plan_gpu *sl_plan_gpu_default(void) {
+    return &h100;
+}
+
+const char *sl_plan_gpu_names(void) {
+    return "h100, h200";
+}
+
+/* The GPU holding the rates and the factor for compute- or memory-bound ones. */
+static const sl_plan_gpu *rates_of(const sl_plan_gpu *g, bool memory, double *scale) {
+    *scale = 1.0;
+    if (!g->base) return g;
+    *scale = memory ? g->memory_scale : g->compute_scale;
+    return g->base;
+}
+
+double sl_rate_dense_tflops(const sl_plan_gpu *g) {
+    double s;
+    return rates_of(g, false, &s)->dense_tflops * s;
+}
+
+double sl_rate_stream_gbs(const sl_plan_gpu *g) {
+    double s;
+    return rates_of(g, true, &s)->stream_gbs * s;
+}
+
+double sl_rate_adamw_gbs(const sl_plan_gpu *g) {
+    double s;
+    return rates_of(g, true, &s)->adamw_gbs * s;
+}
+
+double sl_rate_other_ns(const sl_plan_gpu *g) {
+    double s;
+    return rates_of(g, true, &s)->other_ns_token_layer / s; /* a time: slower memory, longer */
+}
+
+/* y at x on the line through (x0, y0), (x1, y1) in log(x); y0 when the points coincide. */
+static double log_lerp(double x, double x0, double y0, double x1, double y1) {
+    if (x1 == x0) return y0;
+    const double t = (log(x) - log(x0)) / (log(x1) - log(x0));
+    return y0 + (t < 0 ? 0 : t > 1 ? 1 : t) * (y1 - y0);
+}
+
+double sl_rate_expert_tflops(const sl_plan_gpu *g, sl_expert_strategy s, sl_expert_gemm gemm,
+                             sl_gemm_pass pass, double rows_per_expert) {
+    double scale;
+    const sl_plan_gpu *r = rates_of(g, false, &scale);
+    /* the nearest measured rows below and above (or the ends) */
+    const sl_rate_expert *lo = NULL, *hi = NULL;
+    for (int i = 0; i < r->n_expert; i++) {
+        const sl_rate_expert *e = &r->expert[i];
+        if (e->strategy != s || e->gemm != gemm || e->pass != pass) continue;
+        if (e->rows_per_expert <= rows_per_expert &&
+            (!lo || e->rows_per_expert > lo->rows_per_expert))
+            lo = e;
+        if (e->rows_per_expert >= rows_per_expert &&
+            (!hi || e->rows_per_expert < hi->rows_per_expert))
+            hi = e;
+    }
+    if (!lo) lo = hi;
+    if (!hi) hi = lo;
+    if (!lo) return 0; /* no measurement: the caller's table is incomplete */
+    return scale * log_lerp(rows_per_expert, lo->rows_per_expert, lo->tflops, hi->rows_per_expert,
+                            hi->tflops);
+}
+
+/* Rate over S at one batch and head dim; 0 if that batch has no point. */
+static double attn_at_batch(const sl_plan_gpu *r, bool bwd, int batch, int seq, int d) {
+    const sl_rate_attention *lo = NULL, *hi = NULL;
+    for (int i = 0; i < r->n_attention; i++) {
+        const sl_rate_attention *a = &r->attention[i];
+        if (a->batch != batch || a->head_dim != d) continue;
+        if (a->seq <= seq && (!lo || a->seq > lo->seq)) lo = a;
+        if (a->seq >= seq && (!hi || a->seq < hi->seq)) hi = a;
+    }
+    if (!lo) lo = hi;
+    if (!hi) hi = lo;
+    if (!lo) return 0;
+    return log_lerp(seq, lo->seq, bwd ? lo->bwd_tflops : lo->fwd_tflops, hi->seq,
+                    bwd ? hi->bwd_tflops : hi->fwd_tflops);
+}
+
+double sl_rate_attention_tflops(const sl_plan_gpu *g, bool bwd, int batch, int seq, int head_dim) {
+    double scale;
+    const sl_plan_gpu *r = rates_of(g, false, &scale);
+    /* the nearest measured head dim (in log), then the nearest batches below and above */
+    int d = 0, blo = 0, bhi = 0;
+    for (int i = 0; i < r->n_attention; i++) {
+        const int x = r->attention[i].head_dim;
+        if (!d || fabs(log((double)x / head_dim)) < fabs(log((double)d / head_dim))) d = x;
+    }
+    for (int i = 0; i < r->n_attention; i++) {
+        const sl_rate_attention *a = &r->attention[i];
+        if (a->head_dim != d) continue;
+        if (a->batch <= batch && a->batch > blo) blo = a->batch;
+        if (a->batch >= batch && (!bhi || a->batch < bhi)) bhi = a->batch;
+    }
+    if (!blo) blo = bhi;
+    if (!bhi) bhi = blo;
+    if (!blo) return 0;
+    return scale * log_lerp(batch, blo, attn_at_batch(r, bwd, blo, seq, d), bhi,
+                            attn_at_batch(r, bwd, bhi, seq, d));
+}
