@@ -130,6 +130,8 @@ int sl_cmd_doctor(int argc, char **argv) {
         for (int i = 0; i < d.nrows; i++)
             if (d.rows[i].status == SL_DR_FAIL) rc = 1;
     }
+#else
+    (void)quick; /* a build without CUDA has only the environment section */
 #endif
     rc = sl_dr_finish(&d, rc);
     sl_dr_free(&d);
