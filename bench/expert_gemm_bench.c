@@ -35,16 +35,16 @@ typedef struct {
     int rows[8], nrows;
     sl_dtype dtype;
     bool uniform, check;
-    int strategies[5], nstrategies; /* all of k_all_strategies by default */
+    int strategies[6], nstrategies; /* all of k_all_strategies by default */
 } opts;
 
-static const char *const k_strategy_names[] = {"auto", "grouped", "per-expert", "grouped-tf32",
-                                               "lanes"};
+static const char *const k_strategy_names[] = {"auto",         "grouped", "per-expert",
+                                               "grouped-tf32", "lanes",   "padded"};
 /* --strategy all: the named ones, then auto (what a run gets), whose path column says what it
  * chose */
-static const int k_all_strategies[5] = {SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT,
+static const int k_all_strategies[6] = {SL_EXPERT_GEMM_GROUPED,      SL_EXPERT_GEMM_PER_EXPERT,
                                         SL_EXPERT_GEMM_GROUPED_TF32, SL_EXPERT_GEMM_LANES,
-                                        SL_EXPERT_GEMM_AUTO};
+                                        SL_EXPERT_GEMM_PADDED,       SL_EXPERT_GEMM_AUTO};
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -57,7 +57,7 @@ static void usage(FILE *f) {
             "  --dtype     activations and weights (default bf16; weight gradients are fp32)\n"
             "  --reps      timed calls per GEMM and strategy (default 10)\n"
             "  --uniform   exactly R rows per expert (default: spread over [R/2, 3R/2))\n"
-            "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes:\n"
+            "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes, padded:\n"
             "              moe/kernels_cuda.h, SLUICE_EXPERT_GEMM) or all (default: each named\n"
             "              one, then auto, whose path column says what it chose)\n"
             "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
@@ -71,7 +71,7 @@ static int parse(int argc, char **argv, opts *o) {
                 .rows = {256, 2048},
                 .nrows = 2,
                 .dtype = SL_BF16,
-                .nstrategies = 5};
+                .nstrategies = 6};
     memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -124,14 +124,14 @@ static int parse(int argc, char **argv, opts *o) {
             i++;
             int s;
             if (strcmp(v, "all") == 0) {
-                o->nstrategies = 5;
+                o->nstrategies = 6;
                 memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
             } else if (sl_cuda_expert_gemm_parse(v, &s)) {
                 o->strategies[0] = s, o->nstrategies = 1;
             } else {
                 fprintf(stderr,
                         "expert_gemm_bench: --strategy %s: expected auto, grouped, "
-                        "per-expert, grouped-tf32, lanes or all\n",
+                        "per-expert, grouped-tf32, lanes, padded or all\n",
                         v);
                 return -1;
             }
@@ -142,7 +142,7 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (o->check) {
         o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
-        o->nstrategies = 5;
+        o->nstrategies = 6;
         memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     }
     return 0;
@@ -337,7 +337,7 @@ static void bench(sl_backend *be, const opts *o, int rows) {
            sl_dtype_name(o->dtype));
     printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s", "path");
     double *t = malloc(sizeof(double) * (size_t)o->reps);
-    double total[5] = {0}; /* per strategy */
+    double total[6] = {0}; /* per strategy */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);

@@ -28,14 +28,17 @@
  * those per-expert GEMMs spread over the backend's side lanes (4 streams with a cuBLAS handle
  * each), so that several small GEMMs share the GPU; "grouped-tf32" is "grouped" except for the
  * bf16-into-fp32 weight gradient, which it runs as one grouped fp32 call with TF32 math on fp32
- * copies of the bf16 inputs (exact in TF32). "auto" (the default) chooses per call from what an
- * H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md): cuBLAS's grouped
- * kernels beat 128 per-expert GEMMs at 256 rows per expert (one GPU at 4,096 tokens) and lose
- * to them by 1.6-2x at 2,048 (an EP-8 deployment's load), so the grouped call runs below
- * SL_EXPERT_GEMM_LANES_ROWS mean rows and the lanes from there on; the bf16-into-fp32 weight
- * gradient, which the grouped call refuses, runs on the lanes (128 GEMMs one after another on
- * the stream measured 90-111 TFLOP/s at 256 rows). Every strategy gives each expert's product
- * from one cuBLAS GEMM with fp32 accumulation.
+ * copies of the bf16 inputs (exact in TF32); "padded" is "grouped" except for that gradient,
+ * which it runs as one strided batched bf16-into-fp32 GEMM over copies of X and dY with every
+ * expert zero-padded to the largest count (run_padded_dw). "auto" (the default) chooses per call
+ * from what an H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md):
+ * cuBLAS's grouped kernels beat 128 per-expert GEMMs at 256 rows per expert (one GPU at 4,096
+ * tokens) and lose to them by 1.6-2x at 2,048 (an EP-8 deployment's load), so the grouped call
+ * runs below SL_EXPERT_GEMM_LANES_ROWS mean rows and the lanes from there on; the
+ * bf16-into-fp32 weight gradient, which the grouped call refuses (128 GEMMs one after another
+ * on the stream measured 90-111 TFLOP/s at 256 rows, and their host calls took longer than the
+ * device), runs padded below SL_EXPERT_GEMM_LANES_ROWS where the padding applies, else on the
+ * lanes. Every strategy gives each expert's product * from one cuBLAS GEMM with fp32 accumulation.
  */
 #include <cstdlib>
 #include <cstring>
@@ -110,8 +113,8 @@ int strategy(void) {
         const char *e = getenv("SLUICE_EXPERT_GEMM");
         g_strategy = SL_EXPERT_GEMM_AUTO;
         if (e && *e && !sl_cuda_expert_gemm_parse(e, &g_strategy))
-            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert, grouped-tf32 or "
-                     "lanes",
+            sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert, grouped-tf32, "
+                     "lanes or padded",
                      e);
     }
     return g_strategy;
@@ -155,6 +158,72 @@ void run_lanes(void *ctx, const char *op, const std::vector<problem> &ps, sl_dty
     sl_cuda_lanes_join(ctx, n);
 }
 
+/* dst [groups][kmax][w8 x 16 bytes] = each group's rows of src [rows][w8 x 16 bytes] (rows
+ * row0[g] .. row0[g] + count[g] - 1), zero from count[g] on: the padded operands of the weight
+ * gradient (16 bytes, 8 bf16, per thread step). */
+__global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, const int64_t *count,
+                           int kmax, int w8) {
+    const int g = (int)blockIdx.y;
+    const int64_t n = (int64_t)kmax * w8, c = count[g], r0 = row0[g];
+    uint4 *d = dst + (int64_t)g * n;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / w8;
+        d[i] = r < c ? src[(r0 + r) * w8 + i % w8] : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+/* The bf16-into-fp32 weight gradient as one strided batched GEMM (SL_EXPERT_GEMM_PADDED):
+ * every group's rows of X [rows, S] and dY [rows, R] copied into [groups][kmax][.] with zeros
+ * past its count (scratch slots 1 and 2), then dW_g^T [S, R] = PX_g^T [S, kmax] PdY_g [kmax, R]
+ * + beta dW_g^T for all groups in one call; the zero rows add nothing, and an empty group gets
+ * beta dW_g. One launch instead of one per expert, for (kmax / mean rows) of the useful FLOPs.
+ * Returns false (nothing done) where it does not apply: widths not multiples of 8, unaligned
+ * operands, padding that would more than double the work or exceed SL_EXPERT_GEMM_PAD_BYTES. */
+bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy,
+                   const sl_tensor *x, const int64_t *counts, int groups, float beta) {
+    const int64_t r = dw->shape[1], s = dw->shape[2];
+    if (dy->dtype != SL_BF16 || dw->dtype != SL_F32 || r % 8 || s % 8 || groups < 1) return false;
+    if (((uintptr_t)dy->data | (uintptr_t)x->data) % 16) return false;
+    int64_t kmax = 0, rows = 0, nonempty = 0;
+    for (int g = 0; g < groups; g++) {
+        kmax = counts[g] > kmax ? counts[g] : kmax;
+        rows += counts[g];
+        nonempty += counts[g] > 0;
+    }
+    kmax = (kmax + 7) / 8 * 8;
+    const int64_t pad_bytes = (int64_t)groups * kmax * (r + s) * 2;
+    if (kmax == 0 || kmax * nonempty > 2 * rows || pad_bytes > SL_EXPERT_GEMM_PAD_BYTES)
+        return false;
+    std::vector<int64_t> meta(2 * (size_t)groups); /* row0, then count */
+    int64_t row0 = 0;
+    for (int g = 0; g < groups; row0 += counts[g], g++)
+        meta[(size_t)g] = row0, meta[(size_t)groups + (size_t)g] = counts[g];
+    const int64_t *dmeta =
+        (const int64_t *)sl_cuda_upload(ctx, meta.data(), meta.size() * sizeof(int64_t));
+    uint4 *px = (uint4 *)sl_cuda_scratch(ctx, 1, (size_t)(groups * kmax * s * 2));
+    uint4 *pdy = (uint4 *)sl_cuda_scratch(ctx, 2, (size_t)(groups * kmax * r * 2));
+    const int threads = 256;
+    for (int t = 0; t < 2; t++) {
+        const int64_t w8 = (t == 0 ? s : r) / 8, per_group = kmax * w8;
+        int64_t bx = (per_group + threads - 1) / threads;
+        bx = bx > 64 ? 64 : bx;
+        SL_LAUNCH(k_pad_rows, dim3((unsigned)bx, (unsigned)groups), threads, 0, sl_cuda_stream(ctx),
+                  t == 0 ? px : pdy, (const uint4 *)(t == 0 ? x->data : dy->data), dmeta,
+                  dmeta + groups, (int)kmax, (int)w8);
+        SL_CUDA_LAUNCHED(op);
+    }
+    const float alpha = 1.0f;
+    const int m = sl_cuda_blas_int(s, op, "S"), n = sl_cuda_blas_int(r, op, "R");
+    const int k = sl_cuda_blas_int(kmax, op, "padded group rows");
+    sl_cublas_check(cublasGemmStridedBatchedEx(
+                        sl_cuda_cublas(ctx), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, px,
+                        CUDA_R_16BF, m, kmax * s, pdy, CUDA_R_16BF, n, kmax * r, &beta, dw->data,
+                        CUDA_R_32F, m, r * s, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    op, "cublasGemmStridedBatchedEx (padded weight gradient)");
+    return true;
+}
+
 /* Mean rows per problem: the reduction length of a weight gradient, the row count otherwise. */
 double mean_rows(const std::vector<problem> &ps, bool dw) {
     double sum = 0;
@@ -165,8 +234,9 @@ double mean_rows(const std::vector<problem> &ps, bool dw) {
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
-    static const char *const names[] = {"auto", "grouped", "per-expert", "grouped-tf32", "lanes"};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[] = {"auto",         "grouped", "per-expert",
+                                        "grouped-tf32", "lanes",   "padded"};
+    for (int i = 0; i < 6; i++)
         if (strcmp(name, names[i]) == 0) {
             *strategy = i;
             return true;
@@ -248,6 +318,18 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
+    const int how = strategy();
+    if (how == SL_EXPERT_GEMM_PADDED || how == SL_EXPERT_GEMM_AUTO) {
+        /* first, so that empty groups get beta once (the batched call applies it to them) */
+        int64_t rows = 0, nonempty = 0;
+        for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;
+        const bool small = rows < (int64_t)SL_EXPERT_GEMM_LANES_ROWS * nonempty;
+        if ((how == SL_EXPERT_GEMM_PADDED || small) &&
+            run_padded_dw(ctx, op, dw, dy, x, counts, groups, beta)) {
+            g_dw_path = "padded";
+            return;
+        }
+    }
     std::vector<problem> ps;
     int64_t row0 = 0;
     for (int g = 0; g < groups; row0 += counts[g], g++) {
@@ -274,9 +356,9 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         ps.push_back(p);
     }
     if (ps.empty()) return;
-    const int how = strategy();
-    /* auto: the grouped call below SL_EXPERT_GEMM_LANES_ROWS where cuBLAS takes the types,
-     * else the lanes; the bf16-into-fp32 gradient, which the grouped call refuses, on the lanes */
+    /* auto, where the padded call did not apply: the grouped call below
+     * SL_EXPERT_GEMM_LANES_ROWS where cuBLAS takes the types, else the lanes (the
+     * bf16-into-fp32 gradient, which the grouped call refuses, always) */
     const bool big = mean_rows(ps, true) >= SL_EXPERT_GEMM_LANES_ROWS;
     if (how == SL_EXPERT_GEMM_LANES ||
         (how == SL_EXPERT_GEMM_AUTO && (big || dw->dtype != dy->dtype))) {

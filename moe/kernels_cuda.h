@@ -17,10 +17,10 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        per call, from the mean rows per non-empty expert: below
- *                              SL_EXPERT_GEMM_LANES_ROWS one cublasGemmGroupedBatchedEx, from it
- *                              on per-expert GEMMs on the side lanes; the bf16-into-fp32 weight
- *                              gradient, which the grouped call refuses, always on the lanes
- *                              (the default)
+ *                              SL_EXPERT_GEMM_LANES_ROWS one cublasGemmGroupedBatchedEx (the
+ *                              bf16-into-fp32 weight gradient, which the grouped call refuses,
+ *                              padded as in SL_EXPERT_GEMM_PADDED), from it on per-expert GEMMs
+ *                              on the side lanes (the default)
  *   SL_EXPERT_GEMM_GROUPED     one grouped call where cuBLAS takes the types, else one
  *                              cublasGemmEx per expert on the stream (the default until
  *                              2026-11-26)
@@ -30,11 +30,16 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  *   SL_EXPERT_GEMM_LANES       one cublasGemmEx per non-empty expert, spread over the backend's
  *                              side lanes (core/backend_cuda.cuh: 4 streams, a cuBLAS handle
  *                              each) so that several small GEMMs run at once
+ *   SL_EXPERT_GEMM_PADDED      as GROUPED, but the bf16-into-fp32 weight gradient runs as one
+ *                              cublasGemmStridedBatchedEx over copies of X and dY with every
+ *                              expert's rows zero-padded to the largest count (when the padding
+ *                              at most doubles the work and fits SL_EXPERT_GEMM_PAD_BYTES; else
+ *                              on the lanes)
  * Every strategy computes each expert's product with fp32 accumulation in one cuBLAS GEMM, so
  * the results agree to cuBLAS's rounding (not bitwise across strategies: kernels differ; each
  * strategy is deterministic run to run, lanes included, since every expert writes its own
  * rows). The process-wide default comes from the environment variable SLUICE_EXPERT_GEMM (auto,
- * grouped, per-expert, grouped-tf32, lanes; anything else stops the run);
+ * grouped, per-expert, grouped-tf32, lanes, padded; anything else stops the run);
  * sl_cuda_expert_gemm_set_strategy overrides it. sl_cuda_expert_gemm_parse maps a name to its
  * value (false for an unknown name); sl_cuda_expert_gemm_dw_path says how the last weight
  * gradient ran, sl_cuda_expert_gemm_last_path how the last forward or data-gradient call ran. */
@@ -43,13 +48,16 @@ enum {
     SL_EXPERT_GEMM_GROUPED = 1,
     SL_EXPERT_GEMM_PER_EXPERT = 2,
     SL_EXPERT_GEMM_GROUPED_TF32 = 3,
-    SL_EXPERT_GEMM_LANES = 4
+    SL_EXPERT_GEMM_LANES = 4,
+    SL_EXPERT_GEMM_PADDED = 5
 };
 /* The mean rows per expert from which auto leaves the grouped call: measured on an H200
  * (2026-11-26, bench/expert_gemm_bench, hidden 2048, ffn 768): at 256 rows the grouped call
  * ran the forward and data gradient 1.3-2.4x faster than per-expert calls, at 2,048 rows
  * per-expert calls ran them 1.6-2.0x faster. */
 enum { SL_EXPERT_GEMM_LANES_ROWS = 1024 };
+/* The padded weight gradient's copies of X and dY at most (bytes); larger goes to the lanes. */
+#define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);
 void sl_cuda_expert_gemm_set_strategy(int strategy);
 const char *sl_cuda_expert_gemm_dw_path(void);
