@@ -2,14 +2,17 @@
 # (tests/test_ptx.cu, tests/test_ptx_sm90.cu). Emulated build: label emu, the wrappers' emulated
 # twins. nvcc build: compiled for sm_80 and sm_90a like the library (so the inline PTX is checked
 # by ptxas), label gpu, run on a GPU and skipped (77) without one (test_ptx_sm90 also on a GPU
-# other than compute capability 9.x, which cannot run sm_90a code).
+# other than compute capability 9.x, which cannot run sm_90a code). test_ptx_sm90 runs each of
+# its sections in a child process (tests/test_ptx_sm90_main.cu; `test_ptx_sm90 --list`).
+set(PTX_SM90_SOURCES test_ptx_sm90_main.cu test_ptx_sm90.cu test_ptx_sm90_iso.cu
+    test_ptx_sm90_gemm.cu)
 if(SLUICE_CUDA_EMULATED)
   sluice_emu_test(test_ptx SOURCES test_ptx.cu)
-  sluice_emu_test(test_ptx_sm90 SOURCES test_ptx_sm90.cu test_ptx_sm90_gemm.cu)
+  sluice_emu_test(test_ptx_sm90 SOURCES ${PTX_SM90_SOURCES})
 elseif(SLUICE_WITH_CUDA)
   foreach(t test_ptx test_ptx_sm90)
     if(t STREQUAL "test_ptx_sm90")
-      add_executable(${t} test_ptx_sm90.cu test_ptx_sm90_gemm.cu)
+      add_executable(${t} ${PTX_SM90_SOURCES})
     else()
       add_executable(${t} ${t}.cu)
     endif()

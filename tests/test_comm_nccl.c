@@ -13,7 +13,9 @@
  * rounds to bf16 after every step). Sub-groups (split by parity) and a host tensor handed to the
  * NCCL communicator are covered too; the grouped exchange with rows of several widths and dtypes
  * and more than 64 (peer, group) blocks, blocking and through sl_comm_ialltoallv_grouped. Skips
- * (77) where there is no CUDA backend.
+ * (77) where there is no CUDA backend, and on a real machine with fewer GPUs than ranks (NCCL
+ * refuses two ranks on one device, "Duplicate GPU detected"); in the emulated build every rank
+ * has a device of its own (tests/parallel.cmake: SLUICE_EMU_DEVICES), so a shared one fails.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 
 #include "core/comm_nccl.h"
 #include "core/ops.h"
+#include "core/placement.h"
 #include "core/tensor.h"
 #include "tests/test_util.h"
 
@@ -305,6 +308,29 @@ int main(int argc, char **argv) {
     g_gpu = sl_test_cuda_or_skip(NULL);
     g_cpu = sl_test_cpu();
     char err[256];
+    /* One device per rank, decided alike on every rank from the gathered placements (as
+     * tests/parallel_run.c does through sl_transport_resolve). */
+    sl_rank_place *places = sl_placement_gather(world, g_gpu);
+    int ra = 0, rb = 0;
+    const bool shared = sl_placement_shared(places, sl_comm_size(world), &ra, &rb);
+    if (shared) {
+        char dev[256];
+        sl_placement_device_name(places, ra, dev, sizeof dev);
+#ifdef SLUICE_CUDA_EMULATED
+        const int rc = 1;
+#else
+        const int rc = 77;
+#endif
+        if (sl_comm_rank(world) == 0)
+            printf("%s: test_comm_nccl: ranks %d and %d share %s (fewer GPUs than ranks on the "
+                   "node; NCCL needs one device per rank)\n",
+                   rc == 77 ? "SKIP" : "FAIL", ra, rb, dev);
+        free(places);
+        sl_backend_free(g_gpu);
+        sl_comm_finalize(world);
+        return rc;
+    }
+    free(places);
     sl_comm *nw = sl_comm_nccl_create(world, g_gpu, err, sizeof err);
     CHECK(nw != NULL, "sl_comm_nccl_create: %s", err);
     if (nw) {

@@ -8,9 +8,12 @@
 #      two profiles and attn_bench; the PyTorch parts skip (no CUDA for PyTorch here). Exit 0, and
 #      summary.txt / summary.json list every part with a status and a duration, the NCCL probe
 #      reports filtered out.
+#      Racecheck is asked to leave the vendor kernels out (--kernel-name-exclude) and the
+#      stand-in's hazard inside cuBLAS's nvjet kernel (as on the H200) is named, not a failure.
 #   B. From the build tree, parts that must fail: a test killed by its time limit (--test-timeout
-#      1) and a memcheck that reports a real error (the stand-in adds an invalid write): both FAIL,
-#      exit status 1.
+#      1), a memcheck that reports a real error (the stand-in adds an invalid write) and a
+#      racecheck that reports a hazard in a kernel of sluice's: all FAIL, exit status 1.
+#   C. (first, quick) bench/sanitizer_log.py on sample reports: which count as errors.
 # usage: test_gpu_check.sh SOURCE_DIR BUILD_DIR WORK_DIR [PROGRAM...]
 # (the programs after WORK_DIR are only named so that tests/run.sh builds them: sluice,
 # gpu_train_bench, attn_bench)
@@ -31,20 +34,76 @@ fi
 rm -rf "$work" && mkdir -p "$work"
 export SLUICE_PYTHON=$py SLUICE_EMU_RACECHECK=0 OMP_NUM_THREADS=2
 
+echo "== C. sanitizer_log.py on sample reports"
+"$py" - "$src/bench" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from sanitizer_log import racecheck_filter, sanitizer_report, vendor_note
+
+def race(kernel_r, kernel_w):
+    return ("========= Error: Potential WAR hazard detected at __shared__ 0x1034428 in block (1,39,0) :\n"
+            "=========     Read Thread (255,0,0) at %s+0x9b0\n"
+            "=========     Write Thread (256,0,0) at %s+0x3e10\n"
+            "=========     Current Value : 100, Incoming Value : 100\n"
+            "=========     Saved host backtrace up to driver entry point at kernel launch time\n"
+            "=========         Host Frame: cublasLtTSTMatmul [0xfb1377] in libcublasLt.so.13\n"
+            "========= \n") % (kernel_r, kernel_w)
+nvjet = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+ours = "_Z17rmsnorm_fwd_kernelPKfS0_Pfii"
+bad = []
+e, p, w, v = sanitizer_report(race(nvjet, nvjet) * 3, "racecheck")
+if e or v != {nvjet: 3}:
+    bad.append(f"3 hazards in cuBLAS's {nvjet}: errors {e}, vendor {v}; want 0 and 3")
+if "3 report(s) in vendor kernels" not in vendor_note(v) or nvjet not in vendor_note(v):
+    bad.append("vendor_note does not count and name the vendor kernel: " + vendor_note(v))
+e, p, w, v = sanitizer_report(race(ours, ours), "racecheck")
+if len(e) != 1 or v:
+    bad.append(f"a hazard in a kernel of sluice's: errors {e}, vendor {v}; want 1 error")
+e, p, w, v = sanitizer_report(race(nvjet, ours), "racecheck")
+if len(e) != 1:
+    bad.append(f"a hazard between a vendor and a sluice frame: errors {e}; want 1 error")
+mem = ("========= Invalid __global__ read of size 4 bytes\n=========     at %s+0x70\n"
+       "=========     by thread (0,0,0) in block (0,0,0)\n=========\n") % nvjet
+e, p, w, v = sanitizer_report(mem, "memcheck")
+if len(e) != 1:
+    bad.append(f"memcheck in a vendor kernel (likely a bad argument of ours): errors {e}; want 1")
+f = racecheck_filter()
+if f[0] != "--kernel-name-exclude" or not f[1].startswith("regex=") or "nvjet" not in f[1]:
+    bad.append(f"racecheck_filter: {f}")
+print("\n".join("FAIL: " + b for b in bad) if bad else "C: vendor reports counted apart, sluice's are errors")
+sys.exit(1 if bad else 0)
+PY
+
 # A stand-in for compute-sanitizer: the reports NCCL's probes make (as in gpu-facts.md), one
-# real error when FAKE_SANITIZER_ERROR is set, then the program under test.
+# real error when FAKE_SANITIZER_ERROR is set; for racecheck a hazard inside cuBLAS's kernel (as
+# on the H200) and, when FAKE_SANITIZER_RACE is set, one in a kernel of sluice's; then the
+# program under test. It records the kernel filter it was given.
 fake=$work/compute-sanitizer
 cat >"$fake" <<'SH'
 #!/usr/bin/env bash
 tool=
+filter=
 while [ $# -gt 0 ]; do
     case $1 in
     --tool) tool=$2; shift 2 ;;
     --print-limit | --racecheck-report) shift 2 ;;
+    --kernel-name-exclude) filter=$2; shift 2 ;;
     *) break ;;
     esac
 done
 echo "========= COMPUTE-SANITIZER"
+echo "stand-in: kernel filter '$filter'"
+hazard() {
+    echo "========= Error: Potential WAR hazard detected at __shared__ 0x1034428 in block (1,39,0) :"
+    echo "=========     Read Thread (255,0,0) at $1+0x9b0"
+    echo "=========     Write Thread (256,0,0) at $1+0x3e10"
+    echo "=========     Current Value : 100, Incoming Value : 100"
+    echo "========= "
+}
+if [ "$tool" = racecheck ]; then
+    hazard nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT
+    [ -n "${FAKE_SANITIZER_RACE:-}" ] && hazard _Z17rmsnorm_fwd_kernelPKfS0_Pfii
+fi
 if [ "$tool" = memcheck ]; then
     for i in $(seq 24); do
         echo "========= Program hit cudaErrorNoKernelImageForDevice (error 209) due to \"no kernel image is available for execution on the device\" on CUDA API call to cudaFuncGetAttributes."
@@ -104,6 +163,12 @@ for name, st in want.items():
         bad.append(f"part {name} not listed in summary.txt")
 if "24 NCCL start-up probe report(s) filtered" not in parts.get("memcheck", {}).get("note", ""):
     bad.append("memcheck did not filter the 24 NCCL probe reports: " + parts.get("memcheck", {}).get("note", ""))
+rs = parts.get("racecheck_step", {}).get("note", "")
+if "1 report(s) in vendor kernels" not in rs or "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT: 1" not in rs:
+    bad.append("racecheck_step does not name the hazard in cuBLAS's kernel apart: " + rs)
+rlog = open(os.path.join(out, "logs", "racecheck_step_step.log")).read()
+if "stand-in: kernel filter 'regex=nvjet|" not in rlog:
+    bad.append("racecheck_step did not pass --kernel-name-exclude regex=nvjet|... to compute-sanitizer")
 if [t["name"] for t in parts.get("tests", {}).get("tests", [])] != ["test_profile_cuda"]:
     bad.append("tests: not exactly the bundled test_profile_cuda")
 for f in ("doctor.json", "profile.json", "profile_ep8.json", "tests.tsv", "logs/tests/test_profile_cuda.log"):
@@ -124,9 +189,9 @@ PY
 
 echo "== B. parts that fail"
 set +e
-FAKE_SANITIZER_ERROR=1 bash "$src/bench/gpu_check.sh" "$work/b" --build "$build" --src "$src" --tiny \
-    --only tests,memcheck --tests '^test_profile_cuda$' --test-timeout 1 --sanitizer "$fake" \
-    --python "$py" >"$work/b.log" 2>&1
+FAKE_SANITIZER_ERROR=1 FAKE_SANITIZER_RACE=1 bash "$src/bench/gpu_check.sh" "$work/b" --build "$build" \
+    --src "$src" --tiny --only tests,memcheck,racecheck_step --tests '^test_profile_cuda$' \
+    --test-timeout 1 --sanitizer "$fake" --python "$py" >"$work/b.log" 2>&1
 rc=$?
 set -e
 cat "$work/b.log"
@@ -136,13 +201,15 @@ import json, os, sys
 s = json.load(open(os.path.join(sys.argv[1], "summary.json")))
 parts = {p["part"]: p for p in s["parts"]}
 bad = []
-if sorted(parts) != ["memcheck", "tests"]:
-    bad.append(f"parts run: {sorted(parts)}, expected memcheck and tests")
-t, m = parts.get("tests", {}), parts.get("memcheck", {})
+if sorted(parts) != ["memcheck", "racecheck_step", "tests"]:
+    bad.append(f"parts run: {sorted(parts)}, expected memcheck, racecheck_step and tests")
+t, m, r = parts.get("tests", {}), parts.get("memcheck", {}), parts.get("racecheck_step", {})
 if t.get("status") != "FAIL" or "1 timed out" not in t.get("note", ""):
     bad.append(f"tests: {t.get('status')} ({t.get('note')}), expected FAIL with 1 timed out")
 if m.get("status") != "FAIL" or "step: 1 error(s)" not in m.get("note", ""):
     bad.append(f"memcheck: {m.get('status')} ({m.get('note')}), expected FAIL with 1 error")
+if r.get("status") != "FAIL" or "step: 1 error(s)" not in r.get("note", "") or "vendor kernels" not in r.get("note", ""):
+    bad.append(f"racecheck_step: {r.get('status')} ({r.get('note')}), expected FAIL with 1 error and the vendor report apart")
 if s.get("status") != "fail":
     bad.append(f"summary status {s.get('status')}")
 print("\n".join("FAIL: " + b for b in bad) if bad else "B: the failing parts are FAIL, exit 1")

@@ -6,7 +6,9 @@
  * descriptors; TMA tile loads (2D, 3D, 4D, every swizzle, boxes sticking out of the tensor)
  * compared byte for byte with the expected shared-memory image; TMA stores; mbarrier phases
  * and parities; named barriers between producer and consumer warps; and a complete small
- * kernel composed the way the Hopper attention kernel is (tests/test_ptx_sm90_gemm.cu).
+ * kernel composed the way the Hopper attention kernel is (tests/test_ptx_sm90_gemm.cu). Each
+ * section (and each TMA load case) runs in a process of its own (tests/test_ptx_sm90_main.cu);
+ * tests/test_ptx_sm90_iso.cu isolates the instructions of the TMA load kernel.
  *
  * The same file runs under the emulator (label emu) and, in the nvcc build, on a GPU (label
  * gpu; skipped without one or on one other than compute capability 9.x): the first Hopper GPU
@@ -150,7 +152,7 @@ template <int N> static void run_wgmma_n(bool emulated, std::mt19937 &rng) {
     run_wgmma<N, 0, 0, false>(emulated, rng);
     run_wgmma<N, 0, 0, true>(emulated, rng);
 }
-static void test_wgmma(bool emulated) {
+ptx_tally ptx_section_wgmma(bool emulated) {
     std::mt19937 rng(21);
     run_wgmma_n<16>(emulated, rng);
     run_wgmma_n<32>(emulated, rng);
@@ -175,6 +177,7 @@ static void test_wgmma(bool emulated) {
     run_wgmma<256, 0, 1, false>(emulated, rng);
     run_wgmma<256, 1, 1, false>(emulated, rng);
     run_wgmma<256, 0, 1, true>(emulated, rng);
+    return ptx_tally_here();
 }
 
 /* ---- wgmma: k-slices of TMA-shaped tiles chained on one accumulator -------------------------- */
@@ -227,12 +230,13 @@ template <int N, int TB> static void run_chain(bool emulated, std::mt19937 &rng)
     cudaFree(dimg), cudaFree(dD);
 }
 
-static void test_wgmma_chain(bool emulated) {
+ptx_tally ptx_section_wgmma_chain(bool emulated) {
     std::mt19937 rng(33);
     run_chain<64, 0>(emulated, rng);
     run_chain<128, 0>(emulated, rng);
     run_chain<64, 1>(emulated, rng);
     run_chain<128, 1>(emulated, rng);
+    return ptx_tally_here();
 }
 
 /* ---- TMA loads ------------------------------------------------------------------------------ */
@@ -282,8 +286,9 @@ struct tma_case {
     int coords[4];
 };
 
-static void test_tma_load() {
-    static const char *const names[4] = {"none", "32B", "64B", "128B"};
+/* The cases, each its own process (tests/test_ptx_sm90_main.cu): a sticky error in one (an
+ * illegal instruction) would fail every later CUDA call of the process. */
+static std::vector<tma_case> tma_cases() {
     std::vector<tma_case> cases;
     /* 2D bf16 [40][96] (rows not a multiple of the box), every swizzle, boxes inside, sticking
      * out at each side, and wholly outside. */
@@ -299,6 +304,27 @@ static void test_tma_load() {
     cases.push_back(tma_case{3, 4, 3, {32, 12, 5, 1}, {32, 8, 2, 1}, {0, 6, 4, 0}});
     cases.push_back(tma_case{4, 2, 3, {64, 3, 37, 2}, {64, 1, 16, 1}, {0, 2, 30, 1}});
     cases.push_back(tma_case{4, 2, 0, {64, 3, 37, 2}, {64, 2, 8, 2}, {0, 2, -4, 1}});
+    return cases;
+}
+
+int ptx_tma_load_cases() {
+    return (int)tma_cases().size();
+}
+
+std::string ptx_tma_load_case_name(int i) {
+    static const char *const names[4] = {"none", "32B", "64B", "128B"};
+    const tma_case tc = tma_cases()[(size_t)i];
+    char buf[160];
+    snprintf(buf, sizeof buf, "%dd %s, box row %u bytes, swizzle %s, at (%d, %d, %d, %d)", tc.rank,
+             tc.esize == 2 ? "bf16" : "fp32", tc.box[0] * (uint32_t)tc.esize, names[tc.swz],
+             tc.coords[0], tc.coords[1], tc.coords[2], tc.coords[3]);
+    return buf;
+}
+
+ptx_tally ptx_section_tma_load(int which) {
+    static const char *const names[4] = {"none", "32B", "64B", "128B"};
+    const std::vector<tma_case> all = tma_cases();
+    const std::vector<tma_case> cases(all.begin() + which, all.begin() + which + 1);
     std::mt19937 rng(5);
     for (const tma_case &tc : cases) {
         uint64_t elems = 1;
@@ -356,6 +382,7 @@ static void test_tma_load() {
         }
         cudaFree(dg), cudaFree(dout), cudaFree(dprobes);
     }
+    return ptx_tally_here();
 }
 
 /* ---- TMA stores ----------------------------------------------------------------------------- */
@@ -385,7 +412,7 @@ __global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int ra
     }
 }
 
-static void test_tma_store() {
+ptx_tally ptx_section_tma_store() {
     struct store_case {
         int rank;
         cuuint64_t dims[4]; /* dims[0] = 100 columns in rows of pitch 104 */
@@ -438,6 +465,7 @@ static void test_tma_store() {
             CHECK(bad == 0, "TMA store %dd (swizzle %d): %d elements wrong", sc.rank, swz, bad);
             cudaFree(dg);
         }
+    return ptx_tally_here();
 }
 
 /* ---- mbarrier phases and named barriers -------------------------------------------------- */
@@ -480,7 +508,7 @@ __global__ void named_barrier_kernel(float *out) {
     }
 }
 
-static void test_barriers() {
+ptx_tally ptx_section_barriers() {
     int *dout = nullptr;
     CUDA_CHECK(cudaMalloc(&dout, 8 * 64 * sizeof(int)));
     SL_LAUNCH(mbar_phase_kernel, 1, 64, 0, 0, dout);
@@ -504,6 +532,7 @@ static void test_barriers() {
             bad += f[round * 128 + i] != (float)(round * 1000 + 127 - i) + 0.5f;
     CHECK(bad == 0, "named barriers: %d wrong values", bad);
     cudaFree(df);
+    return ptx_tally_here();
 }
 
 /* ---- cost (`test_ptx_sm90 bench`, for the figures in emu/README.md) ----------------------------
@@ -558,32 +587,10 @@ template <int N> static void bench_n() {
     cudaFree(f);
 }
 
-int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "bench")) {
-        bench_n<64>();
-        bench_n<128>();
-        bench_n<256>();
-        return emu_finish("test_ptx_sm90 bench");
-    }
-    if (argc > 1) return 2;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("test_ptx_sm90: no CUDA device, skipped\n");
-        return 77;
-    }
-    cudaDeviceProp p;
-    CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-    if (p.major != 9) { /* sm_90a code runs on 9.x only */
-        printf("test_ptx_sm90: compute capability %d.%d, not 9.x, skipped\n", p.major, p.minor);
-        return 77;
-    }
-    const bool emulated = strcmp(p.name, "sluice SIMT emulator") == 0;
-    test_wgmma(emulated);
-    test_wgmma_chain(emulated);
-    test_tma_load();
-    test_tma_store();
-    test_barriers();
-    const int gemm_failures = test_gemm_example(emulated);
-    CHECK(gemm_failures == 0, "the composed example kernel: %d failed checks", gemm_failures);
-    return emu_finish("test_ptx_sm90");
+/* `test_ptx_sm90 bench` (tests/test_ptx_sm90_main.cu). */
+int ptx_bench() {
+    bench_n<64>();
+    bench_n<128>();
+    bench_n<256>();
+    return emu_finish("test_ptx_sm90 bench");
 }

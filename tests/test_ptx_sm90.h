@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -151,7 +152,36 @@ static inline std::vector<uint8_t> tma_box_image(const std::vector<uint8_t> &hos
     return img;
 }
 
+/* ---- the sections (tests/test_ptx_sm90_main.cu runs each in a process of its own) ---- */
+
+/* Checks made and failed by the calling translation unit (emu_test.h's counters are per file). */
+struct ptx_tally {
+    int checks, failures;
+};
+static inline ptx_tally ptx_tally_here() {
+    return ptx_tally{emu_checks, emu_failures};
+}
+
+/* tests/test_ptx_sm90.cu */
+ptx_tally ptx_section_wgmma(bool emulated);
+ptx_tally ptx_section_wgmma_chain(bool emulated);
+int ptx_tma_load_cases();                  /* how many TMA load cases there are (host only) */
+std::string ptx_tma_load_case_name(int i); /* "2d bf16, box row 48 bytes, ..." (host only) */
+ptx_tally ptx_section_tma_load(int i);     /* TMA load case i */
+ptx_tally ptx_section_tma_store();
+ptx_tally ptx_section_barriers();
+int ptx_bench(); /* `test_ptx_sm90 bench`: wgmma's cost; returns the exit status */
+
 /* tests/test_ptx_sm90_gemm.cu: the composed example kernel; returns its failed checks. */
 int test_gemm_example(bool emulated);
+
+/* tests/test_ptx_sm90_iso.cu: one suspect instruction of tma_load_kernel per section, to tell
+ * which one a GPU refuses. */
+struct ptx_iso_section {
+    const char *name, *what;
+};
+extern const ptx_iso_section ptx_iso_sections[];
+extern const int ptx_iso_count;
+ptx_tally ptx_section_iso(int i);
 
 #endif
