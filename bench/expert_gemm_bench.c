@@ -317,7 +317,8 @@ static int check(sl_backend *be, const opts *o) {
             const bool ok = worst <= rtol && scale > 0;
             printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
                    ok ? "OK" : "FAIL", k_gemm_names[i], k_strategy_names[o->strategies[s]], worst,
-                   rtol, i >= 4 ? "; ran " : "", i >= 4 ? sl_cuda_expert_gemm_dw_path() : "");
+                   rtol, "; ran ",
+                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
             failures += !ok;
             free(got);
         }

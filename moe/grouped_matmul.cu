@@ -28,17 +28,19 @@
  * those per-expert GEMMs spread over the backend's side lanes (4 streams with a cuBLAS handle
  * each), so that several small GEMMs share the GPU; "grouped-tf32" is "grouped" except for the
  * bf16-into-fp32 weight gradient, which it runs as one grouped fp32 call with TF32 math on fp32
- * copies of the bf16 inputs (exact in TF32); "padded" is "grouped" except for that gradient,
- * which it runs as one strided batched bf16-into-fp32 GEMM over copies of X and dY with every
- * expert zero-padded to the largest count (run_padded_dw). "auto" (the default) chooses per call
- * from what an H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md):
- * cuBLAS's grouped kernels beat 128 per-expert GEMMs at 256 rows per expert (one GPU at 4,096
- * tokens) and lose to them by 1.6-2x at 2,048 (an EP-8 deployment's load), so the grouped call
- * runs below SL_EXPERT_GEMM_LANES_ROWS mean rows and the lanes from there on; the
- * bf16-into-fp32 weight gradient, which the grouped call refuses (128 GEMMs one after another
- * on the stream measured 90-111 TFLOP/s at 256 rows, and their host calls took longer than the
- * device), runs padded below SL_EXPERT_GEMM_LANES_ROWS where the padding applies, else on the
- * lanes. Every strategy gives each expert's product * from one cuBLAS GEMM with fp32 accumulation.
+ * copies of the bf16 inputs (exact in TF32); "padded" runs each call as one strided batched
+ * GEMM over copies of its row operands with every expert zero-padded to the largest count
+ * (run_padded_mm, run_padded_dw: one launch and cuBLAS's batched kernels, for kmax / mean rows
+ * of the useful FLOPs and a copy of the operands). "auto" (the default) chooses per call from
+ * what an H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md): cuBLAS's
+ * grouped kernels ran the forward and data gradient at 243-279 TFLOP/s at 256 rows per expert
+ * (one GPU at 4,096 tokens) and lost to per-expert GEMMs by 1.6-2x at 2,048 (an EP-8
+ * deployment's load), and the bf16-into-fp32 weight gradient, which the grouped call refuses, ran
+ * as 128 GEMMs one after another at 90-111 TFLOP/s at 256 rows with host calls slower than the
+ * device: below SL_EXPERT_GEMM_LANES_ROWS mean rows auto pads where that applies (else grouped,
+ * the weight gradient on the lanes), from there on it spreads per-expert GEMMs over the
+ * lanes. Every strategy gives each expert's product from one cuBLAS GEMM with fp32
+ * accumulation.
  */
 #include <cstdlib>
 #include <cstring>
@@ -159,8 +161,8 @@ void run_lanes(void *ctx, const char *op, const std::vector<problem> &ps, sl_dty
 }
 
 /* dst [groups][kmax][w8 x 16 bytes] = each group's rows of src [rows][w8 x 16 bytes] (rows
- * row0[g] .. row0[g] + count[g] - 1), zero from count[g] on: the padded operands of the weight
- * gradient (16 bytes, 8 bf16, per thread step). */
+ * row0[g] .. row0[g] + count[g] - 1), zero from count[g] on: the padded operands of the padded
+ * strategy (16 bytes per thread step). */
 __global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, const int64_t *count,
                            int kmax, int w8) {
     const int g = (int)blockIdx.y;
@@ -173,6 +175,100 @@ __global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, co
     }
 }
 
+/* The inverse: dst's rows row0[g] .. row0[g] + count[g] - 1 = the first count[g] rows of
+ * src [groups][kmax][w8 x 16 bytes]. */
+__global__ void k_unpad_rows(uint4 *dst, const uint4 *src, const int64_t *row0,
+                             const int64_t *count, int kmax, int w8) {
+    const int g = (int)blockIdx.y;
+    const int64_t n = count[g] * w8;
+    const uint4 *sg = src + (int64_t)g * kmax * w8;
+    uint4 *d = dst + row0[g] * w8;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = sg[i];
+}
+
+/* The padded layout of one call: the largest count rounded up to 8, and the groups' first rows
+ * and counts uploaded for the kernels. Empty (kmax 0) when padding would more than double the
+ * work or its buffers (bytes_per_row x kmax x groups) would pass SL_EXPERT_GEMM_PAD_BYTES. */
+struct padding {
+    int64_t kmax = 0;
+    const int64_t *row0 = nullptr, *count = nullptr; /* device */
+};
+
+padding plan_padding(void *ctx, const int64_t *counts, int groups, int64_t bytes_per_row) {
+    padding p;
+    int64_t kmax = 0, rows = 0, nonempty = 0;
+    for (int g = 0; g < groups; g++) {
+        kmax = counts[g] > kmax ? counts[g] : kmax;
+        rows += counts[g];
+        nonempty += counts[g] > 0;
+    }
+    kmax = (kmax + 7) / 8 * 8;
+    if (groups < 1 || kmax == 0 || kmax * nonempty > 2 * rows ||
+        (int64_t)groups * kmax * bytes_per_row > SL_EXPERT_GEMM_PAD_BYTES)
+        return p;
+    std::vector<int64_t> meta(2 * (size_t)groups); /* row0, then count */
+    int64_t row0 = 0;
+    for (int g = 0; g < groups; row0 += counts[g], g++)
+        meta[(size_t)g] = row0, meta[(size_t)groups + (size_t)g] = counts[g];
+    const int64_t *d =
+        (const int64_t *)sl_cuda_upload(ctx, meta.data(), meta.size() * sizeof(int64_t));
+    p.kmax = kmax, p.row0 = d, p.count = d + groups;
+    return p;
+}
+
+/* Copies between rows [rows][width_bytes] and the padded [groups][kmax][width_bytes] (pad: into
+ * the padded layout with zero rows; else back, the counted rows only). */
+void pad_copy(void *ctx, const char *op, bool pad, void *padded, const void *rows,
+              int64_t width_bytes, const padding &p, int groups) {
+    const int threads = 256;
+    const int64_t w16 = width_bytes / 16, per_group = p.kmax * w16;
+    int64_t bx = (per_group + threads - 1) / threads;
+    bx = bx > 64 ? 64 : bx < 1 ? 1 : bx;
+    const dim3 grid((unsigned)bx, (unsigned)groups);
+    if (pad)
+        SL_LAUNCH(k_pad_rows, grid, threads, 0, sl_cuda_stream(ctx), (uint4 *)padded,
+                  (const uint4 *)rows, p.row0, p.count, (int)p.kmax, (int)w16);
+    else
+        SL_LAUNCH(k_unpad_rows, grid, threads, 0, sl_cuda_stream(ctx), (uint4 *)rows,
+                  (const uint4 *)padded, p.row0, p.count, (int)p.kmax, (int)w16);
+    SL_CUDA_LAUNCHED(op);
+}
+
+/* The forward or data-gradient GEMM as one strided batched call (SL_EXPERT_GEMM_PADDED): A's
+ * rows padded per group (scratch slot 1), PC_g = PA_g op(B_g) for all groups at once into
+ * scratch slot 2, the counted rows copied back into C. Only with beta 0 (a copy back cannot
+ * add beta C without a second rounding), one dtype throughout, 16-byte rows and operands.
+ * Returns false (nothing done) where it does not apply. */
+bool run_padded_mm(void *ctx, const char *op, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                   const int64_t *counts, int groups, bool trans_b, float beta) {
+    const int64_t r = b->shape[1], s = b->shape[2];
+    const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
+    const int64_t es = (int64_t)sl_dtype_size(a->dtype);
+    if (beta != 0.0f || a->dtype != c->dtype || a->dtype != b->dtype || (in * es) % 16 ||
+        (out * es) % 16 || ((uintptr_t)a->data | (uintptr_t)c->data) % 16)
+        return false;
+    const padding p = plan_padding(ctx, counts, groups, (in + out) * es);
+    if (p.kmax == 0) return false;
+    void *pa = sl_cuda_scratch(ctx, 1, (size_t)(groups * p.kmax * in * es));
+    void *pc = sl_cuda_scratch(ctx, 2, (size_t)(groups * p.kmax * out * es));
+    pad_copy(ctx, op, true, pa, a->data, in * es, p, groups);
+    const float alpha = 1.0f, zero = 0.0f;
+    const cudaDataType t = sl_cuda_data_type(a->dtype);
+    const int m = sl_cuda_blas_int(out, op, "output width");
+    const int n = sl_cuda_blas_int(p.kmax, op, "padded group rows");
+    const int k = sl_cuda_blas_int(in, op, "input width");
+    const int lda = sl_cuda_blas_int(s, op, "B row width");
+    sl_cublas_check(cublasGemmStridedBatchedEx(
+                        sl_cuda_cublas(ctx), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n,
+                        k, &alpha, b->data, t, lda, r * s, pa, t, k, p.kmax * in, &zero, pc, t, m,
+                        p.kmax * out, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    op, "cublasGemmStridedBatchedEx (padded)");
+    pad_copy(ctx, op, false, pc, c->data, out * es, p, groups);
+    return true;
+}
+
 /* The bf16-into-fp32 weight gradient as one strided batched GEMM (SL_EXPERT_GEMM_PADDED):
  * every group's rows of X [rows, S] and dY [rows, R] copied into [groups][kmax][.] with zeros
  * past its count (scratch slots 1 and 2), then dW_g^T [S, R] = PX_g^T [S, kmax] PdY_g [kmax, R]
@@ -183,43 +279,22 @@ __global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, co
 bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy,
                    const sl_tensor *x, const int64_t *counts, int groups, float beta) {
     const int64_t r = dw->shape[1], s = dw->shape[2];
-    if (dy->dtype != SL_BF16 || dw->dtype != SL_F32 || r % 8 || s % 8 || groups < 1) return false;
+    if (dy->dtype != SL_BF16 || dw->dtype != SL_F32 || r % 8 || s % 8) return false;
     if (((uintptr_t)dy->data | (uintptr_t)x->data) % 16) return false;
-    int64_t kmax = 0, rows = 0, nonempty = 0;
-    for (int g = 0; g < groups; g++) {
-        kmax = counts[g] > kmax ? counts[g] : kmax;
-        rows += counts[g];
-        nonempty += counts[g] > 0;
-    }
-    kmax = (kmax + 7) / 8 * 8;
-    const int64_t pad_bytes = (int64_t)groups * kmax * (r + s) * 2;
-    if (kmax == 0 || kmax * nonempty > 2 * rows || pad_bytes > SL_EXPERT_GEMM_PAD_BYTES)
-        return false;
-    std::vector<int64_t> meta(2 * (size_t)groups); /* row0, then count */
-    int64_t row0 = 0;
-    for (int g = 0; g < groups; row0 += counts[g], g++)
-        meta[(size_t)g] = row0, meta[(size_t)groups + (size_t)g] = counts[g];
-    const int64_t *dmeta =
-        (const int64_t *)sl_cuda_upload(ctx, meta.data(), meta.size() * sizeof(int64_t));
-    uint4 *px = (uint4 *)sl_cuda_scratch(ctx, 1, (size_t)(groups * kmax * s * 2));
-    uint4 *pdy = (uint4 *)sl_cuda_scratch(ctx, 2, (size_t)(groups * kmax * r * 2));
-    const int threads = 256;
-    for (int t = 0; t < 2; t++) {
-        const int64_t w8 = (t == 0 ? s : r) / 8, per_group = kmax * w8;
-        int64_t bx = (per_group + threads - 1) / threads;
-        bx = bx > 64 ? 64 : bx;
-        SL_LAUNCH(k_pad_rows, dim3((unsigned)bx, (unsigned)groups), threads, 0, sl_cuda_stream(ctx),
-                  t == 0 ? px : pdy, (const uint4 *)(t == 0 ? x->data : dy->data), dmeta,
-                  dmeta + groups, (int)kmax, (int)w8);
-        SL_CUDA_LAUNCHED(op);
-    }
+    const padding p = plan_padding(ctx, counts, groups, (r + s) * 2);
+    if (p.kmax == 0) return false;
+    void *px = sl_cuda_scratch(ctx, 1, (size_t)(groups * p.kmax * s * 2));
+    void *pdy = sl_cuda_scratch(ctx, 2, (size_t)(groups * p.kmax * r * 2));
+    pad_copy(ctx, op, true, px, x->data, s * 2, p, groups);
+    pad_copy(ctx, op, true, pdy, dy->data, r * 2, p, groups);
     const float alpha = 1.0f;
     const int m = sl_cuda_blas_int(s, op, "S"), n = sl_cuda_blas_int(r, op, "R");
-    const int k = sl_cuda_blas_int(kmax, op, "padded group rows");
-    sl_cublas_check(cublasGemmStridedBatchedEx(
-                        sl_cuda_cublas(ctx), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &alpha, px,
-                        CUDA_R_16BF, m, kmax * s, pdy, CUDA_R_16BF, n, kmax * r, &beta, dw->data,
-                        CUDA_R_32F, m, r * s, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    const int k = sl_cuda_blas_int(p.kmax, op, "padded group rows");
+    sl_cublas_check(cublasGemmStridedBatchedEx(sl_cuda_cublas(ctx), CUBLAS_OP_N, CUBLAS_OP_T, m, n,
+                                               k, &alpha, px, CUDA_R_16BF, m, p.kmax * s, pdy,
+                                               CUDA_R_16BF, n, p.kmax * r, &beta, dw->data,
+                                               CUDA_R_32F, m, r * s, groups, CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT),
                     op, "cublasGemmStridedBatchedEx (padded weight gradient)");
     return true;
 }
@@ -293,11 +368,14 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         ps.push_back(p);
     }
     const int how = strategy();
-    if (how == SL_EXPERT_GEMM_PER_EXPERT) {
+    const bool big = mean_rows(ps, false) >= SL_EXPERT_GEMM_LANES_ROWS;
+    if ((how == SL_EXPERT_GEMM_PADDED || (how == SL_EXPERT_GEMM_AUTO && !big)) &&
+        run_padded_mm(ctx, op, c, a, b, counts, groups, trans_b, beta)) {
+        g_path = "padded";
+    } else if (how == SL_EXPERT_GEMM_PER_EXPERT) {
         run_per_expert(ctx, op, ps, a->dtype, c->dtype, beta);
         g_path = "per-expert";
-    } else if (how == SL_EXPERT_GEMM_LANES ||
-               (how == SL_EXPERT_GEMM_AUTO && mean_rows(ps, false) >= SL_EXPERT_GEMM_LANES_ROWS)) {
+    } else if (how == SL_EXPERT_GEMM_LANES || (how == SL_EXPERT_GEMM_AUTO && big)) {
         run_lanes(ctx, op, ps, a->dtype, c->dtype, beta);
         g_path = "lanes";
     } else {

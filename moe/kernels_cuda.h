@@ -17,10 +17,10 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        per call, from the mean rows per non-empty expert: below
- *                              SL_EXPERT_GEMM_LANES_ROWS one cublasGemmGroupedBatchedEx (the
- *                              bf16-into-fp32 weight gradient, which the grouped call refuses,
- *                              padded as in SL_EXPERT_GEMM_PADDED), from it on per-expert GEMMs
- *                              on the side lanes (the default)
+ *                              SL_EXPERT_GEMM_LANES_ROWS padded as SL_EXPERT_GEMM_PADDED where
+ *                              that applies (else the grouped call, and the weight gradient of
+ *                              bf16 training on the lanes), from it on per-expert GEMMs on the
+ *                              side lanes (the default)
  *   SL_EXPERT_GEMM_GROUPED     one grouped call where cuBLAS takes the types, else one
  *                              cublasGemmEx per expert on the stream (the default until
  *                              2026-11-26)
@@ -30,11 +30,12 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  *   SL_EXPERT_GEMM_LANES       one cublasGemmEx per non-empty expert, spread over the backend's
  *                              side lanes (core/backend_cuda.cuh: 4 streams, a cuBLAS handle
  *                              each) so that several small GEMMs run at once
- *   SL_EXPERT_GEMM_PADDED      as GROUPED, but the bf16-into-fp32 weight gradient runs as one
- *                              cublasGemmStridedBatchedEx over copies of X and dY with every
- *                              expert's rows zero-padded to the largest count (when the padding
- *                              at most doubles the work and fits SL_EXPERT_GEMM_PAD_BYTES; else
- *                              on the lanes)
+ *   SL_EXPERT_GEMM_PADDED      one cublasGemmStridedBatchedEx per call over copies of the
+ *                              row operands with every expert's rows zero-padded to the largest
+ *                              count (the forward and data gradient when beta is 0, the
+ *                              bf16-into-fp32 weight gradient), when the padding at most doubles
+ *                              the work and its copies fit SL_EXPERT_GEMM_PAD_BYTES; else as
+ *                              GROUPED
  * Every strategy computes each expert's product with fp32 accumulation in one cuBLAS GEMM, so
  * the results agree to cuBLAS's rounding (not bitwise across strategies: kernels differ; each
  * strategy is deterministic run to run, lanes included, since every expert writes its own
@@ -56,7 +57,7 @@ enum {
  * ran the forward and data gradient 1.3-2.4x faster than per-expert calls, at 2,048 rows
  * per-expert calls ran them 1.6-2.0x faster. */
 enum { SL_EXPERT_GEMM_LANES_ROWS = 1024 };
-/* The padded weight gradient's copies of X and dY at most (bytes); larger goes to the lanes. */
+/* The padded copies of one call at most (bytes); a larger call is not padded. */
 #define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);
 void sl_cuda_expert_gemm_set_strategy(int strategy);
