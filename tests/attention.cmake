@@ -39,12 +39,18 @@ set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETU
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
-# (bf16 dK/dV written by the block), deterministic; hsplit2: chunks of 2 and 4 heads (GQA 4 and
-# 8), in the atomic mode (the chunk indexing is the same code in both modes; 6 s instead of 25).
-# A value that is not 1, 2, 4, 8 or auto stops the backward with a message naming the variable.
+# (bf16 dK/dV written by the block), deterministic and atomic (with one head per block the
+# atomic mode's step head would be right even if taken from the wrong step); hsplit2: chunks of
+# 2 and 4 heads (GQA 4 and 8), in the atomic mode (the chunk indexing is the same code in both
+# modes; 6 s instead of 25). A value that is not 1, 2, 4, 8 or auto stops the backward with a
+# message naming the variable.
 add_test(NAME test_attention_sm90_hsplit1 COMMAND test_attention_tc deterministic sm90)
 set_tests_properties(test_attention_sm90_hsplit1 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_HSPLIT=1")
+add_test(NAME test_attention_sm90_atomic_hsplit1 COMMAND test_attention_tc atomic sm90)
+set_tests_properties(test_attention_sm90_atomic_hsplit1 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0;SLUICE_ATTN_SM90_HSPLIT=1")
 add_test(NAME test_attention_sm90_hsplit2 COMMAND test_attention_tc atomic sm90)
 set_tests_properties(test_attention_sm90_hsplit2 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
