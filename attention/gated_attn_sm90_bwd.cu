@@ -7,9 +7,13 @@
  * Three kernels (four in the atomic dQ mode):
  *   1. prep (the tensor-core kernels' own, gated_attn_tc_bwd.cu): the gate's gradient fused,
  *      dO = dy sigmoid(g) in bf16, dg, Di = rowsum(dO O), and the atomic accumulator zeroed;
- *   2. dK, dV (this file): one block per (key tile of 128, sequence, kv head), earliest key
- *      tiles first. The producer's first thread loads K and V once and then Q and dO of every
- *      step (every query head of the GQA group, query tiles from the diagonal on, as the
+ *   2. dK, dV (this file): one block per (key tile of 128, chunk of the GQA group, sequence,
+ *      kv head), earliest key tiles first. The group is split into hsplit chunks of grp / hsplit
+ *      query heads (choose_hsplit: 1 unless the blocks are too few and uneven to fill the GPU
+ *      evenly); with hsplit > 1 each block writes fp32 partial dK, dV of its chunk to a
+ *      workspace and dkdv_reduce_kernel sums the chunks in order. The producer's first thread
+ *      loads K and V once and then Q and dO of every step (every query head of the block's
+ *      chunk, query tiles from the diagonal on, as the
  *      mma.sync kernel walks them) into two stages by TMA; its second warp writes the step's
  *      lse log2 e, Di and document starts into the stage (plain stores, published by its
  *      mbarrier arrival). Each consumer warpgroup owns 64 keys and keeps dK and dV in
@@ -25,6 +29,9 @@
  *      conversion to bf16 (gated_attn_tc_bwd.cu).
  * P and dS are rounded to bf16 as MMA operands; every sum is fp32.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "attention/gated_attn_sm90.cuh"
 #include "attention/kernels_cuda.h"
 
@@ -38,10 +45,12 @@ constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 
 template <int D, bool ATOMIC> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
-     * registers each, dK and dV: 64 each), 128 at D = 64 (64 each, dK and dV 32 each). */
+     * registers each, dK and dV: 64 each), 128 at D = 64 (64 each, dK and dV 32 each). A
+     * stage's statistics: lse log2 e, Di and the document start of BM rows, then the step's
+     * query head (the atomic mode's dQ address; 16 bytes keep the mbarriers aligned). */
     static constexpr int BN = kConsumers * kRows, BM = D == 64 ? 128 : 64, ST = 2;
     static constexpr uint32_t kv_bytes = BN * D * 2, q_bytes = BM * D * 2,
-                              ds_bytes = ATOMIC ? BN * BM * 2 : 0, stat_bytes = 12 * BM;
+                              ds_bytes = ATOMIC ? BN * BM * 2 : 0, stat_bytes = 12 * BM + 16;
     static constexpr uint32_t k = 0, v = kv_bytes, q = 2 * kv_bytes, dO = q + ST * q_bytes,
                               ds = dO + ST * q_bytes, stats = ds + 2 * ds_bytes,
                               bars = stats + ST * stat_bytes;
@@ -59,15 +68,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                     const args a) {
+                     const args a, const int hsplit, float *const part) {
     using L = dkdv_layout<D, ATOMIC>;
     constexpr int BN = L::BN, BM = L::BM, ST = L::ST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST;
 
-    const int64_t per_tile = (int64_t)a.batch * a.kv;
+    /* block: key tile (major: earliest, the longest, first), then chunk, sequence, kv head */
+    const int64_t per_tile = (int64_t)a.batch * a.kv * hsplit;
     const int j0 = (int)(blockIdx.x / per_tile) * BN, kvh = (int)(blockIdx.x % a.kv);
-    const int b = (int)(blockIdx.x % per_tile / a.kv);
+    const int b = (int)(blockIdx.x % per_tile / a.kv % a.batch);
+    /* the chunk, from blockIdx again in the epilogue (not held in a register through the loop) */
+    auto chunk_of = [&]() { return (int)(blockIdx.x % per_tile / ((int64_t)a.kv * a.batch)); };
+    const int gh = a.grp / hsplit; /* query heads of this block: its chunk of the GQA group */
     const int64_t tok0 = (int64_t)b * a.seq;
     const int nk = a.seq - j0 < BN ? a.seq - j0 : BN;
 
@@ -77,9 +90,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int qt0 = j0 / BM, nqt = (a.seq + BM - 1) / BM;
     int qt1 = qt0 + 1;
     while (qt1 < nqt && !(a.seg && a.seg[tok0 + qt1 * BM] >= j0 + nk)) qt1++;
-    const int per_head = qt1 - qt0, steps = a.grp * per_head;
-    /* step s: head kvh grp + s / per_head, query tile qt0 + s % per_head, stage s % ST */
-    auto head_of = [&](int s) { return kvh * a.grp + s / per_head; };
+    const int per_head = qt1 - qt0, steps = gh * per_head;
+    /* step s: head h0 + s / per_head, query tile qt0 + s % per_head, stage s % ST */
+    const int h0 = kvh * a.grp + chunk_of() * gh;
+    auto head_of = [&](int s) { return h0 + s / per_head; };
     auto row_of = [&](int s) { return (qt0 + s % per_head) * BM; };
 
     if (threadIdx.x == 0) {
@@ -126,6 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     sdi[r] = in ? a.di[row0 + (int64_t)r * a.h] : 0.0f;
                     sseg[r] = in && a.seg ? a.seg[tok0 + i0 + r] : 0;
                 }
+                if (ATOMIC && lane == 0) sseg[BM] = head_of(s); /* the atomic dQ head */
                 sl_mbar_arrive(&q_full[st]);
             }
         }
@@ -150,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     sl_mbar_wait(kv_full, 0);
 
     for (int s = 0; s < steps; s++) {
-        const int st = s % ST, h = head_of(s), i0 = row_of(s);
+        const int st = s % ST, i0 = row_of(s);
         const uint8_t *sq = smem + L::q + st * L::q_bytes, *sdo = smem + L::dO + st * L::q_bytes;
         const float *slse = (const float *)(smem + L::stats + st * L::stat_bytes), *sdi = slse + BM;
         const int *sseg = (const int *)(sdi + BM);
@@ -246,6 +261,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_wgmma_commit();
             sl_wgmma_wait<0>();
             sl_wgmma_fence_operand(dqa);
+            /* the step's head from the stage (the stats warp's): computed here it cost registers
+             * the D = 64 kernel does not have */
+            const int h = sseg[BM];
             sl_mbar_arrive(&q_empty[st]);
             SL_UNROLL
             for (int x = 0; x < 2; x++) {
@@ -259,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         } else {
-            (void)sds, (void)h;
+            (void)sds;
             sl_wgmma_wait<0>();
             sl_mbar_arrive(&q_empty[st]);
         }
@@ -269,11 +287,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_frags(da);
     }
 
-    /* Epilogue: rows keys kj[x], columns 8 j + 2 q (+1); dK takes the softmax scale. */
+    /* Epilogue: rows keys kj[x], columns 8 j + 2 q (+1). With the group split (hsplit > 1) the
+     * chunk's fp32 sums go to its slice of the workspace, summed by dkdv_reduce_kernel; whole,
+     * dK takes the softmax scale and both are rounded to bf16 here. */
+    const int64_t slice = (int64_t)a.batch * a.seq * a.kv * D;
     SL_UNROLL
     for (int x = 0; x < 2; x++) {
         if (kj[x] >= a.seq) continue;
         const int64_t row = ((tok0 + kj[x]) * a.kv + kvh) * D + 2 * p.q;
+        if (hsplit > 1) {
+            float *pk = part + chunk_of() * slice + row, *pv = pk + hsplit * slice;
+            SL_UNROLL
+            for (int j = 0; j < D / 8; j++) {
+                *(float2 *)(pk + 8 * j) = make_float2(dk[4 * j + 2 * x], dk[4 * j + 2 * x + 1]);
+                *(float2 *)(pv + 8 * j) = make_float2(dv[4 * j + 2 * x], dv[4 * j + 2 * x + 1]);
+            }
+            continue;
+        }
         SL_UNROLL
         for (int j = 0; j < D / 8; j++) {
             *(uint32_t *)(a.dk + row + 8 * j) =
@@ -284,29 +314,114 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-template <int D, bool ATOMIC> void launch_dkdv(const args &a, cudaStream_t stream) {
+/* The group split's reduce: dk = bf16(scale sum_c part_k[c]), dv = bf16(sum_c part_v[c]), the
+ * chunks c = 0 .. hsplit - 1 in order (fp32, the same bits every run). part: [2][hsplit][slice],
+ * slice = tokens x kv x D (a multiple of 4); item i is 4 elements of dk (i < slice / 4) or dv. */
+__global__ void dkdv_reduce_kernel(sl_bf16 *dk, sl_bf16 *dv, const float *part, int64_t slice,
+                                   int hsplit, float scale) {
+    const int64_t n4 = slice / 4, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * n4; i += stride) {
+        const bool isv = i >= n4;
+        const int64_t e = 4 * (isv ? i - n4 : i);
+        const float *src = part + (isv ? hsplit * slice : 0) + e;
+        float4 sum = *(const float4 *)src;
+        for (int c = 1; c < hsplit; c++) {
+            const float4 t = *(const float4 *)(src + c * slice);
+            sum.x += t.x, sum.y += t.y, sum.z += t.z, sum.w += t.w;
+        }
+        const float f = isv ? 1.0f : scale;
+        uint2 out;
+        out.x = sl_pack_bf16x2(sum.x * f, sum.y * f);
+        out.y = sl_pack_bf16x2(sum.z * f, sum.w * f);
+        *(uint2 *)((isv ? dv : dk) + e) = out;
+    }
+}
+
+/* The workspace of the group split is bounded: past it a smaller split is taken (the split pays
+ * off where the problem is small, a few waves, and there the workspace is small too). */
+constexpr size_t kMaxSplitBytes = (size_t)256 << 20;
+
+/* SLUICE_ATTN_SM90_HSPLIT: unset, "" or "auto": 0 (choose_hsplit decides); 1, 2, 4 or 8: that
+ * split, or the largest divisor of the GQA group below it. Read at every backward (getenv is
+ * cheap next to a launch), so a test can change it between calls. */
+int forced_hsplit(void) {
+    const char *e = getenv("SLUICE_ATTN_SM90_HSPLIT");
+    if (!e || !*e || strcmp(e, "auto") == 0) return 0;
+    SL_CHECK(strcmp(e, "1") == 0 || strcmp(e, "2") == 0 || strcmp(e, "4") == 0 ||
+                 strcmp(e, "8") == 0,
+             "SLUICE_ATTN_SM90_HSPLIT=%s: expected 1, 2, 4, 8 or auto", e);
+    return e[0] - '0';
+}
+
+size_t split_bytes(const args &a, int d, int hsplit) {
+    return 2 * (size_t)hsplit * (size_t)a.batch * (size_t)a.seq * (size_t)a.kv * (size_t)d *
+           sizeof(float);
+}
+
+/* How many chunks of the GQA group the dK/dV pass splits into (a divisor of grp). A block's
+ * work is its steps, grp / hsplit heads x the query tiles from its key tile's diagonal on; the
+ * first key tile's blocks are the longest (all nqt tiles), and blocks start longest first, so the
+ * makespan is about max(the longest block, total / SMs + the blocks still running at the end,
+ * each at most the longest). hsplit = 1 (the whole group in one block, no workspace) is right
+ * when the longest block is small next to total / SMs; otherwise (few blocks, a wave or two:
+ * S 4096, B 1, KV 4 is 128 blocks, the first twice the average) the longest block sets the
+ * makespan, up to twice the ideal. The rule: the smallest divisor for which the longest block is
+ * at most half of total / SMs (the makespan then within about 1.5x of the ideal, in practice
+ * closer: the last blocks are the short ones), or the whole split (one head per block) where
+ * none is. Documents only shorten blocks; the count is the plain causal one. */
+int choose_hsplit(const args &a, int d, int bn, int bm, int sms) {
+    int want = forced_hsplit();
+    if (want == 0) {
+        const int nkt = (a.seq + bn - 1) / bn, nqt = (a.seq + bm - 1) / bm;
+        double total = 0; /* steps of all blocks */
+        for (int t = 0; t < nkt; t++) total += (double)(nqt - t * bn / bm);
+        total *= (double)a.grp * a.batch * a.kv;
+        want = a.grp;
+        for (int hs = 1; hs < a.grp; hs++)
+            if (a.grp % hs == 0 && 2.0 * sms * ((double)(a.grp / hs) * nqt) <= total) {
+                want = hs;
+                break;
+            }
+    }
+    int hs = want < a.grp ? want : a.grp;
+    while (hs > 1 && (a.grp % hs != 0 || split_bytes(a, d, hs) > kMaxSplitBytes)) hs--;
+    return hs;
+}
+
+template <int D, bool ATOMIC> void launch_dkdv(void *ctx, const args &a, cudaStream_t stream) {
     using L = dkdv_layout<D, ATOMIC>;
     const char *op = "gated_attn_bwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, L::BM, op),
                       tdo = head_map(a.dob, a, a.h, D, L::BM, op),
                       tk = head_map(a.k, a, a.kv, D, L::BN, op),
                       tv = head_map(a.v, a, a.kv, D, L::BN, op);
-    const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv;
+    const int hsplit = choose_hsplit(a, D, L::BN, L::BM, sl_cuda_props(ctx)->multiProcessorCount);
+    /* scratch slot 3: bwd_args holds 0 (Di), 1 (dO) and 2 (the atomic dQ accumulator) */
+    float *part =
+        hsplit > 1 ? (float *)sl_cuda_scratch(ctx, 3, split_bytes(a, D, hsplit)) : nullptr;
+    const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
     raise_smem_limit<sm90_dkdv_kernel<D, ATOMIC>>(L::bytes, op);
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const args) = sm90_dkdv_kernel<D, ATOMIC>;
-    SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv, a);
+                   const args, const int, float *const) = sm90_dkdv_kernel<D, ATOMIC>;
+    SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv, a,
+              hsplit, part);
     SL_CUDA_LAUNCHED(op);
+    if (hsplit > 1) {
+        const int64_t slice = (int64_t)a.batch * a.seq * a.kv * D, items = slice / 2;
+        SL_LAUNCH(dkdv_reduce_kernel, dim3(sl_blocks(items < (1 << 24) ? items : 1 << 24, 256)),
+                  dim3(256), 0, stream, a.dk, a.dv, (const float *)part, slice, hsplit, a.scale);
+        SL_CUDA_LAUNCHED(op);
+    }
 }
 
-template <int D> void launch_bwd(const args &a, bool atomic, cudaStream_t stream) {
+template <int D> void launch_bwd(void *ctx, const args &a, bool atomic, cudaStream_t stream) {
     sl_attn_tc::launch_bwd_prep(a, D, stream);
     if (atomic) {
-        launch_dkdv<D, true>(a, stream);
+        launch_dkdv<D, true>(ctx, a, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
-        launch_dkdv<D, false>(a, stream);
+        launch_dkdv<D, false>(ctx, a, stream);
         launch_dq(a, D, stream);
     }
 }
@@ -324,7 +439,7 @@ void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_ten
                                         batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
     if (q->shape[2] == 64)
-        launch_bwd<64>(a, atomic, stream);
+        launch_bwd<64>(ctx, a, atomic, stream);
     else
-        launch_bwd<128>(a, atomic, stream);
+        launch_bwd<128>(ctx, a, atomic, stream);
 }

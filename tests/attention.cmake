@@ -36,6 +36,32 @@ set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
 set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
+# tests above run "auto", which at these shapes takes one query head per block (fp32 partials
+# summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
+# (bf16 dK/dV written by the block), deterministic and atomic (with one head per block the
+# atomic mode's step head would be right even if taken from the wrong step); hsplit2: chunks of
+# 2 and 4 heads (GQA 4 and 8), in the atomic mode (the chunk indexing is the same code in both
+# modes; 6 s instead of 25). A value that is not 1, 2, 4, 8 or auto stops the backward with a
+# message naming the variable.
+add_test(NAME test_attention_sm90_hsplit1 COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_hsplit1 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_HSPLIT=1")
+add_test(NAME test_attention_sm90_atomic_hsplit1 COMMAND test_attention_tc atomic sm90)
+set_tests_properties(test_attention_sm90_atomic_hsplit1 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0;SLUICE_ATTN_SM90_HSPLIT=1")
+add_test(NAME test_attention_sm90_hsplit2 COMMAND test_attention_tc atomic sm90)
+set_tests_properties(test_attention_sm90_hsplit2 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0;SLUICE_ATTN_SM90_HSPLIT=2")
+add_test(NAME test_attention_sm90_hsplit_bad
+         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_hsplit_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_HSPLIT=3"
+                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_HSPLIT=3: expected 1, 2, 4, 8 or auto.*exit [1-9]")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.

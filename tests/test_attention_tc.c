@@ -19,7 +19,11 @@
  *   sm90: the Hopper kernel "sm90" (attention/gated_attn_sm90_*.cu: wgmma, TMA, warp
  *     specialization) instead of the mma.sync kernel "mma"; skipped (77) on a GPU that cannot run
  *     it. Either is chosen by name (sl_backend_set_attn_kernel), so a Hopper GPU tests "mma" too,
- *     and every case checks that it ran (sl_backend_attn_kernel_ran).
+ *     and every case checks that it ran (sl_backend_attn_kernel_ran). Its dK/dV pass splits the
+ *     GQA group over blocks (attention/gated_attn_sm90_bwd.cu, choose_hsplit): at these small
+ *     shapes "auto" takes one head per block (fp32 partials, then the ordered reduce);
+ *     tests/attention.cmake also runs it with SLUICE_ATTN_SM90_HSPLIT=1 (no split, bf16 written
+ *     directly) and =2 (chunks of 2 or 4 heads).
  * Skipped (77) in a build without the CUDA backend or on a machine without a GPU.
  */
 #include <stdlib.h>
@@ -71,6 +75,9 @@ static const acase k_cases[] = {
     /* documents starting past a tile of 128: the forward and dQ skip whole key tiles, the
      * dK/dV pass stops before whole query tiles */
     {1, 400, 2, 2, 128, SL_GATE_HEADWISE, k_docs_long},
+    /* GQA 8 with documents crossing a tile of 128, S off the tiles: the Hopper dK/dV pass's
+     * group split (hsplit) at its largest, a chunk per head, and in chunks of 4 or 2 heads */
+    {1, 200, 8, 1, 128, SL_GATE_ELEMENTWISE, k_docs_long},
 };
 
 static void compare(const char *lbl, const char *what, const float *got, const float *want,
