@@ -31,16 +31,18 @@
  * copies of the bf16 inputs (exact in TF32); "padded" runs each call as one strided batched
  * GEMM over copies of its row operands with every expert zero-padded to the largest count
  * (run_padded_mm, run_padded_dw: one launch and cuBLAS's batched kernels, for kmax / mean rows
- * of the useful FLOPs and a copy of the operands). "auto" (the default) chooses per call from
- * what an H200 measured on 2026-11-26 (bench/expert_gemm_bench, docs/performance.md): cuBLAS's
- * grouped kernels ran the forward and data gradient at 243-279 TFLOP/s at 256 rows per expert
- * (one GPU at 4,096 tokens) and lost to per-expert GEMMs by 1.6-2x at 2,048 (an EP-8
- * deployment's load), and the bf16-into-fp32 weight gradient, which the grouped call refuses, ran
- * as 128 GEMMs one after another at 90-111 TFLOP/s at 256 rows with host calls slower than the
- * device: below SL_EXPERT_GEMM_LANES_ROWS mean rows auto pads where that applies (else grouped,
- * the weight gradient on the lanes), from there on it spreads per-expert GEMMs over the
- * lanes. Every strategy gives each expert's product from one cuBLAS GEMM with fp32
- * accumulation.
+ * of the useful FLOPs and a copy of the operands). "auto" (the default) follows what an H200
+ * measured on 2026-11-26 in training steps (gpu_train_bench --profile at 256 and 2,048 rows per
+ * expert; docs/performance.md): the grouped call for the forward and data gradient (the padded
+ * and per-expert forms were no faster there, the lanes slower: every per-expert GEMM has a new
+ * shape each micro-batch, and their host calls outran the device), and for the bf16-into-fp32
+ * weight gradient, which the grouped call refuses, the padded call below
+ * SL_EXPERT_GEMM_PAD_ROWS mean rows where it applies (81 -> 62 ms per step at 256 rows), else
+ * one GEMM per expert on the stream (25 ms per step at 2,048 rows, against 46 on the lanes).
+ * bench/expert_gemm_bench times each call in isolation with the same counts every call, which
+ * favours the per-expert forms: its figures and the step's disagree for the lanes (faster in
+ * the bench, slower in the step), so the step decided. Every strategy gives each expert's
+ * product from one cuBLAS GEMM with fp32 accumulation.
  */
 #include <cstdlib>
 #include <cstring>
@@ -299,13 +301,6 @@ bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy
     return true;
 }
 
-/* Mean rows per problem: the reduction length of a weight gradient, the row count otherwise. */
-double mean_rows(const std::vector<problem> &ps, bool dw) {
-    double sum = 0;
-    for (const problem &p : ps) sum += dw ? p.k : p.n;
-    return ps.empty() ? 0.0 : sum / (double)ps.size();
-}
-
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
@@ -367,15 +362,16 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         p.ldc = p.m;
         ps.push_back(p);
     }
+    /* auto: the grouped call (see the top: in training steps on the H200 the padded and the
+     * per-expert forms measured no faster, the lanes slower) */
     const int how = strategy();
-    const bool big = mean_rows(ps, false) >= SL_EXPERT_GEMM_LANES_ROWS;
-    if ((how == SL_EXPERT_GEMM_PADDED || (how == SL_EXPERT_GEMM_AUTO && !big)) &&
+    if (how == SL_EXPERT_GEMM_PADDED &&
         run_padded_mm(ctx, op, c, a, b, counts, groups, trans_b, beta)) {
         g_path = "padded";
     } else if (how == SL_EXPERT_GEMM_PER_EXPERT) {
         run_per_expert(ctx, op, ps, a->dtype, c->dtype, beta);
         g_path = "per-expert";
-    } else if (how == SL_EXPERT_GEMM_LANES || (how == SL_EXPERT_GEMM_AUTO && big)) {
+    } else if (how == SL_EXPERT_GEMM_LANES) {
         run_lanes(ctx, op, ps, a->dtype, c->dtype, beta);
         g_path = "lanes";
     } else {
@@ -401,7 +397,7 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         /* first, so that empty groups get beta once (the batched call applies it to them) */
         int64_t rows = 0, nonempty = 0;
         for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;
-        const bool small = rows < (int64_t)SL_EXPERT_GEMM_LANES_ROWS * nonempty;
+        const bool small = rows < (int64_t)SL_EXPERT_GEMM_PAD_ROWS * nonempty;
         if ((how == SL_EXPERT_GEMM_PADDED || small) &&
             run_padded_dw(ctx, op, dw, dy, x, counts, groups, beta)) {
             g_dw_path = "padded";
@@ -434,12 +430,8 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         ps.push_back(p);
     }
     if (ps.empty()) return;
-    /* auto, where the padded call did not apply: the grouped call below
-     * SL_EXPERT_GEMM_LANES_ROWS where cuBLAS takes the types, else the lanes (the
-     * bf16-into-fp32 gradient, which the grouped call refuses, always) */
-    const bool big = mean_rows(ps, true) >= SL_EXPERT_GEMM_LANES_ROWS;
-    if (how == SL_EXPERT_GEMM_LANES ||
-        (how == SL_EXPERT_GEMM_AUTO && (big || dw->dtype != dy->dtype))) {
+    /* auto, where the padded call did not apply: as grouped (below) */
+    if (how == SL_EXPERT_GEMM_LANES) {
         run_lanes(ctx, op, ps, dy->dtype, dw->dtype, beta);
         g_dw_path = "lanes";
         return;

@@ -16,11 +16,10 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
                                const int64_t *counts, int groups, float beta);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
- *   SL_EXPERT_GEMM_AUTO        per call, from the mean rows per non-empty expert: below
- *                              SL_EXPERT_GEMM_LANES_ROWS padded as SL_EXPERT_GEMM_PADDED where
- *                              that applies (else the grouped call, and the weight gradient of
- *                              bf16 training on the lanes), from it on per-expert GEMMs on the
- *                              side lanes (the default)
+ *   SL_EXPERT_GEMM_AUTO        as GROUPED, except for the bf16-into-fp32 weight gradient below
+ *                              SL_EXPERT_GEMM_PAD_ROWS mean rows per expert, which runs
+ *                              padded as in SL_EXPERT_GEMM_PADDED where that applies (the
+ *                              default; chosen from training steps on an H200, 2026-11-26)
  *   SL_EXPERT_GEMM_GROUPED     one grouped call where cuBLAS takes the types, else one
  *                              cublasGemmEx per expert on the stream (the default until
  *                              2026-11-26)
@@ -52,11 +51,11 @@ enum {
     SL_EXPERT_GEMM_LANES = 4,
     SL_EXPERT_GEMM_PADDED = 5
 };
-/* The mean rows per expert from which auto leaves the grouped call: measured on an H200
- * (2026-11-26, bench/expert_gemm_bench, hidden 2048, ffn 768): at 256 rows the grouped call
- * ran the forward and data gradient 1.3-2.4x faster than per-expert calls, at 2,048 rows
- * per-expert calls ran them 1.6-2.0x faster. */
-enum { SL_EXPERT_GEMM_LANES_ROWS = 1024 };
+/* The mean rows per expert below which auto pads the bf16-into-fp32 weight gradient: measured
+ * on an H200 (2026-11-26, gpu_train_bench --profile, hidden 2048, ffn 768): padded 62 ms per
+ * step against 81 for per-expert GEMMs at 256 rows; at 2,048 rows the padded copies pass
+ * SL_EXPERT_GEMM_PAD_BYTES and per-expert GEMMs took 25 ms (no padded figure there). */
+enum { SL_EXPERT_GEMM_PAD_ROWS = 1024 };
 /* The padded copies of one call at most (bytes); a larger call is not padded. */
 #define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);

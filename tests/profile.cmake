@@ -6,7 +6,8 @@ if(SLUICE_WITH_CUDA)
   add_test(NAME test_profile_cuda
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_profile.sh cuda
                    $<TARGET_FILE:gpu_train_bench> ${CMAKE_SOURCE_DIR}
-                   ${CMAKE_CURRENT_BINARY_DIR}/profile_cuda)
+                   ${CMAKE_CURRENT_BINARY_DIR}/profile_cuda
+                   $<IF:$<BOOL:${SLUICE_CUDA_EMULATED}>,emulated,gpu>)
   set_tests_properties(test_profile_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                        LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 endif()

@@ -8,8 +8,9 @@
 #      two profiles and attn_bench; the PyTorch parts skip (no CUDA for PyTorch here). Exit 0, and
 #      summary.txt / summary.json list every part with a status and a duration, the NCCL probe
 #      reports filtered out.
-#      Racecheck is asked to leave the vendor kernels out (--kernel-name-exclude) and the
-#      stand-in's hazard inside cuBLAS's nvjet kernel (as on the H200) is named, not a failure.
+#      Racecheck gets no kernel filter (--kernel-name-exclude broke compute-sanitizer on the
+#      H200) and the stand-in's hazard inside cuBLAS's nvjet kernel (as on the H200) is named,
+#      not a failure.
 #   B. From the build tree, parts that must fail: a test killed by its time limit (--test-timeout
 #      1), a memcheck that reports a real error (the stand-in adds an invalid write) and a
 #      racecheck that reports a hazard in a kernel of sluice's: all FAIL, exit status 1.
@@ -38,7 +39,7 @@ echo "== C. sanitizer_log.py on sample reports"
 "$py" - "$src/bench" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
-from sanitizer_log import racecheck_filter, sanitizer_report, vendor_note
+from sanitizer_log import sanitizer_report, vendor_note
 
 def race(kernel_r, kernel_w):
     return ("========= Error: Potential WAR hazard detected at __shared__ 0x1034428 in block (1,39,0) :\n"
@@ -67,9 +68,6 @@ mem = ("========= Invalid __global__ read of size 4 bytes\n=========     at %s+0
 e, p, w, v = sanitizer_report(mem, "memcheck")
 if len(e) != 1:
     bad.append(f"memcheck in a vendor kernel (likely a bad argument of ours): errors {e}; want 1")
-f = racecheck_filter()
-if f[0] != "--kernel-name-exclude" or not f[1].startswith("regex=") or "nvjet" not in f[1]:
-    bad.append(f"racecheck_filter: {f}")
 print("\n".join("FAIL: " + b for b in bad) if bad else "C: vendor reports counted apart, sluice's are errors")
 sys.exit(1 if bad else 0)
 PY
@@ -167,8 +165,8 @@ rs = parts.get("racecheck_step", {}).get("note", "")
 if "1 report(s) in vendor kernels" not in rs or "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT: 1" not in rs:
     bad.append("racecheck_step does not name the hazard in cuBLAS's kernel apart: " + rs)
 rlog = open(os.path.join(out, "logs", "racecheck_step_step.log")).read()
-if "stand-in: kernel filter 'regex=nvjet|" not in rlog:
-    bad.append("racecheck_step did not pass --kernel-name-exclude regex=nvjet|... to compute-sanitizer")
+if "stand-in: kernel filter ''" not in rlog:
+    bad.append("racecheck_step passed a kernel filter (it broke compute-sanitizer on the H200)")
 if [t["name"] for t in parts.get("tests", {}).get("tests", [])] != ["test_profile_cuda"]:
     bad.append("tests: not exactly the bundled test_profile_cuda")
 for f in ("doctor.json", "profile.json", "profile_ep8.json", "tests.tsv", "logs/tests/test_profile_cuda.log"):

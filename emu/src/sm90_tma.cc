@@ -104,6 +104,17 @@ void check_memory(const tensor_map &m, const char *who) {
                who, (const void *)(uintptr_t)m.addr, extent_bytes(m));
 }
 
+/* The innermost coordinate must fall on a 16-byte boundary of the row: an H200 raised
+ * cudaErrorIllegalInstruction for every load and store whose innermost coordinate times the
+ * element size was not a multiple of 16 bytes (-5, 60 and 84 bf16 elements; test_ptx_sm90's
+ * hardware twins, 2026-11-26), in bounds or not, and completed every aligned one. */
+void check_inner_coordinate(const tensor_map &m, int32_t c0, const char *who) {
+    if (((int64_t)c0 * (int64_t)m.esize) % 16 != 0)
+        faultf("%s: the innermost coordinate %d times the element size %u is not a multiple of "
+               "16 bytes (the hardware raises an illegal instruction)",
+               who, (int)c0, (unsigned)m.esize);
+}
+
 } // namespace
 
 tensor_map read_tensor_map(const void *p, int rank, const char *who) {
@@ -164,6 +175,7 @@ void tma_load(void *smem, const void *tmap, uint64_t *bar, int rank, const int32
     const tensor_map m = read_tensor_map(tmap, rank, who);
     check_smem(smem, m, who);
     check_memory(m, who);
+    check_inner_coordinate(m, coords[0], who);
     sm90::tma_load l;
     l.dst = (unsigned char *)smem;
     l.map = m;
@@ -183,6 +195,7 @@ void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coor
     const tensor_map m = read_tensor_map(tmap, rank, who);
     check_smem(smem, m, who);
     check_memory(m, who);
+    check_inner_coordinate(m, coords[0], who);
     /* The async proxy reads what ordinary stores wrote: they need fence.proxy.async. */
     async_read((const unsigned char *)smem, box_bytes(m), who);
     tma_store_op s;

@@ -96,6 +96,8 @@ enum mb_mode {
     mb_store_changed,
     mb_store_no_fence,
     mb_after_inval,
+    mb_load_unaligned,
+    mb_store_unaligned,
 };
 
 /* 128 threads; thread 0 loads a 16 x 64 bf16 tile into shared memory with TMA on an mbarrier,
@@ -125,7 +127,8 @@ __global__ void tma_misuse_kernel(const __grid_constant__ CUtensorMap map,
     if (t == 0) {
         sl_mbar_arrive_expect_tx(bar, 2048);
         if (mode == mb_over_arrive) sl_mbar_arrive(bar);
-        sl_tma_load_2d(smem, &map, bar, 0, 0);
+        /* an innermost coordinate off a 16-byte boundary: the H200 raised an illegal instruction */
+        sl_tma_load_2d(smem, &map, bar, mode == mb_load_unaligned ? 3 : 0, 0);
     }
     if (mode == mb_never_waited) return;
     if (mode == mb_read_before_wait && t == 0) /* the issuing thread, before its wait */
@@ -140,7 +143,7 @@ __global__ void tma_misuse_kernel(const __grid_constant__ CUtensorMap map,
     if (mode != mb_store_no_fence) sl_fence_proxy_async();
     __syncthreads();
     if (t == 0) {
-        sl_tma_store_2d(&omap, tile, 0, 0);
+        sl_tma_store_2d(&omap, tile, mode == mb_store_unaligned ? 4 : 0, 0);
         sl_tma_store_commit();
         if (mode == mb_store_changed) tile[3] = 0;
         if (mode != mb_store_no_wait) sl_tma_store_wait<0>();
@@ -233,7 +236,9 @@ static int run_case(const std::string &c) {
                                      "mb_store_no_wait",
                                      "mb_store_changed",
                                      "mb_store_no_fence",
-                                     "mb_after_inval"};
+                                     "mb_after_inval",
+                                     "mb_load_unaligned",
+                                     "mb_store_unaligned"};
     for (int m = 0; m < (int)(sizeof mb / sizeof *mb); m++)
         if (c == mb[m]) {
             const CUtensorMap in = tile_map(src, 16), o = tile_map(dst, 16);
@@ -368,6 +373,8 @@ int main(int argc, char **argv) {
     expect_fault(self, "mb_store_no_wait", "not retired by cp.async.bulk.wait_group");
     expect_fault(self, "mb_store_changed", "changed before the wait");
     expect_fault(self, "mb_store_no_fence", "no fence.proxy.async");
+    expect_fault(self, "mb_load_unaligned", "(load): the innermost coordinate 3", "16 bytes");
+    expect_fault(self, "mb_store_unaligned", "(store): the innermost coordinate 4", "16 bytes");
     /* named barriers and setmaxnreg */
     expect_clean(self, "nb_ok");
     expect_fault(self, "nb_deadlock", "deadlock", "bar.sync 1, 128 at");
