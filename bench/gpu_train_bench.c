@@ -51,6 +51,7 @@
 #include "core/tensor.h"
 #include "model/counts.h"
 #include "model/model.h"
+#include "moe/kernels_cuda.h"
 #include "trainer/config.h"
 #include "trainer/fit_device.h"
 #include "trainer/train_step.h"
@@ -415,6 +416,11 @@ int main(int argc, char **argv) {
     const char *attn_ran = sl_backend_attn_kernel_ran(be);
     attn_ran = attn_ran ? attn_ran : "?";
     printf("attention kernel: %s\n", attn_ran);
+    /* how the last step's expert GEMMs ran (moe/kernels_cuda.h: SLUICE_EXPERT_GEMM, auto's rule) */
+    const char *gemm_path = sl_cuda_expert_gemm_last_path(),
+               *dw_path = sl_cuda_expert_gemm_dw_path();
+    printf("expert GEMMs (the last calls): forward and data gradient %s, weight gradient %s\n",
+           gemm_path, dw_path);
     printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s);
     printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
@@ -445,12 +451,13 @@ int main(int argc, char **argv) {
            "\"seq\": %d, \"accum\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_step\": %lld, "
            "\"host_reads_per_step\": %lld, \"syncs_per_step\": %lld, \"total_params\": %lld, "
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
-           "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\"",
+           "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\", "
+           "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\"",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
-           cfg.model.num_experts_per_tok, attn_ran);
+           cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path);
     const struct {
         const char *key;
         double v;

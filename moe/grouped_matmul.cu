@@ -33,12 +33,15 @@
  * (run_padded_mm, run_padded_dw: one launch and cuBLAS's batched kernels, for kmax / mean rows
  * of the useful FLOPs and a copy of the operands). "auto" (the default) follows what an H200
  * measured on 2026-11-26 in training steps (gpu_train_bench --profile at 256 and 2,048 rows per
- * expert; docs/performance.md): the grouped call for the forward and data gradient (the padded
- * and per-expert forms were no faster there, the lanes slower: every per-expert GEMM has a new
- * shape each micro-batch, and their host calls outran the device), and for the bf16-into-fp32
- * weight gradient, which the grouped call refuses, the padded call below
- * SL_EXPERT_GEMM_PAD_ROWS mean rows where it applies (81 -> 62 ms per step at 256 rows), else
- * one GEMM per expert on the stream (25 ms per step at 2,048 rows, against 46 on the lanes).
+ * expert; docs/performance.md): the grouped call for the forward and data gradient (the lanes
+ * were slower there: every per-expert GEMM has a new shape each micro-batch, and their host
+ * calls outran the device; the padded form's guard refused the step's counts, so no step has
+ * measured it), and for the bf16-into-fp32
+ * weight gradient, which the grouped call refuses, below SL_EXPERT_GEMM_PAD_ROWS mean rows the
+ * padded call where its guard lets it (routing at initialization usually does not: a largest
+ * count 6x the mean at 256 tokens under the emulator) and else the lanes (62 ms per step at 256
+ * rows against 82 one after another on the stream), from there on one GEMM per expert on the
+ * stream (25 ms per step at 2,048 rows, against 46 on the lanes).
  * bench/expert_gemm_bench times each call in isolation with the same counts every call, which
  * favours the per-expert forms: its figures and the step's disagree for the lanes (faster in
  * the bench, slower in the step), so the step decided. Every strategy gives each expert's
@@ -301,6 +304,13 @@ bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy
     return true;
 }
 
+/* Mean reduction length (rows per expert) of weight-gradient problems. */
+double mean_rows(const std::vector<problem> &ps) {
+    double sum = 0;
+    for (const problem &p : ps) sum += p.k;
+    return ps.empty() ? 0.0 : sum / (double)ps.size();
+}
+
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
@@ -430,8 +440,11 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         ps.push_back(p);
     }
     if (ps.empty()) return;
-    /* auto, where the padded call did not apply: as grouped (below) */
-    if (how == SL_EXPERT_GEMM_LANES) {
+    /* auto, where the padded call did not apply: bf16 into fp32 (refused by the grouped call)
+     * on the lanes below SL_EXPERT_GEMM_PAD_ROWS mean rows, else as grouped (below) */
+    const bool lanes_small = how == SL_EXPERT_GEMM_AUTO && dw->dtype != dy->dtype &&
+                             mean_rows(ps) < SL_EXPERT_GEMM_PAD_ROWS;
+    if (how == SL_EXPERT_GEMM_LANES || lanes_small) {
         run_lanes(ctx, op, ps, dy->dtype, dw->dtype, beta);
         g_dw_path = "lanes";
         return;

@@ -17,9 +17,9 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        as GROUPED, except for the bf16-into-fp32 weight gradient below
- *                              SL_EXPERT_GEMM_PAD_ROWS mean rows per expert, which runs
- *                              padded as in SL_EXPERT_GEMM_PADDED where that applies (the
- *                              default; chosen from training steps on an H200, 2026-11-26)
+ *                              SL_EXPERT_GEMM_PAD_ROWS mean rows per expert: padded as in
+ *                              SL_EXPERT_GEMM_PADDED where that applies, else on the side lanes
+ *                              (the default; chosen from training steps on an H200, 2026-11-26)
  *   SL_EXPERT_GEMM_GROUPED     one grouped call where cuBLAS takes the types, else one
  *                              cublasGemmEx per expert on the stream (the default until
  *                              2026-11-26)
@@ -51,10 +51,10 @@ enum {
     SL_EXPERT_GEMM_LANES = 4,
     SL_EXPERT_GEMM_PADDED = 5
 };
-/* The mean rows per expert below which auto pads the bf16-into-fp32 weight gradient: measured
- * on an H200 (2026-11-26, gpu_train_bench --profile, hidden 2048, ffn 768): padded 62 ms per
- * step against 81 for per-expert GEMMs at 256 rows; at 2,048 rows the padded copies pass
- * SL_EXPERT_GEMM_PAD_BYTES and per-expert GEMMs took 25 ms (no padded figure there). */
+/* The mean rows per expert below which auto pads the bf16-into-fp32 weight gradient or runs it
+ * on the lanes: measured on an H200 (2026-11-26, gpu_train_bench --profile, hidden 2048, ffn
+ * 768): on the lanes 62 ms per step against 82 one GEMM after another at 256 rows; at 2,048
+ * rows one after another took 25 ms, on the lanes 46. */
 enum { SL_EXPERT_GEMM_PAD_ROWS = 1024 };
 /* The padded copies of one call at most (bytes); a larger call is not padded. */
 #define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
