@@ -196,6 +196,19 @@ void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coor
     check_smem(smem, m, who);
     check_memory(m, who);
     check_inner_coordinate(m, coords[0], who);
+    /* Two more things the H200 did with stores (test_ptx_sm90's twins, 2026-11-26): into a
+     * tensor of 100 bf16 per row (200 bytes) it also wrote the 4 elements past each row's end,
+     * up to the next 16-byte boundary; and a 4D store at innermost coordinate -8 (aligned)
+     * raised an illegal instruction where loads at -8 completed. Refused here, as sluice's
+     * kernels never need either. */
+    if ((m.dims[0] * m.esize) % 16 != 0)
+        faultf("%s: the tensor's innermost extent (%llu elements of %u bytes) is not a multiple "
+               "of 16 bytes: the hardware stores whole 16-byte pieces past its last element",
+               who, (unsigned long long)m.dims[0], (unsigned)m.esize);
+    if (coords[0] < 0)
+        faultf("%s: a negative innermost coordinate (%d): the hardware raised an illegal "
+               "instruction for one",
+               who, (int)coords[0]);
     /* The async proxy reads what ordinary stores wrote: they need fence.proxy.async. */
     async_read((const unsigned char *)smem, box_bytes(m), who);
     tma_store_op s;

@@ -98,6 +98,8 @@ enum mb_mode {
     mb_after_inval,
     mb_load_unaligned,
     mb_store_unaligned,
+    mb_store_negative,
+    mb_store_ragged,
 };
 
 /* 128 threads; thread 0 loads a 16 x 64 bf16 tile into shared memory with TMA on an mbarrier,
@@ -143,7 +145,11 @@ __global__ void tma_misuse_kernel(const __grid_constant__ CUtensorMap map,
     if (mode != mb_store_no_fence) sl_fence_proxy_async();
     __syncthreads();
     if (t == 0) {
-        sl_tma_store_2d(&omap, tile, mode == mb_store_unaligned ? 4 : 0, 0);
+        sl_tma_store_2d(&omap, tile,
+                        mode == mb_store_unaligned  ? 4
+                        : mode == mb_store_negative ? -8
+                                                    : 0,
+                        0);
         sl_tma_store_commit();
         if (mode == mb_store_changed) tile[3] = 0;
         if (mode != mb_store_no_wait) sl_tma_store_wait<0>();
@@ -187,9 +193,9 @@ __global__ void sync_misuse_kernel(int mode, int *out) {
 
 /* ---- the cases ------------------------------------------------------------------------------ */
 
-static CUtensorMap tile_map(void *p, int rows) {
+static CUtensorMap tile_map(void *p, int rows, int cols = 64) {
     CUtensorMap m;
-    const cuuint64_t dims[2] = {64, (cuuint64_t)rows}, strides[1] = {128};
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {128};
     const cuuint32_t box[2] = {64, 16}, ones[2] = {1, 1};
     /* the driver function itself, with cuda.h's signature */
     const CUresult r =
@@ -238,10 +244,13 @@ static int run_case(const std::string &c) {
                                      "mb_store_no_fence",
                                      "mb_after_inval",
                                      "mb_load_unaligned",
-                                     "mb_store_unaligned"};
+                                     "mb_store_unaligned",
+                                     "mb_store_negative",
+                                     "mb_store_ragged"};
     for (int m = 0; m < (int)(sizeof mb / sizeof *mb); m++)
         if (c == mb[m]) {
-            const CUtensorMap in = tile_map(src, 16), o = tile_map(dst, 16);
+            const CUtensorMap in = tile_map(src, 16),
+                              o = tile_map(dst, 16, m == mb_store_ragged ? 60 : 64);
             SL_LAUNCH(tma_misuse_kernel, 1, 128, 4096 + 64, 0, in, o, m, out);
         }
     static const char *const nb[] = {"nb_ok",      "nb_deadlock", "nb_partial_warp", "nb_id0",
@@ -375,6 +384,8 @@ int main(int argc, char **argv) {
     expect_fault(self, "mb_store_no_fence", "no fence.proxy.async");
     expect_fault(self, "mb_load_unaligned", "(load): the innermost coordinate 3", "16 bytes");
     expect_fault(self, "mb_store_unaligned", "(store): the innermost coordinate 4", "16 bytes");
+    expect_fault(self, "mb_store_negative", "(store): a negative innermost coordinate (-8)");
+    expect_fault(self, "mb_store_ragged", "innermost extent (60 elements of 2 bytes)");
     /* named barriers and setmaxnreg */
     expect_clean(self, "nb_ok");
     expect_fault(self, "nb_deadlock", "deadlock", "bar.sync 1, 128 at");
