@@ -47,8 +47,8 @@ int sl_doctor_environment(sl_doctor *d) {
     sl_dr_add(d, "environment", "cuda_runtime", "CUDA runtime", SL_DR_INFO, NAN, "", "%s", rt);
     sl_dr_add(d, "environment", "cublas", "cuBLAS", SL_DR_INFO, NAN, "", "%s", v.cublas);
     sl_dr_add(d, "environment", "nccl", "NCCL", SL_DR_INFO, NAN, "", "%s", v.nccl);
-    sl_dr_add(d, "environment", "cudnn", "cuDNN (not used by sluice)", SL_DR_INFO, NAN, "", "%s",
-              v.cudnn);
+    sl_dr_add(d, "environment", "cudnn", "cuDNN (for attention.kernel = cudnn)", SL_DR_INFO, NAN,
+              "", "%s", v.cudnn);
     sl_dr_add(d, "environment", "build", "GPU code in this build", SL_DR_INFO, NAN, "", "%s",
               v.targets);
 
