@@ -38,7 +38,7 @@ MODELLED = [
 ]
 GEMMS = {"gate_up": "GU", "down": "DN"}
 PASSES = {"fwd": "SL_PASS_FWD", "dgrad": "SL_PASS_DGRAD", "dW": "SL_PASS_WGRAD"}
-STRATEGIES = {"grouped": "GR", "per-expert": "PE"}
+STRATEGIES = {"grouped": "GR", "per-expert": "PE", "lanes": "LN"}
 
 
 def fail(msg):
@@ -81,6 +81,11 @@ def expert_rates(path):
         if len(f) >= 5 and f[0] in GEMMS and f[1] in PASSES and f[2] in STRATEGIES:
             if rows is None:
                 fail("%s:%d: a GEMM row before any 'rows per expert' line" % (path, n))
+            # The path column, where there is one, names the calls that ran: a row whose
+            # calls were another strategy's (grouped dW runs per expert: cuBLAS refuses the
+            # grouped bf16-into-fp32 call) is that strategy's, not a rate of its own.
+            if len(f) >= 6 and f[5] != f[2]:
+                continue
             out.append((f[2], f[0], f[1], rows, float(f[4])))
     if not out:
         fail("%s: no expert GEMM rows" % path)
