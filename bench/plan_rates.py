@@ -7,7 +7,8 @@ usage: bench/plan_rates.py derive DIR [--config CONFIG]
 
 DIR holds gpu_check's speed outputs: profile.json and profile_ep8.json (gpu_train_bench
 --profile --json lines), expert_gemm.out (expert_gemm_bench) and attn_bench.out (attn_bench,
-with its JSON lines). bench/results/h200-2026-11-26/ is the H200 run of 2026-11-26.
+with its JSON lines). bench/results/h200-2026-11-26b/ holds the H200 runs the table is read
+from (2026-11-26, calls 2 and 3); bench/results/h200-2026-11-26/ the day's first run.
 
 derive  prints each rate as trainer/plan_rates.c spells it, with the bench line it came from:
         paste the numbers into the GPU's entry there (docs/plan.md, "Rates").
@@ -16,7 +17,7 @@ check   derives the rates and compares them with the GPU's entry of RATES_C (def
         digits). tests/plan.cmake runs it, so the table cannot drift from its stored source.
 results prints the measured-steps file (bench/results/<gpu>-<date>.json, docs/plan.md
         "Measured steps") of the two profiles, with the plan requests that reproduce them;
-        --expert-gemm names the strategy the runs used (grouped, per-expert or auto).
+        --expert-gemm names the strategy the runs used (auto, grouped, per-expert or lanes).
 
 CONFIG (default configs/qwen-gated-15a2b.json next to this script's parent) gives the heads and
 head dim for the attention FLOPs of the profile's B > 1 entry.
