@@ -7,7 +7,8 @@ usage: bench/plan_rates.py derive DIR [--config CONFIG]
 
 DIR holds gpu_check's speed outputs: profile.json and profile_ep8.json (gpu_train_bench
 --profile --json lines), expert_gemm.out (expert_gemm_bench) and attn_bench.out (attn_bench,
-with its JSON lines). bench/results/h200-2026-11-26/ is the H200 run of 2026-11-26.
+with its JSON lines). bench/results/h200-2026-11-26b/ holds the H200 runs the table is read
+from (2026-11-26, calls 2 and 3); bench/results/h200-2026-11-26/ the day's first run.
 
 derive  prints each rate as trainer/plan_rates.c spells it, with the bench line it came from:
         paste the numbers into the GPU's entry there (docs/plan.md, "Rates").
@@ -16,7 +17,7 @@ check   derives the rates and compares them with the GPU's entry of RATES_C (def
         digits). tests/plan.cmake runs it, so the table cannot drift from its stored source.
 results prints the measured-steps file (bench/results/<gpu>-<date>.json, docs/plan.md
         "Measured steps") of the two profiles, with the plan requests that reproduce them;
-        --expert-gemm names the strategy the runs used (grouped, per-expert or auto).
+        --expert-gemm names the strategy the runs used (auto, grouped, per-expert or lanes).
 
 CONFIG (default configs/qwen-gated-15a2b.json next to this script's parent) gives the heads and
 head dim for the attention FLOPs of the profile's B > 1 entry.
@@ -38,7 +39,7 @@ MODELLED = [
 ]
 GEMMS = {"gate_up": "GU", "down": "DN"}
 PASSES = {"fwd": "SL_PASS_FWD", "dgrad": "SL_PASS_DGRAD", "dW": "SL_PASS_WGRAD"}
-STRATEGIES = {"grouped": "GR", "per-expert": "PE"}
+STRATEGIES = {"grouped": "GR", "per-expert": "PE", "lanes": "LN"}
 
 
 def fail(msg):
@@ -81,6 +82,11 @@ def expert_rates(path):
         if len(f) >= 5 and f[0] in GEMMS and f[1] in PASSES and f[2] in STRATEGIES:
             if rows is None:
                 fail("%s:%d: a GEMM row before any 'rows per expert' line" % (path, n))
+            # The path column, where there is one, names the calls that ran: a row whose
+            # calls were another strategy's (grouped dW runs per expert: cuBLAS refuses the
+            # grouped bf16-into-fp32 call) is that strategy's, not a rate of its own.
+            if len(f) >= 6 and f[5] != f[2]:
+                continue
             out.append((f[2], f[0], f[1], rows, float(f[4])))
     if not out:
         fail("%s: no expert GEMM rows" % path)

@@ -42,8 +42,10 @@ static void usage(FILE *f) {
             "                      training.global_batch_tokens)\n"
             "  --layers N          plan the first N decoder layers only (default: all)\n"
             "  --recompute MODE    none | attention | layer (default: training.recompute)\n"
-            "  --expert-gemm S     auto | grouped | per-expert: how the experts' GEMMs are\n"
-            "                      timed (default auto: per-expert from %d rows per expert)\n"
+            "  --expert-gemm S     auto | grouped | per-expert | lanes: how the experts' GEMMs\n"
+            "                      are timed, as SLUICE_EXPERT_GEMM runs them (default auto:\n"
+            "                      forward and data gradient grouped, weight gradient on the\n"
+            "                      lanes below %d rows per expert, per expert from there)\n"
             "  --gpu-memory GiB    memory per GPU (default: the GPU's, %g for %s)\n"
             "  --gpu-tflops T      dense bf16 peak per GPU for the MFU (default: the GPU's\n"
             "                      datasheet peak, %g); another value scales every compute rate\n"
@@ -152,9 +154,11 @@ static void print_text(const sl_plan *p, const char *path) {
     printf("throughput (estimate): %.0f tokens/s in all, %.0f per GPU; MFU %.1f%%\n",
            p->tokens_per_s, p->tokens_per_s / p->gpus, 100.0 * p->mfu);
     if (p->n_parts > 0) {
-        printf("\ncompute per GPU per step, by component (%.0f rows per expert, %s expert "
-               "GEMMs)        ms  TFLOP/s\n",
-               p->rows_per_expert, p->experts_per_expert ? "per-expert" : "grouped");
+        printf("\ncompute per GPU per step, by component (%.0f rows per expert, expert GEMMs "
+               "%s: %s, weight grad %s)\n%79s\n",
+               p->rows_per_expert, p->expert_gemm,
+               sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]),
+               sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]), "ms  TFLOP/s");
         for (int i = 0; i < p->n_parts; i++) {
             const sl_plan_part *c = &p->parts[i];
             printf("  %-58s %9.2f", c->name, 1e3 * c->seconds);
@@ -245,7 +249,11 @@ static void print_json(const sl_plan *p, const char *path) {
     cJSON_AddBoolToObject(o, "flat_model", p->flat);
     NUM("layers", p->layers);
     NUM("rows_per_expert", p->rows_per_expert);
-    cJSON_AddStringToObject(o, "expert_gemm", p->experts_per_expert ? "per-expert" : "grouped");
+    cJSON_AddStringToObject(o, "expert_gemm", p->expert_gemm);
+    cJSON_AddStringToObject(o, "expert_gemm_path",
+                            sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]));
+    cJSON_AddStringToObject(o, "expert_gemm_dw_path",
+                            sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]));
     cJSON *parts = cJSON_AddArrayToObject(o, "compute_parts");
     for (int i = 0; i < p->n_parts; i++) {
         cJSON *c = cJSON_CreateObject();

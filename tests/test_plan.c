@@ -181,28 +181,32 @@ static void check_rates(void) {
           "GPU kinds by name");
     if (!h200 || !h100) return;
     const sl_expert_strategy g = SL_EXPERTS_GROUPED;
-    /* gate_up forward, grouped: 278.8 at 256 rows, 322.2 at 2048; sqrt(256 x 2048) is the
-     * middle in log(rows) */
-    const double mid = sqrt(256.0 * 2048.0);
+    /* gate_up forward, grouped: 275.1 at 256 rows, 305.6 at 512, 326.0 at 2048 (the last);
+     * sqrt(256 x 512) is the middle in log(rows) */
+    const double mid = sqrt(256.0 * 512.0);
     CHECK(near(sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, mid),
-               (278.8 + 322.2) / 2, 1e-12) &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 278.8 &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 322.2,
+               (275.1 + 305.6) / 2, 1e-12) &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 275.1 &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 326.0,
           "expert rate interpolation");
-    /* attention, D 128: bwd B 1 S 4096 197.12, B 8 S 4096 278.16 (held for larger B), fwd
-     * B 1 S 32768 587.14 (held for longer S); D 64 has rows of its own */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 197.12, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 278.16, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 278.16, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 587.14, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 127.59, 1e-12),
+    /* the lanes have rates of their own: down weight gradient 114.5 at 256 rows */
+    CHECK(sl_rate_expert_tflops(h200, SL_EXPERTS_LANES, SL_EXPERT_DOWN, SL_PASS_WGRAD, 256) ==
+              114.5,
+          "lanes rates");
+    /* attention, D 128: bwd B 1 S 4096 299.72, B 8 S 4096 281.69 (held for larger B), fwd
+     * B 1 S 32768 583.58 (held for longer S); D 64 has rows of its own */
+    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 299.72, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 281.69, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 281.69, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 583.58, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 202.47, 1e-12),
           "attention rate lookup");
     /* B 8 at S 32768: the B 8 table has only S 4096 (held), B 1 interpolated in log(B) */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 278.16, 1e-12),
+    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 281.69, 1e-12),
           "attention B 8, S 32768: %.2f", sl_rate_attention_tflops(h200, true, 8, 32768, 128));
-    CHECK(near(sl_rate_adamw_gbs(h100), 3144.0 * 3350 / 4800, 1e-12) &&
-              near(sl_rate_dense_tflops(h100), 800.4, 1e-12) &&
-              near(sl_rate_other_ns(h100), 288.8 * 4800 / 3350, 1e-12),
+    CHECK(near(sl_rate_adamw_gbs(h100), 3134.1 * 3350 / 4800, 1e-12) &&
+              near(sl_rate_dense_tflops(h100), 789.2, 1e-12) &&
+              near(sl_rate_other_ns(h100), 309.5 * 4800 / 3350, 1e-12),
           "H100 derived rates");
 }
 

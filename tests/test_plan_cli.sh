@@ -39,10 +39,23 @@ for want in "H200 SXM" "measured on an H200, 2026-11-26" "by component (256 rows
 done
 json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 5 --micro-batch 8 \
     --global-batch 32768 --json) || fail "--gpu h200 --json exited $?"
-grep -q '"expert_gemm":[[:space:]]*"per-expert"' <<<"$json" ||
-    fail "JSON: 2048 rows per expert should time per-expert GEMMs under --expert-gemm auto"
 grep -q '"name":[[:space:]]*"LM head + cross-entropy"' <<<"$json" || fail "JSON: compute_parts"
 grep -q '"layers":[[:space:]]*5' <<<"$json" || fail "JSON: --layers 5"
+# --expert-gemm auto as the trainer runs it: forward and data gradient grouped; the weight
+# gradient per expert on the stream from 1,024 rows per expert, on the lanes below.
+grep -q '"expert_gemm":[[:space:]]*"auto"' <<<"$json" || fail "JSON: expert_gemm auto"
+grep -q '"expert_gemm_path":[[:space:]]*"grouped"' <<<"$json" ||
+    fail "JSON: auto times the forward and data gradient as the grouped call"
+grep -q '"expert_gemm_dw_path":[[:space:]]*"per-expert"' <<<"$json" ||
+    fail "JSON: 2048 rows per expert should time the weight gradient per expert under auto"
+json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 --json) ||
+    fail "--gpu h200 --json (256 rows per expert) exited $?"
+grep -q '"expert_gemm_dw_path":[[:space:]]*"lanes"' <<<"$json" ||
+    fail "JSON: 256 rows per expert should time the weight gradient on the lanes under auto"
+json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
+    --expert-gemm lanes --json) || fail "--expert-gemm lanes exited $?"
+grep -q '"expert_gemm_path":[[:space:]]*"lanes"' <<<"$json" ||
+    fail "JSON: --expert-gemm lanes should time the forward on the lanes"
 out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
 grep -qF "(flat model)" <<<"$out" || fail "--efficiency should select the flat model"
 grep -qF "by component" <<<"$out" && fail "the flat model prints no components"

@@ -245,15 +245,24 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         p->rows_per_expert =
             (double)p->micro_tokens * m->num_experts_per_tok / ((double)m->num_experts / p->ep);
     const char *eg = r->expert_gemm ? r->expert_gemm : "auto";
-    if (!strcmp(eg, "auto"))
-        p->experts_per_expert = p->rows_per_expert >= SL_EXPERTS_PER_EXPERT_ROWS;
-    else if (!strcmp(eg, "grouped") || !strcmp(eg, "per-expert"))
-        p->experts_per_expert = !strcmp(eg, "per-expert");
-    else {
-        snprintf(err, errlen, "--expert-gemm: unknown '%s' (expected auto, grouped or per-expert)",
-                 eg);
+    sl_expert_strategy fwd = SL_EXPERTS_GROUPED, dw = SL_EXPERTS_PER_EXPERT;
+    if (!strcmp(eg, "auto")) {
+        if (p->rows_per_expert < SL_EXPERTS_PER_EXPERT_ROWS) dw = SL_EXPERTS_LANES;
+    } else if (!strcmp(eg, "per-expert")) {
+        fwd = SL_EXPERTS_PER_EXPERT;
+    } else if (!strcmp(eg, "lanes")) {
+        fwd = dw = SL_EXPERTS_LANES;
+    } else if (strcmp(eg, "grouped")) {
+        snprintf(err, errlen,
+                 "--expert-gemm: unknown '%s' (expected auto, grouped, per-expert or lanes)", eg);
         return -1;
     }
+    p->expert_gemm = !strcmp(eg, "auto")         ? "auto"
+                     : !strcmp(eg, "grouped")    ? "grouped"
+                     : !strcmp(eg, "per-expert") ? "per-expert"
+                                                 : "lanes";
+    p->expert_path[SL_PASS_FWD] = p->expert_path[SL_PASS_DGRAD] = fwd;
+    p->expert_path[SL_PASS_WGRAD] = dw;
     double t_dw = 0;
     sl_plan_time_parts(m, p, &t_dw);
     if (p->flat) {

@@ -32,8 +32,10 @@ typedef struct {
     int layers;            /* 0: model.num_hidden_layers; else the first `layers` layers */
     int64_t global_batch;  /* 0: the stage's training.global_batch_tokens */
     const char *gpu;       /* NULL: H100 SXM; a name of sl_plan_gpu_find ("h100", "h200") */
-    /* "auto" (NULL): per-expert calls from SL_EXPERTS_PER_EXPERT_ROWS rows per expert, grouped
-     * below; "grouped"; "per-expert" */
+    /* As SLUICE_EXPERT_GEMM: "auto" (NULL): the forward and data gradient grouped, the weight
+     * gradient per expert on the lanes below SL_EXPERTS_PER_EXPERT_ROWS rows per expert and on
+     * the stream from there; "grouped" (its weight gradient per expert on the stream, as
+     * cuBLAS runs it); "per-expert"; "lanes" */
     const char *expert_gemm;
     /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
      * compute rate by gpu_tflops / peak. */
@@ -110,7 +112,9 @@ typedef struct {
     /* the per-component estimate (trainer/plan_time.c): t_compute is their sum */
     int layers;              /* decoder layers planned */
     double rows_per_expert;  /* routed rows per local expert and micro-batch (balanced) */
-    bool experts_per_expert; /* the experts' GEMMs timed as per-expert calls (else grouped) */
+    const char *expert_gemm; /* the --expert-gemm strategy planned: "auto", "grouped", ... */
+    /* how each pass of the experts' GEMMs is timed (sl_gemm_pass: fwd, data grad, weight grad) */
+    sl_expert_strategy expert_path[3];
     int n_parts;
     sl_plan_part parts[SL_PLAN_MAX_PARTS];
 } sl_plan;

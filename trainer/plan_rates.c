@@ -1,19 +1,23 @@
 /*
  * trainer/plan_rates.c - THE table of hardware figures `sluice plan` uses (plan_rates.h).
  *
- * Every number says where it came from. "Measured" numbers come from one session on an NVIDIA
- * H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, sluice at 3949e47, bench/gpu_check.sh:
- *   - gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4
- *     micro-batches of 1 x 4096 tokens (256 rows per expert), attention kernel sm90: 421.1 ms
- *     per step; and the EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per
- *     expert): 388.5 ms. Both runs, their per-region rows and provenance:
- *     bench/results/h200-2026-11-26.json.
- *   - attn_bench (deterministic kernels, bf16, causal, H 32, KV 4) and expert_gemm_bench
- *     (128 experts, hidden 2048, ffn 768, bf16, rows spread over [R/2, 3R/2)).
- * Those raw outputs are in bench/results/h200-2026-11-26/; `bench/plan_rates.py derive DIR`
- * prints every rate below from such a directory and `check` compares this table with it
- * (test_plan_rates_source). docs/plan.md, "Rates", maps each number to its bench output line
- * and lists the steps of an update after a re-measurement.
+ * Every number says where it came from. "Measured" numbers come from two bench/gpu_check.sh
+ * runs on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, with the attention
+ * backward's split dK/dV pass and the expert GEMMs' final `auto` (moe/kernels_cuda.h):
+ *   - call 2: gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4
+ *     micro-batches of 1 x 4096 tokens (256 rows per expert, the weight gradient on the
+ *     lanes), attention kernel sm90: 389.65 ms per step; attn_bench (deterministic kernels,
+ *     bf16, causal, H 32, KV 4) and expert_gemm_bench (128 experts, hidden 2048, ffn 768,
+ *     bf16, rows spread over [R/2, 3R/2), every strategy);
+ *   - call 3: the EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per
+ *     expert, the weight gradient per expert on the stream): 382.82 ms.
+ * Those raw outputs are in bench/results/h200-2026-11-26b/ (its README names each file's run),
+ * both steps with their per-region rows and provenance in bench/results/h200-2026-11-26b.json.
+ * `bench/plan_rates.py derive DIR` prints every rate below from such a directory and `check`
+ * compares this table with it (test_plan_rates_source). docs/plan.md, "Rates", maps each number
+ * to its bench output line and lists the steps of an update after a re-measurement. The first
+ * run of the day (call 1: the unsplit attention backward, the weight gradient per expert on the
+ * stream at every size) is kept as history in bench/results/h200-2026-11-26/.
  */
 #include "trainer/plan_rates.h"
 
@@ -25,32 +29,57 @@
 #define DN SL_EXPERT_DOWN
 #define GR SL_EXPERTS_GROUPED
 #define PE SL_EXPERTS_PER_EXPERT
+#define LN SL_EXPERTS_LANES
 
-/* H200, 2026-11-26, expert_gemm_bench: the "median ms / TFLOP/s" column of each GEMM and
- * strategy row, at 256 and 2,048 rows per expert. The grouped strategy's weight gradients ran
- * per expert (cuBLAS refused the grouped bf16-into-fp32 call), as in training. */
+/* H200, 2026-11-26 call 2, expert_gemm_bench (bench/results/h200-2026-11-26b/expert_gemm.out):
+ * the "median ms / TFLOP/s" column of each GEMM and strategy row at 256, 512, 1,024 and 2,048
+ * rows per expert, for the strategies the plan times (grouped, per-expert, lanes). The grouped
+ * strategy's weight gradients run per expert (cuBLAS refuses the grouped bf16-into-fp32 call;
+ * the bench's path column says so), so they are the per-expert rows. */
 static const sl_rate_expert h200_expert[] = {
-    {GR, GU, SL_PASS_FWD, 256, 278.8},    {GR, DN, SL_PASS_FWD, 256, 242.9},
-    {GR, GU, SL_PASS_DGRAD, 256, 273.8},  {GR, DN, SL_PASS_DGRAD, 256, 260.6},
-    {GR, GU, SL_PASS_WGRAD, 256, 111.3},  {GR, DN, SL_PASS_WGRAD, 256, 90.3},
-    {GR, GU, SL_PASS_FWD, 2048, 322.2},   {GR, DN, SL_PASS_FWD, 2048, 265.1},
-    {GR, GU, SL_PASS_DGRAD, 2048, 306.0}, {GR, DN, SL_PASS_DGRAD, 2048, 310.8},
-    {GR, GU, SL_PASS_WGRAD, 2048, 511.8}, {GR, DN, SL_PASS_WGRAD, 2048, 420.3},
-    {PE, GU, SL_PASS_FWD, 256, 160.4},    {PE, DN, SL_PASS_FWD, 256, 100.2},
-    {PE, GU, SL_PASS_DGRAD, 256, 213.0},  {PE, DN, SL_PASS_DGRAD, 256, 101.8},
-    {PE, GU, SL_PASS_WGRAD, 256, 111.3},  {PE, DN, SL_PASS_WGRAD, 256, 89.9},
-    {PE, GU, SL_PASS_FWD, 2048, 626.9},   {PE, DN, SL_PASS_FWD, 2048, 452.8},
-    {PE, GU, SL_PASS_DGRAD, 2048, 597.7}, {PE, DN, SL_PASS_DGRAD, 2048, 477.1},
-    {PE, GU, SL_PASS_WGRAD, 2048, 498.9}, {PE, DN, SL_PASS_WGRAD, 2048, 431.8},
+    {GR, GU, SL_PASS_FWD, 256, 275.1},    {GR, DN, SL_PASS_FWD, 256, 245.0},
+    {GR, GU, SL_PASS_DGRAD, 256, 268.3},  {GR, DN, SL_PASS_DGRAD, 256, 262.1},
+    {GR, GU, SL_PASS_FWD, 512, 305.6},    {GR, DN, SL_PASS_FWD, 512, 242.2},
+    {GR, GU, SL_PASS_DGRAD, 512, 295.0},  {GR, DN, SL_PASS_DGRAD, 512, 280.2},
+    {GR, GU, SL_PASS_FWD, 1024, 322.1},   {GR, DN, SL_PASS_FWD, 1024, 252.3},
+    {GR, GU, SL_PASS_DGRAD, 1024, 297.0}, {GR, DN, SL_PASS_DGRAD, 1024, 297.3},
+    {GR, GU, SL_PASS_FWD, 2048, 326.0},   {GR, DN, SL_PASS_FWD, 2048, 245.5},
+    {GR, GU, SL_PASS_DGRAD, 2048, 292.1}, {GR, DN, SL_PASS_DGRAD, 2048, 295.4},
+    {PE, GU, SL_PASS_FWD, 256, 197.3},    {PE, DN, SL_PASS_FWD, 256, 113.4},
+    {PE, GU, SL_PASS_DGRAD, 256, 216.1},  {PE, DN, SL_PASS_DGRAD, 256, 111.8},
+    {PE, GU, SL_PASS_WGRAD, 256, 109.6},  {PE, DN, SL_PASS_WGRAD, 256, 88.0},
+    {PE, GU, SL_PASS_FWD, 512, 309.4},    {PE, DN, SL_PASS_FWD, 512, 201.7},
+    {PE, GU, SL_PASS_DGRAD, 512, 329.5},  {PE, DN, SL_PASS_DGRAD, 512, 194.1},
+    {PE, GU, SL_PASS_WGRAD, 512, 192.9},  {PE, DN, SL_PASS_WGRAD, 512, 158.6},
+    {PE, GU, SL_PASS_FWD, 1024, 466.5},   {PE, DN, SL_PASS_FWD, 1024, 326.1},
+    {PE, GU, SL_PASS_DGRAD, 1024, 463.5}, {PE, DN, SL_PASS_DGRAD, 1024, 302.6},
+    {PE, GU, SL_PASS_WGRAD, 1024, 325.6}, {PE, DN, SL_PASS_WGRAD, 1024, 273.8},
+    {PE, GU, SL_PASS_FWD, 2048, 611.6},   {PE, DN, SL_PASS_FWD, 2048, 436.6},
+    {PE, GU, SL_PASS_DGRAD, 2048, 587.3}, {PE, DN, SL_PASS_DGRAD, 2048, 466.4},
+    {PE, GU, SL_PASS_WGRAD, 2048, 482.1}, {PE, DN, SL_PASS_WGRAD, 2048, 412.6},
+    {LN, GU, SL_PASS_FWD, 256, 207.8},    {LN, DN, SL_PASS_FWD, 256, 109.8},
+    {LN, GU, SL_PASS_DGRAD, 256, 225.2},  {LN, DN, SL_PASS_DGRAD, 256, 112.4},
+    {LN, GU, SL_PASS_WGRAD, 256, 164.5},  {LN, DN, SL_PASS_WGRAD, 256, 114.5},
+    {LN, GU, SL_PASS_FWD, 512, 371.8},    {LN, DN, SL_PASS_FWD, 512, 200.6},
+    {LN, GU, SL_PASS_DGRAD, 512, 354.6},  {LN, DN, SL_PASS_DGRAD, 512, 195.5},
+    {LN, GU, SL_PASS_WGRAD, 512, 289.8},  {LN, DN, SL_PASS_WGRAD, 512, 196.4},
+    {LN, GU, SL_PASS_FWD, 1024, 495.4},   {LN, DN, SL_PASS_FWD, 1024, 397.6},
+    {LN, GU, SL_PASS_DGRAD, 1024, 519.3}, {LN, DN, SL_PASS_DGRAD, 1024, 371.3},
+    {LN, GU, SL_PASS_WGRAD, 1024, 471.5}, {LN, DN, SL_PASS_WGRAD, 1024, 380.2},
+    {LN, GU, SL_PASS_FWD, 2048, 634.7},   {LN, DN, SL_PASS_FWD, 2048, 554.3},
+    {LN, GU, SL_PASS_DGRAD, 2048, 637.2}, {LN, DN, SL_PASS_DGRAD, 2048, 515.6},
+    {LN, GU, SL_PASS_WGRAD, 2048, 626.5}, {LN, DN, SL_PASS_WGRAD, 2048, 522.0},
 };
 
-/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
- * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s. B = 8: no attn_bench row; measured inside the
- * EP-8 profile (gpu_train_bench --profile --batch 8): "attention kernel fwd" 14.348 ms and
- * "attention kernel bwd" 49.409 ms for 5 calls of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
+/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic, with the dK/dV pass
+ * splitting each GQA group over blocks. B = 1: attn_bench "sm90 1 S 32 4 D" rows, fwd and bwd
+ * TFLOP/s (call 2, bench/results/h200-2026-11-26b/attn_bench.out). B = 8: no attn_bench row;
+ * measured inside the EP-8 profile (call 3, profile_ep8.json, gpu_train_bench --profile
+ * --batch 8): "attention kernel fwd" 14.176 ms and "attention kernel bwd" 48.790 ms for 5 calls
+ * of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
 static const sl_rate_attention h200_attention[] = {
-    {1, 4096, 128, 386.96, 197.12}, {1, 32768, 128, 587.14, 335.57}, {1, 4096, 64, 260.29, 127.59},
-    {1, 32768, 64, 390.82, 240.62}, {8, 4096, 128, 383.15, 278.16},
+    {1, 4096, 128, 380.67, 299.72}, {1, 32768, 128, 583.58, 334.91}, {1, 4096, 64, 261.11, 202.47},
+    {1, 32768, 64, 388.90, 239.57}, {8, 4096, 128, 387.82, 281.69},
 };
 
 static const sl_plan_gpu h200 = {
@@ -64,21 +93,22 @@ static const sl_plan_gpu h200 = {
     .gpus_per_node = 8,   /* HGX H200 */
     .rates_source = "measured on an H200, 2026-11-26 (gpu_train_bench --profile, attn_bench, "
                     "expert_gemm_bench)",
-    /* gpu_train_bench's "bf16 GEMM peak" line (cublasGemmEx 8192^3, median of 11): 800.4. The
-     * run's projections reached 710-745 of it (qkv+gate and output projection rows). */
-    .dense_tflops = 800.4,
+    /* The 4 x 1 x 4096 profile (call 2, bench/results/h200-2026-11-26b/profile.json):
+     * gpu_train_bench's "bf16 GEMM peak" line (cublasGemmEx 8192^3, median of 11, after the
+     * steps): 789.2 (call 3's EP-8 run: 805.3). */
+    .dense_tflops = 789.2,
     /* "gradient reduction + norm" row on one GPU (a norm pass over fp32 gradients, 4 bytes
-     * per parameter): 6.306e9 x 4 B / 5.970 ms = 4225 GB/s (the EP-8 run: 4187). */
-    .stream_gbs = 4225.0,
+     * per parameter): 6.306e9 x 4 B / 5.945 ms = 4243 GB/s (the EP-8 run: 4243). */
+    .stream_gbs = 4242.8,
     /* "optimizer: AdamW (+ router bias)" row: 6.306e9 parameters x 30 B (fp32 master, m, v
-     * read and written, fp32 gradient read, bf16 copy written) / 60.170 ms = 3144 GB/s (the
-     * EP-8 run: 3.780e9 x 30 B / 35.992 ms = 3151). */
-    .adamw_gbs = 3144.0,
+     * read and written, fp32 gradient read, bf16 copy written) / 60.360 ms = 3134 GB/s (the
+     * EP-8 run: 3.780e9 x 30 B / 35.915 ms = 3157). */
+    .adamw_gbs = 3134.1,
     /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
      * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
-     * of the 4 x 1 x 4096 profile, 42.583 ms, over 9 layers x 16384 tokens = 288.8 ns per
-     * token and layer (the EP-8 profile: 224.7, larger kernels). */
-    .other_ns_token_layer = 288.8,
+     * of the 4 x 1 x 4096 profile, 45.64 ms, over 9 layers x 16384 tokens = 309.5 ns per token
+     * and layer (the EP-8 profile: 222.9, larger kernels). */
+    .other_ns_token_layer = 309.5,
     .expert = h200_expert,
     .n_expert = (int)(sizeof h200_expert / sizeof *h200_expert),
     .attention = h200_attention,
@@ -118,6 +148,10 @@ const sl_plan_gpu *sl_plan_gpu_default(void) {
 
 const char *sl_plan_gpu_names(void) {
     return "h100, h200";
+}
+
+const char *sl_expert_strategy_name(sl_expert_strategy s) {
+    return s == SL_EXPERTS_LANES ? "lanes" : s == SL_EXPERTS_PER_EXPERT ? "per-expert" : "grouped";
 }
 
 /* The GPU holding the rates and the factor for compute- or memory-bound ones. */

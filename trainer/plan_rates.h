@@ -14,13 +14,20 @@
  * [rows, Im] x [Im, h], and the three passes of each. */
 typedef enum { SL_EXPERT_GATE_UP, SL_EXPERT_DOWN } sl_expert_gemm;
 typedef enum { SL_PASS_FWD, SL_PASS_DGRAD, SL_PASS_WGRAD } sl_gemm_pass;
-/* How the experts' GEMMs are issued (moe/experts.c): one grouped cuBLAS call per GEMM, or one
- * cuBLAS call per expert. */
-typedef enum { SL_EXPERTS_GROUPED, SL_EXPERTS_PER_EXPERT } sl_expert_strategy;
+/* How the experts' GEMMs are issued (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): one grouped
+ * cuBLAS call per GEMM, one cublasGemmEx per expert on the stream, or one per expert spread
+ * over the backend's 4 side lanes. */
+typedef enum { SL_EXPERTS_GROUPED, SL_EXPERTS_PER_EXPERT, SL_EXPERTS_LANES } sl_expert_strategy;
 
-/* Rows per expert from which `--expert-gemm auto` times per-expert calls (per-expert calls
- * measured 450-627 TFLOP/s against the grouped call's 265-322 at 2,048 rows, and lost at 256). */
+/* Mean rows per expert from which the trainer's `auto` runs the bf16-into-fp32 weight gradient
+ * per expert on the stream, and below which on the side lanes (moe/kernels_cuda.h,
+ * SL_EXPERT_GEMM_PAD_ROWS; it pads there only where a guard allows, which the measured steps
+ * did not): `--expert-gemm auto` times it so. */
 #define SL_EXPERTS_PER_EXPERT_ROWS 1024
+
+/* The strategy's name as SLUICE_EXPERT_GEMM and the plan's output spell it: "grouped",
+ * "per-expert", "lanes". */
+const char *sl_expert_strategy_name(sl_expert_strategy s);
 
 /* One measured expert GEMM: strategy, GEMM, pass, rows per expert, TFLOP/s. */
 typedef struct {

@@ -39,17 +39,15 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
     const double rows = T * k;
     double expert_s[3] = {0, 0, 0}, expert_f = 0;
     if (p->moe_layers > 0) {
-        const sl_expert_strategy st =
-            p->experts_per_expert ? SL_EXPERTS_PER_EXPERT : SL_EXPERTS_GROUPED;
         const double Im = m->moe_intermediate_size;
         const double f_gu = 2 * rows * h * 2 * Im, f_dn = 2 * rows * Im * h;
         expert_f = f_gu + f_dn;
         for (int pass = 0; pass < 3; pass++)
             expert_s[pass] =
-                at(f_gu, cs * sl_rate_expert_tflops(g, st, SL_EXPERT_GATE_UP, (sl_gemm_pass)pass,
-                                                    p->rows_per_expert)) +
-                at(f_dn, cs * sl_rate_expert_tflops(g, st, SL_EXPERT_DOWN, (sl_gemm_pass)pass,
-                                                    p->rows_per_expert));
+                at(f_gu, cs * sl_rate_expert_tflops(g, p->expert_path[pass], SL_EXPERT_GATE_UP,
+                                                    (sl_gemm_pass)pass, p->rows_per_expert)) +
+                at(f_dn, cs * sl_rate_expert_tflops(g, p->expert_path[pass], SL_EXPERT_DOWN,
+                                                    (sl_gemm_pass)pass, p->rows_per_expert));
         *t_wgrad_one = expert_s[SL_PASS_WGRAD];
     }
     const double n_moe = (double)p->moe_layers * mb;
