@@ -304,13 +304,6 @@ bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy
     return true;
 }
 
-/* Mean reduction length (rows per expert) of weight-gradient problems. */
-double mean_rows(const std::vector<problem> &ps) {
-    double sum = 0;
-    for (const problem &p : ps) sum += p.k;
-    return ps.empty() ? 0.0 : sum / (double)ps.size();
-}
-
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
@@ -403,13 +396,13 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
     const int how = strategy();
-    if (how == SL_EXPERT_GEMM_PADDED || how == SL_EXPERT_GEMM_AUTO) {
+    /* auto's question: fewer than SL_EXPERT_GEMM_PAD_ROWS rows per non-empty expert on average */
+    int64_t rows = 0, nonempty = 0;
+    for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;
+    const bool small = rows < (int64_t)SL_EXPERT_GEMM_PAD_ROWS * nonempty;
+    if (how == SL_EXPERT_GEMM_PADDED || (how == SL_EXPERT_GEMM_AUTO && small)) {
         /* first, so that empty groups get beta once (the batched call applies it to them) */
-        int64_t rows = 0, nonempty = 0;
-        for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;
-        const bool small = rows < (int64_t)SL_EXPERT_GEMM_PAD_ROWS * nonempty;
-        if ((how == SL_EXPERT_GEMM_PADDED || small) &&
-            run_padded_dw(ctx, op, dw, dy, x, counts, groups, beta)) {
+        if (run_padded_dw(ctx, op, dw, dy, x, counts, groups, beta)) {
             g_dw_path = "padded";
             return;
         }
@@ -442,9 +435,8 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (ps.empty()) return;
     /* auto, where the padded call did not apply: bf16 into fp32 (refused by the grouped call)
      * on the lanes below SL_EXPERT_GEMM_PAD_ROWS mean rows, else as grouped (below) */
-    const bool lanes_small = how == SL_EXPERT_GEMM_AUTO && dw->dtype != dy->dtype &&
-                             mean_rows(ps) < SL_EXPERT_GEMM_PAD_ROWS;
-    if (how == SL_EXPERT_GEMM_LANES || lanes_small) {
+    if (how == SL_EXPERT_GEMM_LANES ||
+        (how == SL_EXPERT_GEMM_AUTO && small && dw->dtype != dy->dtype)) {
         run_lanes(ctx, op, ps, dy->dtype, dw->dtype, beta);
         g_dw_path = "lanes";
         return;
