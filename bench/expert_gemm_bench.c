@@ -30,37 +30,41 @@
 #include "core/tensor.h"
 #include "moe/kernels_cuda.h"
 
+enum { NSTRATEGIES = 7 };
+
 typedef struct {
     int experts, hidden, ffn, reps;
     int rows[8], nrows;
     sl_dtype dtype;
     bool uniform, check;
-    int strategies[6], nstrategies; /* all of k_all_strategies by default */
+    int strategies[NSTRATEGIES], nstrategies; /* all of k_all_strategies by default */
 } opts;
 
-static const char *const k_strategy_names[] = {"auto",         "grouped", "per-expert",
-                                               "grouped-tf32", "lanes",   "padded"};
+static const char *const k_strategy_names[] = {"auto",  "grouped", "per-expert", "grouped-tf32",
+                                               "lanes", "padded",  "wgmma"};
 /* --strategy all: the named ones, then auto (what a run gets), whose path column says what it
  * chose */
-static const int k_all_strategies[6] = {SL_EXPERT_GEMM_GROUPED,      SL_EXPERT_GEMM_PER_EXPERT,
-                                        SL_EXPERT_GEMM_GROUPED_TF32, SL_EXPERT_GEMM_LANES,
-                                        SL_EXPERT_GEMM_PADDED,       SL_EXPERT_GEMM_AUTO};
+static const int k_all_strategies[NSTRATEGIES] = {
+    SL_EXPERT_GEMM_GROUPED, SL_EXPERT_GEMM_PER_EXPERT, SL_EXPERT_GEMM_GROUPED_TF32,
+    SL_EXPERT_GEMM_LANES,   SL_EXPERT_GEMM_PADDED,     SL_EXPERT_GEMM_WGMMA,
+    SL_EXPERT_GEMM_AUTO};
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
-            "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
-            "                         [--strategy NAME|all] [--check]\n"
-            "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
-            "              and an EP-8 deployment's per-GPU expert load)\n"
-            "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
-            "  --dtype     activations and weights (default bf16; weight gradients are fp32)\n"
-            "  --reps      timed calls per GEMM and strategy (default 10)\n"
-            "  --uniform   exactly R rows per expert (default: spread over [R/2, 3R/2))\n"
-            "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes, padded:\n"
-            "              moe/kernels_cuda.h, SLUICE_EXPERT_GEMM) or all (default: each named\n"
-            "              one, then auto, whose path column says what it chose)\n"
-            "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
+    fprintf(
+        f,
+        "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
+        "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
+        "                         [--strategy NAME|all] [--check]\n"
+        "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
+        "              and an EP-8 deployment's per-GPU expert load)\n"
+        "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
+        "  --dtype     activations and weights (default bf16; weight gradients are fp32)\n"
+        "  --reps      timed calls per GEMM and strategy (default 10)\n"
+        "  --uniform   exactly R rows per expert (default: spread over [R/2, 3R/2))\n"
+        "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes, padded,\n"
+        "              wgmma: moe/kernels_cuda.h, SLUICE_EXPERT_GEMM) or all (default: each named\n"
+        "              one, then auto, whose path column says what it chose)\n"
+        "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -71,7 +75,7 @@ static int parse(int argc, char **argv, opts *o) {
                 .rows = {256, 2048},
                 .nrows = 2,
                 .dtype = SL_BF16,
-                .nstrategies = 6};
+                .nstrategies = NSTRATEGIES};
     memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -124,7 +128,7 @@ static int parse(int argc, char **argv, opts *o) {
             i++;
             int s;
             if (strcmp(v, "all") == 0) {
-                o->nstrategies = 6;
+                o->nstrategies = NSTRATEGIES;
                 memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
             } else if (sl_cuda_expert_gemm_parse(v, &s)) {
                 o->strategies[0] = s, o->nstrategies = 1;
@@ -142,7 +146,7 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (o->check) {
         o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
-        o->nstrategies = 6;
+        o->nstrategies = NSTRATEGIES;
         memcpy(o->strategies, k_all_strategies, sizeof k_all_strategies);
     }
     return 0;
@@ -180,6 +184,7 @@ static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
     for (int g = 0; g < L->e; g++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         L->counts[g] = o->uniform || rows < 2 ? rows : rows / 2 + (int64_t)((s >> 33) % rows);
+        if (o->check && g == 1) L->counts[g] = 0; /* an expert no token chose */
         L->n += L->counts[g];
     }
     const sl_dtype dt = o->dtype;
@@ -338,7 +343,7 @@ static void bench(sl_backend *be, const opts *o, int rows) {
            sl_dtype_name(o->dtype));
     printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s", "path");
     double *t = malloc(sizeof(double) * (size_t)o->reps);
-    double total[6] = {0}; /* per strategy */
+    double total[NSTRATEGIES] = {0}; /* per strategy */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
@@ -378,9 +383,13 @@ int main(int argc, char **argv) {
         return o.check ? 77 : 1; /* --check: no device is a skip, as for the gpu tests */
     }
     int rc = 0;
-    if (o.check)
+    if (o.check) {
         rc = check(be, &o);
-    else
+        /* and shapes past one tile of the wgmma kernel (128 rows, 256 or 128 columns, 64 of
+         * the reduction) with a tail in every dimension */
+        o.experts = 3, o.hidden = 136, o.ffn = 72, o.rows[0] = 150;
+        rc |= check(be, &o);
+    } else
         for (int r = 0; r < o.nrows; r++) bench(be, &o, o.rows[r]);
     sl_backend_free(be);
     return rc;

@@ -19,12 +19,17 @@ is skipped):
   racecheck_attention  compute-sanitizer racecheck on the attention kernels' tests
                        (test_attention_tc: tensor cores; test_attention_cuda: SIMT; the Hopper
                        kernel through test_attention_tc deterministic sm90, skipped before 9.x)
+  racecheck_expert_gemm  racecheck on bench/expert_gemm_bench --check (every strategy, the
+                       Hopper kernel included, at small shapes)
   racecheck_step       racecheck on one training step of the 15A2B shape, 2 layers, seq 512
                        (hazards inside cuBLAS's, cuDNN's and NCCL's kernels are counted apart,
                        not failures: bench/sanitizer_log.py)
   profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
+  profile_wgmma        the measured shape again with SLUICE_EXPERT_GEMM=wgmma (sluice's own
+                       Hopper grouped GEMM for every expert GEMM; skipped before compute 9.x)
+  profile_ep8_wgmma    the EP-8 expert load with SLUICE_EXPERT_GEMM=wgmma
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -58,10 +63,12 @@ import time
 from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_step", "profile",
-         "profile_ep8", "attn_bench", "expert_gemm", "torch_titan", "torch_hf"]
+PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
+         "racecheck_step", "profile", "profile_ep8", "profile_wgmma", "profile_ep8_wgmma", "attn_bench",
+         "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
-           "racecheck_step": 150, "profile": 75, "profile_ep8": 75, "attn_bench": 60, "expert_gemm": 30,
+           "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
+           "profile_wgmma": 75, "profile_ep8_wgmma": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -402,15 +409,23 @@ def part_racecheck_attention(L, budget, S):
     sanitized(L, "racecheck_attention", "racecheck", runs, budget)
 
 
+def part_racecheck_expert_gemm(L, budget, S):
+    exe = os.path.join(L.build, "bench", "expert_gemm_bench")
+    if not os.path.exists(exe):
+        return record("racecheck_expert_gemm", "SKIP", 0, "no expert_gemm_bench (bundle made without --with-tests)")
+    sanitized(L, "racecheck_expert_gemm", "racecheck", [("expert_gemm_check", [exe, "--check"])], budget)
+
+
 def part_racecheck_step(L, budget, S):
     sanitized(L, "racecheck_step", "racecheck", [("step", [L.gtb, S["config"]] + S["race"] + [
         "--steps", "1", "--warmup", "0", "--peak-n", "0", "--init", "fast"])], budget)
 
 
-def part_profile(L, budget, S, part, shape, what):
+def part_profile(L, budget, S, part, shape, what, gemm=None):
     log, js = os.path.join(LOGS, part + ".log"), os.path.join(OUT, part + ".out")
+    env = dict(os.environ, SLUICE_EXPERT_GEMM=gemm) if gemm else None
     rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile"],
-                  budget, log, stdout_path=js)
+                  budget, log, env=env, stdout_path=js)
     j = last_json(js)
     if rc is None:
         return record(part, "TIMEOUT", sec, what)
@@ -421,9 +436,10 @@ def part_profile(L, budget, S, part, shape, what):
     rows = j["batch"] * j["seq"] * j.get("topk", 0) / max(j.get("experts", 1), 1)
     p = j.get("profile") or {}
     share = 100 * p.get("rows_sum_ms", 0) / max(p.get("step_wall_ms", 1e-9), 1e-9)
-    note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert, attention %s; %.1f ms/step, %.0f tokens/s, " \
-           "%.1f%% of peak; profile rows %.1f%% of the step" % (
+    note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert, attention %s, expert GEMMs %s " \
+           "(weight gradient %s); %.1f ms/step, %.0f tokens/s, %.1f%% of peak; profile rows %.1f%% of the step" % (
                what, j["layers"], j["accum"], j["batch"], j["seq"], rows, j.get("attention_kernel", "?"),
+               j.get("expert_gemm_path", "?"), j.get("expert_gemm_dw_path", "?"),
                j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0), share)
     record(part, "PASS", sec, note, result=j)
 
@@ -588,6 +604,7 @@ def main():
     lanes = [threading.Thread(target=do, args=("tests", part_tests)),
              threading.Thread(target=lambda: [do("memcheck", part_memcheck, S),
                                               do("racecheck_attention", part_racecheck_attention, S),
+                                              do("racecheck_expert_gemm", part_racecheck_expert_gemm, S),
                                               do("racecheck_step", part_racecheck_step, S)])]
     for t in lanes:
         t.start()
@@ -595,6 +612,10 @@ def main():
         t.join()
     do("profile", part_profile, S, "profile", "measured", "measured shape")
     do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
+    # sluice's Hopper grouped GEMM (moe/grouped_matmul_sm90.cu) for every expert GEMM: not auto's
+    # choice until these rows say so
+    do("profile_wgmma", part_profile, S, "profile_wgmma", "measured", "measured shape, wgmma", "wgmma")
+    do("profile_ep8_wgmma", part_profile, S, "profile_ep8_wgmma", "ep8", "EP-8 expert load, wgmma", "wgmma")
     do("attn_bench", part_attn, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it

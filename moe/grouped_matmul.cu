@@ -55,6 +55,7 @@
 #include "core/gemm_cuda.cuh"
 #include "core/kernels_cuda.h"
 #include "core/log.h"
+#include "moe/grouped_matmul_sm90.h"
 #include "moe/kernels_cuda.h"
 
 namespace {
@@ -121,7 +122,7 @@ int strategy(void) {
         g_strategy = SL_EXPERT_GEMM_AUTO;
         if (e && *e && !sl_cuda_expert_gemm_parse(e, &g_strategy))
             sl_fatal("SLUICE_EXPERT_GEMM=%s: expected auto, grouped, per-expert, grouped-tf32, "
-                     "lanes or padded",
+                     "lanes, padded or wgmma",
                      e);
     }
     return g_strategy;
@@ -307,9 +308,9 @@ bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy
 } // namespace
 
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
-    static const char *const names[] = {"auto",         "grouped", "per-expert",
-                                        "grouped-tf32", "lanes",   "padded"};
-    for (int i = 0; i < 6; i++)
+    static const char *const names[] = {"auto",  "grouped", "per-expert", "grouped-tf32",
+                                        "lanes", "padded",  "wgmma"};
+    for (int i = 0; i < 7; i++)
         if (strcmp(name, names[i]) == 0) {
             *strategy = i;
             return true;
@@ -346,6 +347,14 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         sl_cuda_gemm_scale_c(ctx, op, c->data, out, c->dtype, out, rows, beta);
         return;
     }
+    int how = strategy();
+    if (how == SL_EXPERT_GEMM_WGMMA) { /* where the kernel does not apply: as auto */
+        if (sl_cuda_grouped_mm_sm90(ctx, c, a, b, counts, groups, trans_b, beta)) {
+            g_path = "wgmma";
+            return;
+        }
+        how = SL_EXPERT_GEMM_AUTO;
+    }
     std::vector<problem> ps;
     ps.reserve((size_t)(groups > 0 ? groups : 0));
     int64_t row0 = 0;
@@ -366,8 +375,8 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         ps.push_back(p);
     }
     /* auto: the grouped call (see the top: in training steps on the H200 the padded and the
-     * per-expert forms measured no faster, the lanes slower) */
-    const int how = strategy();
+     * per-expert forms measured no faster, the lanes slower); wgmma where its kernel did not
+     * apply */
     if (how == SL_EXPERT_GEMM_PADDED &&
         run_padded_mm(ctx, op, c, a, b, counts, groups, trans_b, beta)) {
         g_path = "padded";
@@ -395,7 +404,14 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
-    const int how = strategy();
+    int how = strategy();
+    if (how == SL_EXPERT_GEMM_WGMMA) { /* where the kernel does not apply: as auto */
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, groups, beta)) {
+            g_dw_path = "wgmma";
+            return;
+        }
+        how = SL_EXPERT_GEMM_AUTO;
+    }
     /* auto's question: fewer than SL_EXPERT_GEMM_PAD_ROWS rows per non-empty expert on average */
     int64_t rows = 0, nonempty = 0;
     for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;

@@ -35,21 +35,28 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  *                              bf16-into-fp32 weight gradient), when the padding at most doubles
  *                              the work and its copies fit SL_EXPERT_GEMM_PAD_BYTES; else as
  *                              GROUPED
- * Every strategy computes each expert's product with fp32 accumulation in one cuBLAS GEMM, so
- * the results agree to cuBLAS's rounding (not bitwise across strategies: kernels differ; each
- * strategy is deterministic run to run, lanes included, since every expert writes its own
- * rows). The process-wide default comes from the environment variable SLUICE_EXPERT_GEMM (auto,
- * grouped, per-expert, grouped-tf32, lanes, padded; anything else stops the run);
- * sl_cuda_expert_gemm_set_strategy overrides it. sl_cuda_expert_gemm_parse maps a name to its
- * value (false for an unknown name); sl_cuda_expert_gemm_dw_path says how the last weight
- * gradient ran, sl_cuda_expert_gemm_last_path how the last forward or data-gradient call ran. */
+ *   SL_EXPERT_GEMM_WGMMA       sluice's own grouped GEMM on Hopper (moe/grouped_matmul_sm90.cu):
+ *                              one persistent launch per call for bf16 operands (the weight
+ *                              gradient bf16 into fp32), wgmma from TMA-loaded tiles, the counts
+ *                              read on the device; where it does not apply (other dtypes or
+ *                              devices) as AUTO. Not yet measured on a GPU, so not auto's choice
+ * Every strategy computes each expert's product with fp32 accumulation (one cuBLAS GEMM, or
+ * the wgmma kernel's fixed order), so the results agree to rounding (not bitwise across strategies:
+ * kernels differ; each strategy is deterministic run to run, lanes included, since every expert
+ * writes its own rows). The process-wide default comes from the environment variable
+ * SLUICE_EXPERT_GEMM (auto, grouped, per-expert, grouped-tf32, lanes, padded, wgmma; anything else
+ * stops the run); sl_cuda_expert_gemm_set_strategy overrides it. sl_cuda_expert_gemm_parse maps a
+ * name to its value (false for an unknown name); sl_cuda_expert_gemm_dw_path says how the last
+ * weight gradient ran, sl_cuda_expert_gemm_last_path how the last forward or data-gradient call
+ * ran. */
 enum {
     SL_EXPERT_GEMM_AUTO = 0,
     SL_EXPERT_GEMM_GROUPED = 1,
     SL_EXPERT_GEMM_PER_EXPERT = 2,
     SL_EXPERT_GEMM_GROUPED_TF32 = 3,
     SL_EXPERT_GEMM_LANES = 4,
-    SL_EXPERT_GEMM_PADDED = 5
+    SL_EXPERT_GEMM_PADDED = 5,
+    SL_EXPERT_GEMM_WGMMA = 6
 };
 /* The mean rows per expert below which auto pads the bf16-into-fp32 weight gradient or runs it
  * on the lanes: measured on an H200 (2026-11-26, gpu_train_bench --profile, hidden 2048, ffn

@@ -145,8 +145,8 @@ text = open(os.path.join(out, "summary.txt")).read()
 parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
-        "expert_gemm": "PASS",
-        "torch_hf": "SKIP", "torch_titan": "SKIP"}
+        "expert_gemm": "PASS", "racecheck_expert_gemm": "PASS", "profile_wgmma": "PASS",
+        "profile_ep8_wgmma": "PASS", "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
 for name, st in want.items():
     p = parts.get(name)
@@ -179,6 +179,10 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
+for name in ("profile_wgmma", "profile_ep8_wgmma"):
+    r = parts.get(name, {}).get("result", {})
+    if (r.get("expert_gemm_path"), r.get("expert_gemm_dw_path")) != ("wgmma", "wgmma"):
+        bad.append(f"{name}: expert GEMMs ran {r.get('expert_gemm_path')!r} / {r.get('expert_gemm_dw_path')!r}, not wgmma")
 if s.get("status") != "ok":
     bad.append(f"summary status {s.get('status')}")
 print("\n".join("FAIL: " + b for b in bad) if bad else "A: every part listed, statuses as expected")

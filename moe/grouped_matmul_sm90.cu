@@ -1,0 +1,522 @@
+/*
+ * moe/grouped_matmul_sm90.cu - the expert GEMMs as one kernel of sluice's own on Hopper
+ * (sm_90a): wgmma from TMA-loaded shared memory, one launch per projection, the per-expert row
+ * counts read on the device. The strategy "wgmma" of moe/grouped_matmul.cu (SLUICE_EXPERT_GEMM);
+ * CPU twin moe/grouped_matmul_cpu.c, semantics core/ops.h (sl_op_grouped_matmul and _dw).
+ *
+ * Why: on an H200 (2026-11-26, docs/performance.md) cuBLAS's grouped call ran the forward and
+ * data gradient at about 265 TFLOP/s, a third of the measured peak, and refused the bf16-into-
+ * fp32 weight gradient, which then took 128 GEMM calls per projection. A grouped GEMM that reads
+ * the counts on the device needs no host array of sizes and pointers per call, runs every
+ * expert in one persistent launch and can later take the counts without a host read.
+ *
+ * Layout of a block, as the Hopper attention kernels (attention/gated_attn_sm90.cuh): three
+ * warpgroups; warpgroup 0's first thread is the producer (TMA loads into a ring of ST stages,
+ * each with a "full" mbarrier counting transaction bytes and an "empty" one the 256 consumer
+ * threads arrive on), warpgroups 1 and 2 are consumers, each owning 64 rows of the block's
+ * 128 x BN output tile (m64nBNk16 wgmmas, fp32 accumulators). Blocks are persistent: one per SM,
+ * each walking the tiles blockIdx.x, + gridDim.x, ...; the producer runs ahead across tile
+ * boundaries, so the next tile's loads overlap this tile's epilogue.
+ *
+ * Data (row-major, bf16 operands):
+ *   mm   C [rows, N] = A_g [n_g, K] op(B_g) (+ beta C) for each group's rows; B [groups, R, S]:
+ *        with trans_b B_g is [N, K] (a K-major wgmma operand), without it [K, N] (MN-major).
+ *        Tiles: for each group, for each 128-row tile of its rows, for each BN-column tile
+ *        (rows fastest within a column tile, so the blocks running at once share the expert's
+ *        B tile through L2). A tile may reach into the next group's rows or past the last row:
+ *        it computes them (TMA reads zeros past the tensor) and the epilogue stores only the
+ *        group's own rows. K and N tails read zeros from TMA and are not stored.
+ *   dW   dW_g [R, S] (fp32) = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g: the reduction runs over
+ *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
+ *        group belong to the next one: the consumers zero them in shared memory before its
+ *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue).
+ * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
+ * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
+ * there. Results are deterministic: each output element is one accumulator's fixed sequence of
+ * wgmmas, whatever the block that runs it.
+ */
+#include "core/backend_cuda.cuh"
+#include "core/cuda_common.cuh"
+#include "core/log.h"
+#include "core/ptx_sm90.cuh"
+#include "moe/grouped_matmul_sm90.h"
+
+namespace {
+
+constexpr int kWg = 128, kThreads = 3 * kWg, kConsumerThreads = 2 * kWg;
+constexpr int BM = 128, BK = 64; /* block tile rows (2 x 64), reduction chunk */
+constexpr int kMaxGroups = 1024;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+enum : int { kBarPair = 1 }; /* named barrier of both consumers (256 threads) */
+
+/* ---- tiles and descriptors (the 128B-swizzled [rows][64] chunks TMA writes) --------------- */
+
+/* Byte offset of element (row, col) in a tile of R rows per 64-column chunk. */
+template <int R> __device__ __forceinline__ uint32_t tile_off(int row, int col) {
+    return (uint32_t)(col >> 6) * (uint32_t)(R * 128) +
+           sl_swizzle_offset(SL_SWIZZLE_128B, (uint32_t)(row * 128 + (col & 63) * 2));
+}
+/* K-major operand ([rows][64 k], one chunk): rows row0..; k-slice ks (0..3) 32 bytes on. */
+__device__ __forceinline__ uint64_t desc_k(const uint8_t *tile, int row0) {
+    return sl_wgmma_desc(tile + row0 * 128, SL_SWIZZLE_128B, 16, 1024);
+}
+__device__ __forceinline__ uint64_t kslice(uint64_t d, int ks) {
+    return sl_wgmma_desc_add(d, (uint32_t)(32 * ks));
+}
+/* MN-major operand ([64 k][cols] as cols / 64 chunks of [64][64]): columns col0.. (a multiple
+ * of 64); the next 64 columns one chunk (8 KB) on (LBO), the next 8 k 1024 bytes (SBO); k-slice
+ * kk (0..3) 16 rows = 2048 bytes on. */
+__device__ __forceinline__ uint64_t desc_mn(const uint8_t *tile, int col0) {
+    return sl_wgmma_desc(tile + (col0 >> 6) * (BK * 128), SL_SWIZZLE_128B, BK * 128, 1024);
+}
+__device__ __forceinline__ uint64_t mnslice(uint64_t d, int kk) {
+    return sl_wgmma_desc_add(d, (uint32_t)(2048 * kk));
+}
+
+template <int BN> struct layout {
+    static constexpr int ST = BN == 256 ? 4 : 6;
+    static constexpr uint32_t a_bytes = BM * BK * 2, b_bytes = BN * BK * 2;
+    static constexpr uint32_t a = 0, b = ST * a_bytes, bars = b + ST * b_bytes;
+    static constexpr uint32_t tables = bars + 16 * ST; /* full[ST], empty[ST] */
+    /* + row_start[groups + 1], tile_start[groups + 1] (int) */
+    static constexpr size_t bytes(int groups) {
+        return tables + 2 * sizeof(int) * (size_t)(groups + 1);
+    }
+};
+
+/* Prefix sums of the counts into shared memory by warp 0: row_start[g] (first row of group g),
+ * tile_start[g] (its first 128-row tile), g = 0 .. groups. */
+__device__ __forceinline__ void group_tables(const int64_t *counts, int groups, int *row_start,
+                                             int *tile_start) {
+    if (threadIdx.x >= 32) return;
+    const int lane = (int)threadIdx.x;
+    int rows = 0, tiles = 0;
+    for (int base = 0; base < groups; base += 32) {
+        const int g = base + lane;
+        int r = g < groups ? (int)counts[g] : 0, t = (r + BM - 1) / BM;
+        SL_UNROLL
+        for (int off = 1; off < 32; off <<= 1) {
+            const int ur = __shfl_up_sync(0xffffffffu, r, off),
+                      ut = __shfl_up_sync(0xffffffffu, t, off);
+            if (lane >= off) r += ur, t += ut;
+        }
+        if (g < groups) row_start[g + 1] = rows + r, tile_start[g + 1] = tiles + t;
+        rows += __shfl_sync(0xffffffffu, r, 31);
+        tiles += __shfl_sync(0xffffffffu, t, 31);
+    }
+    if (lane == 0) row_start[0] = 0, tile_start[0] = 0;
+}
+
+struct mm_tile {
+    int g, row0, rows, nt; /* group, first row, its rows in this tile (<= BM), column tile */
+};
+__device__ __forceinline__ mm_tile locate_mm(const int *row_start, const int *tile_start,
+                                             int groups, int n_tiles, int t) {
+    /* t enumerates (group, column tile, row tile) with the row tile fastest. The group: the
+     * largest g with tile_start[g] n_tiles <= t (an empty group shares its start with the next,
+     * so the largest is the non-empty one). */
+    int lo = 0, hi = groups - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (tile_start[mid] * n_tiles <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int g = lo, mts = tile_start[g + 1] - tile_start[g], local = t - tile_start[g] * n_tiles;
+    mm_tile r;
+    r.g = g;
+    r.row0 = row_start[g] + (local % mts) * BM;
+    r.rows = min(BM, row_start[g + 1] - r.row0);
+    r.nt = local / mts;
+    return r;
+}
+
+struct lane_pos {
+    int t, w, g, q;
+};
+__device__ __forceinline__ lane_pos lane_of() {
+    lane_pos p;
+    p.t = (int)(threadIdx.x % kWg);
+    p.w = p.t / 32, p.g = (p.t % 32) / 4, p.q = p.t % 4;
+    return p;
+}
+
+/* ---- the forward / data-gradient kernel ----------------------------------------------------- */
+
+template <int BN, int TB>
+__global__ void __launch_bounds__(kThreads, 1)
+    mm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+              const sl_gmm_sm90_args a) {
+    using L = layout<BN>;
+    constexpr int ST = L::ST;
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    uint64_t *full = (uint64_t *)(smem + L::bars), *empty = full + ST;
+    int *row_start = (int *)(smem + L::tables), *tile_start = row_start + a.groups + 1;
+    const int wg = (int)(threadIdx.x / kWg);
+    const int n_tiles = (a.n + BN - 1) / BN, k_chunks = (a.k + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&full[s], 1);
+            sl_mbar_init(&empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    group_tables(a.counts, a.groups, row_start, tile_start);
+    __syncthreads();
+    const int total = tile_start[a.groups] * n_tiles;
+
+    if (wg == 0) { /* producer */
+        sl_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) return;
+        sl_tma_prefetch(&ta);
+        sl_tma_prefetch(&tb);
+        int it = 0;
+        for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
+            const mm_tile m = locate_mm(row_start, tile_start, a.groups, n_tiles, t);
+            const int n0 = m.nt * BN;
+            for (int kc = 0; kc < k_chunks; kc++, it++) {
+                const int s = it % ST;
+                if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
+                sl_mbar_arrive_expect_tx(&full[s], L::a_bytes + L::b_bytes);
+                sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &full[s], kc * BK, m.row0);
+                uint8_t *sb = smem + L::b + s * L::b_bytes;
+                if (TB) /* B_g [K, N]: BN / 64 chunks of [64 k][64 n] */
+                    for (int c = 0; c < BN / 64; c++)
+                        sl_tma_load_3d(sb + c * (BK * 128), &tb, &full[s], n0 + 64 * c, kc * BK,
+                                       m.g);
+                else /* B_g [N, K]: one [BN n][64 k] box */
+                    sl_tma_load_3d(sb, &tb, &full[s], kc * BK, n0, m.g);
+            }
+        }
+        return;
+    }
+
+    sl_setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1;
+    const lane_pos p = lane_of();
+    float acc[BN / 2];
+    int it = 0;
+    for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
+        const mm_tile m = locate_mm(row_start, tile_start, a.groups, n_tiles, t);
+        const int n0 = m.nt * BN;
+        for (int kc = 0; kc < k_chunks; kc++, it++) {
+            const int s = it % ST;
+            sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
+            const uint64_t da = desc_k(smem + L::a + s * L::a_bytes, 64 * c);
+            const uint8_t *sb = smem + L::b + s * L::b_bytes;
+            const uint64_t db = TB ? desc_mn(sb, 0) : desc_k(sb, 0);
+            sl_wgmma_fence_operand(acc);
+            sl_wgmma_fence();
+            SL_UNROLL
+            for (int ks = 0; ks < BK / 16; ks++)
+                sl_wgmma_bf16_ss<BN, 0, TB>(
+                    acc, kslice(da, ks), TB ? mnslice(db, ks) : kslice(db, ks), kc > 0 || ks > 0);
+            sl_wgmma_commit();
+            /* the previous chunk's wgmmas have retired: release its stage */
+            sl_wgmma_wait<1>();
+            sl_wgmma_fence_operand(acc);
+            if (kc > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+        }
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(acc);
+        sl_mbar_arrive(&empty[(it - 1) % ST]);
+
+        /* epilogue: this consumer's rows of the group, columns below N, straight from the
+         * accumulators (pairs of columns: N is a multiple of 8) */
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            const int r = 64 * c + 16 * p.w + p.g + 8 * x;
+            if (r >= m.rows) continue;
+            sl_bf16 *crow = (sl_bf16 *)a.c + (int64_t)(m.row0 + r) * a.n;
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                const int col = n0 + 8 * j + 2 * p.q;
+                if (col >= a.n) continue;
+                float v0 = acc[4 * j + 2 * x], v1 = acc[4 * j + 2 * x + 1];
+                if (a.beta != 0.0f) {
+                    float o0, o1;
+                    sl_unpack_bf16x2(*(const uint32_t *)(crow + col), &o0, &o1);
+                    v0 += a.beta * o0, v1 += a.beta * o1;
+                }
+                *(uint32_t *)(crow + col) = sl_pack_bf16x2(v0, v1);
+            }
+        }
+    }
+}
+
+/* ---- the weight-gradient kernel ---------------------------------------------------------------
+ */
+
+/* Zeroes rows kv .. 63 of a [64][64] chunk (bf16, 128-byte rows: the swizzle permutes 16-byte
+ * pieces within a row, so a row's bytes stay where they were) by one warpgroup's threads. */
+__device__ __forceinline__ void zero_rows_from(uint8_t *chunk, int kv, int t) {
+    uint4 *p = (uint4 *)(chunk + kv * 128);
+    const int n = (64 - kv) * 8; /* 16-byte pieces */
+    for (int i = t; i < n; i += kWg) p[i] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+template <int BN>
+__global__ void __launch_bounds__(kThreads, 1)
+    dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
+              const sl_gmm_sm90_args a) {
+    using L = layout<BN>;
+    constexpr int ST = L::ST;
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    uint64_t *full = (uint64_t *)(smem + L::bars), *empty = full + ST;
+    int *row_start = (int *)(smem + L::tables), *tile_start = row_start + a.groups + 1;
+    const int wg = (int)(threadIdx.x / kWg);
+    const int m_tiles = (a.m + BM - 1) / BM, n_tiles = (a.n + BN - 1) / BN;
+    const int per_group = m_tiles * n_tiles, total = a.groups * per_group;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&full[s], 1);
+            sl_mbar_init(&empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    group_tables(a.counts, a.groups, row_start, tile_start);
+    __syncthreads();
+
+    /* tile t: group t / per_group, then the row tile of dW, column tile fastest */
+    if (wg == 0) { /* producer */
+        sl_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) return;
+        sl_tma_prefetch(&tdy);
+        sl_tma_prefetch(&tx);
+        int it = 0;
+        for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
+            const int g = t / per_group, local = t % per_group;
+            const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
+            const int r0 = row_start[g], chunks = (row_start[g + 1] - r0 + BK - 1) / BK;
+            for (int kc = 0; kc < chunks; kc++, it++) {
+                const int s = it % ST;
+                if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
+                sl_mbar_arrive_expect_tx(&full[s], L::a_bytes + L::b_bytes);
+                uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
+                for (int c = 0; c < BM / 64; c++)
+                    sl_tma_load_2d(sa + c * (BK * 128), &tdy, &full[s], m0 + 64 * c, r0 + kc * BK);
+                for (int c = 0; c < BN / 64; c++)
+                    sl_tma_load_2d(sb + c * (BK * 128), &tx, &full[s], n0 + 64 * c, r0 + kc * BK);
+            }
+        }
+        return;
+    }
+
+    sl_setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1;
+    const lane_pos p = lane_of();
+    float acc[BN / 2];
+    int it = 0;
+    for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
+        const int g = t / per_group, local = t % per_group;
+        const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
+        const int r0 = row_start[g], rows = row_start[g + 1] - r0;
+        const int chunks = (rows + BK - 1) / BK;
+        /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
+         * branch around the wgmmas (one made ptxas serialize them, C7518) */
+        SL_UNROLL
+        for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+        for (int kc = 0; kc < chunks; kc++, it++) {
+            const int s = it % ST;
+            sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
+            uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
+            const int kv = rows - kc * BK;
+            if (kv < BK) { /* the last chunk: the next group's rows count as zeros */
+                zero_rows_from(sa + c * (BK * 128), kv, p.t);
+                for (int cc = c; cc < BN / 64; cc += 2)
+                    zero_rows_from(sb + cc * (BK * 128), kv, p.t);
+                sl_fence_proxy_async();
+                sl_named_bar_sync(kBarPair, kConsumerThreads);
+            }
+            const uint64_t da = desc_mn(sa, 64 * c), db = desc_mn(sb, 0);
+            sl_wgmma_fence_operand(acc);
+            sl_wgmma_fence();
+            SL_UNROLL
+            for (int kk = 0; kk < BK / 16; kk++)
+                sl_wgmma_bf16_ss<BN, 1, 1>(acc, mnslice(da, kk), mnslice(db, kk), 1);
+            sl_wgmma_commit();
+            sl_wgmma_wait<1>();
+            sl_wgmma_fence_operand(acc);
+            if (kc > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+        }
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(acc);
+        if (chunks > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+
+        /* epilogue: dW rows m0 + this consumer's 64, fp32 pairs (S is a multiple of 8) */
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            const int row = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
+            if (row >= a.m) continue;
+            float *wrow = (float *)a.c + ((int64_t)g * a.m + row) * a.n;
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                const int col = n0 + 8 * j + 2 * p.q;
+                if (col >= a.n) continue;
+                float2 v = make_float2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+                if (a.beta != 0.0f) {
+                    const float2 o = *(const float2 *)(wrow + col);
+                    v.x += a.beta * o.x, v.y += a.beta * o.y;
+                }
+                *(float2 *)(wrow + col) = v;
+            }
+        }
+    }
+}
+
+/* ---- host ------------------------------------------------------------------------------------ */
+
+/* A 2D (rows x width bf16, row-major) or 3D ([groups][rows][width]) tensor map in boxes of
+ * box_w (64) columns x box_rows rows, 128B swizzle, zeros past the edges. */
+CUtensorMap bf16_map(const void *p, int64_t width, int64_t rows, int64_t groups, int box_rows,
+                     const char *op) {
+    CUtensorMap m;
+    const cuuint64_t dims[3] = {(cuuint64_t)width, (cuuint64_t)rows, (cuuint64_t)groups};
+    const cuuint64_t strides[2] = {(cuuint64_t)width * 2, (cuuint64_t)(width * rows * 2)};
+    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
+    const CUresult r = sl_tensor_map_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, groups ? 3 : 2, p,
+                                           dims, strides, box, SL_SWIZZLE_128B);
+    SL_CHECK(r == CUDA_SUCCESS,
+             "%s: cuTensorMapEncodeTiled failed (%d) for a [%lld, %lld, %lld] "
+             "bf16 tensor",
+             op, (int)r, (long long)groups, (long long)rows, (long long)width);
+    return m;
+}
+
+template <auto K> void raise_smem(size_t bytes, const char *op) {
+    static size_t raised = 48 * 1024;
+    if (bytes <= raised) return;
+    sl_cuda_check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                  op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    raised = bytes;
+}
+
+/* Persistent grid: one block per SM, fewer when there are fewer tiles. */
+unsigned grid_for(void *ctx, int64_t tiles) {
+    const int64_t sms = sl_cuda_props(ctx)->multiProcessorCount;
+    return (unsigned)(tiles < sms ? tiles : sms);
+}
+
+bool aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* Whether this device runs the kernels: compute capability 9.x with the sm_90a code in the
+ * binary and the driver's cuTensorMapEncodeTiled (the emulator: always). */
+bool device_runs(void *ctx) {
+#ifdef SLUICE_CUDA_EMULATED
+    (void)ctx;
+    return true;
+#else
+    static signed char known[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (!known[dev]) {
+        bool ok = sl_cuda_props(ctx)->major == 9;
+        cudaFuncAttributes attr;
+        if (ok && cudaFuncGetAttributes(&attr, (const void *)mm_kernel<128, 0>) != cudaSuccess) {
+            (void)cudaGetLastError();
+            ok = false;
+        } else if (ok) {
+            ok = attr.binaryVersion >= 90;
+        }
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        ok = ok &&
+             cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                              cudaEnableDefault, &q) == cudaSuccess &&
+             q == cudaDriverEntryPointSuccess && fn;
+        known[dev] = ok ? 1 : -1;
+    }
+    return known[dev] > 0;
+#endif
+}
+
+const int64_t *upload_counts(void *ctx, const int64_t *counts, int groups) {
+    return (const int64_t *)sl_cuda_upload(ctx, counts, sizeof(int64_t) * (size_t)groups);
+}
+
+template <int BN, int TB>
+void launch_mm(const CUtensorMap &ta, const CUtensorMap &tb, const sl_gmm_sm90_args &a,
+               int64_t tiles) {
+    const size_t smem = layout<BN>::bytes(a.groups);
+    raise_smem<mm_kernel<BN, TB>>(smem, "grouped_matmul");
+    SL_LAUNCH((mm_kernel<BN, TB>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
+              sl_cuda_stream(a.ctx), ta, tb, a);
+}
+
+template <int BN>
+void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const sl_gmm_sm90_args &a,
+               int64_t tiles) {
+    const size_t smem = layout<BN>::bytes(a.groups);
+    raise_smem<dw_kernel<BN>>(smem, "grouped_matmul_dw");
+    SL_LAUNCH(dw_kernel<BN>, dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
+              sl_cuda_stream(a.ctx), tdy, tx, a);
+}
+
+} // namespace
+
+bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                             const int64_t *counts, int groups, bool trans_b, float beta) {
+    static const char *op = "grouped_matmul";
+    const int64_t r = b->shape[1], s = b->shape[2];
+    const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
+    /* the groups' rows only: a tensor may be sized for more (expert parallelism's receive
+     * buffers), its memory not (TMA's zeros past the last row stand in for the rest) */
+    int64_t rows = 0;
+    for (int g = 0; g < groups; g++) rows += counts[g];
+    if (a->dtype != SL_BF16 || b->dtype != SL_BF16 || c->dtype != SL_BF16 || in % 8 || out % 8 ||
+        in == 0 || out == 0 || groups < 1 || groups > kMaxGroups || rows >= INT32_MAX ||
+        !aligned16(a->data) || !aligned16(b->data) || !aligned16(c->data) || !device_runs(ctx))
+        return false;
+    const int bn = out > 128 ? 256 : 128;
+    int64_t m_tiles = 0;
+    for (int g = 0; g < groups; g++) m_tiles += (counts[g] + BM - 1) / BM;
+    const int64_t tiles = m_tiles * ((out + bn - 1) / bn);
+    if (tiles >= INT32_MAX) return false;
+    if (tiles == 0) return true; /* no rows: nothing to write */
+    sl_gmm_sm90_args args = {};
+    args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
+    args.n = (int)out, args.k = (int)in, args.c = c->data, args.beta = beta;
+    const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
+    /* B [groups, R, S]: rows of S; trans_b reads [BN n][64 k] boxes, else [64 k][64 n] */
+    const CUtensorMap tb = bf16_map(b->data, s, r, groups, trans_b ? bn : BK, op);
+    if (bn == 256)
+        trans_b ? launch_mm<256, 0>(ta, tb, args, tiles) : launch_mm<256, 1>(ta, tb, args, tiles);
+    else
+        trans_b ? launch_mm<128, 0>(ta, tb, args, tiles) : launch_mm<128, 1>(ta, tb, args, tiles);
+    SL_CUDA_LAUNCHED(op);
+    return true;
+}
+
+bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                             const int64_t *counts, int groups, float beta) {
+    static const char *op = "grouped_matmul_dw";
+    const int64_t r = dw->shape[1], s = dw->shape[2];
+    int64_t rows = 0; /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
+    for (int g = 0; g < groups; g++) rows += counts[g];
+    if (dy->dtype != SL_BF16 || x->dtype != SL_BF16 || dw->dtype != SL_F32 || r % 8 || s % 8 ||
+        r == 0 || s == 0 || groups < 1 || groups > kMaxGroups || rows == 0 || rows >= INT32_MAX ||
+        !aligned16(dy->data) || !aligned16(x->data) || !aligned16(dw->data) || !device_runs(ctx))
+        return false;
+    const int bn = s > 128 ? 256 : 128;
+    const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);
+    if (tiles >= INT32_MAX) return false;
+    sl_gmm_sm90_args args = {};
+    args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
+    args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
+    const CUtensorMap tdy = bf16_map(dy->data, r, rows, 0, BK, op);
+    const CUtensorMap tx = bf16_map(x->data, s, rows, 0, BK, op);
+    if (bn == 256)
+        launch_dw<256>(tdy, tx, args, tiles);
+    else
+        launch_dw<128>(tdy, tx, args, tiles);
+    SL_CUDA_LAUNCHED(op);
+    return true;
+}

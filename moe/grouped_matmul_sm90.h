@@ -1,0 +1,29 @@
+/* moe/grouped_matmul_sm90.h - the expert GEMMs on Hopper (moe/grouped_matmul_sm90.cu), the
+ * strategy "wgmma" of moe/grouped_matmul.cu. C++ (CUDA sources only). */
+#ifndef SL_GROUPED_MATMUL_SM90_H
+#define SL_GROUPED_MATMUL_SM90_H
+
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* The kernels' parameters: counts [groups] on the device; mm: C [rows, n] (bf16) from K = k;
+ * dW: C = dW [groups, m, n] (fp32). */
+struct sl_gmm_sm90_args {
+    void *ctx;
+    const int64_t *counts;
+    int groups, m, n, k;
+    void *c;
+    float beta;
+};
+
+/* sl_op_grouped_matmul (bf16 throughout) and sl_op_grouped_matmul_dw (bf16 dY, X into fp32
+ * dW) with host counts, in one launch each. Return false, having done nothing, where the kernel
+ * does not apply: other dtypes, widths not multiples of 8, operands not 16-byte aligned, more
+ * than 1,024 groups, or a device that is not compute capability 9.x with sm_90a code. */
+bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                             const int64_t *counts, int groups, bool trans_b, float beta);
+bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                             const int64_t *counts, int groups, float beta);
+
+#endif
