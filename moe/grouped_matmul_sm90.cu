@@ -51,11 +51,6 @@ enum : int { kBarPair = 1 }; /* named barrier of both consumers (256 threads) */
 
 /* ---- tiles and descriptors (the 128B-swizzled [rows][64] chunks TMA writes) --------------- */
 
-/* Byte offset of element (row, col) in a tile of R rows per 64-column chunk. */
-template <int R> __device__ __forceinline__ uint32_t tile_off(int row, int col) {
-    return (uint32_t)(col >> 6) * (uint32_t)(R * 128) +
-           sl_swizzle_offset(SL_SWIZZLE_128B, (uint32_t)(row * 128 + (col & 63) * 2));
-}
 /* K-major operand ([rows][64 k], one chunk): rows row0..; k-slice ks (0..3) 32 bytes on. */
 __device__ __forceinline__ uint64_t desc_k(const uint8_t *tile, int row0) {
     return sl_wgmma_desc(tile + row0 * 128, SL_SWIZZLE_128B, 16, 1024);
@@ -142,6 +137,54 @@ __device__ __forceinline__ lane_pos lane_of() {
     return p;
 }
 
+/* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */
+__device__ __forceinline__ float2 load_pair(const sl_bf16 *p) {
+    float2 v;
+    sl_unpack_bf16x2(*(const uint32_t *)p, &v.x, &v.y);
+    return v;
+}
+__device__ __forceinline__ float2 load_pair(const float *p) {
+    return *(const float2 *)p;
+}
+__device__ __forceinline__ void store_pair(sl_bf16 *p, float a, float b) {
+    *(uint32_t *)p = sl_pack_bf16x2(a, b);
+}
+__device__ __forceinline__ void store_pair(float *p, float a, float b) {
+    *(float2 *)p = make_float2(a, b);
+}
+
+/* The epilogue of one consumer: out = acc + beta out for its rows 16 w + g + 8 x (row[x], or
+ * null where that row is not stored) and the columns n0 + 8 j + 2 q, + 1 below n (n a multiple
+ * of 8, so a pair is stored whole or not at all), straight from the accumulators. Every read of
+ * the old values comes before the first store: interleaved, each load would wait for the store
+ * before it (nvcc cannot tell the addresses apart), one memory round trip per pair. */
+template <int BN, class T>
+__device__ __forceinline__ void store_tile(float (&acc)[BN / 2], T *const (&row)[2], int n0, int n,
+                                           float beta, int q) {
+    if (beta != 0.0f) {
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            if (!row[x]) continue;
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                const int col = n0 + 8 * j + 2 * q;
+                if (col >= n) continue;
+                const float2 o = load_pair(row[x] + col);
+                acc[4 * j + 2 * x] += beta * o.x, acc[4 * j + 2 * x + 1] += beta * o.y;
+            }
+        }
+    }
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        if (!row[x]) continue;
+        SL_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            const int col = n0 + 8 * j + 2 * q;
+            if (col < n) store_pair(row[x] + col, acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+        }
+    }
+}
+
 /* ---- the forward / data-gradient kernel ----------------------------------------------------- */
 
 template <int BN, int TB>
@@ -223,26 +266,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence_operand(acc);
         sl_mbar_arrive(&empty[(it - 1) % ST]);
 
-        /* epilogue: this consumer's rows of the group, columns below N, straight from the
-         * accumulators (pairs of columns: N is a multiple of 8) */
+        /* epilogue: this consumer's rows of the group only */
+        sl_bf16 *row[2];
         SL_UNROLL
         for (int x = 0; x < 2; x++) {
             const int r = 64 * c + 16 * p.w + p.g + 8 * x;
-            if (r >= m.rows) continue;
-            sl_bf16 *crow = (sl_bf16 *)a.c + (int64_t)(m.row0 + r) * a.n;
-            SL_UNROLL
-            for (int j = 0; j < BN / 8; j++) {
-                const int col = n0 + 8 * j + 2 * p.q;
-                if (col >= a.n) continue;
-                float v0 = acc[4 * j + 2 * x], v1 = acc[4 * j + 2 * x + 1];
-                if (a.beta != 0.0f) {
-                    float o0, o1;
-                    sl_unpack_bf16x2(*(const uint32_t *)(crow + col), &o0, &o1);
-                    v0 += a.beta * o0, v1 += a.beta * o1;
-                }
-                *(uint32_t *)(crow + col) = sl_pack_bf16x2(v0, v1);
-            }
+            row[x] = r < m.rows ? (sl_bf16 *)a.c + (int64_t)(m.row0 + r) * a.n : nullptr;
         }
+        store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
     }
 }
 
@@ -346,24 +377,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence_operand(acc);
         if (chunks > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
 
-        /* epilogue: dW rows m0 + this consumer's 64, fp32 pairs (S is a multiple of 8) */
+        /* epilogue: dW rows m0 + this consumer's 64 below R */
+        float *row[2];
         SL_UNROLL
         for (int x = 0; x < 2; x++) {
-            const int row = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
-            if (row >= a.m) continue;
-            float *wrow = (float *)a.c + ((int64_t)g * a.m + row) * a.n;
-            SL_UNROLL
-            for (int j = 0; j < BN / 8; j++) {
-                const int col = n0 + 8 * j + 2 * p.q;
-                if (col >= a.n) continue;
-                float2 v = make_float2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-                if (a.beta != 0.0f) {
-                    const float2 o = *(const float2 *)(wrow + col);
-                    v.x += a.beta * o.x, v.y += a.beta * o.y;
-                }
-                *(float2 *)(wrow + col) = v;
-            }
+            const int r = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
+            row[x] = r < a.m ? (float *)a.c + ((int64_t)g * a.m + r) * a.n : nullptr;
         }
+        store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
     }
 }
 
