@@ -38,7 +38,7 @@ is skipped):
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
-The tests run beside the three sanitizer parts (two lanes); everything else has the GPU alone.
+The tests run beside the four sanitizer parts (two lanes); everything else has the GPU alone.
 Each part ends PASS, FAIL, SKIP (cannot run here: the reason is given) or TIMEOUT. OUTDIR gets
 summary.txt and summary.json (every part with its status and duration, the tests' results, the
 profile, the ratios to PyTorch), logs/ (one log per part and per test) and each benchmark's
