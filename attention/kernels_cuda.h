@@ -106,6 +106,10 @@ void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_ten
 bool sl_cuda_gated_attn_sm90_runs_on(void *ctx);
 bool sl_cuda_gated_attn_sm90_device(void);
 bool sl_cuda_gated_attn_sm90_automatic(void *ctx);
+/* How many chunks of its GQA group (grp query heads per K/V head) the Hopper backward's dK/dV
+ * pass splits the work of a [batch, seq] problem with kv K/V heads of head dim d into on a GPU
+ * of `sms` SMs (SLUICE_ATTN_SM90_HSPLIT unset); for tests and benchmarks. */
+int sl_cuda_gated_attn_sm90_hsplit(int batch, int seq, int kv, int grp, int d, int sms);
 
 /* attn_sink.cu */
 void sl_cuda_attn_sink_share(void *ctx, sl_tensor *out, const sl_tensor *q, const sl_tensor *k,

@@ -212,6 +212,20 @@ int main(int argc, char **argv) {
     CHECK(sl_backend_set_attn_kernel(g_gpu, g_kernel, err, sizeof err) == 0,
           "attention kernel \"%s\": %s", g_kernel, err);
     printf("dQ mode: %s; attention kernel: %s\n", g_atomic ? "atomic" : "deterministic", g_kernel);
+#ifdef SLUICE_WITH_CUDA
+    if (strcmp(g_kernel, "sm90") == 0 && !getenv("SLUICE_ATTN_SM90_HSPLIT")) {
+        /* the dK/dV pass's group split at the paper's shapes on an H200's 132 SMs (B 1, KV 4,
+         * GQA 8): 2 at S 4096 (measured 3% faster than 4 there, 2026-11-26), none at S 32768
+         * (1,024 blocks fill the GPU evenly), 4 at S 2048 (the simulated schedule's best) */
+        const int want[][4] = {
+            {4096, 128, 2}, {4096, 64, 2}, {32768, 128, 1}, {32768, 64, 1}, {2048, 128, 4}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const int got = sl_cuda_gated_attn_sm90_hsplit(1, want[i][0], 4, 8, want[i][1], 132);
+            CHECK(got == want[i][2], "dK/dV split at S %d D %d: %d, expected %d", want[i][0],
+                  want[i][1], got, want[i][2]);
+        }
+    }
+#endif
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i]);
     sl_backend_free(g_gpu);
     char name[64];
