@@ -29,11 +29,12 @@
  *   dW   dW_g [R, S] (fp32) = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g: the reduction runs over
  *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
  *        group belong to the next one: the consumers zero them in shared memory before its
- *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue).
- * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
- * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
- * there. Results are deterministic: each output element is one accumulator's fixed sequence of
- * wgmmas, whatever the block that runs it.
+ *        wgmmas. Every
+ * group has the same tiles (empty ones get beta dW_g from the epilogue). The groups' first rows and
+ * tile offsets are prefix sums of the counts, computed by each block from the device array (warp 0,
+ * shuffles) into shared memory; a tile's group is a binary search there. Results are deterministic:
+ * each output element is one accumulator's fixed sequence of wgmmas, whatever the block that runs
+ * it.
  */
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
@@ -244,6 +245,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
         const mm_tile m = locate_mm(row_start, tile_start, a.groups, n_tiles, t);
         const int n0 = m.nt * BN;
+        if (64 * c >= m.rows) {
+            /* every row of this consumer's half is past the group (its last tile holds 64 rows
+             * or fewer): nothing to compute or store, and the other consumer's wgmmas have the
+             * tensor cores alone. Release the stages as they come. */
+            for (int kc = 0; kc < k_chunks; kc++, it++) {
+                sl_mbar_wait(&full[it % ST], (uint32_t)((it / ST) & 1));
+                sl_mbar_arrive(&empty[it % ST]);
+            }
+            continue;
+        }
         for (int kc = 0; kc < k_chunks; kc++, it++) {
             const int s = it % ST;
             sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
@@ -280,11 +291,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 /* ---- the weight-gradient kernel ---------------------------------------------------------------
  */
 
-/* Zeroes rows kv .. 63 of a [64][64] chunk (bf16, 128-byte rows: the swizzle permutes 16-byte
- * pieces within a row, so a row's bytes stay where they were) by one warpgroup's threads. */
-__device__ __forceinline__ void zero_rows_from(uint8_t *chunk, int kv, int t) {
+/* Zeroes rows kv .. end - 1 of a [64][64] chunk (bf16, 128-byte rows: the swizzle permutes
+ * 16-byte pieces within a row, so a row's bytes stay where they were) by one warpgroup's
+ * threads. */
+__device__ __forceinline__ void zero_rows(uint8_t *chunk, int kv, int end, int t) {
     uint4 *p = (uint4 *)(chunk + kv * 128);
-    const int n = (64 - kv) * 8; /* 16-byte pieces */
+    const int n = (end - kv) * 8; /* 16-byte pieces */
     for (int i = t; i < n; i += kWg) p[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
@@ -354,11 +366,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int s = it % ST;
             sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
             uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
+            /* the last chunk of the group: the next group's rows count as zeros (skipping the
+             * k-slices past the group instead made ptxas serialize the wgmmas, C7520: a branch
+             * around them; the padding is at most 63 rows of the group's reduction) */
             const int kv = rows - kc * BK;
-            if (kv < BK) { /* the last chunk: the next group's rows count as zeros */
-                zero_rows_from(sa + c * (BK * 128), kv, p.t);
+            if (kv < BK) {
+                zero_rows(sa + c * (BK * 128), kv, BK, p.t);
                 for (int cc = c; cc < BN / 64; cc += 2)
-                    zero_rows_from(sb + cc * (BK * 128), kv, p.t);
+                    zero_rows(sb + cc * (BK * 128), kv, BK, p.t);
                 sl_fence_proxy_async();
                 sl_named_bar_sync(kBarPair, kConsumerThreads);
             }
