@@ -496,6 +496,35 @@ void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const sl_gmm_sm90_
               sl_cuda_stream(a.ctx), tdy, tx, a);
 }
 
+/* Why the kernels do not apply to operands of these types and widths on this device, or null:
+ * bf16 operands (the weight gradient's output fp32, the forward's bf16), widths multiples of 8
+ * (TMA's 16-byte strides), 16-byte aligned, at most kMaxGroups groups and 2^31 rows. */
+const char *why_not(void *ctx, sl_dtype ab, sl_dtype out, sl_dtype want_out, int64_t w1, int64_t w2,
+                    int groups, int64_t rows, const void *p0, const void *p1, const void *p2) {
+    if (ab != SL_BF16 || out != want_out) return "its operands are not bf16";
+    if (w1 % 8 || w2 % 8 || w1 == 0 || w2 == 0) return "a width is not a multiple of 8";
+    if (groups < 1 || groups > kMaxGroups) return "more than 1,024 experts";
+    if (rows >= INT32_MAX) return "2^31 rows or more";
+    if (!aligned16(p0) || !aligned16(p1) || !aligned16(p2))
+        return "an operand is not 16-byte aligned";
+    if (!device_runs(ctx))
+        return "the device is not compute capability 9.x with this build's sm_90a code";
+    return nullptr;
+}
+
+/* Says once per process and operation whether the kernel runs or why not (SLUICE_EXPERT_GEMM=
+ * wgmma asked for it; where it does not apply the call takes auto's path). */
+bool note(const char *op, bool *said, const char *why) {
+    if (!*said) {
+        *said = true;
+        if (why)
+            sl_info("expert GEMMs: %s runs auto's path, not the Hopper grouped GEMM: %s", op, why);
+        else
+            sl_info("expert GEMMs: %s runs the Hopper grouped GEMM (wgmma)", op);
+    }
+    return why == nullptr;
+}
+
 } // namespace
 
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
@@ -507,10 +536,10 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
      * buffers), its memory not (TMA's zeros past the last row stand in for the rest) */
     int64_t rows = 0;
     for (int g = 0; g < groups; g++) rows += counts[g];
-    if (a->dtype != SL_BF16 || b->dtype != SL_BF16 || c->dtype != SL_BF16 || in % 8 || out % 8 ||
-        in == 0 || out == 0 || groups < 1 || groups > kMaxGroups || rows >= INT32_MAX ||
-        !aligned16(a->data) || !aligned16(b->data) || !aligned16(c->data) || !device_runs(ctx))
-        return false;
+    static bool said = false;
+    const char *why = why_not(ctx, b->dtype == a->dtype ? a->dtype : SL_F32, c->dtype, SL_BF16, in,
+                              out, groups, rows, a->data, b->data, c->data);
+    if (!note(op, &said, why)) return false;
     const int bn = out > 128 ? 256 : 128;
     int64_t m_tiles = 0;
     for (int g = 0; g < groups; g++) m_tiles += (counts[g] + BM - 1) / BM;
@@ -537,10 +566,11 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     const int64_t r = dw->shape[1], s = dw->shape[2];
     int64_t rows = 0; /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
     for (int g = 0; g < groups; g++) rows += counts[g];
-    if (dy->dtype != SL_BF16 || x->dtype != SL_BF16 || dw->dtype != SL_F32 || r % 8 || s % 8 ||
-        r == 0 || s == 0 || groups < 1 || groups > kMaxGroups || rows == 0 || rows >= INT32_MAX ||
-        !aligned16(dy->data) || !aligned16(x->data) || !aligned16(dw->data) || !device_runs(ctx))
-        return false;
+    static bool said = false;
+    const char *why = why_not(ctx, dy->dtype == x->dtype ? dy->dtype : SL_F32, dw->dtype, SL_F32, r,
+                              s, groups, rows, dy->data, x->data, dw->data);
+    if (!note(op, &said, why)) return false;
+    if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
     const int bn = s > 128 ? 256 : 128;
     const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
