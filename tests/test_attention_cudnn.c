@@ -151,11 +151,16 @@ int main(int argc, char **argv) {
         sl_backend_free(g_gpu);
         return 77;
     }
-    /* which shapes this cuDNN takes (older ones want S % 128 == 0) */
+    /* which shapes this cuDNN takes (older ones want S % 128 == 0); a build without the CUDA
+     * backend has no cuDNN loader (and stopped above: no cuda backend there) */
+#ifdef SLUICE_WITH_CUDA
     sl_cudnn *probe = sl_cudnn_open(err, sizeof err);
     CHECK(probe != NULL, "cuDNN loaded for the backend but not a second time: %s", err);
     const long version = probe ? sl_cudnn_version(probe) : 0;
     if (probe) sl_cudnn_close(probe);
+#else
+    const long version = 0;
+#endif
     printf("cuDNN %ld\n", version);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         if (k_cases[i].any_len && version < 91600) {
