@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int e = 0; e < 4; e++) {
                 const int qi = 8 * j + 2 * p.q + (e & 1);
                 const bool vis = full || visible(i0 + qi, kj[e >> 1], sseg[qi], a.seq);
-                sacc[4 * j + e] = exp2f((vis ? sacc[4 * j + e] * c2 : -INFINITY) - slse[qi]);
+                sacc[4 * j + e] =
+                    sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -slse[qi]) : -INFINITY);
             }
         }
         sl_wgmma_wait<0>();

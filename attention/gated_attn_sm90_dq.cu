@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int e = 0; e < 4; e++) {
                 const int x = e >> 1, col = 8 * j + (e & 1);
                 const bool vis = col <= hi_c[x] && col >= lo_c[x];
-                sacc[4 * j + e] = exp2f((vis ? sacc[4 * j + e] * c2 : -INFINITY) - lse2[x]);
+                sacc[4 * j + e] = sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -lse2[x]) : -INFINITY);
             }
         }
         sl_wgmma_wait<0>();

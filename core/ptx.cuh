@@ -65,6 +65,25 @@ __device__ __forceinline__ void sl_unpack_bf16x2(uint32_t v, float *lo, float *h
     *hi = __uint_as_float(v & 0xffff0000u);
 }
 
+/* ---- the softmax's exponential ------------------------------------------------------------ */
+
+/* 2^x as ex2.approx.ftz.f32: one MUFU.EX2. exp2f compiles to ex2.approx.f32 without .ftz, which
+ * ptxas wraps for results below 2^-126 (FSETP, and a predicated FMUL before and after the MUFU:
+ * nvcc 13.0, sm_90a, read in the attention kernels' SASS), three more instructions for every
+ * score of a softmax. With .ftz such results are 0 (a probability below 2^-126 adds nothing to
+ * an fp32 sum of values up to 1) and 2^-inf is 0. The twin is exp2f with the same flush (the
+ * hardware's approximation differs from it by at most 2 ulp, PTX ISA "ex2"). */
+__device__ __forceinline__ float sl_ex2_ftz(float x) {
+#ifdef SLUICE_CUDA_EMULATED
+    const float y = exp2f(x);
+    return y < 1.17549435e-38f ? 0.0f : y;
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 #ifdef SLUICE_CUDA_EMULATED
 
 /* ---- emulated twins (emu/src/ptx.cc): warp collectives and per-thread copy queues ---------- */
