@@ -192,19 +192,34 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_wgmma_commit();
         }
 
-        /* P^T (rows: keys kj[x]; columns: queries i0 + 8 j + 2 q + e) while dP^T computes.
-         * Masking is needed only where some pair is invisible. */
+        /* P^T (rows: keys kj[x]; columns: queries i0 + 8 j + 2 q + e) while dP^T computes. */
         sl_wgmma_wait<1>();
         sl_wgmma_fence_operand(sacc);
+        /* Masking is needed only where some pair is invisible. Written per score as `full ||
+         * visible(...)`, nvcc 13.0 kept a branch per score around the document start's shared
+         * load (BSSY, BRA, BSYNC, two shared loads and address arithmetic: about 15 instructions
+         * per score in the SASS). At D = 128 the unmasked tile is a branch of its own (FFMA,
+         * MUFU and a shared load per score); at D = 64 (BM = 128: 192 accumulator registers
+         * live here) that branch made ptxas spill, so it keeps the per-score form. */
         const bool full = !a.seg && i0 >= j0 + BN - 1 && i0 + BM <= a.seq;
-        SL_UNROLL
-        for (int j = 0; j < BM / 8; j++) {
+        if (BM == 64 && full) {
             SL_UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int qi = 8 * j + 2 * p.q + (e & 1);
-                const bool vis = full || visible(i0 + qi, kj[e >> 1], sseg[qi], a.seq);
-                sacc[4 * j + e] =
-                    sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -slse[qi]) : -INFINITY);
+            for (int j = 0; j < BM / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 4; e++)
+                    sacc[4 * j + e] =
+                        sl_ex2_ftz(fmaf(sacc[4 * j + e], c2, -slse[8 * j + 2 * p.q + (e & 1)]));
+            }
+        } else {
+            SL_UNROLL
+            for (int j = 0; j < BM / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int qi = 8 * j + 2 * p.q + (e & 1);
+                    const bool vis = full || visible(i0 + qi, kj[e >> 1], sseg[qi], a.seq);
+                    sacc[4 * j + e] =
+                        sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -slse[qi]) : -INFINITY);
+                }
             }
         }
         sl_wgmma_wait<0>();

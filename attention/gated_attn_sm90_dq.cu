@@ -136,13 +136,23 @@ __global__ void __launch_bounds__(kThreads, 1)
             hi_c[x] = full ? BN : qi[x] < a.seq ? qi[x] - j0 - 2 * p.q : -1;
             lo_c[x] = full ? 0 : lo[x] - j0 - 2 * p.q;
         }
-        SL_UNROLL
-        for (int j = 0; j < BN / 8; j++) {
+        if (full) { /* no comparisons and selects for the tiles without masking */
             SL_UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int x = e >> 1, col = 8 * j + (e & 1);
-                const bool vis = col <= hi_c[x] && col >= lo_c[x];
-                sacc[4 * j + e] = sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -lse2[x]) : -INFINITY);
+            for (int j = 0; j < BN / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 4; e++)
+                    sacc[4 * j + e] = sl_ex2_ftz(fmaf(sacc[4 * j + e], c2, -lse2[e >> 1]));
+            }
+        } else {
+            SL_UNROLL
+            for (int j = 0; j < BN / 8; j++) {
+                SL_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int x = e >> 1, col = 8 * j + (e & 1);
+                    const bool vis = col <= hi_c[x] && col >= lo_c[x];
+                    sacc[4 * j + e] =
+                        sl_ex2_ftz(vis ? fmaf(sacc[4 * j + e], c2, -lse2[x]) : -INFINITY);
+                }
             }
         }
         sl_wgmma_wait<0>();
