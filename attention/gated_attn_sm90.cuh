@@ -96,14 +96,9 @@ __device__ __forceinline__ uint64_t mnslice(uint64_t desc, int kk) {
 /* The accumulator's rows: thread t of a consumer warpgroup holds rows 16 w + g and 16 w + g + 8
  * (w = warp in the warpgroup, g = lane / 4) and columns 8 j + 2 q, + 1 (q = lane % 4) of every
  * 8-column block j: acc[4 j + 2 x + e] is (row 16 w + g + 8 x, column 8 j + 2 q + e). */
-struct lane_pos {
-    int t, w, g, q;
-};
+using lane_pos = sl_wg_lane;
 __device__ __forceinline__ lane_pos lane_of() {
-    lane_pos p;
-    p.t = (int)(threadIdx.x % kWgThreads);
-    p.w = p.t / 32, p.g = (p.t % 32) / 4, p.q = p.t % 4;
-    return p;
+    return sl_wg_lane_of();
 }
 
 template <int N> __device__ __forceinline__ void zero_acc(float (&d)[N]) {

@@ -173,6 +173,18 @@ __host__ __device__ __forceinline__ uint32_t sl_swizzle_offset(sl_swizzle swizzl
 __host__ __device__ __forceinline__ uint64_t sl_wgmma_desc_add(uint64_t desc, uint32_t bytes) {
     return desc + (uint64_t)(bytes >> 4);
 }
+/* Where a thread's accumulator elements are (the layout above): t its index in the
+ * warpgroup, w its warp there, g = lane / 4, q = lane % 4; it holds rows 16 w + g and 16 w + g
+ * + 8, columns 8 j + 2 q and + 1 of every 8-column block j. */
+struct sl_wg_lane {
+    int t, w, g, q;
+};
+__device__ __forceinline__ sl_wg_lane sl_wg_lane_of() {
+    sl_wg_lane p;
+    p.t = (int)(threadIdx.x % 128);
+    p.w = p.t / 32, p.g = (p.t % 32) / 4, p.q = p.t % 4;
+    return p;
+}
 /* Four bf16 pairs of accumulator block pair s (columns 16s .. 16s + 15) as an A fragment. */
 template <int R>
 __device__ __forceinline__ void sl_wgmma_acc_to_a(uint32_t (&a)[4], const float (&d)[R], int s) {

@@ -103,6 +103,23 @@ __device__ __forceinline__ void group_tables(const int64_t *counts, int groups, 
     if (lane == 0) row_start[0] = 0, tile_start[0] = 0;
 }
 
+/* The start of a block of either kernel: the ring's mbarriers ("full": the producer's arrival
+ * and TMA's transaction bytes; "empty": the 256 consumer threads) and the groups' tables. */
+template <int ST>
+__device__ __forceinline__ void block_start(uint64_t *full, uint64_t *empty,
+                                            const sl_gmm_sm90_args &a, int *row_start,
+                                            int *tile_start) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            sl_mbar_init(&full[s], 1);
+            sl_mbar_init(&empty[s], kConsumerThreads);
+        }
+        sl_fence_mbarrier_init();
+    }
+    group_tables(a.counts, a.groups, row_start, tile_start);
+    __syncthreads();
+}
+
 struct mm_tile {
     int g, row0, rows, nt; /* group, first row, its rows in this tile (<= BM), column tile */
 };
@@ -126,16 +143,6 @@ __device__ __forceinline__ mm_tile locate_mm(const int *row_start, const int *ti
     r.rows = min(BM, row_start[g + 1] - r.row0);
     r.nt = local / mts;
     return r;
-}
-
-struct lane_pos {
-    int t, w, g, q;
-};
-__device__ __forceinline__ lane_pos lane_of() {
-    lane_pos p;
-    p.t = (int)(threadIdx.x % kWg);
-    p.w = p.t / 32, p.g = (p.t % 32) / 4, p.q = p.t % 4;
-    return p;
 }
 
 /* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */
@@ -200,15 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int wg = (int)(threadIdx.x / kWg);
     const int n_tiles = (a.n + BN - 1) / BN, k_chunks = (a.k + BK - 1) / BK;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) {
-            sl_mbar_init(&full[s], 1);
-            sl_mbar_init(&empty[s], kConsumerThreads);
-        }
-        sl_fence_mbarrier_init();
-    }
-    group_tables(a.counts, a.groups, row_start, tile_start);
-    __syncthreads();
+    block_start<ST>(full, empty, a, row_start, tile_start);
     const int total = tile_start[a.groups] * n_tiles;
 
     if (wg == 0) { /* producer */
@@ -239,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     sl_setmaxnreg_inc<kConsumerRegs>();
     const int c = wg - 1;
-    const lane_pos p = lane_of();
+    const sl_wg_lane p = sl_wg_lane_of();
     float acc[BN / 2];
     int it = 0;
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
@@ -313,15 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int m_tiles = (a.m + BM - 1) / BM, n_tiles = (a.n + BN - 1) / BN;
     const int per_group = m_tiles * n_tiles, total = a.groups * per_group;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) {
-            sl_mbar_init(&full[s], 1);
-            sl_mbar_init(&empty[s], kConsumerThreads);
-        }
-        sl_fence_mbarrier_init();
-    }
-    group_tables(a.counts, a.groups, row_start, tile_start);
-    __syncthreads();
+    block_start<ST>(full, empty, a, row_start, tile_start);
 
     /* tile t: group t / per_group, then the row tile of dW, column tile fastest */
     if (wg == 0) { /* producer */
@@ -350,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     sl_setmaxnreg_inc<kConsumerRegs>();
     const int c = wg - 1;
-    const lane_pos p = lane_of();
+    const sl_wg_lane p = sl_wg_lane_of();
     float acc[BN / 2];
     int it = 0;
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {

@@ -417,6 +417,44 @@ static void test_cp_async(bool emulated) {
     cudaFree(dsrc), cudaFree(dout), cudaFree(dw1);
 }
 
+/* sl_ex2_ftz over a fixed set of arguments, one per thread. */
+__global__ void ex2_kernel(const float *x, float *y, int n) {
+    const int i = (int)threadIdx.x;
+    if (i < n) y[i] = sl_ex2_ftz(x[i]);
+}
+
+/* ex2.approx.ftz.f32 (the softmax's exponential): within 2 ulp of 2^x where 2^x is a normal
+ * float (PTX ISA "ex2": max relative error 2^-22 over the range), 0 where it is below 2^-126 or
+ * x is -inf, +inf at +inf; the hardware and the emulated twin both. */
+static void test_ex2() {
+    const std::vector<float> xs = {0.0f,     1.0f,    -1.0f,     0.5f,     -0.3333f, 10.25f,
+                                   -20.125f, 127.5f,  -125.9f,   -126.5f,  -140.0f,  -149.5f,
+                                   1e-40f,   -1e-40f, -INFINITY, INFINITY, 3.14159f, -7.77f,
+                                   64.0f,    -0.0f,   -100.1f};
+    const int n = (int)xs.size();
+    float *dx = to_device(xs), *dy = nullptr;
+    CUDA_CHECK(cudaMalloc(&dy, n * sizeof(float)));
+    SL_LAUNCH(ex2_kernel, 1, 32, 0, 0, dx, dy, n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> y = to_host(dy, n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        const double want = exp2((double)xs[i]);
+        bool ok;
+        if (want < 0x1p-126)
+            ok = y[i] == 0.0f; /* flushed */
+        else if (std::isinf(want))
+            ok = std::isinf(y[i]) && y[i] > 0;
+        else
+            ok = fabs((double)y[i] - want) <= 2.0 * ldexp(1.0, ilogb(want) - 23);
+        if (!ok && bad++ < 6)
+            CHECK(false, "ex2.approx.ftz(%.9g) = %.9g, want %.9g (2 ulp; 0 below 2^-126)",
+                  (double)xs[i], (double)y[i], want);
+    }
+    CHECK(bad == 0, "ex2.approx.ftz: %d wrong values", bad);
+    cudaFree(dx), cudaFree(dy);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) return run_case(argv[1]);
     int n = 0;
@@ -435,6 +473,7 @@ int main(int argc, char **argv) {
     test_ldmatrix();
     test_ldmatrix_mma(emulated);
     test_cp_async(emulated);
+    test_ex2();
     if (emulated) {
         expect_fault(argv[0], "misaligned_ldmatrix", "not 16-byte aligned");
         expect_fault(argv[0], "partial_warp_mma", "has exited");
