@@ -42,6 +42,9 @@
  * count 6x the mean at 256 tokens under the emulator) and else the lanes (62 ms per step at 256
  * rows against 82 one after another on the stream), from there on one GEMM per expert on the
  * stream (25 ms per step at 2,048 rows, against 46 on the lanes).
+ * "wgmma" (not auto's: no GPU has measured it yet) runs sluice's own grouped GEMM for Hopper
+ * (moe/grouped_matmul_sm90.cu: one persistent launch per call, the counts read on the device)
+ * and, where that kernel does not apply (other dtypes or devices), what auto runs.
  * bench/expert_gemm_bench times each call in isolation with the same counts every call, which
  * favours the per-expert forms: its figures and the step's disagree for the lanes (faster in
  * the bench, slower in the step), so the step decided. Every strategy gives each expert's
