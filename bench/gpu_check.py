@@ -28,7 +28,8 @@ is skipped):
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   profile_wgmma        the measured shape again with SLUICE_EXPERT_GEMM=wgmma (sluice's own
-                       Hopper grouped GEMM for every expert GEMM; skipped before compute 9.x)
+                       Hopper grouped GEMM for every expert GEMM; before compute capability 9.x
+                       the calls take auto's path, and the note names the path that ran)
   profile_ep8_wgmma    the EP-8 expert load with SLUICE_EXPERT_GEMM=wgmma
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
