@@ -314,21 +314,10 @@ int sm90_choice(void) {
     return choice;
 }
 
-/* Whether this device can run the kernel: compute capability 9.x, the sm_90a code in the binary
- * (a build without it would trap) and the driver's cuTensorMapEncodeTiled. */
+/* Whether this device can run the kernel (core/ptx_sm90.cuh: compute capability 9.x, the
+ * sm_90a code in the binary, the driver's cuTensorMapEncodeTiled). */
 bool sm90_device(const cudaDeviceProp *props) {
-    if (props->major != 9) return false;
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, (const void *)sm90_fwd_kernel<64>) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    if (attr.binaryVersion < 90) return false;
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                            &q) == cudaSuccess &&
-           q == cudaDriverEntryPointSuccess && fn;
+    return sl_sm90_code_runs(props, (const void *)sm90_fwd_kernel<64>);
 }
 
 } // namespace

@@ -40,8 +40,6 @@ typedef struct {
     int strategies[NSTRATEGIES], nstrategies; /* all of k_all_strategies by default */
 } opts;
 
-static const char *const k_strategy_names[] = {"auto",  "grouped", "per-expert", "grouped-tf32",
-                                               "lanes", "padded",  "wgmma"};
 /* --strategy all: the named ones, then auto (what a run gets), whose path column says what it
  * chose */
 static const int k_all_strategies[NSTRATEGIES] = {
@@ -321,8 +319,8 @@ static int check(sl_backend *be, const opts *o) {
                 worst = fmax(worst, fabs((double)got[k] - ref[k]) / fmax(scale, 1e-30));
             const bool ok = worst <= rtol && scale > 0;
             printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
-                   ok ? "OK" : "FAIL", k_gemm_names[i], k_strategy_names[o->strategies[s]], worst,
-                   rtol, "; ran ",
+                   ok ? "OK" : "FAIL", k_gemm_names[i], sl_cuda_expert_gemm_name(o->strategies[s]),
+                   worst, rtol, "; ran ",
                    i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
             failures += !ok;
             free(got);
@@ -357,13 +355,14 @@ static void bench(sl_backend *be, const opts *o, int rows) {
             const double med = sl_bench_median(t, o->reps);
             total[s] += med;
             printf("%-14s %-12s %10.3f %9.1f  %s\n", k_gemm_names[i],
-                   k_strategy_names[o->strategies[s]], med * 1e3, gemm_flops(&L, i) / med / 1e12,
+                   sl_cuda_expert_gemm_name(o->strategies[s]), med * 1e3,
+                   gemm_flops(&L, i) / med / 1e12,
                    i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
         }
     double flops = 0;
     for (int i = 0; i < GEMMS; i++) flops += gemm_flops(&L, i);
     for (int s = 0; s < o->nstrategies; s++)
-        printf("%-14s %-12s %10.3f %9.1f\n", "all six", k_strategy_names[o->strategies[s]],
+        printf("%-14s %-12s %10.3f %9.1f\n", "all six", sl_cuda_expert_gemm_name(o->strategies[s]),
                total[s] * 1e3, flops / total[s] / 1e12);
     free(t);
     layer_free(&L);

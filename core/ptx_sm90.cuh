@@ -109,9 +109,24 @@ enum sl_swizzle : int {
 
 /* ---- host: tensor maps ------------------------------------------------------------------ */
 
-/* cuTensorMapEncodeTiled (cuda.h's signature and rules), looked up through the runtime
- * (cudaGetDriverEntryPointByVersion) so that nothing links libcuda. Returns
- * CUDA_ERROR_NOT_FOUND when the driver has no such entry point. */
+/* The driver's cuTensorMapEncodeTiled, looked up once through the runtime
+ * (cudaGetDriverEntryPointByVersion) so that nothing links libcuda; null when the driver has no
+ * such entry point. */
+static inline void *sl_tensor_map_encode_entry(void) {
+    static void *const fn = [] {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            p = nullptr;
+        return p;
+    }();
+    return fn;
+}
+
+/* cuTensorMapEncodeTiled (cuda.h's signature and rules) through sl_tensor_map_encode_entry.
+ * Returns CUDA_ERROR_NOT_FOUND when the driver has no such entry point. */
 static inline CUresult
 sl_tensor_map_encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank,
                            void *global, const cuuint64_t *dims, const cuuint64_t *strides,
@@ -122,18 +137,24 @@ sl_tensor_map_encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32
                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    static const encode_fn fn = [] {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                             &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            p = nullptr;
-        return (encode_fn)p;
-    }();
+    const encode_fn fn = (encode_fn)sl_tensor_map_encode_entry();
     if (!fn) return CUDA_ERROR_NOT_FOUND;
     return fn(map, dtype, rank, global, dims, strides, box, element_strides, interleave, swizzle,
               l2, oob);
+}
+
+/* Whether a device (props) runs this build's Hopper kernels: compute capability 9.x, `kernel`
+ * (any kernel of the calling file: every file is built for the same targets) present as sm_90a
+ * code in the binary (a build without it would trap), and the driver's cuTensorMapEncodeTiled.
+ * Uncached: callers keep the answer per device. */
+static inline bool sl_sm90_code_runs(const cudaDeviceProp *props, const void *kernel) {
+    if (props->major != 9) return false;
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return attr.binaryVersion >= 90 && sl_tensor_map_encode_entry() != nullptr;
 }
 
 /* The common case: a dense tensor of `rank` dimensions (dims innermost first, strides[i] =

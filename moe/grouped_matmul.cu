@@ -310,11 +310,18 @@ bool run_padded_dw(void *ctx, const char *op, sl_tensor *dw, const sl_tensor *dy
 
 } // namespace
 
+/* The strategies' names, indexed by their SL_EXPERT_GEMM_* values. */
+static const char *const k_strategy_names[] = {"auto",  "grouped", "per-expert", "grouped-tf32",
+                                               "lanes", "padded",  "wgmma"};
+enum { k_strategies = (int)(sizeof k_strategy_names / sizeof k_strategy_names[0]) };
+
+const char *sl_cuda_expert_gemm_name(int strategy) {
+    return strategy >= 0 && strategy < k_strategies ? k_strategy_names[strategy] : "?";
+}
+
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy) {
-    static const char *const names[] = {"auto",  "grouped", "per-expert", "grouped-tf32",
-                                        "lanes", "padded",  "wgmma"};
-    for (int i = 0; i < 7; i++)
-        if (strcmp(name, names[i]) == 0) {
+    for (int i = 0; i < k_strategies; i++)
+        if (strcmp(name, k_strategy_names[i]) == 0) {
             *strategy = i;
             return true;
         }

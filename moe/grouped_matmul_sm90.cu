@@ -29,12 +29,11 @@
  *   dW   dW_g [R, S] (fp32) = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g: the reduction runs over
  *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
  *        group belong to the next one: the consumers zero them in shared memory before its
- *        wgmmas. Every
- * group has the same tiles (empty ones get beta dW_g from the epilogue). The groups' first rows and
- * tile offsets are prefix sums of the counts, computed by each block from the device array (warp 0,
- * shuffles) into shared memory; a tile's group is a binary search there. Results are deterministic:
- * each output element is one accumulator's fixed sequence of wgmmas, whatever the block that runs
- * it.
+ *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue).
+ * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
+ * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
+ * there. Results are deterministic: each output element is one accumulator's fixed sequence of
+ * wgmmas, whatever the block that runs it.
  */
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
@@ -103,21 +102,51 @@ __device__ __forceinline__ void group_tables(const int64_t *counts, int groups, 
     if (lane == 0) row_start[0] = 0, tile_start[0] = 0;
 }
 
-/* The start of a block of either kernel: the ring's mbarriers ("full": the producer's arrival
- * and TMA's transaction bytes; "empty": the 256 consumer threads) and the groups' tables. */
-template <int ST>
-__device__ __forceinline__ void block_start(uint64_t *full, uint64_t *empty,
-                                            const sl_gmm_sm90_args &a, int *row_start,
-                                            int *tile_start) {
+/* The ring of ST stages both kernels share, and a block's start. Iteration `it` counts the
+ * reduction chunks a block has walked over all its tiles; it uses stage it % ST, whose phase
+ * parity is (it / ST) & 1. "full" completes on the producer's arrival and TMA's transaction
+ * bytes, "empty" on the 256 consumer threads' arrivals. */
+template <int ST> struct ring {
+    uint64_t *full, *empty;
+    int *row_start, *tile_start; /* the groups' tables (group_tables) */
+
+    /* The producer: waits until the consumers released the stage's previous use, expects
+     * `bytes` of TMA loads on it and returns the stage. */
+    __device__ __forceinline__ int produce(int it, uint32_t bytes) const {
+        const int s = it % ST;
+        if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
+        sl_mbar_arrive_expect_tx(&full[s], bytes);
+        return s;
+    }
+    /* A consumer: waits for the stage's data and returns the stage. */
+    __device__ __forceinline__ int consume(int it) const {
+        const int s = it % ST;
+        sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
+        return s;
+    }
+    /* A consumer: iteration it's stage may be refilled (its wgmmas have retired). */
+    __device__ __forceinline__ void release(int it) const { sl_mbar_arrive(&empty[it % ST]); }
+};
+
+/* The start of a block of either kernel: the ring's mbarriers (after the shared-memory tiles,
+ * layout<BN>) and the groups' tables, initialized, then the block meets. */
+template <int BN>
+__device__ __forceinline__ ring<layout<BN>::ST> block_start(uint8_t *smem,
+                                                            const sl_gmm_sm90_args &a) {
+    using L = layout<BN>;
+    ring<L::ST> r;
+    r.full = (uint64_t *)(smem + L::bars), r.empty = r.full + L::ST;
+    r.row_start = (int *)(smem + L::tables), r.tile_start = r.row_start + a.groups + 1;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) {
-            sl_mbar_init(&full[s], 1);
-            sl_mbar_init(&empty[s], kConsumerThreads);
+        for (int s = 0; s < L::ST; s++) {
+            sl_mbar_init(&r.full[s], 1);
+            sl_mbar_init(&r.empty[s], kConsumerThreads);
         }
         sl_fence_mbarrier_init();
     }
-    group_tables(a.counts, a.groups, row_start, tile_start);
+    group_tables(a.counts, a.groups, r.row_start, r.tile_start);
     __syncthreads();
+    return r;
 }
 
 struct mm_tile {
@@ -200,15 +229,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     mm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
               const sl_gmm_sm90_args a) {
     using L = layout<BN>;
-    constexpr int ST = L::ST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
-    uint64_t *full = (uint64_t *)(smem + L::bars), *empty = full + ST;
-    int *row_start = (int *)(smem + L::tables), *tile_start = row_start + a.groups + 1;
+    const auto R = block_start<BN>(smem, a);
     const int wg = (int)(threadIdx.x / kWg);
     const int n_tiles = (a.n + BN - 1) / BN, k_chunks = (a.k + BK - 1) / BK;
-
-    block_start<ST>(full, empty, a, row_start, tile_start);
-    const int total = tile_start[a.groups] * n_tiles;
+    const int total = R.tile_start[a.groups] * n_tiles;
 
     if (wg == 0) { /* producer */
         sl_setmaxnreg_dec<kProducerRegs>();
@@ -217,20 +242,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_tma_prefetch(&tb);
         int it = 0;
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
-            const mm_tile m = locate_mm(row_start, tile_start, a.groups, n_tiles, t);
+            const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
             const int n0 = m.nt * BN;
             for (int kc = 0; kc < k_chunks; kc++, it++) {
-                const int s = it % ST;
-                if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
-                sl_mbar_arrive_expect_tx(&full[s], L::a_bytes + L::b_bytes);
-                sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &full[s], kc * BK, m.row0);
+                const int s = R.produce(it, L::a_bytes + L::b_bytes);
+                sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &R.full[s], kc * BK, m.row0);
                 uint8_t *sb = smem + L::b + s * L::b_bytes;
                 if (TB) /* B_g [K, N]: BN / 64 chunks of [64 k][64 n] */
                     for (int c = 0; c < BN / 64; c++)
-                        sl_tma_load_3d(sb + c * (BK * 128), &tb, &full[s], n0 + 64 * c, kc * BK,
+                        sl_tma_load_3d(sb + c * (BK * 128), &tb, &R.full[s], n0 + 64 * c, kc * BK,
                                        m.g);
                 else /* B_g [N, K]: one [BN n][64 k] box */
-                    sl_tma_load_3d(sb, &tb, &full[s], kc * BK, n0, m.g);
+                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, m.g);
             }
         }
         return;
@@ -242,21 +265,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[BN / 2];
     int it = 0;
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
-        const mm_tile m = locate_mm(row_start, tile_start, a.groups, n_tiles, t);
+        const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
         const int n0 = m.nt * BN;
         if (64 * c >= m.rows) {
             /* every row of this consumer's half is past the group (its last tile holds 64 rows
              * or fewer): nothing to compute or store, and the other consumer's wgmmas have the
              * tensor cores alone. Release the stages as they come. */
             for (int kc = 0; kc < k_chunks; kc++, it++) {
-                sl_mbar_wait(&full[it % ST], (uint32_t)((it / ST) & 1));
-                sl_mbar_arrive(&empty[it % ST]);
+                R.consume(it);
+                R.release(it);
             }
             continue;
         }
         for (int kc = 0; kc < k_chunks; kc++, it++) {
-            const int s = it % ST;
-            sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
+            const int s = R.consume(it);
             const uint64_t da = desc_k(smem + L::a + s * L::a_bytes, 64 * c);
             const uint8_t *sb = smem + L::b + s * L::b_bytes;
             const uint64_t db = TB ? desc_mn(sb, 0) : desc_k(sb, 0);
@@ -270,11 +292,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             /* the previous chunk's wgmmas have retired: release its stage */
             sl_wgmma_wait<1>();
             sl_wgmma_fence_operand(acc);
-            if (kc > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+            if (kc > 0) R.release(it - 1);
         }
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
-        sl_mbar_arrive(&empty[(it - 1) % ST]);
+        R.release(it - 1);
 
         /* epilogue: this consumer's rows of the group only */
         sl_bf16 *row[2];
@@ -287,15 +309,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-/* ---- the weight-gradient kernel ---------------------------------------------------------------
- */
+/* ---- the weight-gradient kernel ---------------------------------------------------------- */
 
-/* Zeroes rows kv .. end - 1 of a [64][64] chunk (bf16, 128-byte rows: the swizzle permutes
- * 16-byte pieces within a row, so a row's bytes stay where they were) by one warpgroup's
- * threads. */
-__device__ __forceinline__ void zero_rows(uint8_t *chunk, int kv, int end, int t) {
+/* Zeroes rows kv .. 63 of a [64][64] chunk (bf16, 128-byte rows: the swizzle permutes 16-byte
+ * pieces within a row, so a row's bytes stay where they were) by one warpgroup's threads. */
+__device__ __forceinline__ void zero_rows_from(uint8_t *chunk, int kv, int t) {
     uint4 *p = (uint4 *)(chunk + kv * 128);
-    const int n = (end - kv) * 8; /* 16-byte pieces */
+    const int n = (BK - kv) * 8; /* 16-byte pieces */
     for (int i = t; i < n; i += kWg) p[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
@@ -304,15 +324,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
               const sl_gmm_sm90_args a) {
     using L = layout<BN>;
-    constexpr int ST = L::ST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
-    uint64_t *full = (uint64_t *)(smem + L::bars), *empty = full + ST;
-    int *row_start = (int *)(smem + L::tables), *tile_start = row_start + a.groups + 1;
+    const auto R = block_start<BN>(smem, a);
+    const int *row_start = R.row_start;
     const int wg = (int)(threadIdx.x / kWg);
     const int m_tiles = (a.m + BM - 1) / BM, n_tiles = (a.n + BN - 1) / BN;
     const int per_group = m_tiles * n_tiles, total = a.groups * per_group;
-
-    block_start<ST>(full, empty, a, row_start, tile_start);
 
     /* tile t: group t / per_group, then the row tile of dW, column tile fastest */
     if (wg == 0) { /* producer */
@@ -326,14 +343,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
             const int r0 = row_start[g], chunks = (row_start[g + 1] - r0 + BK - 1) / BK;
             for (int kc = 0; kc < chunks; kc++, it++) {
-                const int s = it % ST;
-                if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
-                sl_mbar_arrive_expect_tx(&full[s], L::a_bytes + L::b_bytes);
+                const int s = R.produce(it, L::a_bytes + L::b_bytes);
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
                 for (int c = 0; c < BM / 64; c++)
-                    sl_tma_load_2d(sa + c * (BK * 128), &tdy, &full[s], m0 + 64 * c, r0 + kc * BK);
+                    sl_tma_load_2d(sa + c * (BK * 128), &tdy, &R.full[s], m0 + 64 * c,
+                                   r0 + kc * BK);
                 for (int c = 0; c < BN / 64; c++)
-                    sl_tma_load_2d(sb + c * (BK * 128), &tx, &full[s], n0 + 64 * c, r0 + kc * BK);
+                    sl_tma_load_2d(sb + c * (BK * 128), &tx, &R.full[s], n0 + 64 * c, r0 + kc * BK);
             }
         }
         return;
@@ -354,17 +370,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         SL_UNROLL
         for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
         for (int kc = 0; kc < chunks; kc++, it++) {
-            const int s = it % ST;
-            sl_mbar_wait(&full[s], (uint32_t)((it / ST) & 1));
+            const int s = R.consume(it);
             uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
             /* the last chunk of the group: the next group's rows count as zeros (skipping the
              * k-slices past the group instead made ptxas serialize the wgmmas, C7520: a branch
              * around them; the padding is at most 63 rows of the group's reduction) */
             const int kv = rows - kc * BK;
             if (kv < BK) {
-                zero_rows(sa + c * (BK * 128), kv, BK, p.t);
+                zero_rows_from(sa + c * (BK * 128), kv, p.t);
                 for (int cc = c; cc < BN / 64; cc += 2)
-                    zero_rows(sb + cc * (BK * 128), kv, BK, p.t);
+                    zero_rows_from(sb + cc * (BK * 128), kv, p.t);
                 sl_fence_proxy_async();
                 sl_named_bar_sync(kBarPair, kConsumerThreads);
             }
@@ -377,11 +392,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_wgmma_commit();
             sl_wgmma_wait<1>();
             sl_wgmma_fence_operand(acc);
-            if (kc > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+            if (kc > 0) R.release(it - 1);
         }
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
-        if (chunks > 0) sl_mbar_arrive(&empty[(it - 1) % ST]);
+        if (chunks > 0) R.release(it - 1);
 
         /* epilogue: dW rows m0 + this consumer's 64 below R */
         float *row[2];
@@ -431,38 +446,19 @@ bool aligned16(const void *p) {
     return ((uintptr_t)p & 15) == 0;
 }
 
-/* Whether this device runs the kernels: compute capability 9.x with the sm_90a code in the
- * binary and the driver's cuTensorMapEncodeTiled (the emulator: always). */
+/* Whether this device runs the kernels (core/ptx_sm90.cuh's sl_sm90_code_runs), per device
+ * ordinal. */
 bool device_runs(void *ctx) {
-#ifdef SLUICE_CUDA_EMULATED
-    (void)ctx;
-    return true;
-#else
     static signed char known[64];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
         (void)cudaGetLastError();
         return false;
     }
-    if (!known[dev]) {
-        bool ok = sl_cuda_props(ctx)->major == 9;
-        cudaFuncAttributes attr;
-        if (ok && cudaFuncGetAttributes(&attr, (const void *)mm_kernel<128, 0>) != cudaSuccess) {
-            (void)cudaGetLastError();
-            ok = false;
-        } else if (ok) {
-            ok = attr.binaryVersion >= 90;
-        }
-        void *fn = nullptr;
-        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        ok = ok &&
-             cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                              cudaEnableDefault, &q) == cudaSuccess &&
-             q == cudaDriverEntryPointSuccess && fn;
-        known[dev] = ok ? 1 : -1;
-    }
+    if (!known[dev])
+        known[dev] =
+            sl_sm90_code_runs(sl_cuda_props(ctx), (const void *)mm_kernel<128, 0>) ? 1 : -1;
     return known[dev] > 0;
-#endif
 }
 
 const int64_t *upload_counts(void *ctx, const int64_t *counts, int groups) {
@@ -487,12 +483,13 @@ void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const sl_gmm_sm90_
               sl_cuda_stream(a.ctx), tdy, tx, a);
 }
 
-/* Why the kernels do not apply to operands of these types and widths on this device, or null:
- * bf16 operands (the weight gradient's output fp32, the forward's bf16), widths multiples of 8
- * (TMA's 16-byte strides), 16-byte aligned, at most kMaxGroups groups and 2^31 rows. */
-const char *why_not(void *ctx, sl_dtype ab, sl_dtype out, sl_dtype want_out, int64_t w1, int64_t w2,
-                    int groups, int64_t rows, const void *p0, const void *p1, const void *p2) {
-    if (ab != SL_BF16 || out != want_out) return "its operands are not bf16";
+/* Why the kernels do not apply to these operands on this device, or null: types as the kernel
+ * takes them (types_ok: bf16 in, bf16 out for the forward, fp32 for the weight gradient),
+ * widths multiples of 8 (TMA's 16-byte strides), 16-byte aligned, at most kMaxGroups groups and
+ * 2^31 rows. */
+const char *why_not(void *ctx, bool types_ok, int64_t w1, int64_t w2, int groups, int64_t rows,
+                    const void *p0, const void *p1, const void *p2) {
+    if (!types_ok) return "its operands are not bf16";
     if (w1 % 8 || w2 % 8 || w1 == 0 || w2 == 0) return "a width is not a multiple of 8";
     if (groups < 1 || groups > kMaxGroups) return "more than 1,024 experts";
     if (rows >= INT32_MAX) return "2^31 rows or more";
@@ -528,8 +525,8 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     int64_t rows = 0;
     for (int g = 0; g < groups; g++) rows += counts[g];
     static bool said = false;
-    const char *why = why_not(ctx, b->dtype == a->dtype ? a->dtype : SL_F32, c->dtype, SL_BF16, in,
-                              out, groups, rows, a->data, b->data, c->data);
+    const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
+    const char *why = why_not(ctx, types_ok, in, out, groups, rows, a->data, b->data, c->data);
     if (!note(op, &said, why)) return false;
     const int bn = out > 128 ? 256 : 128;
     int64_t m_tiles = 0;
@@ -558,8 +555,8 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     int64_t rows = 0; /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
     for (int g = 0; g < groups; g++) rows += counts[g];
     static bool said = false;
-    const char *why = why_not(ctx, dy->dtype == x->dtype ? dy->dtype : SL_F32, dw->dtype, SL_F32, r,
-                              s, groups, rows, dy->data, x->data, dw->data);
+    const bool types_ok = dy->dtype == SL_BF16 && x->dtype == SL_BF16 && dw->dtype == SL_F32;
+    const char *why = why_not(ctx, types_ok, r, s, groups, rows, dy->data, x->data, dw->data);
     if (!note(op, &said, why)) return false;
     if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
     const int bn = s > 128 ? 256 : 128;

@@ -46,9 +46,9 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  * writes its own rows). The process-wide default comes from the environment variable
  * SLUICE_EXPERT_GEMM (auto, grouped, per-expert, grouped-tf32, lanes, padded, wgmma; anything else
  * stops the run); sl_cuda_expert_gemm_set_strategy overrides it. sl_cuda_expert_gemm_parse maps a
- * name to its value (false for an unknown name); sl_cuda_expert_gemm_dw_path says how the last
- * weight gradient ran, sl_cuda_expert_gemm_last_path how the last forward or data-gradient call
- * ran. */
+ * name to its value (false for an unknown name), sl_cuda_expert_gemm_name a value to its name;
+ * sl_cuda_expert_gemm_dw_path says how the last weight gradient ran, sl_cuda_expert_gemm_last_path
+ * how the last forward or data-gradient call ran. */
 enum {
     SL_EXPERT_GEMM_AUTO = 0,
     SL_EXPERT_GEMM_GROUPED = 1,
@@ -66,6 +66,7 @@ enum { SL_EXPERT_GEMM_PAD_ROWS = 1024 };
 /* The padded copies of one call at most (bytes); a larger call is not padded. */
 #define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
 bool sl_cuda_expert_gemm_parse(const char *name, int *strategy);
+const char *sl_cuda_expert_gemm_name(int strategy); /* "?" for a value out of range */
 void sl_cuda_expert_gemm_set_strategy(int strategy);
 const char *sl_cuda_expert_gemm_dw_path(void);
 const char *sl_cuda_expert_gemm_last_path(void);
