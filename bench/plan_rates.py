@@ -4,11 +4,13 @@
 usage: bench/plan_rates.py derive DIR [--config CONFIG]
        bench/plan_rates.py check DIR RATES_C [--gpu NAME] [--config CONFIG]
        bench/plan_rates.py results DIR --gpu NAME --date DATE --commit C --expert-gemm S
+                                   [--source TEXT]
 
 DIR holds gpu_check's speed outputs: profile.json and profile_ep8.json (gpu_train_bench
 --profile --json lines), expert_gemm.out (expert_gemm_bench) and attn_bench.out (attn_bench,
-with its JSON lines). bench/results/h200-2026-11-26b/ holds the H200 runs the table is read
-from (2026-11-26, calls 2 and 3); bench/results/h200-2026-11-26/ the day's first run.
+with its JSON lines). bench/results/h200-2026-11-26c/ holds the H200 runs the table is read
+from (2026-11-26, the expert GEMMs' `auto` = wgmma); bench/results/h200-2026-11-26/ and
+h200-2026-11-26b/ the day's earlier runs, kept as history.
 
 derive  prints each rate as trainer/plan_rates.c spells it, with the bench line it came from:
         paste the numbers into the GPU's entry there (docs/plan.md, "Rates").
@@ -17,7 +19,10 @@ check   derives the rates and compares them with the GPU's entry of RATES_C (def
         digits). tests/plan.cmake runs it, so the table cannot drift from its stored source.
 results prints the measured-steps file (bench/results/<gpu>-<date>.json, docs/plan.md
         "Measured steps") of the two profiles, with the plan requests that reproduce them;
-        --expert-gemm names the strategy the runs used (auto, grouped, per-expert or lanes).
+        --expert-gemm names the strategy the runs used (auto, grouped, per-expert, lanes or
+        wgmma); --source replaces the default provenance line (which runs, which bundle).
+        A shape's "expert_gemm_paths" comes from the profile's expert_gemm_path and
+        expert_gemm_dw_path where gpu_train_bench wrote them.
 
 CONFIG (default configs/qwen-gated-15a2b.json next to this script's parent) gives the heads and
 head dim for the attention FLOPs of the profile's B > 1 entry.
@@ -39,7 +44,9 @@ MODELLED = [
 ]
 GEMMS = {"gate_up": "GU", "down": "DN"}
 PASSES = {"fwd": "SL_PASS_FWD", "dgrad": "SL_PASS_DGRAD", "dW": "SL_PASS_WGRAD"}
-STRATEGIES = {"grouped": "GR", "per-expert": "PE", "lanes": "LN"}
+# The strategies the plan times (expert_gemm_bench's strategy column; its `auto` rows are
+# another strategy's calls, and `padded` and `grouped-tf32` are not planned).
+STRATEGIES = {"grouped": "GR", "per-expert": "PE", "lanes": "LN", "wgmma": "WG"}
 
 
 def fail(msg):
@@ -201,7 +208,7 @@ def check(d, rates_c, gpu, config):
     return 1 if bad else 0
 
 
-def results(d, gpu, date, commit, strategy, config):
+def results(d, gpu, date, commit, strategy, config, source=None):
     shapes = []
     for name, what in (("profile", "the measured shape"),
                        ("profile_ep8", "the per-GPU expert load of an EP-8 deployment")):
@@ -217,6 +224,11 @@ def results(d, gpu, date, commit, strategy, config):
                      "micro_batch": p["batch"], "global_batch": p["seq"] * p["batch"] * p["accum"],
                      "recompute": "none", "expert_gemm": strategy},
             "attention_kernel": p.get("attention_kernel"),
+        })
+        if p.get("expert_gemm_path"):
+            shapes[-1]["expert_gemm_paths"] = "forward and data gradient %s; weight gradient %s" % (
+                p["expert_gemm_path"], p.get("expert_gemm_dw_path", "?"))
+        shapes[-1].update({
             "ms_per_step": p["ms_per_step"],
             "ms_per_step_median": p.get("ms_per_step_median"),
             "gemm_peak_tflops": p.get("gemm_peak_tflops"),
@@ -230,7 +242,7 @@ def results(d, gpu, date, commit, strategy, config):
                    "regions, device ms per step (exclusive)." % gpu,
            "device": shapes and load_json_line(os.path.join(d, "profile.json")).get("device"),
            "date": date, "sluice_commit": commit,
-           "source": "bench/gpu_check.sh parts profile and profile_ep8; raw outputs in %s" % d,
+           "source": source or "bench/gpu_check.sh parts profile and profile_ep8; raw outputs in %s" % d,
            "tolerance": 0.15, "shapes": shapes}
     print(json.dumps(doc, indent=1))
     return 0
@@ -241,6 +253,7 @@ def main(argv):
         sys.stdout.write(__doc__)
         return 0 if len(argv) > 1 and argv[1] in ("-h", "--help") else 2
     args, opts = [], {"--gpu": "h200", "--date": None, "--commit": None, "--expert-gemm": "auto",
+                      "--source": None,
                       "--config": os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                "configs", "qwen-gated-15a2b.json")}
     i = 2
@@ -262,7 +275,7 @@ def main(argv):
         if len(args) != 1 or not opts["--date"] or not opts["--commit"]:
             fail("results needs DIR, --date and --commit")
         return results(args[0], opts["--gpu"], opts["--date"], opts["--commit"],
-                       opts["--expert-gemm"], opts["--config"])
+                       opts["--expert-gemm"], opts["--config"], opts["--source"])
     if len(args) != 2:
         fail("check needs DIR and RATES_C")
     return check(args[0], args[1], opts["--gpu"], opts["--config"])

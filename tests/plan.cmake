@@ -19,11 +19,11 @@ set_tests_properties(test_perf_model_counts PROPERTIES TIMEOUT 60 LABELS "plan;c
 # sluice plan's per-component step time against single-GPU steps measured on a GPU
 # (bench/results/*.json: the shapes, measured step times and profile rows, with provenance).
 sluice_test(test_plan_measured SOURCES test_plan_measured.c LABELS core plan
-            ARGS ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-26b.json)
+            ARGS ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-26c.json)
 # trainer/plan_rates.c's H200 rates against the stored bench outputs they were read from
-# (bench/results/h200-2026-11-26b/, bench/plan_rates.py check).
+# (bench/results/h200-2026-11-26c/, bench/plan_rates.py check).
 add_test(NAME test_plan_rates_source
          COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/bench/plan_rates.py check
-                 ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-26b
+                 ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-26c
                  ${CMAKE_SOURCE_DIR}/trainer/plan_rates.c --gpu h200)
 set_tests_properties(test_plan_rates_source PROPERTIES TIMEOUT 60 LABELS "plan")

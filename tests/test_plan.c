@@ -1,6 +1,7 @@
 /*
  * tests/test_plan.c - trainer/plan.c (`sluice plan`) against hand counts for
- * configs/qwen-gated-15a2b.json on 8 GPUs with EP 8, and the advice when a plan does not fit.
+ * configs/qwen-gated-15a2b.json on 8 GPUs with EP 8, the advice when a plan does not fit, the
+ * rate table's lookups and how each --expert-gemm strategy times the passes.
  *
  * The expected figures are derived here from the config's widths, written out as arithmetic
  * (V = 151936, h = 2048, L = 24, H = 32 query heads, KV = 4, D = 128, E = 128 experts, top-8,
@@ -181,33 +182,90 @@ static void check_rates(void) {
           "GPU kinds by name");
     if (!h200 || !h100) return;
     const sl_expert_strategy g = SL_EXPERTS_GROUPED;
-    /* gate_up forward, grouped: 275.1 at 256 rows, 305.6 at 512, 326.0 at 2048 (the last);
+    /* gate_up forward, grouped: 276.3 at 256 rows, 305.1 at 512, 326.4 at 2048 (the last);
      * sqrt(256 x 512) is the middle in log(rows) */
     const double mid = sqrt(256.0 * 512.0);
     CHECK(near(sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, mid),
-               (275.1 + 305.6) / 2, 1e-12) &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 275.1 &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 326.0,
+               (276.3 + 305.1) / 2, 1e-12) &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 276.3 &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 326.4,
           "expert rate interpolation");
-    /* the lanes have rates of their own: down weight gradient 114.5 at 256 rows */
+    /* the lanes and the Hopper kernel have rates of their own: down weight gradient 102.1 on
+     * the lanes and 141.4 on wgmma at 256 rows; the H100 takes the H200's wgmma rates */
     CHECK(sl_rate_expert_tflops(h200, SL_EXPERTS_LANES, SL_EXPERT_DOWN, SL_PASS_WGRAD, 256) ==
-              114.5,
+              102.1,
           "lanes rates");
-    /* attention, D 128: bwd B 1 S 4096 299.72, B 8 S 4096 281.69 (held for larger B), fwd
-     * B 1 S 32768 583.58 (held for longer S); D 64 has rows of its own */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 299.72, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 281.69, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 281.69, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 583.58, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 202.47, 1e-12),
+    CHECK(sl_rate_expert_tflops(h200, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, 256) ==
+                  141.4 &&
+              sl_rate_expert_tflops(h100, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_FWD, 2048) ==
+                  594.6,
+          "wgmma rates");
+    /* attention, D 128: bwd B 1 S 4096 411.52, B 8 S 4096 342.35 (held for larger B), fwd
+     * B 1 S 32768 611.15 (held for longer S); D 64 has rows of its own */
+    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 411.52, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 342.35, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 342.35, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 611.15, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 238.52, 1e-12),
           "attention rate lookup");
     /* B 8 at S 32768: the B 8 table has only S 4096 (held), B 1 interpolated in log(B) */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 281.69, 1e-12),
+    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 342.35, 1e-12),
           "attention B 8, S 32768: %.2f", sl_rate_attention_tflops(h200, true, 8, 32768, 128));
-    CHECK(near(sl_rate_adamw_gbs(h100), 3134.1 * 3350 / 4800, 1e-12) &&
-              near(sl_rate_dense_tflops(h100), 789.2, 1e-12) &&
-              near(sl_rate_other_ns(h100), 309.5 * 4800 / 3350, 1e-12),
+    CHECK(near(sl_rate_adamw_gbs(h100), 3154.0 * 3350 / 4800, 1e-12) &&
+              near(sl_rate_dense_tflops(h100), 802.7, 1e-12) &&
+              near(sl_rate_other_ns(h100), 297.8 * 4800 / 3350, 1e-12),
           "H100 derived rates");
+}
+
+/* How --expert-gemm is timed per pass, as the runtime's strategies run (moe/grouped_matmul.cu):
+ * `auto` and `wgmma` run the Hopper kernel for every pass in bf16 on compute capability 9.x
+ * (both GPU kinds the plan knows); in fp32 (the kernel is bf16 only) `auto`'s cuBLAS paths:
+ * grouped forward and data gradient, the weight gradient on the lanes below 1,024 rows per
+ * expert and per expert from there. */
+static void check_expert_paths(const sl_config *bf16) {
+    static sl_config fp32;
+    fp32 = *bf16;
+    snprintf(fp32.train.precision, sizeof fp32.train.precision, "fp32");
+    static const struct {
+        const sl_config *cfg;
+        const char *gpu, *strategy;
+        int micro_batch; /* 1: 256 rows per expert on one GPU; 8: 2,048 */
+        sl_expert_strategy fwd, dw;
+    } cases[] = {
+        {NULL, "h200", NULL, 1, SL_EXPERTS_WGMMA, SL_EXPERTS_WGMMA},
+        {NULL, "h200", "auto", 8, SL_EXPERTS_WGMMA, SL_EXPERTS_WGMMA},
+        {NULL, "h100", "auto", 1, SL_EXPERTS_WGMMA, SL_EXPERTS_WGMMA},
+        {NULL, "h200", "wgmma", 8, SL_EXPERTS_WGMMA, SL_EXPERTS_WGMMA},
+        {NULL, "h200", "lanes", 1, SL_EXPERTS_LANES, SL_EXPERTS_LANES},
+        {NULL, "h200", "grouped", 1, SL_EXPERTS_GROUPED, SL_EXPERTS_PER_EXPERT},
+        {&fp32, "h200", "auto", 1, SL_EXPERTS_GROUPED, SL_EXPERTS_LANES},
+        {&fp32, "h200", "auto", 8, SL_EXPERTS_GROUPED, SL_EXPERTS_PER_EXPERT},
+        {&fp32, "h100", "wgmma", 1, SL_EXPERTS_GROUPED, SL_EXPERTS_LANES},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sl_plan_request r;
+        sl_plan_request_defaults(&r);
+        r.gpus = 1;
+        r.ep = 1;
+        r.layers = 2;
+        r.micro_batch = cases[i].micro_batch;
+        r.global_batch = 4096LL * cases[i].micro_batch;
+        r.gpu = cases[i].gpu;
+        r.expert_gemm = cases[i].strategy;
+        sl_plan p;
+        char err[512];
+        const sl_config *cfg = cases[i].cfg ? cases[i].cfg : bf16;
+        CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "case %zu: %s", i, err);
+        CHECK(p.expert_path[SL_PASS_FWD] == cases[i].fwd &&
+                  p.expert_path[SL_PASS_DGRAD] == cases[i].fwd &&
+                  p.expert_path[SL_PASS_WGRAD] == cases[i].dw,
+              "case %zu (%s, %s, %s, B %d): fwd %s, dW %s; expected %s, %s", i,
+              cfg == bf16 ? "bf16" : "fp32", cases[i].gpu,
+              cases[i].strategy ? cases[i].strategy : "default", cases[i].micro_batch,
+              sl_expert_strategy_name(p.expert_path[SL_PASS_FWD]),
+              sl_expert_strategy_name(p.expert_path[SL_PASS_WGRAD]),
+              sl_expert_strategy_name(cases[i].fwd), sl_expert_strategy_name(cases[i].dw));
+    }
 }
 
 int main(void) {
@@ -220,5 +278,6 @@ int main(void) {
     check_15a2b(&cfg);
     check_advice(&cfg);
     check_rates();
+    check_expert_paths(&cfg);
     return sl_test_finish("test_plan");
 }

@@ -41,21 +41,33 @@ json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 5 --micro-batch
     --global-batch 32768 --json) || fail "--gpu h200 --json exited $?"
 grep -q '"name":[[:space:]]*"LM head + cross-entropy"' <<<"$json" || fail "JSON: compute_parts"
 grep -q '"layers":[[:space:]]*5' <<<"$json" || fail "JSON: --layers 5"
-# --expert-gemm auto as the trainer runs it: forward and data gradient grouped; the weight
-# gradient per expert on the stream from 1,024 rows per expert, on the lanes below.
+# --expert-gemm auto as the trainer runs it: on a Hopper GPU (the H200 here) in bf16 the Hopper
+# grouped GEMM (wgmma) for the forward, data gradient and weight gradient, at 2,048 rows per
+# expert (this shape) and at 256 (the next). Both GPU kinds the plan knows are Hopper; the old
+# mapping where the kernel does not apply (fp32) is checked in tests/test_plan.c.
 grep -q '"expert_gemm":[[:space:]]*"auto"' <<<"$json" || fail "JSON: expert_gemm auto"
-grep -q '"expert_gemm_path":[[:space:]]*"grouped"' <<<"$json" ||
-    fail "JSON: auto times the forward and data gradient as the grouped call"
-grep -q '"expert_gemm_dw_path":[[:space:]]*"per-expert"' <<<"$json" ||
-    fail "JSON: 2048 rows per expert should time the weight gradient per expert under auto"
+grep -q '"expert_gemm_path":[[:space:]]*"wgmma"' <<<"$json" ||
+    fail "JSON: auto on the H200 times the forward and data gradient on wgmma (2048 rows)"
+grep -q '"expert_gemm_dw_path":[[:space:]]*"wgmma"' <<<"$json" ||
+    fail "JSON: auto on the H200 times the weight gradient on wgmma (2048 rows)"
 json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 --json) ||
     fail "--gpu h200 --json (256 rows per expert) exited $?"
-grep -q '"expert_gemm_dw_path":[[:space:]]*"lanes"' <<<"$json" ||
-    fail "JSON: 256 rows per expert should time the weight gradient on the lanes under auto"
+grep -q '"expert_gemm_path":[[:space:]]*"wgmma"' <<<"$json" ||
+    fail "JSON: auto on the H200 times the forward and data gradient on wgmma (256 rows)"
+grep -q '"expert_gemm_dw_path":[[:space:]]*"wgmma"' <<<"$json" ||
+    fail "JSON: auto on the H200 times the weight gradient on wgmma (256 rows)"
 json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
     --expert-gemm lanes --json) || fail "--expert-gemm lanes exited $?"
 grep -q '"expert_gemm_path":[[:space:]]*"lanes"' <<<"$json" ||
     fail "JSON: --expert-gemm lanes should time the forward on the lanes"
+grep -q '"expert_gemm_dw_path":[[:space:]]*"lanes"' <<<"$json" ||
+    fail "JSON: --expert-gemm lanes should time the weight gradient on the lanes"
+out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
+    --expert-gemm wgmma) || fail "--expert-gemm wgmma exited $?"
+grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
+    fail "--expert-gemm wgmma should time every pass on wgmma"
+"$sluice" plan --help | grep -qF "auto | grouped | per-expert | lanes | wgmma" ||
+    fail "plan --help should list wgmma among the expert GEMM strategies"
 out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
 grep -qF "(flat model)" <<<"$out" || fail "--efficiency should select the flat model"
 grep -qF "by component" <<<"$out" && fail "the flat model prints no components"

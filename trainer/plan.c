@@ -244,23 +244,34 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     if (moe_layers > 0)
         p->rows_per_expert =
             (double)p->micro_tokens * m->num_experts_per_tok / ((double)m->num_experts / p->ep);
+    /* As the runtime (moe/grouped_matmul.cu): `auto` and `wgmma` run the Hopper kernel for
+     * every pass where it applies (bf16 on compute capability 9.x); elsewhere both run auto's
+     * cuBLAS paths: the grouped call for the forward and data gradient, the weight gradient on
+     * the lanes below SL_EXPERTS_PER_EXPERT_ROWS rows per expert and per expert from there. */
     const char *eg = r->expert_gemm ? r->expert_gemm : "auto";
+    const bool wgmma_runs = p->gpu->compute_capability / 10 == 9 && p->act_bytes == 2;
     sl_expert_strategy fwd = SL_EXPERTS_GROUPED, dw = SL_EXPERTS_PER_EXPERT;
-    if (!strcmp(eg, "auto")) {
-        if (p->rows_per_expert < SL_EXPERTS_PER_EXPERT_ROWS) dw = SL_EXPERTS_LANES;
+    if (!strcmp(eg, "auto") || !strcmp(eg, "wgmma")) {
+        if (wgmma_runs)
+            fwd = dw = SL_EXPERTS_WGMMA;
+        else if (p->rows_per_expert < SL_EXPERTS_PER_EXPERT_ROWS)
+            dw = SL_EXPERTS_LANES;
     } else if (!strcmp(eg, "per-expert")) {
         fwd = SL_EXPERTS_PER_EXPERT;
     } else if (!strcmp(eg, "lanes")) {
         fwd = dw = SL_EXPERTS_LANES;
     } else if (strcmp(eg, "grouped")) {
         snprintf(err, errlen,
-                 "--expert-gemm: unknown '%s' (expected auto, grouped, per-expert or lanes)", eg);
+                 "--expert-gemm: unknown '%s' (expected auto, grouped, per-expert, lanes or "
+                 "wgmma)",
+                 eg);
         return -1;
     }
     p->expert_gemm = !strcmp(eg, "auto")         ? "auto"
                      : !strcmp(eg, "grouped")    ? "grouped"
                      : !strcmp(eg, "per-expert") ? "per-expert"
-                                                 : "lanes";
+                     : !strcmp(eg, "lanes")      ? "lanes"
+                                                 : "wgmma";
     p->expert_path[SL_PASS_FWD] = p->expert_path[SL_PASS_DGRAD] = fwd;
     p->expert_path[SL_PASS_WGRAD] = dw;
     double t_dw = 0;

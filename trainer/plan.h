@@ -32,10 +32,12 @@ typedef struct {
     int layers;            /* 0: model.num_hidden_layers; else the first `layers` layers */
     int64_t global_batch;  /* 0: the stage's training.global_batch_tokens */
     const char *gpu;       /* NULL: H100 SXM; a name of sl_plan_gpu_find ("h100", "h200") */
-    /* As SLUICE_EXPERT_GEMM: "auto" (NULL): the forward and data gradient grouped, the weight
-     * gradient per expert on the lanes below SL_EXPERTS_PER_EXPERT_ROWS rows per expert and on
-     * the stream from there; "grouped" (its weight gradient per expert on the stream, as
-     * cuBLAS runs it); "per-expert"; "lanes" */
+    /* As SLUICE_EXPERT_GEMM: "auto" (NULL): on a compute capability 9.x GPU in bf16 the
+     * Hopper kernel (wgmma) for every pass; elsewhere (other GPUs, fp32) the forward and data
+     * gradient grouped, the weight gradient per expert on the lanes below
+     * SL_EXPERTS_PER_EXPERT_ROWS rows per expert and on the stream from there; "grouped" (its
+     * weight gradient per expert on the stream, as cuBLAS runs it); "per-expert"; "lanes";
+     * "wgmma" (where it does not apply, auto's cuBLAS paths, as the runtime) */
     const char *expert_gemm;
     /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
      * compute rate by gpu_tflops / peak. */

@@ -1,23 +1,24 @@
 /*
  * trainer/plan_rates.c - THE table of hardware figures `sluice plan` uses (plan_rates.h).
  *
- * Every number says where it came from. "Measured" numbers come from two bench/gpu_check.sh
- * runs on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, with the attention
- * backward's split dK/dV pass and the expert GEMMs' final `auto` (moe/kernels_cuda.h):
- *   - call 2: gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4
- *     micro-batches of 1 x 4096 tokens (256 rows per expert, the weight gradient on the
- *     lanes), attention kernel sm90: 389.65 ms per step; attn_bench (deterministic kernels,
- *     bf16, causal, H 32, KV 4) and expert_gemm_bench (128 experts, hidden 2048, ffn 768,
- *     bf16, rows spread over [R/2, 3R/2), every strategy);
- *   - call 3: the EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per
- *     expert, the weight gradient per expert on the stream): 382.82 ms.
- * Those raw outputs are in bench/results/h200-2026-11-26b/ (its README names each file's run),
- * both steps with their per-region rows and provenance in bench/results/h200-2026-11-26b.json.
+ * Every number says where it came from. "Measured" numbers come from one bench/gpu_check.sh
+ * session on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, from a bundle of
+ * the tree whose expert GEMM `auto` runs sluice's Hopper grouped GEMM (wgmma, moe/kernels_cuda.h)
+ * for the forward, data gradient and weight gradient:
+ *   - call 1 (15:15 UTC): attn_bench (sluice's sm90 kernel, deterministic, and cuDNN; bf16,
+ *     causal, H 32, KV 4);
+ *   - call 2 (15:32 UTC): gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9
+ *     layers, 4 micro-batches of 1 x 4096 tokens (256 rows per expert): 342.98 ms per step; the
+ *     EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per expert): 338.81 ms;
+ *     both with every expert GEMM pass on wgmma, attention kernel sm90; and expert_gemm_bench
+ *     (128 experts, hidden 2048, ffn 768, bf16, rows spread over [R/2, 3R/2), every strategy).
+ * Those raw outputs are in bench/results/h200-2026-11-26c/ (its README names each file's run),
+ * both steps with their per-region rows and provenance in bench/results/h200-2026-11-26c.json.
  * `bench/plan_rates.py derive DIR` prints every rate below from such a directory and `check`
  * compares this table with it (test_plan_rates_source). docs/plan.md, "Rates", maps each number
- * to its bench output line and lists the steps of an update after a re-measurement. The first
- * run of the day (call 1: the unsplit attention backward, the weight gradient per expert on the
- * stream at every size) is kept as history in bench/results/h200-2026-11-26/.
+ * to its bench output line and lists the steps of an update after a re-measurement. The day's
+ * earlier runs (bench/results/h200-2026-11-26/, before the split attention backward, and
+ * h200-2026-11-26b/, the cuBLAS `auto` of commit 307d9eb) are kept as history.
  */
 #include "trainer/plan_rates.h"
 
@@ -30,85 +31,100 @@
 #define GR SL_EXPERTS_GROUPED
 #define PE SL_EXPERTS_PER_EXPERT
 #define LN SL_EXPERTS_LANES
+#define WG SL_EXPERTS_WGMMA
 
-/* H200, 2026-11-26 call 2, expert_gemm_bench (bench/results/h200-2026-11-26b/expert_gemm.out):
+/* H200, 2026-11-26 call 2, expert_gemm_bench (bench/results/h200-2026-11-26c/expert_gemm.out):
  * the "median ms / TFLOP/s" column of each GEMM and strategy row at 256, 512, 1,024 and 2,048
- * rows per expert, for the strategies the plan times (grouped, per-expert, lanes). The grouped
- * strategy's weight gradients run per expert (cuBLAS refuses the grouped bf16-into-fp32 call;
- * the bench's path column says so), so they are the per-expert rows. */
+ * rows per expert, for the strategies the plan times (grouped, per-expert, lanes, wgmma). The
+ * grouped strategy's weight gradients run per expert (cuBLAS refuses the grouped bf16-into-fp32
+ * call; the bench's path column says so), so they are the per-expert rows; its `auto` rows ran
+ * wgmma (path column) and are not a strategy of their own. */
 static const sl_rate_expert h200_expert[] = {
-    {GR, GU, SL_PASS_FWD, 256, 275.1},    {GR, DN, SL_PASS_FWD, 256, 245.0},
-    {GR, GU, SL_PASS_DGRAD, 256, 268.3},  {GR, DN, SL_PASS_DGRAD, 256, 262.1},
-    {GR, GU, SL_PASS_FWD, 512, 305.6},    {GR, DN, SL_PASS_FWD, 512, 242.2},
-    {GR, GU, SL_PASS_DGRAD, 512, 295.0},  {GR, DN, SL_PASS_DGRAD, 512, 280.2},
-    {GR, GU, SL_PASS_FWD, 1024, 322.1},   {GR, DN, SL_PASS_FWD, 1024, 252.3},
-    {GR, GU, SL_PASS_DGRAD, 1024, 297.0}, {GR, DN, SL_PASS_DGRAD, 1024, 297.3},
-    {GR, GU, SL_PASS_FWD, 2048, 326.0},   {GR, DN, SL_PASS_FWD, 2048, 245.5},
-    {GR, GU, SL_PASS_DGRAD, 2048, 292.1}, {GR, DN, SL_PASS_DGRAD, 2048, 295.4},
-    {PE, GU, SL_PASS_FWD, 256, 197.3},    {PE, DN, SL_PASS_FWD, 256, 113.4},
-    {PE, GU, SL_PASS_DGRAD, 256, 216.1},  {PE, DN, SL_PASS_DGRAD, 256, 111.8},
-    {PE, GU, SL_PASS_WGRAD, 256, 109.6},  {PE, DN, SL_PASS_WGRAD, 256, 88.0},
-    {PE, GU, SL_PASS_FWD, 512, 309.4},    {PE, DN, SL_PASS_FWD, 512, 201.7},
-    {PE, GU, SL_PASS_DGRAD, 512, 329.5},  {PE, DN, SL_PASS_DGRAD, 512, 194.1},
-    {PE, GU, SL_PASS_WGRAD, 512, 192.9},  {PE, DN, SL_PASS_WGRAD, 512, 158.6},
-    {PE, GU, SL_PASS_FWD, 1024, 466.5},   {PE, DN, SL_PASS_FWD, 1024, 326.1},
-    {PE, GU, SL_PASS_DGRAD, 1024, 463.5}, {PE, DN, SL_PASS_DGRAD, 1024, 302.6},
-    {PE, GU, SL_PASS_WGRAD, 1024, 325.6}, {PE, DN, SL_PASS_WGRAD, 1024, 273.8},
-    {PE, GU, SL_PASS_FWD, 2048, 611.6},   {PE, DN, SL_PASS_FWD, 2048, 436.6},
-    {PE, GU, SL_PASS_DGRAD, 2048, 587.3}, {PE, DN, SL_PASS_DGRAD, 2048, 466.4},
-    {PE, GU, SL_PASS_WGRAD, 2048, 482.1}, {PE, DN, SL_PASS_WGRAD, 2048, 412.6},
-    {LN, GU, SL_PASS_FWD, 256, 207.8},    {LN, DN, SL_PASS_FWD, 256, 109.8},
-    {LN, GU, SL_PASS_DGRAD, 256, 225.2},  {LN, DN, SL_PASS_DGRAD, 256, 112.4},
-    {LN, GU, SL_PASS_WGRAD, 256, 164.5},  {LN, DN, SL_PASS_WGRAD, 256, 114.5},
-    {LN, GU, SL_PASS_FWD, 512, 371.8},    {LN, DN, SL_PASS_FWD, 512, 200.6},
-    {LN, GU, SL_PASS_DGRAD, 512, 354.6},  {LN, DN, SL_PASS_DGRAD, 512, 195.5},
-    {LN, GU, SL_PASS_WGRAD, 512, 289.8},  {LN, DN, SL_PASS_WGRAD, 512, 196.4},
-    {LN, GU, SL_PASS_FWD, 1024, 495.4},   {LN, DN, SL_PASS_FWD, 1024, 397.6},
-    {LN, GU, SL_PASS_DGRAD, 1024, 519.3}, {LN, DN, SL_PASS_DGRAD, 1024, 371.3},
-    {LN, GU, SL_PASS_WGRAD, 1024, 471.5}, {LN, DN, SL_PASS_WGRAD, 1024, 380.2},
-    {LN, GU, SL_PASS_FWD, 2048, 634.7},   {LN, DN, SL_PASS_FWD, 2048, 554.3},
-    {LN, GU, SL_PASS_DGRAD, 2048, 637.2}, {LN, DN, SL_PASS_DGRAD, 2048, 515.6},
-    {LN, GU, SL_PASS_WGRAD, 2048, 626.5}, {LN, DN, SL_PASS_WGRAD, 2048, 522.0},
+    {GR, GU, SL_PASS_FWD, 256, 276.3},    {GR, DN, SL_PASS_FWD, 256, 244.9},
+    {GR, GU, SL_PASS_DGRAD, 256, 269.9},  {GR, DN, SL_PASS_DGRAD, 256, 258.4},
+    {GR, GU, SL_PASS_FWD, 512, 305.1},    {GR, DN, SL_PASS_FWD, 512, 253.5},
+    {GR, GU, SL_PASS_DGRAD, 512, 278.8},  {GR, DN, SL_PASS_DGRAD, 512, 277.1},
+    {GR, GU, SL_PASS_FWD, 1024, 321.9},   {GR, DN, SL_PASS_FWD, 1024, 218.5},
+    {GR, GU, SL_PASS_DGRAD, 1024, 253.5}, {GR, DN, SL_PASS_DGRAD, 1024, 275.7},
+    {GR, GU, SL_PASS_FWD, 2048, 326.4},   {GR, DN, SL_PASS_FWD, 2048, 216.2},
+    {GR, GU, SL_PASS_DGRAD, 2048, 286.3}, {GR, DN, SL_PASS_DGRAD, 2048, 296.0},
+    {PE, GU, SL_PASS_FWD, 256, 196.1},    {PE, DN, SL_PASS_FWD, 256, 107.0},
+    {PE, GU, SL_PASS_DGRAD, 256, 212.9},  {PE, DN, SL_PASS_DGRAD, 256, 108.4},
+    {PE, GU, SL_PASS_WGRAD, 256, 108.7},  {PE, DN, SL_PASS_WGRAD, 256, 87.0},
+    {PE, GU, SL_PASS_FWD, 512, 251.0},    {PE, DN, SL_PASS_FWD, 512, 203.3},
+    {PE, GU, SL_PASS_DGRAD, 512, 337.2},  {PE, DN, SL_PASS_DGRAD, 512, 184.7},
+    {PE, GU, SL_PASS_WGRAD, 512, 190.9},  {PE, DN, SL_PASS_WGRAD, 512, 159.9},
+    {PE, GU, SL_PASS_FWD, 1024, 470.2},   {PE, DN, SL_PASS_FWD, 1024, 322.0},
+    {PE, GU, SL_PASS_DGRAD, 1024, 469.9}, {PE, DN, SL_PASS_DGRAD, 1024, 296.5},
+    {PE, GU, SL_PASS_WGRAD, 1024, 320.0}, {PE, DN, SL_PASS_WGRAD, 1024, 263.8},
+    {PE, GU, SL_PASS_FWD, 2048, 611.1},   {PE, DN, SL_PASS_FWD, 2048, 431.4},
+    {PE, GU, SL_PASS_DGRAD, 2048, 573.8}, {PE, DN, SL_PASS_DGRAD, 2048, 461.9},
+    {PE, GU, SL_PASS_WGRAD, 2048, 490.0}, {PE, DN, SL_PASS_WGRAD, 2048, 409.6},
+    {LN, GU, SL_PASS_FWD, 256, 205.6},    {LN, DN, SL_PASS_FWD, 256, 101.9},
+    {LN, GU, SL_PASS_DGRAD, 256, 211.8},  {LN, DN, SL_PASS_DGRAD, 256, 104.5},
+    {LN, GU, SL_PASS_WGRAD, 256, 167.1},  {LN, DN, SL_PASS_WGRAD, 256, 102.1},
+    {LN, GU, SL_PASS_FWD, 512, 373.6},    {LN, DN, SL_PASS_FWD, 512, 206.6},
+    {LN, GU, SL_PASS_DGRAD, 512, 329.8},  {LN, DN, SL_PASS_DGRAD, 512, 207.3},
+    {LN, GU, SL_PASS_WGRAD, 512, 289.5},  {LN, DN, SL_PASS_WGRAD, 512, 203.8},
+    {LN, GU, SL_PASS_FWD, 1024, 509.2},   {LN, DN, SL_PASS_FWD, 1024, 408.4},
+    {LN, GU, SL_PASS_DGRAD, 1024, 528.7}, {LN, DN, SL_PASS_DGRAD, 1024, 366.2},
+    {LN, GU, SL_PASS_WGRAD, 1024, 475.2}, {LN, DN, SL_PASS_WGRAD, 1024, 376.5},
+    {LN, GU, SL_PASS_FWD, 2048, 650.2},   {LN, DN, SL_PASS_FWD, 2048, 561.1},
+    {LN, GU, SL_PASS_DGRAD, 2048, 651.4}, {LN, DN, SL_PASS_DGRAD, 2048, 518.6},
+    {LN, GU, SL_PASS_WGRAD, 2048, 628.2}, {LN, DN, SL_PASS_WGRAD, 2048, 522.4},
+    {WG, GU, SL_PASS_FWD, 256, 423.3},    {WG, DN, SL_PASS_FWD, 256, 369.9},
+    {WG, GU, SL_PASS_DGRAD, 256, 425.1},  {WG, DN, SL_PASS_DGRAD, 256, 425.9},
+    {WG, GU, SL_PASS_WGRAD, 256, 147.8},  {WG, DN, SL_PASS_WGRAD, 256, 141.4},
+    {WG, GU, SL_PASS_FWD, 512, 496.1},    {WG, DN, SL_PASS_FWD, 512, 415.7},
+    {WG, GU, SL_PASS_DGRAD, 512, 489.1},  {WG, DN, SL_PASS_DGRAD, 512, 500.1},
+    {WG, GU, SL_PASS_WGRAD, 512, 253.1},  {WG, DN, SL_PASS_WGRAD, 512, 242.4},
+    {WG, GU, SL_PASS_FWD, 1024, 556.1},   {WG, DN, SL_PASS_FWD, 1024, 464.7},
+    {WG, GU, SL_PASS_DGRAD, 1024, 537.6}, {WG, DN, SL_PASS_DGRAD, 1024, 567.0},
+    {WG, GU, SL_PASS_WGRAD, 1024, 400.2}, {WG, DN, SL_PASS_WGRAD, 1024, 380.3},
+    {WG, GU, SL_PASS_FWD, 2048, 594.6},   {WG, DN, SL_PASS_FWD, 2048, 481.4},
+    {WG, GU, SL_PASS_DGRAD, 2048, 552.6}, {WG, DN, SL_PASS_DGRAD, 2048, 586.0},
+    {WG, GU, SL_PASS_WGRAD, 2048, 490.5}, {WG, DN, SL_PASS_WGRAD, 2048, 514.3},
 };
 
-/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic, with the dK/dV pass
- * splitting each GQA group over blocks. B = 1: attn_bench "sm90 1 S 32 4 D" rows, fwd and bwd
- * TFLOP/s (call 2, bench/results/h200-2026-11-26b/attn_bench.out). B = 8: no attn_bench row;
- * measured inside the EP-8 profile (call 3, profile_ep8.json, gpu_train_bench --profile
- * --batch 8): "attention kernel fwd" 14.176 ms and "attention kernel bwd" 48.790 ms for 5 calls
+/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
+ * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s (call 1, bench/results/h200-2026-11-26c/
+ * attn_bench.out; the kernel did not change between calls 1 and 2). B = 8: no attn_bench row;
+ * measured inside the EP-8 profile (call 2, profile_ep8.json, gpu_train_bench --profile
+ * --batch 8): "attention kernel fwd" 13.557 ms and "attention kernel bwd" 40.146 ms for 5 calls
  * of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
 static const sl_rate_attention h200_attention[] = {
-    {1, 4096, 128, 380.67, 299.72}, {1, 32768, 128, 583.58, 334.91}, {1, 4096, 64, 261.11, 202.47},
-    {1, 32768, 64, 388.90, 239.57}, {8, 4096, 128, 387.82, 281.69},
+    {1, 4096, 128, 409.26, 411.52}, {1, 32768, 128, 611.15, 441.79}, {1, 4096, 64, 284.61, 238.52},
+    {1, 32768, 64, 438.02, 287.43}, {8, 4096, 128, 405.52, 342.35},
 };
 
 static const sl_plan_gpu h200 = {
     .name = "h200",
     .label = "H200 SXM",
-    .peak_tflops = 989.0, /* datasheet, dense bf16 (as the H100 SXM) */
-    .memory_gib = 139.8,  /* measured: cudaMemGetInfo total on the H200 above */
-    .hbm_gbs = 4800.0,    /* datasheet, HBM3e */
-    .nvlink_gbs = 450.0,  /* datasheet 900 GB/s both directions (NVLink 4, as the H100) */
-    .ib_gbs = 50.0,       /* one 400 Gb/s NDR port per GPU, HGX H200 */
-    .gpus_per_node = 8,   /* HGX H200 */
+    .peak_tflops = 989.0,     /* datasheet, dense bf16 (as the H100 SXM) */
+    .memory_gib = 139.8,      /* measured: cudaMemGetInfo total on the H200 above */
+    .hbm_gbs = 4800.0,        /* datasheet, HBM3e */
+    .nvlink_gbs = 450.0,      /* datasheet 900 GB/s both directions (NVLink 4, as the H100) */
+    .ib_gbs = 50.0,           /* one 400 Gb/s NDR port per GPU, HGX H200 */
+    .gpus_per_node = 8,       /* HGX H200 */
+    .compute_capability = 90, /* sm_90: the expert GEMMs' `auto` runs wgmma (bf16) */
     .rates_source = "measured on an H200, 2026-11-26 (gpu_train_bench --profile, attn_bench, "
                     "expert_gemm_bench)",
-    /* The 4 x 1 x 4096 profile (call 2, bench/results/h200-2026-11-26b/profile.json):
-     * gpu_train_bench's "bf16 GEMM peak" line (cublasGemmEx 8192^3, median of 11, after the
-     * steps): 789.2 (call 3's EP-8 run: 805.3). */
-    .dense_tflops = 789.2,
+    /* The 4 x 1 x 4096 profile (call 2, bench/results/h200-2026-11-26c/profile.json):
+     * gpu_train_bench's "bf16 GEMM peak" (cublasGemmEx 8192^3, median of 11), the larger of its
+     * two lines: 802.7 before the steps (800.3 after; the EP-8 run: 801.15). */
+    .dense_tflops = 802.7,
     /* "gradient reduction + norm" row on one GPU (a norm pass over fp32 gradients, 4 bytes
-     * per parameter): 6.306e9 x 4 B / 5.945 ms = 4243 GB/s (the EP-8 run: 4243). */
-    .stream_gbs = 4242.8,
+     * per parameter): 6.306e9 x 4 B / 6.001 ms = 4203 GB/s (the EP-8 run: 4155). */
+    .stream_gbs = 4202.9,
     /* "optimizer: AdamW (+ router bias)" row: 6.306e9 parameters x 30 B (fp32 master, m, v
-     * read and written, fp32 gradient read, bf16 copy written) / 60.360 ms = 3134 GB/s (the
-     * EP-8 run: 3.780e9 x 30 B / 35.915 ms = 3157). */
-    .adamw_gbs = 3134.1,
+     * read and written, fp32 gradient read, bf16 copy written) / 59.980 ms = 3154 GB/s (the
+     * EP-8 run: 3.780e9 x 30 B / 36.034 ms = 3147). */
+    .adamw_gbs = 3154.0,
     /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
      * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
-     * of the 4 x 1 x 4096 profile, 45.64 ms, over 9 layers x 16384 tokens = 309.5 ns per token
-     * and layer (the EP-8 profile: 222.9, larger kernels). */
-    .other_ns_token_layer = 309.5,
+     * of the 4 x 1 x 4096 profile, 43.92 ms, over 9 layers x 16384 tokens = 297.8 ns per token
+     * and layer (the EP-8 profile: 232.4, larger kernels). */
+    .other_ns_token_layer = 297.8,
     .expert = h200_expert,
     .n_expert = (int)(sizeof h200_expert / sizeof *h200_expert),
     .attention = h200_attention,
@@ -116,17 +132,19 @@ static const sl_plan_gpu h200 = {
 };
 
 /* The H100 SXM: not measured. Same SMs (132), clocks and dense bf16 peak (989 TFLOP/s) as the
- * H200 in the datasheets, so its compute rates are taken as the H200's; the memory-bound
- * rates scale with the datasheet bandwidth, 3.35 / 4.8 TB/s. */
+ * H200 in the datasheets, so its compute rates are taken as the H200's (the wgmma expert GEMMs
+ * included: the same sm_90 code runs there); the memory-bound rates scale with the datasheet
+ * bandwidth, 3.35 / 4.8 TB/s. */
 static const sl_plan_gpu h100 = {
     .name = "h100",
     .label = "H100 SXM",
-    .peak_tflops = 989.0, /* datasheet, dense bf16 without sparsity */
-    .memory_gib = 80.0,   /* datasheet "80 GB" taken as GiB (the device reports ~79.6) */
-    .hbm_gbs = 3350.0,    /* datasheet, HBM3 */
-    .nvlink_gbs = 450.0,  /* datasheet 900 GB/s both directions */
-    .ib_gbs = 50.0,       /* one ConnectX-7 400 Gb/s NDR port per GPU */
-    .gpus_per_node = 8,   /* HGX/DGX H100 */
+    .peak_tflops = 989.0,     /* datasheet, dense bf16 without sparsity */
+    .memory_gib = 80.0,       /* datasheet "80 GB" taken as GiB (the device reports ~79.6) */
+    .hbm_gbs = 3350.0,        /* datasheet, HBM3 */
+    .nvlink_gbs = 450.0,      /* datasheet 900 GB/s both directions */
+    .ib_gbs = 50.0,           /* one ConnectX-7 400 Gb/s NDR port per GPU */
+    .gpus_per_node = 8,       /* HGX/DGX H100 */
+    .compute_capability = 90, /* sm_90, as the H200: `auto` runs wgmma (bf16) */
     .rates_source = "not measured: the H200's rates, memory-bound ones x 3.35/4.8 (datasheet "
                     "bandwidths)",
     .base = &h200,
@@ -151,7 +169,16 @@ const char *sl_plan_gpu_names(void) {
 }
 
 const char *sl_expert_strategy_name(sl_expert_strategy s) {
-    return s == SL_EXPERTS_LANES ? "lanes" : s == SL_EXPERTS_PER_EXPERT ? "per-expert" : "grouped";
+    switch (s) {
+    case SL_EXPERTS_PER_EXPERT:
+        return "per-expert";
+    case SL_EXPERTS_LANES:
+        return "lanes";
+    case SL_EXPERTS_WGMMA:
+        return "wgmma";
+    default:
+        return "grouped";
+    }
 }
 
 /* The GPU holding the rates and the factor for compute- or memory-bound ones. */

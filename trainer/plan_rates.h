@@ -15,18 +15,25 @@
 typedef enum { SL_EXPERT_GATE_UP, SL_EXPERT_DOWN } sl_expert_gemm;
 typedef enum { SL_PASS_FWD, SL_PASS_DGRAD, SL_PASS_WGRAD } sl_gemm_pass;
 /* How the experts' GEMMs are issued (moe/kernels_cuda.h, SLUICE_EXPERT_GEMM): one grouped
- * cuBLAS call per GEMM, one cublasGemmEx per expert on the stream, or one per expert spread
- * over the backend's 4 side lanes. */
-typedef enum { SL_EXPERTS_GROUPED, SL_EXPERTS_PER_EXPERT, SL_EXPERTS_LANES } sl_expert_strategy;
+ * cuBLAS call per GEMM, one cublasGemmEx per expert on the stream, one per expert spread over
+ * the backend's 4 side lanes, or sluice's own Hopper grouped GEMM (wgmma, one launch per call;
+ * bf16 on compute capability 9.x only). */
+typedef enum {
+    SL_EXPERTS_GROUPED,
+    SL_EXPERTS_PER_EXPERT,
+    SL_EXPERTS_LANES,
+    SL_EXPERTS_WGMMA
+} sl_expert_strategy;
 
-/* Mean rows per expert from which the trainer's `auto` runs the bf16-into-fp32 weight gradient
- * per expert on the stream, and below which on the side lanes (moe/kernels_cuda.h,
- * SL_EXPERT_GEMM_PAD_ROWS; it pads there only where a guard allows, which the measured steps
- * did not): `--expert-gemm auto` times it so. */
+/* Where the Hopper kernel does not apply (not compute capability 9.x, or fp32): mean rows per
+ * expert from which the trainer's `auto` runs the bf16-into-fp32 weight gradient per expert on
+ * the stream, and below which on the side lanes (moe/kernels_cuda.h, SL_EXPERT_GEMM_PAD_ROWS;
+ * it pads there only where a guard allows, which the measured steps did not):
+ * `--expert-gemm auto` times it so on such a plan. */
 #define SL_EXPERTS_PER_EXPERT_ROWS 1024
 
 /* The strategy's name as SLUICE_EXPERT_GEMM and the plan's output spell it: "grouped",
- * "per-expert", "lanes". */
+ * "per-expert", "lanes", "wgmma". */
 const char *sl_expert_strategy_name(sl_expert_strategy s);
 
 /* One measured expert GEMM: strategy, GEMM, pass, rows per expert, TFLOP/s. */
@@ -55,6 +62,9 @@ struct sl_plan_gpu {
     double nvlink_gbs;  /* per direction */
     double ib_gbs;      /* per direction */
     int gpus_per_node;
+    /* Compute capability x 10 (90: Hopper, where the runtime's expert GEMM `auto` runs the
+     * wgmma kernel for bf16, so the plan's `auto` times it there). */
+    int compute_capability;
     /* Where the rates come from, one line for the output. */
     const char *rates_source;
     /* A GPU without a measurement of its own takes `base`'s rates, compute-bound ones x
