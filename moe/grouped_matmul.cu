@@ -31,24 +31,26 @@
  * copies of the bf16 inputs (exact in TF32); "padded" runs each call as one strided batched
  * GEMM over copies of its row operands with every expert zero-padded to the largest count
  * (run_padded_mm, run_padded_dw: one launch and cuBLAS's batched kernels, for kmax / mean rows
- * of the useful FLOPs and a copy of the operands). "auto" (the default) follows what an H200
- * measured on 2026-11-26 in training steps (gpu_train_bench --profile at 256 and 2,048 rows per
- * expert; docs/performance.md): the grouped call for the forward and data gradient (the lanes
+ * of the useful FLOPs and a copy of the operands). "wgmma" runs sluice's own grouped GEMM for
+ * Hopper (moe/grouped_matmul_sm90.cu: one persistent launch per call, the counts read on the
+ * device) and, where that kernel does not apply (other dtypes or devices), what auto runs there.
+ * "auto" (the default) follows what an H200 measured on 2026-11-26 in training steps
+ * (gpu_train_bench --profile at 256 and 2,048 rows per expert; docs/performance.md). Where the
+ * Hopper kernel applies, it: forward 42.2 -> 25.1 ms per step at 256 rows, data gradient 41.1 ->
+ * 24.0, weight gradient 61.4 (lanes) -> 59.9; at 2,048 rows 41.6 -> 22.6, 44.7 -> 23.7, 25.2
+ * (per expert) -> 22.4. Elsewhere: the grouped call for the forward and data gradient (the lanes
  * were slower there: every per-expert GEMM has a new shape each micro-batch, and their host
  * calls outran the device; the padded form's guard refused the step's counts, so no step has
- * measured it), and for the bf16-into-fp32
- * weight gradient, which the grouped call refuses, below SL_EXPERT_GEMM_PAD_ROWS mean rows the
- * padded call where its guard lets it (routing at initialization usually does not: a largest
- * count 6x the mean at 256 tokens under the emulator) and else the lanes (62 ms per step at 256
- * rows against 82 one after another on the stream), from there on one GEMM per expert on the
- * stream (25 ms per step at 2,048 rows, against 46 on the lanes).
- * "wgmma" (not auto's: no GPU has measured it yet) runs sluice's own grouped GEMM for Hopper
- * (moe/grouped_matmul_sm90.cu: one persistent launch per call, the counts read on the device)
- * and, where that kernel does not apply (other dtypes or devices), what auto runs.
+ * measured it), and for the bf16-into-fp32 weight gradient, which the grouped call refuses,
+ * below SL_EXPERT_GEMM_PAD_ROWS mean rows the padded call where its guard lets it (routing at
+ * initialization usually does not: a largest count 6x the mean at 256 tokens under the
+ * emulator) and else the lanes (62 ms per step at 256 rows against 82 one after another on the
+ * stream), from there on one GEMM per expert on the stream (25 ms per step at 2,048 rows,
+ * against 46 on the lanes).
  * bench/expert_gemm_bench times each call in isolation with the same counts every call, which
  * favours the per-expert forms: its figures and the step's disagree for the lanes (faster in
  * the bench, slower in the step), so the step decided. Every strategy gives each expert's
- * product from one cuBLAS GEMM with fp32 accumulation.
+ * product from one cuBLAS GEMM or the wgmma kernel's fixed sequence, with fp32 accumulation.
  */
 #include <cstdlib>
 #include <cstring>
@@ -358,8 +360,9 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         return;
     }
     int how = strategy();
-    if (how == SL_EXPERT_GEMM_WGMMA) { /* where the kernel does not apply: as auto */
-        if (sl_cuda_grouped_mm_sm90(ctx, c, a, b, counts, groups, trans_b, beta)) {
+    if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
+        if (sl_cuda_grouped_mm_sm90(ctx, c, a, b, counts, groups, trans_b, beta,
+                                    how == SL_EXPERT_GEMM_WGMMA)) {
             g_path = "wgmma";
             return;
         }
@@ -384,9 +387,9 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         p.ldc = p.m;
         ps.push_back(p);
     }
-    /* auto: the grouped call (see the top: in training steps on the H200 the padded and the
-     * per-expert forms measured no faster, the lanes slower); wgmma where its kernel did not
-     * apply */
+    /* auto where the Hopper kernel did not apply: the grouped call (see the top: in training
+     * steps on the H200 the padded and the per-expert forms measured no faster, the lanes
+     * slower) */
     if (how == SL_EXPERT_GEMM_PADDED &&
         run_padded_mm(ctx, op, c, a, b, counts, groups, trans_b, beta)) {
         g_path = "padded";
@@ -415,8 +418,9 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
     int how = strategy();
-    if (how == SL_EXPERT_GEMM_WGMMA) { /* where the kernel does not apply: as auto */
-        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, groups, beta)) {
+    if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, groups, beta,
+                                    how == SL_EXPERT_GEMM_WGMMA)) {
             g_dw_path = "wgmma";
             return;
         }

@@ -29,7 +29,8 @@
  *   dW   dW_g [R, S] (fp32) = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g: the reduction runs over
  *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
  *        group belong to the next one: the consumers zero them in shared memory before its
- *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue).
+ *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue,
+ *        nothing when beta is 1).
  * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
  * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
  * there. Results are deterministic: each output element is one accumulator's fixed sequence of
@@ -365,6 +366,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
         const int r0 = row_start[g], rows = row_start[g + 1] - r0;
         const int chunks = (rows + BK - 1) / BK;
+        /* an empty group with beta 1 (the accumulating micro-batches) keeps its dW as it is:
+         * no 2 x 4 bytes per element of read-modify-write (with routing as uneven as at
+         * initialization, that skipped most of the step's weight-gradient traffic; the
+         * producer loads nothing for it either: no chunks) */
+        if (rows == 0 && a.beta == 1.0f) continue;
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
          * branch around the wgmmas (one made ptxas serialize them, C7518) */
         SL_UNROLL
@@ -500,10 +506,11 @@ const char *why_not(void *ctx, bool types_ok, int64_t w1, int64_t w2, int groups
     return nullptr;
 }
 
-/* Says once per process and operation whether the kernel runs or why not (SLUICE_EXPERT_GEMM=
- * wgmma asked for it; where it does not apply the call takes auto's path). */
-bool note(const char *op, bool *said, const char *why) {
-    if (!*said) {
+/* Says once per process and operation whether the kernel runs or why not, where
+ * SLUICE_EXPERT_GEMM=wgmma asked for it (loud); auto takes it silently where it applies and
+ * its other paths where not (gpu_train_bench and the profile name the path that ran). */
+bool note(const char *op, bool *said, const char *why, bool loud) {
+    if (loud && !*said) {
         *said = true;
         if (why)
             sl_info("expert GEMMs: %s runs auto's path, not the Hopper grouped GEMM: %s", op, why);
@@ -516,7 +523,8 @@ bool note(const char *op, bool *said, const char *why) {
 } // namespace
 
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                             const int64_t *counts, int groups, bool trans_b, float beta) {
+                             const int64_t *counts, int groups, bool trans_b, float beta,
+                             bool loud) {
     static const char *op = "grouped_matmul";
     const int64_t r = b->shape[1], s = b->shape[2];
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
@@ -527,7 +535,7 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     static bool said = false;
     const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
     const char *why = why_not(ctx, types_ok, in, out, groups, rows, a->data, b->data, c->data);
-    if (!note(op, &said, why)) return false;
+    if (!note(op, &said, why, loud)) return false;
     const int bn = out > 128 ? 256 : 128;
     int64_t m_tiles = 0;
     for (int g = 0; g < groups; g++) m_tiles += (counts[g] + BM - 1) / BM;
@@ -549,7 +557,7 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
 }
 
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta) {
+                             const int64_t *counts, int groups, float beta, bool loud) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
     int64_t rows = 0; /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
@@ -557,7 +565,7 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     static bool said = false;
     const bool types_ok = dy->dtype == SL_BF16 && x->dtype == SL_BF16 && dw->dtype == SL_F32;
     const char *why = why_not(ctx, types_ok, r, s, groups, rows, dy->data, x->data, dw->data);
-    if (!note(op, &said, why)) return false;
+    if (!note(op, &said, why, loud)) return false;
     if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
     const int bn = s > 128 ? 256 : 128;
     const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);

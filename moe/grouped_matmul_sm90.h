@@ -20,10 +20,12 @@ struct sl_gmm_sm90_args {
 /* sl_op_grouped_matmul (bf16 throughout) and sl_op_grouped_matmul_dw (bf16 dY, X into fp32
  * dW) with host counts, in one launch each. Return false, having done nothing, where the kernel
  * does not apply: other dtypes, widths not multiples of 8, operands not 16-byte aligned, more
- * than 1,024 groups, or a device that is not compute capability 9.x with sm_90a code. */
+ * than 1,024 groups, or a device that is not compute capability 9.x with sm_90a code. loud:
+ * say once per process and operation which it was (SLUICE_EXPERT_GEMM=wgmma; auto is silent). */
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                             const int64_t *counts, int groups, bool trans_b, float beta);
+                             const int64_t *counts, int groups, bool trans_b, float beta,
+                             bool loud);
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta);
+                             const int64_t *counts, int groups, float beta, bool loud);
 
 #endif

@@ -16,10 +16,13 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
                                const int64_t *counts, int groups, float beta);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
- *   SL_EXPERT_GEMM_AUTO        as GROUPED, except for the bf16-into-fp32 weight gradient below
+ *   SL_EXPERT_GEMM_AUTO        WGMMA where its kernel applies (bf16 on compute capability 9.x
+ *                              with this build's sm_90a code; chosen from training steps on an
+ *                              H200, 2026-11-26, call 2 of the fourth session); elsewhere as
+ *                              GROUPED, except for the bf16-into-fp32 weight gradient below
  *                              SL_EXPERT_GEMM_PAD_ROWS mean rows per expert: padded as in
  *                              SL_EXPERT_GEMM_PADDED where that applies, else on the side lanes
- *                              (the default; chosen from training steps on an H200, 2026-11-26)
+ *                              (the default)
  *   SL_EXPERT_GEMM_GROUPED     one grouped call where cuBLAS takes the types, else one
  *                              cublasGemmEx per expert on the stream (the default until
  *                              2026-11-26)
@@ -39,7 +42,7 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
  *                              one persistent launch per call for bf16 operands (the weight
  *                              gradient bf16 into fp32), wgmma from TMA-loaded tiles, the counts
  *                              read on the device; where it does not apply (other dtypes or
- *                              devices) as AUTO. Not yet measured on a GPU, so not auto's choice
+ *                              devices) as AUTO elsewhere, and the log says why, once
  * Every strategy computes each expert's product with fp32 accumulation (one cuBLAS GEMM, or
  * the wgmma kernel's fixed order), so the results agree to rounding (not bitwise across strategies:
  * kernels differ; each strategy is deterministic run to run, lanes included, since every expert
@@ -58,10 +61,10 @@ enum {
     SL_EXPERT_GEMM_PADDED = 5,
     SL_EXPERT_GEMM_WGMMA = 6
 };
-/* The mean rows per expert below which auto pads the bf16-into-fp32 weight gradient or runs it
- * on the lanes: measured on an H200 (2026-11-26, gpu_train_bench --profile, hidden 2048, ffn
- * 768): on the lanes 62 ms per step against 82 one GEMM after another at 256 rows; at 2,048
- * rows one after another took 25 ms, on the lanes 46. */
+/* The mean rows per expert below which auto, where the Hopper kernel does not apply, pads the
+ * bf16-into-fp32 weight gradient or runs it on the lanes: measured on an H200 (2026-11-26,
+ * gpu_train_bench --profile, hidden 2048, ffn 768): on the lanes 62 ms per step against 82 one
+ * GEMM after another at 256 rows; at 2,048 rows one after another took 25 ms, on the lanes 46. */
 enum { SL_EXPERT_GEMM_PAD_ROWS = 1024 };
 /* The padded copies of one call at most (bytes); a larger call is not padded. */
 #define SL_EXPERT_GEMM_PAD_BYTES ((int64_t)1 << 30)
