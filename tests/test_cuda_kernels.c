@@ -14,7 +14,9 @@
  *     of each element's summands; out-of-range ids (NaN rows forward, dropped
  *     backward);
  *   - cross-entropy over a 151,936-wide row, in place, fp32 and bf16, and a target outside
- *     the vocabulary (NaN loss).
+ *     the vocabulary (NaN loss);
+ *   - AdamW's memory-walk forms (trainer/adamw.cu, SLUICE_ADAMW): bitwise the same p, m, v and
+ *     bf16 copy over 3,000,003 elements.
  * Runs wherever the build has the CUDA backend (on a GPU, or emulated on the CPU); elsewhere
  * it reports itself skipped. $SLUICE_TEST_REDUCE_N overrides the reductions' length.
  */
@@ -196,6 +198,58 @@ static void test_unaligned(void) {
     sl_test_release();
     free(a), free(b), free(y), free(br), free(p), free(gr), free(m), free(v);
 }
+
+/* ---- AdamW: every form of trainer/adamw.cu writes the same bits ----------------------------- */
+
+#ifdef SLUICE_WITH_CUDA
+#include "trainer/kernels_cuda.h"
+
+/* n elements of p, m, v (and a bf16 copy) after one step under `form`, back on the host. */
+static void adamw_form_run(const char *form, int64_t n, const float *p0, const float *g,
+                           const float *m0, const float *v0, float *out) {
+    CHECK(sl_cuda_adamw_set_form(form), "adamw form %s is unknown", form);
+    const sl_adamw_params hp = {.lr = 1e-2f,
+                                .beta1 = 0.9f,
+                                .beta2 = 0.95f,
+                                .eps = 1e-8f,
+                                .weight_decay = 0.1f,
+                                .grad_scale = 0.5f,
+                                .step = 3};
+    sl_tensor *p = sl_test_matrix(g_cuda, SL_F32, n, 1, p0);
+    sl_tensor *gr = sl_test_matrix(g_cuda, SL_F32, n, 1, g);
+    sl_tensor *m = sl_test_matrix(g_cuda, SL_F32, n, 1, m0);
+    sl_tensor *v = sl_test_matrix(g_cuda, SL_F32, n, 1, v0);
+    sl_tensor *copy = sl_test_matrix(g_cuda, SL_BF16, n, 1, NULL);
+    sl_op_adamw(p, gr, m, v, copy, &hp);
+    sl_tensor *copy32 = sl_test_matrix(g_cuda, SL_F32, n, 1, NULL);
+    sl_op_convert(copy32, copy);
+    sl_tensor *res[4] = {p, m, v, copy32};
+    for (int k = 0; k < 4; k++) sl_tensor_to_host(res[k], out + k * n);
+    sl_test_release();
+}
+
+/* Lengths past several grid strides of every form (the persistent grid's blocks x 256 threads x
+ * 8 or 16 elements per iteration) with a tail of 3 elements that no 16-byte unit covers. */
+static void test_adamw_forms(void) {
+    static const char *const forms[] = {"plain", "coalesced", "stream", "wide"};
+    const int64_t n = (int64_t)3 * 1000 * 1000 + 3;
+    float *p0 = normal(n, 1.0f), *g = normal(n, 1.0f), *m0 = normal(n, 0.01f);
+    float *v0 = uniform(n, 0.0f, 1e-3f);
+    float *want = malloc(sizeof(float) * 4 * (size_t)n),
+          *got = malloc(sizeof(float) * 4 * (size_t)n);
+    adamw_form_run(forms[0], n, p0, g, m0, v0, want);
+    for (int f = 1; f < 4; f++) {
+        adamw_form_run(forms[f], n, p0, g, m0, v0, got);
+        CHECK(same_bits(got, want, 4 * n),
+              "adamw form %s: p, m, v and the bf16 copy differ from plain's", forms[f]);
+    }
+    CHECK(!sl_cuda_adamw_set_form("fast"), "an unknown adamw form is refused");
+    sl_cuda_adamw_set_form("coalesced");
+    free(p0), free(g), free(m0), free(v0), free(want), free(got);
+}
+#else
+static void test_adamw_forms(void) {}
+#endif
 
 /* ---- RMSNorm: wide rows and odd offsets ------------------------------------------------------ */
 
@@ -394,6 +448,7 @@ int main(int argc, char **argv) {
     test_reductions();
     test_fill_i32();
     test_unaligned();
+    test_adamw_forms();
     test_rmsnorm();
     test_embedding();
     test_cross_entropy();
