@@ -2,16 +2,20 @@
  * trainer/plan_rates.c - THE table of hardware figures `sluice plan` uses (plan_rates.h).
  *
  * Every number says where it came from. "Measured" numbers come from one bench/gpu_check.sh
- * session on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, from a bundle of
+ * session on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, from bundles of
  * the tree whose expert GEMM `auto` runs sluice's Hopper grouped GEMM (wgmma, moe/kernels_cuda.h)
- * for the forward, data gradient and weight gradient:
+ * for the forward, data gradient and weight gradient (commit 0d59184):
  *   - call 1 (15:15 UTC): attn_bench (sluice's sm90 kernel, deterministic, and cuDNN; bf16,
  *     causal, H 32, KV 4);
- *   - call 2 (15:32 UTC): gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9
- *     layers, 4 micro-batches of 1 x 4096 tokens (256 rows per expert): 342.98 ms per step; the
- *     EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096 (2,048 rows per expert): 338.81 ms;
- *     both with every expert GEMM pass on wgmma, attention kernel sm90; and expert_gemm_bench
- *     (128 experts, hidden 2048, ffn 768, bf16, rows spread over [R/2, 3R/2), every strategy).
+ *   - call 2 (15:32 UTC): expert_gemm_bench (128 experts, hidden 2048, ffn 768, bf16, rows spread
+ *     over [R/2, 3R/2), every strategy);
+ *   - call 3 (15:47 UTC, the final defaults: 0d59184 plus 98c0a75, AdamW's coalesced form):
+ *     gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4 micro-batches
+ *     of 1 x 4096 tokens (256 rows per expert): 342.93 ms per step; the EP-8 expert load, 5
+ *     layers, 1 micro-batch of 8 x 4096 (2,048 rows per expert): 341.27 ms; both with every
+ *     expert GEMM pass on wgmma, attention kernel sm90. (Call 2's profiles, 342.98 and 338.81 ms
+ *     with AdamW's old form, are superseded; the directory keeps them as profile_call2.json and
+ *     profile_ep8_call2.json.)
  * Those raw outputs are in bench/results/h200-2026-11-26c/ (its README names each file's run),
  * both steps with their per-region rows and provenance in bench/results/h200-2026-11-26c.json.
  * `bench/plan_rates.py derive DIR` prints every rate below from such a directory and `check`
@@ -38,7 +42,8 @@
  * rows per expert, for the strategies the plan times (grouped, per-expert, lanes, wgmma). The
  * grouped strategy's weight gradients run per expert (cuBLAS refuses the grouped bf16-into-fp32
  * call; the bench's path column says so), so they are the per-expert rows; its `auto` rows ran
- * wgmma (path column) and are not a strategy of their own. */
+ * wgmma (path column) and are not a strategy of their own. The expert GEMM code did not change
+ * between calls 2 and 3. */
 static const sl_rate_expert h200_expert[] = {
     {GR, GU, SL_PASS_FWD, 256, 276.3},    {GR, DN, SL_PASS_FWD, 256, 244.9},
     {GR, GU, SL_PASS_DGRAD, 256, 269.9},  {GR, DN, SL_PASS_DGRAD, 256, 258.4},
@@ -88,13 +93,13 @@ static const sl_rate_expert h200_expert[] = {
 
 /* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
  * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s (call 1, bench/results/h200-2026-11-26c/
- * attn_bench.out; the kernel did not change between calls 1 and 2). B = 8: no attn_bench row;
- * measured inside the EP-8 profile (call 2, profile_ep8.json, gpu_train_bench --profile
- * --batch 8): "attention kernel fwd" 13.557 ms and "attention kernel bwd" 40.146 ms for 5 calls
+ * attn_bench.out; the kernel did not change between calls 1 and 3). B = 8: no attn_bench row;
+ * measured inside the EP-8 profile (call 3, profile_ep8.json, gpu_train_bench --profile
+ * --batch 8): "attention kernel fwd" 13.971 ms and "attention kernel bwd" 40.432 ms for 5 calls
  * of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
 static const sl_rate_attention h200_attention[] = {
     {1, 4096, 128, 409.26, 411.52}, {1, 32768, 128, 611.15, 441.79}, {1, 4096, 64, 284.61, 238.52},
-    {1, 32768, 64, 438.02, 287.43}, {8, 4096, 128, 405.52, 342.35},
+    {1, 32768, 64, 438.02, 287.43}, {8, 4096, 128, 393.50, 339.93},
 };
 
 static const sl_plan_gpu h200 = {
@@ -109,22 +114,24 @@ static const sl_plan_gpu h200 = {
     .compute_capability = 90, /* sm_90: the expert GEMMs' `auto` runs wgmma (bf16) */
     .rates_source = "measured on an H200, 2026-11-26 (gpu_train_bench --profile, attn_bench, "
                     "expert_gemm_bench)",
-    /* The 4 x 1 x 4096 profile (call 2, bench/results/h200-2026-11-26c/profile.json):
+    /* The 4 x 1 x 4096 profile (call 3, bench/results/h200-2026-11-26c/profile.json):
      * gpu_train_bench's "bf16 GEMM peak" (cublasGemmEx 8192^3, median of 11), the larger of its
-     * two lines: 802.7 before the steps (800.3 after; the EP-8 run: 801.15). */
-    .dense_tflops = 802.7,
+     * two lines: 792.9 before the steps (791.0 after; the EP-8 run: 792.5). Call 2 measured
+     * 802.7: the peak varies by about 1% between calls. */
+    .dense_tflops = 792.9,
     /* "gradient reduction + norm" row on one GPU (a norm pass over fp32 gradients, 4 bytes
-     * per parameter): 6.306e9 x 4 B / 6.001 ms = 4203 GB/s (the EP-8 run: 4155). */
-    .stream_gbs = 4202.9,
-    /* "optimizer: AdamW (+ router bias)" row: 6.306e9 parameters x 30 B (fp32 master, m, v
-     * read and written, fp32 gradient read, bf16 copy written) / 59.980 ms = 3154 GB/s (the
-     * EP-8 run: 3.780e9 x 30 B / 36.034 ms = 3147). */
-    .adamw_gbs = 3154.0,
+     * per parameter): 6.306e9 x 4 B / 6.024 ms = 4187 GB/s (the EP-8 run: 4111). */
+    .stream_gbs = 4187.2,
+    /* "optimizer: AdamW (+ router bias)" row, AdamW's coalesced form (the default since
+     * 98c0a75; SLUICE_ADAMW): 6.306e9 parameters x 30 B (fp32 master, m, v read and written,
+     * fp32 gradient read, bf16 copy written) / 53.988 ms = 3504 GB/s (the EP-8 run: 3.780e9 x
+     * 30 B / 32.398 ms = 3500). The old form (plain) measured 3154 GB/s (59.98 ms, call 2). */
+    .adamw_gbs = 3504.1,
     /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
      * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
-     * of the 4 x 1 x 4096 profile, 43.92 ms, over 9 layers x 16384 tokens = 297.8 ns per token
-     * and layer (the EP-8 profile: 232.4, larger kernels). */
-    .other_ns_token_layer = 297.8,
+     * of the 4 x 1 x 4096 profile, 44.48 ms, over 9 layers x 16384 tokens = 301.6 ns per token
+     * and layer (the EP-8 profile: 232.9, larger kernels). */
+    .other_ns_token_layer = 301.6,
     .expert = h200_expert,
     .n_expert = (int)(sizeof h200_expert / sizeof *h200_expert),
     .attention = h200_attention,
