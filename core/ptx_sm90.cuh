@@ -1,7 +1,8 @@
 /*
  * core/ptx_sm90.cuh - the Hopper (sm_90a) instructions of sluice's kernels: wgmma with
- * shared-memory matrix descriptors, TMA tile loads and stores through tensor maps, mbarriers,
- * named barriers, the async-proxy fences and setmaxnreg (docs/cuda.md, "Hopper wrappers").
+ * shared-memory matrix descriptors, TMA tile loads and stores through tensor maps, the bulk L2
+ * prefetch, mbarriers, named barriers, the async-proxy fences and setmaxnreg (docs/cuda.md,
+ * "Hopper wrappers").
  *
  * As in core/ptx.cuh: one inline device function per PTX instruction, and under the CPU SIMT
  * test double (-DSLUICE_CUDA=EMULATED) an emulated twin implementing the PTX ISA's semantics
@@ -329,6 +330,9 @@ __device__ __forceinline__ void sl_tma_store_4d(const CUtensorMap *map, const vo
 }
 __device__ __forceinline__ void sl_tma_store_commit() {
     sl_emu::tma_store_commit();
+}
+__device__ __forceinline__ void sl_bulk_prefetch_l2(const void *src, uint32_t bytes) {
+    sl_emu::bulk_prefetch_l2(src, bytes);
 }
 template <int N> __device__ __forceinline__ void sl_tma_store_wait_read() {
     static_assert(N >= 0, "cp.async.bulk.wait_group takes a non-negative count");

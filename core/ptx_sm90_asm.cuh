@@ -280,6 +280,15 @@ __device__ __forceinline__ void sl_tma_prefetch(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 #endif
 }
+/* cp.async.bulk.prefetch.L2.global [src], bytes: brings a contiguous range of global memory
+ * into L2 ahead of its loads (a hint; src 16-byte aligned, bytes a non-zero multiple of 16). */
+__device__ __forceinline__ void sl_bulk_prefetch_l2(const void *src, uint32_t bytes) {
+#if SL_SM90_MISSING
+    sl_sm90_trap(src, bytes);
+#else
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
 /* cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes [smem],
  * [map, {c0, ...}], [bar]: the box at element coordinates (c0 innermost) into smem; its bytes
  * complete on bar. */

@@ -30,12 +30,16 @@
  *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
  *        group belong to the next one: the consumers zero them in shared memory before its
  *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue,
- *        nothing when beta is 1).
+ *        nothing when beta is 1). With beta != 0 the producer prefetches each tile's old dW
+ *        into L2 (cp.async.bulk.prefetch) as it starts the tile's loads.
  * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
  * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
  * there. Results are deterministic: each output element is one accumulator's fixed sequence of
  * wgmmas, whatever the block that runs it.
  */
+#include <cstdlib>
+#include <cstring>
+
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
 #include "core/log.h"
@@ -320,6 +324,17 @@ __device__ __forceinline__ void zero_rows_from(uint8_t *chunk, int kv, int t) {
     for (int i = t; i < n; i += kWg) p[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
+/* The dW tile's old values (group g, rows m0.., columns n0..) into L2, one row (BN fp32, at
+ * most 1 KB) per bulk prefetch: issued by the producer as it starts the tile's loads, so the
+ * epilogue's beta reads hit L2 instead of waiting on DRAM after the mainloop (the tile's 128 KB
+ * then arrive while its wgmmas run). Rows are 16-byte aligned: n is a multiple of 8. */
+template <int BN>
+__device__ __forceinline__ void prefetch_c_tile(const sl_gmm_sm90_args &a, int g, int m0, int n0) {
+    const int rows = a.m - m0 < BM ? a.m - m0 : BM, cols = a.n - n0 < BN ? a.n - n0 : BN;
+    const float *c = (const float *)a.c + ((int64_t)g * a.m + m0) * a.n + n0;
+    for (int r = 0; r < rows; r++) sl_bulk_prefetch_l2(c + (int64_t)r * a.n, (uint32_t)cols * 4);
+}
+
 template <int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
@@ -343,6 +358,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int g = t / per_group, local = t % per_group;
             const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
             const int r0 = row_start[g], chunks = (row_start[g + 1] - r0 + BK - 1) / BK;
+            if (a.prefetch_c && a.beta != 0.0f && (chunks > 0 || a.beta != 1.0f))
+                prefetch_c_tile<BN>(a, g, m0, n0);
             for (int kc = 0; kc < chunks; kc++, it++) {
                 const int s = R.produce(it, L::a_bytes + L::b_bytes);
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
@@ -506,6 +523,22 @@ const char *why_not(void *ctx, bool types_ok, int64_t w1, int64_t w2, int groups
     return nullptr;
 }
 
+/* Whether the weight gradient prefetches its old dW tiles (SLUICE_EXPERT_GEMM_PREFETCH=0 turns
+ * it off, to measure what it gives; anything but 0 or 1 stops the run). */
+int prefetch_c_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SLUICE_EXPERT_GEMM_PREFETCH");
+        on = 1;
+        if (e && *e) {
+            if (strcmp(e, "0") && strcmp(e, "1"))
+                sl_fatal("SLUICE_EXPERT_GEMM_PREFETCH=%s: expected 0 or 1", e);
+            on = e[0] == '1';
+        }
+    }
+    return on;
+}
+
 /* Says once per process and operation whether the kernel runs or why not, where
  * SLUICE_EXPERT_GEMM=wgmma asked for it (loud); auto takes it silently where it applies and
  * its other paths where not (gpu_train_bench and the profile name the path that ran). */
@@ -573,6 +606,7 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
+    args.prefetch_c = prefetch_c_enabled();
     const CUtensorMap tdy = bf16_map(dy->data, r, rows, 0, BK, op);
     const CUtensorMap tx = bf16_map(x->data, s, rows, 0, BK, op);
     if (bn == 256)

@@ -11,6 +11,8 @@
  *   iso_mbar_test_wait     mbarrier.test_wait.parity (before and after the phase completes)
  *   iso_mbar_expect_tx     mbarrier.expect_tx.relaxed.cta (no arrival), then arrive
  *   iso_prefetch_tensormap prefetch.tensormap of a __grid_constant__ CUtensorMap
+ *   iso_bulk_prefetch      cp.async.bulk.prefetch.L2.global of whole and partial rows (the
+ *                          Hopper grouped GEMM's weight gradient), then plain loads of them
  *   iso_tma_*              one 2D TMA load completing on an mbarrier (arrive.expect_tx,
  *                          try_wait), swizzle none with 48-byte box rows (24 bf16, the first
  *                          failing case) or 128B with 128-byte rows, the mbarrier in static
@@ -35,6 +37,7 @@ const ptx_iso_section ptx_iso_sections[] = {
     {"iso_mbar_test_wait", "mbarrier.test_wait.parity"},
     {"iso_mbar_expect_tx", "mbarrier.expect_tx.relaxed.cta.shared::cta.b64, then arrive"},
     {"iso_prefetch_tensormap", "prefetch.tensormap of a __grid_constant__ CUtensorMap"},
+    {"iso_bulk_prefetch", "cp.async.bulk.prefetch.L2.global, then loads of the range"},
     {"iso_tma_none_static_bar", "2D TMA load, swizzle none, 48-byte rows, static mbarrier"},
     {"iso_tma_none_dyn_bar", "2D TMA load, swizzle none, 48-byte rows, mbarrier in dynamic smem"},
     {"iso_tma_128b_static_bar", "2D TMA load, swizzle 128B, 128-byte rows, static mbarrier"},
@@ -114,6 +117,17 @@ __global__ void iso_prefetch_kernel(const __grid_constant__ CUtensorMap map, int
         sl_tma_prefetch(&map);
         out[0] = 1;
     }
+}
+
+/* Thread 0 prefetches rows of src (1 KB each, as the grouped GEMM's dW tiles, and the last one
+ * cut to 48 bytes); then every thread copies src to dst with plain loads. */
+__global__ void iso_bulk_prefetch_kernel(const float *src, float *dst, int n) {
+    if (threadIdx.x == 0) {
+        for (int r = 0; r + 256 <= n; r += 256) sl_bulk_prefetch_l2(src + r, 1024);
+        sl_bulk_prefetch_l2(src + n - 12, 48);
+    }
+    __syncthreads();
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) dst[i] = src[i];
 }
 
 /* The mbarrier of iso_tma_kernel: in static __shared__, or `off` bytes into dynamic smem. */
@@ -238,6 +252,18 @@ ptx_tally ptx_section_iso(int i) {
         CUDA_CHECK(cudaDeviceSynchronize());
         expect_ones(d, 1, "prefetch.tensormap");
         cudaFree(dg);
+    } else if (!strcmp(name, "iso_bulk_prefetch")) {
+        const int n = 4 * 256 + 12;
+        std::vector<float> h(n);
+        for (int i = 0; i < n; i++) h[i] = 0.5f * (float)i - 3.0f;
+        float *src = to_device(h), *dst = nullptr;
+        CUDA_CHECK(cudaMalloc(&dst, sizeof(float) * n));
+        SL_LAUNCH(iso_bulk_prefetch_kernel, 1, 128, 0, 0, src, dst, n);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> got = to_host(dst, (size_t)n);
+        CHECK(memcmp(got.data(), h.data(), sizeof(float) * n) == 0,
+              "loads after cp.async.bulk.prefetch.L2 read other values than were written");
+        cudaFree(src), cudaFree(dst);
     } else if (!strcmp(name, "iso_tma_none_static_bar")) {
         iso_tma(0, false);
     } else if (!strcmp(name, "iso_tma_none_dyn_bar")) {

@@ -139,6 +139,8 @@ void fence_proxy_async();
 void tma_load(void *smem, const void *tensor_map, uint64_t *bar, int rank, const int32_t *coords);
 void tma_store(const void *tensor_map, const void *smem, int rank, const int32_t *coords);
 void tma_store_commit();
+/* cp.async.bulk.prefetch.L2.global [src], bytes (no effect; its rules checked). */
+void bulk_prefetch_l2(const void *src, uint32_t bytes);
 void tma_store_wait(int n, bool read_only);
 /* bar.sync (wait) / bar.arrive id, count. */
 void named_barrier(int id, int count, bool wait, const char *file, int line);

@@ -189,6 +189,20 @@ void tma_load(void *smem, const void *tmap, uint64_t *bar, int rank, const int32
     mbar_add_load(bar, l);
 }
 
+/* cp.async.bulk.prefetch.L2.global [src], size: a hint with no visible effect; the PTX ISA's
+ * rules (src 16-byte aligned, size a non-zero multiple of 16) and a live allocation that
+ * holds the range are checked, as a load of those bytes would be. */
+void bulk_prefetch_l2(const void *src, uint32_t bytes) {
+    const char *who = "cp.async.bulk.prefetch.L2.global";
+    (void)current_thread(who);
+    if ((uintptr_t)src % 16 || bytes == 0 || bytes % 16)
+        faultf("%s [%p], %u: the address must be 16-byte aligned and the size a non-zero "
+               "multiple of 16",
+               who, src, (unsigned)bytes);
+    if (!find_allocation(src, bytes))
+        faultf("%s [%p], %u: the range is not inside a live allocation", who, src, (unsigned)bytes);
+}
+
 void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coords) {
     const char *who = "cp.async.bulk.tensor (store)";
     const unsigned t = current_thread(who);
