@@ -30,6 +30,15 @@ static uint64_t g_seed = 12345;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
+/* One AdamW step's hyperparameters for the AdamW checks (a later step: bias corrections not 1). */
+static const sl_adamw_params k_adamw_hp = {.lr = 1e-2f,
+                                           .beta1 = 0.9f,
+                                           .beta2 = 0.95f,
+                                           .eps = 1e-8f,
+                                           .weight_decay = 0.1f,
+                                           .grad_scale = 0.5f,
+                                           .step = 3};
+
 static float *normal(int64_t n, float std) {
     float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
     sl_test_fill_normal(x, n, std, g_seed++);
@@ -177,20 +186,13 @@ static void test_unaligned(void) {
     /* AdamW on views, with a bf16 compute copy */
     float *p = normal(n, 1.0f), *gr = normal(n, 1.0f), *m = normal(n, 0.01f);
     float *v = uniform(n, 0.0f, 1e-3f);
-    const sl_adamw_params hp = {.lr = 1e-2f,
-                                .beta1 = 0.9f,
-                                .beta2 = 0.95f,
-                                .eps = 1e-8f,
-                                .weight_decay = 0.1f,
-                                .grad_scale = 0.5f,
-                                .step = 3};
     sl_tensor *cp = odd_view(g_cpu, SL_F32, n, p), *cg = odd_view(g_cpu, SL_F32, n, gr);
     sl_tensor *cm = odd_view(g_cpu, SL_F32, n, m), *cv = odd_view(g_cpu, SL_F32, n, v);
     sl_tensor *dp = odd_view(g_cuda, SL_F32, n, p), *dgr = odd_view(g_cuda, SL_F32, n, gr);
     sl_tensor *dm = odd_view(g_cuda, SL_F32, n, m), *dv = odd_view(g_cuda, SL_F32, n, v);
     sl_tensor *copy = odd_view(g_cuda, SL_BF16, n, NULL);
-    sl_op_adamw(cp, cg, cm, cv, NULL, &hp);
-    sl_op_adamw(dp, dgr, dm, dv, copy, &hp);
+    sl_op_adamw(cp, cg, cm, cv, NULL, &k_adamw_hp);
+    sl_op_adamw(dp, dgr, dm, dv, copy, &k_adamw_hp);
     compare("adamw p (views)", dp, cp, 1e-6, 1e-5);
     compare("adamw m (views)", dm, cm, 1e-6, 1e-5);
     compare("adamw v (views)", dv, cv, 1e-6, 1e-5);
@@ -208,19 +210,12 @@ static void test_unaligned(void) {
 static void adamw_form_run(const char *form, int64_t n, const float *p0, const float *g,
                            const float *m0, const float *v0, float *out) {
     CHECK(sl_cuda_adamw_set_form(form), "adamw form %s is unknown", form);
-    const sl_adamw_params hp = {.lr = 1e-2f,
-                                .beta1 = 0.9f,
-                                .beta2 = 0.95f,
-                                .eps = 1e-8f,
-                                .weight_decay = 0.1f,
-                                .grad_scale = 0.5f,
-                                .step = 3};
     sl_tensor *p = sl_test_matrix(g_cuda, SL_F32, n, 1, p0);
     sl_tensor *gr = sl_test_matrix(g_cuda, SL_F32, n, 1, g);
     sl_tensor *m = sl_test_matrix(g_cuda, SL_F32, n, 1, m0);
     sl_tensor *v = sl_test_matrix(g_cuda, SL_F32, n, 1, v0);
     sl_tensor *copy = sl_test_matrix(g_cuda, SL_BF16, n, 1, NULL);
-    sl_op_adamw(p, gr, m, v, copy, &hp);
+    sl_op_adamw(p, gr, m, v, copy, &k_adamw_hp);
     sl_tensor *copy32 = sl_test_matrix(g_cuda, SL_F32, n, 1, NULL);
     sl_op_convert(copy32, copy);
     sl_tensor *res[4] = {p, m, v, copy32};
