@@ -324,6 +324,14 @@ __device__ __forceinline__ void zero_rows_from(uint8_t *chunk, int kv, int t) {
     for (int i = t; i < n; i += kWg) p[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
+/* Whether a dW tile stays as it is: an empty group (no reduction chunks) with beta 1, the
+ * accumulating micro-batches. Neither the producer (no loads, no prefetch) nor the consumers
+ * (no read-modify-write of 2 x 4 bytes per element; with routing as uneven as at
+ * initialization that was most of the step's weight-gradient traffic) touch it. */
+__device__ __forceinline__ bool dw_kept(int chunks, float beta) {
+    return chunks == 0 && beta == 1.0f;
+}
+
 /* The dW tile's old values (group g, rows m0.., columns n0..) into L2, one row (BN fp32, at
  * most 1 KB) per bulk prefetch: issued by the producer as it starts the tile's loads, so the
  * epilogue's beta reads hit L2 instead of waiting on DRAM after the mainloop (the tile's 128 KB
@@ -358,8 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int g = t / per_group, local = t % per_group;
             const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
             const int r0 = row_start[g], chunks = (row_start[g + 1] - r0 + BK - 1) / BK;
-            if (a.prefetch_c && a.beta != 0.0f && (chunks > 0 || a.beta != 1.0f))
-                prefetch_c_tile<BN>(a, g, m0, n0);
+            if (a.prefetch_c && !dw_kept(chunks, a.beta)) prefetch_c_tile<BN>(a, g, m0, n0);
             for (int kc = 0; kc < chunks; kc++, it++) {
                 const int s = R.produce(it, L::a_bytes + L::b_bytes);
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
@@ -383,11 +390,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
         const int r0 = row_start[g], rows = row_start[g + 1] - r0;
         const int chunks = (rows + BK - 1) / BK;
-        /* an empty group with beta 1 (the accumulating micro-batches) keeps its dW as it is:
-         * no 2 x 4 bytes per element of read-modify-write (with routing as uneven as at
-         * initialization, that skipped most of the step's weight-gradient traffic; the
-         * producer loads nothing for it either: no chunks) */
-        if (rows == 0 && a.beta == 1.0f) continue;
+        if (dw_kept(chunks, a.beta)) continue;
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
          * branch around the wgmmas (one made ptxas serialize them, C7518) */
         SL_UNROLL
@@ -606,7 +609,7 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
-    args.prefetch_c = prefetch_c_enabled();
+    args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
     const CUtensorMap tdy = bf16_map(dy->data, r, rows, 0, BK, op);
     const CUtensorMap tx = bf16_map(x->data, s, rows, 0, BK, op);
     if (bn == 256)

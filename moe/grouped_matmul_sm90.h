@@ -15,7 +15,7 @@ struct sl_gmm_sm90_args {
     int groups, m, n, k;
     void *c;
     float beta;
-    int prefetch_c; /* dW: prefetch each tile's old dW into L2 when beta != 0 (1, the default) */
+    int prefetch_c; /* dW: prefetch each tile's old dW into L2 (beta != 0 and not turned off) */
 };
 
 /* sl_op_grouped_matmul (bf16 throughout) and sl_op_grouped_matmul_dw (bf16 dY, X into fp32

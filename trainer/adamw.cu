@@ -49,6 +49,19 @@ __device__ __forceinline__ void adamw_elem(float &p, float g, float &m, float &v
     p -= k.lr * ((mi * k.inv_bc1) / (sqrtf(vi) * k.inv_sqrt_bc2 + k.eps) + k.wd * p);
 }
 
+/* Elements i0, i0 + stride, ... below n one at a time: the unaligned case and the tails. */
+template <typename TC>
+__device__ __forceinline__ void adamw_elems(float *p, const float *g, float *m, float *v, TC *copy,
+                                            int64_t i0, int64_t n, int64_t stride,
+                                            const adamw_consts &k) {
+    for (int64_t i = i0; i < n; i += stride) {
+        float pi = p[i], mi = m[i], vi = v[i];
+        adamw_elem(pi, g[i], mi, vi, k);
+        p[i] = pi, m[i] = mi, v[i] = vi;
+        if (copy) copy[i] = sl_st<TC>(pi);
+    }
+}
+
 template <typename TC>
 __global__ void __launch_bounds__(kThreads) k_adamw(float *p, const float *g, float *m, float *v,
                                                     TC *copy, int64_t n, adamw_consts k, bool vec) {
@@ -69,12 +82,7 @@ __global__ void __launch_bounds__(kThreads) k_adamw(float *p, const float *g, fl
         sl_st8(v + i, vv);
         if (copy) sl_st8(copy + i, pv);
     }
-    for (int64_t i = npacks * SL_PACK + tid; i < n; i += stride) {
-        float pi = p[i], mi = m[i], vi = v[i];
-        adamw_elem(pi, g[i], mi, vi, k);
-        p[i] = pi, m[i] = mi, v[i] = vi;
-        if (copy) copy[i] = sl_st<TC>(pi);
-    }
+    adamw_elems(p, g, m, v, copy, npacks * SL_PACK + tid, n, stride, k);
 }
 
 /* ---- the coalesced forms: 16-byte units of 4 elements, U per operand and iteration -------- */
@@ -139,12 +147,7 @@ __global__ void __launch_bounds__(kThreads)
             }
         }
     }
-    for (int64_t i = units * 4 + tid; i < n; i += stride) {
-        float pi = p[i], mi = m[i], vi = v[i];
-        adamw_elem(pi, g[i], mi, vi, k);
-        p[i] = pi, m[i] = mi, v[i] = vi;
-        if (copy) copy[i] = sl_st<TC>(pi);
-    }
+    adamw_elems(p, g, m, v, copy, units * 4 + tid, n, stride, k);
 }
 
 enum adamw_form { FORM_COALESCED, FORM_PLAIN, FORM_STREAM, FORM_WIDE };
@@ -166,9 +169,9 @@ int form(void) {
     return g_form;
 }
 
-/* The persistent grid of kernel K: as many blocks as fit on the device at once, at most one
- * per 16-byte unit. */
-template <typename K> unsigned resident_blocks(void *ctx, K kernel, int64_t units) {
+/* The persistent grid of kernel K: as many blocks as fit on the device at once (per_sm, asked
+ * once per kernel by the caller), at most one per 16-byte unit. */
+template <typename K> int blocks_per_sm(K kernel) {
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)kernel, kThreads, 0) !=
             cudaSuccess ||
@@ -176,17 +179,21 @@ template <typename K> unsigned resident_blocks(void *ctx, K kernel, int64_t unit
         (void)cudaGetLastError();
         per_sm = 1;
     }
-    int64_t blocks = (int64_t)per_sm * sl_cuda_props(ctx)->multiProcessorCount;
-    const int64_t need = sl_blocks(units > 0 ? units : 1, kThreads);
-    return (unsigned)(blocks < need ? blocks : need);
+    return per_sm;
 }
 
 template <typename TC, bool CS, int U>
 void adamw_units_launch(void *ctx, float *p, const float *g, float *m, float *v, TC *copy,
                         int64_t n, const adamw_consts &k) {
     auto *const kernel = k_adamw_units<TC, CS, U>;
-    SL_LAUNCH(kernel, resident_blocks(ctx, kernel, n / 4), kThreads, 0, sl_cuda_stream(ctx), p, g,
-              m, v, copy, n, k);
+    /* one occupancy query per kernel and process, not per parameter tensor and step: it sizes
+     * the grid only (the loop strides over any grid), so devices of another kind in the same
+     * process still compute right */
+    static const int per_sm = blocks_per_sm(kernel);
+    const int64_t resident = (int64_t)per_sm * sl_cuda_props(ctx)->multiProcessorCount;
+    const int64_t need = sl_blocks(n / 4 > 0 ? n / 4 : 1, kThreads);
+    SL_LAUNCH(kernel, (unsigned)(resident < need ? resident : need), kThreads, 0,
+              sl_cuda_stream(ctx), p, g, m, v, copy, n, k);
     SL_CUDA_LAUNCHED("adamw");
 }
 
