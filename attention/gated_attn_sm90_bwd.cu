@@ -4,9 +4,9 @@
  * GQA. The forward and the choice of kernel: gated_attn_sm90_fwd.cu; shared pieces:
  * gated_attn_sm90.cuh; design: docs/attention.md ("The Hopper kernel", "Backward").
  *
- * Three kernels (four in the atomic dQ mode):
+ * Three kernels:
  *   1. prep (the tensor-core kernels' own, gated_attn_tc_bwd.cu): the gate's gradient fused,
- *      dO = dy sigmoid(g) in bf16, dg, Di = rowsum(dO O), and the atomic accumulator zeroed;
+ *      dO = dy sigmoid(g) in bf16, dg, Di = rowsum(dO O), and the fused dQ's accumulator zeroed;
  *   2. dK, dV (this file): one block per (key tile of 128, chunk of the GQA group, sequence,
  *      kv head), earliest key tiles first. The group is split into hsplit chunks of grp / hsplit
  *      query heads (choose_hsplit: 1 unless the blocks are too few and uneven to fill the GPU
@@ -21,14 +21,20 @@
  *      K-major), P^T = 2^(S^T c - lse2) masked, dS^T = P^T (dP^T - Di), then dV += P^T dO and
  *      dK += dS^T Q with P^T and dS^T as register A operands (dO, Q MN-major). The softmax of
  *      S^T runs while dP^T is on the tensor cores.
- *      Atomic dQ mode (backend.deterministic = false): each consumer also writes its dS^T into
- *      a double-buffered shared tile, the two meet, and each computes half of the step's
- *      dQ += dS K (wgmma, both operands MN-major from shared memory) and adds it to the fp32
- *      accumulator with atomicAdd;
- *   3. dQ, deterministic (gated_attn_sm90_dq.cu), or in the atomic mode the accumulator's
- *      conversion to bf16 (gated_attn_tc_bwd.cu).
+ *      Fused dQ (the default; SLUICE_ATTN_SM90_DQ): each consumer also writes its dS^T into a
+ *      double-buffered shared tile, the two meet, and each computes half of the step's dQ = dS
+ *      K (wgmma, both operands MN-major from shared memory) into a shared fp32 tile; the
+ *      producer's third warp adds the tile to the fp32 accumulator with TMA add reductions
+ *      (cp.reduce.async.bulk.tensor). With backend.deterministic (the default) the additions
+ *      into each (query tile, head) are ordered by key tile through a counter per tile in
+ *      global memory (a block waits for the previous key tile's addition: the same sum order,
+ *      so the same bits, every run); without it they land in any order;
+ *   3. the fused dQ's accumulator converted to bf16 (gated_attn_tc_bwd.cu), or, with
+ *      SLUICE_ATTN_SM90_DQ=pass, the separate deterministic dQ pass (gated_attn_sm90_dq.cu),
+ *      which recomputes S and dP.
  * P and dS are rounded to bf16 as MMA operands; every sum is fp32.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,36 +52,61 @@ using namespace sl_attn_sm90;
  * figure for a producer that does more than issue TMA), the consumers get 232. */
 constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 
-template <int D, bool ATOMIC> struct dkdv_layout {
+template <int D, bool FUSED> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
      * registers each, dK and dV: 64 each), 128 at D = 64 (64 each, dK and dV 32 each). A
-     * stage's statistics: lse log2 e, Di and the document start of BM rows, then the step's
-     * query head (the atomic mode's dQ address; 16 bytes keep the mbarriers aligned). */
-    static constexpr int BN = kConsumers * kRows, BM = D == 64 ? 128 : 64, ST = 2;
+     * stage's statistics: lse log2 e, Di and the document start of BM rows (16 more bytes
+     * keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of 32 columns
+     * (128-byte rows, 128B swizzle), has DQST buffers: two at D = 128 (224 KiB in all), one at
+     * D = 64, where a second would pass the 227 KiB a block may have. */
+    static constexpr int BN = kConsumers * kRows, BM = D == 64 ? 128 : 64, ST = 2,
+                         DQST = D == 128 ? 2 : 1;
     static constexpr uint32_t kv_bytes = BN * D * 2, q_bytes = BM * D * 2,
-                              ds_bytes = ATOMIC ? BN * BM * 2 : 0, stat_bytes = 12 * BM + 16;
+                              ds_bytes = FUSED ? BN * BM * 2 : 0, dq_bytes = FUSED ? BM * D * 4 : 0,
+                              stat_bytes = 12 * BM + 16;
     static constexpr uint32_t k = 0, v = kv_bytes, q = 2 * kv_bytes, dO = q + ST * q_bytes,
-                              ds = dO + ST * q_bytes, stats = ds + 2 * ds_bytes,
-                              bars = stats + ST * stat_bytes;
-    /* mbarriers: K and V full, then Q/dO full and empty of each stage */
-    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST);
+                              ds = dO + ST * q_bytes, dq = ds + 2 * ds_bytes,
+                              stats = dq + DQST * dq_bytes, bars = stats + ST * stat_bytes;
+    /* mbarriers: K and V full, Q/dO full and empty of each stage, dQ tile full and empty */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + 2 * DQST);
 };
+
+/* The fused deterministic dQ's order: the key tile that adds to a (query tile, head) waits
+ * until its counter shows every earlier key tile's addition. Blocks run earliest key tile
+ * first, so the one waited for has started (on a GPU) or finished (in the emulator, which
+ * runs blocks one after another: there the count must already be right). */
+__device__ __forceinline__ void wait_turn(const int *counter, int want) {
+#ifdef SLUICE_CUDA_EMULATED
+    if (*(volatile const int *)counter != want) {
+        printf("gated_attn_bwd: fused dQ counter %d, want %d: an earlier key tile has not "
+               "added its dQ\n",
+               *(volatile const int *)counter, want);
+        __trap();
+    }
+#else
+    while (*(volatile const int *)counter != want) {
+    }
+#endif
+    __threadfence();
+}
 
 /* Whether key j is visible to query i (lo: i's document start, 0 without documents). */
 __device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
     return j <= i && j >= lo && i < seq;
 }
 
-template <int D, bool ATOMIC>
+template <int D, bool FUSED>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                     const args a, const int hsplit, float *const part) {
-    using L = dkdv_layout<D, ATOMIC>;
-    constexpr int BN = L::BN, BM = L::BM, ST = L::ST;
+                     const __grid_constant__ CUtensorMap tdq, const args a, const int hsplit,
+                     float *const part, int *const order) {
+    using L = dkdv_layout<D, FUSED>;
+    constexpr int BN = L::BN, BM = L::BM, ST = L::ST, DQST = L::DQST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
-    uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST;
+    uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST,
+             *dq_full = q_empty + ST, *dq_empty = dq_full + DQST;
 
     /* block: key tile (major: earliest, the longest, first), then chunk, sequence, kv head */
     const int64_t per_tile = (int64_t)a.batch * a.kv * hsplit;
@@ -104,6 +135,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int s = 0; s < ST; s++) {
             sl_mbar_init(&q_full[s], 1 + 32); /* the TMA thread and the stats warp */
             sl_mbar_init(&q_empty[s], kConsumerThreads);
+        }
+        for (int s = 0; s < DQST; s++) {
+            sl_mbar_init(&dq_full[s], kConsumerThreads);
+            sl_mbar_init(&dq_empty[s], 1); /* the dQ writer, once the tile is read */
         }
         sl_fence_mbarrier_init();
     }
@@ -143,9 +178,34 @@ __global__ void __launch_bounds__(kThreads, 1)
                     sdi[r] = in ? a.di[row0 + (int64_t)r * a.h] : 0.0f;
                     sseg[r] = in && a.seg ? a.seg[tok0 + i0 + r] : 0;
                 }
-                if (ATOMIC && lane == 0) sseg[BM] = head_of(s); /* the atomic dQ head */
                 sl_mbar_arrive(&q_full[st]);
             }
+        } else if (FUSED && threadIdx.x == 64) { /* the dQ writer (the third warp's first lane) */
+            const int nqt_all = (a.seq + BM - 1) / BM, kt = j0 / BN;
+            for (int s = 0; s < steps; s++) {
+                const int qb = s % DQST, h = head_of(s), i0 = row_of(s);
+                const uint8_t *sdq = smem + L::dq + qb * L::dq_bytes;
+                sl_mbar_wait(&dq_full[qb], (uint32_t)((s / DQST) & 1));
+                int *counter = nullptr;
+                if (order) { /* key tiles [first, kt) have added to this tile before */
+                    const int first = a.seg ? a.seg[tok0 + i0] / BN : 0;
+                    counter = order + ((int64_t)b * a.h + h) * nqt_all + i0 / BM;
+                    wait_turn(counter, kt - first);
+                    sl_fence_proxy_async();
+                }
+                for (int c = 0; c < D / 32; c++)
+                    sl_tma_reduce_add_4d(&tdq, sdq + c * (BM * 128), 32 * c, h, i0, b);
+                sl_tma_store_commit();
+                sl_tma_store_wait_read<0>();
+                sl_mbar_arrive(&dq_empty[qb]);
+                if (counter) { /* the additions done (not just read), then the next key tile */
+                    sl_tma_store_wait<0>();
+                    sl_fence_proxy_async();
+                    __threadfence();
+                    atomicAdd(counter, 1);
+                }
+            }
+            sl_tma_store_wait<0>();
         }
         return;
     }
@@ -159,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int kj[2];
     SL_UNROLL
     for (int x = 0; x < 2; x++) kj[x] = j0 + c * kRows + 16 * p.w + p.g + 8 * x;
-    /* the atomic mode's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x 64) */
+    /* the fused dQ's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x 64) */
     const int m0 = BM == 128 ? c * kRows : 0, n0 = BM == 128 ? 0 : 64 * c;
 
     float dk[D / 2], dv[D / 2];
@@ -237,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc_to_frags<BM>(da, dpacc);
 
         uint8_t *sds = smem + L::ds + (s & 1) * L::ds_bytes;
-        if constexpr (ATOMIC) {
+        if constexpr (FUSED) {
             /* dS^T (keys x queries, bf16 as the MMAs see it) into this step's buffer: the pair
              * (key row x, queries 8 j + 2 q, + 1) is da[j / 2][2 (j % 2) + x] */
             SL_UNROLL
@@ -267,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_wgmma_commit();
         }
 
-        if constexpr (ATOMIC) {
+        if constexpr (FUSED) {
             /* both consumers' dS^T are in the buffer (and the buffer of step s - 1 is no longer
              * read: the other consumer passed this barrier after its step s - 1 wait) */
             sl_named_bar_sync(kBarPair, kConsumerThreads);
@@ -280,21 +340,28 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_wgmma_commit();
             sl_wgmma_wait<0>();
             sl_wgmma_fence_operand(dqa);
-            /* the step's head from the stage (the stats warp's): computed here it cost registers
-             * the D = 64 kernel does not have */
-            const int h = sseg[BM];
             sl_mbar_arrive(&q_empty[st]);
+            /* into the shared fp32 tile of this step (once the writer has read it DQST steps
+             * ago): rows m0 + 16 w + g (+ 8), columns n0 + 8 j + 2 q (+ 1); 32-column boxes of
+             * 128-byte rows whose 16-byte chunks are XOR-swizzled by the row, so the 8 rows of
+             * a store fall in different banks */
+            const int qb = s % DQST;
+            uint8_t *sdq = smem + L::dq + qb * L::dq_bytes;
+            if (s >= DQST) sl_mbar_wait(&dq_empty[qb], (uint32_t)((s / DQST - 1) & 1));
             SL_UNROLL
             for (int x = 0; x < 2; x++) {
-                const int i = i0 + m0 + 16 * p.w + p.g + 8 * x;
-                if (i >= a.seq) continue;
-                float *dst = a.dqacc + ((tok0 + i) * a.h + h) * D + n0 + 2 * p.q;
+                /* column n0 + 8 j + 2 q: box n0 / 32 + j / 4, chunk 2 (j % 4) + q / 2, 8 (q % 2)
+                 * bytes into it; the chunk XOR (row % 8) */
+                const int r = m0 + 16 * p.w + p.g + 8 * x;
+                const uint32_t t = (uint32_t)((p.q >> 1) ^ (r & 7));
+                uint8_t *row = sdq + (n0 / 32) * (BM * 128) + r * 128 + (p.q & 1) * 8;
                 SL_UNROLL
-                for (int j = 0; j < 8; j++) {
-                    atomicAdd(dst + 8 * j, dqa[4 * j + 2 * x]);
-                    atomicAdd(dst + 8 * j + 1, dqa[4 * j + 2 * x + 1]);
-                }
+                for (int j = 0; j < 8; j++)
+                    *(float2 *)(row + (j / 4) * (BM * 128) + (((uint32_t)(2 * (j % 4)) ^ t) << 4)) =
+                        make_float2(dqa[4 * j + 2 * x], dqa[4 * j + 2 * x + 1]);
             }
+            sl_fence_proxy_async();
+            sl_mbar_arrive(&dq_full[qb]);
         } else {
             (void)sds;
             sl_wgmma_wait<0>();
@@ -435,24 +502,69 @@ int choose_hsplit(const args &a, int d, int bn, int bm, int sms) {
     return hs;
 }
 
-template <int D, bool ATOMIC> void launch_dkdv(void *ctx, const args &a, cudaStream_t stream) {
-    using L = dkdv_layout<D, ATOMIC>;
+/* The fused dQ accumulator [T, H, D] fp32 as the TMA reductions' target: boxes of 32 columns
+ * x 1 head x BM rows, 128B swizzle (the shared tile's layout). */
+CUtensorMap acc_map(const args &a, int d, int rows, const char *op) {
+    CUtensorMap m;
+    const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)a.h, (cuuint64_t)a.seq,
+                                (cuuint64_t)a.batch};
+    const cuuint64_t row = (cuuint64_t)a.h * d * sizeof(float);
+    const cuuint64_t strides[3] = {(cuuint64_t)d * sizeof(float), row, row * a.seq};
+    const cuuint32_t box[4] = {32, 1, (cuuint32_t)rows, 1};
+    const CUresult r = sl_tensor_map_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a.dqacc, dims,
+                                           strides, box, SL_SWIZZLE_128B);
+    SL_CHECK(r == CUDA_SUCCESS,
+             "%s: cuTensorMapEncodeTiled failed (%d) for the [%d, %d, %d, %d] dQ accumulator", op,
+             (int)r, a.batch, a.seq, a.h, d);
+    return m;
+}
+
+/* SLUICE_ATTN_SM90_DQ: unset, "" or "fused": dQ added from the dK/dV pass (TMA reductions,
+ * ordered when deterministic); "pass": the separate deterministic dQ pass (recomputes S and
+ * dP). Read at every backward, so a test can change it between calls. Without
+ * backend.deterministic the dQ is always fused (unordered). */
+bool dq_fused(void) {
+    const char *e = getenv("SLUICE_ATTN_SM90_DQ");
+    if (!e || !*e || strcmp(e, "fused") == 0) return true;
+    SL_CHECK(strcmp(e, "pass") == 0, "SLUICE_ATTN_SM90_DQ=%s: expected fused or pass", e);
+    return false;
+}
+
+/* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
+template <int D, bool FUSED>
+void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
+    using L = dkdv_layout<D, FUSED>;
     const char *op = "gated_attn_bwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, L::BM, op),
                       tdo = head_map(a.dob, a, a.h, D, L::BM, op),
                       tk = head_map(a.k, a, a.kv, D, L::BN, op),
                       tv = head_map(a.v, a, a.kv, D, L::BN, op);
+    /* without the fused dQ the kernel never reads its accumulator map: any valid map will do */
+    const CUtensorMap tdq = FUSED ? acc_map(a, D, L::BM, op) : tq;
     const int hsplit = choose_hsplit(a, D, L::BN, L::BM, sl_cuda_props(ctx)->multiProcessorCount);
-    /* scratch slot 3: bwd_args holds 0 (Di), 1 (dO) and 2 (the atomic dQ accumulator) */
+    /* scratch slots: bwd_args holds 0 (Di), 1 (dO) and 2 (the fused dQ accumulator); 3 the
+     * group split's workspace, 4 the ordered dQ's counters (one per query tile and head) */
     float *part =
         hsplit > 1 ? (float *)sl_cuda_scratch(ctx, 3, split_bytes(a, D, hsplit)) : nullptr;
+    int *order = nullptr;
+    if (FUSED && ordered) {
+        const size_t n = (size_t)a.batch * a.h * (size_t)((a.seq + L::BM - 1) / L::BM);
+        order = (int *)sl_cuda_scratch(ctx, 4, n * sizeof(int));
+        sl_cuda_check(cudaMemsetAsync(order, 0, n * sizeof(int), stream), op, "cudaMemsetAsync");
+    }
     const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    raise_smem_limit<sm90_dkdv_kernel<D, ATOMIC>>(L::bytes, op);
+    raise_smem_limit<sm90_dkdv_kernel<D, FUSED>>(L::bytes, op);
+#ifdef SLUICE_CUDA_EMULATED
+    /* the ordered dQ's blocks wait for earlier key tiles' blocks: the emulator must run them
+     * in index order (emu/README.md) */
+    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED>);
+#endif
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const args, const int, float *const) = sm90_dkdv_kernel<D, ATOMIC>;
-    SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv, a,
-              hsplit, part);
+                   const CUtensorMap, const args, const int, float *const, int *const) =
+        sm90_dkdv_kernel<D, FUSED>;
+    SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
+              tdq, a, hsplit, part, order);
     SL_CUDA_LAUNCHED(op);
     if (hsplit > 1) {
         const int64_t slice = (int64_t)a.batch * a.seq * a.kv * D, items = slice / 2;
@@ -462,13 +574,16 @@ template <int D, bool ATOMIC> void launch_dkdv(void *ctx, const args &a, cudaStr
     }
 }
 
-template <int D> void launch_bwd(void *ctx, const args &a, bool atomic, cudaStream_t stream) {
+/* fused: dQ from the dK/dV pass into a.dqacc (which the prep zeroes), then converted; ordered
+ * as well when deterministic. Else the separate deterministic dQ pass. */
+template <int D>
+void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaStream_t stream) {
     sl_attn_tc::launch_bwd_prep(a, D, stream);
-    if (atomic) {
-        launch_dkdv<D, true>(ctx, a, stream);
+    if (fused) {
+        launch_dkdv<D, true>(ctx, a, deterministic, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
-        launch_dkdv<D, false>(ctx, a, stream);
+        launch_dkdv<D, false>(ctx, a, false, stream);
         launch_dq(a, D, stream);
     }
 }
@@ -489,12 +604,12 @@ void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_ten
                                  const sl_tensor *seg, const sl_tensor *o, const sl_tensor *lse,
                                  int batch, int seq, float scale) {
     sl_cuda_gated_attn_sm90_note();
-    const bool atomic = !sl_cuda_deterministic(ctx);
-    const args a = sl_attn_tc::bwd_args(ctx, atomic, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse,
+    const bool deterministic = sl_cuda_deterministic(ctx), fused = !deterministic || dq_fused();
+    const args a = sl_attn_tc::bwd_args(ctx, fused, dq, dk, dv, dg, dy, q, k, v, g, seg, o, lse,
                                         batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
     if (q->shape[2] == 64)
-        launch_bwd<64>(ctx, a, atomic, stream);
+        launch_bwd<64>(ctx, a, fused, deterministic, stream);
     else
-        launch_bwd<128>(ctx, a, atomic, stream);
+        launch_bwd<128>(ctx, a, fused, deterministic, stream);
 }

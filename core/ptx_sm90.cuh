@@ -328,6 +328,11 @@ __device__ __forceinline__ void sl_tma_store_4d(const CUtensorMap *map, const vo
     const int32_t c[4] = {c0, c1, c2, c3};
     sl_emu::tma_store(map, smem, 4, c);
 }
+__device__ __forceinline__ void sl_tma_reduce_add_4d(const CUtensorMap *map, const void *smem,
+                                                     int c0, int c1, int c2, int c3) {
+    const int32_t c[4] = {c0, c1, c2, c3};
+    sl_emu::tma_reduce_add(map, smem, 4, c);
+}
 __device__ __forceinline__ void sl_tma_store_commit() {
     sl_emu::tma_store_commit();
 }

@@ -363,6 +363,22 @@ __device__ __forceinline__ void sl_tma_store_4d(const CUtensorMap *map, const vo
         : "memory");
 #endif
 }
+/* cp.reduce.async.bulk.tensor.4d ... .add.tile.bulk_group: the box at the coordinates becomes
+ * global + shared, element by element, each addition atomic in L2 (the element type is the
+ * tensor map's; sluice uses fp32). A bulk async-group operation like a store: its shared memory
+ * stays untouched until sl_tma_store_wait_read, its global result is there after
+ * sl_tma_store_wait. Elements outside the tensor are left alone. */
+__device__ __forceinline__ void sl_tma_reduce_add_4d(const CUtensorMap *map, const void *smem,
+                                                     int c0, int c1, int c2, int c3) {
+#if SL_SM90_MISSING
+    sl_sm90_trap(map, smem, c0, c1, c2, c3);
+#else
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(sl_smem_addr(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+#endif
+}
 /* cp.async.bulk.commit_group: this thread's TMA stores since the last commit form a group. */
 __device__ __forceinline__ void sl_tma_store_commit() {
 #if SL_SM90_MISSING

@@ -28,19 +28,32 @@ set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 # The same cases through the Hopper kernel "sm90" (wgmma, TMA, warp specialization; chosen by
 # name, each case checks that it ran): deterministic (and the same bits twice), then atomic dQ.
-# Emulated in CI (the emulated device reports compute capability 9.0); skipped on a GPU that
-# cannot run it.
+# Both add dQ from the dK/dV pass (the fused dQ, docs/attention.md); deterministic in key-tile
+# order through per-tile counters (the emulator runs that kernel's blocks in index order and
+# traps where a count is wrong), atomic in any order. Emulated in CI (the emulated device
+# reports compute capability 9.0); skipped on a GPU that cannot run it.
 add_test(NAME test_attention_sm90 COMMAND test_attention_tc deterministic sm90)
 add_test(NAME test_attention_sm90_atomic COMMAND test_attention_tc atomic sm90)
 set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
 set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# SLUICE_ATTN_SM90_DQ=pass: the separate deterministic dQ pass (recomputes S and dP); a value
+# other than fused or pass stops the backward with a message naming the variable.
+add_test(NAME test_attention_sm90_dqpass COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_dqpass PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=pass")
+add_test(NAME test_attention_sm90_dq_bad
+         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_dq_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=atomic"
+                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_DQ=atomic: expected fused or pass.*exit [1-9]")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
-# (bf16 dK/dV written by the block), deterministic and atomic (with one head per block the
-# atomic mode's step head would be right even if taken from the wrong step); hsplit2: chunks of
+# (bf16 dK/dV written by the block), deterministic and atomic (with one head per block a dQ
+# step's head would be right even if taken from the wrong step); hsplit2: chunks of
 # 2 and 4 heads (GQA 4 and 8), in the atomic mode (the chunk indexing is the same code in both
 # modes; 6 s instead of 25). A value that is not 1, 2, 4, 8 or auto stops the backward with a
 # message naming the variable.

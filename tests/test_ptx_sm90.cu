@@ -474,6 +474,69 @@ ptx_tally ptx_section_tma_store() {
     return ptx_tally_here();
 }
 
+/* ---- TMA add reductions (fp32) -------------------------------------------------------------- */
+
+/* Block b adds (b + 1) (e + 1) to the box element e (16 rows of 32 fp32, 128B swizzle: the
+ * layout the Hopper attention's dQ tile has) at coordinates c, twice (two operations of one
+ * bulk group, from the same shared memory); the blocks run at once on a GPU, so the additions
+ * into the same elements meet in L2. */
+__global__ void tma_reduce_kernel(const __grid_constant__ CUtensorMap map, int4 c) {
+    SL_DYNAMIC_SMEM_1024(uint8_t, smem);
+    for (int e = threadIdx.x; e < 16 * 32; e += blockDim.x) {
+        const uint32_t o = sl_swizzle_offset(SL_SWIZZLE_128B, (uint32_t)(e * 4));
+        *(float *)(smem + o) = (float)((blockIdx.x + 1) * (e + 1));
+    }
+    sl_fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        sl_tma_reduce_add_4d(&map, smem, c.x, c.y, c.z, c.w);
+        sl_tma_reduce_add_4d(&map, smem, c.x, c.y, c.z, c.w);
+        sl_tma_store_commit();
+        sl_tma_store_wait_read<0>();
+        sl_tma_store_wait<0>();
+    }
+}
+
+ptx_tally ptx_section_tma_reduce() {
+    /* [batch 2][seq 40][heads 3][64] fp32; the box: 32 columns, head 1, 16 rows of batch 1
+     * from row 32 (8 rows stick out of the sequence and are left alone) */
+    const cuuint64_t dims[4] = {64, 3, 40, 2};
+    const cuuint64_t strides[3] = {64 * 4, 3 * 64 * 4, 40 * 3 * 64 * 4};
+    const cuuint32_t box[4] = {32, 1, 16, 1};
+    const int c[4] = {32, 1, 32, 1}, blocks = 4;
+    const size_t n = 64 * 3 * 40 * 2;
+    std::vector<float> host(n);
+    for (size_t e = 0; e < n; e++) host[e] = 0.5f * (float)(e % 7);
+    float *dg = to_device(host);
+    CUtensorMap map;
+    CHECK(sl_tensor_map_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, dg, dims, strides, box,
+                              SL_SWIZZLE_128B) == CUDA_SUCCESS,
+          "cuTensorMapEncodeTiled (fp32 reduce map)");
+    CUDA_CHECK(
+        cudaFuncSetAttribute(tma_reduce_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2048));
+    SL_LAUNCH(tma_reduce_kernel, blocks, 64, 2048, 0, map, make_int4(c[0], c[1], c[2], c[3]));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> out = to_host(dg, n);
+    int bad = 0;
+    for (size_t e = 0; e < n; e++) {
+        const int x = (int)(e % 64), h = (int)(e / 64 % 3), r = (int)(e / 192 % 40),
+                  b = (int)(e / (192 * 40));
+        const int bx = x - c[0], br = r - c[2];
+        const bool in = bx >= 0 && bx < 32 && h == c[1] && br >= 0 && br < 16 && b == c[3];
+        /* sum over blocks of 2 (b + 1) (e + 1) = 2 (e + 1) blocks (blocks + 1) / 2 */
+        const float want =
+            host[e] + (in ? (float)((br * 32 + bx + 1) * blocks * (blocks + 1)) : 0.0f);
+        if (out[e] != want && bad++ < 4)
+            CHECK(false,
+                  "TMA reduce add: element %zu (col %d, head %d, row %d, batch %d) = %g, "
+                  "want %g",
+                  e, x, h, r, b, out[e], want);
+    }
+    CHECK(bad == 0, "TMA reduce add: %d elements wrong", bad);
+    cudaFree(dg);
+    return ptx_tally_here();
+}
+
 /* ---- mbarrier phases and named barriers -------------------------------------------------- */
 
 /* 64 threads, an mbarrier counting 64 arrivals (thread 0 arrives twice and thread 1 never: the

@@ -169,6 +169,7 @@ int ptx_tma_load_cases();                  /* how many TMA load cases there are 
 std::string ptx_tma_load_case_name(int i); /* "2d bf16, box row 48 bytes, ..." (host only) */
 ptx_tally ptx_section_tma_load(int i);     /* TMA load case i */
 ptx_tally ptx_section_tma_store();
+ptx_tally ptx_section_tma_reduce();
 ptx_tally ptx_section_barriers();
 int ptx_bench(); /* `test_ptx_sm90 bench`: wgmma's cost; returns the exit status */
 

@@ -14,8 +14,8 @@
  *
  * Sections: device (the check), wgmma, wgmma_chain, the isolating iso_* of
  * tests/test_ptx_sm90_iso.cu, tma_load/0 .. tma_load/N-1 (one TMA load case each), tma_store,
- * barriers, gemm_example. The parent makes no CUDA call (it would create a context that every
- * child then shares a device with for nothing, and a fault there would end the whole run). On
+ * tma_reduce, barriers, gemm_example. The parent makes no CUDA call (it would create a context that
+ * every child then shares a device with for nothing, and a fault there would end the whole run). On
  * a GPU a child that has not finished after 20 s is ended (SIGALRM): an mbarrier wait whose
  * phase never completes hangs instead of failing.
  */
@@ -45,6 +45,7 @@ static std::vector<section> all_sections() {
     for (int i = 0; i < ptx_tma_load_cases(); i++)
         s.push_back({"tma_load/" + std::to_string(i), "TMA load " + ptx_tma_load_case_name(i)});
     s.push_back({"tma_store", "TMA stores, 2D to 4D, swizzle none and 128B"});
+    s.push_back({"tma_reduce", "TMA fp32 add reductions from four blocks, 128B swizzle"});
     s.push_back({"barriers", "mbarrier phases and named barriers"});
     s.push_back({"gemm_example", "the composed example kernel (tests/test_ptx_sm90_gemm.cu)"});
     return s;
@@ -94,6 +95,8 @@ static int run_section(const char *name) {
         t = ptx_section_tma_load((int)i);
     } else if (!strcmp(name, "tma_store")) {
         t = ptx_section_tma_store();
+    } else if (!strcmp(name, "tma_reduce")) {
+        t = ptx_section_tma_reduce();
     } else if (!strcmp(name, "barriers")) {
         t = ptx_section_barriers();
     } else if (!strcmp(name, "gemm_example")) {

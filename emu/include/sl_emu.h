@@ -75,4 +75,10 @@ inline void sl_emu_launch(const char *name, void (*kernel)(P...), dim3 grid, dim
 /* The running block's dynamic shared memory (the launch's `smem` bytes, 16-byte aligned). */
 void *sl_emu_dynamic_smem();
 
+/* Declares that `kernel`'s blocks wait for blocks of lower index (a spin on a counter that
+ * earlier blocks advance, which the GPU's launch order in index order allows, and which hangs
+ * when the earlier block has not run). Its launches then run their blocks in index order in
+ * every order of the race check, which permutes only the threads within each block. */
+void sl_emu_blocks_in_order(const void *kernel);
+
 #endif

@@ -139,6 +139,8 @@ void fence_proxy_async();
 void tma_load(void *smem, const void *tensor_map, uint64_t *bar, int rank, const int32_t *coords);
 void tma_store(const void *tensor_map, const void *smem, int rank, const int32_t *coords);
 void tma_store_commit();
+/* cp.reduce.async.bulk.tensor.Nd.global.shared::cta.add.tile.bulk_group (fp32 tensor maps). */
+void tma_reduce_add(const void *tensor_map, const void *smem, int rank, const int32_t *coords);
 /* cp.async.bulk.prefetch.L2.global [src], bytes (no effect; its rules checked). */
 void bulk_prefetch_l2(const void *src, uint32_t bytes);
 void tma_store_wait(int n, bool read_only);

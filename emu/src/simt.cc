@@ -30,6 +30,7 @@
 #include <map>
 #include <new>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -703,12 +704,20 @@ void run_block(uint64_t b) {
 #endif
 }
 
+/* Kernels declared with sl_emu_blocks_in_order. */
+std::set<const void *> &in_order_kernels() {
+    static std::set<const void *> k;
+    return k;
+}
+
 void run_grid(int order) {
     const launch_desc &d = *g_desc;
     g_order = order;
     g_rng.seed(cfg().seed * 0x9e3779b97f4a7c15ull + g_launch_serial * 1000003u + (uint64_t)order);
     const uint64_t nblocks = (uint64_t)d.grid.x * d.grid.y * d.grid.z;
-    if (order >= 2) {
+    if (in_order_kernels().count(d.kernel)) { /* only the threads within a block are permuted */
+        for (uint64_t i = 0; i < nblocks && !g_failed; i++) run_block(i);
+    } else if (order >= 2) {
         std::vector<uint64_t> perm(nblocks);
         for (uint64_t b = 0; b < nblocks; b++) perm[b] = b;
         std::shuffle(perm.begin(), perm.end(), g_rng);
@@ -1103,6 +1112,10 @@ void device_fault(const char *what) {
 }
 
 } // namespace sl_emu
+
+void sl_emu_blocks_in_order(const void *kernel) {
+    sl_emu::in_order_kernels().insert(kernel);
+}
 
 void *sl_emu_dynamic_smem() {
     sl_emu::current("sl_emu_dynamic_smem (SL_DYNAMIC_SMEM)");

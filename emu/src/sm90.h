@@ -24,6 +24,7 @@ struct tensor_map {
     uint64_t strides[5]; /* bytes; strides[0] is the element size */
     uint16_t box[5];     /* box elements per dimension */
     uint8_t rank, esize, swizzle, oob_nan;
+    uint8_t dtype; /* CUtensorMapDataType */
 };
 static_assert(sizeof(tensor_map) <= 128, "a tensor map must fit CUtensorMap's 128 bytes");
 constexpr uint64_t k_tensor_map_magic = 0x534c54454e534d50ull; /* "SLTENSMP" */

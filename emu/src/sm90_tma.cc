@@ -2,8 +2,9 @@
  * emu/src/sm90_tma.cc - the tensor memory accelerator (emu/README.md, "Hopper instructions"):
  * cuTensorMapEncodeTiled (the driver API function, with cuda.h's signature, reached directly
  * or through cudaGetDriverEntryPoint[ByVersion]) and the TMA instructions of
- * core/ptx_sm90.cuh: cp.async.bulk.tensor loads (global -> shared, completing on an mbarrier)
- * and stores (shared -> global, bulk async-groups).
+ * core/ptx_sm90.cuh: cp.async.bulk.tensor loads (global -> shared, completing on an mbarrier),
+ * stores (shared -> global, bulk async-groups) and fp32 add reductions (cp.reduce.async.bulk.
+ * tensor .add: a store whose elements are added to global memory's).
  *
  * A box lands in shared memory as the hardware lays it out: dense, innermost dimension first,
  * each 16-byte chunk of a row moved by the swizzle mode's XOR of shared-address bits [4, 7)
@@ -15,7 +16,9 @@
  * Timing: a load fills its box with 0xff at issue and is performed when a thread needs its
  * mbarrier's phase (sm90_sync.cc). A store copies its box at issue and writes global memory
  * when cp.async.bulk.wait_group retires its group; shared memory that changed in between is a
- * fault (the source must stay untouched until the .read wait).
+ * fault (the source must stay untouched until the .read wait). A reduction is performed at the
+ * same moment, each element added to what global memory holds then (on the hardware each
+ * addition is atomic in L2; blocks run one after another here, so no two ever race).
  */
 #include <cstdarg>
 #include <cstdio>
@@ -38,6 +41,7 @@ struct tma_store_op {
     int32_t coords[5];
     const unsigned char *src;
     std::vector<unsigned char> data;
+    bool add; /* cp.reduce.async.bulk.tensor .add (fp32) */
 };
 struct store_queue {
     std::vector<tma_store_op> stores; /* issued, oldest first */
@@ -203,10 +207,16 @@ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
         faultf("%s [%p], %u: the range is not inside a live allocation", who, src, (unsigned)bytes);
 }
 
-void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coords) {
-    const char *who = "cp.async.bulk.tensor (store)";
+namespace {
+
+void store_or_reduce(const void *tmap, const void *smem, int rank, const int32_t *coords,
+                     bool add) {
+    const char *who = add ? "cp.reduce.async.bulk.tensor (.add)" : "cp.async.bulk.tensor (store)";
     const unsigned t = current_thread(who);
     const tensor_map m = read_tensor_map(tmap, rank, who);
+    if (add && m.dtype != CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
+        faultf("%s: only fp32 tensor maps are emulated (this one has data type %d)", who,
+               (int)m.dtype);
     check_smem(smem, m, who);
     check_memory(m, who);
     check_inner_coordinate(m, coords[0], who);
@@ -231,8 +241,19 @@ void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coor
     memcpy(s.coords, coords, sizeof(int32_t) * (size_t)rank);
     s.src = (const unsigned char *)smem;
     s.data.assign(s.src, s.src + box_bytes(m));
+    s.add = add;
     g_stores[t].stores.push_back(std::move(s));
     note_progress();
+}
+
+} // namespace
+
+void tma_store(const void *tmap, const void *smem, int rank, const int32_t *coords) {
+    store_or_reduce(tmap, smem, rank, coords, false);
+}
+
+void tma_reduce_add(const void *tmap, const void *smem, int rank, const int32_t *coords) {
+    store_or_reduce(tmap, smem, rank, coords, true);
 }
 
 void tma_store_commit() {
@@ -253,7 +274,17 @@ void tma_store_wait(int n, bool read_only) {
                    who, (size_t)(s.src - smem_base()));
         check_memory(s.map, who);
         for_box(s.map, s.coords, [&](size_t o, unsigned char *dst) {
-            if (dst) memcpy(dst, s.data.data() + swizzle(o, s.map.swizzle), s.map.esize);
+            if (!dst) return;
+            const unsigned char *from = s.data.data() + swizzle(o, s.map.swizzle);
+            if (!s.add) {
+                memcpy(dst, from, s.map.esize);
+                return;
+            }
+            float x, y;
+            memcpy(&x, dst, sizeof x);
+            memcpy(&y, from, sizeof y);
+            x += y;
+            memcpy(dst, &x, sizeof x);
         });
     }
     q.stores.erase(q.stores.begin(), q.stores.begin() + (ptrdiff_t)end);
@@ -351,6 +382,7 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(
     m.addr = (uint64_t)(uintptr_t)globalAddress;
     m.rank = (uint8_t)tensorRank;
     m.esize = (uint8_t)es;
+    m.dtype = (uint8_t)tensorDataType;
     m.swizzle = (uint8_t)swizzle;
     m.oob_nan = oobFill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
     m.strides[0] = (uint64_t)es;
