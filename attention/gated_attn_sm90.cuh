@@ -82,12 +82,15 @@ template <int R> __device__ __forceinline__ uint64_t kslice(uint64_t desc, int k
 }
 
 /* MN-major operand (B stored [k][n], or A stored [k][m]) of a tile of R rows (= k) per chunk,
- * columns (= n or m) from col0 (a multiple of 64) on. A 128-byte row holds 64 consecutive n of
- * one k; the next 64 n are the next chunk, R * 128 bytes on (LBO); the next 8 k are 1024 bytes on
- * (SBO). k-slice kk (rows 16 kk .. 16 kk + 15) is mnslice(desc, kk), 2048 bytes per slice. */
+ * columns (= n or m) from col0 (a multiple of 64, or of 8 for an operand of fewer than 64
+ * columns) on. A 128-byte row holds 64 consecutive n of one k; the next 64 n are the next
+ * chunk, R * 128 bytes on (LBO); the next 8 k are 1024 bytes on (SBO). Within a row col0 moves
+ * the start address by 2 col0 bytes: the swizzle is a function of the address, as kslice's
+ * 32-byte steps rely on. k-slice kk (rows 16 kk .. 16 kk + 15) is mnslice(desc, kk), 2048
+ * bytes per slice. */
 template <int R> __device__ __forceinline__ uint64_t desc_mnmajor(const uint8_t *tile, int col0) {
-    return desc_at_use(
-        sl_wgmma_desc(tile + (col0 >> 6) * (R * 128), SL_SWIZZLE_128B, (uint32_t)(R * 128), 1024));
+    return desc_at_use(sl_wgmma_desc(tile + (col0 >> 6) * (R * 128) + (col0 & 63) * 2,
+                                     SL_SWIZZLE_128B, (uint32_t)(R * 128), 1024));
 }
 __device__ __forceinline__ uint64_t mnslice(uint64_t desc, int kk) {
     return sl_wgmma_desc_add(desc, (uint32_t)(kk * 2048));

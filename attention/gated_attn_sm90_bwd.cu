@@ -52,15 +52,17 @@ using namespace sl_attn_sm90;
  * figure for a producer that does more than issue TMA), the consumers get 232. */
 constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 
-template <int D, bool FUSED> struct dkdv_layout {
+template <int D, bool FUSED, int BM_> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
-     * registers each, dK and dV: 64 each), 128 at D = 64 (64 each, dK and dV 32 each). A
-     * stage's statistics: lse log2 e, Di and the document start of BM rows (16 more bytes
-     * keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of 32 columns
-     * (128-byte rows, 128B swizzle), has DQST buffers: two at D = 128 (224 KiB in all), one at
-     * D = 64, where a second would pass the 227 KiB a block may have. */
-    static constexpr int BN = kConsumers * kRows, BM = D == 64 ? 128 : 64, ST = 2,
-                         DQST = D == 128 ? 2 : 1;
+     * registers each, dK and dV: 64 each); at D = 64 either 128 (64 each, dK and dV 32 each;
+     * FlashAttention-3's choice) or 64 (32 each: room for the unmasked tile's own branch, see
+     * bwd_bm). A stage's statistics: lse log2 e, Di and the document start of BM rows (16 more
+     * bytes keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of 32
+     * columns (128-byte rows, 128B swizzle), has DQST buffers: two (224 KiB in all at D = 128),
+     * one at D = 64 with BM = 128, where a second would pass the 227 KiB a block may have. */
+    static_assert(BM_ == 64 || (BM_ == 128 && D == 64), "BM: 64, or 128 at D = 64");
+    static constexpr int BN = kConsumers * kRows, BM = BM_, ST = 2,
+                         DQST = D == 64 && BM == 128 ? 1 : 2;
     static constexpr uint32_t kv_bytes = BN * D * 2, q_bytes = BM * D * 2,
                               ds_bytes = FUSED ? BN * BM * 2 : 0, dq_bytes = FUSED ? BM * D * 4 : 0,
                               stat_bytes = 12 * BM + 16;
@@ -95,15 +97,18 @@ __device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
     return j <= i && j >= lo && i < seq;
 }
 
-template <int D, bool FUSED>
+template <int D, bool FUSED, int BM_>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                      const __grid_constant__ CUtensorMap tdq, const args a, const int hsplit,
                      float *const part, int *const order) {
-    using L = dkdv_layout<D, FUSED>;
+    using L = dkdv_layout<D, FUSED, BM_>;
     constexpr int BN = L::BN, BM = L::BM, ST = L::ST, DQST = L::DQST;
+    /* the fused dQ's halves, one per consumer: query rows at BM = 128, else head-dim columns
+     * (NH of them) */
+    constexpr int NH = BM == 128 ? 64 : D / 2;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST,
              *dq_full = q_empty + ST, *dq_empty = dq_full + DQST;
@@ -220,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     SL_UNROLL
     for (int x = 0; x < 2; x++) kj[x] = j0 + c * kRows + 16 * p.w + p.g + 8 * x;
     /* the fused dQ's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x 64) */
-    const int m0 = BM == 128 ? c * kRows : 0, n0 = BM == 128 ? 0 : 64 * c;
+    const int m0 = BM == 128 ? c * kRows : 0, n0 = BM == 128 ? 0 : NH * c;
 
     float dk[D / 2], dv[D / 2];
     zero_acc(dk);
@@ -258,9 +263,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         /* Masking is needed only where some pair is invisible. Written per score as `full ||
          * visible(...)`, nvcc 13.0 kept a branch per score around the document start's shared
          * load (BSSY, BRA, BSYNC, two shared loads and address arithmetic: about 15 instructions
-         * per score in the SASS). At D = 128 the unmasked tile is a branch of its own (FFMA,
-         * MUFU and a shared load per score); at D = 64 (BM = 128: 192 accumulator registers
-         * live here) that branch made ptxas spill, so it keeps the per-score form. */
+         * per score in the SASS). With BM = 64 (D = 128, and D = 64 by SLUICE_ATTN_SM90_BWD_BM)
+         * the unmasked tile is a branch of its own (FFMA, MUFU and a shared load per score);
+         * with BM = 128 (D = 64: 192 accumulator registers live here) that branch made ptxas
+         * spill, so it keeps the per-score form. */
         const bool full = !a.seg && i0 >= j0 + BN - 1 && i0 + BM <= a.seq;
         if (BM == 64 && full) {
             SL_UNROLL
@@ -331,12 +337,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             /* both consumers' dS^T are in the buffer (and the buffer of step s - 1 is no longer
              * read: the other consumer passed this barrier after its step s - 1 wait) */
             sl_named_bar_sync(kBarPair, kConsumerThreads);
-            float dqa[32];
+            float dqa[NH / 2];
             sl_wgmma_fence_operand(dqa);
             const uint64_t dds = desc_mnmajor<BN>(sds, m0), dk = desc_mnmajor<BN>(sk, n0);
             SL_UNROLL
             for (int kk = 0; kk < BN / 16; kk++)
-                sl_wgmma_bf16_ss<64, 1, 1>(dqa, mnslice(dds, kk), mnslice(dk, kk), kk > 0);
+                sl_wgmma_bf16_ss<NH, 1, 1>(dqa, mnslice(dds, kk), mnslice(dk, kk), kk > 0);
             sl_wgmma_commit();
             sl_wgmma_wait<0>();
             sl_wgmma_fence_operand(dqa);
@@ -356,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const uint32_t t = (uint32_t)((p.q >> 1) ^ (r & 7));
                 uint8_t *row = sdq + (n0 / 32) * (BM * 128) + r * 128 + (p.q & 1) * 8;
                 SL_UNROLL
-                for (int j = 0; j < 8; j++)
+                for (int j = 0; j < NH / 8; j++)
                     *(float2 *)(row + (j / 4) * (BM * 128) + (((uint32_t)(2 * (j % 4)) ^ t) << 4)) =
                         make_float2(dqa[4 * j + 2 * x], dqa[4 * j + 2 * x + 1]);
             }
@@ -530,10 +536,22 @@ bool dq_fused(void) {
     return false;
 }
 
+/* The dK/dV pass's query rows per step (BM) at head dim d: 64 at D = 128; at D = 64
+ * SLUICE_ATTN_SM90_BWD_BM = 64 or 128, unset, "" or "auto": kD64BwdBm. Read at every backward. */
+constexpr int kD64BwdBm = 128;
+int bwd_bm(int d) {
+    if (d != 64) return 64;
+    const char *e = getenv("SLUICE_ATTN_SM90_BWD_BM");
+    if (!e || !*e || strcmp(e, "auto") == 0) return kD64BwdBm;
+    SL_CHECK(strcmp(e, "64") == 0 || strcmp(e, "128") == 0,
+             "SLUICE_ATTN_SM90_BWD_BM=%s: expected 64, 128 or auto", e);
+    return atoi(e);
+}
+
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
-template <int D, bool FUSED>
+template <int D, bool FUSED, int BM>
 void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
-    using L = dkdv_layout<D, FUSED>;
+    using L = dkdv_layout<D, FUSED, BM>;
     const char *op = "gated_attn_bwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, L::BM, op),
                       tdo = head_map(a.dob, a, a.h, D, L::BM, op),
@@ -554,15 +572,15 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     }
     const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    raise_smem_limit<sm90_dkdv_kernel<D, FUSED>>(L::bytes, op);
+    raise_smem_limit<sm90_dkdv_kernel<D, FUSED, BM>>(L::bytes, op);
 #ifdef SLUICE_CUDA_EMULATED
     /* the ordered dQ's blocks wait for earlier key tiles' blocks: the emulator must run them
      * in index order (emu/README.md) */
-    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED>);
+    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM>);
 #endif
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const args, const int, float *const, int *const) =
-        sm90_dkdv_kernel<D, FUSED>;
+        sm90_dkdv_kernel<D, FUSED, BM>;
     SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
               tdq, a, hsplit, part, order);
     SL_CUDA_LAUNCHED(op);
@@ -578,12 +596,20 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
  * as well when deterministic. Else the separate deterministic dQ pass. */
 template <int D>
 void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaStream_t stream) {
+    constexpr int BIG = D == 64 ? 128 : 64; /* BM = 128 exists at D = 64 only */
+    const bool big = bwd_bm(D) == 128;
     sl_attn_tc::launch_bwd_prep(a, D, stream);
     if (fused) {
-        launch_dkdv<D, true>(ctx, a, deterministic, stream);
+        if (big)
+            launch_dkdv<D, true, BIG>(ctx, a, deterministic, stream);
+        else
+            launch_dkdv<D, true, 64>(ctx, a, deterministic, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
-        launch_dkdv<D, false>(ctx, a, false, stream);
+        if (big)
+            launch_dkdv<D, false, BIG>(ctx, a, false, stream);
+        else
+            launch_dkdv<D, false, 64>(ctx, a, false, stream);
         launch_dq(a, D, stream);
     }
 }
@@ -593,9 +619,7 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
 int sl_cuda_gated_attn_sm90_hsplit(int batch, int seq, int kv, int grp, int d, int sms) {
     args a = {};
     a.batch = batch, a.seq = seq, a.kv = kv, a.grp = grp, a.h = kv * grp;
-    return d == 64
-               ? choose_hsplit(a, 64, dkdv_layout<64, false>::BN, dkdv_layout<64, false>::BM, sms)
-               : choose_hsplit(a, d, dkdv_layout<128, false>::BN, dkdv_layout<128, false>::BM, sms);
+    return choose_hsplit(a, d, dkdv_layout<128, false, 64>::BN, bwd_bm(d), sms);
 }
 
 void sl_cuda_gated_attn_sm90_bwd(void *ctx, sl_tensor *dq, sl_tensor *dk, sl_tensor *dv,
