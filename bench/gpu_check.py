@@ -27,10 +27,10 @@ is skipped):
   profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
-  profile_noprefetch   the measured shape again with SLUICE_EXPERT_GEMM_PREFETCH=0: the Hopper
-                       grouped GEMM's weight gradient without its L2 prefetch of the old dW
-                       (auto runs that kernel on compute capability 9.x; the note names the
-                       expert GEMM path of every part)
+  profile_prefetch     the measured shape again with SLUICE_EXPERT_GEMM_PREFETCH=1: the Hopper
+                       grouped GEMM's weight gradient with its L2 prefetch of the old dW (off
+                       by default since an H200 measured no gain; auto runs that kernel on
+                       compute capability 9.x; the note names the expert GEMM path of every part)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -65,11 +65,11 @@ from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.p
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
-         "racecheck_step", "profile", "profile_ep8", "profile_noprefetch", "attn_bench",
+         "racecheck_step", "profile", "profile_ep8", "profile_prefetch", "attn_bench",
          "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
-           "profile_noprefetch": 75, "attn_bench": 60, "expert_gemm": 30,
+           "profile_prefetch": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -613,11 +613,11 @@ def main():
         t.join()
     do("profile", part_profile, S, "profile", "measured", "measured shape")
     do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
-    # the Hopper grouped GEMM's weight gradient without its L2 prefetch of the old dW (added
-    # after the H200 runs of 2026-11-26, unmeasured): what the prefetch gives is this row
-    # against profile's
-    do("profile_noprefetch", part_profile, S, "profile_noprefetch", "measured",
-       "measured shape, no dW prefetch", {"SLUICE_EXPERT_GEMM_PREFETCH": "0"})
+    # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by
+    # default: an H200 measured no gain, 2026-11-26): what it gives is this row against
+    # profile's
+    do("profile_prefetch", part_profile, S, "profile_prefetch", "measured",
+       "measured shape, dW prefetch", {"SLUICE_EXPERT_GEMM_PREFETCH": "1"})
     do("attn_bench", part_attn, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it

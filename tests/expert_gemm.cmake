@@ -7,4 +7,9 @@ if(SLUICE_WITH_CUDA)
                    $<TARGET_FILE:expert_gemm_bench>)
   set_tests_properties(test_expert_gemm_bench PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+  # the Hopper grouped GEMM's weight gradient with its opt-in L2 prefetch of the old dW
+  add_test(NAME test_expert_gemm_bench_prefetch COMMAND expert_gemm_bench --check)
+  set_tests_properties(test_expert_gemm_bench_prefetch PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "moe;cuda"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_PREFETCH=1")
 endif()

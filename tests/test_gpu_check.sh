@@ -134,7 +134,7 @@ if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/m
 fi
 set +e
 "$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --python "$py" \
-    --skip profile_noprefetch >"$work/a.log" 2>&1
+    --skip profile_prefetch >"$work/a.log" 2>&1
 rc=$?
 set -e
 cat "$work/a.log"
@@ -181,8 +181,8 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
-if "profile_noprefetch" in parts:
-    bad.append("profile_noprefetch ran although --skip named it")
+if "profile_prefetch" in parts:
+    bad.append("profile_prefetch ran although --skip named it")
 # auto runs the Hopper grouped GEMM where it applies: bf16 on compute 9.x, the emulator's
 for name in ("profile", "profile_ep8"):
     r = parts.get(name, {}).get("result", {})
