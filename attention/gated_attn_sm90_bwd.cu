@@ -21,7 +21,8 @@
  *      K-major), P^T = 2^(S^T c - lse2) masked, dS^T = P^T (dP^T - Di), then dV += P^T dO and
  *      dK += dS^T Q with P^T and dS^T as register A operands (dO, Q MN-major). The softmax of
  *      S^T runs while dP^T is on the tensor cores.
- *      Fused dQ (the default; SLUICE_ATTN_SM90_DQ): each consumer also writes its dS^T into a
+ *      Fused dQ (SLUICE_ATTN_SM90_DQ=fused; always without backend.deterministic): each
+ *      consumer also writes its dS^T into a
  *      double-buffered shared tile, the two meet, and each computes half of the step's dQ = dS
  *      K (wgmma, both operands MN-major from shared memory) into a shared fp32 tile; the
  *      producer's third warp adds the tile to the fp32 accumulator with TMA add reductions
@@ -29,9 +30,9 @@
  *      into each (query tile, head) are ordered by key tile through a counter per tile in
  *      global memory (a block waits for the previous key tile's addition: the same sum order,
  *      so the same bits, every run); without it they land in any order;
- *   3. the fused dQ's accumulator converted to bf16 (gated_attn_tc_bwd.cu), or, with
- *      SLUICE_ATTN_SM90_DQ=pass, the separate deterministic dQ pass (gated_attn_sm90_dq.cu),
- *      which recomputes S and dP.
+ *   3. the separate deterministic dQ pass (gated_attn_sm90_dq.cu), which recomputes S and
+ *      dP (the deterministic default), or the fused dQ's accumulator converted to bf16
+ *      (gated_attn_tc_bwd.cu).
  * P and dS are rounded to bf16 as MMA operands; every sum is fp32.
  */
 #include <stdio.h>
@@ -525,15 +526,17 @@ CUtensorMap acc_map(const args &a, int d, int rows, const char *op) {
     return m;
 }
 
-/* SLUICE_ATTN_SM90_DQ: unset, "" or "fused": dQ added from the dK/dV pass (TMA reductions,
- * ordered when deterministic); "pass": the separate deterministic dQ pass (recomputes S and
- * dP). Read at every backward, so a test can change it between calls. Without
- * backend.deterministic the dQ is always fused (unordered). */
+/* SLUICE_ATTN_SM90_DQ, for backend.deterministic: unset, "" or "pass": the separate
+ * deterministic dQ pass (recomputes S and dP); "fused": dQ added from the dK/dV pass by TMA
+ * reductions in key-tile order. The pass is the default: on an H200 (2026-11-26, attn_bench,
+ * docs/attention.md) the ordered fused dQ measured 6-31% slower in the backward at every shape.
+ * Without backend.deterministic dQ is always fused, unordered (faster than the pass at S =
+ * 32768). Read at every backward, so a test can change it between calls. */
 bool dq_fused(void) {
     const char *e = getenv("SLUICE_ATTN_SM90_DQ");
-    if (!e || !*e || strcmp(e, "fused") == 0) return true;
-    SL_CHECK(strcmp(e, "pass") == 0, "SLUICE_ATTN_SM90_DQ=%s: expected fused or pass", e);
-    return false;
+    if (!e || !*e || strcmp(e, "pass") == 0) return false;
+    SL_CHECK(strcmp(e, "fused") == 0, "SLUICE_ATTN_SM90_DQ=%s: expected fused or pass", e);
+    return true;
 }
 
 /* The dK/dV pass's query rows per step (BM) at head dim d: 64 at D = 128; at D = 64

@@ -28,30 +28,34 @@ set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 # The same cases through the Hopper kernel "sm90" (wgmma, TMA, warp specialization; chosen by
 # name, each case checks that it ran): deterministic (and the same bits twice), then atomic dQ.
-# Both add dQ from the dK/dV pass (the fused dQ, docs/attention.md); deterministic in key-tile
-# order through per-tile counters (the emulator runs that kernel's blocks in index order and
-# traps where a count is wrong), atomic in any order. Emulated in CI (the emulated device
-# reports compute capability 9.0); skipped on a GPU that cannot run it.
+# The deterministic one runs the separate dQ pass, the atomic one adds dQ from the dK/dV pass
+# (the fused dQ, docs/attention.md) in any order. Emulated in CI (the emulated device reports
+# compute capability 9.0); skipped on a GPU that cannot run it.
 add_test(NAME test_attention_sm90 COMMAND test_attention_tc deterministic sm90)
 add_test(NAME test_attention_sm90_atomic COMMAND test_attention_tc atomic sm90)
 set_tests_properties(test_attention_sm90 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
 set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
-# SLUICE_ATTN_SM90_DQ=pass: the separate deterministic dQ pass (recomputes S and dP); a value
-# other than fused or pass stops the backward with a message naming the variable.
-add_test(NAME test_attention_sm90_dqpass COMMAND test_attention_tc deterministic sm90)
-set_tests_properties(test_attention_sm90_dqpass PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=pass")
+# SLUICE_ATTN_SM90_DQ=fused: the deterministic fused dQ, its additions ordered by key tile
+# through per-tile counters (the emulator runs that kernel's blocks in index order and traps
+# where a count is wrong); a value other than fused or pass stops the backward with a message
+# naming the variable.
+add_test(NAME test_attention_sm90_dqfused COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_dqfused PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=fused")
 add_test(NAME test_attention_sm90_dq_bad
          COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
                  $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_dq_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=atomic"
                      PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_DQ=atomic: expected fused or pass.*exit [1-9]")
-# SLUICE_ATTN_SM90_BWD_BM=64: the dK/dV pass at head dim 64 with steps of 64 query rows (its
-# fused dQ halves are 32 head-dim columns, a wgmma operand starting inside a swizzled row).
-add_test(NAME test_attention_sm90_bm64 COMMAND test_attention_tc deterministic sm90)
+# SLUICE_ATTN_SM90_BWD_BM=64: the dK/dV pass at head dim 64 with steps of 64 query rows,
+# deterministic (the dQ pass) and atomic (its fused dQ halves are 32 head-dim columns, a wgmma
+# operand starting inside a swizzled row).
+add_test(NAME test_attention_sm90_bm64
+         COMMAND bash -c "$0 deterministic sm90 && SLUICE_EMU_RACECHECK=0 $0 atomic sm90"
+                 $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_bm64 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=64")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
