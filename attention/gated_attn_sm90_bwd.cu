@@ -70,8 +70,9 @@ template <int D, bool FUSED, int BM_> struct dkdv_layout {
     static constexpr uint32_t k = 0, v = kv_bytes, q = 2 * kv_bytes, dO = q + ST * q_bytes,
                               ds = dO + ST * q_bytes, dq = ds + 2 * ds_bytes,
                               stats = dq + DQST * dq_bytes, bars = stats + ST * stat_bytes;
-    /* mbarriers: K and V full, Q/dO full and empty of each stage, dQ tile full and empty */
-    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + 2 * DQST);
+    /* mbarriers: K and V full, Q/dO full and empty of each stage, dQ tile full and empty, dS^T
+     * buffer full and empty */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + 2 * DQST + 4);
 };
 
 /* The fused deterministic dQ's order: the key tile that adds to a (query tile, head) waits
@@ -112,7 +113,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int NH = BM == 128 ? 64 : D / 2;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *kv_full = (uint64_t *)(smem + L::bars), *q_full = kv_full + 1, *q_empty = q_full + ST,
-             *dq_full = q_empty + ST, *dq_empty = dq_full + DQST;
+             *dq_full = q_empty + ST, *dq_empty = dq_full + DQST, *ds_full = dq_empty + DQST,
+             *ds_empty = ds_full + 2;
 
     /* block: key tile (major: earliest, the longest, first), then chunk, sequence, kv head */
     const int64_t per_tile = (int64_t)a.batch * a.kv * hsplit;
@@ -145,6 +147,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int s = 0; s < DQST; s++) {
             sl_mbar_init(&dq_full[s], kConsumerThreads);
             sl_mbar_init(&dq_empty[s], 1); /* the dQ writer, once the tile is read */
+        }
+        for (int s = 0; s < 2; s++) { /* both consumers wrote / read a dS^T buffer */
+            sl_mbar_init(&ds_full[s], kConsumerThreads);
+            sl_mbar_init(&ds_empty[s], kConsumerThreads);
         }
         sl_fence_mbarrier_init();
     }
@@ -233,6 +239,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     zero_acc(dv);
     sl_mbar_wait(kv_full, 0);
 
+    /* The fused dQ of step t: this consumer's half of dS K (issued and committed; the caller
+     * waits), then into the shared fp32 tile t % DQST once the writer has read it DQST steps
+     * ago: rows m0 + 16 w + g (+ 8), columns n0 + 8 j + 2 q (+ 1); 32-column boxes of 128-byte
+     * rows whose 16-byte chunks are XOR-swizzled by the row, so the 8 rows of a store fall in
+     * different banks. */
+    auto dq_issue = [&](float(&dqa)[NH / 2], int t) {
+        const uint8_t *sds = smem + L::ds + (t & 1) * L::ds_bytes;
+        sl_mbar_wait(&ds_full[t & 1], (uint32_t)((t >> 1) & 1));
+        sl_wgmma_fence_operand(dqa);
+        sl_wgmma_fence();
+        const uint64_t dds = desc_mnmajor<BN>(sds, m0), dkk = desc_mnmajor<BN>(sk, n0);
+        SL_UNROLL
+        for (int kk = 0; kk < BN / 16; kk++)
+            sl_wgmma_bf16_ss<NH, 1, 1>(dqa, mnslice(dds, kk), mnslice(dkk, kk), kk > 0);
+        sl_wgmma_commit();
+    };
+    auto dq_store = [&](float(&dqa)[NH / 2], int t) {
+        sl_wgmma_fence_operand(dqa);
+        const int qb = t % DQST;
+        uint8_t *sdq = smem + L::dq + qb * L::dq_bytes;
+        if (t >= DQST) sl_mbar_wait(&dq_empty[qb], (uint32_t)((t / DQST - 1) & 1));
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            /* column n0 + 8 j + 2 q: box n0 / 32 + j / 4, chunk 2 (j % 4) + q / 2, 8 (q % 2)
+             * bytes into it; the chunk XOR (row % 8) */
+            const int r = m0 + 16 * p.w + p.g + 8 * x;
+            const uint32_t u = (uint32_t)((p.q >> 1) ^ (r & 7));
+            uint8_t *row = sdq + (n0 / 32) * (BM * 128) + r * 128 + (p.q & 1) * 8;
+            SL_UNROLL
+            for (int j = 0; j < NH / 8; j++)
+                *(float2 *)(row + (j / 4) * (BM * 128) + (((uint32_t)(2 * (j % 4)) ^ u) << 4)) =
+                    make_float2(dqa[4 * j + 2 * x], dqa[4 * j + 2 * x + 1]);
+        }
+        sl_fence_proxy_async();
+        sl_mbar_arrive(&dq_full[qb]);
+    };
+
     for (int s = 0; s < steps; s++) {
         const int st = s % ST, i0 = row_of(s);
         const uint8_t *sq = smem + L::q + st * L::q_bytes, *sdo = smem + L::dO + st * L::q_bytes;
@@ -303,10 +346,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc_to_frags<BM>(pa, sacc);
         acc_to_frags<BM>(da, dpacc);
 
-        uint8_t *sds = smem + L::ds + (s & 1) * L::ds_bytes;
         if constexpr (FUSED) {
-            /* dS^T (keys x queries, bf16 as the MMAs see it) into this step's buffer: the pair
-             * (key row x, queries 8 j + 2 q, + 1) is da[j / 2][2 (j % 2) + x] */
+            /* dS^T (keys x queries, bf16 as the MMAs see it) into this step's buffer, once both
+             * consumers have read what step s - 2 left there (in step s - 1): the pair (key row
+             * x, queries 8 j + 2 q, + 1) is da[j / 2][2 (j % 2) + x] */
+            uint8_t *sds = smem + L::ds + (s & 1) * L::ds_bytes;
+            if (s >= 2) sl_mbar_wait(&ds_empty[s & 1], (uint32_t)(((s - 2) >> 1) & 1));
             SL_UNROLL
             for (int j = 0; j < BM / 8; j++) {
                 SL_UNROLL
@@ -315,6 +360,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                      8 * j + 2 * p.q)) = da[j / 2][2 * (j % 2) + x];
             }
             sl_fence_proxy_async();
+            sl_mbar_arrive(&ds_full[s & 1]);
         }
 
         /* dV += P^T dO, dK += dS^T Q: contraction over the step's BM queries */
@@ -335,42 +381,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
 
         if constexpr (FUSED) {
-            /* both consumers' dS^T are in the buffer (and the buffer of step s - 1 is no longer
-             * read: the other consumer passed this barrier after its step s - 1 wait) */
-            sl_named_bar_sync(kBarPair, kConsumerThreads);
-            float dqa[NH / 2];
-            sl_wgmma_fence_operand(dqa);
-            const uint64_t dds = desc_mnmajor<BN>(sds, m0), dk = desc_mnmajor<BN>(sk, n0);
-            SL_UNROLL
-            for (int kk = 0; kk < BN / 16; kk++)
-                sl_wgmma_bf16_ss<NH, 1, 1>(dqa, mnslice(dds, kk), mnslice(dk, kk), kk > 0);
-            sl_wgmma_commit();
-            sl_wgmma_wait<0>();
-            sl_wgmma_fence_operand(dqa);
-            sl_mbar_arrive(&q_empty[st]);
-            /* into the shared fp32 tile of this step (once the writer has read it DQST steps
-             * ago): rows m0 + 16 w + g (+ 8), columns n0 + 8 j + 2 q (+ 1); 32-column boxes of
-             * 128-byte rows whose 16-byte chunks are XOR-swizzled by the row, so the 8 rows of
-             * a store fall in different banks */
-            const int qb = s % DQST;
-            uint8_t *sdq = smem + L::dq + qb * L::dq_bytes;
-            if (s >= DQST) sl_mbar_wait(&dq_empty[qb], (uint32_t)((s / DQST - 1) & 1));
-            SL_UNROLL
-            for (int x = 0; x < 2; x++) {
-                /* column n0 + 8 j + 2 q: box n0 / 32 + j / 4, chunk 2 (j % 4) + q / 2, 8 (q % 2)
-                 * bytes into it; the chunk XOR (row % 8) */
-                const int r = m0 + 16 * p.w + p.g + 8 * x;
-                const uint32_t t = (uint32_t)((p.q >> 1) ^ (r & 7));
-                uint8_t *row = sdq + (n0 / 32) * (BM * 128) + r * 128 + (p.q & 1) * 8;
-                SL_UNROLL
-                for (int j = 0; j < NH / 8; j++)
-                    *(float2 *)(row + (j / 4) * (BM * 128) + (((uint32_t)(2 * (j % 4)) ^ t) << 4)) =
-                        make_float2(dqa[4 * j + 2 * x], dqa[4 * j + 2 * x + 1]);
+            /* dQ of the previous step, one step late: its dS^T (both halves) is in its buffer by
+             * now, so the two consumers rarely wait for each other and drift apart as they do
+             * without the fused dQ, one's softmax beside the other's GEMMs */
+            if (s > 0) { /* dqa declared here: live from the issue to the store only */
+                float dqa[NH / 2];
+                dq_issue(dqa, s - 1);
+                sl_wgmma_wait<0>();
+                sl_mbar_arrive(&q_empty[st]);
+                sl_mbar_arrive(&ds_empty[(s - 1) & 1]);
+                dq_store(dqa, s - 1);
+            } else {
+                sl_wgmma_wait<0>();
+                sl_mbar_arrive(&q_empty[st]);
             }
-            sl_fence_proxy_async();
-            sl_mbar_arrive(&dq_full[qb]);
         } else {
-            (void)sds;
             sl_wgmma_wait<0>();
             sl_mbar_arrive(&q_empty[st]);
         }
@@ -378,6 +403,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence_operand(dv);
         fence_frags(pa);
         fence_frags(da);
+    }
+    if constexpr (FUSED) { /* the last step's dQ */
+        float dqa[NH / 2];
+        dq_issue(dqa, steps - 1);
+        sl_wgmma_wait<0>();
+        dq_store(dqa, steps - 1);
     }
 
     /* Epilogue: rows keys kj[x], columns 8 j + 2 q (+1). With the group split (hsplit > 1) the
