@@ -55,11 +55,11 @@ constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 
 template <int D, bool FUSED, int BM_> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
-     * registers each, dK and dV: 64 each); at D = 64 either 128 (64 each, dK and dV 32 each;
-     * FlashAttention-3's choice) or 64 (32 each: room for the unmasked tile's own branch, see
-     * bwd_bm). A stage's statistics: lse log2 e, Di and the document start of BM rows (16 more
-     * bytes keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of 32
-     * columns (128-byte rows, 128B swizzle), has DQST buffers: two (224 KiB in all at D = 128),
+     * registers each, dK and dV: 64 each); at D = 64 either 64 (32 each: room for the unmasked
+     * tile's own branch; the default, see bwd_bm) or 128 (64 each, dK and dV 32 each;
+     * FlashAttention-3's choice). A stage's statistics: lse log2 e, Di and the document start of BM
+     * rows (16 more bytes keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of
+     * 32 columns (128-byte rows, 128B swizzle), has DQST buffers: two (224 KiB in all at D = 128),
      * one at D = 64 with BM = 128, where a second would pass the 227 KiB a block may have. */
     static_assert(BM_ == 64 || (BM_ == 128 && D == 64), "BM: 64, or 128 at D = 64");
     static constexpr int BN = kConsumers * kRows, BM = BM_, ST = 2,
@@ -571,8 +571,11 @@ bool dq_fused(void) {
 }
 
 /* The dK/dV pass's query rows per step (BM) at head dim d: 64 at D = 128; at D = 64
- * SLUICE_ATTN_SM90_BWD_BM = 64 or 128, unset, "" or "auto": kD64BwdBm. Read at every backward. */
-constexpr int kD64BwdBm = 128;
+ * SLUICE_ATTN_SM90_BWD_BM = 64 or 128, unset, "" or "auto": kD64BwdBm. 64 since an H200 measured
+ * the deterministic backward at D = 64 30% faster with it than with 128 (314 against 242
+ * TFLOP/s at S = 4096, 369 against 287 at S = 32768; attn_bench, 2026-11-26): the unmasked
+ * tile's softmax branch fits its registers. Read at every backward. */
+constexpr int kD64BwdBm = 64;
 int bwd_bm(int d) {
     if (d != 64) return 64;
     const char *e = getenv("SLUICE_ATTN_SM90_BWD_BM");
