@@ -31,6 +31,8 @@ is skipped):
                        grouped GEMM's weight gradient with its L2 prefetch of the old dW (off
                        by default since an H200 measured no gain; auto runs that kernel on
                        compute capability 9.x; the note names the expert GEMM path of every part)
+  profile_dwreduce     the measured shape again with SLUICE_EXPERT_GEMM_DW_REDUCE=1: the weight
+                       gradient adds its tiles to dW by TMA add reductions (opt-in, unmeasured)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -65,11 +67,12 @@ from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.p
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
-         "racecheck_step", "profile", "profile_ep8", "profile_prefetch", "attn_bench",
+         "racecheck_step", "profile", "profile_ep8", "profile_prefetch", "profile_dwreduce",
+         "attn_bench",
          "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
-           "profile_prefetch": 75, "attn_bench": 60, "expert_gemm": 30,
+           "profile_prefetch": 75, "profile_dwreduce": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -618,6 +621,9 @@ def main():
     # profile's
     do("profile_prefetch", part_profile, S, "profile_prefetch", "measured",
        "measured shape, dW prefetch", {"SLUICE_EXPERT_GEMM_PREFETCH": "1"})
+    # the same with the weight gradient's add-reduction epilogue (opt-in, not yet measured)
+    do("profile_dwreduce", part_profile, S, "profile_dwreduce", "measured",
+       "measured shape, dW add reductions", {"SLUICE_EXPERT_GEMM_DW_REDUCE": "1"})
     do("attn_bench", part_attn, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it

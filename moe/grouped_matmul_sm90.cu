@@ -52,7 +52,8 @@ constexpr int kWg = 128, kThreads = 3 * kWg, kConsumerThreads = 2 * kWg;
 constexpr int BM = 128, BK = 64; /* block tile rows (2 x 64), reduction chunk */
 constexpr int kMaxGroups = 1024;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-enum : int { kBarPair = 1 }; /* named barrier of both consumers (256 threads) */
+/* named barriers: both consumers (256 threads); consumer c's warpgroup alone, kBarWg + c */
+enum : int { kBarPair = 1, kBarWg = 2 };
 
 /* ---- tiles and descriptors (the 128B-swizzled [rows][64] chunks TMA writes) --------------- */
 
@@ -73,10 +74,14 @@ __device__ __forceinline__ uint64_t mnslice(uint64_t d, int kk) {
     return sl_wgmma_desc_add(d, (uint32_t)(2048 * kk));
 }
 
-template <int BN> struct layout {
-    static constexpr int ST = BN == 256 ? 4 : 6;
-    static constexpr uint32_t a_bytes = BM * BK * 2, b_bytes = BN * BK * 2;
-    static constexpr uint32_t a = 0, b = ST * a_bytes, bars = b + ST * b_bytes;
+/* RED: the weight gradient's add-reduction epilogue (dw_kernel), whose four staging buffers
+ * (two per consumer, each 64 rows x 32 fp32 columns: one TMA box of 128-byte rows, 128B
+ * swizzle) take the place of one ring stage. */
+template <int BN, bool RED = false> struct layout {
+    static constexpr int ST = (BN == 256 ? 4 : 6) - (RED ? 1 : 0);
+    static constexpr uint32_t a_bytes = BM * BK * 2, b_bytes = BN * BK * 2, red_bytes = 64 * 32 * 4;
+    static constexpr uint32_t a = 0, b = ST * a_bytes, red = b + ST * b_bytes,
+                              bars = red + (RED ? 4 * red_bytes : 0);
     static constexpr uint32_t tables = bars + 16 * ST; /* full[ST], empty[ST] */
     /* + row_start[groups + 1], tile_start[groups + 1] (int) */
     static constexpr size_t bytes(int groups) {
@@ -135,10 +140,10 @@ template <int ST> struct ring {
 
 /* The start of a block of either kernel: the ring's mbarriers (after the shared-memory tiles,
  * layout<BN>) and the groups' tables, initialized, then the block meets. */
-template <int BN>
-__device__ __forceinline__ ring<layout<BN>::ST> block_start(uint8_t *smem,
-                                                            const sl_gmm_sm90_args &a) {
-    using L = layout<BN>;
+template <int BN, bool RED = false>
+__device__ __forceinline__ ring<layout<BN, RED>::ST> block_start(uint8_t *smem,
+                                                                 const sl_gmm_sm90_args &a) {
+    using L = layout<BN, RED>;
     ring<L::ST> r;
     r.full = (uint64_t *)(smem + L::bars), r.empty = r.full + L::ST;
     r.row_start = (int *)(smem + L::tables), r.tile_start = r.row_start + a.groups + 1;
@@ -343,13 +348,55 @@ __device__ __forceinline__ void prefetch_c_tile(const sl_gmm_sm90_args &a, int g
     for (int r = 0; r < rows; r++) sl_bulk_prefetch_l2(c + (int64_t)r * a.n, (uint32_t)cols * 4);
 }
 
+/* The add-reduction epilogue of one consumer (RED, beta 1): its 64 rows of the tile go to dW
+ * through the staging buffers, 32 columns at a time, each added to dW by one TMA add
+ * reduction (cp.reduce.async.bulk.tensor, fp32) that the warpgroup's first thread issues: the
+ * consumer never waits for the old dW to come from memory, as the read-modify-write of
+ * store_tile does after every tile. n_red counts the consumer's chunks over the block's life
+ * (buffer n_red % 2, reused once the reduction two chunks back has read it). */
 template <int BN>
+__device__ __forceinline__ void reduce_tile(float (&acc)[BN / 2], uint8_t *stage,
+                                            const CUtensorMap *tc, int g, int row0, int n0, int n,
+                                            const sl_wg_lane &p, int bar, int &n_red) {
+    SL_UNROLL
+    for (int i = 0; i < BN / 32; i++) {
+        if (n0 + 32 * i >= n) break; /* the same for the whole warpgroup */
+        uint8_t *buf = stage + (n_red & 1) * (64 * 32 * 4);
+        if (n_red >= 2) {
+            if (p.t == 0) sl_tma_store_wait_read<1>();
+            sl_named_bar_sync(bar, kWg);
+        }
+        /* columns n0 + 32 i + 8 jj + 2 q (+ 1): chunk 2 jj + q / 2 of the 128-byte row, 8 (q
+         * % 2) bytes into it, the chunk XOR (row % 8) */
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            const int r = 16 * p.w + p.g + 8 * x;
+            const uint32_t u = (uint32_t)((p.q >> 1) ^ (r & 7));
+            uint8_t *row = buf + r * 128 + (p.q & 1) * 8;
+            SL_UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                const int j = 4 * i + jj;
+                *(float2 *)(row + (((uint32_t)(2 * jj) ^ u) << 4)) =
+                    make_float2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            }
+        }
+        sl_fence_proxy_async();
+        sl_named_bar_sync(bar, kWg);
+        if (p.t == 0) {
+            sl_tma_reduce_add_4d(tc, buf, n0 + 32 * i, row0, g, 0);
+            sl_tma_store_commit();
+        }
+        n_red++;
+    }
+}
+
+template <int BN, bool RED>
 __global__ void __launch_bounds__(kThreads, 1)
     dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
-              const sl_gmm_sm90_args a) {
-    using L = layout<BN>;
+              const __grid_constant__ CUtensorMap tc, const sl_gmm_sm90_args a) {
+    using L = layout<BN, RED>;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
-    const auto R = block_start<BN>(smem, a);
+    const auto R = block_start<BN, RED>(smem, a);
     const int *row_start = R.row_start;
     const int wg = (int)(threadIdx.x / kWg);
     const int m_tiles = (a.m + BM - 1) / BM, n_tiles = (a.n + BN - 1) / BN;
@@ -384,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int c = wg - 1;
     const sl_wg_lane p = sl_wg_lane_of();
     float acc[BN / 2];
-    int it = 0;
+    int it = 0, n_red = 0;
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
         const int g = t / per_group, local = t % per_group;
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
@@ -425,13 +472,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (chunks > 0) R.release(it - 1);
 
         /* epilogue: dW rows m0 + this consumer's 64 below R */
-        float *row[2];
-        SL_UNROLL
-        for (int x = 0; x < 2; x++) {
-            const int r = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
-            row[x] = r < a.m ? (float *)a.c + ((int64_t)g * a.m + r) * a.n : nullptr;
+        if constexpr (RED) {
+            reduce_tile<BN>(acc, smem + L::red + 2 * c * L::red_bytes, &tc, g, m0 + 64 * c, n0, a.n,
+                            p, kBarWg + c, n_red);
+        } else {
+            float *row[2];
+            SL_UNROLL
+            for (int x = 0; x < 2; x++) {
+                const int r = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
+                row[x] = r < a.m ? (float *)a.c + ((int64_t)g * a.m + r) * a.n : nullptr;
+            }
+            store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
         }
-        store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
+    }
+    if constexpr (RED) {
+        if (p.t == 0) sl_tma_store_wait<0>(); /* the staging buffers live until read */
     }
 }
 
@@ -500,13 +555,29 @@ void launch_mm(const CUtensorMap &ta, const CUtensorMap &tb, const sl_gmm_sm90_a
               sl_cuda_stream(a.ctx), ta, tb, a);
 }
 
-template <int BN>
-void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const sl_gmm_sm90_args &a,
-               int64_t tiles) {
-    const size_t smem = layout<BN>::bytes(a.groups);
-    raise_smem<dw_kernel<BN>>(smem, "grouped_matmul_dw");
-    SL_LAUNCH(dw_kernel<BN>, dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
-              sl_cuda_stream(a.ctx), tdy, tx, a);
+/* dW [groups][m][n] fp32 as the add reductions' target: boxes of 32 columns x 64 rows (one
+ * consumer's), 128B swizzle; 4D ({n, m, groups, 1}) for the 4D reduction wrapper. */
+CUtensorMap dw_map(void *p, int64_t n, int64_t m, int64_t groups, const char *op) {
+    CUtensorMap t;
+    const cuuint64_t dims[4] = {(cuuint64_t)n, (cuuint64_t)m, (cuuint64_t)groups, 1};
+    const cuuint64_t strides[3] = {(cuuint64_t)n * 4, (cuuint64_t)(n * m * 4),
+                                   (cuuint64_t)(n * m * groups * 4)};
+    const cuuint32_t box[4] = {32, 64, 1, 1};
+    const CUresult r = sl_tensor_map_tiled(&t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p, dims, strides,
+                                           box, SL_SWIZZLE_128B);
+    SL_CHECK(r == CUDA_SUCCESS,
+             "%s: cuTensorMapEncodeTiled failed (%d) for the [%lld, %lld, %lld] fp32 dW", op,
+             (int)r, (long long)groups, (long long)m, (long long)n);
+    return t;
+}
+
+template <int BN, bool RED>
+void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const CUtensorMap &tc,
+               const sl_gmm_sm90_args &a, int64_t tiles) {
+    const size_t smem = layout<BN, RED>::bytes(a.groups);
+    raise_smem<dw_kernel<BN, RED>>(smem, "grouped_matmul_dw");
+    SL_LAUNCH((dw_kernel<BN, RED>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
+              sl_cuda_stream(a.ctx), tdy, tx, tc, a);
 }
 
 /* Why the kernels do not apply to these operands on this device, or null: types as the kernel
@@ -538,6 +609,24 @@ int prefetch_c_enabled(void) {
         if (e && *e) {
             if (strcmp(e, "0") && strcmp(e, "1"))
                 sl_fatal("SLUICE_EXPERT_GEMM_PREFETCH=%s: expected 0 or 1", e);
+            on = e[0] == '1';
+        }
+    }
+    return on;
+}
+
+/* Whether the weight gradient with beta 1 adds its tiles to dW by TMA add reductions
+ * (SLUICE_EXPERT_GEMM_DW_REDUCE=1) instead of reading the old dW into registers; anything but
+ * 0 or 1 stops the run. Off by default until a GPU has measured it (docs/performance.md). The
+ * sum is the same fp32 addition either way (old + new, one rounding), so the bits are too. */
+int dw_reduce_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SLUICE_EXPERT_GEMM_DW_REDUCE");
+        on = 0;
+        if (e && *e) {
+            if (strcmp(e, "0") && strcmp(e, "1"))
+                sl_fatal("SLUICE_EXPERT_GEMM_DW_REDUCE=%s: expected 0 or 1", e);
             on = e[0] == '1';
         }
     }
@@ -614,10 +703,16 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
     const CUtensorMap tdy = bf16_map(dy->data, r, rows, 0, BK, op);
     const CUtensorMap tx = bf16_map(x->data, s, rows, 0, BK, op);
+    /* the add-reduction epilogue adds to the old dW: beta 1 only (and not with the prefetch,
+     * which serves the read-modify-write); unused, the map argument is any valid map */
+    const bool red = beta == 1.0f && dw_reduce_enabled() && !args.prefetch_c;
+    const CUtensorMap tc = red ? dw_map(dw->data, s, r, groups, op) : tdy;
     if (bn == 256)
-        launch_dw<256>(tdy, tx, args, tiles);
+        red ? launch_dw<256, true>(tdy, tx, tc, args, tiles)
+            : launch_dw<256, false>(tdy, tx, tc, args, tiles);
     else
-        launch_dw<128>(tdy, tx, args, tiles);
+        red ? launch_dw<128, true>(tdy, tx, tc, args, tiles)
+            : launch_dw<128, false>(tdy, tx, tc, args, tiles);
     SL_CUDA_LAUNCHED(op);
     return true;
 }

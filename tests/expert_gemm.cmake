@@ -12,4 +12,10 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_expert_gemm_bench_prefetch PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda"
                        ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_PREFETCH=1")
+  # ... and with its opt-in add-reduction epilogue (beta 1: the bench's weight gradients add to
+  # a non-zero dW)
+  add_test(NAME test_expert_gemm_bench_dw_reduce COMMAND expert_gemm_bench --check)
+  set_tests_properties(test_expert_gemm_bench_dw_reduce PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "moe;cuda"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_DW_REDUCE=1")
 endif()
