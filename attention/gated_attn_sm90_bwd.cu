@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int kj[2];
     SL_UNROLL
     for (int x = 0; x < 2; x++) kj[x] = j0 + c * kRows + 16 * p.w + p.g + 8 * x;
-    /* the fused dQ's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x 64) */
+    /* the fused dQ's half of dQ = dS K: query rows m0.., head-dim columns n0.. (64 x NH) */
     const int m0 = BM == 128 ? c * kRows : 0, n0 = BM == 128 ? 0 : NH * c;
 
     float dk[D / 2], dv[D / 2];
@@ -560,7 +560,8 @@ CUtensorMap acc_map(const args &a, int d, int rows, const char *op) {
 /* SLUICE_ATTN_SM90_DQ, for backend.deterministic: unset, "" or "pass": the separate
  * deterministic dQ pass (recomputes S and dP); "fused": dQ added from the dK/dV pass by TMA
  * reductions in key-tile order. The pass is the default: on an H200 (2026-11-26, attn_bench,
- * docs/attention.md) the ordered fused dQ measured 6-31% slower in the backward at every shape.
+ * docs/attention.md) the ordered fused dQ's backward measured 4-43% slower at the four
+ * benchmark shapes (with BM 64 at head dim 64).
  * Without backend.deterministic dQ is always fused, unordered (faster than the pass at S =
  * 32768). Read at every backward, so a test can change it between calls. */
 bool dq_fused(void) {

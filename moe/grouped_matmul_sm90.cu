@@ -597,39 +597,30 @@ const char *why_not(void *ctx, bool types_ok, int64_t w1, int64_t w2, int groups
     return nullptr;
 }
 
-/* Whether the weight gradient prefetches its old dW tiles: SLUICE_EXPERT_GEMM_PREFETCH=1 turns
- * it on (anything but 0 or 1 stops the run). Off by default: on an H200 (2026-11-26) the step
- * at 4 x 1 x 4096 took 346.6 ms with it and 344.2 without (weight gradient 63.4 against 61.2
- * ms; docs/performance.md). */
+/* An off-by-default switch from the environment: 1 when `name` is "1"; unset, "" or "0" is 0,
+ * anything else stops the run naming the variable. */
+int env_switch(const char *name) {
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    if (strcmp(e, "0") && strcmp(e, "1")) sl_fatal("%s=%s: expected 0 or 1", name, e);
+    return e[0] == '1';
+}
+
+/* Whether the weight gradient prefetches its old dW tiles (SLUICE_EXPERT_GEMM_PREFETCH=1). Off
+ * by default: on an H200 (2026-11-26) the step at 4 x 1 x 4096 took 346.6 ms with it and 344.2
+ * without (weight gradient 63.4 against 61.2 ms; docs/performance.md). */
 int prefetch_c_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SLUICE_EXPERT_GEMM_PREFETCH");
-        on = 0;
-        if (e && *e) {
-            if (strcmp(e, "0") && strcmp(e, "1"))
-                sl_fatal("SLUICE_EXPERT_GEMM_PREFETCH=%s: expected 0 or 1", e);
-            on = e[0] == '1';
-        }
-    }
+    static const int on = env_switch("SLUICE_EXPERT_GEMM_PREFETCH");
     return on;
 }
 
 /* Whether the weight gradient with beta 1 adds its tiles to dW by TMA add reductions
- * (SLUICE_EXPERT_GEMM_DW_REDUCE=1) instead of reading the old dW into registers; anything but
- * 0 or 1 stops the run. Off by default until a GPU has measured it (docs/performance.md). The
- * sum is the same fp32 addition either way (old + new, one rounding), so the bits are too. */
+ * (SLUICE_EXPERT_GEMM_DW_REDUCE=1) instead of reading the old dW into registers. Off by default
+ * until a GPU has measured it (docs/performance.md). The sum is the same fp32 addition either
+ * way (old + new, round to nearest; whether L2's reduction keeps subnormals as the SM does is
+ * not established). */
 int dw_reduce_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SLUICE_EXPERT_GEMM_DW_REDUCE");
-        on = 0;
-        if (e && *e) {
-            if (strcmp(e, "0") && strcmp(e, "1"))
-                sl_fatal("SLUICE_EXPERT_GEMM_DW_REDUCE=%s: expected 0 or 1", e);
-            on = e[0] == '1';
-        }
-    }
+    static const int on = env_switch("SLUICE_EXPERT_GEMM_DW_REDUCE");
     return on;
 }
 
