@@ -53,12 +53,19 @@ set_tests_properties(test_attention_sm90_dq_bad PROPERTIES TIMEOUT 300 SKIP_RETU
 # At head dim 64 the dK/dV pass takes steps of 64 query rows by default (the tests above; the
 # atomic mode's fused dQ halves are then 32 head-dim columns, a wgmma operand starting inside a
 # swizzled row); SLUICE_ATTN_SM90_BWD_BM=128 runs FlashAttention-3's 128, deterministic (the dQ
-# pass) and atomic (dQ halves of 64 query rows).
+# pass) and atomic (dQ halves of 64 query rows); another value stops the backward with a message
+# naming the variable.
 add_test(NAME test_attention_sm90_bm128
          COMMAND bash -c "$0 deterministic sm90 && SLUICE_EMU_RACECHECK=0 $0 atomic sm90"
                  $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_bm128 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=128")
+add_test(NAME test_attention_sm90_bm_bad
+         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_bm_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=96"
+                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_BWD_BM=96: expected 64, 128 or auto.*exit [1-9]")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
