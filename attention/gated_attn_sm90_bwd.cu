@@ -70,9 +70,9 @@ template <int D, bool FUSED, int BM_> struct dkdv_layout {
     static constexpr uint32_t k = 0, v = kv_bytes, q = 2 * kv_bytes, dO = q + ST * q_bytes,
                               ds = dO + ST * q_bytes, dq = ds + 2 * ds_bytes,
                               stats = dq + DQST * dq_bytes, bars = stats + ST * stat_bytes;
-    /* mbarriers: K and V full, Q/dO full and empty of each stage, dQ tile full and empty, dS^T
-     * buffer full and empty */
-    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + 2 * DQST + 4);
+    /* mbarriers: K and V full, Q/dO full and empty of each stage; with the fused dQ also the dQ
+     * tiles' and the dS^T buffers' full and empty */
+    static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + (FUSED ? 2 * DQST + 4 : 0));
 };
 
 /* The fused deterministic dQ's order: the key tile that adds to a (query tile, head) waits
@@ -144,13 +144,15 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_mbar_init(&q_full[s], 1 + 32); /* the TMA thread and the stats warp */
             sl_mbar_init(&q_empty[s], kConsumerThreads);
         }
-        for (int s = 0; s < DQST; s++) {
-            sl_mbar_init(&dq_full[s], kConsumerThreads);
-            sl_mbar_init(&dq_empty[s], 1); /* the dQ writer, once the tile is read */
-        }
-        for (int s = 0; s < 2; s++) { /* both consumers wrote / read a dS^T buffer */
-            sl_mbar_init(&ds_full[s], kConsumerThreads);
-            sl_mbar_init(&ds_empty[s], kConsumerThreads);
+        if (FUSED) {
+            for (int s = 0; s < DQST; s++) {
+                sl_mbar_init(&dq_full[s], kConsumerThreads);
+                sl_mbar_init(&dq_empty[s], 1); /* the dQ writer, once the tile is read */
+            }
+            for (int s = 0; s < 2; s++) { /* both consumers wrote / read a dS^T buffer */
+                sl_mbar_init(&ds_full[s], kConsumerThreads);
+                sl_mbar_init(&ds_empty[s], kConsumerThreads);
+            }
         }
         sl_fence_mbarrier_init();
     }
@@ -468,13 +470,29 @@ constexpr size_t kMaxSplitBytes = (size_t)256 << 20;
 /* SLUICE_ATTN_SM90_HSPLIT: unset, "" or "auto": 0 (choose_hsplit decides); 1, 2, 4 or 8: that
  * split, or the largest divisor of the GQA group below it. Read at every backward (getenv is
  * cheap next to a launch), so a test can change it between calls. */
+/* The backward's environment variables: the index of the variable's value among `values`, -1
+ * when it is unset or empty; any other value stops the run with "NAME=value: expected a, b or
+ * c". */
+template <size_t N> int env_choice(const char *name, const char *const (&values)[N]) {
+    const char *e = getenv(name);
+    if (!e || !*e) return -1;
+    for (size_t i = 0; i < N; i++)
+        if (strcmp(e, values[i]) == 0) return (int)i;
+    char list[128] = "";
+    for (size_t i = 0; i < N; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0       ? ""
+                 : i + 1 == N ? " or "
+                              : ", ",
+                 values[i]);
+    SL_CHECK(false, "%s=%s: expected %s", name, e, list);
+    return -1;
+}
+
 int forced_hsplit(void) {
-    const char *e = getenv("SLUICE_ATTN_SM90_HSPLIT");
-    if (!e || !*e || strcmp(e, "auto") == 0) return 0;
-    SL_CHECK(strcmp(e, "1") == 0 || strcmp(e, "2") == 0 || strcmp(e, "4") == 0 ||
-                 strcmp(e, "8") == 0,
-             "SLUICE_ATTN_SM90_HSPLIT=%s: expected 1, 2, 4, 8 or auto", e);
-    return e[0] - '0';
+    static const char *const values[] = {"1", "2", "4", "8", "auto"};
+    const int i = env_choice("SLUICE_ATTN_SM90_HSPLIT", values);
+    return i < 0 || i == 4 ? 0 : atoi(values[i]);
 }
 
 size_t split_bytes(const args &a, int d, int hsplit) {
@@ -565,10 +583,8 @@ CUtensorMap acc_map(const args &a, int d, int rows, const char *op) {
  * Without backend.deterministic dQ is always fused, unordered (faster than the pass at S =
  * 32768). Read at every backward, so a test can change it between calls. */
 bool dq_fused(void) {
-    const char *e = getenv("SLUICE_ATTN_SM90_DQ");
-    if (!e || !*e || strcmp(e, "pass") == 0) return false;
-    SL_CHECK(strcmp(e, "fused") == 0, "SLUICE_ATTN_SM90_DQ=%s: expected fused or pass", e);
-    return true;
+    static const char *const values[] = {"fused", "pass"};
+    return env_choice("SLUICE_ATTN_SM90_DQ", values) == 0;
 }
 
 /* The dK/dV pass's query rows per step (BM) at head dim d: 64 at D = 128; at D = 64
@@ -578,12 +594,10 @@ bool dq_fused(void) {
  * tile's softmax branch fits its registers. Read at every backward. */
 constexpr int kD64BwdBm = 64;
 int bwd_bm(int d) {
+    static const char *const values[] = {"64", "128", "auto"};
     if (d != 64) return 64;
-    const char *e = getenv("SLUICE_ATTN_SM90_BWD_BM");
-    if (!e || !*e || strcmp(e, "auto") == 0) return kD64BwdBm;
-    SL_CHECK(strcmp(e, "64") == 0 || strcmp(e, "128") == 0,
-             "SLUICE_ATTN_SM90_BWD_BM=%s: expected 64, 128 or auto", e);
-    return atoi(e);
+    const int i = env_choice("SLUICE_ATTN_SM90_BWD_BM", values);
+    return i < 0 || i == 2 ? kD64BwdBm : atoi(values[i]);
 }
 
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */

@@ -77,9 +77,10 @@ __device__ __forceinline__ uint64_t mnslice(uint64_t d, int kk) {
 /* RED: the weight gradient's add-reduction epilogue (dw_kernel), whose four staging buffers
  * (two per consumer, each 64 rows x 32 fp32 columns: one TMA box of 128-byte rows, 128B
  * swizzle) take the place of one ring stage. */
+constexpr uint32_t kRedBytes = 64 * 32 * 4; /* a staging buffer of the dW add reductions */
 template <int BN, bool RED = false> struct layout {
     static constexpr int ST = (BN == 256 ? 4 : 6) - (RED ? 1 : 0);
-    static constexpr uint32_t a_bytes = BM * BK * 2, b_bytes = BN * BK * 2, red_bytes = 64 * 32 * 4;
+    static constexpr uint32_t a_bytes = BM * BK * 2, b_bytes = BN * BK * 2, red_bytes = kRedBytes;
     static constexpr uint32_t a = 0, b = ST * a_bytes, red = b + ST * b_bytes,
                               bars = red + (RED ? 4 * red_bytes : 0);
     static constexpr uint32_t tables = bars + 16 * ST; /* full[ST], empty[ST] */
@@ -361,7 +362,7 @@ __device__ __forceinline__ void reduce_tile(float (&acc)[BN / 2], uint8_t *stage
     SL_UNROLL
     for (int i = 0; i < BN / 32; i++) {
         if (n0 + 32 * i >= n) break; /* the same for the whole warpgroup */
-        uint8_t *buf = stage + (n_red & 1) * (64 * 32 * 4);
+        uint8_t *buf = stage + (n_red & 1) * kRedBytes;
         if (n_red >= 2) {
             if (p.t == 0) sl_tma_store_wait_read<1>();
             sl_named_bar_sync(bar, kWg);

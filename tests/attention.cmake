@@ -26,6 +26,16 @@ sluice_test(test_attention_tc SOURCES test_attention_tc.c LABELS attention cuda 
 add_test(NAME test_attention_tc_atomic COMMAND test_attention_tc atomic)
 set_tests_properties(test_attention_tc_atomic PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# sm90_env_refused(NAME VAR VALUE EXPECTED): test_attention_tc deterministic sm90 with VAR=VALUE
+# must stop with "VAR=VALUE: expected EXPECTED" and a non-zero exit (77, no kernel, skips).
+function(sm90_env_refused name var value expected)
+  add_test(NAME ${name}
+           COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                   $<TARGET_FILE:test_attention_tc>)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;${var}=${value}"
+                       PASS_REGULAR_EXPRESSION "${var}=${value}: expected ${expected}.*exit [1-9]")
+endfunction()
 # The same cases through the Hopper kernel "sm90" (wgmma, TMA, warp specialization; chosen by
 # name, each case checks that it ran): deterministic (and the same bits twice), then atomic dQ.
 # The deterministic one runs the separate dQ pass, the atomic one adds dQ from the dK/dV pass
@@ -44,12 +54,7 @@ set_tests_properties(test_attention_sm90_atomic PROPERTIES TIMEOUT 300 SKIP_RETU
 add_test(NAME test_attention_sm90_dqfused COMMAND test_attention_tc deterministic sm90)
 set_tests_properties(test_attention_sm90_dqfused PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=fused")
-add_test(NAME test_attention_sm90_dq_bad
-         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
-                 $<TARGET_FILE:test_attention_tc>)
-set_tests_properties(test_attention_sm90_dq_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ=atomic"
-                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_DQ=atomic: expected fused or pass.*exit [1-9]")
+sm90_env_refused(test_attention_sm90_dq_bad SLUICE_ATTN_SM90_DQ atomic "fused or pass")
 # At head dim 64 the dK/dV pass takes steps of 64 query rows by default (the tests above; the
 # atomic mode's fused dQ halves are then 32 head-dim columns, a wgmma operand starting inside a
 # swizzled row); SLUICE_ATTN_SM90_BWD_BM=128 runs FlashAttention-3's 128, deterministic (the dQ
@@ -60,12 +65,7 @@ add_test(NAME test_attention_sm90_bm128
                  $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_bm128 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=128")
-add_test(NAME test_attention_sm90_bm_bad
-         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
-                 $<TARGET_FILE:test_attention_tc>)
-set_tests_properties(test_attention_sm90_bm_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=96"
-                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_BWD_BM=96: expected 64, 128 or auto.*exit [1-9]")
+sm90_env_refused(test_attention_sm90_bm_bad SLUICE_ATTN_SM90_BWD_BM 96 "64, 128 or auto")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
@@ -85,13 +85,7 @@ add_test(NAME test_attention_sm90_hsplit2 COMMAND test_attention_tc atomic sm90)
 set_tests_properties(test_attention_sm90_hsplit2 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0;SLUICE_ATTN_SM90_HSPLIT=2")
-add_test(NAME test_attention_sm90_hsplit_bad
-         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
-                 $<TARGET_FILE:test_attention_tc>)
-set_tests_properties(test_attention_sm90_hsplit_bad PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "attention;cuda"
-                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_HSPLIT=3"
-                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_HSPLIT=3: expected 1, 2, 4, 8 or auto.*exit [1-9]")
+sm90_env_refused(test_attention_sm90_hsplit_bad SLUICE_ATTN_SM90_HSPLIT 3 "1, 2, 4, 8 or auto")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
