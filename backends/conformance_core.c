@@ -203,10 +203,14 @@ static const gm_shape k_gm[] = {
     {8, {50, 0, 5, 3, 9, 0, 1, 22}, 0, 17, 33, 0, 1.0f},
 };
 
-static int64_t gm_rows(const gm_shape *s) {
+static int64_t rows_of(const int64_t *counts, int groups) {
     int64_t n = 0;
-    for (int g = 0; g < s->groups; g++) n += s->counts[g];
+    for (int g = 0; g < groups; g++) n += counts[g];
     return n;
+}
+
+static int64_t gm_rows(const gm_shape *s) {
+    return rows_of(s->counts, s->groups);
 }
 
 static float *poison_tail(float *x, int64_t from, int64_t to) {
@@ -269,6 +273,62 @@ void sl_conf_case_grouped_matmul_dw(cx *c) {
                              s->groups, r, sc);
     for (int gi = 0; gi < g; gi++)
         for (int64_t i = 0; i < r * sc; i++) terms[gi * r * sc + i] = (double)s->counts[gi] + 2;
+}
+
+/* Two segments of grouped rows (two micro-batches, the deferred weight gradient): an empty
+ * first or second segment, both empty, and widths that are multiples of 8 with groups past 64
+ * rows in either segment (the Hopper kernel's shapes, its zero-padded last chunks). */
+typedef struct {
+    int groups;
+    int64_t counts[8], counts2[8];
+    int spare, r, s;
+    float beta;
+} gp_shape;
+
+static const gp_shape k_gp[] = {
+    {1, {1}, {2}, 0, 5, 3, 0.0f},
+    {6, {0, 3, 7, 1, 0, 4}, {2, 0, 0, 5, 0, 1}, 3, 6, 5, 1.0f},
+    {4, {0, 0, 0, 0}, {3, 0, 1, 0}, 2, 8, 16, 0.0f},
+    {3, {0, 0, 0}, {0, 0, 0}, 1, 8, 8, 1.0f},
+    {3, {70, 0, 5}, {3, 64, 0}, 2, 16, 24, 1.0f},
+    {8, {50, 0, 5, 3, 9, 0, 1, 22}, {0, 7, 0, 3, 1, 0, 66, 2}, 0, 24, 16, 0.0f},
+};
+
+void sl_conf_case_grouped_matmul_dw_pair(cx *c) {
+    const gp_shape *s = PICK(c, k_gp);
+    const int64_t n = rows_of(s->counts, s->groups), n2 = rows_of(s->counts2, s->groups);
+    const int64_t rows = n + s->spare, rows2 = n2 + s->spare, g = s->groups, r = s->r, sc = s->s;
+    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g", (long long)n, (long long)n2, s->spare,
+         s->groups, s->r, s->s, (double)s->beta);
+    float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
+    float *x = poison_tail(gen_uniform(c, rows * sc, -1, 1), n * sc, rows * sc);
+    float *dy2 = poison_tail(gen_uniform(c, rows2 * r, -1, 1), n2 * r, rows2 * r);
+    float *x2 = poison_tail(gen_uniform(c, rows2 * sc, -1, 1), n2 * sc, rows2 * sc);
+    float *dw0 = gen_uniform(c, g * r * sc, -1, 1);
+    if (s->beta == 0.0f) /* must not be read */
+        for (int64_t i = 0; i < g * r * sc; i++) dw0[i] = NAN;
+    if (!c->be) {
+        double *dw = want(c, "dw", g * r * sc);
+        for (int64_t i = 0; i < g * r * sc; i++) dw[i] = s->beta == 0.0f ? 0.0 : dw0[i];
+        sl_ref_grouped_matmul_dw(dw, dy, x, s->counts, s->groups, r, sc);
+        sl_ref_grouped_matmul_dw(dw, dy2, x2, s->counts2, s->groups, r, sc);
+    } else {
+        sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
+        sl_op_grouped_matmul_dw_pair(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts,
+                                     ACT(c, dy2, rows2, r), ACT(c, x2, rows2, sc), s->counts2,
+                                     s->groups, s->beta);
+        got(c, "dw", tdw);
+    }
+    double *mag, *terms;
+    sum_bound(c, U_F32, &mag, &terms);
+    for (int64_t i = 0; i < g * r * sc; i++) mag[i] = s->beta == 0.0f ? 0.0 : fabs(dw0[i]);
+    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), s->counts,
+                             s->groups, r, sc);
+    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy2, n2 * r), abs_copy(c, x2, n2 * sc), s->counts2,
+                             s->groups, r, sc);
+    for (int gi = 0; gi < g; gi++)
+        for (int64_t i = 0; i < r * sc; i++)
+            terms[gi * r * sc + i] = (double)(s->counts[gi] + s->counts2[gi]) + 2;
 }
 
 /* ---- normalization, embedding, loss ------------------------------------------------------ */

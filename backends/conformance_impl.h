@@ -308,6 +308,7 @@ void sl_conf_case_absmax(cx *c);
 void sl_conf_case_matmul(cx *c);
 void sl_conf_case_grouped_matmul(cx *c);
 void sl_conf_case_grouped_matmul_dw(cx *c);
+void sl_conf_case_grouped_matmul_dw_pair(cx *c);
 void sl_conf_case_rmsnorm_fwd(cx *c);
 void sl_conf_case_rmsnorm_bwd(cx *c);
 void sl_conf_case_embedding_fwd(cx *c);

@@ -27,6 +27,7 @@ static const sl_ops_i k_cuda_ops = {
     .matmul = sl_cuda_matmul,                       /* core/matmul.cu */
     .grouped_matmul = sl_cuda_grouped_matmul,       /* moe/grouped_matmul.cu */
     .grouped_matmul_dw = sl_cuda_grouped_matmul_dw, /* moe/grouped_matmul.cu */
+    .grouped_matmul_dw_pair = sl_cuda_grouped_matmul_dw_pair,
     .rmsnorm_fwd = sl_cuda_rmsnorm_fwd,             /* core/rmsnorm.cu */
     .rmsnorm_bwd = sl_cuda_rmsnorm_bwd,             /* core/rmsnorm.cu */
     .embedding_fwd = sl_cuda_embedding_fwd,         /* core/embedding.cu */

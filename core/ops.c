@@ -177,6 +177,24 @@ void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor
     DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups, beta);
 }
 
+void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                                  const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
+                                  const int64_t *counts2, int groups, float beta) {
+    need_float("grouped_matmul_dw_pair", "dw", dw);
+    need_float("grouped_matmul_dw_pair", "dy", dy);
+    need_like("grouped_matmul_dw_pair", "x", x, dy);
+    need_like("grouped_matmul_dw_pair", "dy2", dy2, dy);
+    need_like("grouped_matmul_dw_pair", "x2", x2, dy);
+    SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
+             "grouped_matmul_dw_pair: dw must be [groups=%d, R, S]", groups);
+    const int64_t n = sum_counts(counts, groups), n2 = sum_counts(counts2, groups);
+    SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
+                 sl_last_dim(dy2) == dw->shape[1] && sl_last_dim(x2) == dw->shape[2] &&
+                 n <= sl_rows(dy) && n <= sl_rows(x) && n2 <= sl_rows(dy2) && n2 <= sl_rows(x2),
+             "grouped_matmul_dw_pair: shapes do not match");
+    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, counts, dy2, x2, counts2, groups, beta);
+}
+
 /* ---- normalization ---- */
 
 void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const sl_tensor *w,

@@ -67,6 +67,13 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
  * reading dW, so a gradient's first writer needs no zeroed buffer; beta 1 accumulates). */
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                              const int64_t *counts, int groups, float beta);
+/* The same over two micro-batches' rows at once (the deferred weight gradient,
+ * moe/experts.h): dW_g = dY_g^T X_g + dY2_g^T X2_g + beta dW_g, with dY2 [n2, R], X2 [n2, S]
+ * grouped by counts2: one pass over dW where the backend has a kernel for it (the CUDA backend
+ * on Hopper), else grouped_matmul_dw with beta, then with 1 (the CPU: bitwise the two calls). */
+void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                                  const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
+                                  const int64_t *counts2, int groups, float beta);
 
 /* ---- normalization -------------------------------------------------------------------- */
 

@@ -419,7 +419,7 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
     int how = strategy();
     if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
-        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, groups, beta,
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, nullptr, nullptr, nullptr, groups, beta,
                                     how == SL_EXPERT_GEMM_WGMMA)) {
             g_dw_path = "wgmma";
             return;
@@ -508,4 +508,22 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     else
         g_dw_path = "per-expert (no grouped call for these types)";
     run_per_expert(ctx, op, ps, dy->dtype, dw->dtype, beta);
+}
+
+/* The Hopper kernel over both segments in one pass over dW where it applies; else the two
+ * micro-batches' weight gradients one after the other, on whichever path each takes. */
+void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
+                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
+                                    const sl_tensor *x2, const int64_t *counts2, int groups,
+                                    float beta) {
+    const int how = strategy();
+    if (dw->shape[1] > 0 && dw->shape[2] > 0 &&
+        (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
+        sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, dy2, x2, counts2, groups, beta,
+                                how == SL_EXPERT_GEMM_WGMMA)) {
+        g_dw_path = "wgmma";
+        return;
+    }
+    sl_cuda_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta);
+    sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f);
 }

@@ -156,3 +156,13 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
     run_tasks(tasks, nt);
     free(tasks);
 }
+
+/* Two passes, in the order the two micro-batches would run them one by one: the CPU's deferred
+ * weight gradient is bitwise the immediate one (moe/experts.h). */
+void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
+                                   const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
+                                   const sl_tensor *x2, const int64_t *counts2, int groups,
+                                   float beta) {
+    sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta);
+    sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f);
+}

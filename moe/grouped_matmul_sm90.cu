@@ -31,7 +31,10 @@
  *        group belong to the next one: the consumers zero them in shared memory before its
  *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue,
  *        nothing when beta is 1). With beta != 0 the producer prefetches each tile's old dW
- *        into L2 (cp.async.bulk.prefetch) as it starts the tile's loads.
+ *        into L2 (cp.async.bulk.prefetch) as it starts the tile's loads (opt-in). With a second
+ *        segment (dY2, X2, counts2: two micro-batches' rows, sl_op_grouped_matmul_dw_pair) a
+ *        group's reduction runs over its chunks of the first, then of the second segment, each
+ *        segment's last chunk zero-padded as above: one epilogue (one pass over dW) for both.
  * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
  * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
  * there. Results are deterministic: each output element is one accumulator's fixed sequence of
@@ -90,12 +93,12 @@ template <int BN, bool RED = false> struct layout {
     }
 };
 
-/* Prefix sums of the counts into shared memory by warp 0: row_start[g] (first row of group g),
- * tile_start[g] (its first 128-row tile), g = 0 .. groups. */
+/* Prefix sums of the counts into shared memory by warp `warp`: row_start[g] (first row of
+ * group g), tile_start[g] (its first 128-row tile; not written where null), g = 0 .. groups. */
 __device__ __forceinline__ void group_tables(const int64_t *counts, int groups, int *row_start,
-                                             int *tile_start) {
-    if (threadIdx.x >= 32) return;
-    const int lane = (int)threadIdx.x;
+                                             int *tile_start, int warp) {
+    if ((int)threadIdx.x / 32 != warp) return;
+    const int lane = (int)threadIdx.x % 32;
     int rows = 0, tiles = 0;
     for (int base = 0; base < groups; base += 32) {
         const int g = base + lane;
@@ -106,11 +109,17 @@ __device__ __forceinline__ void group_tables(const int64_t *counts, int groups, 
                       ut = __shfl_up_sync(0xffffffffu, t, off);
             if (lane >= off) r += ur, t += ut;
         }
-        if (g < groups) row_start[g + 1] = rows + r, tile_start[g + 1] = tiles + t;
+        if (g < groups) {
+            row_start[g + 1] = rows + r;
+            if (tile_start) tile_start[g + 1] = tiles + t;
+        }
         rows += __shfl_sync(0xffffffffu, r, 31);
         tiles += __shfl_sync(0xffffffffu, t, 31);
     }
-    if (lane == 0) row_start[0] = 0, tile_start[0] = 0;
+    if (lane == 0) {
+        row_start[0] = 0;
+        if (tile_start) tile_start[0] = 0;
+    }
 }
 
 /* The ring of ST stages both kernels share, and a block's start. Iteration `it` counts the
@@ -120,6 +129,9 @@ __device__ __forceinline__ void group_tables(const int64_t *counts, int groups, 
 template <int ST> struct ring {
     uint64_t *full, *empty;
     int *row_start, *tile_start; /* the groups' tables (group_tables) */
+    /* dW with a second segment: its groups' first rows, in tile_start's place (dW needs no
+     * tile table) */
+    int *row_start2;
 
     /* The producer: waits until the consumers released the stage's previous use, expects
      * `bytes` of TMA loads on it and returns the stage. */
@@ -155,7 +167,9 @@ __device__ __forceinline__ ring<layout<BN, RED>::ST> block_start(uint8_t *smem,
         }
         sl_fence_mbarrier_init();
     }
-    group_tables(a.counts, a.groups, r.row_start, r.tile_start);
+    r.row_start2 = a.counts2 ? r.tile_start : nullptr;
+    group_tables(a.counts, a.groups, r.row_start, a.counts2 ? nullptr : r.tile_start, 0);
+    if (a.counts2) group_tables(a.counts2, a.groups, r.row_start2, nullptr, 1);
     __syncthreads();
     return r;
 }
@@ -391,14 +405,40 @@ __device__ __forceinline__ void reduce_tile(float (&acc)[BN / 2], uint8_t *stage
     }
 }
 
+/* A dW tile's reduction: its group's rows in the first segment (rows from r0, `chunks` chunks
+ * of BK) and, with a second, in that one (from r2, chunks2), walked as one run of chunks. */
+struct dw_run {
+    int r0, rows, chunks, r2, rows2, chunks2;
+    __device__ __forceinline__ int total() const { return chunks + chunks2; }
+    /* chunk kc's segment (0, 1), its first row there and its rows in that segment from it */
+    __device__ __forceinline__ int seg(int kc) const { return kc >= chunks; }
+    __device__ __forceinline__ int row(int kc) const {
+        return kc < chunks ? r0 + kc * BK : r2 + (kc - chunks) * BK;
+    }
+    __device__ __forceinline__ int left(int kc) const {
+        return kc < chunks ? rows - kc * BK : rows2 - (kc - chunks) * BK;
+    }
+};
+template <int ST> __device__ __forceinline__ dw_run dw_run_of(const ring<ST> &R, int g) {
+    dw_run d;
+    d.r0 = R.row_start[g], d.rows = R.row_start[g + 1] - d.r0;
+    d.chunks = (d.rows + BK - 1) / BK;
+    d.r2 = d.rows2 = d.chunks2 = 0;
+    if (R.row_start2) {
+        d.r2 = R.row_start2[g], d.rows2 = R.row_start2[g + 1] - d.r2;
+        d.chunks2 = (d.rows2 + BK - 1) / BK;
+    }
+    return d;
+}
+
 template <int BN, bool RED>
 __global__ void __launch_bounds__(kThreads, 1)
     dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
-              const __grid_constant__ CUtensorMap tc, const sl_gmm_sm90_args a) {
+              const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap tdy2,
+              const __grid_constant__ CUtensorMap tx2, const sl_gmm_sm90_args a) {
     using L = layout<BN, RED>;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     const auto R = block_start<BN, RED>(smem, a);
-    const int *row_start = R.row_start;
     const int wg = (int)(threadIdx.x / kWg);
     const int m_tiles = (a.m + BM - 1) / BM, n_tiles = (a.n + BN - 1) / BN;
     const int per_group = m_tiles * n_tiles, total = a.groups * per_group;
@@ -409,20 +449,25 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (threadIdx.x != 0) return;
         sl_tma_prefetch(&tdy);
         sl_tma_prefetch(&tx);
+        if (a.counts2) {
+            sl_tma_prefetch(&tdy2);
+            sl_tma_prefetch(&tx2);
+        }
         int it = 0;
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
             const int g = t / per_group, local = t % per_group;
             const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
-            const int r0 = row_start[g], chunks = (row_start[g + 1] - r0 + BK - 1) / BK;
+            const dw_run d = dw_run_of(R, g);
+            const int chunks = d.total();
             if (a.prefetch_c && !dw_kept(chunks, a.beta)) prefetch_c_tile<BN>(a, g, m0, n0);
             for (int kc = 0; kc < chunks; kc++, it++) {
-                const int s = R.produce(it, L::a_bytes + L::b_bytes);
+                const int s = R.produce(it, L::a_bytes + L::b_bytes), row = d.row(kc);
+                const CUtensorMap *mdy = d.seg(kc) ? &tdy2 : &tdy, *mx = d.seg(kc) ? &tx2 : &tx;
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
                 for (int c = 0; c < BM / 64; c++)
-                    sl_tma_load_2d(sa + c * (BK * 128), &tdy, &R.full[s], m0 + 64 * c,
-                                   r0 + kc * BK);
+                    sl_tma_load_2d(sa + c * (BK * 128), mdy, &R.full[s], m0 + 64 * c, row);
                 for (int c = 0; c < BN / 64; c++)
-                    sl_tma_load_2d(sb + c * (BK * 128), &tx, &R.full[s], n0 + 64 * c, r0 + kc * BK);
+                    sl_tma_load_2d(sb + c * (BK * 128), mx, &R.full[s], n0 + 64 * c, row);
             }
         }
         return;
@@ -436,8 +481,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
         const int g = t / per_group, local = t % per_group;
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
-        const int r0 = row_start[g], rows = row_start[g + 1] - r0;
-        const int chunks = (rows + BK - 1) / BK;
+        const dw_run d = dw_run_of(R, g);
+        const int chunks = d.total();
         if (dw_kept(chunks, a.beta)) continue;
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
          * branch around the wgmmas (one made ptxas serialize them, C7518) */
@@ -446,10 +491,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int kc = 0; kc < chunks; kc++, it++) {
             const int s = R.consume(it);
             uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
-            /* the last chunk of the group: the next group's rows count as zeros (skipping the
-             * k-slices past the group instead made ptxas serialize the wgmmas, C7520: a branch
-             * around them; the padding is at most 63 rows of the group's reduction) */
-            const int kv = rows - kc * BK;
+            /* the last chunk of the group in a segment: the next group's rows count as zeros
+             * (skipping the k-slices past the group instead made ptxas serialize the wgmmas,
+             * C7520: a branch around them; the padding is at most 63 rows of the group's
+             * reduction per segment) */
+            const int kv = d.left(kc);
             if (kv < BK) {
                 zero_rows_from(sa + c * (BK * 128), kv, p.t);
                 for (int cc = c; cc < BN / 64; cc += 2)
@@ -572,13 +618,18 @@ CUtensorMap dw_map(void *p, int64_t n, int64_t m, int64_t groups, const char *op
     return t;
 }
 
+/* The weight gradient's tensor maps: dY, X (and a second segment's, else those again), and
+ * dW as the add reductions' target (else any valid map). */
+struct dw_maps {
+    CUtensorMap dy, x, c, dy2, x2;
+};
+
 template <int BN, bool RED>
-void launch_dw(const CUtensorMap &tdy, const CUtensorMap &tx, const CUtensorMap &tc,
-               const sl_gmm_sm90_args &a, int64_t tiles) {
+void launch_dw(const dw_maps &m, const sl_gmm_sm90_args &a, int64_t tiles) {
     const size_t smem = layout<BN, RED>::bytes(a.groups);
     raise_smem<dw_kernel<BN, RED>>(smem, "grouped_matmul_dw");
     SL_LAUNCH((dw_kernel<BN, RED>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
-              sl_cuda_stream(a.ctx), tdy, tx, tc, a);
+              sl_cuda_stream(a.ctx), m.dy, m.x, m.c, m.dy2, m.x2, a);
 }
 
 /* Why the kernels do not apply to these operands on this device, or null: types as the kernel
@@ -675,15 +726,31 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     return true;
 }
 
+static int64_t sum_rows(const int64_t *counts, int groups) {
+    int64_t rows = 0;
+    for (int g = 0; g < groups; g++) rows += counts[g];
+    return rows;
+}
+
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta, bool loud) {
+                             const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
+                             const int64_t *counts2, int groups, float beta, bool loud) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
-    int64_t rows = 0; /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
-    for (int g = 0; g < groups; g++) rows += counts[g];
+    /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
+    int64_t rows = sum_rows(counts, groups), rows2 = counts2 ? sum_rows(counts2, groups) : 0;
+    if (rows == 0 && rows2 > 0) { /* no tensor map over no rows: the second segment alone */
+        dy = dy2, x = x2, counts = counts2, rows = rows2;
+        rows2 = 0;
+    }
+    const bool pair = rows2 > 0;
     static bool said = false;
-    const bool types_ok = dy->dtype == SL_BF16 && x->dtype == SL_BF16 && dw->dtype == SL_F32;
+    bool types_ok = dy->dtype == SL_BF16 && x->dtype == SL_BF16 && dw->dtype == SL_F32;
     const char *why = why_not(ctx, types_ok, r, s, groups, rows, dy->data, x->data, dw->data);
+    if (!why && pair) {
+        types_ok = dy2->dtype == SL_BF16 && x2->dtype == SL_BF16;
+        why = why_not(ctx, types_ok, r, s, groups, rows2, dy2->data, x2->data, dw->data);
+    }
     if (!note(op, &said, why, loud)) return false;
     if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
     const int bn = s > 128 ? 256 : 128;
@@ -691,20 +758,22 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     if (tiles >= INT32_MAX) return false;
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
+    args.counts2 = pair ? upload_counts(ctx, counts2, groups) : nullptr;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
-    const CUtensorMap tdy = bf16_map(dy->data, r, rows, 0, BK, op);
-    const CUtensorMap tx = bf16_map(x->data, s, rows, 0, BK, op);
+    dw_maps m;
+    m.dy = bf16_map(dy->data, r, rows, 0, BK, op);
+    m.x = bf16_map(x->data, s, rows, 0, BK, op);
+    m.dy2 = pair ? bf16_map(dy2->data, r, rows2, 0, BK, op) : m.dy;
+    m.x2 = pair ? bf16_map(x2->data, s, rows2, 0, BK, op) : m.x;
     /* the add-reduction epilogue adds to the old dW: beta 1 only (and not with the prefetch,
-     * which serves the read-modify-write); unused, the map argument is any valid map */
+     * which serves the read-modify-write) */
     const bool red = beta == 1.0f && dw_reduce_enabled() && !args.prefetch_c;
-    const CUtensorMap tc = red ? dw_map(dw->data, s, r, groups, op) : tdy;
+    m.c = red ? dw_map(dw->data, s, r, groups, op) : m.dy;
     if (bn == 256)
-        red ? launch_dw<256, true>(tdy, tx, tc, args, tiles)
-            : launch_dw<256, false>(tdy, tx, tc, args, tiles);
+        red ? launch_dw<256, true>(m, args, tiles) : launch_dw<256, false>(m, args, tiles);
     else
-        red ? launch_dw<128, true>(tdy, tx, tc, args, tiles)
-            : launch_dw<128, false>(tdy, tx, tc, args, tiles);
+        red ? launch_dw<128, true>(m, args, tiles) : launch_dw<128, false>(m, args, tiles);
     SL_CUDA_LAUNCHED(op);
     return true;
 }

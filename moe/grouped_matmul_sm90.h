@@ -12,6 +12,7 @@
 struct sl_gmm_sm90_args {
     void *ctx;
     const int64_t *counts;
+    const int64_t *counts2; /* dW over two segments of rows (grouped_matmul_dw_pair), or null */
     int groups, m, n, k;
     void *c;
     float beta;
@@ -26,7 +27,10 @@ struct sl_gmm_sm90_args {
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                              const int64_t *counts, int groups, bool trans_b, float beta,
                              bool loud);
+/* dy2, x2, counts2: a second segment of rows (sl_op_grouped_matmul_dw_pair), each group's
+ * reduction running over its rows of the first segment, then of the second; null for one. */
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta, bool loud);
+                             const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
+                             const int64_t *counts2, int groups, float beta, bool loud);
 
 #endif
