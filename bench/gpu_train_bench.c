@@ -5,7 +5,7 @@
  *   gpu_train_bench [CONFIG] [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
  *                   [--warmup N] [--precision bf16|fp32] [--mem-gib G] [--peak-n N]
  *                   [--peak-reps N] [--nondeterministic] [--profile] [--profile-steps N]
- *                   [--init config|fast]
+ *                   [--init config|fast] [--defer-wgrad auto|on|off]
  *
  * CONFIG (default configs/qwen-gated-15a2b.json; also --config) is trained with its layers cut
  * to fit one GPU: the same widths, experts and routing, `--layers` decoder layers (default:
@@ -14,10 +14,11 @@
  * training.precision `--precision` (default bf16). One step is sl_train_step, exactly what
  * `sluice train` runs per optimizer step: zero the gradients, `--accum` micro-batches of
  * forward + backward on random tokens (fixed seed), gradient norm, clipping, AdamW, router
- * statistics, with every host read the trainer makes. `--warmup` untimed steps (the caching
- * allocator fills during the first), then `--steps` timed ones; the host waits for the device
- * only at the step boundaries (sl_backend_synchronize), so a step's time is the device's time
- * plus whatever the step's own host reads cost.
+ * statistics, with every host read the trainer makes (and training.defer_expert_wgrad, "auto"
+ * unless `--defer-wgrad` says otherwise: on with a Hopper GPU). `--warmup` untimed steps (the
+ * caching allocator fills during the first), then `--steps` timed ones; the host waits for the
+ * device only at the step boundaries (sl_backend_synchronize), so a step's time is the device's
+ * time plus whatever the step's own host reads cost.
  *
  * Reported: tokens/s, model FLOP/s (model/counts.h convention: 6 x the active matmul
  * parameters incl. the LM head + 6 x layers x heads x head_dim x seq per token; elementwise
@@ -71,7 +72,7 @@ typedef struct {
     const char *config;
     int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps, profile_steps;
     double mem_gib;
-    const char *precision;
+    const char *precision, *defer_wgrad;
     bool nondeterministic, estimate_only, profile, init_fast;
 } options;
 
@@ -82,6 +83,7 @@ static void usage(FILE *f) {
             "                       [--mem-gib G] [--peak-n N] [--peak-reps N] "
             "[--nondeterministic]\n"
             "                       [--estimate] [--profile] [--profile-steps N]\n"
+            "                       [--defer-wgrad auto|on|off]\n"
             "  CONFIG          default configs/qwen-gated-15a2b.json\n"
             "  --layers N      decoder layers (default: the most whose memory estimate fits)\n"
             "  --seq, --batch  default training.seq_len, training.micro_batch_size\n"
@@ -97,6 +99,7 @@ static void usage(FILE *f) {
             "  --init config|fast  the config's initialization (default; about a minute for 9\n"
             "                  layers of 15A2B on the host) or a fast fill for timing only\n"
             "                  (trainer/fit_device.h; the loss then says nothing)\n"
+            "  --defer-wgrad W training.defer_expert_wgrad (default: the config's)\n"
             "  --profile       after the timed steps, profile --profile-steps more (default 3):\n"
             "                  device time per region of the step (CUDA events), idle time,\n"
             "                  host reads; exit 1 when the rows do not add up to the step time\n"
@@ -111,7 +114,8 @@ static int parse_options(int argc, char **argv, options *o) {
                    .peak_n = 8192,
                    .peak_reps = 21,
                    .profile_steps = 3,
-                   .precision = "bf16"};
+                   .precision = "bf16",
+                   .defer_wgrad = NULL};
     bool have_config = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,7 +143,8 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--config") == 0 || strcmp(a, "--precision") == 0 ||
-            strcmp(a, "--mem-gib") == 0 || strcmp(a, "--init") == 0) {
+            strcmp(a, "--mem-gib") == 0 || strcmp(a, "--init") == 0 ||
+            strcmp(a, "--defer-wgrad") == 0) {
             /* string-valued options */
         } else if (strcmp(a, "--layers") == 0) {
             dst = &o->layers;
@@ -174,6 +179,16 @@ static int parse_options(int argc, char **argv, options *o) {
             continue;
         } else if (strcmp(a, "--precision") == 0) {
             o->precision = v;
+            continue;
+        } else if (strcmp(a, "--defer-wgrad") == 0) {
+            if (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off")) {
+                fprintf(stderr,
+                        "gpu_train_bench: --defer-wgrad: expected auto, on or off, got "
+                        "'%s'\n",
+                        v);
+                return -1;
+            }
+            o->defer_wgrad = v;
             continue;
         } else if (strcmp(a, "--init") == 0) {
             if (strcmp(v, "fast") != 0 && strcmp(v, "config") != 0) {
@@ -328,8 +343,16 @@ int main(int argc, char **argv) {
         goto out;
     }
     sl_fit_tokens src = {.batch = batch, .seq = seq, .vocab = cfg.model.vocab_size};
-    const sl_stepper stepper = {
-        .model = m, .opt = &fm.opt, .world = world, .micro_batches = o.accum, .tokens = tokens};
+    if (o.defer_wgrad)
+        snprintf(cfg.train.defer_expert_wgrad, sizeof cfg.train.defer_expert_wgrad, "%s",
+                 o.defer_wgrad);
+    const bool defer = sl_train_defer_wgrad(&cfg.train, be, m);
+    const sl_stepper stepper = {.model = m,
+                                .opt = &fm.opt,
+                                .world = world,
+                                .micro_batches = o.accum,
+                                .tokens = tokens,
+                                .defer_wgrad = defer};
     const int64_t step_tokens = tokens_mb * o.accum;
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
     long long reads_step = -1, syncs_step = -1;
@@ -419,8 +442,9 @@ int main(int argc, char **argv) {
     /* how the last step's expert GEMMs ran (moe/kernels_cuda.h: SLUICE_EXPERT_GEMM, auto's rule) */
     const char *gemm_path = sl_cuda_expert_gemm_last_path(),
                *dw_path = sl_cuda_expert_gemm_dw_path();
-    printf("expert GEMMs (the last calls): forward and data gradient %s, weight gradient %s\n",
-           gemm_path, dw_path);
+    printf("expert GEMMs (the last calls): forward and data gradient %s, weight gradient %s%s\n",
+           gemm_path, dw_path,
+           stepper.defer_wgrad && o.accum > 1 ? " (over pairs of micro-batches)" : "");
     printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s);
     printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
@@ -452,12 +476,14 @@ int main(int argc, char **argv) {
            "\"host_reads_per_step\": %lld, \"syncs_per_step\": %lld, \"total_params\": %lld, "
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
            "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\", "
-           "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\"",
+           "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\", "
+           "\"defer_expert_wgrad\": %s",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
-           cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path);
+           cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path,
+           stepper.defer_wgrad ? "true" : "false");
     const struct {
         const char *key;
         double v;

@@ -51,6 +51,7 @@ typedef struct {
     char pci_bus[32];       /* PCI bus id, e.g. "0000:3b:00.0" (cudaDeviceGetPCIBusId) */
     unsigned char uuid[16]; /* the device's UUID: equal only for the same physical device */
     char name[64];          /* e.g. "NVIDIA H200" */
+    int cc_major, cc_minor; /* compute capability, e.g. 9.0 (the emulated build's device: 9.0) */
     char chosen_by[96];     /* how the ordinal was chosen, e.g. "OMPI_COMM_WORLD_LOCAL_RANK=1
                                mod 2 devices" or "backend.device 3" */
 } sl_device_info;

@@ -445,6 +445,7 @@ static void cuda_device(void *ctx, sl_device_info *out) {
     }
     memcpy(out->uuid, c->props.uuid.bytes, sizeof out->uuid);
     snprintf(out->name, sizeof out->name, "%.63s", c->props.name);
+    out->cc_major = c->props.major, out->cc_minor = c->props.minor;
     snprintf(out->chosen_by, sizeof out->chosen_by, "%s", c->chosen_by);
 }
 

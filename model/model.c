@@ -583,6 +583,21 @@ void sl_model_begin_step(sl_model *m, bool metrics) {
         if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe);
 }
 
+bool sl_model_can_defer_wgrad(const sl_model *m) {
+    bool any = false;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        if (!m->ffn[l].is_moe) continue;
+        if (!sl_moe_block_can_defer(&m->ffn[l].moe)) return false;
+        any = true;
+    }
+    return any;
+}
+
+void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when) {
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe) sl_moe_block_set_wgrad(&m->ffn[l].moe, when);
+}
+
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {
     SL_PROFILE_REGION (m->be, R_STATS) read_slots(m, 0, m->stat_mb, st);
 }

@@ -125,6 +125,14 @@ sl_model *sl_model_create_shared(const sl_model *src, int batch, int seq, char *
  * records the gate score and router statistics (for sl_model_read_stats); without, it
  * records only the loss (the trainer asks for metrics on logged steps). */
 void sl_model_begin_step(sl_model *m, bool metrics);
+/* Whether the MoE layers can defer their experts' weight gradients by a micro-batch
+ * (training.defer_expert_wgrad): the model has MoE layers, trains, and each layer owns its
+ * activations (memory mode none or attention, not layer). */
+bool sl_model_can_defer_wgrad(const sl_model *m);
+/* When the next sl_model_forward_backward computes the experts' weight gradients
+ * (moe/moe_block.h, sl_wgrad_when), for every MoE layer: the trainer runs its micro-batches in
+ * pairs, PARK then PAIR (NOW for an odd one out). sl_model_begin_step sets NOW. */
+void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss
  * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);

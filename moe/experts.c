@@ -2,6 +2,7 @@
 #include "moe/experts.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -86,13 +87,7 @@ void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *count
     }
 }
 
-void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
-                         const sl_tensor *dout, sl_tensor *din) {
-    /* swiglu's backward writes dh and dgu only, so h is still the forward's for down's dW */
-    sl_experts_backward_data(x, counts, dout, din);
-    sl_experts_backward_weights(x, in, counts, dout);
-}
-
+/* swiglu's backward writes dh and dgu only, so h is still the forward's for down's dW */
 void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
                               sl_tensor *din) {
     sl_experts_buffers *b = x->buf;
@@ -113,6 +108,54 @@ void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64
         sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
                                 sl_param_grad_beta(x->gate_up));
     }
+}
+
+/* *t as a tensor of at least `rows` rows of t's width and dtype like `like` (its contents are
+ * not kept: it holds nothing when called). */
+static void fit_rows(sl_tensor **t, const sl_tensor *like, int64_t rows) {
+    if (*t && sl_tensor_rows(*t) >= rows) return;
+    sl_tensor_free(*t);
+    *t = sl_tensor_new2(sl_tensor_backend(like), sl_tensor_dtype(like), rows,
+                        sl_tensor_dim(like, -1));
+}
+
+static void swap_tensors(sl_tensor **a, sl_tensor **b) {
+    sl_tensor *t = *a;
+    *a = *b, *b = t;
+}
+
+void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts) {
+    sl_experts_buffers *b = x->buf;
+    SL_CHECK(b == &x->own && !b->forward_only && !p->held,
+             "internal error: parking the rows of experts that share their buffers, are "
+             "forward-only, or already hold a micro-batch's");
+    fit_rows(&p->h, b->h, b->capacity);
+    fit_rows(&p->dgu, b->dgu, b->capacity);
+    swap_tensors(&p->h, &b->h);
+    swap_tensors(&p->dgu, &b->dgu);
+    if (!p->counts) p->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
+    memcpy(p->counts, counts, (size_t)x->local * sizeof(int64_t));
+    p->held = true;
+}
+
+void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
+                                      const int64_t *counts, const sl_tensor *dout) {
+    sl_experts_buffers *b = x->buf;
+    SL_CHECK(p->held, "internal error: a paired weight gradient without a parked micro-batch");
+    SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
+        sl_op_grouped_matmul_dw_pair(x->down->g, p->dout, p->h, p->counts, dout, b->h, counts,
+                                     x->local, sl_param_grad_beta(x->down));
+        sl_op_grouped_matmul_dw_pair(x->gate_up->g, p->dgu, p->in, p->counts, b->dgu, in, counts,
+                                     x->local, sl_param_grad_beta(x->gate_up));
+    }
+    p->held = false;
+}
+
+void sl_experts_parked_free(sl_experts_parked *p) {
+    sl_tensor *ts[] = {p->in, p->dout, p->h, p->dgu};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    free(p->counts);
+    memset(p, 0, sizeof *p);
 }
 
 void sl_experts_free(sl_experts *x) {

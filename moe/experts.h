@@ -27,6 +27,19 @@ typedef struct {
     sl_experts_buffers *buf; /* the buffers it computes in: &own or another layer's */
 } sl_experts;
 
+/* One micro-batch's rows that the experts' weight gradients read, kept for the next
+ * micro-batch's backward: the deferred weight gradient (training.defer_expert_wgrad), which
+ * computes two micro-batches' dW in one pass over the fp32 gradients
+ * (sl_op_grouped_matmul_dw_pair) instead of two read-modify-writes of them. The tensors change
+ * hands with the experts' and the dispatcher's own buffers (sl_experts_park,
+ * sl_token_dispatcher_park): nothing is copied. */
+typedef struct {
+    sl_tensor *in, *dout; /* the experts' input rows and output gradients [rows, hidden] */
+    sl_tensor *h, *dgu;   /* the SwiGLU output [rows, ffn] and gate_up's gradient [rows, 2 ffn] */
+    int64_t *counts;      /* [local] rows per local expert */
+    bool held;            /* a micro-batch's rows are parked */
+} sl_experts_parked;
+
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
                         int64_t hidden, int64_t ffn, float init_std);
 /* Makes the buffers hold at least `rows` rows. */
@@ -36,17 +49,23 @@ void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows);
 void sl_experts_share(sl_experts *x, sl_experts *owner);
 /* out [M, C] = expert_e(in rows of group e); counts [local] on the host. */
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out);
-/* din written; parameter gradients accumulate. */
-void sl_experts_backward(sl_experts *x, const sl_tensor *in, const int64_t *counts,
-                         const sl_tensor *dout, sl_tensor *din);
-/* sl_experts_backward in two halves, for overlapping din's exchange with the second: _data
- * writes din (and the SwiGLU gradient the second half reads); _weights then accumulates the
- * parameter gradients. The same kernels on the same inputs as sl_experts_backward, so the
- * results are bitwise the same. */
+/* The backward in two halves (din's exchange can overlap the second): _data writes din (and
+ * the SwiGLU gradient the second half reads); _weights then accumulates the parameter
+ * gradients (or _park keeps what it reads for _weights_pair in the next micro-batch). */
 void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
                               sl_tensor *din);
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
                                  const sl_tensor *dout);
+/* Parks this micro-batch's h and dgu in p (after sl_experts_backward_data; p must hold
+ * nothing), giving the experts p's previous buffers, grown to their capacity, for the next
+ * micro-batch; counts are copied. The caller parks the dispatcher's rows (in, dout) as well. */
+void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts);
+/* The weight gradients of the parked micro-batch and this one (after sl_experts_backward_data),
+ * the parked first: on the CPU bitwise the same as sl_experts_backward_weights for each in
+ * turn. p holds nothing afterwards. */
+void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
+                                      const int64_t *counts, const sl_tensor *dout);
+void sl_experts_parked_free(sl_experts_parked *p);
 void sl_experts_free(sl_experts *x);
 
 #endif

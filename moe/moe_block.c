@@ -91,6 +91,9 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
 }
 
 void sl_moe_block_begin_step(sl_moe_block *b) {
+    SL_CHECK(!b->parked.held, "internal error: a step began with a micro-batch's expert rows "
+                              "parked (its weight gradients never computed)");
+    b->wgrad = SL_WGRAD_NOW;
     memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
 }
 
@@ -134,6 +137,43 @@ void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) 
     SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, y, false);
 }
 
+bool sl_moe_block_can_defer(const sl_moe_block *b) {
+    return !b->borrowed && !b->experts.own.forward_only && b->experts.buf == &b->experts.own;
+}
+
+void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when) {
+    SL_CHECK(when != SL_WGRAD_PARK || sl_moe_block_can_defer(b),
+             "internal error: deferring the weight gradients of a MoE block that shares its "
+             "activations or does not train");
+    SL_CHECK((when == SL_WGRAD_PAIR) == b->parked.held,
+             "internal error: MoE weight gradients set to %s with%s a parked micro-batch",
+             when == SL_WGRAD_NOW    ? "now"
+             : when == SL_WGRAD_PARK ? "park"
+                                     : "pair",
+             b->parked.held ? "" : "out");
+    b->wgrad = when;
+}
+
+/* The experts' weight gradients after their data gradients, as set_wgrad says: now, parked
+ * (the dispatcher's rows and the experts' SwiGLU buffers change hands with the parked set's),
+ * or for the parked micro-batch and this one. */
+static void expert_weights(sl_moe_block *b) {
+    sl_token_dispatcher *d = b->disp;
+    switch (b->wgrad) {
+    case SL_WGRAD_NOW:
+        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out);
+        break;
+    case SL_WGRAD_PARK:
+        sl_token_dispatcher_park(d, &b->parked.in, &b->parked.dout);
+        sl_experts_park(&b->experts, &b->parked, d->local_counts);
+        break;
+    case SL_WGRAD_PAIR:
+        sl_experts_backward_weights_pair(&b->experts, &b->parked, d->expert_in, d->local_counts,
+                                         d->dexpert_out);
+        break;
+    }
+}
+
 static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                      const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
     sl_router *r = &b->router;
@@ -145,12 +185,12 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
          * reads) computed while the rows travel. */
         sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
         sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
-        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out);
+        expert_weights(b);
         sl_tensor_zero(dxn);
         sl_token_dispatcher_dispatch_backward_finish(d, back, dxn);
     } else {
-        sl_experts_backward(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
-                            d->dexpert_in);
+        sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
+        expert_weights(b);
         sl_tensor_zero(dxn);
         sl_token_dispatcher_dispatch_backward(d, dxn);
     }
@@ -206,6 +246,7 @@ const int64_t *sl_moe_block_counts(const sl_moe_block *b) {
 
 void sl_moe_block_free(sl_moe_block *b) {
     sl_router_free(&b->router);
+    sl_experts_parked_free(&b->parked);
     sl_experts_free(&b->experts);
     free(b->lbl_counts);
     free(b->counts);

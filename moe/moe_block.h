@@ -55,6 +55,13 @@ typedef struct {
     bool overlap_exchange;
 } sl_moe_options;
 
+/* When a MoE layer's backward computes its experts' weight gradients (the trainer sets it per
+ * micro-batch: training.defer_expert_wgrad, docs/performance.md):
+ *   SL_WGRAD_NOW   in this backward (the default)
+ *   SL_WGRAD_PARK  not yet: the rows they read are parked for the next micro-batch's backward
+ *   SL_WGRAD_PAIR  for the parked micro-batch and this one, in one pass over the gradients */
+typedef enum { SL_WGRAD_NOW = 0, SL_WGRAD_PARK, SL_WGRAD_PAIR } sl_wgrad_when;
+
 typedef struct {
     sl_router router;
     sl_token_dispatcher dispatcher; /* this layer's, unless it shares another layer's */
@@ -69,6 +76,8 @@ typedef struct {
     bool overlap_exchange; /* sl_moe_options.overlap_exchange */
     int64_t *lbl_counts;   /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
     int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward */
+    sl_wgrad_when wgrad;   /* this micro-batch's (sl_moe_block_set_wgrad) */
+    sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_PAIR */
 } sl_moe_block;
 
 /* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the
@@ -82,7 +91,8 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be,
  * forward-only model share one set. b keeps its own selection bias, LBL and expert counts. */
 void sl_moe_block_share(sl_moe_block *b, sl_moe_block *owner, sl_backend *be,
                         const sl_moe_options *opts);
-/* Starts a new optimizer step (clears the global-batch LBL accumulation). */
+/* Starts a new optimizer step (clears the global-batch LBL accumulation; the weight gradients
+ * are computed now until set otherwise; nothing may be parked). */
 void sl_moe_block_begin_step(sl_moe_block *b);
 /* y = moe(xn), written. */
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
@@ -91,7 +101,13 @@ void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
  * exchanged, once more), but the LBL counts and the layer's expert counts are left as the
  * first forward recorded them (no double counting, no second global-batch all-reduce). */
 void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
-/* dxn written; parameter gradients accumulate. */
+/* Whether the block can park a micro-batch's rows: it owns its activations (not
+ * sl_moe_block_share's) and trains. */
+bool sl_moe_block_can_defer(const sl_moe_block *b);
+/* When the next backward computes the experts' weight gradients. PARK needs
+ * sl_moe_block_can_defer and nothing parked; PAIR a parked micro-batch; NOW nothing parked. */
+void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when);
+/* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says). */
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                            const sl_moe_loss_coefs *coefs, sl_tensor *dxn);
 /* The auxiliary-loss statistics of a forward from its router statistics (stats [E + 1], as

@@ -90,6 +90,12 @@ void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dx
 sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d);
 void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
                                                   sl_tensor *dxn);
+/* Exchanges this micro-batch's local expert rows and their output gradients (expert_in,
+ * dexpert_out: what the experts' weight gradients read) with *in and *dout, which hold nothing
+ * and are first grown to the dispatcher's buffers (allocated when null): the caller keeps the
+ * rows (moe/experts.h, sl_experts_parked), the dispatcher routes the next micro-batch into the
+ * other buffers. */
+void sl_token_dispatcher_park(sl_token_dispatcher *d, sl_tensor **in, sl_tensor **dout);
 void sl_token_dispatcher_free(sl_token_dispatcher *d);
 
 #endif

@@ -1,7 +1,7 @@
 # Expert and data parallelism over MPI: equivalence with the single-process run, dispatch,
 # launch and failure handling. Each case runs under mpirun with 1-4 ranks.
 # The setup shared by the distributed-training tests (tests/parallel_run.h); also
-# test_moe_overlap (tests/parallel_overlap.cmake).
+# test_moe_overlap and test_defer_wgrad (tests/parallel_overlap.cmake).
 add_library(sluice_parallel_run STATIC parallel_run.c)
 target_link_libraries(sluice_parallel_run PUBLIC sluice_testutil)
 add_executable(test_parallel_equivalence test_parallel_equivalence.c)

@@ -141,6 +141,7 @@ static void test_defaults(void) {
     CHECK(sl_config_compute_dtype(&c) == SL_F32, "precision fp32 on CUDA");
     CHECK(c.backend.deterministic, "deterministic kernels by default");
     CHECK(strcmp(c.train.recompute, "none") == 0, "default recompute: none");
+    CHECK(strcmp(c.train.defer_expert_wgrad, "auto") == 0, "default defer_expert_wgrad: auto");
     CHECK(strcmp(c.attention.kernel, "auto") == 0, "default attention kernel: auto");
     sl_config_defaults(&c);
 
@@ -313,6 +314,10 @@ static void test_bad_configs(void) {
         /* precision: known names only; bf16 needs a backend that computes in it */
         {"{\"training\": {\"recompute\": \"full\"}}", 0, "training.recompute",
          "expected \"none\", \"attention\" or \"layer\", got \"full\""},
+        {"{\"training\": {\"defer_expert_wgrad\": \"yes\"}}", 0, "training.defer_expert_wgrad",
+         "expected \"auto\", \"on\" or \"off\", got \"yes\""},
+        {"{\"training\": {\"defer_expert_wgrad\": \"on\", \"recompute\": \"layer\"}}", 0,
+         "training.defer_expert_wgrad", "recompute \"layer\" shares one set between the layers"},
         {"{\"training\": {\"precision\": \"fp16\"}}", 0, "training.precision",
          "unknown precision \"fp16\""},
         {"{\"training\": {\"precision\": \"bf16\"}}", 0, "training.precision",

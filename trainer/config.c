@@ -64,6 +64,7 @@ void sl_config_defaults(sl_config *cfg) {
     cfg->train.keep_every = 0;
     snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
     snprintf(cfg->train.recompute, sizeof cfg->train.recompute, "none");
+    snprintf(cfg->train.defer_expert_wgrad, sizeof cfg->train.defer_expert_wgrad, "auto");
     cfg->train.sample_tokens = 64;
     snprintf(cfg->train.export_format, sizeof cfg->train.export_format, "qwen3_moe");
 }

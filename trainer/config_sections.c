@@ -75,6 +75,7 @@ static const sl_cfg_key train_keys[] = {
     KT(async_save, SL_K_BOOL),
     KT(document_mask, SL_K_BOOL),
     KT(recompute, SL_K_STR),
+    KT(defer_expert_wgrad, SL_K_STR),
     KT(export_format, SL_K_STR),
     KT(sample_every, SL_K_INT),
     KT(sample_prompt, SL_K_STR),
@@ -326,6 +327,16 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
         return sl_cfg_verr(v, "recompute",
                            "expected \"none\", \"attention\" or \"layer\", got \"%s\"",
                            t->recompute);
+    const char *dw = t->defer_expert_wgrad;
+    if (!sl_cfg_terminated(dw, sizeof t->defer_expert_wgrad) ||
+        (strcmp(dw, "auto") && strcmp(dw, "on") && strcmp(dw, "off")))
+        return sl_cfg_verr(v, "defer_expert_wgrad",
+                           "expected \"auto\", \"on\" or \"off\", got \"%.8s\"", dw);
+    if (!strcmp(dw, "on") && mode == SL_MEMORY_LAYER)
+        return sl_cfg_verr(v, "defer_expert_wgrad",
+                           "\"on\" keeps a micro-batch's expert rows in each MoE layer, but "
+                           "recompute \"layer\" shares one set between the layers (use "
+                           "\"attention\" or \"none\", or \"auto\")");
     sl_hf_format fmt;
     if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
         sl_hf_format_parse(t->export_format, &fmt) != 0)

@@ -20,6 +20,21 @@ static void on_grads_ready(void *user, int layer) {
     sl_optimizer_grads_ready(user, layer);
 }
 
+bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
+    const char *d = tc->defer_expert_wgrad;
+    if (!strcmp(d, "off") || !sl_model_can_defer_wgrad(m)) return false;
+    if (!strcmp(d, "on")) return true;
+    sl_device_info dev;
+    return sl_backend_device(be, &dev) && dev.cc_major == 9 && sl_tensor_dtype(m->x[0]) == SL_BF16;
+}
+
+/* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.defer_wgrad). */
+static sl_wgrad_when wgrad_when(const sl_stepper *s, int mb) {
+    if (!s->defer_wgrad) return SL_WGRAD_NOW;
+    if (mb % 2) return SL_WGRAD_PAIR;
+    return mb + 1 < s->micro_batches ? SL_WGRAD_PARK : SL_WGRAD_NOW;
+}
+
 int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_batch_fn next,
                   void *user, sl_step_result *res, char *err, size_t errlen) {
     sl_model *m = s->model;
@@ -41,11 +56,14 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
             m->grad_ready = on_grads_ready;
             m->grad_ready_user = s->opt;
         }
+        const sl_wgrad_when when = wgrad_when(s, mb);
+        sl_model_set_wgrad(m, when);
         sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
-        if (mb == 0) {
-            /* Every parameter's gradient has a writer in the backward; one without would keep
-             * the previous step's values (sl_params_begin_grads). */
+        if (mb == (s->defer_wgrad && s->micro_batches > 1)) {
+            /* Every parameter's gradient has a writer in the backward (by the second micro-batch
+             * where the first parks its experts' rows); one without would keep the previous
+             * step's values (sl_params_begin_grads). */
             const sl_param *p = sl_params_stale_grad(&m->params);
             SL_CHECK(!p, "internal error: parameter %s got no gradient in the backward", p->name);
         }

@@ -25,7 +25,19 @@ typedef struct {
     sl_comm *world;
     int micro_batches; /* per rank per step */
     int32_t *tokens;   /* [batch, seq + 1] staging */
+    /* The MoE layers' expert weight gradients over pairs of micro-batches (1 and 2, 3 and 4,
+     * ...; an odd last one alone): each pair's in one pass over the fp32 gradients, in the
+     * second's backward (sl_train_defer_wgrad decides). */
+    bool defer_wgrad;
 } sl_stepper;
+
+/* Whether training.defer_expert_wgrad turns the deferral on for model m on backend be: "on"
+ * where the model can (sl_model_can_defer_wgrad); "auto" where, in addition, be is a device of
+ * compute capability 9.x and m computes in bf16 (the Hopper grouped GEMM does a pair in one
+ * pass; elsewhere the pair is the same two passes, so only memory would change); "off" never. The
+ * results: bitwise the same where the pair is two passes; with the one-pass kernel each
+ * expert's dW sums both micro-batches' rows in one fp32 accumulation (a different rounding). */
+bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
 
 typedef struct {
     bool metrics; /* in: also compute lbl, zloss and gate_score (else they are NaN) */

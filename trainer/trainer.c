@@ -350,6 +350,10 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
+    if (sl_train_defer_wgrad(&s0->train, t->be, t->model))
+        sl_info("expert weight gradients: over pairs of micro-batches (training.defer_expert_wgrad "
+                "= %s)",
+                s0->train.defer_expert_wgrad);
     if (t->peak_flops > 0)
         sl_info("peak for MFU: %.1f TFLOP/s per rank (%s)", t->peak_flops / 1e12, t->peak_source);
     else
@@ -468,7 +472,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                                 .opt = &t->opt,
                                 .world = t->topo.world,
                                 .micro_batches = t->micro_batches,
-                                .tokens = t->tokens};
+                                .tokens = t->tokens,
+                                .defer_wgrad = sl_train_defer_wgrad(tc, t->be, t->model)};
     for (int step = from; step < end; step++) {
         const double ts = sl_trainer_now();
         maybe_inject_fault(t, step + 1);
