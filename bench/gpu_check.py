@@ -33,6 +33,9 @@ is skipped):
                        compute capability 9.x; the note names the expert GEMM path of every part)
   profile_dwreduce     the measured shape again with SLUICE_EXPERT_GEMM_DW_REDUCE=1: the weight
                        gradient adds its tiles to dW by TMA add reductions (opt-in, unmeasured)
+  profile_nodefer      the measured shape again with --defer-wgrad off: every micro-batch's
+                       expert weight gradients in its own backward (profile defers them over
+                       pairs of micro-batches where auto does, training.defer_expert_wgrad)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -68,11 +71,11 @@ from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.p
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
          "racecheck_step", "profile", "profile_ep8", "profile_prefetch", "profile_dwreduce",
-         "attn_bench",
+         "profile_nodefer", "attn_bench",
          "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
-           "profile_prefetch": 75, "profile_dwreduce": 75, "attn_bench": 60, "expert_gemm": 30,
+           "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75, "attn_bench": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -425,10 +428,15 @@ def part_racecheck_step(L, budget, S):
         "--steps", "1", "--warmup", "0", "--peak-n", "0", "--init", "fast"])], budget)
 
 
-def part_profile(L, budget, S, part, shape, what, extra_env=None):
+def part_profile(L, budget, S, part, shape, what, extra_env=None, extra_args=()):
     log, js = os.path.join(LOGS, part + ".log"), os.path.join(OUT, part + ".out")
+    prof = RESULTS.get("profile", {}).get("result")
+    if part != "profile" and shape == "measured" and prof and "--layers" not in S[shape]:
+        # a variant of the measured shape at the profile's layer count: its own estimate could
+        # choose another (--defer-wgrad off counts no parked expert rows)
+        extra_args = ["--layers", str(prof["layers"])] + list(extra_args)
     env = dict(os.environ, **extra_env) if extra_env else None
-    rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile"],
+    rc, sec = run([L.gtb, S["config"]] + S[shape] + S["steps"] + ["--profile"] + list(extra_args),
                   budget, log, env=env, stdout_path=js)
     j = last_json(js)
     if rc is None:
@@ -441,9 +449,10 @@ def part_profile(L, budget, S, part, shape, what, extra_env=None):
     p = j.get("profile") or {}
     share = 100 * p.get("rows_sum_ms", 0) / max(p.get("step_wall_ms", 1e-9), 1e-9)
     note = "%s: %d layers, %d x %d x %d tokens, %.0f rows per expert, attention %s, expert GEMMs %s " \
-           "(weight gradient %s); %.1f ms/step, %.0f tokens/s, %.1f%% of peak; profile rows %.1f%% of the step" % (
+           "(weight gradient %s%s); %.1f ms/step, %.0f tokens/s, %.1f%% of peak; profile rows %.1f%% of the step" % (
                what, j["layers"], j["accum"], j["batch"], j["seq"], rows, j.get("attention_kernel", "?"),
                j.get("expert_gemm_path", "?"), j.get("expert_gemm_dw_path", "?"),
+               ", over pairs of micro-batches" if j.get("defer_expert_wgrad") and j["accum"] > 1 else "",
                j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0), share)
     record(part, "PASS", sec, note, result=j)
 
@@ -624,6 +633,11 @@ def main():
     # the same with the weight gradient's add-reduction epilogue (opt-in, not yet measured)
     do("profile_dwreduce", part_profile, S, "profile_dwreduce", "measured",
        "measured shape, dW add reductions", {"SLUICE_EXPERT_GEMM_DW_REDUCE": "1"})
+    # every micro-batch's expert weight gradients in its own backward: what the deferral over
+    # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
+    # against this one's
+    do("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
+       "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"])
     do("attn_bench", part_attn, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it

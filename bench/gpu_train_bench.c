@@ -61,9 +61,19 @@
 
 static void print_estimate(const sl_fit_estimate *e, bool bf16, double budget) {
     printf("memory estimate: state %.2f GiB (%.0f bytes/param) + activations %.2f GiB + "
-           "workspaces %.2f GiB = %.2f GiB of %.2f GiB usable (92%% of %.1f GiB - 2 GiB)\n",
+           "workspaces %.2f GiB + parked expert rows %.2f GiB = %.2f GiB of %.2f GiB usable (92%% "
+           "of %.1f GiB - 2 GiB)\n",
            e->state / GIB, sl_fit_state_bytes_per_param(bf16), e->activations / GIB,
-           e->workspace / GIB, e->total / GIB, sl_fit_usable_bytes(budget) / GIB, budget / GIB);
+           e->workspace / GIB, e->deferred / GIB, e->total / GIB, sl_fit_usable_bytes(budget) / GIB,
+           budget / GIB);
+}
+
+/* Whether the estimate counts the deferred weight gradients' parked rows: bf16, two or more
+ * micro-batches and not turned off (by --defer-wgrad, else the config). The device decides the
+ * rest ("auto": compute capability 9.x), which --estimate does not know: it counts them. */
+static bool estimate_deferred(const sl_config *cfg, const char *defer_wgrad, bool bf16, int accum) {
+    const char *d = defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad;
+    return bf16 && accum > 1 && strcmp(d, "off") != 0 && cfg->model.num_experts > 0;
 }
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -226,18 +236,21 @@ static int parse_options(int argc, char **argv, options *o) {
 /* --estimate: the layer count and estimate for a budget, without a GPU. */
 static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens, bool bf16) {
     const double budget = (o->mem_gib > 0 ? o->mem_gib : 139.0) * GIB;
-    const int layers = o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, budget);
-    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16);
+    const bool deferred = estimate_deferred(cfg, o->defer_wgrad, bf16, o->accum);
+    const int layers =
+        o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, deferred, budget);
+    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16, deferred);
     printf("gpu_train_bench --estimate: %s | %d of %d layers | %lld tokens per micro-batch | "
            "precision %s\n",
            o->config, layers, cfg->model.num_hidden_layers, (long long)tokens, o->precision);
     print_estimate(&e, bf16, budget);
     printf("{\"config\": \"%s\", \"layers\": %d, \"tokens\": %lld, \"precision\": \"%s\", "
            "\"budget_gib\": %.6g, \"usable_gib\": %.6g, \"state_gib\": %.6g, "
-           "\"activations_gib\": %.6g, \"workspace_gib\": %.6g, \"mem_estimate_gib\": %.6g}\n",
+           "\"activations_gib\": %.6g, \"workspace_gib\": %.6g, \"deferred_gib\": %.6g, "
+           "\"mem_estimate_gib\": %.6g}\n",
            o->config, layers, (long long)tokens, o->precision, budget / GIB,
            sl_fit_usable_bytes(budget) / GIB, e.state / GIB, e.activations / GIB, e.workspace / GIB,
-           e.total / GIB);
+           e.deferred / GIB, e.total / GIB);
     return 0;
 }
 
@@ -303,12 +316,15 @@ int main(int argc, char **argv) {
 
     /* Layers: the most that fit, unless given. */
     const double budget = o.mem_gib > 0 ? o.mem_gib * GIB : (double)dev.total_bytes;
-    const int layers = o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, budget);
+    const bool deferred = estimate_deferred(&cfg, o.defer_wgrad, bf16, o.accum);
+    const int layers =
+        o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, deferred, budget);
     if (layers > SL_MAX_LAYERS) {
         fprintf(stderr, "gpu_train_bench: --layers %d exceeds %d\n", layers, SL_MAX_LAYERS);
         goto out;
     }
-    const sl_fit_estimate est = sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16);
+    const sl_fit_estimate est =
+        sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16, deferred);
     const sl_fit_settings fs = {.layers = layers,
                                 .seq = seq,
                                 .batch = batch,

@@ -161,6 +161,15 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
     out->total = out->layers + out->shared + out->workspace;
 }
 
+double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes) {
+    const double per_token = (double)m->num_experts_per_tok *
+                             (2.0 * m->hidden_size + 3.0 * m->moe_intermediate_size) * act_bytes;
+    double bytes = 0;
+    for (int l = 0; l < layer_total(m); l++)
+        if (sl_layer_is_moe(m, l)) bytes += per_token * (double)tokens;
+    return bytes;
+}
+
 double sl_model_recompute_flops_per_token(const sl_model_config *m, sl_memory_mode mode,
                                           int seq_len) {
     const double HD = (double)m->num_attention_heads * m->head_dim;

@@ -26,17 +26,21 @@ double sl_fit_state_bytes_per_param(bool bf16);
 
 typedef struct {
     double state, activations, workspace, total; /* bytes */
+    double deferred; /* the parked expert rows of training.defer_expert_wgrad (in total) */
 } sl_fit_estimate;
 
 /* The device memory of `full` cut to `layers` decoder layers, with `tokens` per micro-batch,
- * every layer's activations kept (memory mode none), on one device (no expert exchange). */
+ * every layer's activations kept (memory mode none), on one device (no expert exchange), and
+ * with `deferred` the expert rows the deferred weight gradients park
+ * (sl_model_deferred_wgrad_bytes). */
 sl_fit_estimate sl_fit_estimate_memory(const sl_model_config *full, int layers, int64_t tokens,
-                                       bool bf16);
+                                       bool bf16, bool deferred);
 /* What the model may use of `device_bytes`: 92% less 2 GiB (the CUDA context, cuBLAS
  * workspaces and the caching allocator's slack take the rest). */
 double sl_fit_usable_bytes(double device_bytes);
 /* The most layers (1 up to the config's) whose estimate fits `budget` device bytes. */
-int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, double budget);
+int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, bool deferred,
+                  double budget);
 
 /* ---- the model --------------------------------------------------------------------------- */
 
