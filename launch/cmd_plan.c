@@ -133,6 +133,9 @@ static void print_text(const sl_plan *p, const char *path) {
                sl_memory_mode_name((sl_memory_mode)i), a->per_layer_max / g, a->layers / g,
                a->shared / g, a->workspace / g, a->total / g, (int)p->mode == i ? "  <- used" : "");
     }
+    if (p->defer_wgrad)
+        printf("  parked expert rows (training.defer_expert_wgrad) %6.2f%s\n", p->deferred / g,
+               p->mode == SL_MEMORY_LAYER ? "  (none: recompute layer)" : "");
     printf("  total                              %10.2f of %.2f usable (92%% of %.1f GiB - 2 "
            "GiB)\n",
            p->total / g, p->usable / g, p->gpu_memory_gib);
@@ -220,6 +223,8 @@ static void print_json(const sl_plan *p, const char *path) {
     cJSON *acts = cJSON_AddObjectToObject(o, "activations");
     for (int i = 0; i < 3; i++)
         cJSON_AddItemToObject(acts, sl_memory_mode_name((sl_memory_mode)i), act_json(&p->act[i]));
+    cJSON_AddBoolToObject(o, "defer_expert_wgrad", p->defer_wgrad);
+    NUM("deferred_bytes", p->deferred);
     NUM("total_bytes", p->total);
     NUM("usable_bytes", p->usable);
     cJSON_AddBoolToObject(o, "fits", p->fits);

@@ -174,6 +174,37 @@ static void check_advice(const sl_config *cfg) {
           "EP 8 on 12 GPUs: '%s'", err);
 }
 
+/* training.defer_expert_wgrad: the parked expert rows, k (2 h + 3 Im) bf16 values per token
+ * in each of the 24 MoE layers, counted where the runtime would park them and in the total. */
+static void check_deferred(const sl_config *cfg) {
+    sl_plan_request r;
+    sl_plan_request_defaults(&r);
+    r.gpus = 8;
+    r.ep = 8;
+    sl_plan p, q;
+    char err[512];
+    CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "plan failed: %s", err);
+    const double want = 24.0 * 4096 * 8 * (2 * 2048 + 3 * 768) * 2;
+    CHECK(p.defer_wgrad && p.deferred == want, "auto on an H100: parked %.0f bytes, hand %.0f",
+          p.deferred, want);
+    CHECK(near(p.total, p.state + p.act[p.mode].total + want, 1e-12), "total %.0f", p.total);
+    sl_config c = *cfg; /* a shallow copy, only read */
+    snprintf(c.train.defer_expert_wgrad, sizeof c.train.defer_expert_wgrad, "off");
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && !q.defer_wgrad && q.deferred == 0 &&
+              near(q.total, p.total - want, 1e-12),
+          "off: parked %.0f bytes, total %.0f", q.deferred, q.total);
+    snprintf(c.train.defer_expert_wgrad, sizeof c.train.defer_expert_wgrad, "auto");
+    r.recompute = "layer"; /* the layers share their activations: nothing parked */
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && q.deferred == 0,
+          "recompute layer: parked %.0f bytes", q.deferred);
+    /* parked rows alone over the budget: the advice names the key */
+    r.recompute = NULL;
+    r.gpu_memory_gib = (p.total - want / 2 + 2 * GIB) / 0.92 / GIB;
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && !q.fits &&
+              strstr(q.advice, "training.defer_expert_wgrad=off"),
+          "advice '%s' should name training.defer_expert_wgrad=off", q.advice);
+}
+
 /* The rate table's lookups (trainer/plan_rates.c): log-linear between measured points,
  * constant beyond them; the H100 takes the H200's rates, memory-bound ones scaled. */
 static void check_rates(void) {
@@ -277,6 +308,7 @@ int main(void) {
     }
     check_15a2b(&cfg);
     check_advice(&cfg);
+    check_deferred(&cfg);
     check_rates();
     check_expert_paths(&cfg);
     return sl_test_finish("test_plan");

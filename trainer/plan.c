@@ -43,11 +43,19 @@ static double state_bytes(const sl_plan *p, bool zero1, int ep) {
     return params * ((p->act_bytes == 2 ? 2.0 : 0.0) + 4.0 + 4.0) + moments;
 }
 
+/* The expert rows training.defer_expert_wgrad parks (p->defer_wgrad), in memory mode `mode`
+ * (none with recompute "layer", whose layers share their activations). */
+static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memory_mode mode,
+                             int64_t tokens) {
+    if (!p->defer_wgrad || mode == SL_MEMORY_LAYER) return 0.0;
+    return sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes);
+}
+
 static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
                           sl_memory_mode mode, int64_t tokens) {
     sl_activation_bytes a;
     sl_model_activation_bytes(m, mode, tokens, p->act_bytes, ep, &a);
-    return state_bytes(p, zero1, ep) + a.total;
+    return state_bytes(p, zero1, ep) + a.total + deferred_bytes(p, m, mode, tokens);
 }
 
 /* Fills p->advice with the single changes that make the plan fit (or a combination). */
@@ -74,6 +82,8 @@ static void advise(sl_plan *p, const sl_model_config *m) {
             break;
         }
     }
+    if (p->defer_wgrad && p->mode != SL_MEMORY_LAYER && p->total - p->deferred <= p->usable)
+        ADD("%straining.defer_expert_wgrad=off", found++ ? "; " : "");
     for (int mb = p->micro_batch - 1; mb >= 1; mb--)
         if (total_bytes(p, m, p->zero1, p->ep, p->mode, (int64_t)mb * p->seq_len) <= p->usable) {
             ADD("%s--micro-batch %d (training.micro_batch_size)", found++ ? "; " : "", mb);
@@ -195,7 +205,12 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     static const sl_memory_mode modes[3] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
     for (int i = 0; i < 3; i++)
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
-    p->total = p->state + p->act[p->mode].total;
+    const char *defer = st.train.defer_expert_wgrad;
+    p->defer_wgrad =
+        m->num_experts > 0 && p->accum > 1 && strcmp(defer, "off") != 0 &&
+        (strcmp(defer, "on") == 0 || (p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9));
+    p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
+    p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;
     p->fits = p->total <= p->usable;
     if (!p->fits) advise(p, m);

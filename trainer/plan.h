@@ -85,8 +85,13 @@ typedef struct {
     double adam_full, adam_zero1; /* AdamW m and v without and with ZeRO-1 */
     double state;                 /* the four above, with the chosen ZeRO-1 */
     sl_activation_bytes act[3];   /* by memory mode: none, attention, layer */
-    double total;                 /* state + act[mode].total */
-    double usable;                /* 92% of the GPU memory - 2 GiB */
+    /* training.defer_expert_wgrad as the runtime would decide it here ("auto": bf16 on a
+     * compute capability 9.x GPU kind, two or more micro-batches, recompute not "layer") and
+     * the expert rows it parks (sl_model_deferred_wgrad_bytes; 0 when off) */
+    bool defer_wgrad;
+    double deferred;
+    double total;  /* state + act[mode].total + deferred */
+    double usable; /* 92% of the GPU memory - 2 GiB */
     bool fits;
     char advice[512]; /* when it does not fit: which knob(s) would make it fit */
     /* communication per GPU per step, bytes sent */
