@@ -206,9 +206,10 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     for (int i = 0; i < 3; i++)
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
     const char *defer = st.train.defer_expert_wgrad;
-    p->defer_wgrad =
-        m->num_experts > 0 && p->accum > 1 && strcmp(defer, "off") != 0 &&
-        (strcmp(defer, "on") == 0 || (p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9));
+    const bool ep_overlap = p->ep > 1 && cfg->parallel.overlap_moe; /* auto: see train_step.h */
+    const bool hopper_bf16 = p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9;
+    p->defer_wgrad = m->num_experts > 0 && p->accum > 1 && strcmp(defer, "off") != 0 &&
+                     (strcmp(defer, "on") == 0 || (hopper_bf16 && !ep_overlap));
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;

@@ -86,7 +86,8 @@ typedef struct {
     double state;                 /* the four above, with the chosen ZeRO-1 */
     sl_activation_bytes act[3];   /* by memory mode: none, attention, layer */
     /* training.defer_expert_wgrad as the runtime would decide it here ("auto": bf16 on a
-     * compute capability 9.x GPU kind, two or more micro-batches, recompute not "layer") and
+     * compute capability 9.x GPU kind, two or more micro-batches, recompute not "layer", not
+     * with expert parallelism and parallel.overlap_moe) and
      * the expert rows it parks (sl_model_deferred_wgrad_bytes; 0 when off) */
     bool defer_wgrad;
     double deferred;

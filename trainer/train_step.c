@@ -24,6 +24,9 @@ bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const
     const char *d = tc->defer_expert_wgrad;
     if (!strcmp(d, "off") || !sl_model_can_defer_wgrad(m)) return false;
     if (!strcmp(d, "on")) return true;
+    /* auto: not where the weight gradients hide the expert exchange (parallel.overlap_moe): the
+     * first micro-batch of a pair would leave its exchange exposed (docs/parallelism.md) */
+    if (m->ep && sl_comm_size(m->ep) > 1 && m->moe_opts.overlap_exchange) return false;
     sl_device_info dev;
     return sl_backend_device(be, &dev) && dev.cc_major == 9 && sl_tensor_dtype(m->x[0]) == SL_BF16;
 }

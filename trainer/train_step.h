@@ -34,7 +34,9 @@ typedef struct {
 /* Whether training.defer_expert_wgrad turns the deferral on for model m on backend be: "on"
  * where the model can (sl_model_can_defer_wgrad); "auto" where, in addition, be is a device of
  * compute capability 9.x and m computes in bf16 (the Hopper grouped GEMM does a pair in one
- * pass; elsewhere the pair is the same two passes, so only memory would change); "off" never. The
+ * pass; elsewhere the pair is the same two passes, so only memory would change), and not with
+ * expert parallelism and parallel.overlap_moe (there the weight gradients hide the exchange
+ * of each micro-batch, docs/parallelism.md); "off" never. The
  * results: bitwise the same where the pair is two passes; with the one-pass kernel each
  * expert's dW sums both micro-batches' rows in one fp32 accumulation (a different rounding). */
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
