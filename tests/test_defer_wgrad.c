@@ -9,7 +9,8 @@
  * deferring (the first micro-batch of each pair parks the rows its expert weight gradients
  * read, the second computes both micro-batches' gradients in one sl_op_grouped_matmul_dw_pair)
  * and one not, with the step's micro-batches per rank as the world gives them and, where that
- * is 3 or more, one fewer (an odd count: the last micro-batch alone computes its own). The
+ * is 3 or more, one fewer (an odd count: the last micro-batch alone computes its own), and
+ * on the CPU once more with recompute "attention" (the MoE layers keep their own rows). The
  * pair is the two grouped_matmul_dw calls of the immediate order on the CPU and wherever the
  * CUDA backend has no one-pass kernel for it, so there every loss, gradient norm and master
  * weight must be bitwise equal; where it has one (bf16 on Hopper, and the emulated build's
@@ -35,11 +36,12 @@ typedef struct {
 } run;
 
 static void run_init(run *r, const sl_model_config *mc, sl_backend *be, sl_comm *world,
-                     const sl_topology *topo, int ep, bool bf16, double capacity) {
+                     const sl_topology *topo, int ep, bool bf16, double capacity,
+                     sl_memory_mode mode) {
     char err[512];
     sl_moe_options mo = {.capacity_factor = capacity, .drop_policy = SL_DROP_PROBS};
-    r->model =
-        sl_model_create_ex(mc, be, topo->ep, B, S, &mo, bf16 ? SL_BF16 : SL_F32, err, sizeof err);
+    r->model = sl_model_create_mem(mc, be, topo->ep, B, S, &mo, bf16 ? SL_BF16 : SL_F32, mode, err,
+                                   sizeof err);
     CHECK(r->model != NULL, "model create: %s", err);
     sl_params_randomize(&r->model->params, 57);
     sl_optimizer_params op = {.dense = world,
@@ -55,15 +57,16 @@ static void run_free(run *r) {
     sl_model_free(r->model);
 }
 
-/* Trains both copies `steps` steps at `micro` micro-batches per rank and compares them. */
-static void compare(sl_prun *pr, int micro, int32_t *tokens) {
+/* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode` and
+ * compares them. */
+static void compare(sl_prun *pr, int micro, sl_memory_mode mode, int32_t *tokens) {
     const bool exact = !pr->bf16;
     const sl_model_config mc = pr->mc;
     sl_train_config tc = pr->tc;
     tc.global_batch_tokens = (int64_t)micro * B * S * pr->size;
     run on, off;
-    run_init(&on, &mc, pr->be, pr->dworld, &pr->topo, pr->ep, pr->bf16, pr->capacity);
-    run_init(&off, &mc, pr->be, pr->dworld, &pr->topo, pr->ep, pr->bf16, pr->capacity);
+    run_init(&on, &mc, pr->be, pr->dworld, &pr->topo, pr->ep, pr->bf16, pr->capacity, mode);
+    run_init(&off, &mc, pr->be, pr->dworld, &pr->topo, pr->ep, pr->bf16, pr->capacity, mode);
     CHECK(sl_model_can_defer_wgrad(on.model), "the model cannot defer its weight gradients");
     const sl_stepper son = {.model = on.model,
                             .opt = &on.opt,
@@ -136,12 +139,12 @@ static void compare(sl_prun *pr, int micro, int32_t *tokens) {
         CHECK(worst <= 1e-5 * largest, "master weights: largest difference %.3g (bound %.3g)",
               worst, 1e-5 * largest);
     if (pr->rank == 0)
-        printf("np %d, ep %d%s, backend %s%s, %d micro-batches: %lld weights on rank 0, %lld "
-               "differ (largest difference %.3g, largest weight %.3g), worst relative loss "
-               "difference %.3g\n",
+        printf("np %d, ep %d%s, backend %s%s, %d micro-batches, recompute %s: %lld weights on "
+               "rank 0, %lld differ (largest difference %.3g, largest weight %.3g), worst relative "
+               "loss difference %.3g\n",
                pr->size, pr->ep, pr->capacity > 0 ? ", capacity" : "", sl_backend_name(pr->be),
-               pr->bf16 ? " bf16" : "", micro, (long long)compared, (long long)differ, worst,
-               largest, worst_loss);
+               pr->bf16 ? " bf16" : "", micro, sl_memory_mode_name(mode), (long long)compared,
+               (long long)differ, worst, largest, worst_loss);
     run_free(&on);
     run_free(&off);
 }
@@ -154,8 +157,10 @@ int main(int argc, char **argv) {
     int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
     const int micro = GLOBAL_SEQS / (B * pr.size);
     CHECK(micro >= 2, "%d ranks leave %d micro-batch per rank: nothing to pair", pr.size, micro);
-    compare(&pr, micro, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, tokens);
+    compare(&pr, micro, SL_MEMORY_NONE, tokens);
+    if (micro >= 3) compare(&pr, micro - 1, SL_MEMORY_NONE, tokens);
+    /* recompute "attention": the layers keep their own FFN activations, so they can park */
+    if (!pr.cuda) compare(&pr, micro, SL_MEMORY_ATTENTION, tokens);
     const int rc = sl_prun_finish(&pr, "test_defer_wgrad");
     free(tokens);
     sl_prun_free(&pr);
