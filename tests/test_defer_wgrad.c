@@ -155,8 +155,9 @@ int main(int argc, char **argv) {
     const int setup = sl_prun_setup(&pr, &argc, &argv);
     if (setup != 0) return setup;
     int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
-    const int micro = GLOBAL_SEQS / (B * pr.size);
-    CHECK(micro >= 2, "%d ranks leave %d micro-batch per rank: nothing to pair", pr.size, micro);
+    /* the harness's global batch per rank, but at least a pair (its batches are a function of
+     * the sequence index, so more micro-batches are just more sequences) */
+    const int micro = GLOBAL_SEQS / (B * pr.size) >= 2 ? GLOBAL_SEQS / (B * pr.size) : 2;
     compare(&pr, micro, SL_MEMORY_NONE, tokens);
     if (micro >= 3) compare(&pr, micro - 1, SL_MEMORY_NONE, tokens);
     /* recompute "attention": the layers keep their own FFN activations, so they can park */
