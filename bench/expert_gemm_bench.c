@@ -15,6 +15,9 @@
  * Counts: R per expert on average, spread deterministically over [R/2, 3R/2) (routing is never
  * exactly balanced), or exactly R with --uniform.
  *
+ * Then the two weight gradients over a pair of micro-batches (sl_op_grouped_matmul_dw_pair, one
+ * pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere).
+ *
  * --check (small shapes, for CI under the emulated CUDA build): every strategy's outputs must
  * agree with the grouped strategy's within bf16 rounding (fp32: 1e-5 relative), a failure exits
  * 1. The widths default to the 15A2B config's (hidden 2048, expert FFN 768, 128 experts).
@@ -169,7 +172,7 @@ static sl_tensor *random_tensor(sl_backend *be, sl_dtype dt, int ndim, const int
 
 /* The six GEMMs of one MoE layer's experts: tensors and counts. */
 typedef struct {
-    int64_t n, *counts;
+    int64_t n, *counts, *counts2; /* counts2: counts reversed, the pair's second micro-batch */
     int e, h, f;
     sl_tensor *x, *wgu, *wd, *gu, *mid, *y, *dy, *dmid, *dgu, *dx, *gwgu, *gwd;
 } layer;
@@ -178,6 +181,7 @@ static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
     memset(L, 0, sizeof *L);
     L->e = o->experts, L->h = o->hidden, L->f = o->ffn;
     L->counts = malloc(sizeof(int64_t) * (size_t)L->e);
+    L->counts2 = malloc(sizeof(int64_t) * (size_t)L->e);
     uint64_t s = 0x5eed;
     for (int g = 0; g < L->e; g++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -185,6 +189,7 @@ static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
         if (o->check && g % 33 == 1) L->counts[g] = 0; /* experts no token chose */
         L->n += L->counts[g];
     }
+    for (int g = 0; g < L->e; g++) L->counts2[g] = L->counts[L->e - 1 - g];
     const sl_dtype dt = o->dtype;
     const int64_t h = L->h, f = L->f, n = L->n, e = L->e;
     uint64_t st = 42;
@@ -216,11 +221,17 @@ static void layer_free(layer *L) {
     layer_tensors(L, ts);
     for (int i = 0; i < TENSORS; i++) sl_tensor_free(*ts[i]);
     free(L->counts);
+    free(L->counts2);
 }
 
-enum { GEMMS = 6 };
-static const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd", "down dgrad",
-                                                "gate_up dgrad", "down dW",  "gate_up dW"};
+/* The six GEMMs, then the two weight gradients over a pair of micro-batches
+ * (sl_op_grouped_matmul_dw_pair, training.defer_expert_wgrad): the same rows twice, grouped by
+ * the counts and then by the counts reversed, so twice the FLOPs of one dW into one pass over
+ * the fp32 gradients. */
+enum { SIX = 6, GEMMS = 8 };
+static const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd",       "down dgrad",
+                                                "gate_up dgrad", "down dW",        "gate_up dW",
+                                                "down dW pair",  "gate_up dW pair"};
 
 /* Runs GEMM i of the layer once. */
 static void run_gemm(layer *L, int i) {
@@ -240,21 +251,30 @@ static void run_gemm(layer *L, int i) {
     case 4:
         sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f);
         break;
-    default:
+    case 5:
         sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f);
+        break;
+    case 6:
+        sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, L->counts, L->dy, L->mid, L->counts2,
+                                     L->e, 1.0f);
+        break;
+    default:
+        sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, L->counts, L->dgu, L->x, L->counts2,
+                                     L->e, 1.0f);
         break;
     }
 }
 
 static sl_tensor *gemm_output(layer *L, int i) {
-    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu};
+    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu, L->gwd, L->gwgu};
     return out[i];
 }
 
 static double gemm_flops(const layer *L, int i) {
     const double n = (double)L->n, h = L->h, f = L->f;
-    const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h, 2 * n * h * f,
-                               2 * n * 2 * f * h, 2 * n * h * f, 2 * n * 2 * f * h};
+    const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h,    2 * n * h * f,
+                               2 * n * 2 * f * h, 2 * n * h * f,    2 * n * 2 * f * h,
+                               4 * n * h * f,     4 * n * 2 * f * h};
     return per[i];
 }
 
@@ -341,7 +361,7 @@ static void bench(sl_backend *be, const opts *o, int rows) {
            sl_dtype_name(o->dtype));
     printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s", "path");
     double *t = malloc(sizeof(double) * (size_t)o->reps);
-    double total[NSTRATEGIES] = {0}; /* per strategy */
+    double total[NSTRATEGIES] = {0}; /* per strategy, the six GEMMs */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
@@ -353,14 +373,14 @@ static void bench(sl_backend *be, const opts *o, int rows) {
                 if (r >= 0) t[r] = sl_bench_now() - t0;
             }
             const double med = sl_bench_median(t, o->reps);
-            total[s] += med;
+            if (i < SIX) total[s] += med;
             printf("%-14s %-12s %10.3f %9.1f  %s\n", k_gemm_names[i],
                    sl_cuda_expert_gemm_name(o->strategies[s]), med * 1e3,
                    gemm_flops(&L, i) / med / 1e12,
                    i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
         }
     double flops = 0;
-    for (int i = 0; i < GEMMS; i++) flops += gemm_flops(&L, i);
+    for (int i = 0; i < SIX; i++) flops += gemm_flops(&L, i);
     for (int s = 0; s < o->nstrategies; s++)
         printf("%-14s %-12s %10.3f %9.1f\n", "all six", sl_cuda_expert_gemm_name(o->strategies[s]),
                total[s] * 1e3, flops / total[s] / 1e12);
