@@ -148,8 +148,11 @@ __device__ __forceinline__ void turn_finish(int c) {
  * consumer's 64 rows of a tile of R rows per chunk (its own Q rows, free once its last GEMM
  * reading them has retired); the writes are fenced for the async proxy, the warpgroup meets,
  * its first thread stores the D / 64 chunks at (head, row0, b) of `map` (rows past the
- * sequence are clipped by the tensor map) and waits for the store, and the warpgroup meets
- * again so that the region can be written anew. */
+ * sequence are clipped by the tensor map) and waits until the store has read the region (not
+ * for its writes to reach memory: nothing in the kernel reads them, and they are complete when
+ * the kernel is; waiting for them held every block's end and the forward's second store by a
+ * memory round trip each), and the warpgroup meets again so that the region can be written
+ * anew. */
 template <int D, int R, class F>
 __device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtensorMap *map, int head,
                                            int row0, int b, F value) {
@@ -170,7 +173,7 @@ __device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtenso
         for (int cc = 0; cc < D / 64; cc++)
             sl_tma_store_4d(map, region + cc * (R * 128), 64 * cc, head, row0, b);
         sl_tma_store_commit();
-        sl_tma_store_wait<0>();
+        sl_tma_store_wait_read<0>();
     }
     sl_named_bar_sync(kBarWg + c, kWgThreads);
 }

@@ -27,7 +27,9 @@
  *     GEMMs, so one warpgroup's softmax overlaps the other's GEMMs.
  * Epilogue, fused: O / l, lse = ln 2 (m + log2 l), the pre-gate O and y = O * sigmoid(g)
  * (elementwise or headwise gate; y = O without one) as bf16 through shared memory and TMA
- * stores (the consumer's own Q rows are free by then).
+ * stores (the consumer's own Q rows are free by then). The elementwise gate's tile is loaded by
+ * TMA into shared memory of its own after the first key tile, so the epilogue does not wait on
+ * global memory for it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +44,12 @@ using namespace sl_attn_sm90;
 template <int D> struct fwd_layout {
     static constexpr int BM = kConsumers * kRows, BN = 128, ST = D == 64 ? 3 : 2;
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
-    static constexpr uint32_t q = 0, k = q_bytes, v = k + ST * kv_bytes, bars = v + ST * kv_bytes;
-    /* mbarriers: Q full, then K full, K empty, V full, V empty of each stage */
-    static constexpr uint32_t bytes = bars + 8 * (1 + 4 * ST);
+    /* g: the block's tile of the elementwise gate, as Q (loaded while the keys run, read by the
+     * epilogue) */
+    static constexpr uint32_t q = 0, k = q_bytes, v = k + ST * kv_bytes, g = v + ST * kv_bytes,
+                              bars = g + q_bytes;
+    /* mbarriers: Q full, then K full, K empty, V full, V empty of each stage, then g full */
+    static constexpr uint32_t bytes = bars + 8 * (2 + 4 * ST);
 };
 
 /* Online softmax of one key tile (keys j0.. in sacc, the accumulator of S), in place: masked
@@ -107,12 +112,13 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
-                    const __grid_constant__ CUtensorMap ty, const args a) {
+                    const __grid_constant__ CUtensorMap ty, const __grid_constant__ CUtensorMap tg,
+                    const args a) {
     using L = fwd_layout<D>;
     constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *q_full = (uint64_t *)(smem + L::bars), *k_full = q_full + 1, *k_empty = k_full + ST;
-    uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST;
+    uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST, *g_full = v_empty + ST;
 
     const sl_attn_tc::qtile t = sl_attn_tc::locate_qtile<BM>(a);
     const int b = (int)(t.tok0 / a.seq);
@@ -123,6 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (threadIdx.x == 0) {
         sl_mbar_init(q_full, 1);
+        sl_mbar_init(g_full, 1);
         for (int s = 0; s < ST; s++) {
             sl_mbar_init(&k_full[s], 1);
             sl_mbar_init(&v_full[s], 1);
@@ -138,11 +145,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (threadIdx.x != 0) return;
         sl_tma_prefetch(&tk);
         sl_tma_prefetch(&tv);
-        sl_mbar_arrive_expect_tx(q_full, L::q_bytes);
-        for (int half = 0; half < kConsumers; half++)
-            for (int c = 0; c < D / 64; c++)
-                sl_tma_load_4d(smem + L::q + c * (BM * 128) + half * (kRows * 128), &tq, q_full,
-                               64 * c, t.h, t.i0 + half * kRows, b);
+        /* the block's rows of Q (or of the gate) as [D / 64 chunks][BM rows][64] */
+        auto load_rows = [&](const CUtensorMap *map, uint32_t off, uint64_t *full) {
+            sl_mbar_arrive_expect_tx(full, L::q_bytes);
+            for (int half = 0; half < kConsumers; half++)
+                for (int c = 0; c < D / 64; c++)
+                    sl_tma_load_4d(smem + off + c * (BM * 128) + half * (kRows * 128), map, full,
+                                   64 * c, t.h, t.i0 + half * kRows, b);
+        };
+        load_rows(&tq, L::q, q_full);
         /* tile n into stage n % ST once the consumers released the tile ST steps back */
         auto load = [&](int n, uint64_t *full, uint64_t *empty, const CUtensorMap *map,
                         uint32_t off) {
@@ -156,6 +167,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int n = 0; n < ntiles; n++) {
             load(n, k_full, k_empty, &tk, L::k);
             load(n, v_full, v_empty, &tv, L::v);
+            /* the elementwise gate after the first keys: the epilogue reads it from shared
+             * memory instead of waiting on 2 bytes per element from global memory at the end */
+            if (n == 0 && a.gate == 2) load_rows(&tg, L::g, g_full);
         }
         return;
     }
@@ -269,13 +283,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         gh[x] = a.gate == 1 ? sigmoid(sl_ld(a.g[r[x]])) : 1.0f;
     }
     const int row0 = t.i0 + c * kRows;
+    const uint8_t *sg = smem + L::g + c * (kRows * 128); /* this consumer's rows of the gate */
+    if (a.gate == 2) sl_mbar_wait(g_full, 0);
     store_rows<D, BM>(sq, c, &to, t.h, row0, b, [&](int j, int x) {
         return make_float2(o[4 * j + 2 * x] * inv[x], o[4 * j + 2 * x + 1] * inv[x]);
     });
     store_rows<D, BM>(sq, c, &ty, t.h, row0, b, [&](int j, int x) {
         float g0 = gh[x], g1 = gh[x];
         if (a.gate == 2) {
-            sl_unpack_bf16x2(*(const uint32_t *)(a.g + r[x] * D + 8 * j + 2 * p.q), &g0, &g1);
+            const uint32_t off = tile_off<BM>(16 * p.w + p.g + 8 * x, 8 * j + 2 * p.q);
+            sl_unpack_bf16x2(*(const uint32_t *)(sg + off), &g0, &g1);
             g0 = sigmoid(g0), g1 = sigmoid(g1);
         }
         return make_float2(o[4 * j + 2 * x] * inv[x] * g0, o[4 * j + 2 * x + 1] * inv[x] * g1);
@@ -290,12 +307,14 @@ template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
                       tk = head_map(a.k, a, a.kv, D, L::BN, op),
                       tv = head_map(a.v, a, a.kv, D, L::BN, op),
                       to = head_map(a.ow, a, a.h, D, kRows, op),
-                      ty = head_map(a.y, a, a.h, D, kRows, op);
+                      ty = head_map(a.y, a, a.h, D, kRows, op),
+                      /* the elementwise gate [tokens, H, D] as Q; else any valid map */
+        tg = a.gate == 2 ? head_map(a.g, a, a.h, D, kRows, op) : tq;
     const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
     raise_smem_limit<sm90_fwd_kernel<D>>(L::bytes, op);
     SL_LAUNCH(sm90_fwd_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tk,
-              tv, to, ty, a);
+              tv, to, ty, tg, a);
 }
 
 /* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
