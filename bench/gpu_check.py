@@ -25,6 +25,9 @@ is skipped):
                        (hazards inside cuBLAS's, cuDNN's and NCCL's kernels are counted apart,
                        not failures: bench/sanitizer_log.py)
   profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
+  profile_nodefer      the measured shape again with --defer-wgrad off: every micro-batch's
+                       expert weight gradients in its own backward (profile defers them over
+                       pairs of micro-batches where auto does, training.defer_expert_wgrad)
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   profile_prefetch     the measured shape again with SLUICE_EXPERT_GEMM_PREFETCH=1: the Hopper
@@ -33,9 +36,6 @@ is skipped):
                        compute capability 9.x; the note names the expert GEMM path of every part)
   profile_dwreduce     the measured shape again with SLUICE_EXPERT_GEMM_DW_REDUCE=1: the weight
                        gradient adds its tiles to dW by TMA add reductions (opt-in, unmeasured)
-  profile_nodefer      the measured shape again with --defer-wgrad off: every micro-batch's
-                       expert weight gradients in its own backward (profile defers them over
-                       pairs of micro-batches where auto does, training.defer_expert_wgrad)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -70,8 +70,8 @@ from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.p
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
-         "racecheck_step", "profile", "profile_ep8", "profile_prefetch", "profile_dwreduce",
-         "profile_nodefer", "attn_bench",
+         "racecheck_step", "profile", "profile_nodefer", "profile_ep8", "profile_prefetch",
+         "profile_dwreduce", "attn_bench",
          "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
@@ -624,6 +624,11 @@ def main():
     for t in lanes:
         t.join()
     do("profile", part_profile, S, "profile", "measured", "measured shape")
+    # every micro-batch's expert weight gradients in its own backward: what the deferral over
+    # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
+    # against this one's
+    do("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
+       "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"])
     do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
     # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by
     # default: an H200 measured no gain, 2026-11-26): what it gives is this row against
@@ -633,11 +638,6 @@ def main():
     # the same with the weight gradient's add-reduction epilogue (opt-in, not yet measured)
     do("profile_dwreduce", part_profile, S, "profile_dwreduce", "measured",
        "measured shape, dW add reductions", {"SLUICE_EXPERT_GEMM_DW_REDUCE": "1"})
-    # every micro-batch's expert weight gradients in its own backward: what the deferral over
-    # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
-    # against this one's
-    do("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
-       "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"])
     do("attn_bench", part_attn, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it
