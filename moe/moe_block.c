@@ -91,8 +91,9 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
 }
 
 void sl_moe_block_begin_step(sl_moe_block *b) {
-    SL_CHECK(!b->parked.held, "internal error: a step began with a micro-batch's expert rows "
-                              "parked (its weight gradients never computed)");
+    /* rows still parked belong to a step that stopped early (its batch failed): its gradients
+     * are overwritten anyway (sl_params_begin_grads), so they are dropped, not an error */
+    b->parked.held = false;
     b->wgrad = SL_WGRAD_NOW;
     memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
 }

@@ -92,7 +92,7 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be,
 void sl_moe_block_share(sl_moe_block *b, sl_moe_block *owner, sl_backend *be,
                         const sl_moe_options *opts);
 /* Starts a new optimizer step (clears the global-batch LBL accumulation; the weight gradients
- * are computed now until set otherwise; nothing may be parked). */
+ * are computed now until set otherwise; rows parked by a step that stopped early are dropped). */
 void sl_moe_block_begin_step(sl_moe_block *b);
 /* y = moe(xn), written. */
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
