@@ -244,35 +244,70 @@ void sl_conf_case_grouped_matmul(cx *c) {
     for (int64_t i = 0; i < rows * out; i++) terms[i] = (double)in + 2;
 }
 
-void sl_conf_case_grouped_matmul_dw(cx *c) {
-    const gm_shape *s = PICK(c, k_gm);
-    const int64_t n = gm_rows(s), rows = n + s->spare, g = s->groups, r = s->r, sc = s->s;
-    desc(c, "%lld+%d rows/%d groups/%dx%d/beta%g", (long long)n, s->spare, s->groups, s->r, s->s,
-         (double)s->beta);
+/* A weight gradient's starting values: uniform, or NaN where beta 0 (a gradient's first write)
+ * must not read them. */
+static float *dw_start(cx *c, int64_t n, float beta) {
+    float *dw0 = gen_uniform(c, n, -1, 1);
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < n; i++) dw0[i] = NAN;
+    return dw0;
+}
+
+/* beta dw0 as a reference starts (beta is 0 or 1), or its magnitude for the bound. */
+static void dw_begin(double *out, const float *dw0, int64_t n, float beta, bool magnitude) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = beta == 0.0f ? 0.0 : magnitude ? fabs(dw0[i]) : (double)dw0[i];
+}
+
+/* dW = dY^T X (+ dY2^T X2 with a second segment, counts2 not null) + beta dW0 over groups of
+ * rows, `spare` poisoned rows after each segment's. */
+static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *counts2, int spare,
+                    int r, int sc, float beta) {
+    const int64_t g = groups, n = rows_of(counts, groups), rows = n + spare;
+    const int64_t n2 = counts2 ? rows_of(counts2, groups) : 0, rows2 = n2 + spare;
     float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
     float *x = poison_tail(gen_uniform(c, rows * sc, -1, 1), n * sc, rows * sc);
-    /* beta 1 accumulates into dw0; beta 0 (a gradient's first write) must not read it: NaN */
-    float *dw0 = gen_uniform(c, g * r * sc, -1, 1);
-    if (s->beta == 0.0f)
-        for (int64_t i = 0; i < g * r * sc; i++) dw0[i] = NAN;
+    float *dy2 = NULL, *x2 = NULL;
+    if (counts2) {
+        dy2 = poison_tail(gen_uniform(c, rows2 * r, -1, 1), n2 * r, rows2 * r);
+        x2 = poison_tail(gen_uniform(c, rows2 * sc, -1, 1), n2 * sc, rows2 * sc);
+    }
+    const float *dw0 = dw_start(c, g * r * sc, beta); /* beta 1 accumulates into it */
     if (!c->be) {
         double *dw = want(c, "dw", g * r * sc);
-        for (int64_t i = 0; i < g * r * sc; i++) dw[i] = s->beta == 0.0f ? 0.0 : dw0[i];
-        sl_ref_grouped_matmul_dw(dw, dy, x, s->counts, s->groups, r, sc);
+        dw_begin(dw, dw0, g * r * sc, beta, false);
+        sl_ref_grouped_matmul_dw(dw, dy, x, counts, groups, r, sc);
+        if (counts2) sl_ref_grouped_matmul_dw(dw, dy2, x2, counts2, groups, r, sc);
     } else {
         sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
-        sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts, s->groups,
-                                s->beta);
+        if (counts2)
+            sl_op_grouped_matmul_dw_pair(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts,
+                                         ACT(c, dy2, rows2, r), ACT(c, x2, rows2, sc), counts2,
+                                         groups, beta);
+        else
+            sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts, groups,
+                                    beta);
         got(c, "dw", tdw);
     }
     /* dw0 (beta 1) and a group's count products */
     double *mag, *terms;
     sum_bound(c, U_F32, &mag, &terms);
-    for (int64_t i = 0; i < g * r * sc; i++) mag[i] = s->beta == 0.0f ? 0.0 : fabs(dw0[i]);
-    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), s->counts,
-                             s->groups, r, sc);
+    dw_begin(mag, dw0, g * r * sc, beta, true);
+    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), counts, groups, r,
+                             sc);
+    if (counts2)
+        sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy2, n2 * r), abs_copy(c, x2, n2 * sc), counts2,
+                                 groups, r, sc);
     for (int gi = 0; gi < g; gi++)
-        for (int64_t i = 0; i < r * sc; i++) terms[gi * r * sc + i] = (double)s->counts[gi] + 2;
+        for (int64_t i = 0; i < r * sc; i++)
+            terms[gi * r * sc + i] = (double)(counts[gi] + (counts2 ? counts2[gi] : 0)) + 2;
+}
+
+void sl_conf_case_grouped_matmul_dw(cx *c) {
+    const gm_shape *s = PICK(c, k_gm);
+    desc(c, "%lld+%d rows/%d groups/%dx%d/beta%g", (long long)gm_rows(s), s->spare, s->groups, s->r,
+         s->s, (double)s->beta);
+    dw_case(c, s->groups, s->counts, NULL, s->spare, s->r, s->s, s->beta);
 }
 
 /* Two segments of grouped rows (two micro-batches, the deferred weight gradient): an empty
@@ -296,39 +331,10 @@ static const gp_shape k_gp[] = {
 
 void sl_conf_case_grouped_matmul_dw_pair(cx *c) {
     const gp_shape *s = PICK(c, k_gp);
-    const int64_t n = rows_of(s->counts, s->groups), n2 = rows_of(s->counts2, s->groups);
-    const int64_t rows = n + s->spare, rows2 = n2 + s->spare, g = s->groups, r = s->r, sc = s->s;
-    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g", (long long)n, (long long)n2, s->spare,
-         s->groups, s->r, s->s, (double)s->beta);
-    float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
-    float *x = poison_tail(gen_uniform(c, rows * sc, -1, 1), n * sc, rows * sc);
-    float *dy2 = poison_tail(gen_uniform(c, rows2 * r, -1, 1), n2 * r, rows2 * r);
-    float *x2 = poison_tail(gen_uniform(c, rows2 * sc, -1, 1), n2 * sc, rows2 * sc);
-    float *dw0 = gen_uniform(c, g * r * sc, -1, 1);
-    if (s->beta == 0.0f) /* must not be read */
-        for (int64_t i = 0; i < g * r * sc; i++) dw0[i] = NAN;
-    if (!c->be) {
-        double *dw = want(c, "dw", g * r * sc);
-        for (int64_t i = 0; i < g * r * sc; i++) dw[i] = s->beta == 0.0f ? 0.0 : dw0[i];
-        sl_ref_grouped_matmul_dw(dw, dy, x, s->counts, s->groups, r, sc);
-        sl_ref_grouped_matmul_dw(dw, dy2, x2, s->counts2, s->groups, r, sc);
-    } else {
-        sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
-        sl_op_grouped_matmul_dw_pair(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), s->counts,
-                                     ACT(c, dy2, rows2, r), ACT(c, x2, rows2, sc), s->counts2,
-                                     s->groups, s->beta);
-        got(c, "dw", tdw);
-    }
-    double *mag, *terms;
-    sum_bound(c, U_F32, &mag, &terms);
-    for (int64_t i = 0; i < g * r * sc; i++) mag[i] = s->beta == 0.0f ? 0.0 : fabs(dw0[i]);
-    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), s->counts,
-                             s->groups, r, sc);
-    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy2, n2 * r), abs_copy(c, x2, n2 * sc), s->counts2,
-                             s->groups, r, sc);
-    for (int gi = 0; gi < g; gi++)
-        for (int64_t i = 0; i < r * sc; i++)
-            terms[gi * r * sc + i] = (double)(s->counts[gi] + s->counts2[gi]) + 2;
+    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g", (long long)rows_of(s->counts, s->groups),
+         (long long)rows_of(s->counts2, s->groups), s->spare, s->groups, s->r, s->s,
+         (double)s->beta);
+    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta);
 }
 
 /* ---- normalization, embedding, loss ------------------------------------------------------ */

@@ -4,6 +4,7 @@
  */
 #include "tests/parallel_run.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,4 +120,65 @@ int sl_prun_batch(void *user, int micro, int32_t *tokens, char *err, size_t errl
             tokens[b * (SL_PRUN_S + 1) + i] = (int32_t)sl_rng_below(&r, (uint64_t)f->vocab);
     }
     return 0;
+}
+
+int sl_prun_step_both(const sl_prun *p, const sl_stepper *a, const sl_stepper *b,
+                      const sl_train_config *tc, int step, sl_prun_feed *f, sl_step_result *ra,
+                      sl_step_result *rb, const char *what_a, const char *what_b) {
+    char err[512];
+    long long reads[2], syncs[2];
+    const sl_stepper *st[2] = {a, b};
+    sl_step_result *res[2] = {ra, rb};
+    const char *what[2] = {what_a, what_b};
+    for (int i = 0; i < 2; i++) {
+        const long long r0 = sl_backend_host_reads(p->be), s0 = sl_backend_syncs(p->be);
+        const int rc = sl_train_step(st[i], tc, step, sl_prun_batch, f, res[i], err, sizeof err);
+        CHECK(rc == 0, "step %d (%s): %s", step, what[i], err);
+        if (rc != 0) return -1;
+        reads[i] = sl_backend_host_reads(p->be) - r0, syncs[i] = sl_backend_syncs(p->be) - s0;
+    }
+    CHECK(reads[0] == reads[1] && syncs[0] == syncs[1],
+          "step %d: %lld host reads and %lld syncs %s, %lld and %lld %s", step, reads[0], syncs[0],
+          what_a, reads[1], syncs[1], what_b);
+    return 0;
+}
+
+sl_prun_weights sl_prun_compare_weights(const sl_model *a, const sl_model *b) {
+    sl_prun_weights w = {0};
+    for (int i = 0; i < a->params.count; i++) {
+        const sl_param *p = a->params.items[i], *q = b->params.items[i];
+        CHECK(strcmp(p->name, q->name) == 0 && p->numel == q->numel, "parameter %d: %s vs %s", i,
+              p->name, q->name);
+        float *x = sl_test_host_f32(p->master), *y = sl_test_host_f32(q->master);
+        for (int64_t k = 0; k < p->numel; k++) {
+            w.differ += memcmp(&x[k], &y[k], sizeof(float)) != 0;
+            w.worst = fmax(w.worst, fabs((double)x[k] - y[k]));
+            w.largest = fmax(w.largest, fabs((double)y[k]));
+        }
+        w.compared += p->numel;
+        free(x), free(y);
+    }
+    return w;
+}
+
+void sl_prun_model_init(const sl_prun *p, sl_prun_model *r, sl_moe_options mo, sl_memory_mode mode,
+                        uint64_t seed) {
+    char err[512];
+    mo.capacity_factor = p->capacity, mo.drop_policy = SL_DROP_PROBS;
+    r->model = sl_model_create_mem(&p->mc, p->be, p->topo.ep, SL_PRUN_B, SL_PRUN_S, &mo,
+                                   p->bf16 ? SL_BF16 : SL_F32, mode, err, sizeof err);
+    CHECK(r->model != NULL, "model create: %s", err);
+    if (!r->model) exit(1);
+    sl_params_randomize(&r->model->params, seed);
+    sl_optimizer_params op = {.dense = p->dworld,
+                              .expert = p->topo.edp,
+                              .ep = p->ep > 1 ? p->topo.ep : NULL,
+                              .bucket_bytes = 4096,
+                              .layers = p->mc.num_hidden_layers};
+    sl_optimizer_init(&r->opt, &r->model->params, &op);
+}
+
+void sl_prun_model_free(sl_prun_model *r) {
+    sl_optimizer_free(&r->opt);
+    sl_model_free(r->model);
 }

@@ -18,6 +18,7 @@
 
 #include "core/comm.h"
 #include "tests/test_util.h"
+#include "trainer/optimizer.h"
 #include "trainer/topology.h"
 #include "trainer/train_step.h"
 
@@ -66,5 +67,33 @@ typedef struct {
 
 /* An sl_batch_fn (trainer/train_step.h) with an sl_prun_feed as user. */
 int sl_prun_batch(void *user, int micro, int32_t *tokens, char *err, size_t errlen);
+
+/* One training step of two models on the same batches (feed f): the step of a, then of b, each
+ * counting the host waits it made (host reads and synchronizations of p's backend), which must
+ * be equal (a failed check names the step and what_a / what_b). Returns 0, or -1 when a step
+ * failed (its message checked as a failure). */
+int sl_prun_step_both(const sl_prun *p, const sl_stepper *a, const sl_stepper *b,
+                      const sl_train_config *tc, int step, sl_prun_feed *f, sl_step_result *ra,
+                      sl_step_result *rb, const char *what_a, const char *what_b);
+
+/* A model of p's config (micro-batches of SL_PRUN_B x SL_PRUN_S) on p's backend and
+ * expert-parallel group, in bf16 with --bf16, with MoE options mo (p's capacity factor and the
+ * probs drop policy filled in) and memory mode `mode`, its parameters randomized from `seed`,
+ * and its optimizer over p's groups in small buckets (4 KiB: many of them start during the last
+ * backward). A failed creation is a failed check. */
+typedef struct {
+    sl_model *model;
+    sl_optimizer opt;
+} sl_prun_model;
+void sl_prun_model_init(const sl_prun *p, sl_prun_model *r, sl_moe_options mo, sl_memory_mode mode,
+                        uint64_t seed);
+void sl_prun_model_free(sl_prun_model *r);
+
+/* The fp32 master weights of two models of the same parameters, compared on this rank. */
+typedef struct {
+    int64_t compared, differ; /* weights; those whose bits differ */
+    double worst, largest;    /* the largest |a - b|; the largest |b| */
+} sl_prun_weights;
+sl_prun_weights sl_prun_compare_weights(const sl_model *a, const sl_model *b);
 
 #endif
