@@ -9,7 +9,8 @@ if(SLUICE_WITH_CUDA)
                    ${CMAKE_CURRENT_BINARY_DIR}/profile_cuda
                    $<IF:$<BOOL:${SLUICE_CUDA_EMULATED}>,emulated,gpu>)
   set_tests_properties(test_profile_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                       LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+                       LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0"
+                       RESOURCE_LOCK profile_cuda_work) # test_gpu_check runs it too
 endif()
 add_test(NAME test_profile_cpu
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_profile.sh cpu $<TARGET_FILE:bench_train>
