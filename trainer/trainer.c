@@ -350,7 +350,9 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
-    if (sl_train_defer_wgrad(&s0->train, t->be, t->model))
+    const int64_t mb_tokens = (int64_t)s0->train.seq_len * s0->train.micro_batch_size;
+    const bool pairs = s0->train.global_batch_tokens / (mb_tokens * t->topo.size) > 1;
+    if (pairs && sl_train_defer_wgrad(&s0->train, t->be, t->model))
         sl_info("expert weight gradients: over pairs of micro-batches (training.defer_expert_wgrad "
                 "= %s)",
                 s0->train.defer_expert_wgrad);
