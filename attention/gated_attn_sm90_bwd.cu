@@ -44,6 +44,7 @@
 
 #include "attention/gated_attn_sm90.cuh"
 #include "attention/kernels_cuda.h"
+#include "core/env.h"
 
 namespace {
 
@@ -470,28 +471,9 @@ constexpr size_t kMaxSplitBytes = (size_t)256 << 20;
 /* SLUICE_ATTN_SM90_HSPLIT: unset, "" or "auto": 0 (choose_hsplit decides); 1, 2, 4 or 8: that
  * split, or the largest divisor of the GQA group below it. Read at every backward (getenv is
  * cheap next to a launch), so a test can change it between calls. */
-/* The backward's environment variables: the index of the variable's value among `values`, -1
- * when it is unset or empty; any other value stops the run with "NAME=value: expected a, b or
- * c". */
-template <size_t N> int env_choice(const char *name, const char *const (&values)[N]) {
-    const char *e = getenv(name);
-    if (!e || !*e) return -1;
-    for (size_t i = 0; i < N; i++)
-        if (strcmp(e, values[i]) == 0) return (int)i;
-    char list[128] = "";
-    for (size_t i = 0; i < N; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-                 i == 0       ? ""
-                 : i + 1 == N ? " or "
-                              : ", ",
-                 values[i]);
-    SL_CHECK(false, "%s=%s: expected %s", name, e, list);
-    return -1;
-}
-
 int forced_hsplit(void) {
     static const char *const values[] = {"1", "2", "4", "8", "auto"};
-    const int i = env_choice("SLUICE_ATTN_SM90_HSPLIT", values);
+    const int i = sl_env_choice("SLUICE_ATTN_SM90_HSPLIT", values, 5);
     return i < 0 || i == 4 ? 0 : atoi(values[i]);
 }
 
@@ -584,7 +566,7 @@ CUtensorMap acc_map(const args &a, int d, int rows, const char *op) {
  * 32768). Read at every backward, so a test can change it between calls. */
 bool dq_fused(void) {
     static const char *const values[] = {"fused", "pass"};
-    return env_choice("SLUICE_ATTN_SM90_DQ", values) == 0;
+    return sl_env_choice("SLUICE_ATTN_SM90_DQ", values, 2) == 0;
 }
 
 /* The dK/dV pass's query rows per step (BM) at head dim d: 64 at D = 128; at D = 64
@@ -596,7 +578,7 @@ constexpr int kD64BwdBm = 64;
 int bwd_bm(int d) {
     static const char *const values[] = {"64", "128", "auto"};
     if (d != 64) return 64;
-    const int i = env_choice("SLUICE_ATTN_SM90_BWD_BM", values);
+    const int i = sl_env_choice("SLUICE_ATTN_SM90_BWD_BM", values, 3);
     return i < 0 || i == 2 ? kD64BwdBm : atoi(values[i]);
 }
 

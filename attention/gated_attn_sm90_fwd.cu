@@ -36,6 +36,7 @@
 
 #include "attention/gated_attn_sm90.cuh"
 #include "attention/kernels_cuda.h"
+#include "core/env.h"
 
 namespace {
 
@@ -320,17 +321,9 @@ template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
 /* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
  * process. */
 int sm90_choice(void) {
-    static int choice = -2;
-    if (choice == -2) {
-        const char *e = getenv("SLUICE_ATTN_SM90");
-        if (!e || !*e || strcmp(e, "auto") == 0)
-            choice = -1;
-        else if (strcmp(e, "0") == 0 || strcmp(e, "1") == 0)
-            choice = e[0] - '0';
-        else
-            SL_CHECK(false, "SLUICE_ATTN_SM90=%s: expected 0, 1 or auto", e);
-    }
-    return choice;
+    static const char *const values[] = {"0", "1", "auto"};
+    static const int i = sl_env_choice("SLUICE_ATTN_SM90", values, 3);
+    return i == 2 ? -1 : i; /* unset, "" and "auto" alike */
 }
 
 /* Whether this device can run the kernel (core/ptx_sm90.cuh: compute capability 9.x, the

@@ -68,12 +68,14 @@ static void print_estimate(const sl_fit_estimate *e, bool bf16, double budget) {
            budget / GIB);
 }
 
-/* Whether the estimate counts the deferred weight gradients' parked rows: bf16, two or more
- * micro-batches and not turned off (by --defer-wgrad, else the config). The device decides the
- * rest ("auto": compute capability 9.x), which --estimate does not know: it counts them. */
+/* Whether the estimate counts the deferred weight gradients' parked rows: the trainer's rule
+ * (sl_defer_wgrad_decide: --defer-wgrad, else the config) with two or more micro-batches, one
+ * device, and the pair taken as one pass in bf16 (the device decides that, compute capability
+ * 9.x, which --estimate does not know: it counts them). */
 static bool estimate_deferred(const sl_config *cfg, const char *defer_wgrad, bool bf16, int accum) {
-    const char *d = defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad;
-    return bf16 && accum > 1 && strcmp(d, "off") != 0 && cfg->model.num_experts > 0;
+    const sl_defer_facts f = {.can_park = cfg->model.num_experts > 0, .one_pass = bf16};
+    return accum > 1 &&
+           sl_defer_wgrad_decide(defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad, &f);
 }
 
 /* ---- options ----------------------------------------------------------------------------- */

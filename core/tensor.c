@@ -150,6 +150,16 @@ void sl_tensor_free(sl_tensor *t) {
     free(t);
 }
 
+void sl_tensor_trade(sl_tensor **spare, sl_tensor **live) {
+    const int64_t rows = sl_tensor_rows(*live);
+    if (!*spare || sl_tensor_rows(*spare) < rows) {
+        sl_tensor_free(*spare);
+        *spare = sl_tensor_new2((*live)->be, (*live)->dtype, rows, sl_tensor_dim(*live, -1));
+    }
+    sl_tensor *t = *spare;
+    *spare = *live, *live = t;
+}
+
 int sl_tensor_ndim(const sl_tensor *t) {
     return t->ndim;
 }

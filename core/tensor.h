@@ -68,6 +68,12 @@ void sl_tensor_reshape(sl_tensor *t, int ndim, const int64_t *shape);
 /* Frees the handle; frees the memory too when `t` owns it (not a view). NULL is a no-op. */
 void sl_tensor_free(sl_tensor *t);
 
+/* Exchanges the tensors *spare and *live after making *spare a matrix of at least *live's rows,
+ * of its width and dtype on its backend (a new one when null or smaller; *spare's contents are
+ * not kept): a buffer in use changes hands (moe/experts.h, the parked rows of the deferred
+ * weight gradients) and its owner goes on in the spare, without a copy. */
+void sl_tensor_trade(sl_tensor **spare, sl_tensor **live);
+
 int sl_tensor_ndim(const sl_tensor *t);
 int64_t sl_tensor_dim(const sl_tensor *t, int i); /* negative i counts from the end */
 int64_t sl_tensor_numel(const sl_tensor *t);

@@ -110,29 +110,13 @@ void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64
     }
 }
 
-/* *t as a tensor of at least `rows` rows of t's width and dtype like `like` (its contents are
- * not kept: it holds nothing when called). */
-static void fit_rows(sl_tensor **t, const sl_tensor *like, int64_t rows) {
-    if (*t && sl_tensor_rows(*t) >= rows) return;
-    sl_tensor_free(*t);
-    *t = sl_tensor_new2(sl_tensor_backend(like), sl_tensor_dtype(like), rows,
-                        sl_tensor_dim(like, -1));
-}
-
-static void swap_tensors(sl_tensor **a, sl_tensor **b) {
-    sl_tensor *t = *a;
-    *a = *b, *b = t;
-}
-
 void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(b == &x->own && !b->forward_only && !p->held,
              "internal error: parking the rows of experts that share their buffers, are "
              "forward-only, or already hold a micro-batch's");
-    fit_rows(&p->h, b->h, b->capacity);
-    fit_rows(&p->dgu, b->dgu, b->capacity);
-    swap_tensors(&p->h, &b->h);
-    swap_tensors(&p->dgu, &b->dgu);
+    sl_tensor_trade(&p->h, &b->h); /* of the buffers' capacity: sl_experts_reserve's rows */
+    sl_tensor_trade(&p->dgu, &b->dgu);
     if (!p->counts) p->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
     memcpy(p->counts, counts, (size_t)x->local * sizeof(int64_t));
     p->held = true;

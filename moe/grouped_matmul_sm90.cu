@@ -45,6 +45,7 @@
 
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/ptx_sm90.cuh"
 #include "moe/grouped_matmul_sm90.h"
@@ -652,10 +653,8 @@ const char *why_not(void *ctx, bool types_ok, int64_t w1, int64_t w2, int groups
 /* An off-by-default switch from the environment: 1 when `name` is "1"; unset, "" or "0" is 0,
  * anything else stops the run naming the variable. */
 int env_switch(const char *name) {
-    const char *e = getenv(name);
-    if (!e || !*e) return 0;
-    if (strcmp(e, "0") && strcmp(e, "1")) sl_fatal("%s=%s: expected 0 or 1", name, e);
-    return e[0] == '1';
+    static const char *const values[] = {"0", "1"};
+    return sl_env_choice(name, values, 2) == 1;
 }
 
 /* Whether the weight gradient prefetches its old dW tiles (SLUICE_EXPERT_GEMM_PREFETCH=1). Off
@@ -692,6 +691,12 @@ bool note(const char *op, bool *said, const char *why, bool loud) {
 
 } // namespace
 
+static int64_t sum_rows(const int64_t *counts, int groups) {
+    int64_t rows = 0;
+    for (int g = 0; g < groups; g++) rows += counts[g];
+    return rows;
+}
+
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                              const int64_t *counts, int groups, bool trans_b, float beta,
                              bool loud) {
@@ -700,8 +705,7 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     /* the groups' rows only: a tensor may be sized for more (expert parallelism's receive
      * buffers), its memory not (TMA's zeros past the last row stand in for the rest) */
-    int64_t rows = 0;
-    for (int g = 0; g < groups; g++) rows += counts[g];
+    const int64_t rows = sum_rows(counts, groups);
     static bool said = false;
     const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
     const char *why = why_not(ctx, types_ok, in, out, groups, rows, a->data, b->data, c->data);
@@ -724,12 +728,6 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
         trans_b ? launch_mm<128, 0>(ta, tb, args, tiles) : launch_mm<128, 1>(ta, tb, args, tiles);
     SL_CUDA_LAUNCHED(op);
     return true;
-}
-
-static int64_t sum_rows(const int64_t *counts, int groups) {
-    int64_t rows = 0;
-    for (int g = 0; g < groups; g++) rows += counts[g];
-    return rows;
 }
 
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,

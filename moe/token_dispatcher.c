@@ -296,26 +296,14 @@ void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_com
             sl_tensor_view_set1(d->hv[0], drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept));
 }
 
-/* *t holds nothing: make it a buffer like `like` (same rows at least, width and dtype), then
- * swap the two. */
-static void trade(sl_tensor **t, sl_tensor **like) {
-    if (!*t || sl_tensor_rows(*t) < sl_tensor_rows(*like)) {
-        sl_tensor_free(*t);
-        *t = sl_tensor_new2(sl_tensor_backend(*like), sl_tensor_dtype(*like), sl_tensor_rows(*like),
-                            sl_tensor_dim(*like, -1));
-    }
-    sl_tensor *x = *t;
-    *t = *like, *like = x;
-}
-
 void sl_token_dispatcher_park(sl_token_dispatcher *d, sl_tensor **in, sl_tensor **dout) {
     SL_CHECK(!d->forward_only, "internal error: parking the rows of a forward-only dispatcher");
     if (exchanges(d)) { /* the received rows: separate buffers of `capacity` rows */
-        trade(in, &d->expert_in);
-        trade(dout, &d->dexpert_out);
+        sl_tensor_trade(in, &d->expert_in);
+        sl_tensor_trade(dout, &d->dexpert_out);
     } else { /* the kept rows are the experts' own (init): trade them and keep the aliases */
-        trade(in, &d->xs);
-        trade(dout, &d->dys);
+        sl_tensor_trade(in, &d->xs);
+        sl_tensor_trade(dout, &d->dys);
         d->expert_in = d->xs;
         d->dexpert_out = d->dys;
     }

@@ -27,6 +27,7 @@
 
 #include "core/backend_cuda.cuh"
 #include "core/cuda_pack.cuh"
+#include "core/env.h"
 #include "core/log.h"
 #include "trainer/kernels_cuda.h"
 
@@ -162,9 +163,8 @@ int parse_form(const char *name) {
 
 int form(void) {
     if (g_form < 0) {
-        const char *e = getenv("SLUICE_ADAMW");
-        g_form = e && *e ? parse_form(e) : FORM_COALESCED;
-        if (g_form < 0) sl_fatal("SLUICE_ADAMW=%s: expected coalesced, plain, stream or wide", e);
+        const int i = sl_env_choice("SLUICE_ADAMW", k_form_names, 4);
+        g_form = i < 0 ? FORM_COALESCED : i;
     }
     return g_form;
 }

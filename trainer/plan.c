@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "trainer/plan_time.h"
+#include "trainer/train_step.h"
 
 #define GIB ((double)(1ULL << 30))
 
@@ -205,11 +206,12 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     static const sl_memory_mode modes[3] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
     for (int i = 0; i < 3; i++)
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
-    const char *defer = st.train.defer_expert_wgrad;
-    const bool ep_overlap = p->ep > 1 && cfg->parallel.overlap_moe; /* auto: see train_step.h */
-    const bool hopper_bf16 = p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9;
-    p->defer_wgrad = m->num_experts > 0 && p->accum > 1 && strcmp(defer, "off") != 0 &&
-                     (strcmp(defer, "on") == 0 || (hopper_bf16 && !ep_overlap));
+    /* the trainer's rule; the memory mode is deferred_bytes' (advise() tries others) */
+    const sl_defer_facts df = {.can_park = m->num_experts > 0,
+                               .one_pass =
+                                   p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9,
+                               .ep_overlap = p->ep > 1 && cfg->parallel.overlap_moe};
+    p->defer_wgrad = p->accum > 1 && sl_defer_wgrad_decide(st.train.defer_expert_wgrad, &df);
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;

@@ -20,15 +20,19 @@ static void on_grads_ready(void *user, int layer) {
     sl_optimizer_grads_ready(user, layer);
 }
 
+bool sl_defer_wgrad_decide(const char *setting, const sl_defer_facts *f) {
+    if (!f->can_park || !strcmp(setting, "off")) return false;
+    return !strcmp(setting, "on") || (f->one_pass && !f->ep_overlap);
+}
+
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
-    const char *d = tc->defer_expert_wgrad;
-    if (!strcmp(d, "off") || !sl_model_can_defer_wgrad(m)) return false;
-    if (!strcmp(d, "on")) return true;
-    /* auto: not where the weight gradients hide the expert exchange (parallel.overlap_moe): the
-     * first micro-batch of a pair would leave its exchange exposed (docs/parallelism.md) */
-    if (m->ep && sl_comm_size(m->ep) > 1 && m->moe_opts.overlap_exchange) return false;
     sl_device_info dev;
-    return sl_backend_device(be, &dev) && dev.cc_major == 9 && sl_tensor_dtype(m->x[0]) == SL_BF16;
+    const sl_defer_facts f = {.can_park = sl_model_can_defer_wgrad(m),
+                              .one_pass = sl_backend_device(be, &dev) && dev.cc_major == 9 &&
+                                          sl_tensor_dtype(m->x[0]) == SL_BF16,
+                              .ep_overlap =
+                                  m->ep && sl_comm_size(m->ep) > 1 && m->moe_opts.overlap_exchange};
+    return sl_defer_wgrad_decide(tc->defer_expert_wgrad, &f);
 }
 
 /* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.defer_wgrad). */
@@ -59,23 +63,20 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
             m->grad_ready = on_grads_ready;
             m->grad_ready_user = s->opt;
         }
-        const sl_wgrad_when when = wgrad_when(s, mb);
-        sl_model_set_wgrad(m, when);
+        sl_model_set_wgrad(m, wgrad_when(s, mb));
         sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
-        if (mb == (s->defer_wgrad && s->micro_batches > 1)) {
-            /* Every parameter's gradient has a writer in the backward (by the second micro-batch
-             * where the first parks its experts' rows); one without would keep the previous
-             * step's values (sl_params_begin_grads). */
-            const sl_param *p = sl_params_stale_grad(&m->params);
-            SL_CHECK(!p, "internal error: parameter %s got no gradient in the backward", p->name);
-        }
         for (int l = 0; res->counts && l < nl; l++) {
             const int64_t *lc = sl_model_expert_counts(m, l);
             if (lc)
                 for (int e = 0; e < ne; e++) res->counts[(int64_t)l * ne + e] += lc[e];
         }
     }
+    /* Every parameter's gradient has a writer in the step's backwards (the experts' may come
+     * only with the second micro-batch, sl_stepper.defer_wgrad); one without would keep the
+     * previous step's values (sl_params_begin_grads). */
+    const sl_param *stale = sl_params_stale_grad(&m->params);
+    SL_CHECK(!stale, "internal error: parameter %s got no gradient in the backward", stale->name);
     sl_fwd_stats st; /* the step's statistics, read once (metrics only on metrics steps) */
     sl_model_read_stats(m, &st);
     double sums[5] = {st.loss_sum, (double)st.tokens, st.lbl, st.zloss, st.gate_score};

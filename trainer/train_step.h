@@ -31,14 +31,23 @@ typedef struct {
     bool defer_wgrad;
 } sl_stepper;
 
-/* Whether training.defer_expert_wgrad turns the deferral on for model m on backend be: "on"
- * where the model can (sl_model_can_defer_wgrad); "auto" where, in addition, be is a device of
- * compute capability 9.x and m computes in bf16 (the Hopper grouped GEMM does a pair in one
- * pass; elsewhere the pair is the same two passes, so only memory would change), and not with
- * expert parallelism and parallel.overlap_moe (there the weight gradients hide the exchange
- * of each micro-batch, docs/parallelism.md); "off" never. The
- * results: bitwise the same where the pair is two passes; with the one-pass kernel each
- * expert's dW sums both micro-batches' rows in one fp32 accumulation (a different rounding). */
+/* What training.defer_expert_wgrad's choice depends on besides the setting. */
+typedef struct {
+    bool can_park; /* MoE layers that train and own their activations (sl_model_can_defer_wgrad) */
+    bool one_pass; /* the pair runs in one pass: bf16 on compute capability 9.x */
+    bool ep_overlap; /* expert parallelism with parallel.overlap_moe */
+} sl_defer_facts;
+
+/* The choice, one rule for the trainer, `sluice plan` and gpu_train_bench's estimate: "on" where
+ * the layers can park; "auto" where, in addition, the pair runs in one pass (the Hopper grouped
+ * GEMM; elsewhere the pair is the same two passes, so only memory would change) and not with
+ * ep_overlap (there each micro-batch's weight gradients hide its own exchange,
+ * docs/parallelism.md); "off" never. */
+bool sl_defer_wgrad_decide(const char *setting, const sl_defer_facts *f);
+
+/* sl_defer_wgrad_decide for model m on backend be. The results: bitwise the same where the pair
+ * is two passes; with the one-pass kernel each expert's dW sums both micro-batches' rows in one
+ * fp32 accumulation (a different rounding). */
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
 
 typedef struct {

@@ -139,6 +139,11 @@ static void describe_rope(const sl_model_config *m, char *buf, size_t n) {
         snprintf(buf, n, "RoPE base %g", m->rope_theta);
 }
 
+/* Micro-batches per rank per step of a stage (trainer.c's header comment). */
+static int micro_batches_of(const sl_train_config *tc, int ranks) {
+    return (int)(tc->global_batch_tokens / ((int64_t)tc->seq_len * tc->micro_batch_size * ranks));
+}
+
 /* Makes stage i current at global step `step` (collective): RoPE table, activation shape,
  * reader, and the optimizer reset of a stage that starts here. */
 static int enter_stage(trainer *t, int i, int step) {
@@ -164,8 +169,7 @@ static int enter_stage(trainer *t, int i, int step) {
     /* document starts only where the stage masks by document (sl_trainer_next_batch) */
     t->doc_starts = tc->document_mask ? sl_xmalloc(rows * row_len * sizeof(int32_t)) : NULL;
     t->n_docs = tc->document_mask ? sl_xmalloc(rows * sizeof(int)) : NULL;
-    t->micro_batches = (int)(tc->global_batch_tokens /
-                             ((int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size));
+    t->micro_batches = micro_batches_of(tc, t->topo.size);
     if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;
     sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
     if (fail > 0) return -1;
@@ -350,9 +354,8 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
-    const int64_t mb_tokens = (int64_t)s0->train.seq_len * s0->train.micro_batch_size;
-    const bool pairs = s0->train.global_batch_tokens / (mb_tokens * t->topo.size) > 1;
-    if (pairs && sl_train_defer_wgrad(&s0->train, t->be, t->model))
+    const int micro = micro_batches_of(&s0->train, t->topo.size);
+    if (micro > 1 && sl_train_defer_wgrad(&s0->train, t->be, t->model))
         sl_info("expert weight gradients: over pairs of micro-batches (training.defer_expert_wgrad "
                 "= %s)",
                 s0->train.defer_expert_wgrad);
@@ -372,10 +375,8 @@ static void print_banner(const trainer *t, const char *placement) {
             (unsigned long long)c->data.seed, order);
     if (!c->stages_given) {
         sl_info("batch: %lld tokens per step = %d micro-batches x %d ranks x %d x %d tokens",
-                (long long)s0->train.global_batch_tokens,
-                (int)(s0->train.global_batch_tokens /
-                      ((int64_t)s0->train.seq_len * s0->train.micro_batch_size * t->topo.size)),
-                t->topo.size, s0->train.micro_batch_size, s0->train.seq_len);
+                (long long)s0->train.global_batch_tokens, micro, t->topo.size,
+                s0->train.micro_batch_size, s0->train.seq_len);
         return;
     }
     sl_info("schedule: %d stages, %d steps, %lld training tokens", t->n_stages,
