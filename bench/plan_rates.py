@@ -222,7 +222,9 @@ def results(d, gpu, date, commit, strategy, config, source=None):
             "plan": {"config": os.path.relpath(config, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")),
                      "gpu": gpu, "gpus": 1, "ep": 1, "layers": p["layers"], "seq_len": p["seq"],
                      "micro_batch": p["batch"], "global_batch": p["seq"] * p["batch"] * p["accum"],
-                     "recompute": "none", "expert_gemm": strategy},
+                     "recompute": "none", "expert_gemm": strategy,
+                     # the run's pairs as it ran them (runs before the key: off)
+                     "defer_wgrad": "on" if p.get("defer_expert_wgrad") else "off"},
             "attention_kernel": p.get("attention_kernel"),
         })
         if p.get("expert_gemm_path"):

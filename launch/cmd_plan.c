@@ -49,6 +49,10 @@ static void usage(FILE *f) {
             "                      wgmma where it does not apply, forward and data gradient\n"
             "                      grouped, weight gradient on the lanes below %d rows per\n"
             "                      expert, per expert from there)\n"
+            "  --defer-wgrad W     auto | on | off: the experts' weight gradients over pairs\n"
+            "                      of micro-batches, as training.defer_expert_wgrad (default:\n"
+            "                      that key): their parked rows in the memory, each pair timed\n"
+            "                      as one pass over twice the rows per expert\n"
             "  --gpu-memory GiB    memory per GPU (default: the GPU's, %g for %s)\n"
             "  --gpu-tflops T      dense bf16 peak per GPU for the MFU (default: the GPU's\n"
             "                      datasheet peak, %g); another value scales every compute rate\n"
@@ -161,10 +165,11 @@ static void print_text(const sl_plan *p, const char *path) {
            p->tokens_per_s, p->tokens_per_s / p->gpus, 100.0 * p->mfu);
     if (p->n_parts > 0) {
         printf("\ncompute per GPU per step, by component (%.0f rows per expert, expert GEMMs "
-               "%s: %s, weight grad %s)\n%79s\n",
+               "%s: %s, weight grad %s%s)\n%79s\n",
                p->rows_per_expert, p->expert_gemm,
                sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]),
-               sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]), "ms  TFLOP/s");
+               sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]),
+               p->wgrad_pairs ? " over pairs of micro-batches" : "", "ms  TFLOP/s");
         for (int i = 0; i < p->n_parts; i++) {
             const sl_plan_part *c = &p->parts[i];
             printf("  %-58s %9.2f", c->name, 1e3 * c->seconds);
@@ -262,6 +267,7 @@ static void print_json(const sl_plan *p, const char *path) {
                             sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]));
     cJSON_AddStringToObject(o, "expert_gemm_dw_path",
                             sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]));
+    cJSON_AddBoolToObject(o, "expert_wgrad_pairs", p->wgrad_pairs);
     cJSON *parts = cJSON_AddArrayToObject(o, "compute_parts");
     for (int i = 0; i < p->n_parts; i++) {
         cJSON *c = cJSON_CreateObject();
@@ -311,9 +317,10 @@ int sl_cmd_plan(int argc, char **argv) {
             continue;
         }
         static const char *valued[] = {
-            "--gpus",       "--ep",         "--seq-len",      "--micro-batch", "--recompute",
-            "--gpu-memory", "--gpu-tflops", "--efficiency",   "--nvlink-gbs",  "--ib-gbs",
-            "--gpu",        "--layers",     "--global-batch", "--expert-gemm", "--gpus-per-node"};
+            "--gpus",         "--ep",          "--seq-len",       "--micro-batch",
+            "--recompute",    "--gpu-memory",  "--gpu-tflops",    "--efficiency",
+            "--nvlink-gbs",   "--ib-gbs",      "--gpu",           "--layers",
+            "--global-batch", "--expert-gemm", "--gpus-per-node", "--defer-wgrad"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) {
@@ -344,12 +351,14 @@ int sl_cmd_plan(int argc, char **argv) {
             if (sl_cli_parse_u64(v, false, &x) || x < 1 || x > ((uint64_t)1 << 50))
                 return bad(a, v, "a positive number of tokens");
             r.global_batch = (int64_t)x;
-        } else if (!strcmp(a, "--recompute")) /* these three checked by sl_plan_compute */
+        } else if (!strcmp(a, "--recompute")) /* these four checked by sl_plan_compute */
             r.recompute = v;
         else if (!strcmp(a, "--gpu"))
             r.gpu = v;
         else if (!strcmp(a, "--expert-gemm"))
             r.expert_gemm = v;
+        else if (!strcmp(a, "--defer-wgrad"))
+            r.defer_wgrad = v;
         else if (!strcmp(a, "--gpu-memory"))
             rc = parse_num(a, v, 0, &r.gpu_memory_gib);
         else if (!strcmp(a, "--gpu-tflops"))

@@ -195,6 +195,10 @@ static void check_deferred(const sl_config *cfg) {
     CHECK(near(p.total, p.state + p.act[p.mode].total + want, 1e-12) &&
               near(p.total, q.total + want, 1e-12),
           "total %.0f, without %.0f", p.total, q.total);
+    /* with overlap_moe the first micro-batch of a pair has no weight gradient to hide its
+     * exchange behind: half the micro-batches hide one (an exchange is shorter than either) */
+    CHECK(p.accum % 2 == 0 && p.t_a2a_hidden > 0 && near(p.t_a2a_hidden, q.t_a2a_hidden / 2, 1e-9),
+          "hidden all-to-all with pairs %.4f s, without %.4f s", p.t_a2a_hidden, q.t_a2a_hidden);
     c.parallel.overlap_moe = false; /* auto parks without the overlap */
     snprintf(c.train.defer_expert_wgrad, sizeof c.train.defer_expert_wgrad, "auto");
     CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && q.deferred == want,
@@ -304,6 +308,72 @@ static void check_expert_paths(const sl_config *bf16) {
     }
 }
 
+/* The weight gradient over pairs of micro-batches (--defer-wgrad): each pair one pass at 2R
+ * rows per expert and twice the FLOPs, at that row count's rate; an odd last micro-batch alone
+ * at R; unpaired with `off`, and where the pair runs as two passes (fp32: not the Hopper kernel,
+ * even with `on`). Computed here from the rate table by hand. */
+static void check_wgrad_pairs(const sl_config *bf16) {
+    static sl_config fp32;
+    fp32 = *bf16;
+    snprintf(fp32.train.precision, sizeof fp32.train.precision, "fp32");
+    const sl_plan_gpu *g = sl_plan_gpu_find("h200");
+    const double h = 2048, Im = 768, rows = 4096.0 * 8, R = rows / 128;
+    const double f_gu = 2 * rows * h * 2 * Im, f_dn = 2 * rows * Im * h;
+    double one = 0, pair = 0;
+    for (int twice = 0; twice < 2; twice++) {
+        const double rr = twice ? 2 * R : R, k = twice ? 2 : 1;
+        const double s =
+            k * f_gu /
+                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_WGRAD, rr) *
+                 1e12) +
+            k * f_dn /
+                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, rr) *
+                 1e12);
+        *(twice ? &pair : &one) = s;
+    }
+    CHECK(pair < 2 * one, "the table's pair %.3g s is not faster than two passes %.3g s", pair,
+          2 * one);
+    static const struct {
+        const sl_config *cfg;
+        const char *setting;
+        int accum, pairs, alone;
+        bool timed_pairs;
+    } cases[] = {
+        {NULL, NULL, 4, 2, 0, true},    /* auto: bf16 on an H200 */
+        {NULL, "on", 3, 1, 1, true},    /* an odd last micro-batch alone */
+        {NULL, "off", 4, 0, 4, false},  /* unpaired */
+        {NULL, "auto", 1, 0, 1, false}, /* one micro-batch: nothing to pair */
+        {&fp32, "on", 4, 0, 4, false},  /* parked, but two passes per pair */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sl_plan_request r;
+        sl_plan_request_defaults(&r);
+        r.gpus = 1, r.ep = 1, r.layers = 2, r.gpu = "h200";
+        r.global_batch = 4096LL * cases[i].accum;
+        r.defer_wgrad = cases[i].setting;
+        sl_plan p;
+        char err[512];
+        const sl_config *cfg = cases[i].cfg ? cases[i].cfg : bf16;
+        CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "pairs case %zu: %s", i, err);
+        double got = -1;
+        for (int j = 0; j < p.n_parts; j++)
+            if (!strcmp(p.parts[j].name, "expert GEMMs weight grad")) got = p.parts[j].seconds;
+        /* fp32 times another strategy: only whether it pairs is checked there */
+        const double want = 2 * (cases[i].pairs * pair + cases[i].alone * one);
+        CHECK(p.wgrad_pairs == cases[i].timed_pairs && (cases[i].cfg || near(got, want, 1e-9)),
+              "pairs case %zu (%s, accum %d): pairs %d, %.4f s, expected %d, %.4f s", i,
+              cases[i].setting ? cases[i].setting : "default", cases[i].accum, p.wgrad_pairs, got,
+              cases[i].timed_pairs, want);
+    }
+    sl_plan_request r;
+    sl_plan_request_defaults(&r);
+    r.gpus = 1, r.ep = 1, r.defer_wgrad = "sometimes";
+    sl_plan p;
+    char err[512];
+    CHECK(sl_plan_compute(bf16, &r, &p, err, sizeof err) == -1 && strstr(err, "--defer-wgrad"),
+          "a bad --defer-wgrad: '%s'", err);
+}
+
 int main(void) {
     sl_config cfg;
     char err[1024];
@@ -316,5 +386,6 @@ int main(void) {
     check_deferred(&cfg);
     check_rates();
     check_expert_paths(&cfg);
+    check_wgrad_pairs(&cfg);
     return sl_test_finish("test_plan");
 }

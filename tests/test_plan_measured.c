@@ -73,6 +73,7 @@ static void check_shape(const char *src, const char *file, const cJSON *shape, d
     r.gpu = STR("gpu");
     r.recompute = STR("recompute");
     r.expert_gemm = STR("expert_gemm");
+    r.defer_wgrad = STR("defer_wgrad"); /* NULL (absent): the config's */
 #undef INT
 #undef STR
     sl_plan p;

@@ -211,7 +211,12 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
                                .one_pass =
                                    p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9,
                                .ep_overlap = p->ep > 1 && cfg->parallel.overlap_moe};
-    p->defer_wgrad = p->accum > 1 && sl_defer_wgrad_decide(st.train.defer_expert_wgrad, &df);
+    const char *dwg = r->defer_wgrad ? r->defer_wgrad : st.train.defer_expert_wgrad;
+    if (strcmp(dwg, "auto") && strcmp(dwg, "on") && strcmp(dwg, "off")) {
+        snprintf(err, errlen, "--defer-wgrad: unknown '%s' (expected auto, on or off)", dwg);
+        return -1;
+    }
+    p->defer_wgrad = p->accum > 1 && sl_defer_wgrad_decide(dwg, &df);
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;
@@ -292,8 +297,8 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
                                                  : "wgmma";
     p->expert_path[SL_PASS_FWD] = p->expert_path[SL_PASS_DGRAD] = fwd;
     p->expert_path[SL_PASS_WGRAD] = dw;
-    double t_dw = 0;
-    sl_plan_time_parts(m, p, &t_dw);
+    double t_dw = 0, t_dw_pair = 0;
+    sl_plan_time_parts(m, p, &t_dw, &t_dw_pair);
     if (p->flat) {
         p->n_parts = 0;
         p->t_compute = p->hw_flops_step_gpu / flop_rate;
@@ -301,15 +306,20 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     /* parallel.overlap_moe (moe/ffn_block.c): each MoE layer's dispatch backward runs while
      * the experts compute their weight gradients, 2 x 3 h Im FLOPs per routed row, k T rows
      * per micro-batch on each rank when routing is balanced. It hides min(one exchange, that
-     * work) per MoE layer and micro-batch. */
+     * work) per MoE layer and micro-batch; with training.defer_expert_wgrad the first of each
+     * pair computes none and hides nothing, the second min(one exchange, the pair's work). */
     p->overlap_moe = cfg->parallel.overlap_moe;
     if (moe_layers > 0 && p->t_a2a > 0) {
         p->t_a2a_one = p->t_a2a / ((double)exchanges * moe_layers * p->accum);
         const double per_row = 3.0 * m->hidden_size * m->moe_intermediate_size; /* 3 h Im */
         p->expert_dw_flops = 2.0 * per_row * (double)p->micro_tokens * m->num_experts_per_tok;
-        if (p->flat) t_dw = p->expert_dw_flops / flop_rate;
+        if (p->flat) t_dw = p->expert_dw_flops / flop_rate, t_dw_pair = 2 * t_dw;
+        const double one = t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one;
+        const double pair = t_dw_pair < p->t_a2a_one ? t_dw_pair : p->t_a2a_one;
+        const bool paired = p->defer_wgrad && p->mode != SL_MEMORY_LAYER;
         if (p->overlap_moe)
-            p->t_a2a_hidden = (t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one) * moe_layers * p->accum;
+            p->t_a2a_hidden = moe_layers * (paired ? (p->accum / 2) * pair + (p->accum % 2) * one
+                                                   : one * p->accum);
     }
     /* The gradient reduction overlaps the last micro-batch's backward (2/3 of its compute). */
     const double hide = p->t_compute / p->accum * 2.0 / 3.0;

@@ -39,6 +39,8 @@ typedef struct {
      * weight gradient per expert on the stream, as cuBLAS runs it); "per-expert"; "lanes";
      * "wgmma" (where it does not apply, auto's cuBLAS paths, as the runtime) */
     const char *expert_gemm;
+    /* NULL: training.defer_expert_wgrad; "auto" | "on" | "off", as that key */
+    const char *defer_wgrad;
     /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
      * compute rate by gpu_tflops / peak. */
     double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs;
@@ -123,6 +125,7 @@ typedef struct {
     const char *expert_gemm; /* the --expert-gemm strategy planned: "auto", "grouped", ... */
     /* how each pass of the experts' GEMMs is timed (sl_gemm_pass: fwd, data grad, weight grad) */
     sl_expert_strategy expert_path[3];
+    bool wgrad_pairs; /* the experts' weight gradients timed over pairs of micro-batches */
     int n_parts;
     sl_plan_part parts[SL_PLAN_MAX_PARTS];
 } sl_plan;

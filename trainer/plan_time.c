@@ -21,7 +21,8 @@ static double at(double flops, double tflops) {
     return tflops > 0 ? flops / (tflops * 1e12) : 0;
 }
 
-void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one) {
+void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
+                        double *t_wgrad_pair) {
     const sl_plan_gpu *g = p->gpu;
     /* --gpu-tflops other than the GPU's peak scales every compute rate */
     const double cs = p->gpu_tflops / g->peak_tflops;
@@ -50,12 +51,31 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
                                                     (sl_gemm_pass)pass, p->rows_per_expert));
         *t_wgrad_one = expert_s[SL_PASS_WGRAD];
     }
+    *t_wgrad_pair = 2 * *t_wgrad_one;
     const double n_moe = (double)p->moe_layers * mb;
+    /* training.defer_expert_wgrad with the Hopper kernel: each pair of micro-batches' weight
+     * gradients is one pass over twice the rows per expert (one pass over the fp32 gradients
+     * for both), timed at the rate measured at 2R rows; an odd last micro-batch alone. Where
+     * the pair runs as two passes (other kernels) the time is that of two micro-batches. */
+    double wgrad_s = expert_s[SL_PASS_WGRAD] * n_moe;
+    p->wgrad_pairs = p->defer_wgrad && p->mode != SL_MEMORY_LAYER &&
+                     p->expert_path[SL_PASS_WGRAD] == SL_EXPERTS_WGMMA && p->moe_layers > 0;
+    if (p->wgrad_pairs) {
+        const double Im = m->moe_intermediate_size, r2 = 2 * p->rows_per_expert;
+        const double f_gu = 2 * 2 * rows * h * 2 * Im, f_dn = 2 * 2 * rows * Im * h;
+        const double pair_s =
+            at(f_gu, cs * sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP,
+                                                SL_PASS_WGRAD, r2)) +
+            at(f_dn,
+               cs * sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, r2));
+        const int pairs = p->accum / 2, odd = p->accum % 2;
+        wgrad_s = p->moe_layers * (pairs * pair_s + odd * expert_s[SL_PASS_WGRAD]);
+        *t_wgrad_pair = pair_s;
+    }
     add(p, "expert GEMMs fwd", "expert GEMMs fwd", expert_f * n_moe, expert_s[0] * n_moe);
     add(p, "expert GEMMs data grad", "expert GEMMs data grad", expert_f * n_moe,
         expert_s[1] * n_moe);
-    add(p, "expert GEMMs weight grad", "expert GEMMs weight grad", expert_f * n_moe,
-        expert_s[2] * n_moe);
+    add(p, "expert GEMMs weight grad", "expert GEMMs weight grad", expert_f * n_moe, wgrad_s);
 
     /* Attention kernel, attn_bench's count: forward 4 B H D S^2/2 = 2 T H D S, backward 2.5x. */
     const double attn_f = 2 * T * H * D * p->seq_len;

@@ -9,9 +9,12 @@
 
 /* Fills p->parts, p->n_parts, p->rows_per_expert and p->t_compute (their sum, seconds per
  * optimizer step) from p's shape (micro_tokens, seq_len, micro_batch, accum, ep, zero1, mode,
- * moe_layers, parameters, hw FLOPs), p->gpu's rates, p->gpu_tflops and
+ * moe_layers, parameters, hw FLOPs, defer_wgrad), p->gpu's rates, p->gpu_tflops and
  * p->expert_path; m is the planned model (its layer count cut as planned).
- * *t_wgrad_one: the experts' weight-gradient time of one MoE layer and micro-batch. */
-void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one);
+ * *t_wgrad_one: the experts' weight-gradient time of one MoE layer and micro-batch;
+ * *t_wgrad_pair: of one MoE layer and pair of micro-batches (p->wgrad_pairs: one pass over
+ * both; else twice *t_wgrad_one). */
+void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
+                        double *t_wgrad_pair);
 
 #endif
