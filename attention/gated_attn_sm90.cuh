@@ -48,7 +48,8 @@ constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 
 /* Named barriers (id 0 is __syncthreads): the ping-pong turn of consumer c is kBarTurn + c
  * (256 threads: c's bar.sync, the other consumer's bar.arrive), the epilogue barrier of
- * consumer c is kBarWg + c (its 128 threads), kBarPair is both consumers (256). */
+ * consumer c is kBarWg + c (its 128 threads), kBarPair is both consumers (256). The forward
+ * with three consumers numbers its own (fwd_layout). */
 enum : int { kBarTurn = 1, kBarWg = 3, kBarPair = 5 };
 
 /* ---- tiles and descriptors ------------------------------------------------------------------ */
@@ -123,27 +124,44 @@ template <int N> __device__ __forceinline__ void fence_frags(uint32_t (&a)[N][4]
 
 /* ---- ping-pong (FlashAttention-3's warp-scheduler barriers) ---------------------------------- */
 
-/* The two consumers issue their GEMMs in turns: c waits for its turn, issues, and passes the
- * turn to the other, then runs its softmax while the other's GEMMs occupy the tensor cores.
- * Consumer 0 gives itself the first turn (turn_start); each consumer takes as many turns as
- * the other, so consumer 1's last pass is left over: consumer 0 takes it at its end
- * (turn_finish), and every barrier phase completes. */
+/* The NC consumers issue their GEMMs in turns, in a ring (named barriers BAR .. BAR + NC - 1):
+ * c waits for its turn, issues, and passes the turn to the next, then runs its softmax while
+ * the others' GEMMs occupy the tensor cores. Consumer 0 gives itself the first turn (start);
+ * each consumer takes as many turns as the others, so the last consumer's last pass is left
+ * over: consumer 0 takes it at its end (finish), and every barrier phase completes. */
+template <int NC, int BAR> struct turns {
+    /* each turn barrier meets two warpgroups: its consumer's bar.sync and the previous one's
+     * bar.arrive (consumer 0's own arrive at the start) */
+    static constexpr int kCount = 2 * kWgThreads;
+    static __device__ __forceinline__ void start(int c) {
+        if (c == 0) sl_named_bar_arrive(BAR, kCount);
+    }
+    static __device__ __forceinline__ void wait(int c) { sl_named_bar_sync(BAR + c, kCount); }
+    static __device__ __forceinline__ void pass(int c) {
+        sl_named_bar_arrive(BAR + (c + 1 == NC ? 0 : c + 1), kCount);
+    }
+    static __device__ __forceinline__ void finish(int c) {
+        if (c == 0) sl_named_bar_sync(BAR, kCount);
+    }
+};
+/* the two consumers of the backward's kernels */
 __device__ __forceinline__ void turn_start(int c) {
-    if (c == 0) sl_named_bar_arrive(kBarTurn, kConsumerThreads);
+    turns<kConsumers, kBarTurn>::start(c);
 }
 __device__ __forceinline__ void turn_wait(int c) {
-    sl_named_bar_sync(kBarTurn + c, kConsumerThreads);
+    turns<kConsumers, kBarTurn>::wait(c);
 }
 __device__ __forceinline__ void turn_pass(int c) {
-    sl_named_bar_arrive(kBarTurn + (c ^ 1), kConsumerThreads);
+    turns<kConsumers, kBarTurn>::pass(c);
 }
 __device__ __forceinline__ void turn_finish(int c) {
-    if (c == 0) sl_named_bar_sync(kBarTurn, kConsumerThreads);
+    turns<kConsumers, kBarTurn>::finish(c);
 }
 
 /* ---- the TMA-store epilogue ------------------------------------------------------------------ */
 
-/* Stores a consumer's 64 x D accumulator-layout rows as bf16 through shared memory: value(j, x)
+/* Stores a consumer's 64 x D accumulator-layout rows as bf16 through shared memory (`bar`: the
+ * consumer's own named barrier, its 128 threads): value(j, x)
  * gives the pair (row 16 w + g + 8 x, columns 8 j + 2 q, + 1) as a float2. `region` is the
  * consumer's 64 rows of a tile of R rows per chunk (its own Q rows, free once its last GEMM
  * reading them has retired); the writes are fenced for the async proxy, the warpgroup meets,
@@ -154,8 +172,8 @@ __device__ __forceinline__ void turn_finish(int c) {
  * memory round trip each), and the warpgroup meets again so that the region can be written
  * anew. */
 template <int D, int R, class F>
-__device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtensorMap *map, int head,
-                                           int row0, int b, F value) {
+__device__ __forceinline__ void store_rows(uint8_t *region, int bar, const CUtensorMap *map,
+                                           int head, int row0, int b, F value) {
     const lane_pos p = lane_of();
     SL_UNROLL
     for (int j = 0; j < D / 8; j++) {
@@ -167,7 +185,7 @@ __device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtenso
         }
     }
     sl_fence_proxy_async();
-    sl_named_bar_sync(kBarWg + c, kWgThreads);
+    sl_named_bar_sync(bar, kWgThreads);
     if (p.t == 0) {
         SL_UNROLL
         for (int cc = 0; cc < D / 64; cc++)
@@ -175,7 +193,7 @@ __device__ __forceinline__ void store_rows(uint8_t *region, int c, const CUtenso
         sl_tma_store_commit();
         sl_tma_store_wait_read<0>();
     }
-    sl_named_bar_sync(kBarWg + c, kWgThreads);
+    sl_named_bar_sync(bar, kWgThreads);
 }
 
 /* ---- host: tensor maps ------------------------------------------------------------------------

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_mbar_arrive(&kv_empty[s]);
     }
 
-    store_rows<D, BM>(sq, c, &tdq, t.h, t.i0 + c * kRows, b, [&](int j, int x) {
+    store_rows<D, BM>(sq, kBarWg + c, &tdq, t.h, t.i0 + c * kRows, b, [&](int j, int x) {
         return make_float2(dq[4 * j + 2 * x] * a.scale, dq[4 * j + 2 * x + 1] * a.scale);
     });
 }

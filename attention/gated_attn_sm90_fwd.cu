@@ -7,11 +7,12 @@
  * CPU twin: attention/gated_attn_cpu.c; semantics: core/ops.h; shared pieces:
  * gated_attn_sm90.cuh; design and estimates: docs/attention.md ("The Hopper kernel").
  *
- * One block of three warpgroups per (query tile of 128 rows, sequence, head), latest tiles first:
+ * One block of 1 + NC warpgroups per (query tile of BM = 64 NC rows, sequence, head), latest
+ * tiles first (NC = 2; at D = 64 also 3, SLUICE_ATTN_SM90_FWD_BM = 192):
  *   producer     one thread: Q by TMA once, then K and V tiles of 128 keys through a ring of ST
  *                stages (3 at D = 64, 2 at D = 128), K and V each with a "full" mbarrier (TMA
- *                transaction bytes) and an "empty" one (the 256 consumer threads) per stage;
- *   consumers    two warpgroups of 64 query rows: S = Q K^T (wgmma from shared memory, both
+ *                transaction bytes) and an "empty" one (the 128 NC consumer threads) per stage;
+ *   consumers    NC warpgroups of 64 query rows: S = Q K^T (wgmma from shared memory, both
  *                K-major), online softmax in registers (log2 domain), O += P V (P from
  *                registers, V MN-major), fp32 accumulators throughout.
  * Key tiles run from the causal diagonal down to the tile holding the block's first document
@@ -23,8 +24,8 @@
  *     waiting for S_n, so the softmax of tile n runs while P_{n-1} V_{n-1} is on the tensor
  *     cores; O is rescaled after that GEMM retires (it already holds P_{n-1} V_{n-1}, which is
  *     scaled to the same running max);
- *   - between the two consumers (ping-pong), named barriers give each its turn to issue its
- *     GEMMs, so one warpgroup's softmax overlaps the other's GEMMs.
+ *   - between the consumers (ping-pong, a ring of turns with three), named barriers give each
+ *     its turn to issue its GEMMs, so one warpgroup's softmax overlaps the others' GEMMs.
  * Epilogue, fused: O / l, lse = ln 2 (m + log2 l), the pre-gate O and y = O * sigmoid(g)
  * (elementwise or headwise gate; y = O without one) as bf16 through shared memory and TMA
  * stores (the consumer's own Q rows are free by then). The elementwise gate's tile is loaded by
@@ -42,8 +43,18 @@ namespace {
 
 using namespace sl_attn_sm90;
 
-template <int D> struct fwd_layout {
-    static constexpr int BM = kConsumers * kRows, BN = 128, ST = D == 64 ? 3 : 2;
+/* NC consumer warpgroups of 64 query rows each: 2 (BM 128), or 3 (BM 192) at D = 64 where the
+ * consumers' registers allow it (fwd_rows). */
+template <int D, int NC> struct fwd_layout {
+    static constexpr int BM = NC * kRows, BN = 128, ST = D == 64 ? 3 : 2;
+    static constexpr int threads = (1 + NC) * kWgThreads, consumer_threads = NC * kWgThreads;
+    /* setmaxnreg: 128 x 24 + 256 x 240 (two consumers) or 384 x 160 (three): at most the SM's
+     * 65,536 registers with one block per SM */
+    static constexpr int consumer_regs = NC == 2 ? kConsumerRegs : 160;
+    static_assert(kWgThreads * kProducerRegs + consumer_threads * consumer_regs <= 65536,
+                  "setmaxnreg: the warpgroups' registers exceed the SM's");
+    /* named barriers: the turns of the NC consumers, then each consumer's epilogue */
+    static constexpr int bar_turn = kBarTurn, bar_wg = kBarTurn + NC;
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
     /* g: the block's tile of the elementwise gate, as Q (loaded while the keys run, read by the
      * epilogue) */
@@ -109,14 +120,15 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[BN / 2], int j0, cons
     }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int D, int NC>
+__global__ void __launch_bounds__(fwd_layout<D, NC>::threads, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
                     const __grid_constant__ CUtensorMap ty, const __grid_constant__ CUtensorMap tg,
                     const args a) {
-    using L = fwd_layout<D>;
+    using L = fwd_layout<D, NC>;
     constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
+    using turn = turns<NC, L::bar_turn>;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *q_full = (uint64_t *)(smem + L::bars), *k_full = q_full + 1, *k_empty = k_full + ST;
     uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST, *g_full = v_empty + ST;
@@ -134,8 +146,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int s = 0; s < ST; s++) {
             sl_mbar_init(&k_full[s], 1);
             sl_mbar_init(&v_full[s], 1);
-            sl_mbar_init(&k_empty[s], kConsumerThreads);
-            sl_mbar_init(&v_empty[s], kConsumerThreads);
+            sl_mbar_init(&k_empty[s], L::consumer_threads);
+            sl_mbar_init(&v_empty[s], L::consumer_threads);
         }
         sl_fence_mbarrier_init();
     }
@@ -149,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         /* the block's rows of Q (or of the gate) as [D / 64 chunks][BM rows][64] */
         auto load_rows = [&](const CUtensorMap *map, uint32_t off, uint64_t *full) {
             sl_mbar_arrive_expect_tx(full, L::q_bytes);
-            for (int half = 0; half < kConsumers; half++)
+            for (int half = 0; half < NC; half++)
                 for (int c = 0; c < D / 64; c++)
                     sl_tma_load_4d(smem + off + c * (BM * 128) + half * (kRows * 128), map, full,
                                    64 * c, t.h, t.i0 + half * kRows, b);
@@ -176,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63 */
-    sl_setmaxnreg_inc<kConsumerRegs>();
+    sl_setmaxnreg_inc<L::consumer_regs>();
     const int c = wg - 1;
     const lane_pos p = lane_of();
     const float c2 = a.scale * kLog2e;
@@ -216,16 +228,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_commit();
     };
 
-    turn_start(c);
+    turn::start(c);
     sl_mbar_wait(q_full, 0);
 
     /* step 0: S_0 alone */
-    turn_wait(c);
+    turn::wait(c);
     wait_k(0);
     sl_wgmma_fence_operand(sacc);
     sl_wgmma_fence();
     issue_s(0);
-    turn_pass(c);
+    turn::pass(c);
     sl_wgmma_wait<0>();
     sl_wgmma_fence_operand(sacc);
     sl_mbar_arrive(&k_empty[0]);
@@ -233,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     acc_to_frags<BN>(pa, sacc);
 
     for (int n = 1; n < ntiles; n++) {
-        turn_wait(c);
+        turn::wait(c);
         wait_k(n);
         wait_v(n - 1);
         sl_wgmma_fence_operand(sacc);
@@ -242,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence();
         issue_s(n);      /* group 1: S_n */
         issue_pv(n - 1); /* group 2: O += P_{n-1} V_{n-1} */
-        turn_pass(c);
+        turn::pass(c);
         sl_wgmma_wait<1>(); /* S_n has retired */
         sl_wgmma_fence_operand(sacc);
         sl_mbar_arrive(&k_empty[n % ST]);
@@ -260,13 +272,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     /* the last tile's O += P V */
-    turn_wait(c);
+    turn::wait(c);
     wait_v(ntiles - 1);
     sl_wgmma_fence_operand(o);
     fence_frags(pa);
     sl_wgmma_fence();
     issue_pv(ntiles - 1);
-    turn_pass(c);
+    turn::pass(c);
     sl_wgmma_wait<0>();
     sl_wgmma_fence_operand(o);
     fence_frags(pa);
@@ -286,10 +298,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = t.i0 + c * kRows;
     const uint8_t *sg = smem + L::g + c * (kRows * 128); /* this consumer's rows of the gate */
     if (a.gate == 2) sl_mbar_wait(g_full, 0);
-    store_rows<D, BM>(sq, c, &to, t.h, row0, b, [&](int j, int x) {
+    store_rows<D, BM>(sq, L::bar_wg + c, &to, t.h, row0, b, [&](int j, int x) {
         return make_float2(o[4 * j + 2 * x] * inv[x], o[4 * j + 2 * x + 1] * inv[x]);
     });
-    store_rows<D, BM>(sq, c, &ty, t.h, row0, b, [&](int j, int x) {
+    store_rows<D, BM>(sq, L::bar_wg + c, &ty, t.h, row0, b, [&](int j, int x) {
         float g0 = gh[x], g1 = gh[x];
         if (a.gate == 2) {
             const uint32_t off = tile_off<BM>(16 * p.w + p.g + 8 * x, 8 * j + 2 * p.q);
@@ -298,11 +310,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         return make_float2(o[4 * j + 2 * x] * inv[x] * g0, o[4 * j + 2 * x + 1] * inv[x] * g1);
     });
-    turn_finish(c);
+    turn::finish(c);
 }
 
-template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
-    using L = fwd_layout<D>;
+template <int D, int NC> void launch_fwd(const args &a, cudaStream_t stream) {
+    using L = fwd_layout<D, NC>;
     const char *op = "gated_attn_fwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, kRows, op),
                       tk = head_map(a.k, a, a.kv, D, L::BN, op),
@@ -313,9 +325,23 @@ template <int D> void launch_fwd(const args &a, cudaStream_t stream) {
         tg = a.gate == 2 ? head_map(a.g, a, a.h, D, kRows, op) : tq;
     const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    raise_smem_limit<sm90_fwd_kernel<D>>(L::bytes, op);
-    SL_LAUNCH(sm90_fwd_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tk,
-              tv, to, ty, tg, a);
+    raise_smem_limit<sm90_fwd_kernel<D, NC>>(L::bytes, op);
+    SL_LAUNCH((sm90_fwd_kernel<D, NC>), dim3((unsigned)blocks), dim3(L::threads), L::bytes, stream,
+              tq, tk, tv, to, ty, tg, a);
+}
+
+/* The forward's query rows per block (BM) at head dim d: 128 (two consumer warpgroups) at
+ * D = 128, whose consumers need 240 registers; at D = 64 SLUICE_ATTN_SM90_FWD_BM = 128 or 192
+ * (three consumers of 160 registers, FlashAttention-3's choice at that head dim: one more warp
+ * per scheduler to issue while the others wait, and the K/V tiles and the block's fixed costs
+ * shared by 1.5x the rows), unset, "" or "auto": kD64FwdBm. 128 until a GPU has measured 192
+ * (docs/attention.md, "Three consumers at head dim 64"). Read at every forward. */
+constexpr int kD64FwdBm = 128;
+int fwd_bm(int d) {
+    static const char *const values[] = {"128", "192", "auto"};
+    if (d != 64) return 128;
+    const int i = sl_env_choice("SLUICE_ATTN_SM90_FWD_BM", values, 3);
+    return i < 0 || i == 2 ? kD64FwdBm : atoi(values[i]);
 }
 
 /* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
@@ -329,7 +355,7 @@ int sm90_choice(void) {
 /* Whether this device can run the kernel (core/ptx_sm90.cuh: compute capability 9.x, the
  * sm_90a code in the binary, the driver's cuTensorMapEncodeTiled). */
 bool sm90_device(const cudaDeviceProp *props) {
-    return sl_sm90_code_runs(props, (const void *)sm90_fwd_kernel<64>);
+    return sl_sm90_code_runs(props, (const void *)sm90_fwd_kernel<64, 2>);
 }
 
 } // namespace
@@ -389,9 +415,11 @@ void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tenso
     sl_cuda_gated_attn_sm90_note();
     const args a = sl_attn_tc::fwd_args(y, o, lse, q, k, v, g, seg, batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
-    if (q->shape[2] == 64)
-        launch_fwd<64>(a, stream);
+    if (q->shape[2] == 128)
+        launch_fwd<128, 2>(a, stream);
+    else if (fwd_bm(64) == 192)
+        launch_fwd<64, 3>(a, stream);
     else
-        launch_fwd<128>(a, stream);
+        launch_fwd<64, 2>(a, stream);
     SL_CUDA_LAUNCHED("gated_attn_fwd");
 }

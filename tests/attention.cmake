@@ -66,6 +66,14 @@ add_test(NAME test_attention_sm90_bm128
 set_tests_properties(test_attention_sm90_bm128 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=128")
 sm90_env_refused(test_attention_sm90_bm_bad SLUICE_ATTN_SM90_BWD_BM 96 "64, 128 or auto")
+# The forward at head dim 64 with three consumer warpgroups (SLUICE_ATTN_SM90_FWD_BM=192: query
+# tiles of 192 rows, a ring of three turns, 512 threads): the same cases (their D = 64 ones
+# reach the 192-row kernel; D = 128 keeps 128 rows), deterministic; another value stops the
+# forward with a message naming the variable.
+add_test(NAME test_attention_sm90_fwd192 COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_fwd192 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_FWD_BM=192")
+sm90_env_refused(test_attention_sm90_fwd_bm_bad SLUICE_ATTN_SM90_FWD_BM 256 "128, 192 or auto")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
