@@ -58,7 +58,14 @@ TC_ATTN_EFF = 0.35
 PUBLIC_GEMM_PEAK = (770e12, 800e12)
 
 # model.c: elements of one logits chunk on a device backend (SL_LOGITS_CHUNK_ELEMS_DEVICE)
-MODEL_LOGITS_CHUNK = 1 << 28
+MODEL_LOGITS_CHUNK = 1 << 29
+
+
+def logits_chunk_rows(tokens, vocab, chunk_elems=MODEL_LOGITS_CHUNK):
+    """model/counts.c sl_logits_chunk_rows: the fewest chunks within the bound, of equal rows."""
+    most = max(1, chunk_elems // max(vocab, 1))
+    chunks = -(-tokens // most)
+    return max(1, -(-tokens // chunks))
 
 
 # ---- counts (mirror model/counts.c) -----------------------------------------------------
@@ -164,7 +171,7 @@ def workspace_bytes(mc, tokens, precision):
     hd, kvd = mc["num_attention_heads"] * D, mc["num_key_value_heads"] * D
     ws = (3 * hd + 3 * kvd + 2 * q_width(mc) - hd + h) * a  # attention gradients
     ws += h * a + 4 * h * a + 4 + 3 * 4 + 4  # FFN dxn; dx, dh, xf, dxf; xf_rstd; ids...; losses
-    rows = max(1, min(MODEL_LOGITS_CHUNK // max(mc["vocab_size"], 1), tokens))
+    rows = logits_chunk_rows(tokens, mc["vocab_size"])
     return tokens * (ws + h * a) + rows * mc["vocab_size"] * a  # + x[L]
 
 
@@ -363,7 +370,7 @@ def head_ops(mc, batch, seq, precision, chunk_elems):
     f = 4
     T = batch * seq
     h, V = mc["hidden_size"], mc["vocab_size"]
-    rows = max(1, min(chunk_elems // V, T))
+    rows = logits_chunk_rows(T, V, chunk_elems)
     chunks = math.ceil(T / rows)
     ops = [Op("embedding_fwd", "fwd", "mem", 0, 2 * T * h * a + T * 4),
            Op("final rmsnorm", "fwd", "mem", 4.0 * T * h, 2 * T * h * a + T * f)]

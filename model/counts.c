@@ -151,14 +151,21 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                       + h * a                                            /* FFN dxn */
                       + 4 * h * a                                        /* dx, dh, xf, dxf */
                       + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
-    int64_t rows = SL_LOGITS_CHUNK_ELEMS_DEVICE / (m->vocab_size > 0 ? m->vocab_size : 1);
-    if (rows > tokens) rows = tokens;
-    if (rows < 1) rows = 1;
+    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, true);
     out->per_layer_max = max;
     out->layers = layers;
     out->shared = shared;
     out->workspace = ws * t + (double)rows * m->vocab_size * a;
     out->total = out->layers + out->shared + out->workspace;
+}
+
+int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, bool device) {
+    const int64_t bound = device ? SL_LOGITS_CHUNK_ELEMS_DEVICE : SL_LOGITS_CHUNK_ELEMS_HOST;
+    int64_t most = bound / (vocab > 0 ? vocab : 1);
+    if (most < 1) most = 1;
+    if (tokens < 1) return 1;
+    const int64_t chunks = (tokens + most - 1) / most;
+    return (tokens + chunks - 1) / chunks;
 }
 
 double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes) {

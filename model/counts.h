@@ -86,9 +86,20 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  * The workspace (every mode that trains): the attention gradients (dy, dq, dq_pre H*D each,
  * dk, dk_pre, dv KV*D each, dg Wq - H*D, dqall Wq, dxn h), the FFN's dxn h, the residual gradients
  * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
- * losses, and one logits chunk of min(tokens, SL_LOGITS_CHUNK_ELEMS_DEVICE / V) rows of V.
+ * losses, and one logits chunk of sl_logits_chunk_rows(tokens, V, device) rows of V.
  */
-#define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 28) /* model/model.c's device chunk */
+/* The LM head's logits chunk (model/model.c): at most this many elements. Every chunk re-reads
+ * the head weight and re-reads and re-writes its fp32 gradient (8 V h bytes: 2.5 GB at 15A2B),
+ * so fewer chunks save that traffic where memory allows: 2^29 on a device (1 GiB in bf16), 2^24
+ * on the CPU (64 MiB in fp32). */
+#define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 29)
+#define SL_LOGITS_CHUNK_ELEMS_HOST   ((int64_t)1 << 24)
+
+/* Rows per logits chunk for `tokens` rows of vocabulary `vocab`: the fewest chunks that keep
+ * each within the bound above (device or host), of equal rows (the last one up to chunks - 1
+ * fewer), so no chunk is a sliver and the buffer holds no rows it never uses: 2 chunks of 2,048
+ * at 4,096 tokens and vocabulary 151,936 on a device. */
+int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, bool device);
 typedef struct {
     double per_layer_max; /* the most any one layer keeps for itself (residual included) */
     double layers;        /* what all layers keep for themselves */

@@ -10,15 +10,8 @@
 #include "core/log.h"
 #include "core/ops.h"
 #include "core/profile.h"
-#include "model/counts.h" /* SL_LOGITS_CHUNK_ELEMS_DEVICE, which sluice plan counts too */
+#include "model/counts.h" /* sl_logits_chunk_rows, which sluice plan counts too */
 #include "model/diagnostics.h"
-
-/* Elements of one logits chunk: bounds the LM head's memory independently of T. Every chunk
- * re-reads the head weight and re-reads and re-writes its gradient, so fewer, larger chunks
- * save memory traffic where memory allows: 16M fp32 logits (64 MiB) on the CPU, 256M on a
- * device (512 MiB in bf16: 3 chunks instead of 38 for 4096 tokens at vocabulary 151,936, which
- * docs/performance.md estimates at about 40 ms less per micro-batch on an H100). */
-#define SL_LOGITS_CHUNK_ELEMS_HOST ((int64_t)1 << 24)
 
 /* Profiling regions (core/profile.h). */
 #define R_EMBED   "embedding (+ token upload)"
@@ -172,11 +165,8 @@ static void allocate(sl_model *m) {
     m->xf = sl_tensor_new2(be, a, t, hid);
     m->xf_rstd = sl_tensor_new1(be, SL_F32, t);
     m->dxf = train ? sl_tensor_new2(be, a, t, hid) : NULL;
-    m->chunk_rows =
-        (sl_backend_host_memory(be) ? SL_LOGITS_CHUNK_ELEMS_HOST : SL_LOGITS_CHUNK_ELEMS_DEVICE) /
-        c->vocab_size;
-    if (m->chunk_rows < 1) m->chunk_rows = 1;
-    if (m->chunk_rows > t) m->chunk_rows = t;
+    /* the LM head's logits in chunks: its memory bounded independently of T */
+    m->chunk_rows = sl_logits_chunk_rows(t, c->vocab_size, !sl_backend_host_memory(be));
     m->logits = sl_tensor_new2(be, a, m->chunk_rows, c->vocab_size);
     m->losses = sl_tensor_new1(be, SL_F32, t);
     m->host_ids = sl_xmalloc((size_t)t * sizeof(int32_t));

@@ -100,11 +100,11 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
     add(p, "projections bwd", "qkv+gate projections bwd; output projection bwd", 2 * proj * mb,
         at(2 * proj * mb, dense));
 
-    /* LM head + cross-entropy (model/model.c, in chunks of 2^28 / V rows): 6 T h V FLOPs at the
-     * dense rate; the cross-entropy reads the logits and writes their gradient in place
-     * (2 x T V activation bytes); each chunk reads and writes the fp32 head gradient (8 V h). */
-    const double chunk_rows = floor((double)SL_LOGITS_CHUNK_ELEMS_DEVICE / V);
-    const double chunks = ceil(T / (chunk_rows < 1 ? 1 : chunk_rows));
+    /* LM head + cross-entropy (model/model.c, in chunks of sl_logits_chunk_rows): 6 T h V FLOPs at
+     * the dense rate; the cross-entropy reads the logits and writes their gradient in place (2 x T
+     * V activation bytes); each chunk reads and writes the fp32 head gradient (8 V h). */
+    const double chunks =
+        ceil(T / (double)sl_logits_chunk_rows(p->micro_tokens, m->vocab_size, true));
     const double head_f = 6 * T * h * V;
     const double head_s =
         at(head_f, dense) + (2.0 * p->act_bytes * T * V + chunks * 8 * V * h) / stream;
