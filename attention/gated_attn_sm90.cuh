@@ -20,8 +20,11 @@
 #ifndef SL_GATED_ATTN_SM90_CUH
 #define SL_GATED_ATTN_SM90_CUH
 
+#include <stdlib.h>
+
 #include "attention/gated_attn_tc.cuh" /* args, qtile, locate_qtile, quad_max/sum, sigmoid */
 #include "core/backend_cuda.cuh"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/ptx_sm90.cuh"
 
@@ -219,6 +222,15 @@ inline CUtensorMap head_map(const sl_bf16 *p, const args &a, int heads, int d, i
              "%s: cuTensorMapEncodeTiled failed (%d) for a [%d, %d, %d, %d] tensor", op, (int)r,
              a.batch, a.seq, heads, d);
     return m;
+}
+
+/* A switch of a kernel's rows at head dim 64 (SLUICE_ATTN_SM90_FWD_BM, _BWD_BM): the rows
+ * values[0] or values[1] name, `dflt` for unset, "" or values[2] ("auto"); `fixed` at other
+ * head dims. A bad value stops the run with a message naming the variable (sl_env_choice). */
+inline int d64_rows(const char *var, const char *const (&values)[3], int d, int fixed, int dflt) {
+    if (d != 64) return fixed;
+    const int i = sl_env_choice(var, values, 3);
+    return i < 0 || i == 2 ? dflt : atoi(values[i]);
 }
 
 /* Opts kernel K in to `bytes` of dynamic shared memory (once per process). */

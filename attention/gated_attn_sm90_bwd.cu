@@ -576,10 +576,8 @@ bool dq_fused(void) {
  * tile's softmax branch fits its registers. Read at every backward. */
 constexpr int kD64BwdBm = 64;
 int bwd_bm(int d) {
-    static const char *const values[] = {"64", "128", "auto"};
-    if (d != 64) return 64;
-    const int i = sl_env_choice("SLUICE_ATTN_SM90_BWD_BM", values, 3);
-    return i < 0 || i == 2 ? kD64BwdBm : atoi(values[i]);
+    static const char *const values[3] = {"64", "128", "auto"};
+    return d64_rows("SLUICE_ATTN_SM90_BWD_BM", values, d, 64, kD64BwdBm);
 }
 
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */

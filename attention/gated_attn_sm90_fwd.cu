@@ -338,10 +338,8 @@ template <int D, int NC> void launch_fwd(const args &a, cudaStream_t stream) {
  * (docs/attention.md, "Three consumers at head dim 64"). Read at every forward. */
 constexpr int kD64FwdBm = 128;
 int fwd_bm(int d) {
-    static const char *const values[] = {"128", "192", "auto"};
-    if (d != 64) return 128;
-    const int i = sl_env_choice("SLUICE_ATTN_SM90_FWD_BM", values, 3);
-    return i < 0 || i == 2 ? kD64FwdBm : atoi(values[i]);
+    static const char *const values[3] = {"128", "192", "auto"};
+    return d64_rows("SLUICE_ATTN_SM90_FWD_BM", values, d, 128, kD64FwdBm);
 }
 
 /* SLUICE_ATTN_SM90: 1, 0, or unset / "auto" (sl_cuda_gated_attn_sm90_automatic). Read once per
