@@ -273,34 +273,59 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
         x2 = poison_tail(gen_uniform(c, rows2 * sc, -1, 1), n2 * sc, rows2 * sc);
     }
     const float *dw0 = dw_start(c, g * r * sc, beta); /* beta 1 accumulates into it */
+    const int64_t nw = g * r * sc;
+    /* the reference dW in double: the output in reference mode, the squares' bound in both */
+    double *ref = halloc(c, sizeof(double) * (size_t)nw);
+    dw_begin(ref, dw0, nw, beta, false);
+    sl_ref_grouped_matmul_dw(ref, dy, x, counts, groups, r, sc);
+    if (counts2) sl_ref_grouped_matmul_dw(ref, dy2, x2, counts2, groups, r, sc);
+    const float sq0 = 0.75f; /* sumsq accumulates into it */
+    sl_tensor *tsq = NULL;
     if (!c->be) {
-        double *dw = want(c, "dw", g * r * sc);
-        dw_begin(dw, dw0, g * r * sc, beta, false);
-        sl_ref_grouped_matmul_dw(dw, dy, x, counts, groups, r, sc);
-        if (counts2) sl_ref_grouped_matmul_dw(dw, dy2, x2, counts2, groups, r, sc);
+        memcpy(want(c, "dw", nw), ref, sizeof(double) * (size_t)nw);
     } else {
         sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
+        tsq = F32(c, &sq0, 1);
         if (counts2)
             sl_op_grouped_matmul_dw_pair(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts,
                                          ACT(c, dy2, rows2, r), ACT(c, x2, rows2, sc), counts2,
-                                         groups, beta);
+                                         groups, beta, tsq);
         else
             sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts, groups,
-                                    beta);
+                                    beta, tsq);
         got(c, "dw", tdw);
     }
     /* dw0 (beta 1) and a group's count products */
     double *mag, *terms;
     sum_bound(c, U_F32, &mag, &terms);
-    dw_begin(mag, dw0, g * r * sc, beta, true);
+    dw_begin(mag, dw0, nw, beta, true);
     sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), counts, groups, r,
                              sc);
     if (counts2)
         sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy2, n2 * r), abs_copy(c, x2, n2 * sc), counts2,
                                  groups, r, sc);
+    double kmax = 0;
     for (int gi = 0; gi < g; gi++)
-        for (int64_t i = 0; i < r * sc; i++)
+        for (int64_t i = 0; i < r * sc; i++) {
             terms[gi * r * sc + i] = (double)(counts[gi] + (counts2 ? counts2[gi] : 0)) + 2;
+            kmax = terms[gi * r * sc + i] > kmax ? terms[gi * r * sc + i] : kmax;
+        }
+    /* sumsq = sq0 + the squares of dW: each computed dW_i = ref_i + d_i with |d_i| within
+     * dW's bound, 2 gamma(k_i) mag_i, so the squares' sum moves by at most sum (2 |ref_i| +
+     * |d_i|) |d_i|, and its own accumulation (nw terms, fp32 partials) adds gamma(nw) of it:
+     * both within 2 gamma(kmax + nw + 1) (sq0 + sum (2 |ref_i| + mag_i) mag_i). */
+    if (!c->be) {
+        double *sq = want(c, "sumsq", 1);
+        *sq = sq0;
+        for (int64_t i = 0; i < nw; i++) *sq += ref[i] * ref[i];
+    } else {
+        got(c, "sumsq", tsq);
+    }
+    double *smag, *sterms;
+    sum_bound(c, U_F32, &smag, &sterms);
+    smag[0] = sq0;
+    for (int64_t i = 0; i < nw; i++) smag[0] += (2 * fabs(ref[i]) + mag[i]) * mag[i];
+    sterms[0] = kmax + (double)nw + 1;
 }
 
 void sl_conf_case_grouped_matmul_dw(cx *c) {
@@ -312,7 +337,8 @@ void sl_conf_case_grouped_matmul_dw(cx *c) {
 
 /* Two segments of grouped rows (two micro-batches, the deferred weight gradient): an empty
  * first or second segment, both empty, and widths that are multiples of 8 with groups past 64
- * rows in either segment (the Hopper kernel's shapes, its zero-padded last chunks). */
+ * rows in either segment (the Hopper kernel's shapes, its zero-padded last chunks), one group
+ * empty in both with beta 1. Every case also checks sumsq. */
 typedef struct {
     int groups;
     int64_t counts[8], counts2[8];
@@ -327,6 +353,9 @@ static const gp_shape k_gp[] = {
     {3, {0, 0, 0}, {0, 0, 0}, 1, 8, 8, 1.0f},
     {3, {70, 0, 5}, {3, 64, 0}, 2, 16, 24, 1.0f},
     {8, {50, 0, 5, 3, 9, 0, 1, 22}, {0, 7, 0, 3, 1, 0, 66, 2}, 0, 24, 16, 0.0f},
+    /* beta 1 with a group empty in both segments at the Hopper kernel's widths: a tile it
+     * keeps as it is, whose squares it reads from dW for sumsq */
+    {4, {40, 0, 0, 9}, {0, 0, 30, 2}, 1, 16, 8, 1.0f},
 };
 
 void sl_conf_case_grouped_matmul_dw_pair(cx *c) {

@@ -249,18 +249,18 @@ static void run_gemm(layer *L, int i) {
         sl_op_grouped_matmul(L->dx, L->dgu, L->wgu, L->counts, L->e, false, 0.0f);
         break;
     case 4:
-        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f);
+        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f, NULL);
         break;
     case 5:
-        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f);
+        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f, NULL);
         break;
     case 6:
         sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, L->counts, L->dy, L->mid, L->counts2,
-                                     L->e, 1.0f);
+                                     L->e, 1.0f, NULL);
         break;
     default:
         sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, L->counts, L->dgu, L->x, L->counts2,
-                                     L->e, 1.0f);
+                                     L->e, 1.0f, NULL);
         break;
     }
 }

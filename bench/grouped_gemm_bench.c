@@ -56,7 +56,7 @@ static void run(sl_backend *be, const shape *sh, int reps) {
                 if (pass == 0)
                     sl_op_grouped_matmul(c, a, b, counts, sh->groups, true, 0.0f);
                 else
-                    sl_op_grouped_matmul_dw(b, c, a, counts, sh->groups, 1.0f);
+                    sl_op_grouped_matmul_dw(b, c, a, counts, sh->groups, 1.0f, NULL);
                 if (r >= 0) t[r] = now() - t0;
             }
             qsort(t, (size_t)reps, sizeof(double), sl_bench_cmp_double);

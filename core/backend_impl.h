@@ -36,11 +36,11 @@ typedef struct sl_ops_i {
     void (*grouped_matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                            const int64_t *counts, int groups, bool trans_b, float beta);
     void (*grouped_matmul_dw)(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta);
+                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
     void (*grouped_matmul_dw_pair)(void *ctx, sl_tensor *dw, const sl_tensor *dy,
                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
                                    const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta);
+                                   float beta, sl_tensor *sumsq);
 
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);

@@ -129,18 +129,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* Pass 2, one block: out[0] = sum of the nparts partials (thread t takes t, t + 256, ... in
- * order, then the fixed tree), rounded once to fp32. nparts = 0 gives 0. */
+ * order, then the fixed tree), rounded once to fp32 (add: out[0] + that sum, rounded once).
+ * nparts = 0 gives 0. */
 __global__ void __launch_bounds__(kThreads)
-    k_reduce_final(float *out, const double *part, int nparts) {
+    k_reduce_final(float *out, const double *part, int nparts, bool add) {
     __shared__ double sh[kThreads];
     double acc = 0.0;
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += part[i];
     acc = sl_block_sum_f64(acc, sh);
-    if (threadIdx.x == 0) out[0] = (float)acc;
+    if (threadIdx.x == 0) out[0] = (float)(add ? (double)out[0] + acc : acc);
 }
 
 template <bool SQ, typename T>
-void reduce_launch(void *ctx, const char *op, float *out, const T *x, int64_t n) {
+void reduce_launch(void *ctx, const char *op, float *out, const T *x, int64_t n, bool add = false) {
     const bool vec = sl_aligned16(x);
     const int64_t items = ew_items(n, vec);
     int nparts = 0;
@@ -155,7 +156,7 @@ void reduce_launch(void *ctx, const char *op, float *out, const T *x, int64_t n)
         SL_CUDA_LAUNCHED(op);
     }
     const double *cpart = part;
-    SL_LAUNCH(k_reduce_final, 1, kThreads, 0, sl_cuda_stream(ctx), out, cpart, nparts);
+    SL_LAUNCH(k_reduce_final, 1, kThreads, 0, sl_cuda_stream(ctx), out, cpart, nparts, add);
     SL_CUDA_LAUNCHED(op);
 }
 
@@ -265,6 +266,13 @@ extern "C" void sl_cuda_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
     SL_DISPATCH_FLOAT(
         x->dtype, T,
         reduce_launch<true>(ctx, "sumsq", sl_ptr<float>(out), (const T *)sl_ptr<T>(x), x->numel));
+}
+
+extern "C" void sl_cuda_reduce_add(void *ctx, float *out, const float *x, int64_t n, bool squares) {
+    if (squares)
+        reduce_launch<true>(ctx, "sumsq", out, x, n, true);
+    else
+        reduce_launch<false>(ctx, "sum", out, x, n, true);
 }
 
 extern "C" void sl_cuda_absmax(void *ctx, sl_tensor *out, const sl_tensor *x) {

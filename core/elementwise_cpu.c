@@ -84,18 +84,21 @@ SL_CPU_CLONES static double sumsq_range(const float *p, int64_t n) {
     return acc;
 }
 
-void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
-    (void)ctx;
-    need_f32(x, "sumsq");
-    const float *p = sl_f32(x);
-    const int64_t n = x->numel, chunk = 65536, nchunks = (n + chunk - 1) / chunk;
+double sl_cpu_sumsq_f64(const float *p, int64_t n) {
+    const int64_t chunk = 65536, nchunks = (n + chunk - 1) / chunk;
     double acc = 0.0;
 #pragma omp parallel for reduction(+ : acc) schedule(static) if (nchunks > 1)
     for (int64_t c = 0; c < nchunks; c++) {
         const int64_t lo = c * chunk;
         acc += sumsq_range(p + lo, n - lo < chunk ? n - lo : chunk);
     }
-    sl_f32(out)[0] = (float)acc;
+    return acc;
+}
+
+void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x) {
+    (void)ctx;
+    need_f32(x, "sumsq");
+    sl_f32(out)[0] = (float)sl_cpu_sumsq_f64(sl_f32(x), x->numel);
 }
 
 void sl_cpu_absmax(void *ctx, sl_tensor *out, const sl_tensor *x) {

@@ -12,6 +12,9 @@ void sl_cpu_scale(void *ctx, sl_tensor *x, float s);
 void sl_cpu_convert(void *ctx, sl_tensor *dst, const sl_tensor *src);
 void sl_cpu_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
 void sl_cpu_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
+/* sumsq's sum of the squares of p[0 .. n) in double (its order: fixed chunks, threaded), for
+ * kernels that add it to an accumulator of their own (moe/grouped_matmul_cpu.c). */
+double sl_cpu_sumsq_f64(const float *p, int64_t n);
 void sl_cpu_absmax(void *ctx, sl_tensor *out, const sl_tensor *x);
 
 void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,

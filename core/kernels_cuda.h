@@ -17,6 +17,10 @@ void sl_cuda_scale(void *ctx, sl_tensor *x, float s);
 void sl_cuda_convert(void *ctx, sl_tensor *dst, const sl_tensor *src);
 void sl_cuda_sum(void *ctx, sl_tensor *out, const sl_tensor *x);
 void sl_cuda_sumsq(void *ctx, sl_tensor *out, const sl_tensor *x);
+/* out[0] (device fp32) += the sum of x[0 .. n) (squares: of their squares), as sum and sumsq
+ * sum (double, a fixed order), rounded once: for kernels that add to an accumulator of their
+ * own (moe/grouped_matmul*.cu). Uses scratch slot 0. */
+void sl_cuda_reduce_add(void *ctx, float *out, const float *x, int64_t n, bool squares);
 void sl_cuda_absmax(void *ctx, sl_tensor *out, const sl_tensor *x);
 
 /* matmul.cu */

@@ -163,28 +163,40 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
     DISPATCH(BE(c), grouped_matmul, c, a, b, counts, groups, trans_b, beta);
 }
 
+/* The optional sum of squares of the weight-gradient ops: [1] fp32 beside dW. */
+static void need_sumsq(const char *op, const sl_tensor *sumsq, const sl_tensor *dw) {
+    if (!sumsq) return;
+    need_dtype(op, "dw (with sumsq)", dw, SL_F32);
+    need_numel(op, "sumsq", sumsq, 1);
+    need_dtype(op, "sumsq", sumsq, SL_F32);
+    need_same_backend(op, sumsq, dw);
+}
+
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta) {
+                             const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
     need_float("grouped_matmul_dw", "dw", dw);
     need_float("grouped_matmul_dw", "dy", dy);
     need_like("grouped_matmul_dw", "x", x, dy);
+    need_sumsq("grouped_matmul_dw", sumsq, dw);
     SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
              "grouped_matmul_dw: dw must be [groups=%d, R, S]", groups);
     int64_t n = sum_counts(counts, groups);
     SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
                  n <= sl_rows(dy) && n <= sl_rows(x),
              "grouped_matmul_dw: shapes do not match");
-    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups, beta);
+    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups, beta, sumsq);
 }
 
 void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                                   const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  const int64_t *counts2, int groups, float beta) {
+                                  const int64_t *counts2, int groups, float beta,
+                                  sl_tensor *sumsq) {
     need_float("grouped_matmul_dw_pair", "dw", dw);
     need_float("grouped_matmul_dw_pair", "dy", dy);
     need_like("grouped_matmul_dw_pair", "x", x, dy);
     need_like("grouped_matmul_dw_pair", "dy2", dy2, dy);
     need_like("grouped_matmul_dw_pair", "x2", x2, dy);
+    need_sumsq("grouped_matmul_dw_pair", sumsq, dw);
     SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
              "grouped_matmul_dw_pair: dw must be [groups=%d, R, S]", groups);
     const int64_t n = sum_counts(counts, groups), n2 = sum_counts(counts2, groups);
@@ -192,7 +204,8 @@ void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_t
                  sl_last_dim(dy2) == dw->shape[1] && sl_last_dim(x2) == dw->shape[2] &&
                  n <= sl_rows(dy) && n <= sl_rows(x) && n2 <= sl_rows(dy2) && n2 <= sl_rows(x2),
              "grouped_matmul_dw_pair: shapes do not match");
-    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, counts, dy2, x2, counts2, groups, beta);
+    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, counts, dy2, x2, counts2, groups, beta,
+             sumsq);
 }
 
 /* ---- normalization ---- */

@@ -64,16 +64,21 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                           const int64_t *counts, int groups, bool trans_b, float beta);
 /* Weight gradient of the above: dW_g [R, S] = dY_g^T X_g + beta * dW_g, with dY [n, R],
  * X [n, S], for every group: an empty group gets beta * dW_g (beta 0 writes zeros without
- * reading dW, so a gradient's first writer needs no zeroed buffer; beta 1 accumulates). */
+ * reading dW, so a gradient's first writer needs no zeroed buffer; beta 1 accumulates).
+ * sumsq: NULL, or [1] fp32 on dW's (fp32) backend: sumsq += the sum of the squares of every element
+ * of dW after the op, summed in an order fixed by the shapes (the gradient norm's share of a
+ * weight whose gradient the op completes, without another pass over dW where the backend
+ * fuses it: the CUDA backend's Hopper kernel adds them up in its epilogue). */
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta);
+                             const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
 /* The same over two micro-batches' rows at once (the deferred weight gradient,
  * moe/experts.h): dW_g = dY_g^T X_g + dY2_g^T X2_g + beta dW_g, with dY2 [n2, R], X2 [n2, S]
  * grouped by counts2: one pass over dW where the backend has a kernel for it (the CUDA backend
- * on Hopper), else grouped_matmul_dw with beta, then with 1 (the CPU: bitwise the two calls). */
+ * on Hopper), else grouped_matmul_dw with beta, then with 1 (the CPU: bitwise the two calls);
+ * sumsq as above, of dW after both. */
 void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                                   const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  const int64_t *counts2, int groups, float beta);
+                                  const int64_t *counts2, int groups, float beta, sl_tensor *sumsq);
 
 /* ---- normalization -------------------------------------------------------------------- */
 

@@ -583,9 +583,9 @@ bool sl_model_can_defer_wgrad(const sl_model *m) {
     return any;
 }
 
-void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when) {
+void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        if (m->ffn[l].is_moe) sl_moe_block_set_wgrad(&m->ffn[l].moe, when);
+        if (m->ffn[l].is_moe) sl_moe_block_set_wgrad(&m->ffn[l].moe, when, sumsq);
 }
 
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {

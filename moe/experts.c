@@ -100,13 +100,13 @@ void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_ten
 }
 
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
-                                 const sl_tensor *dout) {
+                                 const sl_tensor *dout, sl_tensor *sumsq) {
     sl_experts_buffers *b = x->buf;
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
         sl_op_grouped_matmul_dw(x->down->g, dout, b->h, counts, x->local,
-                                sl_param_grad_beta(x->down));
+                                sl_param_grad_beta(x->down), sumsq);
         sl_op_grouped_matmul_dw(x->gate_up->g, b->dgu, in, counts, x->local,
-                                sl_param_grad_beta(x->gate_up));
+                                sl_param_grad_beta(x->gate_up), sumsq);
     }
 }
 
@@ -123,14 +123,15 @@ void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts)
 }
 
 void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      const int64_t *counts, const sl_tensor *dout) {
+                                      const int64_t *counts, const sl_tensor *dout,
+                                      sl_tensor *sumsq) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(p->held, "internal error: a paired weight gradient without a parked micro-batch");
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
         sl_op_grouped_matmul_dw_pair(x->down->g, p->dout, p->h, p->counts, dout, b->h, counts,
-                                     x->local, sl_param_grad_beta(x->down));
+                                     x->local, sl_param_grad_beta(x->down), sumsq);
         sl_op_grouped_matmul_dw_pair(x->gate_up->g, p->dgu, p->in, p->counts, b->dgu, in, counts,
-                                     x->local, sl_param_grad_beta(x->gate_up));
+                                     x->local, sl_param_grad_beta(x->gate_up), sumsq);
     }
     p->held = false;
 }

@@ -55,16 +55,19 @@ void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *count
 void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
                               sl_tensor *din);
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
-                                 const sl_tensor *dout);
+                                 const sl_tensor *dout, sl_tensor *sumsq);
 /* Parks this micro-batch's h and dgu in p (after sl_experts_backward_data; p must hold
  * nothing), giving the experts p's previous buffers, grown to their capacity, for the next
  * micro-batch; counts are copied. The caller parks the dispatcher's rows (in, dout) as well. */
 void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts);
 /* The weight gradients of the parked micro-batch and this one (after sl_experts_backward_data),
  * the parked first: on the CPU bitwise the same as sl_experts_backward_weights for each in
- * turn. p holds nothing afterwards. */
+ * turn. p holds nothing afterwards. sumsq (both): NULL, or where the weight gradients add the
+ * squares of their values once written (sl_op_grouped_matmul_dw's; for the backward that
+ * completes them: the gradient norm's share of the experts). */
 void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      const int64_t *counts, const sl_tensor *dout);
+                                      const int64_t *counts, const sl_tensor *dout,
+                                      sl_tensor *sumsq);
 void sl_experts_parked_free(sl_experts_parked *p);
 void sl_experts_free(sl_experts *x);
 

@@ -410,22 +410,13 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
  * + beta dW_g^T, where X_g's row-major [n_g, S] is the column-major [S, n_g] (ld S, used as is)
  * and dY_g's row-major [n_g, R] the column-major [R, n_g] (ld R, transposed). Empty groups get
  * beta dW_g: with beta 0 (a gradient's first write of the step) they are set to zero, one
- * launch per run of consecutive empty groups (their slices are contiguous). */
-void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups, float beta) {
+ * launch per run of consecutive empty groups (their slices are contiguous). These are the
+ * cuBLAS paths of sl_cuda_grouped_matmul_dw (every strategy but wgmma). */
+static void dw_cublas(void *ctx, int how, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                      const int64_t *counts, int groups, float beta) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
-    if (r == 0 || s == 0) return;
     const size_t es_in = sl_dtype_size(dy->dtype), es_w = sl_dtype_size(dw->dtype);
-    int how = strategy();
-    if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
-        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, nullptr, nullptr, nullptr, groups, beta,
-                                    how == SL_EXPERT_GEMM_WGMMA)) {
-            g_dw_path = "wgmma";
-            return;
-        }
-        how = SL_EXPERT_GEMM_AUTO;
-    }
     /* auto's question: fewer than SL_EXPERT_GEMM_PAD_ROWS rows per non-empty expert on average */
     int64_t rows = 0, nonempty = 0;
     for (int g = 0; g < groups; g++) rows += counts[g], nonempty += counts[g] > 0;
@@ -510,20 +501,38 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     run_per_expert(ctx, op, ps, dy->dtype, dw->dtype, beta);
 }
 
+/* sumsq: the Hopper kernel adds the squares in its epilogue; after the other paths one
+ * reduction pass over dW adds them. */
+void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
+                               const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
+    if (dw->shape[1] == 0 || dw->shape[2] == 0) return;
+    int how = strategy();
+    if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, nullptr, nullptr, nullptr, groups, beta,
+                                    sumsq, how == SL_EXPERT_GEMM_WGMMA)) {
+            g_dw_path = "wgmma";
+            return;
+        }
+        how = SL_EXPERT_GEMM_AUTO;
+    }
+    dw_cublas(ctx, how, dw, dy, x, counts, groups, beta);
+    if (sumsq) sl_cuda_reduce_add(ctx, sl_ptr<float>(sumsq), sl_ptr<float>(dw), dw->numel, true);
+}
+
 /* The Hopper kernel over both segments in one pass over dW where it applies; else the two
  * micro-batches' weight gradients one after the other, on whichever path each takes. */
 void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
                                     const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
                                     const sl_tensor *x2, const int64_t *counts2, int groups,
-                                    float beta) {
+                                    float beta, sl_tensor *sumsq) {
     const int how = strategy();
     if (dw->shape[1] > 0 && dw->shape[2] > 0 &&
         (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
-        sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, dy2, x2, counts2, groups, beta,
+        sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, dy2, x2, counts2, groups, beta, sumsq,
                                 how == SL_EXPERT_GEMM_WGMMA)) {
         g_dw_path = "wgmma";
         return;
     }
-    sl_cuda_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta);
-    sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f);
+    sl_cuda_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, nullptr);
+    sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
 }

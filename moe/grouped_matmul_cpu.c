@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/kernels_cpu.h" /* sl_cpu_sumsq_f64 */
 #include "moe/kernels_cpu.h"
 
 static sl_ggemm_mode g_mode = SL_GGEMM_AUTO;
@@ -118,8 +119,13 @@ void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl
     free(tasks);
 }
 
+/* sumsq += the squares of dW (a pass over it after the GEMMs: the CPU fuses nothing here) */
+static void add_sumsq(sl_tensor *sumsq, const sl_tensor *dw) {
+    if (sumsq) sl_f32(sumsq)[0] += (float)sl_cpu_sumsq_f64(sl_f32(dw), dw->numel);
+}
+
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta) {
+                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
     (void)ctx;
     SL_CHECK(dw->dtype == SL_F32 && dy->dtype == SL_F32 && x->dtype == SL_F32,
              "cpu grouped_matmul_dw: only f32 is supported");
@@ -155,6 +161,7 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
     }
     run_tasks(tasks, nt);
     free(tasks);
+    add_sumsq(sumsq, dw);
 }
 
 /* Two passes, in the order the two micro-batches would run them one by one: the CPU's deferred
@@ -162,7 +169,7 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
 void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
                                    const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta) {
-    sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta);
-    sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f);
+                                   float beta, sl_tensor *sumsq) {
+    sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, NULL);
+    sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
 }

@@ -46,13 +46,15 @@
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
 #include "core/env.h"
+#include "core/kernels_cuda.h" /* sl_cuda_reduce_add */
 #include "core/log.h"
 #include "core/ptx_sm90.cuh"
 #include "moe/grouped_matmul_sm90.h"
 
 namespace {
 
-constexpr int kWg = 128, kThreads = 3 * kWg, kConsumerThreads = 2 * kWg;
+constexpr int kWg = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWg,
+              kConsumerThreads = kConsumers * kWg;
 constexpr int BM = 128, BK = 64; /* block tile rows (2 x 64), reduction chunk */
 constexpr int kMaxGroups = 1024;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -246,6 +248,31 @@ __device__ __forceinline__ void store_tile(float (&acc)[BN / 2], T *const (&row)
             if (col < n) store_pair(row[x] + col, acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
         }
     }
+}
+
+/* The squares of a consumer's values of a dW tile (rows row[x], columns n0 + 8 j + 2 q, + 1
+ * below n), summed over the warp (a fixed tree) into its slot of a.sq: from the accumulators
+ * (the values just stored) or, for a tile the kernel keeps (dw_kept), from dW itself. */
+template <int BN>
+__device__ __forceinline__ void tile_squares(const float (&acc)[BN / 2], float *const (&row)[2],
+                                             int n0, int n, bool from_memory, float *slot,
+                                             const sl_wg_lane &p) {
+    float ss = 0.0f;
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        if (!row[x]) continue;
+        SL_UNROLL
+        for (int j = 0; j < BN / 8; j++) {
+            const int col = n0 + 8 * j + 2 * p.q;
+            if (col >= n) continue;
+            const float2 v = from_memory ? load_pair(row[x] + col)
+                                         : make_float2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            ss = fmaf(v.x, v.x, ss);
+            ss = fmaf(v.y, v.y, ss);
+        }
+    }
+    ss = sl_warp_sum(ss);
+    if ((p.t & 31) == 0) *slot = ss;
 }
 
 /* ---- the forward / data-gradient kernel ----------------------------------------------------- */
@@ -484,7 +511,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
         const dw_run d = dw_run_of(R, g);
         const int chunks = d.total();
-        if (dw_kept(chunks, a.beta)) continue;
+        float *row[2];
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            const int r = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
+            row[x] = r < a.m ? (float *)a.c + ((int64_t)g * a.m + r) * a.n : nullptr;
+        }
+        float *slot = a.sq ? a.sq + ((int64_t)t * kConsumers + c) * 4 + p.w : nullptr;
+        if (dw_kept(chunks, a.beta)) {
+            if (slot) tile_squares<BN>(acc, row, n0, a.n, true, slot, p);
+            continue;
+        }
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
          * branch around the wgmmas (one made ptxas serialize them, C7518) */
         SL_UNROLL
@@ -524,13 +561,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             reduce_tile<BN>(acc, smem + L::red + 2 * c * L::red_bytes, &tc, g, m0 + 64 * c, n0, a.n,
                             p, kBarWg + c, n_red);
         } else {
-            float *row[2];
-            SL_UNROLL
-            for (int x = 0; x < 2; x++) {
-                const int r = m0 + 64 * c + 16 * p.w + p.g + 8 * x;
-                row[x] = r < a.m ? (float *)a.c + ((int64_t)g * a.m + r) * a.n : nullptr;
-            }
             store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
+            if (slot) tile_squares<BN>(acc, row, n0, a.n, false, slot, p);
         }
     }
     if constexpr (RED) {
@@ -732,7 +764,8 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
 
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                              const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                             const int64_t *counts2, int groups, float beta, bool loud) {
+                             const int64_t *counts2, int groups, float beta, sl_tensor *sumsq,
+                             bool loud) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
     /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
@@ -765,13 +798,16 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     m.dy2 = pair ? bf16_map(dy2->data, r, rows2, 0, BK, op) : m.dy;
     m.x2 = pair ? bf16_map(x2->data, s, rows2, 0, BK, op) : m.x;
     /* the add-reduction epilogue adds to the old dW: beta 1 only (and not with the prefetch,
-     * which serves the read-modify-write) */
-    const bool red = beta == 1.0f && dw_reduce_enabled() && !args.prefetch_c;
+     * which serves the read-modify-write, nor with sumsq, whose squares need the sums) */
+    const bool red = beta == 1.0f && dw_reduce_enabled() && !args.prefetch_c && !sumsq;
+    const int64_t slots = tiles * kConsumers * 4; /* a partial per consumer warp and tile */
+    if (sumsq) args.sq = (float *)sl_cuda_scratch(ctx, 3, sizeof(float) * (size_t)slots);
     m.c = red ? dw_map(dw->data, s, r, groups, op) : m.dy;
     if (bn == 256)
         red ? launch_dw<256, true>(m, args, tiles) : launch_dw<256, false>(m, args, tiles);
     else
         red ? launch_dw<128, true>(m, args, tiles) : launch_dw<128, false>(m, args, tiles);
     SL_CUDA_LAUNCHED(op);
+    if (sumsq) sl_cuda_reduce_add(ctx, (float *)sumsq->data, args.sq, slots, false);
     return true;
 }

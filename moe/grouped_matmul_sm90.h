@@ -17,6 +17,9 @@ struct sl_gmm_sm90_args {
     void *c;
     float beta;
     int prefetch_c; /* dW: prefetch each tile's old dW into L2 (beta != 0 and not turned off) */
+    /* dW: the sum of the squares of each tile's final values, one fp32 partial per consumer
+     * warp ([tiles][2 consumers][4 warps]), or null (sl_op_grouped_matmul_dw's sumsq) */
+    float *sq;
 };
 
 /* sl_op_grouped_matmul (bf16 throughout) and sl_op_grouped_matmul_dw (bf16 dY, X into fp32
@@ -28,9 +31,13 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
                              const int64_t *counts, int groups, bool trans_b, float beta,
                              bool loud);
 /* dy2, x2, counts2: a second segment of rows (sl_op_grouped_matmul_dw_pair), each group's
- * reduction running over its rows of the first segment, then of the second; null for one. */
+ * reduction running over its rows of the first segment, then of the second; null for one.
+ * sumsq (or null): += the squares of dW after the op, from the epilogue's registers (a kept
+ * tile, an empty group with beta 1, is read for them), summed per consumer warp and then in a
+ * fixed order (core's sl_cuda_reduce_add). */
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                              const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                             const int64_t *counts2, int groups, float beta, bool loud);
+                             const int64_t *counts2, int groups, float beta, sl_tensor *sumsq,
+                             bool loud);
 
 #endif

@@ -8,11 +8,11 @@
 void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                            const int64_t *counts, int groups, bool trans_b, float beta);
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta);
+                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
 void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
                                    const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta);
+                                   float beta, sl_tensor *sumsq);
 
 /* How the grouped GEMM spreads over threads. AUTO (the default) picks per call from the group
  * sizes; the others force one strategy (for benchmarks and tests). Every strategy writes each

@@ -13,11 +13,11 @@ extern "C" {
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                             const int64_t *counts, int groups, bool trans_b, float beta);
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups, float beta);
+                               const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
 void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
                                     const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
                                     const sl_tensor *x2, const int64_t *counts2, int groups,
-                                    float beta);
+                                    float beta, sl_tensor *sumsq);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        WGMMA where its kernel applies (bf16 on compute capability 9.x

@@ -95,6 +95,7 @@ void sl_moe_block_begin_step(sl_moe_block *b) {
      * are overwritten anyway (sl_params_begin_grads), so they are dropped, not an error */
     b->parked.held = false;
     b->wgrad = SL_WGRAD_NOW;
+    b->grad_sumsq = NULL;
     memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
 }
 
@@ -142,7 +143,7 @@ bool sl_moe_block_can_defer(const sl_moe_block *b) {
     return !b->borrowed && !b->experts.own.forward_only && b->experts.buf == &b->experts.own;
 }
 
-void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when) {
+void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq) {
     SL_CHECK(when != SL_WGRAD_PARK || sl_moe_block_can_defer(b),
              "internal error: deferring the weight gradients of a MoE block that shares its "
              "activations or does not train");
@@ -152,7 +153,10 @@ void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when) {
              : when == SL_WGRAD_PARK ? "park"
                                      : "pair",
              b->parked.held ? "" : "out");
+    SL_CHECK(!sumsq || when != SL_WGRAD_PARK,
+             "internal error: a parked micro-batch's weight gradients asked for their squares");
     b->wgrad = when;
+    b->grad_sumsq = sumsq;
 }
 
 /* The experts' weight gradients after their data gradients, as set_wgrad says: now, parked
@@ -162,7 +166,8 @@ static void expert_weights(sl_moe_block *b) {
     sl_token_dispatcher *d = b->disp;
     switch (b->wgrad) {
     case SL_WGRAD_NOW:
-        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out);
+        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
+                                    b->grad_sumsq);
         break;
     case SL_WGRAD_PARK:
         sl_token_dispatcher_park(d, &b->parked.in, &b->parked.dout);
@@ -170,7 +175,7 @@ static void expert_weights(sl_moe_block *b) {
         break;
     case SL_WGRAD_PAIR:
         sl_experts_backward_weights_pair(&b->experts, &b->parked, d->expert_in, d->local_counts,
-                                         d->dexpert_out);
+                                         d->dexpert_out, b->grad_sumsq);
         break;
     }
 }

@@ -77,6 +77,7 @@ typedef struct {
     int64_t *lbl_counts;   /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
     int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward */
     sl_wgrad_when wgrad;   /* this micro-batch's (sl_moe_block_set_wgrad) */
+    sl_tensor *grad_sumsq; /* and where its completed expert gradients add their squares */
     sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_PAIR */
 } sl_moe_block;
 
@@ -105,8 +106,10 @@ void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
  * sl_moe_block_share's) and trains. */
 bool sl_moe_block_can_defer(const sl_moe_block *b);
 /* When the next backward computes the experts' weight gradients. PARK needs
- * sl_moe_block_can_defer and nothing parked; PAIR a parked micro-batch; NOW nothing parked. */
-void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when);
+ * sl_moe_block_can_defer and nothing parked; PAIR a parked micro-batch; NOW nothing parked.
+ * sumsq: NULL, or (NOW, PAIR: a backward that completes the gradients) where the experts'
+ * weight gradients add the squares of their values ([1] fp32, sl_op_grouped_matmul_dw). */
+void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq);
 /* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says). */
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                            const sl_moe_loss_coefs *coefs, sl_tensor *dxn);

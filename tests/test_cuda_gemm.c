@@ -144,7 +144,7 @@ static void case_grouped_dw(const char *what, sl_dtype in, sl_dtype wd, const in
     const int64_t sdy[2] = {rows, r}, sx[2] = {rows, s}, sw[3] = {groups, r, s};
     sl_tensor *tdy = upload(in, 2, sdy, dy), *tx = upload(in, 2, sx, x);
     sl_tensor *tw = upload(wd, 3, sw, w0);
-    sl_op_grouped_matmul_dw(tw, tdy, tx, counts, groups, 1.0f);
+    sl_op_grouped_matmul_dw(tw, tdy, tx, counts, groups, 1.0f, NULL);
     float *got = download(tw);
     const int64_t nw = groups * r * s;
     double *want = malloc((size_t)(nw > 0 ? nw : 1) * sizeof(double));

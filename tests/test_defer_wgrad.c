@@ -17,18 +17,44 @@
  * Hopper kernel) each dW element is one fp32 accumulation over both micro-batches' rows
  * instead of two, so losses must agree within 1e-5 relative and the weights within 1e-5 of
  * their largest magnitude. A parked row overwritten by the next micro-batch's forward would
- * break either. The deferral must not make the host wait more often.
+ * break either. The deferral must not make the host wait more often. Where each expert's
+ * gradient lives on one rank, the expert group's sum of squares that the last backward's
+ * weight-gradient GEMMs added up (the gradient norm's share, trainer/optimizer.h) must match
+ * one pass over the gradients, in both copies.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ops.h"
 #include "tests/parallel_run.h"
 #include "tests/test_util.h"
 #include "trainer/optimizer.h"
 
 enum { B = SL_PRUN_B, S = SL_PRUN_S, GLOBAL_SEQS = SL_PRUN_GLOBAL_SEQS };
+
+static int g_sumsq_checked; /* steps whose fused expert sum of squares was checked */
+
+/* The expert group's sum of squared gradients as the step's last backward added it up
+ * (sl_optimizer_expert_sumsq: the weight-gradient GEMMs' sumsq) against one pass over the
+ * gradients, where that sum applies (each expert's gradient on one rank): a gradient left out,
+ * a stale value or a square of the wrong tile would move it. */
+static void check_expert_sumsq(sl_prun_model *r, int step, const char *what, double tol) {
+    sl_optimizer *o = &r->opt;
+    const int g = SL_PGROUP_EXPERT;
+    if (!o->shard_g[g] || sl_comm_size(o->group_comm[g]) != 1) return;
+    float fused = 0, direct = 0;
+    sl_tensor_to_host(o->group_sumsq[g], &fused);
+    sl_tensor *t = sl_tensor_new1(sl_tensor_backend(r->model->params.g[g]), SL_F32, 1);
+    sl_op_sumsq(t, r->model->params.g[g]);
+    sl_tensor_to_host(t, &direct);
+    sl_tensor_free(t);
+    CHECK(direct > 0 && fabs(fused - direct) <= tol * direct,
+          "step %d (%s): expert gradients' squares %.9g from the backward, %.9g in one pass", step,
+          what, fused, direct);
+    g_sumsq_checked++;
+}
 
 /* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode` and
  * compares them. */
@@ -62,6 +88,8 @@ static void compare(sl_prun *pr, int micro, sl_memory_mode mode, int32_t *tokens
         sl_step_result a = {.metrics = true}, b = {.metrics = true};
         if (sl_prun_step_both(pr, &son, &soff, &tc, step, &f, &a, &b, "deferred", "immediate"))
             break;
+        check_expert_sumsq(&on, step, "deferred", exact ? 1e-6 : 1e-5);
+        check_expert_sumsq(&off, step, "immediate", exact ? 1e-6 : 1e-5);
         const double rel = fabs(a.loss - b.loss) / fabs(b.loss);
         if (rel > worst_loss) worst_loss = rel;
         if (exact) {
@@ -107,6 +135,9 @@ int main(int argc, char **argv) {
     if (micro >= 3) compare(&pr, micro - 1, SL_MEMORY_NONE, tokens);
     /* recompute "attention": the layers keep their own FFN activations, so they can park */
     if (!pr.cuda) compare(&pr, micro, SL_MEMORY_ATTENTION, tokens);
+    /* each expert's gradient on one rank (EP = world): the backward summed its squares */
+    if (pr.ep == pr.size)
+        CHECK(g_sumsq_checked > 0, "the fused sum of the expert gradients' squares never ran");
     const int rc = sl_prun_finish(&pr, "test_defer_wgrad");
     free(tokens);
     sl_prun_free(&pr);

@@ -187,10 +187,10 @@ int main(void) {
     sl_tensor *dwd = sl_test_tensor(SL_F32, 3, (int64_t[]){E, C, I}, NULL);
     sl_op_moe_combine_bwd(dout, dw, dy, a.out, a.spos, a.w);
     sl_op_grouped_matmul(dh, dout, a.wd, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwd, dout, a.h, a.counts_h, E, 1.0f);
+    sl_op_grouped_matmul_dw(dwd, dout, a.h, a.counts_h, E, 1.0f, NULL);
     sl_op_swiglu_bwd(dgu, dh, a.gu);
     sl_op_grouped_matmul(dxs, dgu, a.wgu, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwgu, dgu, a.xs, a.counts_h, E, 1.0f);
+    sl_op_grouped_matmul_dw(dwgu, dgu, a.xs, a.counts_h, E, 1.0f, NULL);
     sl_op_scatter_add_rows(dx, dxs, a.stok);
     sl_op_router_bwd(dlog, dw, a.probs, a.idx, a.w, a.logits, NULL, 0.0f, true);
     sl_op_matmul(dx, dlog, a.wr, false, false, 1.0f, 1.0f);

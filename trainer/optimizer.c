@@ -89,13 +89,25 @@ void sl_optimizer_grads_ready(sl_optimizer *o, int layer) {
             sl_grad_reducer_ready_from(&o->reducer[g], layer < 0 ? 0 : o->layer_offset[g][layer]);
 }
 
+sl_tensor *sl_optimizer_expert_sumsq(sl_optimizer *o) {
+    const int g = SL_PGROUP_EXPERT;
+    /* one rank holds each expert's gradient whole: its shard is the group, nothing sums it */
+    if (!o->shard_g[g] || sl_comm_size(o->group_comm[g]) != 1) return NULL;
+    sl_op_fill(o->group_sumsq[g], 0.0f);
+    o->expert_sq_fused = true;
+    return o->group_sumsq[g];
+}
+
 static double finish_reduce(sl_optimizer *o) {
     for (int g = 0; g < SL_PGROUP_COUNT; g++) sl_grad_reducer_finish(&o->reducer[g]);
-    /* Both groups' sums of squares into device scalars, then the step's one host read of
-     * them: the clip factor is needed on the host for the next AdamW launch. Without ZeRO-1
-     * the shard is the whole buffer. */
+    /* Both groups' sums of squares into device scalars (the expert group's may be there
+     * already, from the backward), then the step's one host read of them: the clip factor is
+     * needed on the host for the next AdamW launch. Without ZeRO-1 the shard is the whole
+     * buffer. */
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
-        if (o->shard_g[g])
+        if (g == SL_PGROUP_EXPERT && o->expert_sq_fused)
+            o->expert_sq_fused = false;
+        else if (o->shard_g[g])
             sl_op_sumsq(o->group_sumsq[g], o->shard_g[g]);
         else
             sl_op_fill(o->group_sumsq[g], 0.0f);

@@ -40,6 +40,8 @@ typedef struct {
     int step;         /* optimizer steps taken */
     sl_tensor *sumsq; /* [groups] device scalars: each group's sum of squared gradients */
     sl_tensor *group_sumsq[SL_PGROUP_COUNT]; /* [1] views of it, made once */
+    /* The expert group's sum came from the backward this step (sl_optimizer_expert_sumsq). */
+    bool expert_sq_fused;
     /* Per parameter, the part inside this rank's shard: views of the master weight, gradient,
      * moments and compute copy (NULL when there is none or none is written here), made once
      * so that a step allocates no tensor handles. */
@@ -66,6 +68,14 @@ void sl_optimizer_begin_reduce(sl_optimizer *o);
 /* Backward progress: every parameter of layers >= `layer` has its final gradient
  * (layer -1: all parameters). Starts the buckets that became final. */
 void sl_optimizer_grads_ready(sl_optimizer *o, int layer);
+/* Where the step's last backward can add the squares of the expert gradients as their
+ * weight-gradient GEMMs complete them (sl_model_set_wgrad; the expert group holds those
+ * gradients and nothing else): the expert group's device scalar, zeroed, after which
+ * finish_reduce takes that group's sum from it instead of a pass over the gradients (25 GB of
+ * reads per step at 15A2B's 9 layers). NULL where the squares of the local gradients are not
+ * the group's share of the norm: the expert gradients are summed across expert-data-parallel
+ * ranks afterwards, or there are none. Call once per step, before the last backward. */
+sl_tensor *sl_optimizer_expert_sumsq(sl_optimizer *o);
 /* Completes the reduction; returns the global L2 norm of the summed gradient. With ZeRO-1
  * only this rank's shard of each gradient buffer holds the sum afterwards. */
 double sl_optimizer_finish_reduce(sl_optimizer *o);

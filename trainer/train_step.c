@@ -63,7 +63,9 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
             m->grad_ready = on_grads_ready;
             m->grad_ready_user = s->opt;
         }
-        sl_model_set_wgrad(m, wgrad_when(s, mb));
+        /* the last backward completes the expert gradients: their squares come with it */
+        sl_model_set_wgrad(m, wgrad_when(s, mb),
+                           mb == s->micro_batches - 1 ? sl_optimizer_expert_sumsq(s->opt) : NULL);
         sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
         for (int l = 0; res->counts && l < nl; l++) {
