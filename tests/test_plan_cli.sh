@@ -66,6 +66,15 @@ out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch
     --expert-gemm wgmma) || fail "--expert-gemm wgmma exited $?"
 grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
     fail "--expert-gemm wgmma should time every pass on wgmma"
+# --defer-wgrad: the pairs in the weight gradient's timing (header line, JSON), or not
+out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384) ||
+    fail "4 micro-batches on an H200 exited $?"
+grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$out" ||
+    fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in pairs"
+json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
+    --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
+grep -q '"expert_wgrad_pairs":[[:space:]]*false' <<<"$json" ||
+    fail "JSON: --defer-wgrad off should time no pairs"
 "$sluice" plan --help | grep -qF "auto | grouped | per-expert | lanes | wgmma" ||
     fail "plan --help should list wgmma among the expert GEMM strategies"
 out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
@@ -94,6 +103,7 @@ check_bad --bogus "$cfg" --gpus 8 --bogus
 check_bad --gpu "$cfg" --gpus 8 --gpu a100
 check_bad --layers "$cfg" --gpus 8 --layers 25
 check_bad --expert-gemm "$cfg" --gpus 8 --expert-gemm fast
+check_bad --defer-wgrad "$cfg" --gpus 8 --defer-wgrad sometimes
 check_bad --global-batch "$cfg" --gpus 8 --global-batch 1000
 err=$("$sluice" plan /nonexistent.json --gpus 8 2>&1)
 rc=$?
