@@ -147,19 +147,6 @@ template <int NC, int BAR> struct turns {
         if (c == 0) sl_named_bar_sync(BAR, kCount);
     }
 };
-/* the two consumers of the backward's kernels */
-__device__ __forceinline__ void turn_start(int c) {
-    turns<kConsumers, kBarTurn>::start(c);
-}
-__device__ __forceinline__ void turn_wait(int c) {
-    turns<kConsumers, kBarTurn>::wait(c);
-}
-__device__ __forceinline__ void turn_pass(int c) {
-    turns<kConsumers, kBarTurn>::pass(c);
-}
-__device__ __forceinline__ void turn_finish(int c) {
-    turns<kConsumers, kBarTurn>::finish(c);
-}
 
 /* ---- the TMA-store epilogue ------------------------------------------------------------------ */
 

@@ -48,7 +48,7 @@ static double state_bytes(const sl_plan *p, bool zero1, int ep) {
  * (none with recompute "layer", whose layers share their activations). */
 static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memory_mode mode,
                              int64_t tokens) {
-    if (!p->defer_wgrad || mode == SL_MEMORY_LAYER) return 0.0;
+    if (!sl_plan_pairs(p, mode)) return 0.0;
     return sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes);
 }
 
@@ -316,10 +316,10 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         if (p->flat) t_dw = p->expert_dw_flops / flop_rate, t_dw_pair = 2 * t_dw;
         const double one = t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one;
         const double pair = t_dw_pair < p->t_a2a_one ? t_dw_pair : p->t_a2a_one;
-        const bool paired = p->defer_wgrad && p->mode != SL_MEMORY_LAYER;
         if (p->overlap_moe)
-            p->t_a2a_hidden = moe_layers * (paired ? (p->accum / 2) * pair + (p->accum % 2) * one
-                                                   : one * p->accum);
+            p->t_a2a_hidden = moe_layers * (sl_plan_pairs(p, p->mode)
+                                                ? (p->accum / 2) * pair + (p->accum % 2) * one
+                                                : one * p->accum);
     }
     /* The gradient reduction overlaps the last micro-batch's backward (2/3 of its compute). */
     const double hide = p->t_compute / p->accum * 2.0 / 3.0;

@@ -21,6 +21,24 @@ static double at(double flops, double tflops) {
     return tflops > 0 ? flops / (tflops * 1e12) : 0;
 }
 
+bool sl_plan_pairs(const sl_plan *p, sl_memory_mode mode) {
+    return p->defer_wgrad && mode != SL_MEMORY_LAYER;
+}
+
+/* Seconds of one pass of a MoE layer's expert GEMMs over `times` micro-batches' routed rows at
+ * once (k T rows each on this GPU with balanced routing, times x p->rows_per_expert per local
+ * expert), at strategy `path`'s measured rates, scaled by cs: gate_up 2 rows h 2Im FLOPs, down
+ * 2 rows Im h. */
+static double expert_pass_s(const sl_model_config *m, const sl_plan *p, double cs,
+                            sl_expert_strategy path, sl_gemm_pass pass, double times) {
+    const double rows = times * (double)p->micro_tokens * m->num_experts_per_tok;
+    const double h = m->hidden_size, Im = m->moe_intermediate_size, r = times * p->rows_per_expert;
+    const sl_plan_gpu *g = p->gpu;
+    return at(2 * rows * h * 2 * Im,
+              cs * sl_rate_expert_tflops(g, path, SL_EXPERT_GATE_UP, pass, r)) +
+           at(2 * rows * Im * h, cs * sl_rate_expert_tflops(g, path, SL_EXPERT_DOWN, pass, r));
+}
+
 void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
                         double *t_wgrad_pair) {
     const sl_plan_gpu *g = p->gpu;
@@ -36,19 +54,12 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
     *t_wgrad_one = 0;
 
     /* Routed experts: k T rows per micro-batch on this GPU (balanced routing), over E / EP
-     * local experts (p->rows_per_expert each). Per pass: gate_up 2 R h 2Im FLOPs, down 2 R Im h. */
-    const double rows = T * k;
+     * local experts (p->rows_per_expert each); the FLOPs of one pass: 2 k T h 3 Im. */
     double expert_s[3] = {0, 0, 0}, expert_f = 0;
     if (p->moe_layers > 0) {
-        const double Im = m->moe_intermediate_size;
-        const double f_gu = 2 * rows * h * 2 * Im, f_dn = 2 * rows * Im * h;
-        expert_f = f_gu + f_dn;
+        expert_f = 2 * T * k * h * 3 * m->moe_intermediate_size;
         for (int pass = 0; pass < 3; pass++)
-            expert_s[pass] =
-                at(f_gu, cs * sl_rate_expert_tflops(g, p->expert_path[pass], SL_EXPERT_GATE_UP,
-                                                    (sl_gemm_pass)pass, p->rows_per_expert)) +
-                at(f_dn, cs * sl_rate_expert_tflops(g, p->expert_path[pass], SL_EXPERT_DOWN,
-                                                    (sl_gemm_pass)pass, p->rows_per_expert));
+            expert_s[pass] = expert_pass_s(m, p, cs, p->expert_path[pass], (sl_gemm_pass)pass, 1);
         *t_wgrad_one = expert_s[SL_PASS_WGRAD];
     }
     *t_wgrad_pair = 2 * *t_wgrad_one;
@@ -58,16 +69,10 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
      * for both), timed at the rate measured at 2R rows; an odd last micro-batch alone. Where
      * the pair runs as two passes (other kernels) the time is that of two micro-batches. */
     double wgrad_s = expert_s[SL_PASS_WGRAD] * n_moe;
-    p->wgrad_pairs = p->defer_wgrad && p->mode != SL_MEMORY_LAYER &&
+    p->wgrad_pairs = sl_plan_pairs(p, p->mode) &&
                      p->expert_path[SL_PASS_WGRAD] == SL_EXPERTS_WGMMA && p->moe_layers > 0;
     if (p->wgrad_pairs) {
-        const double Im = m->moe_intermediate_size, r2 = 2 * p->rows_per_expert;
-        const double f_gu = 2 * 2 * rows * h * 2 * Im, f_dn = 2 * 2 * rows * Im * h;
-        const double pair_s =
-            at(f_gu, cs * sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP,
-                                                SL_PASS_WGRAD, r2)) +
-            at(f_dn,
-               cs * sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, r2));
+        const double pair_s = expert_pass_s(m, p, cs, SL_EXPERTS_WGMMA, SL_PASS_WGRAD, 2);
         const int pairs = p->accum / 2, odd = p->accum % 2;
         wgrad_s = p->moe_layers * (pairs * pair_s + odd * expert_s[SL_PASS_WGRAD]);
         *t_wgrad_pair = pair_s;

@@ -14,6 +14,10 @@
  * *t_wgrad_one: the experts' weight-gradient time of one MoE layer and micro-batch;
  * *t_wgrad_pair: of one MoE layer and pair of micro-batches (p->wgrad_pairs: one pass over
  * both; else twice *t_wgrad_one). */
+/* Whether the trainer would run p's micro-batches in pairs for the experts' weight gradients in
+ * memory mode `mode`: p->defer_wgrad and layers that own their rows (not recompute layer). */
+bool sl_plan_pairs(const sl_plan *p, sl_memory_mode mode);
+
 void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
                         double *t_wgrad_pair);
 
