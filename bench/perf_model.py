@@ -3,7 +3,7 @@
 
 Usage:
   /usr/bin/python3 bench/perf_model.py [--config configs/qwen-gated-15a2b.json] [--seq S]
-        [--batch B] [--precision bf16|fp32] [--layers N] [--accum N ...] [--logits-chunk ELEMS]
+        [--batch B] [--precision bf16|fp32] [--layers N] [--accum N ...] [--logits-chunk-bytes B]
         [--update docs/performance.md] [--json]
 
 For one decoder layer of the config's model at micro-batch B x S tokens it lists every
@@ -57,13 +57,13 @@ TC_ATTN_EFF = 0.35
 # An 8192^3 bf16 GEMM on an H200 in practice (public figure, gpu-facts.md), for the target.
 PUBLIC_GEMM_PEAK = (770e12, 800e12)
 
-# model.c: elements of one logits chunk on a device backend (SL_LOGITS_CHUNK_ELEMS_DEVICE)
-MODEL_LOGITS_CHUNK = 1 << 29
+# model/counts.h: bytes of one logits chunk on a device backend (SL_LOGITS_CHUNK_BYTES_DEVICE)
+MODEL_LOGITS_CHUNK_BYTES = 1 << 31
 
 
-def logits_chunk_rows(tokens, vocab, chunk_elems=MODEL_LOGITS_CHUNK):
+def logits_chunk_rows(tokens, vocab, elem_bytes, chunk_bytes=MODEL_LOGITS_CHUNK_BYTES):
     """model/counts.c sl_logits_chunk_rows: the fewest chunks within the bound, of equal rows."""
-    most = max(1, chunk_elems // max(vocab, 1))
+    most = max(1, (chunk_bytes // max(elem_bytes, 1)) // max(vocab, 1))
     chunks = -(-tokens // most)
     return max(1, -(-tokens // chunks))
 
@@ -171,7 +171,7 @@ def workspace_bytes(mc, tokens, precision):
     hd, kvd = mc["num_attention_heads"] * D, mc["num_key_value_heads"] * D
     ws = (3 * hd + 3 * kvd + 2 * q_width(mc) - hd + h) * a  # attention gradients
     ws += h * a + 4 * h * a + 4 + 3 * 4 + 4  # FFN dxn; dx, dh, xf, dxf; xf_rstd; ids...; losses
-    rows = logits_chunk_rows(tokens, mc["vocab_size"])
+    rows = logits_chunk_rows(tokens, mc["vocab_size"], a)
     return tokens * (ws + h * a) + rows * mc["vocab_size"] * a  # + x[L]
 
 
@@ -364,13 +364,13 @@ def optimizer_ops(params, label):
     ]
 
 
-def head_ops(mc, batch, seq, precision, chunk_elems):
+def head_ops(mc, batch, seq, precision, chunk_bytes):
     """Embedding, final norm, LM head and loss (model/model.c), once per micro-batch."""
     a = 2 if precision == "bf16" else 4
     f = 4
     T = batch * seq
     h, V = mc["hidden_size"], mc["vocab_size"]
-    rows = logits_chunk_rows(T, V, chunk_elems)
+    rows = logits_chunk_rows(T, V, a, chunk_bytes)
     chunks = math.ceil(T / rows)
     ops = [Op("embedding_fwd", "fwd", "mem", 0, 2 * T * h * a + T * 4),
            Op("final rmsnorm", "fwd", "mem", 4.0 * T * h, 2 * T * h * a + T * f)]
@@ -433,7 +433,7 @@ def analyse(args):
     T = batch * seq
     lops = layer_ops(mc, batch, seq, prec)
     lp_total, lp_active = layer_params(mc, 0)
-    hops, chunk_rows, chunks = head_ops(mc, batch, seq, prec, args.logits_chunk)
+    hops, chunk_rows, chunks = head_ops(mc, batch, seq, prec, args.logits_chunk_bytes)
     hops_one, _, _ = head_ops(mc, batch, seq, prec, T * mc["vocab_size"])
     if prec == "fp32":  # fp32 training: every GEMM is an fp32 cuBLAS GEMM without TF32
         for o in lops + hops + hops_one:
@@ -537,10 +537,10 @@ def markdown(args):
     p("")
     p("### Once per micro-batch: embedding, LM head and loss (vocabulary %d)" % mc["vocab_size"])
     p("")
-    p("model/model.c runs the LM head in chunks of %d logits (SL_LOGITS_CHUNK_ELEMS_DEVICE): %d rows, so "
+    p("model/model.c runs the LM head in chunks of at most %d bytes of logits (SL_LOGITS_CHUNK_BYTES_DEVICE): %d rows, so "
       "%d chunks at %d tokens, and each chunk's two head GEMMs read the whole bf16 head weight and "
       "its dW GEMM reads and writes the whole fp32 head gradient:" % (
-          args.logits_chunk, res["logits_chunk_rows"], res["logits_chunks"], T))
+          args.logits_chunk_bytes, res["logits_chunk_rows"], res["logits_chunks"], T))
     p("")
     out.extend(table(hops, "head, %d chunks" % res["logits_chunks"]))
     p("")
@@ -633,8 +633,8 @@ def main():
                     help="layers of the benchmark model (default: gpu_train_bench's choice per GPU)")
     ap.add_argument("--accum", type=int, nargs="+", default=[1, 16],
                     help="micro-batches per optimizer step to tabulate")
-    ap.add_argument("--logits-chunk", type=int, default=MODEL_LOGITS_CHUNK,
-                    help="elements of one logits chunk (model.c: 2^24)")
+    ap.add_argument("--logits-chunk-bytes", type=int, default=MODEL_LOGITS_CHUNK_BYTES,
+                    help="bytes of one logits chunk at most (model/counts.h: 2^31 on a device)")
     ap.add_argument("--update", metavar="MD",
                     help="replace the text between the perf_model markers of this file")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -151,7 +151,7 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                       + h * a                                            /* FFN dxn */
                       + 4 * h * a                                        /* dx, dh, xf, dxf */
                       + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
-    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, true);
+    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, act_bytes, true);
     out->per_layer_max = max;
     out->layers = layers;
     out->shared = shared;
@@ -159,8 +159,9 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
     out->total = out->layers + out->shared + out->workspace;
 }
 
-int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, bool device) {
-    const int64_t bound = device ? SL_LOGITS_CHUNK_ELEMS_DEVICE : SL_LOGITS_CHUNK_ELEMS_HOST;
+int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, int elem_bytes, bool device) {
+    const int64_t bytes = device ? SL_LOGITS_CHUNK_BYTES_DEVICE : SL_LOGITS_CHUNK_BYTES_HOST;
+    const int64_t bound = bytes / (elem_bytes > 0 ? elem_bytes : 1);
     int64_t most = bound / (vocab > 0 ? vocab : 1);
     if (most < 1) most = 1;
     if (tokens < 1) return 1;

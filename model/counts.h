@@ -88,18 +88,20 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
  * losses, and one logits chunk of sl_logits_chunk_rows(tokens, V, device) rows of V.
  */
-/* The LM head's logits chunk (model/model.c): at most this many elements. Every chunk re-reads
+/* The LM head's logits chunk (model/model.c): at most this many bytes. Every chunk re-reads
  * the head weight and re-reads and re-writes its fp32 gradient (8 V h bytes: 2.5 GB at 15A2B),
- * so fewer chunks save that traffic where memory allows: 2^29 on a device (1 GiB in bf16), 2^24
- * on the CPU (64 MiB in fp32). */
-#define SL_LOGITS_CHUNK_ELEMS_DEVICE ((int64_t)1 << 29)
-#define SL_LOGITS_CHUNK_ELEMS_HOST   ((int64_t)1 << 24)
+ * so fewer chunks save that traffic where memory allows: 2 GiB on a device (2^30 logits in
+ * bf16: a micro-batch of 4,096 tokens at vocabulary 151,936 is one chunk), 64 MiB on the CPU
+ * (2^24 in fp32). Either way a chunk has fewer than 2^31 elements (the kernels' int indices). */
+#define SL_LOGITS_CHUNK_BYTES_DEVICE ((int64_t)1 << 31)
+#define SL_LOGITS_CHUNK_BYTES_HOST   ((int64_t)1 << 26)
 
-/* Rows per logits chunk for `tokens` rows of vocabulary `vocab`: the fewest chunks that keep
- * each within the bound above (device or host), of equal rows (the last one up to chunks - 1
- * fewer), so no chunk is a sliver and the buffer holds no rows it never uses: 2 chunks of 2,048
- * at 4,096 tokens and vocabulary 151,936 on a device. */
-int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, bool device);
+/* Rows per logits chunk for `tokens` rows of vocabulary `vocab` in elements of `elem_bytes`:
+ * the fewest chunks that keep each within the bound above (device or host), of equal rows (the
+ * last one up to chunks - 1 fewer), so no chunk is a sliver and the buffer holds no rows it
+ * never uses: one chunk of 4,096 rows at 4,096 tokens and vocabulary 151,936 in bf16 on a
+ * device, 5 of 6,554 at 32,768. */
+int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, int elem_bytes, bool device);
 typedef struct {
     double per_layer_max; /* the most any one layer keeps for itself (residual included) */
     double layers;        /* what all layers keep for themselves */

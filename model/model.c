@@ -166,7 +166,8 @@ static void allocate(sl_model *m) {
     m->xf_rstd = sl_tensor_new1(be, SL_F32, t);
     m->dxf = train ? sl_tensor_new2(be, a, t, hid) : NULL;
     /* the LM head's logits in chunks: its memory bounded independently of T */
-    m->chunk_rows = sl_logits_chunk_rows(t, c->vocab_size, !sl_backend_host_memory(be));
+    m->chunk_rows =
+        sl_logits_chunk_rows(t, c->vocab_size, (int)sl_dtype_size(a), !sl_backend_host_memory(be));
     m->logits = sl_tensor_new2(be, a, m->chunk_rows, c->vocab_size);
     m->losses = sl_tensor_new1(be, SL_F32, t);
     m->host_ids = sl_xmalloc((size_t)t * sizeof(int32_t));

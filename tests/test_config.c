@@ -1062,6 +1062,26 @@ static void test_counts_variants(void) {
     CHECK(f2 - f1 == 6.0 * L * H * D * 1000, "attention FLOPs term");
 }
 
+/* The LM head's chunks (model/counts.c): the fewest within the byte bound, of equal rows. */
+static void test_logits_chunks(void) {
+    const int64_t V = 151936;
+    CHECK(sl_logits_chunk_rows(4096, V, 2, true) == 4096, "bf16, 4096 tokens: one chunk");
+    CHECK(sl_logits_chunk_rows(32768, V, 2, true) == 6554, "bf16, 32768 tokens: 5 of 6554 rows");
+    CHECK(sl_logits_chunk_rows(4096, V, 4, true) == 2048, "fp32, 4096 tokens: 2 of 2048 rows");
+    for (int64_t t = 1; t <= 70000; t = t * 3 + 1)
+        for (int bytes = 2; bytes <= 4; bytes += 2)
+            for (int dev = 0; dev < 2; dev++) {
+                const int64_t rows = sl_logits_chunk_rows(t, V, bytes, dev);
+                const int64_t bound =
+                    (dev ? SL_LOGITS_CHUNK_BYTES_DEVICE : SL_LOGITS_CHUNK_BYTES_HOST) / bytes;
+                const int64_t chunks = (t + rows - 1) / rows;
+                CHECK(rows * V <= bound && rows * V < INT32_MAX, "chunk within the bound");
+                CHECK(chunks == (t + bound / V - 1) / (bound / V), "the fewest chunks");
+                CHECK(rows * (chunks - 1) < t, "no empty last chunk");
+            }
+    CHECK(sl_logits_chunk_rows(100, 1 << 30, 4, true) == 1, "a row over the bound: one row");
+}
+
 int main(void) {
     test_defaults();
     test_shipped();
@@ -1076,5 +1096,6 @@ int main(void) {
     test_counts_15a2b();
     test_counts_dense();
     test_counts_variants();
+    test_logits_chunks();
     return sl_test_finish("test_config");
 }

@@ -109,7 +109,7 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
      * the dense rate; the cross-entropy reads the logits and writes their gradient in place (2 x T
      * V activation bytes); each chunk reads and writes the fp32 head gradient (8 V h). */
     const double chunks =
-        ceil(T / (double)sl_logits_chunk_rows(p->micro_tokens, m->vocab_size, true));
+        ceil(T / (double)sl_logits_chunk_rows(p->micro_tokens, m->vocab_size, p->act_bytes, true));
     const double head_f = 6 * T * h * V;
     const double head_s =
         at(head_f, dense) + (2.0 * p->act_bytes * T * V + chunks * 8 * V * h) / stream;
