@@ -38,6 +38,7 @@ static const struct {
     {"sumsq", {1e-6, 1e-6}, {1e-6, 1e-6}},
     {"absmax", {0, 0}, {0, 0}}, /* a max: exact in any order and dtype */
     {"matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
+    {"grouped_counts_on_device", {1e-5, 1e-5}, {3e-2, 2e-2}}, /* grouped GEMMs, device counts */
     {"grouped_matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
     {"grouped_matmul_dw", {1e-5, 1e-5}, {3e-2, 2e-2}},
     {"grouped_matmul_dw_pair", {1e-5, 1e-5}, {3e-2, 2e-2}},
@@ -60,6 +61,7 @@ static const struct {
     {"router_fwd", {1e-6, 1e-5}, {1e-6, 1e-5}}, /* fp32 on every backend */
     {"router_bwd", {1e-6, 1e-5}, {1e-6, 1e-5}},
     {"moe_sort", {0, 0}, {0, 0}},
+    {"moe_counts", {0, 1e-7}, {0, 1e-7}}, /* acc exact (i32); freq one fp32 product */
     {"gather_rows", {0, 0}, {0, 0}},
     {"scatter_add_rows", {2e-6, 1e-5}, {1e-2, 1e-2}},
     {"moe_combine", {1e-6, 1e-5}, {1e-2, 1e-2}},
@@ -95,6 +97,7 @@ static const op_row k_ops[] = {
     OP(sumsq),
     OP(absmax),
     OP(matmul),
+    OP(grouped_counts_on_device),
     OP(grouped_matmul),
     OP(grouped_matmul_dw),
     OP(grouped_matmul_dw_pair),
@@ -116,6 +119,7 @@ static const op_row k_ops[] = {
     OP(router_fwd),
     OP(router_bwd),
     OP(moe_sort),
+    OP(moe_counts),
     OP(gather_rows),
     OP(scatter_add_rows),
     OP(moe_combine),

@@ -218,22 +218,47 @@ static float *poison_tail(float *x, int64_t from, int64_t to) {
     return x;
 }
 
-void sl_conf_case_grouped_matmul(cx *c) {
-    const gm_shape *s = PICK(c, k_gm);
+/* Counts for a grouped GEMM on the case's backend: on the host, or uploaded as I32 (device
+ * counts, core/ops.h). Made before the op so that the reads counted around it are its own. */
+static sl_group_counts case_counts(cx *c, const int64_t *counts, int groups, bool device) {
+    if (!device) return sl_counts_host(counts, groups);
+    int32_t *h = halloc(c, sizeof(int32_t) * (size_t)groups);
+    for (int g = 0; g < groups; g++) h[g] = (int32_t)counts[g];
+    return sl_counts_device(I32(c, h, groups), rows_of(counts, groups));
+}
+
+/* Device counts' host reads beyond what the backend's grouped_counts_on_device allows (none
+ * where it says yes, one per op where it says no: core/ops.c reads them), an exact output that
+ * must be 0. reads: those counted around the ops (the reference loops: none). Last among the
+ * case's outputs, after the sums' bounds (sum_bound annotates the output added last). */
+static void reads_output(cx *c, long long reads, int ops, int64_t r, int64_t s, int groups) {
+    const bool dev = !c->be || sl_grouped_counts_on_device(c->be, c->act, r, s, groups);
+    const int32_t excess = c->be ? (int32_t)(reads - (dev ? 0 : ops)) : 0;
+    if (!c->be)
+        want_i32(c, "host reads beyond grouped_counts_on_device", &excess, 1);
+    else
+        got(c, "host reads beyond grouped_counts_on_device", I32(c, &excess, 1));
+}
+
+static void mm_case(cx *c, const gm_shape *s, bool device) {
     const int64_t n = gm_rows(s), rows = n + s->spare, g = s->groups;
     const int64_t in = s->tb ? s->s : s->r, out = s->tb ? s->r : s->s;
-    desc(c, "%lld+%d rows/%d groups/%dx%d%s", (long long)n, s->spare, s->groups, s->r, s->s,
-         s->tb ? "t" : "");
+    desc(c, "%lld+%d rows/%d groups/%dx%d%s%s", (long long)n, s->spare, s->groups, s->r, s->s,
+         s->tb ? "t" : "", device ? "/dev" : "");
     float *a = poison_tail(gen_uniform(c, rows * in, -1, 1), n * in, rows * in);
     const float *b = gen_uniform(c, g * s->r * s->s, -1, 1),
                 *c0 = gen_uniform(c, rows * out, -1, 1);
+    long long reads = 0;
     if (!c->be) {
         sl_ref_grouped_matmul(want(c, "c", rows * out), a, b, c0, s->counts, s->groups, rows, s->r,
                               s->s, s->tb, s->beta);
     } else {
-        sl_tensor *tc = ACT(c, c0, rows, out);
-        sl_op_grouped_matmul(tc, ACT(c, a, rows, in), ACT(c, b, g, s->r, s->s), s->counts,
-                             s->groups, s->tb, s->beta);
+        sl_tensor *tc = ACT(c, c0, rows, out), *ta = ACT(c, a, rows, in);
+        sl_tensor *tb = ACT(c, b, g, s->r, s->s);
+        const sl_group_counts k = case_counts(c, s->counts, s->groups, device);
+        reads = sl_backend_host_reads(c->be);
+        sl_op_grouped_matmul(tc, ta, tb, k, s->groups, s->tb, s->beta);
+        reads = sl_backend_host_reads(c->be) - reads;
         got(c, "c", tc);
     }
     double *mag, *terms;
@@ -242,6 +267,11 @@ void sl_conf_case_grouped_matmul(cx *c) {
                           abs_copy(c, c0, rows * out), s->counts, s->groups, rows, s->r, s->s,
                           s->tb, fabs(s->beta));
     for (int64_t i = 0; i < rows * out; i++) terms[i] = (double)in + 2;
+    if (device) reads_output(c, reads, 1, s->r, s->s, s->groups);
+}
+
+void sl_conf_case_grouped_matmul(cx *c) {
+    mm_case(c, PICK(c, k_gm), false);
 }
 
 /* A weight gradient's starting values: uniform, or NaN where beta 0 (a gradient's first write)
@@ -262,7 +292,7 @@ static void dw_begin(double *out, const float *dw0, int64_t n, float beta, bool 
 /* dW = dY^T X (+ dY2^T X2 with a second segment, counts2 not null) + beta dW0 over groups of
  * rows, `spare` poisoned rows after each segment's. */
 static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *counts2, int spare,
-                    int r, int sc, float beta) {
+                    int r, int sc, float beta, bool device) {
     const int64_t g = groups, n = rows_of(counts, groups), rows = n + spare;
     const int64_t n2 = counts2 ? rows_of(counts2, groups) : 0, rows2 = n2 + spare;
     float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
@@ -281,18 +311,24 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     if (counts2) sl_ref_grouped_matmul_dw(ref, dy2, x2, counts2, groups, r, sc);
     const float sq0 = 0.75f; /* sumsq accumulates into it */
     sl_tensor *tsq = NULL;
+    long long reads = 0; /* the ops' host reads (device counts) */
     if (!c->be) {
         memcpy(want(c, "dw", nw), ref, sizeof(double) * (size_t)nw);
     } else {
         sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
         tsq = F32(c, &sq0, 1);
-        if (counts2)
-            sl_op_grouped_matmul_dw_pair(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts,
-                                         ACT(c, dy2, rows2, r), ACT(c, x2, rows2, sc), counts2,
-                                         groups, beta, tsq);
-        else
-            sl_op_grouped_matmul_dw(tdw, ACT(c, dy, rows, r), ACT(c, x, rows, sc), counts, groups,
-                                    beta, tsq);
+        sl_tensor *tdy = ACT(c, dy, rows, r), *tx = ACT(c, x, rows, sc);
+        const sl_group_counts k = case_counts(c, counts, groups, device);
+        if (counts2) {
+            sl_tensor *tdy2 = ACT(c, dy2, rows2, r), *tx2 = ACT(c, x2, rows2, sc);
+            const sl_group_counts k2 = case_counts(c, counts2, groups, device);
+            reads = sl_backend_host_reads(c->be);
+            sl_op_grouped_matmul_dw_pair(tdw, tdy, tx, k, tdy2, tx2, k2, groups, beta, tsq);
+        } else {
+            reads = sl_backend_host_reads(c->be);
+            sl_op_grouped_matmul_dw(tdw, tdy, tx, k, groups, beta, tsq);
+        }
+        reads = sl_backend_host_reads(c->be) - reads;
         got(c, "dw", tdw);
     }
     /* dw0 (beta 1) and a group's count products */
@@ -326,13 +362,14 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     smag[0] = sq0;
     for (int64_t i = 0; i < nw; i++) smag[0] += (2 * fabs(ref[i]) + mag[i]) * mag[i];
     sterms[0] = kmax + (double)nw + 1;
+    if (device) reads_output(c, reads, counts2 ? 2 : 1, r, sc, groups);
 }
 
 void sl_conf_case_grouped_matmul_dw(cx *c) {
     const gm_shape *s = PICK(c, k_gm);
     desc(c, "%lld+%d rows/%d groups/%dx%d/beta%g", (long long)gm_rows(s), s->spare, s->groups, s->r,
          s->s, (double)s->beta);
-    dw_case(c, s->groups, s->counts, NULL, s->spare, s->r, s->s, s->beta);
+    dw_case(c, s->groups, s->counts, NULL, s->spare, s->r, s->s, s->beta, false);
 }
 
 /* Two segments of grouped rows (two micro-batches, the deferred weight gradient): an empty
@@ -363,7 +400,23 @@ void sl_conf_case_grouped_matmul_dw_pair(cx *c) {
     desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g", (long long)rows_of(s->counts, s->groups),
          (long long)rows_of(s->counts2, s->groups), s->spare, s->groups, s->r, s->s,
          (double)s->beta);
-    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta);
+    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta, false);
+}
+
+/* The grouped GEMMs from device counts (sl_counts_device, as the MoE layers pass the sort's
+ * counts): the forward over k_gm's shapes, then the paired weight gradient over k_gp's, each
+ * with their results and the host reads the counts cost (reads_output). */
+void sl_conf_case_grouped_counts_on_device(cx *c) {
+    c->nshapes = NELEM(k_gm) + NELEM(k_gp);
+    if (c->shape < NELEM(k_gm)) {
+        mm_case(c, &k_gm[c->shape], true);
+        return;
+    }
+    const gp_shape *s = &k_gp[c->shape - NELEM(k_gm)];
+    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g/dev",
+         (long long)rows_of(s->counts, s->groups), (long long)rows_of(s->counts2, s->groups),
+         s->spare, s->groups, s->r, s->s, (double)s->beta);
+    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta, true);
 }
 
 /* ---- normalization, embedding, loss ------------------------------------------------------ */

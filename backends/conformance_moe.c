@@ -158,6 +158,32 @@ void sl_conf_case_moe_sort(cx *c) {
     got(c, "slot_pos", tsp);
 }
 
+/* Counts of E experts (an empty one among them, 300 experts past one block's 256 threads),
+ * added into an accumulator that holds earlier counts, and scaled into fp32. */
+void sl_conf_case_moe_counts(cx *c) {
+    static const struct {
+        int e;
+        float scale;
+    } k_shapes[] = {{1, 0.5f}, {8, 0.01f}, {300, 3.0e-7f}};
+    const int64_t e = PICK(c, k_shapes)->e;
+    const float scale = k_shapes[c->shape].scale;
+    desc(c, "E%lld/scale%g", (long long)e, (double)scale);
+    int32_t *counts = gen_ints(c, e, 0, 5000), *acc0 = gen_ints(c, e, 0, 100000);
+    counts[e / 2] = 0;
+    if (!c->be) {
+        int32_t *acc = halloc(c, sizeof(int32_t) * (size_t)e);
+        for (int64_t i = 0; i < e; i++) acc[i] = acc0[i] + counts[i];
+        want_i32(c, "acc", acc, e);
+        double *f = want(c, "freq", e);
+        for (int64_t i = 0; i < e; i++) f[i] = (double)scale * counts[i];
+        return;
+    }
+    sl_tensor *ta = I32(c, acc0, e), *tf = F32(c, junk(c, e), e);
+    sl_op_moe_counts(ta, tf, I32(c, counts, e), scale);
+    got(c, "acc", ta);
+    got(c, "freq", tf);
+}
+
 /* Source rows, m indices (repeated), width, spare destination rows; 2000 x 24 is above the
  * CPU's threading threshold, 0 indices is a rank that received no rows, and 3000 rows need
  * more than one 10-bit radix pass in the CUDA scatter-add's inversion of idx. */

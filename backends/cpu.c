@@ -22,6 +22,7 @@ static const sl_ops_i k_cpu_ops = {
     .absmax = sl_cpu_absmax,
     /* core/matmul_cpu.c, moe/grouped_matmul_cpu.c */
     .matmul = sl_cpu_matmul,
+    .grouped_counts_on_device = sl_cpu_grouped_counts_on_device,
     .grouped_matmul = sl_cpu_grouped_matmul,
     .grouped_matmul_dw = sl_cpu_grouped_matmul_dw,
     .grouped_matmul_dw_pair = sl_cpu_grouped_matmul_dw_pair,
@@ -48,6 +49,7 @@ static const sl_ops_i k_cpu_ops = {
     .router_fwd = sl_cpu_router_fwd,
     .router_bwd = sl_cpu_router_bwd,
     .moe_sort = sl_cpu_moe_sort,
+    .moe_counts = sl_cpu_moe_counts,
     .gather_rows = sl_cpu_gather_rows,
     .scatter_add_rows = sl_cpu_scatter_add_rows,
     .moe_combine = sl_cpu_moe_combine,

@@ -16,15 +16,16 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const sl_ops_i k_cuda_ops = {
-    .fill = sl_cuda_fill,                           /* core/elementwise.cu */
-    .add = sl_cuda_add,                             /* core/elementwise.cu */
-    .axpy = sl_cuda_axpy,                           /* core/elementwise.cu */
-    .scale = sl_cuda_scale,                         /* core/elementwise.cu */
-    .convert = sl_cuda_convert,                     /* core/elementwise.cu */
-    .sum = sl_cuda_sum,                             /* core/elementwise.cu */
-    .sumsq = sl_cuda_sumsq,                         /* core/elementwise.cu */
-    .absmax = sl_cuda_absmax,                       /* core/elementwise.cu */
-    .matmul = sl_cuda_matmul,                       /* core/matmul.cu */
+    .fill = sl_cuda_fill,       /* core/elementwise.cu */
+    .add = sl_cuda_add,         /* core/elementwise.cu */
+    .axpy = sl_cuda_axpy,       /* core/elementwise.cu */
+    .scale = sl_cuda_scale,     /* core/elementwise.cu */
+    .convert = sl_cuda_convert, /* core/elementwise.cu */
+    .sum = sl_cuda_sum,         /* core/elementwise.cu */
+    .sumsq = sl_cuda_sumsq,     /* core/elementwise.cu */
+    .absmax = sl_cuda_absmax,   /* core/elementwise.cu */
+    .matmul = sl_cuda_matmul,   /* core/matmul.cu */
+    .grouped_counts_on_device = sl_cuda_grouped_counts_on_device,
     .grouped_matmul = sl_cuda_grouped_matmul,       /* moe/grouped_matmul.cu */
     .grouped_matmul_dw = sl_cuda_grouped_matmul_dw, /* moe/grouped_matmul.cu */
     .grouped_matmul_dw_pair = sl_cuda_grouped_matmul_dw_pair,
@@ -46,6 +47,7 @@ static const sl_ops_i k_cuda_ops = {
     .router_fwd = sl_cuda_router_fwd,               /* moe/router.cu */
     .router_bwd = sl_cuda_router_bwd,               /* moe/router.cu */
     .moe_sort = sl_cuda_moe_sort,                   /* moe/permute.cu */
+    .moe_counts = sl_cuda_moe_counts,               /* moe/permute.cu */
     .gather_rows = sl_cuda_gather_rows,             /* moe/permute.cu */
     .scatter_add_rows = sl_cuda_scatter_add_rows,   /* moe/permute.cu */
     .moe_combine = sl_cuda_moe_combine,             /* moe/permute.cu */

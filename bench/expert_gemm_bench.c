@@ -237,30 +237,36 @@ static const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd",    
 static void run_gemm(layer *L, int i) {
     switch (i) {
     case 0:
-        sl_op_grouped_matmul(L->gu, L->x, L->wgu, L->counts, L->e, true, 0.0f);
+        sl_op_grouped_matmul(L->gu, L->x, L->wgu, sl_counts_host(L->counts, L->e), L->e, true,
+                             0.0f);
         break;
     case 1:
-        sl_op_grouped_matmul(L->y, L->mid, L->wd, L->counts, L->e, true, 0.0f);
+        sl_op_grouped_matmul(L->y, L->mid, L->wd, sl_counts_host(L->counts, L->e), L->e, true,
+                             0.0f);
         break;
     case 2:
-        sl_op_grouped_matmul(L->dmid, L->dy, L->wd, L->counts, L->e, false, 0.0f);
+        sl_op_grouped_matmul(L->dmid, L->dy, L->wd, sl_counts_host(L->counts, L->e), L->e, false,
+                             0.0f);
         break;
     case 3:
-        sl_op_grouped_matmul(L->dx, L->dgu, L->wgu, L->counts, L->e, false, 0.0f);
+        sl_op_grouped_matmul(L->dx, L->dgu, L->wgu, sl_counts_host(L->counts, L->e), L->e, false,
+                             0.0f);
         break;
     case 4:
-        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, L->counts, L->e, 1.0f, NULL);
+        sl_op_grouped_matmul_dw(L->gwd, L->dy, L->mid, sl_counts_host(L->counts, L->e), L->e, 1.0f,
+                                NULL);
         break;
     case 5:
-        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, L->counts, L->e, 1.0f, NULL);
+        sl_op_grouped_matmul_dw(L->gwgu, L->dgu, L->x, sl_counts_host(L->counts, L->e), L->e, 1.0f,
+                                NULL);
         break;
     case 6:
-        sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, L->counts, L->dy, L->mid, L->counts2,
-                                     L->e, 1.0f, NULL);
+        sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, sl_counts_host(L->counts, L->e), L->dy,
+                                     L->mid, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
         break;
     default:
-        sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, L->counts, L->dgu, L->x, L->counts2,
-                                     L->e, 1.0f, NULL);
+        sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, sl_counts_host(L->counts, L->e), L->dgu,
+                                     L->x, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
         break;
     }
 }

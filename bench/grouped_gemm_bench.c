@@ -54,9 +54,11 @@ static void run(sl_backend *be, const shape *sh, int reps) {
             for (int r = -2; r < reps; r++) { /* two warm-up calls */
                 double t0 = now();
                 if (pass == 0)
-                    sl_op_grouped_matmul(c, a, b, counts, sh->groups, true, 0.0f);
+                    sl_op_grouped_matmul(c, a, b, sl_counts_host(counts, sh->groups), sh->groups,
+                                         true, 0.0f);
                 else
-                    sl_op_grouped_matmul_dw(b, c, a, counts, sh->groups, 1.0f, NULL);
+                    sl_op_grouped_matmul_dw(b, c, a, sl_counts_host(counts, sh->groups), sh->groups,
+                                            1.0f, NULL);
                 if (r >= 0) t[r] = now() - t0;
             }
             qsort(t, (size_t)reps, sizeof(double), sl_bench_cmp_double);

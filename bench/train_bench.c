@@ -227,13 +227,9 @@ int main(int argc, char **argv) {
             tc->grad_clip > 0 && gnorm > tc->grad_clip ? tc->grad_clip / gnorm : 1.0;
         if (isfinite(gnorm)) sl_optimizer_apply(&opt, tc, sl_lr_at(tc, s), clip);
         const double td = sl_bench_now();
-        if (ne > 0) {
-            for (int l = 0; l < nl; l++) {
-                const int64_t *lc = sl_model_expert_counts(m, l);
-                if (lc) memcpy(counts + (int64_t)l * ne, lc, sizeof(int64_t) * (size_t)ne);
-            }
-            if (tc->router_bias_update_rate > 0)
-                sl_model_update_router_bias(m, counts, tc->router_bias_update_rate);
+        if (ne > 0 && tc->router_bias_update_rate > 0) { /* one host read of the step's counts */
+            sl_model_read_expert_counts(m, counts);
+            sl_model_update_router_bias(m, counts, tc->router_bias_update_rate);
         }
         sl_backend_synchronize(be);
         const double t1 = sl_bench_now();

@@ -33,14 +33,19 @@ typedef struct sl_ops_i {
 
     void (*matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a,
                    bool trans_b, float alpha, float beta);
+    /* The grouped GEMMs' counts: host counts, or device counts (host NULL) only where
+     * grouped_counts_on_device said yes for these operands (core/ops.c reads them otherwise). */
+    bool (*grouped_counts_on_device)(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups);
     void (*grouped_matmul)(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                           const int64_t *counts, int groups, bool trans_b, float beta);
+                           const sl_group_counts *counts, int groups, bool trans_b, float beta);
     void (*grouped_matmul_dw)(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
+                              const sl_group_counts *counts, int groups, float beta,
+                              sl_tensor *sumsq);
     void (*grouped_matmul_dw_pair)(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
-                                   const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta, sl_tensor *sumsq);
+                                   const sl_tensor *x, const sl_group_counts *counts,
+                                   const sl_tensor *dy2, const sl_tensor *x2,
+                                   const sl_group_counts *counts2, int groups, float beta,
+                                   sl_tensor *sumsq);
 
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);
@@ -88,6 +93,8 @@ typedef struct sl_ops_i {
                        bool norm_topk);
     void (*moe_sort)(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
                      const sl_tensor *topk_idx);
+    void (*moe_counts)(void *ctx, sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts,
+                       float scale);
     void (*gather_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
     void (*scatter_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
     void (*moe_combine)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,

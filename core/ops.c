@@ -6,6 +6,7 @@
  */
 #include "core/ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/backend_impl.h"
@@ -147,20 +148,69 @@ static int64_t sum_counts(const int64_t *counts, int groups) {
     return n;
 }
 
+sl_group_counts sl_counts_host(const int64_t *counts, int groups) {
+    const sl_group_counts c = {counts, NULL, sum_counts(counts, groups)};
+    return c;
+}
+
+sl_group_counts sl_counts_device(const sl_tensor *counts, int64_t rows) {
+    const sl_group_counts c = {NULL, counts, rows};
+    return c;
+}
+
+bool sl_grouped_counts_on_device(sl_backend *be, sl_dtype dt, int64_t r, int64_t s, int groups) {
+    return be->ops->grouped_counts_on_device &&
+           be->ops->grouped_counts_on_device(be->ctx, dt, r, s, groups);
+}
+
+/* A grouped GEMM's counts as its backend takes them: checked, and device counts the backend
+ * cannot take (sl_grouped_counts_on_device) read on the host into *buf (freed by the caller):
+ * the op's one host read, so a path that needs host sizes (cuBLAS) stays correct. */
+static sl_group_counts resolve_counts(const char *op, sl_backend *be, sl_group_counts c, int groups,
+                                      sl_dtype dt, int64_t r, int64_t s, int64_t **buf) {
+    *buf = NULL;
+    static const int64_t no_groups[1] = {0};
+    if (groups == 0 && !c.host && !c.dev) c.host = no_groups; /* nothing to count */
+    SL_CHECK((c.host != NULL) != (c.dev != NULL),
+             "%s: the counts must be given on the host or on the device (one of them)", op);
+    SL_CHECK(c.rows >= 0, "%s: negative total rows %lld", op, (long long)c.rows);
+    if (c.host) return c;
+    need_dtype(op, "counts", c.dev, SL_I32);
+    SL_CHECK(sl_tensor_numel(c.dev) == groups, "%s: counts has %lld elements for %d groups", op,
+             (long long)sl_tensor_numel(c.dev), groups);
+    SL_CHECK(c.dev->be == be, "%s: counts live on another backend than the operands", op);
+    if (sl_grouped_counts_on_device(be, dt, r, s, groups)) return c;
+    int32_t *h = sl_xmalloc((size_t)groups * sizeof(int32_t));
+    sl_tensor_to_host(c.dev, h);
+    *buf = sl_xmalloc((size_t)groups * sizeof(int64_t));
+    for (int g = 0; g < groups; g++) (*buf)[g] = h[g];
+    free(h);
+    const int64_t n = sum_counts(*buf, groups);
+    SL_CHECK(n == c.rows, "%s: the device counts sum to %lld rows, the caller said %lld", op,
+             (long long)n, (long long)c.rows);
+    c.host = *buf;
+    c.dev = NULL;
+    return c;
+}
+
 void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                          const int64_t *counts, int groups, bool trans_b, float beta) {
+                          sl_group_counts counts, int groups, bool trans_b, float beta) {
     need_float("grouped_matmul", "a", a);
     need_like("grouped_matmul", "b", b, a);
     need_like("grouped_matmul", "c", c, a);
     SL_CHECK(b->ndim == 3 && b->shape[0] == groups, "grouped_matmul: b must be [groups=%d, R, S]",
              groups);
-    int64_t r = b->shape[1], s = b->shape[2], n = sum_counts(counts, groups);
-    int64_t in = trans_b ? s : r, out = trans_b ? r : s;
+    const int64_t r = b->shape[1], s = b->shape[2], n = counts.rows;
+    const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     SL_CHECK(sl_last_dim(a) == in && sl_last_dim(c) == out && n <= sl_rows(a) && n <= sl_rows(c),
              "grouped_matmul: a [%lld, %lld], c [%lld, %lld], b [%d, %lld, %lld], %lld rows",
              (long long)sl_rows(a), (long long)sl_last_dim(a), (long long)sl_rows(c),
              (long long)sl_last_dim(c), groups, (long long)r, (long long)s, (long long)n);
-    DISPATCH(BE(c), grouped_matmul, c, a, b, counts, groups, trans_b, beta);
+    int64_t *buf;
+    const sl_group_counts k =
+        resolve_counts("grouped_matmul", BE(c), counts, groups, a->dtype, r, s, &buf);
+    DISPATCH(BE(c), grouped_matmul, c, a, b, &k, groups, trans_b, beta);
+    free(buf);
 }
 
 /* The optional sum of squares of the weight-gradient ops: [1] fp32 beside dW. */
@@ -173,23 +223,27 @@ static void need_sumsq(const char *op, const sl_tensor *sumsq, const sl_tensor *
 }
 
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
+                             sl_group_counts counts, int groups, float beta, sl_tensor *sumsq) {
     need_float("grouped_matmul_dw", "dw", dw);
     need_float("grouped_matmul_dw", "dy", dy);
     need_like("grouped_matmul_dw", "x", x, dy);
     need_sumsq("grouped_matmul_dw", sumsq, dw);
     SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
              "grouped_matmul_dw: dw must be [groups=%d, R, S]", groups);
-    int64_t n = sum_counts(counts, groups);
+    const int64_t n = counts.rows;
     SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
                  n <= sl_rows(dy) && n <= sl_rows(x),
              "grouped_matmul_dw: shapes do not match");
-    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, counts, groups, beta, sumsq);
+    int64_t *buf;
+    const sl_group_counts k = resolve_counts("grouped_matmul_dw", BE(dw), counts, groups, dy->dtype,
+                                             dw->shape[1], dw->shape[2], &buf);
+    DISPATCH(BE(dw), grouped_matmul_dw, dw, dy, x, &k, groups, beta, sumsq);
+    free(buf);
 }
 
 void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                                  const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  const int64_t *counts2, int groups, float beta,
+                                  sl_group_counts counts, const sl_tensor *dy2, const sl_tensor *x2,
+                                  sl_group_counts counts2, int groups, float beta,
                                   sl_tensor *sumsq) {
     need_float("grouped_matmul_dw_pair", "dw", dw);
     need_float("grouped_matmul_dw_pair", "dy", dy);
@@ -199,13 +253,20 @@ void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_t
     need_sumsq("grouped_matmul_dw_pair", sumsq, dw);
     SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
              "grouped_matmul_dw_pair: dw must be [groups=%d, R, S]", groups);
-    const int64_t n = sum_counts(counts, groups), n2 = sum_counts(counts2, groups);
+    const int64_t n = counts.rows, n2 = counts2.rows;
     SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
                  sl_last_dim(dy2) == dw->shape[1] && sl_last_dim(x2) == dw->shape[2] &&
                  n <= sl_rows(dy) && n <= sl_rows(x) && n2 <= sl_rows(dy2) && n2 <= sl_rows(x2),
              "grouped_matmul_dw_pair: shapes do not match");
-    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, counts, dy2, x2, counts2, groups, beta,
-             sumsq);
+    int64_t *buf, *buf2;
+    const int64_t r = dw->shape[1], s = dw->shape[2];
+    const sl_group_counts k =
+        resolve_counts("grouped_matmul_dw_pair", BE(dw), counts, groups, dy->dtype, r, s, &buf);
+    const sl_group_counts k2 =
+        resolve_counts("grouped_matmul_dw_pair", BE(dw), counts2, groups, dy->dtype, r, s, &buf2);
+    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, &k, dy2, x2, &k2, groups, beta, sumsq);
+    free(buf);
+    free(buf2);
 }
 
 /* ---- normalization ---- */
@@ -514,6 +575,21 @@ void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_
     need_numel("moe_sort", "sorted_token", sorted_token, topk_idx->numel);
     need_numel("moe_sort", "slot_pos", slot_pos, topk_idx->numel);
     DISPATCH(BE(topk_idx), moe_sort, counts, sorted_token, slot_pos, topk_idx);
+}
+
+void sl_op_moe_counts(sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts, float scale) {
+    need_dtype("moe_counts", "counts", counts, SL_I32);
+    if (acc) {
+        need_dtype("moe_counts", "acc", acc, SL_I32);
+        need_numel("moe_counts", "acc", acc, counts->numel);
+        need_same_backend("moe_counts", acc, counts);
+    }
+    if (freq) {
+        need_dtype("moe_counts", "freq", freq, SL_F32);
+        need_numel("moe_counts", "freq", freq, counts->numel);
+        need_same_backend("moe_counts", freq, counts);
+    }
+    if (acc || freq) DISPATCH(BE(counts), moe_counts, acc, freq, counts, scale);
 }
 
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {

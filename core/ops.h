@@ -56,12 +56,35 @@ void sl_op_absmax(sl_tensor *out, const sl_tensor *x);
 void sl_op_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b, bool trans_a, bool trans_b,
                   float alpha, float beta);
 
+/* The rows of each group of a grouped GEMM (below): counts[g] on the host, or an I32 tensor
+ * [groups] on the operands' backend (the MoE sort's counts), which the backend's kernel reads
+ * on the device where it can (no host read: the host does not wait for the device) and the op
+ * reads on the host where it cannot (sl_grouped_counts_on_device says which). rows: their sum,
+ * which the caller knows either way (how many rows it routed). Build with sl_counts_host or
+ * sl_counts_device. */
+typedef struct sl_group_counts {
+    const int64_t *host;  /* [groups] on the host, or NULL */
+    const sl_tensor *dev; /* [groups] I32 on the device, where host is NULL */
+    int64_t rows;         /* sum of the counts */
+} sl_group_counts;
+/* Host counts (rows = their sum; a negative count stops the run). */
+sl_group_counts sl_counts_host(const int64_t *counts, int groups);
+/* Device counts: counts [groups] I32 that sum to rows (not checked on the host: reading them
+ * is what this avoids; the CPU backend checks them where it reads them). */
+sl_group_counts sl_counts_device(const sl_tensor *counts, int64_t rows);
+/* Whether be runs the grouped GEMMs (forward, data gradient, weight gradient) over a stack B
+ * [groups, r, s] with operands of dtype dt from device counts without reading them on the
+ * host: the CPU always (its "device" memory is the host's), the CUDA backend where its Hopper
+ * kernel runs them (moe/grouped_matmul_sm90.cu; cuBLAS takes host sizes). Elsewhere each op
+ * given device counts reads them first (one host read per call). */
+bool sl_grouped_counts_on_device(sl_backend *be, sl_dtype dt, int64_t r, int64_t s, int groups);
+
 /* One GEMM per group over row ranges: the rows of A (and C) are split into `groups`
- * consecutive blocks of counts[g] rows (host array; sum <= rows of A). B is a stack
+ * consecutive blocks of counts[g] rows (sum <= rows of A). B is a stack
  * [groups, R, S]. With trans_b: A [n, S] -> C [n, R] = A_g B_g^T; without: A [n, R] ->
  * C [n, S] = A_g B_g. C = result + beta * C. Rows of C beyond sum(counts) are untouched. */
 void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                          const int64_t *counts, int groups, bool trans_b, float beta);
+                          sl_group_counts counts, int groups, bool trans_b, float beta);
 /* Weight gradient of the above: dW_g [R, S] = dY_g^T X_g + beta * dW_g, with dY [n, R],
  * X [n, S], for every group: an empty group gets beta * dW_g (beta 0 writes zeros without
  * reading dW, so a gradient's first writer needs no zeroed buffer; beta 1 accumulates).
@@ -70,15 +93,16 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
  * weight whose gradient the op completes, without another pass over dW where the backend
  * fuses it: the CUDA backend's Hopper kernel adds them up in its epilogue). */
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
+                             sl_group_counts counts, int groups, float beta, sl_tensor *sumsq);
 /* The same over two micro-batches' rows at once (the deferred weight gradient,
  * moe/experts.h): dW_g = dY_g^T X_g + dY2_g^T X2_g + beta dW_g, with dY2 [n2, R], X2 [n2, S]
  * grouped by counts2: one pass over dW where the backend has a kernel for it (the CUDA backend
  * on Hopper), else grouped_matmul_dw with beta, then with 1 (the CPU: bitwise the two calls);
  * sumsq as above, of dW after both. */
 void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                                  const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  const int64_t *counts2, int groups, float beta, sl_tensor *sumsq);
+                                  sl_group_counts counts, const sl_tensor *dy2, const sl_tensor *x2,
+                                  sl_group_counts counts2, int groups, float beta,
+                                  sl_tensor *sumsq);
 
 /* ---- normalization -------------------------------------------------------------------- */
 
@@ -212,6 +236,10 @@ void sl_op_router_bwd(sl_tensor *dlogits, const sl_tensor *dtopk_w, const sl_ten
  * sorted order). */
 void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
                     const sl_tensor *topk_idx);
+/* The expert counts kept on the device (moe_sort's counts [E] i32): acc [E] i32 (or NULL)
+ * += counts, and freq [E] fp32 (or NULL) = scale * counts (the load-balancing loss's gradient
+ * factor per expert), so that no host read is needed for either (moe/moe_block.c). */
+void sl_op_moe_counts(sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts, float scale);
 /* dst[i] = src[idx[i]] for rows of width C; dst [M, C], idx [M]. */
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 /* dst[idx[i]] += src[i] (accumulated; several i may share a row). */

@@ -174,6 +174,13 @@ static void allocate(sl_model *m) {
     for (int i = 0; i < SL_MODEL_VIEWS; i++) m->hv[i] = sl_tensor_view_handle();
     m->stat_width = c->num_hidden_layers + m->n_moe_layers * (c->num_experts + 1);
     stats_reserve(m, 1);
+    /* the step's expert counts per MoE layer, summed on the device (sl_model_read_expert_counts) */
+    const int64_t ne = c->num_experts;
+    m->step_counts = m->n_moe_layers > 0 ? sl_tensor_new2(be, SL_I32, m->n_moe_layers, ne) : NULL;
+    for (int l = 0, k = 0; l < c->num_hidden_layers; l++)
+        if (m->ffn[l].is_moe)
+            sl_moe_block_set_step_counts(&m->ffn[l].moe,
+                                         sl_tensor_view1(m->step_counts, ne * k++, ne));
 }
 
 /* Frees what allocate() made, except the step statistics (their shape does not depend on
@@ -194,11 +201,12 @@ static void free_activations(sl_model *m) {
     free(m->x);
     free(m->h);
     m->x = m->h = NULL;
-    sl_tensor *ts[] = {m->dx, m->dh,      m->ids, m->targets, m->pos,
-                       m->xf, m->xf_rstd, m->dxf, m->logits,  m->losses};
+    sl_tensor *ts[] = {m->dx,      m->dh,  m->ids,    m->targets, m->pos,        m->xf,
+                       m->xf_rstd, m->dxf, m->logits, m->losses,  m->step_counts};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(m->host_ids);
     m->host_ids = NULL;
+    m->step_counts = NULL;
     for (int i = 0; i < SL_MODEL_VIEWS; i++) {
         sl_tensor_free(m->hv[i]);
         m->hv[i] = NULL;
@@ -570,8 +578,24 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
 void sl_model_begin_step(sl_model *m, bool metrics) {
     m->stat_mb = 0;
     m->stat_metrics_on = metrics;
+    if (m->step_counts) sl_op_fill(m->step_counts, 0.0f);
+    /* a metrics step copies each micro-batch's counts beside its statistics: on the host */
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe);
+        if (m->ffn[l].is_moe) sl_moe_block_begin_step(&m->ffn[l].moe, metrics);
+}
+
+void sl_model_read_expert_counts(sl_model *m, int64_t *counts) {
+    const int nl = m->cfg.num_hidden_layers, ne = m->cfg.num_experts;
+    memset(counts, 0, (size_t)nl * (size_t)(ne > 0 ? ne : 1) * sizeof(int64_t));
+    if (!m->step_counts) return;
+    int32_t *h = sl_xmalloc((size_t)m->n_moe_layers * (size_t)ne * sizeof(int32_t));
+    SL_PROFILE_REGION (m->be, R_STATS) sl_tensor_to_host(m->step_counts, h);
+    for (int l = 0, k = 0; l < nl; l++)
+        if (m->ffn[l].is_moe) {
+            for (int e = 0; e < ne; e++) counts[(int64_t)l * ne + e] = h[(int64_t)k * ne + e];
+            k++;
+        }
+    free(h);
 }
 
 bool sl_model_can_defer_wgrad(const sl_model *m) {
@@ -599,7 +623,7 @@ void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate
                                   rate);
 }
 
-const int64_t *sl_model_expert_counts(const sl_model *m, int layer) {
+const int64_t *sl_model_expert_counts(sl_model *m, int layer) {
     return m->ffn[layer].is_moe ? sl_moe_block_counts(&m->ffn[layer].moe) : NULL;
 }
 

@@ -93,6 +93,7 @@ typedef struct sl_model {
     int64_t stat_width;                  /* layers + MoE layers * (experts + 1) */
     sl_tensor *stat_loss, *stat_metrics; /* [cap], [cap, stat_width] */
     int64_t *stat_counts;                /* host [cap, MoE layers, experts] */
+    sl_tensor *step_counts; /* [MoE layers, experts] i32: the step's counts, summed on the device */
     /* Optional per-layer diagnostics every forward fills (model/diagnostics.h; NULL: off). The
      * caller creates and frees it. */
     struct sl_model_diagnostics *diag;
@@ -139,6 +140,11 @@ void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss
  * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);
+/* This rank's expert counts of the step so far (every recorded forward since begin_step),
+ * counts[layer * num_experts + e] (0 for dense layers): summed on the device, read here in one
+ * host read (the router bias update and the load metrics; the MoE layers themselves read none
+ * where their GEMMs take the counts on the device, moe/token_dispatcher.h). */
+void sl_model_read_expert_counts(sl_model *m, int64_t *counts);
 /* Aux-loss-free balancing: moves every MoE layer's selection bias from the step's global
  * expert counts counts[layer * num_experts + e]. */
 void sl_model_update_router_bias(sl_model *m, const int64_t *counts, double rate);
@@ -183,7 +189,8 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
 void sl_model_forward(sl_model *m, const int32_t *tokens, sl_fwd_stats *st);
 
 /* Per-layer expert load of the last forward: tokens routed to each expert by this rank
- * ([num_experts], host), or NULL for a dense layer. */
-const int64_t *sl_model_expert_counts(const sl_model *m, int layer);
+ * ([num_experts], host), or NULL for a dense layer (a host read where the forward kept them on
+ * the device: tests and tools; the trainer uses sl_model_read_expert_counts). */
+const int64_t *sl_model_expert_counts(sl_model *m, int layer);
 
 #endif

@@ -58,12 +58,6 @@ void sl_experts_share(sl_experts *x, sl_experts *owner) {
     x->buf = owner->buf ? owner->buf : &owner->own;
 }
 
-static int64_t total_rows(const sl_experts *x, const int64_t *counts) {
-    int64_t m = 0;
-    for (int e = 0; e < x->local; e++) m += counts[e];
-    return m;
-}
-
 /* The elementwise SwiGLU runs on exactly the routed rows, not the whole capacity. */
 static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
     if (m == 0) return;
@@ -78,28 +72,29 @@ static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
     }
 }
 
-void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out) {
+void sl_experts_forward(sl_experts *x, const sl_tensor *in, sl_group_counts counts,
+                        sl_tensor *out) {
     sl_experts_buffers *b = x->buf;
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs fwd") {
         sl_op_grouped_matmul(b->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
-        swiglu_rows(x, total_rows(x, counts), false);
+        swiglu_rows(x, counts.rows, false);
         sl_op_grouped_matmul(out, b->h, x->down->w, counts, x->local, true, 0.0f);
     }
 }
 
 /* swiglu's backward writes dh and dgu only, so h is still the forward's for down's dW */
-void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
+void sl_experts_backward_data(sl_experts *x, sl_group_counts counts, const sl_tensor *dout,
                               sl_tensor *din) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(!b->forward_only, "backward through forward-only experts");
     SL_PROFILE_REGION (sl_tensor_backend(dout), "expert GEMMs data grad") {
         sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
-        swiglu_rows(x, total_rows(x, counts), true);
+        swiglu_rows(x, counts.rows, true);
         sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
     }
 }
 
-void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
+void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, sl_group_counts counts,
                                  const sl_tensor *dout, sl_tensor *sumsq) {
     sl_experts_buffers *b = x->buf;
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
@@ -110,34 +105,42 @@ void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64
     }
 }
 
-void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts) {
+void sl_experts_park(sl_experts *x, sl_experts_parked *p, sl_group_counts counts) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(b == &x->own && !b->forward_only && !p->held,
              "internal error: parking the rows of experts that share their buffers, are "
              "forward-only, or already hold a micro-batch's");
     sl_tensor_trade(&p->h, &b->h); /* of the buffers' capacity: sl_experts_reserve's rows */
     sl_tensor_trade(&p->dgu, &b->dgu);
-    if (!p->counts) p->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
-    memcpy(p->counts, counts, (size_t)x->local * sizeof(int64_t));
+    if (counts.host) {
+        if (!p->counts) p->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
+        memcpy(p->counts, counts.host, (size_t)x->local * sizeof(int64_t));
+        p->k = sl_counts_host(p->counts, x->local);
+    } else { /* the next micro-batch's sort overwrites the dispatcher's: a copy on the device */
+        if (!p->dcounts)
+            p->dcounts = sl_tensor_new1(sl_tensor_backend(counts.dev), SL_I32, x->local);
+        sl_tensor_copy(p->dcounts, counts.dev);
+        p->k = sl_counts_device(p->dcounts, counts.rows);
+    }
     p->held = true;
 }
 
 void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      const int64_t *counts, const sl_tensor *dout,
+                                      sl_group_counts counts, const sl_tensor *dout,
                                       sl_tensor *sumsq) {
     sl_experts_buffers *b = x->buf;
     SL_CHECK(p->held, "internal error: a paired weight gradient without a parked micro-batch");
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
-        sl_op_grouped_matmul_dw_pair(x->down->g, p->dout, p->h, p->counts, dout, b->h, counts,
-                                     x->local, sl_param_grad_beta(x->down), sumsq);
-        sl_op_grouped_matmul_dw_pair(x->gate_up->g, p->dgu, p->in, p->counts, b->dgu, in, counts,
+        sl_op_grouped_matmul_dw_pair(x->down->g, p->dout, p->h, p->k, dout, b->h, counts, x->local,
+                                     sl_param_grad_beta(x->down), sumsq);
+        sl_op_grouped_matmul_dw_pair(x->gate_up->g, p->dgu, p->in, p->k, b->dgu, in, counts,
                                      x->local, sl_param_grad_beta(x->gate_up), sumsq);
     }
     p->held = false;
 }
 
 void sl_experts_parked_free(sl_experts_parked *p) {
-    sl_tensor *ts[] = {p->in, p->dout, p->h, p->dgu};
+    sl_tensor *ts[] = {p->in, p->dout, p->h, p->dgu, p->dcounts};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
     free(p->counts);
     memset(p, 0, sizeof *p);

@@ -8,6 +8,7 @@
 #ifndef SL_EXPERTS_H
 #define SL_EXPERTS_H
 
+#include "core/ops.h" /* sl_group_counts */
 #include "core/params.h"
 
 /* The experts' activation buffers. A struct of its own so that the layers of a recomputing
@@ -36,7 +37,9 @@ typedef struct {
 typedef struct {
     sl_tensor *in, *dout; /* the experts' input rows and output gradients [rows, hidden] */
     sl_tensor *h, *dgu;   /* the SwiGLU output [rows, ffn] and gate_up's gradient [rows, 2 ffn] */
-    int64_t *counts;      /* [local] rows per local expert */
+    int64_t *counts;      /* [local] rows per local expert (host counts) */
+    sl_tensor *dcounts;   /* [local] I32, a copy of device counts */
+    sl_group_counts k;    /* the parked counts: counts or dcounts */
     bool held;            /* a micro-batch's rows are parked */
 } sl_experts_parked;
 
@@ -47,26 +50,28 @@ void sl_experts_reserve(sl_experts *x, sl_backend *be, int64_t rows);
 /* Makes x compute in owner's buffers (experts of the same shape that never run at the same
  * time as x); x's own are freed. */
 void sl_experts_share(sl_experts *x, sl_experts *owner);
-/* out [M, C] = expert_e(in rows of group e); counts [local] on the host. */
-void sl_experts_forward(sl_experts *x, const sl_tensor *in, const int64_t *counts, sl_tensor *out);
+/* out [M, C] = expert_e(in rows of group e); counts [local] on the host or the device
+ * (core/ops.h), whose rows the experts' buffers must hold (sl_experts_reserve). */
+void sl_experts_forward(sl_experts *x, const sl_tensor *in, sl_group_counts counts, sl_tensor *out);
 /* The backward in two halves (din's exchange can overlap the second): _data writes din (and
  * the SwiGLU gradient the second half reads); _weights then accumulates the parameter
  * gradients (or _park keeps what it reads for _weights_pair in the next micro-batch). */
-void sl_experts_backward_data(sl_experts *x, const int64_t *counts, const sl_tensor *dout,
+void sl_experts_backward_data(sl_experts *x, sl_group_counts counts, const sl_tensor *dout,
                               sl_tensor *din);
-void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, const int64_t *counts,
+void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, sl_group_counts counts,
                                  const sl_tensor *dout, sl_tensor *sumsq);
 /* Parks this micro-batch's h and dgu in p (after sl_experts_backward_data; p must hold
  * nothing), giving the experts p's previous buffers, grown to their capacity, for the next
- * micro-batch; counts are copied. The caller parks the dispatcher's rows (in, dout) as well. */
-void sl_experts_park(sl_experts *x, sl_experts_parked *p, const int64_t *counts);
+ * micro-batch; counts are copied (device counts on the device). The caller parks the dispatcher's
+ * rows (in, dout) as well. */
+void sl_experts_park(sl_experts *x, sl_experts_parked *p, sl_group_counts counts);
 /* The weight gradients of the parked micro-batch and this one (after sl_experts_backward_data),
  * the parked first: on the CPU bitwise the same as sl_experts_backward_weights for each in
  * turn. p holds nothing afterwards. sumsq (both): NULL, or where the weight gradients add the
  * squares of their values once written (sl_op_grouped_matmul_dw's; for the backward that
  * completes them: the gradient norm's share of the experts). */
 void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      const int64_t *counts, const sl_tensor *dout,
+                                      sl_group_counts counts, const sl_tensor *dout,
                                       sl_tensor *sumsq);
 void sl_experts_parked_free(sl_experts_parked *p);
 void sl_experts_free(sl_experts *x);

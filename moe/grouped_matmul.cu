@@ -346,28 +346,54 @@ const char *sl_cuda_expert_gemm_last_path(void) {
  * group: C_g^T [out, n_g] = op(B_g)^T [out, in] A_g^T [in, n_g], where B_g's row-major [R, S]
  * is the column-major [S, R] with ld S: used as is without trans_b (out = S), transposed with
  * it (out = R). */
+bool sl_cuda_grouped_counts_on_device(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups) {
+    const int how = strategy();
+    return (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
+           sl_cuda_grouped_sm90_applies(ctx, dt, r, s, groups);
+}
+
+/* The counts on the host for the cuBLAS paths: the given array, or device counts read here.
+ * core/ops.c hands device counts only where sl_cuda_grouped_counts_on_device said the Hopper
+ * kernel takes them, so this read runs only where the kernel then declined the call (a
+ * misaligned view, an fp32 dW of other type): correct, one host read (counted), and said once. */
+static const int64_t *host_counts(const sl_group_counts *k, int groups, std::vector<int64_t> &own,
+                                  const char *op) {
+    if (k->host) return k->host;
+    static bool said = false;
+    if (!said) {
+        said = true;
+        sl_info("expert GEMMs: %s read its device counts on the host (a path without the Hopper "
+                "kernel)",
+                op);
+    }
+    std::vector<int32_t> h((size_t)groups);
+    sl_tensor_to_host(k->dev, h.data());
+    own.assign(h.begin(), h.end());
+    return own.data();
+}
+
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                            const int64_t *counts, int groups, bool trans_b, float beta) {
+                            const sl_group_counts *k, int groups, bool trans_b, float beta) {
     static const char *op = "grouped_matmul";
     const int64_t r = b->shape[1], s = b->shape[2];
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     if (out == 0) return;
     const size_t es = sl_dtype_size(a->dtype), es_c = sl_dtype_size(c->dtype);
     if (in == 0) { /* every product is empty: C_g = beta C_g on the groups' rows only */
-        int64_t rows = 0;
-        for (int g = 0; g < groups; g++) rows += counts[g];
-        sl_cuda_gemm_scale_c(ctx, op, c->data, out, c->dtype, out, rows, beta);
+        sl_cuda_gemm_scale_c(ctx, op, c->data, out, c->dtype, out, k->rows, beta);
         return;
     }
     int how = strategy();
     if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
-        if (sl_cuda_grouped_mm_sm90(ctx, c, a, b, counts, groups, trans_b, beta,
+        if (sl_cuda_grouped_mm_sm90(ctx, c, a, b, k, groups, trans_b, beta,
                                     how == SL_EXPERT_GEMM_WGMMA)) {
             g_path = "wgmma";
             return;
         }
         how = SL_EXPERT_GEMM_AUTO;
     }
+    std::vector<int64_t> own;
+    const int64_t *counts = host_counts(k, groups, own, op);
     std::vector<problem> ps;
     ps.reserve((size_t)(groups > 0 ? groups : 0));
     int64_t row0 = 0;
@@ -504,27 +530,33 @@ static void dw_cublas(void *ctx, int how, sl_tensor *dw, const sl_tensor *dy, co
 /* sumsq: the Hopper kernel adds the squares in its epilogue; after the other paths one
  * reduction pass over dW adds them. */
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
+                               const sl_group_counts *k, int groups, float beta, sl_tensor *sumsq) {
     if (dw->shape[1] == 0 || dw->shape[2] == 0) return;
     int how = strategy();
     if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
-        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, nullptr, nullptr, nullptr, groups, beta,
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, k, nullptr, nullptr, nullptr, groups, beta,
                                     sumsq, how == SL_EXPERT_GEMM_WGMMA)) {
             g_dw_path = "wgmma";
             return;
         }
         how = SL_EXPERT_GEMM_AUTO;
     }
-    dw_cublas(ctx, how, dw, dy, x, counts, groups, beta);
+    std::vector<int64_t> own;
+    if (k->rows == 0) /* no rows: every group is empty (dW = beta dW), nothing to read */
+        own.assign((size_t)groups, 0);
+    dw_cublas(ctx, how, dw, dy, x,
+              k->rows == 0 ? own.data() : host_counts(k, groups, own, "grouped_matmul_dw"), groups,
+              beta);
     if (sumsq) sl_cuda_reduce_add(ctx, sl_ptr<float>(sumsq), sl_ptr<float>(dw), dw->numel, true);
 }
 
 /* The Hopper kernel over both segments in one pass over dW where it applies; else the two
  * micro-batches' weight gradients one after the other, on whichever path each takes. */
 void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
-                                    const sl_tensor *x2, const int64_t *counts2, int groups,
-                                    float beta, sl_tensor *sumsq) {
+                                    const sl_tensor *x, const sl_group_counts *counts,
+                                    const sl_tensor *dy2, const sl_tensor *x2,
+                                    const sl_group_counts *counts2, int groups, float beta,
+                                    sl_tensor *sumsq) {
     const int how = strategy();
     if (dw->shape[1] > 0 && dw->shape[2] > 0 &&
         (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&

@@ -87,14 +87,37 @@ static int to_int(int64_t v, const char *what) {
     return (int)v;
 }
 
+bool sl_cpu_grouped_counts_on_device(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups) {
+    (void)ctx, (void)dt, (void)r, (void)s, (void)groups;
+    return true;
+}
+
+/* The counts as a host array: the given one, or the I32 tensor's (this backend's tensors are
+ * host memory), checked against the rows the caller promised; *own is what to free. */
+static const int64_t *host_counts(const sl_group_counts *k, int groups, int64_t **own) {
+    *own = NULL;
+    if (k->host) return k->host;
+    const int32_t *d = (const int32_t *)k->dev->data;
+    int64_t *h = sl_xmalloc(sizeof(int64_t) * (size_t)(groups > 0 ? groups : 1)), n = 0;
+    for (int g = 0; g < groups; g++) {
+        SL_CHECK(d[g] >= 0, "cpu grouped_matmul: device count %d of group %d", d[g], g);
+        n += h[g] = d[g];
+    }
+    SL_CHECK(n == k->rows, "cpu grouped_matmul: the device counts sum to %lld rows, not %lld",
+             (long long)n, (long long)k->rows);
+    return *own = h;
+}
+
 void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                           const int64_t *counts, int groups, bool trans_b, float beta) {
+                           const sl_group_counts *k, int groups, bool trans_b, float beta) {
     (void)ctx;
     SL_CHECK(c->dtype == SL_F32 && a->dtype == SL_F32 && b->dtype == SL_F32,
              "cpu grouped_matmul: only f32 is supported");
     const int64_t r = b->shape[1], s = b->shape[2];
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     if (out == 0) return;
+    int64_t *own;
+    const int64_t *counts = host_counts(k, groups, &own);
     gemm_task *tasks = sl_xmalloc(sizeof(gemm_task) * (size_t)(groups > 0 ? groups : 1));
     int nt = 0;
     int64_t row0 = 0;
@@ -117,6 +140,7 @@ void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl
     }
     run_tasks(tasks, nt);
     free(tasks);
+    free(own);
 }
 
 /* sumsq += the squares of dW (a pass over it after the GEMMs: the CPU fuses nothing here) */
@@ -125,12 +149,14 @@ static void add_sumsq(sl_tensor *sumsq, const sl_tensor *dw) {
 }
 
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq) {
+                              const sl_group_counts *k, int groups, float beta, sl_tensor *sumsq) {
     (void)ctx;
     SL_CHECK(dw->dtype == SL_F32 && dy->dtype == SL_F32 && x->dtype == SL_F32,
              "cpu grouped_matmul_dw: only f32 is supported");
     const int64_t r = dw->shape[1], s = dw->shape[2];
     if (r == 0 || s == 0) return;
+    int64_t *own;
+    const int64_t *counts = host_counts(k, groups, &own);
     gemm_task *tasks = sl_xmalloc(sizeof(gemm_task) * (size_t)(groups > 0 ? groups : 1));
     int nt = 0;
     int64_t row0 = 0;
@@ -161,15 +187,17 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
     }
     run_tasks(tasks, nt);
     free(tasks);
+    free(own);
     add_sumsq(sumsq, dw);
 }
 
 /* Two passes, in the order the two micro-batches would run them one by one: the CPU's deferred
  * weight gradient is bitwise the immediate one (moe/experts.h). */
 void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
-                                   const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta, sl_tensor *sumsq) {
+                                   const sl_tensor *x, const sl_group_counts *counts,
+                                   const sl_tensor *dy2, const sl_tensor *x2,
+                                   const sl_group_counts *counts2, int groups, float beta,
+                                   sl_tensor *sumsq) {
     sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, NULL);
     sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
 }

@@ -98,14 +98,14 @@ template <int BN, bool RED = false> struct layout {
 
 /* Prefix sums of the counts into shared memory by warp `warp`: row_start[g] (first row of
  * group g), tile_start[g] (its first 128-row tile; not written where null), g = 0 .. groups. */
-__device__ __forceinline__ void group_tables(const int64_t *counts, int groups, int *row_start,
+__device__ __forceinline__ void group_tables(const int *counts, int groups, int *row_start,
                                              int *tile_start, int warp) {
     if ((int)threadIdx.x / 32 != warp) return;
     const int lane = (int)threadIdx.x % 32;
     int rows = 0, tiles = 0;
     for (int base = 0; base < groups; base += 32) {
         const int g = base + lane;
-        int r = g < groups ? (int)counts[g] : 0, t = (r + BM - 1) / BM;
+        int r = g < groups ? counts[g] : 0, t = (r + BM - 1) / BM;
         SL_UNROLL
         for (int off = 1; off < 32; off <<= 1) {
             const int ur = __shfl_up_sync(0xffffffffu, r, off),
@@ -622,8 +622,16 @@ bool device_runs(void *ctx) {
     return known[dev] > 0;
 }
 
-const int64_t *upload_counts(void *ctx, const int64_t *counts, int groups) {
-    return (const int64_t *)sl_cuda_upload(ctx, counts, sizeof(int64_t) * (size_t)groups);
+/* The kernels' int32 counts: the device tensor's own, or the host's uploaded (each below
+ * 2^31: the rows are, why_not). */
+const int *device_counts(void *ctx, const sl_group_counts *k, int groups) {
+    if (!k->host) return (const int *)k->dev->data;
+    int *h = (int *)std::malloc(sizeof(int) * (size_t)groups);
+    SL_CHECK(h, "out of host memory");
+    for (int g = 0; g < groups; g++) h[g] = (int)k->host[g];
+    const int *d = (const int *)sl_cuda_upload(ctx, h, sizeof(int) * (size_t)groups);
+    std::free(h);
+    return d;
 }
 
 template <int BN, int TB>
@@ -723,33 +731,37 @@ bool note(const char *op, bool *said, const char *why, bool loud) {
 
 } // namespace
 
-static int64_t sum_rows(const int64_t *counts, int groups) {
-    int64_t rows = 0;
-    for (int g = 0; g < groups; g++) rows += counts[g];
-    return rows;
+bool sl_cuda_grouped_sm90_applies(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups) {
+    static const char aligned[16] __attribute__((aligned(16))) = {0};
+    return why_not(ctx, dt == SL_BF16, r, s, groups, 0, aligned, aligned, aligned) == nullptr;
 }
 
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                             const int64_t *counts, int groups, bool trans_b, float beta,
+                             const sl_group_counts *counts, int groups, bool trans_b, float beta,
                              bool loud) {
     static const char *op = "grouped_matmul";
     const int64_t r = b->shape[1], s = b->shape[2];
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     /* the groups' rows only: a tensor may be sized for more (expert parallelism's receive
      * buffers), its memory not (TMA's zeros past the last row stand in for the rest) */
-    const int64_t rows = sum_rows(counts, groups);
+    const int64_t rows = counts->rows;
     static bool said = false;
     const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
     const char *why = why_not(ctx, types_ok, in, out, groups, rows, a->data, b->data, c->data);
     if (!note(op, &said, why, loud)) return false;
     const int bn = out > 128 ? 256 : 128;
-    int64_t m_tiles = 0;
-    for (int g = 0; g < groups; g++) m_tiles += (counts[g] + BM - 1) / BM;
+    /* the 128-row tiles: exact from host counts; from device counts their bound (each group's
+     * last tile at most one more), the grid's size only: the blocks count them on the device */
+    int64_t m_tiles = (rows + (int64_t)groups * (BM - 1)) / BM;
+    if (counts->host) {
+        m_tiles = 0;
+        for (int g = 0; g < groups; g++) m_tiles += (counts->host[g] + BM - 1) / BM;
+    }
     const int64_t tiles = m_tiles * ((out + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
-    if (tiles == 0) return true; /* no rows: nothing to write */
+    if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */
     sl_gmm_sm90_args args = {};
-    args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
+    args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
     args.n = (int)out, args.k = (int)in, args.c = c->data, args.beta = beta;
     const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
     /* B [groups, R, S]: rows of S; trans_b reads [BN n][64 k] boxes, else [64 k][64 n] */
@@ -763,13 +775,13 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
 }
 
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                             const int64_t *counts2, int groups, float beta, sl_tensor *sumsq,
-                             bool loud) {
+                             const sl_group_counts *counts, const sl_tensor *dy2,
+                             const sl_tensor *x2, const sl_group_counts *counts2, int groups,
+                             float beta, sl_tensor *sumsq, bool loud) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
     /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
-    int64_t rows = sum_rows(counts, groups), rows2 = counts2 ? sum_rows(counts2, groups) : 0;
+    int64_t rows = counts->rows, rows2 = counts2 ? counts2->rows : 0;
     if (rows == 0 && rows2 > 0) { /* no tensor map over no rows: the second segment alone */
         dy = dy2, x = x2, counts = counts2, rows = rows2;
         rows2 = 0;
@@ -788,8 +800,8 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
     sl_gmm_sm90_args args = {};
-    args.ctx = ctx, args.counts = upload_counts(ctx, counts, groups), args.groups = groups;
-    args.counts2 = pair ? upload_counts(ctx, counts2, groups) : nullptr;
+    args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
+    args.counts2 = pair ? device_counts(ctx, counts2, groups) : nullptr;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
     dw_maps m;

@@ -5,14 +5,16 @@
 
 #include <stdint.h>
 
+#include "core/ops.h" /* sl_group_counts */
 #include "core/tensor.h"
 
-/* The kernels' parameters: counts [groups] on the device; mm: C [rows, n] (bf16) from K = k;
- * dW: C = dW [groups, m, n] (fp32). */
+/* The kernels' parameters: counts [groups] (int32) on the device, the caller's (the MoE sort's)
+ * or host counts uploaded; mm: C [rows, n] (bf16) from K = k; dW: C = dW [groups, m, n]
+ * (fp32). */
 struct sl_gmm_sm90_args {
     void *ctx;
-    const int64_t *counts;
-    const int64_t *counts2; /* dW over two segments of rows (grouped_matmul_dw_pair), or null */
+    const int *counts;
+    const int *counts2; /* dW over two segments of rows (grouped_matmul_dw_pair), or null */
     int groups, m, n, k;
     void *c;
     float beta;
@@ -22,13 +24,19 @@ struct sl_gmm_sm90_args {
     float *sq;
 };
 
+/* Whether the kernels run the grouped GEMMs over B [groups, r, s] of dtype dt on this device
+ * (bf16, widths multiples of 8, at most 1,024 groups, compute capability 9.x with sm_90a code;
+ * the operands' alignment is the caller's: whole rows of widths that are multiples of 8 from
+ * 16-byte aligned buffers are). */
+bool sl_cuda_grouped_sm90_applies(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups);
 /* sl_op_grouped_matmul (bf16 throughout) and sl_op_grouped_matmul_dw (bf16 dY, X into fp32
- * dW) with host counts, in one launch each. Return false, having done nothing, where the kernel
- * does not apply: other dtypes, widths not multiples of 8, operands not 16-byte aligned, more
- * than 1,024 groups, or a device that is not compute capability 9.x with sm_90a code. loud:
- * say once per process and operation which it was (SLUICE_EXPERT_GEMM=wgmma; auto is silent). */
+ * dW) with host or device counts, in one launch each. Return false, having done nothing, where
+ * the kernel does not apply: other dtypes, widths not multiples of 8, operands not 16-byte
+ * aligned, more than 1,024 groups, or a device that is not compute capability 9.x with sm_90a
+ * code. loud: say once per process and operation which it was (SLUICE_EXPERT_GEMM=wgmma; auto
+ * is silent). */
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                             const int64_t *counts, int groups, bool trans_b, float beta,
+                             const sl_group_counts *counts, int groups, bool trans_b, float beta,
                              bool loud);
 /* dy2, x2, counts2: a second segment of rows (sl_op_grouped_matmul_dw_pair), each group's
  * reduction running over its rows of the first segment, then of the second; null for one.
@@ -36,8 +44,8 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
  * tile, an empty group with beta 1, is read for them), summed per consumer warp and then in a
  * fixed order (core's sl_cuda_reduce_add). */
 bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const int64_t *counts, const sl_tensor *dy2, const sl_tensor *x2,
-                             const int64_t *counts2, int groups, float beta, sl_tensor *sumsq,
-                             bool loud);
+                             const sl_group_counts *counts, const sl_tensor *dy2,
+                             const sl_tensor *x2, const sl_group_counts *counts2, int groups,
+                             float beta, sl_tensor *sumsq, bool loud);
 
 #endif

@@ -5,14 +5,18 @@
 #include "core/backend_impl.h"
 
 /* grouped_matmul_cpu.c */
+/* The counts may be on the "device" (host memory here): read where they are. */
+bool sl_cpu_grouped_counts_on_device(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups);
 void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                           const int64_t *counts, int groups, bool trans_b, float beta);
+                           const sl_group_counts *counts, int groups, bool trans_b, float beta);
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                              const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
+                              const sl_group_counts *counts, int groups, float beta,
+                              sl_tensor *sumsq);
 void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
-                                   const sl_tensor *x2, const int64_t *counts2, int groups,
-                                   float beta, sl_tensor *sumsq);
+                                   const sl_tensor *x, const sl_group_counts *counts,
+                                   const sl_tensor *dy2, const sl_tensor *x2,
+                                   const sl_group_counts *counts2, int groups, float beta,
+                                   sl_tensor *sumsq);
 
 /* How the grouped GEMM spreads over threads. AUTO (the default) picks per call from the group
  * sizes; the others force one strategy (for benchmarks and tests). Every strategy writes each
@@ -36,6 +40,8 @@ void sl_cpu_router_bwd(void *ctx, sl_tensor *dlogits, const sl_tensor *dtopk_w,
 /* permute_cpu.c */
 void sl_cpu_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
                      const sl_tensor *topk_idx);
+void sl_cpu_moe_counts(void *ctx, sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts,
+                       float scale);
 void sl_cpu_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 void sl_cpu_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 void sl_cpu_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,

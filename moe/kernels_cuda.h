@@ -10,14 +10,19 @@ extern "C" {
 #endif
 
 /* grouped_matmul.cu */
+/* Device counts (no host read) where the strategy is auto or wgmma and the Hopper kernel
+ * applies to the operands (moe/grouped_matmul_sm90.h). */
+bool sl_cuda_grouped_counts_on_device(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups);
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                            const int64_t *counts, int groups, bool trans_b, float beta);
+                            const sl_group_counts *counts, int groups, bool trans_b, float beta);
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                               const int64_t *counts, int groups, float beta, sl_tensor *sumsq);
+                               const sl_group_counts *counts, int groups, float beta,
+                               sl_tensor *sumsq);
 void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const int64_t *counts, const sl_tensor *dy2,
-                                    const sl_tensor *x2, const int64_t *counts2, int groups,
-                                    float beta, sl_tensor *sumsq);
+                                    const sl_tensor *x, const sl_group_counts *counts,
+                                    const sl_tensor *dy2, const sl_tensor *x2,
+                                    const sl_group_counts *counts2, int groups, float beta,
+                                    sl_tensor *sumsq);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        WGMMA where its kernel applies (bf16 on compute capability 9.x
@@ -90,6 +95,8 @@ void sl_cuda_router_bwd(void *ctx, sl_tensor *dlogits, const sl_tensor *dtopk_w,
 /* permute.cu */
 void sl_cuda_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_pos,
                       const sl_tensor *topk_idx);
+void sl_cuda_moe_counts(void *ctx, sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts,
+                        float scale);
 void sl_cuda_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
                               const sl_tensor *idx);

@@ -33,6 +33,14 @@ void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl
     }
 }
 
+/* Whether the experts' grouped GEMMs (both projections) take the sort's counts on the device,
+ * so that a dispatch without drops and exchange needs no host read. */
+static bool counts_on_device(const sl_moe_block *b, sl_backend *be, sl_dtype a) {
+    const sl_experts *x = &b->experts;
+    return sl_grouped_counts_on_device(be, a, 2 * x->ffn, x->hidden, x->local) &&
+           sl_grouped_counts_on_device(be, a, x->hidden, x->ffn, x->local);
+}
+
 void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be, sl_comm *ep,
                         int64_t t, const sl_moe_options *opts) {
     const sl_dtype a = sl_param_dtype(b->experts.gate_up);
@@ -48,7 +56,8 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
                                .capacity_factor = opts->capacity_factor,
                                .drop_policy = opts->drop_policy,
                                .act = a,
-                               .forward_only = opts->forward_only};
+                               .forward_only = opts->forward_only,
+                               .counts_on_device = counts_on_device(b, be, a)};
     sl_token_dispatcher_init(&b->dispatcher, be, &dp);
     b->disp = &b->dispatcher;
     b->experts.buf = &b->experts.own;
@@ -57,6 +66,8 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
+    b->dcounts = sl_tensor_new1(be, SL_I32, m->experts);
+    b->counts_fresh = true; /* zeros on both sides until a forward */
     if (b->has_shared) {
         sl_swiglu_mlp_alloc(&b->shared, be, t, backward);
         b->shared_out = sl_tensor_new2(be, a, t, m->hidden);
@@ -88,9 +99,17 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
+    b->dcounts = sl_tensor_new1(be, SL_I32, b->router.experts);
+    b->counts_fresh = true;
 }
 
-void sl_moe_block_begin_step(sl_moe_block *b) {
+void sl_moe_block_set_step_counts(sl_moe_block *b, sl_tensor *view) {
+    sl_tensor_free(b->step_counts);
+    b->step_counts = view;
+}
+
+void sl_moe_block_begin_step(sl_moe_block *b, bool host_counts) {
+    b->want_host_counts = host_counts;
     /* rows still parked belong to a step that stopped early (its batch failed): its gradients
      * are overwritten anyway (sl_params_begin_grads), so they are dropped, not an error */
     b->parked.held = false;
@@ -104,11 +123,12 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_router_forward(r, xn);
+    /* the global-batch LBL sums the counts over ranks on the host */
+    d->host_counts_wanted = b->lbl_comm != NULL || b->want_host_counts;
     sl_token_dispatcher_dispatch(d, xn, r->topk_idx, r->topk_w);
-    int64_t rows = 0;
-    for (int e = 0; e < d->local_experts; e++) rows += d->local_counts[e];
-    sl_experts_reserve(&b->experts, d->be, rows);
-    sl_experts_forward(&b->experts, d->expert_in, d->local_counts, d->expert_out);
+    const sl_group_counts k = sl_token_dispatcher_counts(d);
+    sl_experts_reserve(&b->experts, d->be, k.rows);
+    sl_experts_forward(&b->experts, d->expert_in, k, d->expert_out);
     sl_token_dispatcher_combine(d, r->topk_w, y);
     if (b->has_shared) {
         sl_swiglu_mlp_forward(&b->shared, xn, b->shared_out);
@@ -117,6 +137,12 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
         sl_op_axpy(y, b->shared_y, 1.0f);
     }
     if (!record) return;
+    sl_op_moe_counts(b->step_counts, NULL, d->counts, 0.0f);
+    b->counts_fresh = d->counts_read;
+    if (!d->counts_read) { /* kept on the device until someone asks (sl_moe_block_counts) */
+        sl_tensor_copy(b->dcounts, d->counts);
+        return; /* without lbl_comm: the LBL gradient takes them on the device (backward) */
+    }
     memcpy(b->counts, d->counts_host, (size_t)r->experts * sizeof(int64_t));
     /* The LBL gradient's frequencies: this micro-batch, or (global-batch mode) everything
      * routed so far in this step by all ranks of lbl_comm. */
@@ -166,16 +192,17 @@ static void expert_weights(sl_moe_block *b) {
     sl_token_dispatcher *d = b->disp;
     switch (b->wgrad) {
     case SL_WGRAD_NOW:
-        sl_experts_backward_weights(&b->experts, d->expert_in, d->local_counts, d->dexpert_out,
-                                    b->grad_sumsq);
+        sl_experts_backward_weights(&b->experts, d->expert_in, sl_token_dispatcher_counts(d),
+                                    d->dexpert_out, b->grad_sumsq);
         break;
     case SL_WGRAD_PARK:
         sl_token_dispatcher_park(d, &b->parked.in, &b->parked.dout);
-        sl_experts_park(&b->experts, &b->parked, d->local_counts);
+        sl_experts_park(&b->experts, &b->parked, sl_token_dispatcher_counts(d));
         break;
     case SL_WGRAD_PAIR:
-        sl_experts_backward_weights_pair(&b->experts, &b->parked, d->expert_in, d->local_counts,
-                                         d->dexpert_out, b->grad_sumsq);
+        sl_experts_backward_weights_pair(&b->experts, &b->parked, d->expert_in,
+                                         sl_token_dispatcher_counts(d), d->dexpert_out,
+                                         b->grad_sumsq);
         break;
     }
 }
@@ -189,13 +216,15 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
         /* The input gradients first, their exchange started (nothing without expert
          * parallelism), and the weight gradients (which nothing downstream of the exchange
          * reads) computed while the rows travel. */
-        sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
+        sl_experts_backward_data(&b->experts, sl_token_dispatcher_counts(d), d->dexpert_out,
+                                 d->dexpert_in);
         sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
         expert_weights(b);
         sl_tensor_zero(dxn);
         sl_token_dispatcher_dispatch_backward_finish(d, back, dxn);
     } else {
-        sl_experts_backward_data(&b->experts, d->local_counts, d->dexpert_out, d->dexpert_in);
+        sl_experts_backward_data(&b->experts, sl_token_dispatcher_counts(d), d->dexpert_out,
+                                 d->dexpert_in);
         expert_weights(b);
         sl_tensor_zero(dxn);
         sl_token_dispatcher_dispatch_backward(d, dxn);
@@ -203,17 +232,24 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
     /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
      * f_i = k * count_i / slots; f is a constant (counts are not differentiable). */
     const double n = (double)r->tokens;
-    float *lbl_grad = NULL;
-    if (coefs->lbl_coef != 0.0) {
+    const bool lbl = coefs->lbl_coef != 0.0;
+    if (lbl && (b->lbl_comm || d->counts_read)) {
         double slots = 0.0;
         for (int e = 0; e < r->experts; e++) slots += (double)b->lbl_counts[e];
-        lbl_grad = sl_xmalloc((size_t)r->experts * sizeof(float));
+        float *g = sl_xmalloc((size_t)r->experts * sizeof(float));
         for (int e = 0; e < r->experts; e++)
-            lbl_grad[e] = (float)(coefs->lbl_coef * r->experts *
-                                  (slots > 0 ? (double)b->lbl_counts[e] / slots : 0.0) / n);
+            g[e] = (float)(coefs->lbl_coef * r->experts *
+                           (slots > 0 ? (double)b->lbl_counts[e] / slots : 0.0) / n);
+        sl_tensor_from_host(r->lbl_grad, g);
+        free(g);
+    } else if (lbl) {
+        /* this micro-batch's counts, still the sort's on the device (a recompute sorted the
+         * same again): the same factor per count, slots = N k (dropless, no exchange) */
+        const double slots = n * r->topk;
+        sl_op_moe_counts(NULL, r->lbl_grad, d->counts,
+                         (float)(coefs->lbl_coef * r->experts / (slots * n)));
     }
-    sl_router_backward(r, xn, lbl_grad, (float)(coefs->z_coef / n), dxn);
-    free(lbl_grad);
+    sl_router_backward(r, xn, lbl, (float)(coefs->z_coef / n), dxn);
     if (b->has_shared) {
         sl_op_rowgate_bwd(b->dshared_out, b->dshared_logit, dy, b->shared_out, b->shared_logit);
         sl_op_matmul(b->shared_gate->g, b->dshared_logit, xn, true, false, 1.0f,
@@ -238,15 +274,24 @@ void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const 
     *zloss = (double)stats[experts] / n;
 }
 
-void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss) {
+void sl_moe_block_aux_stats(sl_moe_block *b, double *lbl, double *zloss) {
     const sl_router *r = &b->router;
+    const int64_t *counts = sl_moe_block_counts(b);
     float *stats = sl_xmalloc(((size_t)r->experts + 1) * sizeof(float));
     sl_tensor_to_host(r->stats, stats);
-    sl_moe_aux_stats(r->experts, r->tokens, b->counts, stats, lbl, zloss);
+    sl_moe_aux_stats(r->experts, r->tokens, counts, stats, lbl, zloss);
     free(stats);
 }
 
-const int64_t *sl_moe_block_counts(const sl_moe_block *b) {
+const int64_t *sl_moe_block_counts(sl_moe_block *b) {
+    if (!b->counts_fresh) {
+        const int e = b->router.experts;
+        int32_t *h = sl_xmalloc((size_t)e * sizeof(int32_t));
+        sl_tensor_to_host(b->dcounts, h);
+        for (int i = 0; i < e; i++) b->counts[i] = h[i];
+        free(h);
+        b->counts_fresh = true;
+    }
     return b->counts;
 }
 
@@ -257,6 +302,9 @@ void sl_moe_block_free(sl_moe_block *b) {
     free(b->lbl_counts);
     free(b->counts);
     b->lbl_counts = b->counts = NULL;
+    sl_tensor_free(b->dcounts);
+    sl_tensor_free(b->step_counts);
+    b->dcounts = b->step_counts = NULL;
     if (b->borrowed) { /* the rest is the owner's */
         b->disp = NULL;
         return;

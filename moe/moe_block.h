@@ -75,9 +75,14 @@ typedef struct {
     sl_comm *lbl_comm;
     bool overlap_exchange; /* sl_moe_options.overlap_exchange */
     int64_t *lbl_counts;   /* [E] counts behind f_i for the LBL gradient (global-batch mode) */
-    int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward */
-    sl_wgrad_when wgrad;   /* this micro-batch's (sl_moe_block_set_wgrad) */
-    sl_tensor *grad_sumsq; /* and where its completed expert gradients add their squares */
+    int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward
+                            * on the host, where counts_fresh (else dcounts holds them) */
+    bool counts_fresh;
+    sl_tensor *dcounts;       /* [E] i32 the same on the device, where the dispatch did not read */
+    sl_tensor *step_counts;   /* [E] i32 on the device: += each recorded forward's (or NULL) */
+    bool want_host_counts;    /* read the counts on the host in every forward (metrics steps) */
+    sl_wgrad_when wgrad;      /* this micro-batch's (sl_moe_block_set_wgrad) */
+    sl_tensor *grad_sumsq;    /* and where its completed expert gradients add their squares */
     sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_PAIR */
 } sl_moe_block;
 
@@ -93,8 +98,14 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be,
 void sl_moe_block_share(sl_moe_block *b, sl_moe_block *owner, sl_backend *be,
                         const sl_moe_options *opts);
 /* Starts a new optimizer step (clears the global-batch LBL accumulation; the weight gradients
- * are computed now until set otherwise; rows parked by a step that stopped early are dropped). */
-void sl_moe_block_begin_step(sl_moe_block *b);
+ * are computed now until set otherwise; rows parked by a step that stopped early are dropped).
+ * host_counts: the step's forwards read their expert counts on the host (metrics steps);
+ * otherwise only where something on the host needs them (capacity drops, expert parallelism,
+ * the global-batch LBL, grouped GEMMs that take host sizes: sl_grouped_counts_on_device). */
+void sl_moe_block_begin_step(sl_moe_block *b, bool host_counts);
+/* Where each recorded forward adds its per-expert counts on the device ([E] i32, e.g. a row of
+ * the model's per-step sums; NULL: nowhere). The block owns the view. */
+void sl_moe_block_set_step_counts(sl_moe_block *b, sl_tensor *view);
 /* y = moe(xn), written. */
 void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
 /* The forward again, for the backward of a recomputing model: the same routing (the router
@@ -121,10 +132,11 @@ void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor
 void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const float *stats,
                       double *lbl, double *zloss);
 /* The same for the block's last forward, reading its router statistics now (tests, tools). */
-void sl_moe_block_aux_stats(const sl_moe_block *b, double *lbl, double *zloss);
+void sl_moe_block_aux_stats(sl_moe_block *b, double *lbl, double *zloss);
 /* Tokens routed to each expert by this rank in the last forward ([E], host; a recompute does
- * not change them). */
-const int64_t *sl_moe_block_counts(const sl_moe_block *b);
+ * not change them): read from the device here where the forward did not read them (a host
+ * read: tests and tools; the trainer reads the step's sums once, sl_model_read_expert_counts). */
+const int64_t *sl_moe_block_counts(sl_moe_block *b);
 void sl_moe_block_free(sl_moe_block *b);
 
 #endif

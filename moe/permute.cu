@@ -271,6 +271,30 @@ extern "C" void sl_cuda_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted
 
 namespace {
 
+/* acc += counts, freq = scale * counts: E is small (the experts), one block strides over it */
+__global__ void __launch_bounds__(256)
+    moe_counts_kernel(int32_t *acc, float *freq, const int32_t *counts, int64_t e, float scale) {
+    for (int64_t i = threadIdx.x; i < e; i += blockDim.x) {
+        const int32_t c = counts[i];
+        if (acc) acc[i] += c;
+        if (freq) freq[i] = scale * (float)c;
+    }
+}
+
+} // namespace
+
+extern "C" void sl_cuda_moe_counts(void *ctx, sl_tensor *acc, sl_tensor *freq,
+                                   const sl_tensor *counts, float scale) {
+    const int64_t e = counts->numel;
+    if (e == 0) return;
+    SL_LAUNCH(moe_counts_kernel, 1, 256, 0, sl_cuda_stream(ctx),
+              acc ? sl_ptr<int32_t>(acc) : nullptr, freq ? sl_ptr<float>(freq) : nullptr,
+              sl_ptr<int32_t>(counts), e, scale);
+    SL_CUDA_LAUNCHED("moe_counts");
+}
+
+namespace {
+
 /* ---- gather ---------------------------------------------------------------------------- */
 
 /* dst row i = src row idx[i], a bit copy in units U (the widest that divides the rows and the

@@ -52,6 +52,16 @@ void sl_cpu_moe_sort(void *ctx, sl_tensor *counts, sl_tensor *sorted_token, sl_t
     free(next);
 }
 
+void sl_cpu_moe_counts(void *ctx, sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts,
+                       float scale) {
+    (void)ctx;
+    const int32_t *pc = sl_i32(counts);
+    for (int64_t e = 0; e < counts->numel; e++) {
+        if (acc) sl_i32(acc)[e] += pc[e];
+        if (freq) sl_f32(freq)[e] = scale * (float)pc[e];
+    }
+}
+
 void sl_cpu_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {
     (void)ctx;
     SL_CHECK(dst->dtype == SL_F32 && src->dtype == SL_F32, "cpu gather_rows: only f32");

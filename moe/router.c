@@ -72,13 +72,12 @@ void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     sl_profile_end(be);
 }
 
-void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
-                        float z_scale, sl_tensor *dxn) {
+void sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale,
+                        sl_tensor *dxn) {
     sl_backend *be = sl_tensor_backend(xn);
     sl_profile_begin(be, "router bwd");
-    if (lbl_grad_host) sl_tensor_from_host(r->lbl_grad, lbl_grad_host);
     sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
-                     lbl_grad_host ? r->lbl_grad : NULL, z_scale, r->norm_topk);
+                     lbl ? r->lbl_grad : NULL, z_scale, r->norm_topk);
     if (r->x32) { /* x32 still holds this micro-batch's input from the forward */
         sl_op_matmul(r->weight->g, r->dlogits, r->x32, true, false, 1.0f,
                      sl_param_grad_beta(r->weight));

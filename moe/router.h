@@ -43,10 +43,10 @@ void sl_router_set_bias(sl_router *r, const float *bias);
 /* Routes xn [T, C]; fills topk_idx/topk_w and copies the statistics to the host. */
 void sl_router_forward(sl_router *r, const sl_tensor *xn);
 /* Backward from r->dtopk_w (filled by the dispatcher) plus the auxiliary losses:
- * lbl_grad_host[e] = dL/dprobs[n, e] (NULL: none), z_scale = coefficient of sum_n lse_n^2.
- * Accumulates the weight gradient and adds dL/dxn into dxn. */
-void sl_router_backward(sl_router *r, const sl_tensor *xn, const float *lbl_grad_host,
-                        float z_scale, sl_tensor *dxn);
+ * lbl: r->lbl_grad[e] = dL/dprobs[n, e] (the caller filled it: uploaded, or from the expert
+ * counts on the device, sl_op_moe_counts), else no load-balancing loss; z_scale = coefficient
+ * of sum_n lse_n^2. Accumulates the weight gradient and adds dL/dxn into dxn. */
+void sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale, sl_tensor *dxn);
 void sl_router_free(sl_router *r);
 
 #endif

@@ -51,6 +51,7 @@ void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
     d->local_counts = sl_xcalloc((size_t)d->local_experts, sizeof(int64_t));
     d->act = p->act;
     d->forward_only = p->forward_only;
+    d->counts_on_device = p->counts_on_device;
     d->xs = sl_tensor_new2(be, d->act, slots, c);
     d->ys = sl_tensor_new2(be, d->act, slots, c);
     if (!d->forward_only) {
@@ -217,13 +218,19 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
     const int64_t slots = d->tokens * d->topk;
     sl_op_moe_sort(d->counts, sl_tensor_view_set1(d->hv[0], d->sorted_token, 0, slots),
                    sl_tensor_view_set1(d->hv[1], d->slot_pos, 0, slots), topk_idx);
+    d->kept = slots;
+    d->dropped = 0;
+    d->counts_read = !d->counts_on_device || drops(d) || exchanges(d) || d->host_counts_wanted;
+    if (!d->counts_read) { /* the experts read the sort's counts on the device */
+        permute(d, d->xs, xn, d->sorted_token, d->kept);
+        sl_profile_end(d->be);
+        return;
+    }
     /* The MoE layer's one host read: the per-expert counts size the grouped GEMMs and the
      * exchange. It is queued right after the sort and waited for where it is first needed:
      * without drops the gather of the rows (slots rows, known on the host) runs before. */
     sl_host_read counts_read;
     sl_tensor_read_start(d->counts, d->counts_i32, &counts_read);
-    d->kept = slots;
-    d->dropped = 0;
     if (drops(d)) {
         wait_counts(d, &counts_read);
         plan_drops(d, topk_w);
@@ -239,6 +246,11 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
         for (int e = 0; e < d->local_experts; e++) d->local_counts[e] = d->kept_host[e];
     }
     sl_profile_end(d->be);
+}
+
+sl_group_counts sl_token_dispatcher_counts(const sl_token_dispatcher *d) {
+    if (d->counts_read) return sl_counts_host(d->local_counts, d->local_experts);
+    return sl_counts_device(d->counts, d->kept);
 }
 
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y) {

@@ -15,8 +15,11 @@
  *
  * Host reads: the per-expert counts, once per dispatch, in one named place (the start of
  * sl_token_dispatcher_dispatch), queued right after the sort and waited for as late as the
- * gather allows; the backward and combine reuse them. Capacity drops add their own reads
- * (plan_drops) until they move to a device kernel.
+ * gather allows; the backward and combine reuse them. None where nothing on the host needs them:
+ * without drops and exchange, with experts whose grouped GEMMs read the sort's counts on the
+ * device (counts_on_device) and unless the caller asks for them (host_counts_wanted: metrics,
+ * the global-batch balancing loss). Capacity drops add their own reads (plan_drops) until they
+ * move to a device kernel.
  * All data movement goes through core/ops.h and core/comm.h, so the NCCL transport takes
  * over on GPUs without changes here.
  */
@@ -26,6 +29,7 @@
 #include <stdbool.h>
 
 #include "core/comm.h"
+#include "core/ops.h" /* sl_group_counts */
 #include "core/tensor.h"
 
 typedef enum { SL_DROP_PROBS = 0, SL_DROP_POSITION = 1 } sl_drop_policy;
@@ -38,10 +42,13 @@ typedef struct {
     double capacity_factor; /* 0: dropless */
     sl_drop_policy drop_policy;
     sl_backend *be;
-    sl_dtype act;      /* dtype of the rows */
-    bool forward_only; /* dxs, dys, dexpert_in and dexpert_out are not allocated */
-    sl_tensor *hv[2];  /* view handles re-pointed each call (no allocation per step) */
-    int64_t tokens;    /* N of the last dispatch */
+    sl_dtype act;            /* dtype of the rows */
+    bool forward_only;       /* dxs, dys, dexpert_in and dexpert_out are not allocated */
+    bool counts_on_device;   /* the experts' GEMMs take the sort's counts (sl_dispatcher_params) */
+    bool host_counts_wanted; /* set by the caller: read the counts on the host anyway */
+    bool counts_read;        /* whether the last dispatch read them (counts_host is current) */
+    sl_tensor *hv[2];        /* view handles re-pointed each call (no allocation per step) */
+    int64_t tokens;          /* N of the last dispatch */
     /* routing of this rank's tokens */
     sl_tensor *counts, *sorted_token, *slot_pos; /* [E] i32, [N*k], [N*k] */
     int64_t *counts_host;                /* [E] slots routed to each expert (before drops) */
@@ -68,15 +75,22 @@ typedef struct {
     sl_drop_policy drop_policy;
     sl_dtype act;      /* dtype of the rows it moves (the experts' compute dtype) */
     bool forward_only; /* no backward buffers (evaluation): the backward must not be called */
+    /* the experts' grouped GEMMs take device counts (sl_grouped_counts_on_device for both
+     * projections): then a dropless dispatch without exchange reads no counts */
+    bool counts_on_device;
 } sl_dispatcher_params;
 
 void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
                               const sl_dispatcher_params *p);
 /* Routes xn [N, C] by topk_idx [N, k] (weights topk_w [N, k] rank slots for the "probs"
- * drop policy). Afterwards expert_in holds the local experts' rows and local_counts their
- * group sizes. */
+ * drop policy). Afterwards expert_in holds the local experts' rows and
+ * sl_token_dispatcher_counts their group sizes (local_counts, counts_host and kept_host only
+ * where the dispatch read them: counts_read). */
 void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
                                   const sl_tensor *topk_idx, const sl_tensor *topk_w);
+/* The local experts' rows per expert of the last dispatch: local_counts on the host where it
+ * read them, else the sort's counts on the device (all experts are local then). */
+sl_group_counts sl_token_dispatcher_counts(const sl_token_dispatcher *d);
 /* y [N, C] (written) from expert_out and the routing weights topk_w [N, k]. */
 void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y);
 /* Backward of combine: fills dexpert_out and dtopk_w [N, k] from dy [N, C]. */

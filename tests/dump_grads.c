@@ -44,7 +44,7 @@ static void print_i64_list(FILE *f, const int64_t *v, int n) {
 }
 
 /* Per layer: the list, or null for a dense layer. */
-static void print_layers(FILE *f, const sl_model *m, const int64_t *(*get)(const sl_model *, int)) {
+static void print_layers(FILE *f, sl_model *m, const int64_t *(*get)(sl_model *, int)) {
     fprintf(f, "[");
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         fprintf(f, "%s", l ? ", " : "");
@@ -57,12 +57,16 @@ static void print_layers(FILE *f, const sl_model *m, const int64_t *(*get)(const
     fprintf(f, "]");
 }
 
-static const int64_t *routed(const sl_model *m, int l) {
+static const int64_t *routed(sl_model *m, int l) {
     return sl_model_expert_counts(m, l);
 }
 
-static const int64_t *kept(const sl_model *m, int l) {
-    return m->ffn[l].is_moe ? m->ffn[l].moe.dispatcher.kept_host : NULL;
+/* The slots kept after capacity drops: the dispatcher's, which reads the counts where it drops;
+ * a dispatch that read nothing dropped nothing (kept = routed). */
+static const int64_t *kept(sl_model *m, int l) {
+    if (!m->ffn[l].is_moe) return NULL;
+    const sl_token_dispatcher *d = &m->ffn[l].moe.dispatcher;
+    return d->counts_read ? d->kept_host : sl_model_expert_counts(m, l);
 }
 
 int main(int argc, char **argv) {

@@ -144,7 +144,7 @@ static void case_grouped_dw(const char *what, sl_dtype in, sl_dtype wd, const in
     const int64_t sdy[2] = {rows, r}, sx[2] = {rows, s}, sw[3] = {groups, r, s};
     sl_tensor *tdy = upload(in, 2, sdy, dy), *tx = upload(in, 2, sx, x);
     sl_tensor *tw = upload(wd, 3, sw, w0);
-    sl_op_grouped_matmul_dw(tw, tdy, tx, counts, groups, 1.0f, NULL);
+    sl_op_grouped_matmul_dw(tw, tdy, tx, sl_counts_host(counts, groups), groups, 1.0f, NULL);
     float *got = download(tw);
     const int64_t nw = groups * r * s;
     double *want = malloc((size_t)(nw > 0 ? nw : 1) * sizeof(double));
@@ -171,7 +171,7 @@ static void case_zero_groups(void) {
     float *a = random_data(12, 90), *c0 = random_data(15, 91), b[1] = {0};
     sl_tensor *ta = upload(SL_F32, 2, sa, a), *tb = upload(SL_F32, 3, sb, b);
     sl_tensor *tc = upload(SL_F32, 2, sc, c0);
-    sl_op_grouped_matmul(tc, ta, tb, NULL, 0, false, 0.0f);
+    sl_op_grouped_matmul(tc, ta, tb, sl_counts_host(NULL, 0), 0, false, 0.0f);
     float *got = download(tc);
     CHECK(memcmp(got, c0, 15 * sizeof(float)) == 0, "grouped_matmul with no groups changed C");
     free(a), free(c0), free(got);

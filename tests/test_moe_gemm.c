@@ -51,7 +51,8 @@ static void test_forward(const gcase *gc) {
                 sl_tensor *ta = sl_test_tensor(SL_F32, 2, (int64_t[]){rows, in}, a);
                 sl_tensor *tbt = sl_test_tensor(SL_F32, 3, (int64_t[]){G, r, s}, b);
                 sl_tensor *tc = sl_test_tensor(SL_F32, 2, (int64_t[]){rows, out}, c0);
-                sl_op_grouped_matmul(tc, ta, tbt, gc->counts, gc->groups, tb, (float)beta);
+                sl_op_grouped_matmul(tc, ta, tbt, sl_counts_host(gc->counts, gc->groups),
+                                     gc->groups, tb, (float)beta);
                 float *got = sl_test_host_f32(tc);
                 CHECK(sl_test_compare("grouped_matmul", got, ref, n * out, 1e-5, 1e-5) <= 1.0,
                       "%s: grouped_matmul trans_b=%d beta=%d mode=%d", gc->name, tb, beta,
@@ -96,7 +97,8 @@ static void test_dw(const gcase *gc) {
         sl_tensor *tdy = sl_test_tensor(SL_F32, 2, (int64_t[]){rows, r}, dy);
         sl_tensor *tx = sl_test_tensor(SL_F32, 2, (int64_t[]){rows, s}, x);
         sl_tensor *tw = sl_test_tensor(SL_F32, 3, (int64_t[]){G, r, s}, w0);
-        sl_op_grouped_matmul_dw(tw, tdy, tx, gc->counts, gc->groups, 1.0f, NULL);
+        sl_op_grouped_matmul_dw(tw, tdy, tx, sl_counts_host(gc->counts, gc->groups), gc->groups,
+                                1.0f, NULL);
         float *got = sl_test_host_f32(tw);
         CHECK(sl_test_compare("grouped_matmul_dw", got, ref, G * r * s, 1e-5, 1e-5) <= 1.0,
               "%s: grouped_matmul_dw mode=%d", gc->name, modes[mi]);

@@ -61,9 +61,9 @@ static void forward(const block *b, acts *a) {
     sl_tensor_to_host(a->counts, c32);
     for (int e = 0; e < E; e++) a->counts_h[e] = c32[e];
     sl_op_gather_rows(a->xs, a->x, a->stok);
-    sl_op_grouped_matmul(a->gu, a->xs, a->wgu, a->counts_h, E, true, 0.0f);
+    sl_op_grouped_matmul(a->gu, a->xs, a->wgu, sl_counts_host(a->counts_h, E), E, true, 0.0f);
     sl_op_swiglu_fwd(a->h, a->gu);
-    sl_op_grouped_matmul(a->out, a->h, a->wd, a->counts_h, E, true, 0.0f);
+    sl_op_grouped_matmul(a->out, a->h, a->wd, sl_counts_host(a->counts_h, E), E, true, 0.0f);
     sl_op_moe_combine(a->y, a->out, a->spos, a->w);
 }
 
@@ -186,11 +186,11 @@ int main(void) {
     sl_tensor *dwgu = sl_test_tensor(SL_F32, 3, (int64_t[]){E, 2 * I, C}, NULL);
     sl_tensor *dwd = sl_test_tensor(SL_F32, 3, (int64_t[]){E, C, I}, NULL);
     sl_op_moe_combine_bwd(dout, dw, dy, a.out, a.spos, a.w);
-    sl_op_grouped_matmul(dh, dout, a.wd, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwd, dout, a.h, a.counts_h, E, 1.0f, NULL);
+    sl_op_grouped_matmul(dh, dout, a.wd, sl_counts_host(a.counts_h, E), E, false, 0.0f);
+    sl_op_grouped_matmul_dw(dwd, dout, a.h, sl_counts_host(a.counts_h, E), E, 1.0f, NULL);
     sl_op_swiglu_bwd(dgu, dh, a.gu);
-    sl_op_grouped_matmul(dxs, dgu, a.wgu, a.counts_h, E, false, 0.0f);
-    sl_op_grouped_matmul_dw(dwgu, dgu, a.xs, a.counts_h, E, 1.0f, NULL);
+    sl_op_grouped_matmul(dxs, dgu, a.wgu, sl_counts_host(a.counts_h, E), E, false, 0.0f);
+    sl_op_grouped_matmul_dw(dwgu, dgu, a.xs, sl_counts_host(a.counts_h, E), E, 1.0f, NULL);
     sl_op_scatter_add_rows(dx, dxs, a.stok);
     sl_op_router_bwd(dlog, dw, a.probs, a.idx, a.w, a.logits, NULL, 0.0f, true);
     sl_op_matmul(dx, dlog, a.wr, false, false, 1.0f, 1.0f);

@@ -8,14 +8,19 @@
  * synchronization (sl_backend_syncs); both count on any backend, so the CPU build checks the
  * same budget the CUDA backend must keep (docs/architecture.md, "Host reads"). One step
  * with M micro-batches of a model with L_moe MoE layers may wait:
- *   - M * L_moe times for the per-expert counts (the one read MoE needs, per layer),
+ *   - M * L_moe times for the per-expert counts where the experts' grouped GEMMs need them on
+ *     the host (one read per layer; none where they read the sort's counts on the device:
+ *     sl_grouped_counts_on_device, the CPU and the Hopper kernel),
  *   - once for the step's loss sums (sl_model_read_stats),
  *   - once for the gradient norm's sums of squares (sl_optimizer_finish_reduce),
- * and never otherwise, on a step that logs no metrics. A metrics step may read the metrics
- * scalars once more. With training.recompute = "layer" the backward reruns the forward of
- * every layer but the last, so each micro-batch reads the counts once more per MoE layer among
- * layers 0 .. L-2 (L_moe_re): M * (L_moe + L_moe_re) + 2; "none" and "attention" have the
- * same budget (docs/memory.md). The test trains a dropless model with a shared expert and a
+ *   - once for the step's expert counts where the caller asks for them (sl_step_result.counts:
+ *     the trainer always; summed on the device, sl_model_read_expert_counts),
+ * and never otherwise, on a step that logs no metrics. A metrics step reads the metrics
+ * scalars once more and every layer's counts on the host (M * L_moe). With training.recompute
+ * = "layer" the backward reruns the forward of every layer but the last, so each micro-batch
+ * reads the counts, where it reads them, once more per MoE layer among layers 0 .. L-2
+ * (L_moe_re): M * (L_moe + L_moe_re) + 2; "none" and "attention" have the same budget
+ * (docs/memory.md). The test trains a dropless model with a shared expert and a
  * dense layer for a few steps in each mode and asserts these counts exactly, so a new read
  * or synchronization in the step fails it (and must then be justified and this budget and
  * the docs changed).
@@ -61,14 +66,23 @@ static void check_mode(sl_backend *be, sl_comm *world, const sl_model_config *mc
     int moe_re = 0;
     for (int l = 0; mode == SL_MEMORY_LAYER && l < mc->num_hidden_layers - 1; l++)
         moe_re += m->ffn[l].is_moe;
-    const long long budget = (long long)MICRO * (m->n_moe_layers + moe_re) + 2;
-    printf("backend %s (%s), recompute %s, %d micro-batches, %d MoE layers (%d rerun): budget "
-           "%lld waits per step\n",
+    /* whether the MoE layers keep their counts on the device (all alike: one backend, one
+     * shape; the CPU always does) */
+    bool on_device = true;
+    for (int l = 0; l < mc->num_hidden_layers; l++)
+        if (m->ffn[l].is_moe) on_device &= m->ffn[l].moe.disp->counts_on_device;
+    if (!strcmp(sl_backend_name(be), "cpu"))
+        CHECK(on_device, "the CPU's MoE layers read their expert counts on the host");
+    const long long counts_reads = (long long)MICRO * (m->n_moe_layers + moe_re);
+    const long long budget = (on_device ? 0 : counts_reads) + 2;
+    printf("backend %s (%s), recompute %s, %d micro-batches, %d MoE layers (%d rerun), counts "
+           "on the %s: budget %lld waits per step\n",
            sl_backend_name(be), sl_dtype_name(compute), sl_memory_mode_name(mode), MICRO,
-           m->n_moe_layers, moe_re, budget);
+           m->n_moe_layers, moe_re, on_device ? "device" : "host", budget);
+    int64_t *counts = calloc((size_t)mc->num_hidden_layers * mc->num_experts, sizeof(int64_t));
     for (int step = 0; step < 4; step++) {
-        const bool metrics = step == 2;
-        sl_step_result res = {.metrics = metrics};
+        const bool metrics = step == 2, with_counts = step == 3;
+        sl_step_result res = {.metrics = metrics, .counts = with_counts ? counts : NULL};
         const long long r0 = sl_backend_host_reads(be), s0 = sl_backend_syncs(be);
         CHECK(sl_train_step(&st, tc, step, make_batch, &step, &res, err, sizeof err) == 0,
               "step %d: %s", step, err);
@@ -77,11 +91,23 @@ static void check_mode(sl_backend *be, sl_comm *world, const sl_model_config *mc
                metrics ? " (metrics)" : "", res.loss, reads, syncs);
         CHECK(syncs == 0, "step %d: %lld explicit synchronizations, expected none", step, syncs);
         if (metrics)
-            CHECK(reads == budget + 1, "step %d (metrics): %lld host reads, expected %lld", step,
-                  reads, budget + 1);
+            CHECK(reads == counts_reads + 3, "step %d (metrics): %lld host reads, expected %lld",
+                  step, reads, counts_reads + 3);
         else
-            CHECK(reads == budget, "step %d: %lld host reads, expected %lld", step, reads, budget);
+            CHECK(reads == budget + with_counts, "step %d: %lld host reads, expected %lld", step,
+                  reads, budget + with_counts);
+        if (with_counts) { /* the device's sums: every slot of every micro-batch, per layer */
+            for (int l = 0; l < mc->num_hidden_layers; l++) {
+                int64_t sum = 0;
+                for (int e = 0; e < mc->num_experts; e++) sum += counts[l * mc->num_experts + e];
+                const int64_t want =
+                    m->ffn[l].is_moe ? (int64_t)MICRO * B * S * mc->num_experts_per_tok : 0;
+                CHECK(sum == want, "step %d: layer %d routed %lld slots, expected %lld", step, l,
+                      (long long)sum, (long long)want);
+            }
+        }
     }
+    free(counts);
     free(tokens);
     sl_optimizer_free(&opt);
     sl_model_free(m);

@@ -52,7 +52,6 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     const double aux_scale = 1.0 / ((double)s->micro_batches * ranks);
     sl_params_begin_grads(&m->params); /* the first micro-batch overwrites the gradients */
     sl_model_begin_step(m, res->metrics);
-    if (res->counts) memset(res->counts, 0, (size_t)nl * (ne > 0 ? ne : 1) * sizeof(int64_t));
     for (int mb = 0; mb < s->micro_batches; mb++) {
         int got = 0;
         SL_PROFILE_REGION (m->be, R_DATA) got = next(user, mb, s->tokens, err, errlen);
@@ -68,12 +67,8 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
                            mb == s->micro_batches - 1 ? sl_optimizer_expert_sumsq(s->opt) : NULL);
         sl_model_forward_backward(m, s->tokens, ce_scale, aux_scale, NULL);
         m->grad_ready = NULL;
-        for (int l = 0; res->counts && l < nl; l++) {
-            const int64_t *lc = sl_model_expert_counts(m, l);
-            if (lc)
-                for (int e = 0; e < ne; e++) res->counts[(int64_t)l * ne + e] += lc[e];
-        }
     }
+    if (res->counts) sl_model_read_expert_counts(m, res->counts); /* one host read */
     /* Every parameter's gradient has a writer in the step's backwards (the experts' may come
      * only with the second micro-batch, sl_stepper.defer_wgrad); one without would keep the
      * previous step's values (sl_params_begin_grads). */
