@@ -233,7 +233,7 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
      * f_i = k * count_i / slots; f is a constant (counts are not differentiable). */
     const double n = (double)r->tokens;
     const bool lbl = coefs->lbl_coef != 0.0;
-    if (lbl && (b->lbl_comm || d->counts_read)) {
+    if (lbl && b->lbl_comm) { /* the step's counts over lbl_comm so far, on the host */
         double slots = 0.0;
         for (int e = 0; e < r->experts; e++) slots += (double)b->lbl_counts[e];
         float *g = sl_xmalloc((size_t)r->experts * sizeof(float));
@@ -243,11 +243,18 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
         sl_tensor_from_host(r->lbl_grad, g);
         free(g);
     } else if (lbl) {
-        /* this micro-batch's counts, still the sort's on the device (a recompute sorted the
-         * same again): the same factor per count, slots = N k (dropless, no exchange) */
-        const double slots = n * r->topk;
-        sl_op_moe_counts(NULL, r->lbl_grad, d->counts,
-                         (float)(coefs->lbl_coef * r->experts / (slots * n)));
+        /* this micro-batch's counts (before drops: N k slots) times one fp32 factor, the same
+         * product whether the counts were read (then on the host) or not (then on the device,
+         * still the sort's: a recompute sorted the same again), so the two paths agree bitwise */
+        const float scale = (float)(coefs->lbl_coef * r->experts / (n * r->topk * n));
+        if (d->counts_read) {
+            float *g = sl_xmalloc((size_t)r->experts * sizeof(float));
+            for (int e = 0; e < r->experts; e++) g[e] = scale * (float)b->lbl_counts[e];
+            sl_tensor_from_host(r->lbl_grad, g);
+            free(g);
+        } else {
+            sl_op_moe_counts(NULL, r->lbl_grad, d->counts, scale);
+        }
     }
     sl_router_backward(r, xn, lbl, (float)(coefs->z_coef / n), dxn);
     if (b->has_shared) {

@@ -282,6 +282,27 @@ int main(void) {
     check_gradients(&h, &v, "J = aux only");
     memcpy(v.r, r_saved, sizeof r_saved);
 
+    /* ---- the counts on the device (the default on the CPU) or read on the host (a metrics
+     * step): the same load-balancing factor, so the same gradients, bitwise ---- */
+    const sl_moe_loss_coefs coefs = {.lbl_coef = LBL_COEF, .z_coef = Z_COEF};
+    float *grads[2][2];
+    for (int host = 0; host < 2; host++) {
+        sl_moe_block_begin_step(&h.b, host == 1);
+        sl_moe_block_forward(&h.b, h.x, h.y);
+        CHECK(h.b.disp->counts_read == (host == 1), "the dispatch read its counts: %d, asked %d",
+              (int)h.b.disp->counts_read, host);
+        sl_tensor_from_host(h.dy, v.r);
+        sl_params_zero_grad(&h.ps);
+        sl_moe_block_backward(&h.b, h.x, h.dy, &coefs, h.dx);
+        grads[host][0] = sl_test_host_f32(h.b.router.weight->g);
+        grads[host][1] = sl_test_host_f32(h.dx);
+    }
+    CHECK(memcmp(grads[0][0], grads[1][0], sizeof(float) * E * C) == 0,
+          "router gradient with the counts on the device and on the host");
+    CHECK(memcmp(grads[0][1], grads[1][1], sizeof(float) * N * C) == 0,
+          "dX with the counts on the device and on the host");
+    for (int i = 0; i < 4; i++) free(grads[i / 2][i % 2]);
+
     harness_free(&h);
     return sl_test_finish("test_moe_block");
 }
