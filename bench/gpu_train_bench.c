@@ -451,8 +451,14 @@ int main(int argc, char **argv) {
     printf("device memory in use after the steps (cudaMemGetInfo: tensors, allocator cache, "
            "context): %.2f GiB\n",
            used / GIB);
-    printf("host reads per step: %lld (+ %lld explicit synchronizations)\n", reads_step,
-           syncs_step);
+    /* where the MoE layers' expert counts live (moe/token_dispatcher.h): on the device where
+     * the expert GEMMs read them there, else one host read per MoE layer and micro-batch */
+    bool counts_on_device = false;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe) counts_on_device = m->ffn[l].moe.disp->counts_on_device;
+    printf("host reads per step: %lld (+ %lld explicit synchronizations; MoE expert counts %s)\n",
+           reads_step, syncs_step,
+           counts_on_device ? "on the device" : "read on the host per layer and micro-batch");
     /* the kernel the profile's attention rows time (attention.kernel, docs/attention.md) */
     const char *attn_ran = sl_backend_attn_kernel_ran(be);
     attn_ran = attn_ran ? attn_ran : "?";
