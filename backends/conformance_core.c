@@ -228,12 +228,13 @@ static sl_group_counts case_counts(cx *c, const int64_t *counts, int groups, boo
 }
 
 /* Device counts' host reads beyond what the backend's grouped_counts_on_device allows (none
- * where it says yes, one per op where it says no: core/ops.c reads them), an exact output that
- * must be 0. reads: those counted around the ops (the reference loops: none). Last among the
- * case's outputs, after the sums' bounds (sum_bound annotates the output added last). */
-static void reads_output(cx *c, long long reads, int ops, int64_t r, int64_t s, int groups) {
+ * where it says yes; where it says no, core/ops.c reads them once per set of counts with rows:
+ * `sets` of them, sl_group_counts_host), an exact output that must be 0. reads: those counted
+ * around the ops (the reference loops: none). Last among the case's outputs, after the sums'
+ * bounds (sum_bound annotates the output added last). */
+static void reads_output(cx *c, long long reads, int sets, int64_t r, int64_t s, int groups) {
     const bool dev = !c->be || sl_grouped_counts_on_device(c->be, c->act, r, s, groups);
-    const int32_t excess = c->be ? (int32_t)(reads - (dev ? 0 : ops)) : 0;
+    const int32_t excess = c->be ? (int32_t)(reads - (dev ? 0 : sets)) : 0;
     if (!c->be)
         want_i32(c, "host reads beyond grouped_counts_on_device", &excess, 1);
     else
@@ -267,7 +268,7 @@ static void mm_case(cx *c, const gm_shape *s, bool device) {
                           abs_copy(c, c0, rows * out), s->counts, s->groups, rows, s->r, s->s,
                           s->tb, fabs(s->beta));
     for (int64_t i = 0; i < rows * out; i++) terms[i] = (double)in + 2;
-    if (device) reads_output(c, reads, 1, s->r, s->s, s->groups);
+    if (device) reads_output(c, reads, n > 0, s->r, s->s, s->groups);
 }
 
 void sl_conf_case_grouped_matmul(cx *c) {
@@ -362,7 +363,7 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     smag[0] = sq0;
     for (int64_t i = 0; i < nw; i++) smag[0] += (2 * fabs(ref[i]) + mag[i]) * mag[i];
     sterms[0] = kmax + (double)nw + 1;
-    if (device) reads_output(c, reads, counts2 ? 2 : 1, r, sc, groups);
+    if (device) reads_output(c, reads, (n > 0) + (n2 > 0), r, sc, groups);
 }
 
 void sl_conf_case_grouped_matmul_dw(cx *c) {

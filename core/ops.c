@@ -163,6 +163,22 @@ bool sl_grouped_counts_on_device(sl_backend *be, sl_dtype dt, int64_t r, int64_t
            be->ops->grouped_counts_on_device(be->ctx, dt, r, s, groups);
 }
 
+const int64_t *sl_group_counts_host(sl_group_counts c, int groups, int64_t **buf) {
+    *buf = NULL;
+    if (c.host) return c.host;
+    if (c.rows == 0) /* counts of no rows are all zero: nothing to read */
+        return *buf = sl_xcalloc((size_t)(groups > 0 ? groups : 1), sizeof(int64_t));
+    int32_t *h = sl_xmalloc((size_t)(groups > 0 ? groups : 1) * sizeof(int32_t));
+    sl_tensor_to_host(c.dev, h);
+    *buf = sl_xmalloc((size_t)(groups > 0 ? groups : 1) * sizeof(int64_t));
+    for (int g = 0; g < groups; g++) (*buf)[g] = h[g];
+    free(h);
+    const int64_t n = sum_counts(*buf, groups);
+    SL_CHECK(n == c.rows, "grouped GEMM: the device counts sum to %lld rows, the caller said %lld",
+             (long long)n, (long long)c.rows);
+    return *buf;
+}
+
 /* A grouped GEMM's counts as its backend takes them: checked, and device counts the backend
  * cannot take (sl_grouped_counts_on_device) read on the host into *buf (freed by the caller):
  * the op's one host read, so a path that needs host sizes (cuBLAS) stays correct. */
@@ -180,15 +196,7 @@ static sl_group_counts resolve_counts(const char *op, sl_backend *be, sl_group_c
              (long long)sl_tensor_numel(c.dev), groups);
     SL_CHECK(c.dev->be == be, "%s: counts live on another backend than the operands", op);
     if (sl_grouped_counts_on_device(be, dt, r, s, groups)) return c;
-    int32_t *h = sl_xmalloc((size_t)groups * sizeof(int32_t));
-    sl_tensor_to_host(c.dev, h);
-    *buf = sl_xmalloc((size_t)groups * sizeof(int64_t));
-    for (int g = 0; g < groups; g++) (*buf)[g] = h[g];
-    free(h);
-    const int64_t n = sum_counts(*buf, groups);
-    SL_CHECK(n == c.rows, "%s: the device counts sum to %lld rows, the caller said %lld", op,
-             (long long)n, (long long)c.rows);
-    c.host = *buf;
+    c.host = sl_group_counts_host(c, groups, buf);
     c.dev = NULL;
     return c;
 }

@@ -72,6 +72,12 @@ sl_group_counts sl_counts_host(const int64_t *counts, int groups);
 /* Device counts: counts [groups] I32 that sum to rows (not checked on the host: reading them
  * is what this avoids; the CPU backend checks them where it reads them). */
 sl_group_counts sl_counts_device(const sl_tensor *counts, int64_t rows);
+/* The counts on the host: c.host itself, or device counts read into *buf (allocated here, the
+ * caller frees it; one host read, checked against c.rows; none where c.rows is 0: all zero).
+ * The one place that reads them:
+ * core/ops.c for backends that cannot take device counts, and a backend whose kernel declined
+ * the call after saying it could. */
+const int64_t *sl_group_counts_host(sl_group_counts c, int groups, int64_t **buf);
 /* Whether be runs the grouped GEMMs (forward, data gradient, weight gradient) over a stack B
  * [groups, r, s] with operands of dtype dt from device counts without reading them on the
  * host: the CPU always (its "device" memory is the host's), the CUDA backend where its Hopper
@@ -238,7 +244,8 @@ void sl_op_moe_sort(sl_tensor *counts, sl_tensor *sorted_token, sl_tensor *slot_
                     const sl_tensor *topk_idx);
 /* The expert counts kept on the device (moe_sort's counts [E] i32): acc [E] i32 (or NULL)
  * += counts, and freq [E] fp32 (or NULL) = scale * counts (the load-balancing loss's gradient
- * factor per expert), so that no host read is needed for either (moe/moe_block.c). */
+ * factor per expert; with scale 1 a copy, exact for counts below 2^24), so that no host read is
+ * needed for either (moe/moe_block.c). */
 void sl_op_moe_counts(sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts, float scale);
 /* dst[i] = src[idx[i]] for rows of width C; dst [M, C], idx [M]. */
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);

@@ -342,36 +342,43 @@ const char *sl_cuda_expert_gemm_last_path(void) {
     return g_path;
 }
 
-/* C [n, out] = A_g op(B_g) + beta C per group; B [groups, R, S] row-major. Column-major per
- * group: C_g^T [out, n_g] = op(B_g)^T [out, in] A_g^T [in, n_g], where B_g's row-major [R, S]
- * is the column-major [S, R] with ld S: used as is without trans_b (out = S), transposed with
- * it (out = R). */
 bool sl_cuda_grouped_counts_on_device(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups) {
     const int how = strategy();
     return (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
            sl_cuda_grouped_sm90_applies(ctx, dt, r, s, groups);
 }
 
-/* The counts on the host for the cuBLAS paths: the given array, or device counts read here.
- * core/ops.c hands device counts only where sl_cuda_grouped_counts_on_device said the Hopper
- * kernel takes them, so this read runs only where the kernel then declined the call (a
- * misaligned view, an fp32 dW of other type): correct, one host read (counted), and said once. */
-static const int64_t *host_counts(const sl_group_counts *k, int groups, std::vector<int64_t> &own,
-                                  const char *op) {
-    if (k->host) return k->host;
+/* The counts on the host for the cuBLAS paths: the given array, or device counts read with
+ * sl_group_counts_host (freed with the struct). core/ops.c hands device counts only where
+ * sl_cuda_grouped_counts_on_device said the Hopper kernel takes them, so this read runs only
+ * where the kernel then declined the call (a misaligned view, a dW of another type): correct,
+ * one host read (counted), and said once. */
+namespace {
+struct host_counts {
+    const int64_t *v;
+    int64_t *own = nullptr; /* sl_group_counts_host's copy, or null */
+    host_counts(const sl_group_counts *k, int groups, const char *op);
+    host_counts(const host_counts &) = delete;
+    host_counts &operator=(const host_counts &) = delete;
+    ~host_counts() { std::free(own); }
+};
+
+host_counts::host_counts(const sl_group_counts *k, int groups, const char *op) {
     static bool said = false;
-    if (!said) {
+    if (!k->host && k->rows > 0 && !said) {
         said = true;
         sl_info("expert GEMMs: %s read its device counts on the host (a path without the Hopper "
                 "kernel)",
                 op);
     }
-    std::vector<int32_t> h((size_t)groups);
-    sl_tensor_to_host(k->dev, h.data());
-    own.assign(h.begin(), h.end());
-    return own.data();
+    v = sl_group_counts_host(*k, groups, &own);
 }
+} // namespace
 
+/* C [n, out] = A_g op(B_g) + beta C per group; B [groups, R, S] row-major. Column-major per
+ * group: C_g^T [out, n_g] = op(B_g)^T [out, in] A_g^T [in, n_g], where B_g's row-major [R, S]
+ * is the column-major [S, R] with ld S: used as is without trans_b (out = S), transposed with
+ * it (out = R). */
 void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                             const sl_group_counts *k, int groups, bool trans_b, float beta) {
     static const char *op = "grouped_matmul";
@@ -392,8 +399,8 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
         }
         how = SL_EXPERT_GEMM_AUTO;
     }
-    std::vector<int64_t> own;
-    const int64_t *counts = host_counts(k, groups, own, op);
+    const host_counts hc(k, groups, op);
+    const int64_t *counts = hc.v;
     std::vector<problem> ps;
     ps.reserve((size_t)(groups > 0 ? groups : 0));
     int64_t row0 = 0;
@@ -541,12 +548,8 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
         }
         how = SL_EXPERT_GEMM_AUTO;
     }
-    std::vector<int64_t> own;
-    if (k->rows == 0) /* no rows: every group is empty (dW = beta dW), nothing to read */
-        own.assign((size_t)groups, 0);
-    dw_cublas(ctx, how, dw, dy, x,
-              k->rows == 0 ? own.data() : host_counts(k, groups, own, "grouped_matmul_dw"), groups,
-              beta);
+    const host_counts hc(k, groups, "grouped_matmul_dw");
+    dw_cublas(ctx, how, dw, dy, x, hc.v, groups, beta);
     if (sumsq) sl_cuda_reduce_add(ctx, sl_ptr<float>(sumsq), sl_ptr<float>(dw), dw->numel, true);
 }
 

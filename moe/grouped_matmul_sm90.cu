@@ -42,6 +42,7 @@
  */
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/backend_cuda.cuh"
 #include "core/cuda_common.cuh"
@@ -626,12 +627,8 @@ bool device_runs(void *ctx) {
  * 2^31: the rows are, why_not). */
 const int *device_counts(void *ctx, const sl_group_counts *k, int groups) {
     if (!k->host) return (const int *)k->dev->data;
-    int *h = (int *)std::malloc(sizeof(int) * (size_t)groups);
-    SL_CHECK(h, "out of host memory");
-    for (int g = 0; g < groups; g++) h[g] = (int)k->host[g];
-    const int *d = (const int *)sl_cuda_upload(ctx, h, sizeof(int) * (size_t)groups);
-    std::free(h);
-    return d;
+    const std::vector<int> h(k->host, k->host + groups);
+    return (const int *)sl_cuda_upload(ctx, h.data(), sizeof(int) * (size_t)groups);
 }
 
 template <int BN, int TB>
@@ -752,11 +749,9 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     const int bn = out > 128 ? 256 : 128;
     /* the 128-row tiles: exact from host counts; from device counts their bound (each group's
      * last tile at most one more), the grid's size only: the blocks count them on the device */
-    int64_t m_tiles = (rows + (int64_t)groups * (BM - 1)) / BM;
-    if (counts->host) {
-        m_tiles = 0;
-        for (int g = 0; g < groups; g++) m_tiles += (counts->host[g] + BM - 1) / BM;
-    }
+    int64_t m_tiles = 0;
+    for (int g = 0; counts->host && g < groups; g++) m_tiles += (counts->host[g] + BM - 1) / BM;
+    if (!counts->host) m_tiles = (rows + (int64_t)groups * (BM - 1)) / BM;
     const int64_t tiles = m_tiles * ((out + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
     if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */

@@ -66,7 +66,10 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
-    b->dcounts = sl_tensor_new1(be, SL_I32, m->experts);
+    /* the last forward's counts in fp32 on the device: exact, a count is at most t <= 2^24 */
+    SL_CHECK(t <= ((int64_t)1 << 24), "MoE block: %lld tokens per micro-batch (at most 2^24)",
+             (long long)t);
+    b->dcounts = sl_tensor_new1(be, SL_F32, m->experts);
     b->counts_fresh = true; /* zeros on both sides until a forward */
     if (b->has_shared) {
         sl_swiglu_mlp_alloc(&b->shared, be, t, backward);
@@ -99,7 +102,7 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
     b->lbl_comm = opts->lbl_comm;
     b->lbl_counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
-    b->dcounts = sl_tensor_new1(be, SL_I32, b->router.experts);
+    b->dcounts = sl_tensor_new1(be, SL_F32, b->router.experts);
     b->counts_fresh = true;
 }
 
@@ -137,12 +140,12 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
         sl_op_axpy(y, b->shared_y, 1.0f);
     }
     if (!record) return;
-    sl_op_moe_counts(b->step_counts, NULL, d->counts, 0.0f);
+    /* the step's sums and, where the dispatch did not read them, a copy of this forward's for
+     * sl_moe_block_counts (the dispatcher's may be another layer's by then): one launch */
+    sl_op_moe_counts(b->step_counts, d->counts_read ? NULL : b->dcounts, d->counts, 1.0f);
     b->counts_fresh = d->counts_read;
-    if (!d->counts_read) { /* kept on the device until someone asks (sl_moe_block_counts) */
-        sl_tensor_copy(b->dcounts, d->counts);
-        return; /* without lbl_comm: the LBL gradient takes them on the device (backward) */
-    }
+    /* without a read (and without lbl_comm) the LBL gradient takes them on the device */
+    if (!d->counts_read) return;
     memcpy(b->counts, d->counts_host, (size_t)r->experts * sizeof(int64_t));
     /* The LBL gradient's frequencies: this micro-batch, or (global-batch mode) everything
      * routed so far in this step by all ranks of lbl_comm. */
@@ -293,9 +296,9 @@ void sl_moe_block_aux_stats(sl_moe_block *b, double *lbl, double *zloss) {
 const int64_t *sl_moe_block_counts(sl_moe_block *b) {
     if (!b->counts_fresh) {
         const int e = b->router.experts;
-        int32_t *h = sl_xmalloc((size_t)e * sizeof(int32_t));
+        float *h = sl_xmalloc((size_t)e * sizeof(float));
         sl_tensor_to_host(b->dcounts, h);
-        for (int i = 0; i < e; i++) b->counts[i] = h[i];
+        for (int i = 0; i < e; i++) b->counts[i] = (int64_t)h[i];
         free(h);
         b->counts_fresh = true;
     }

@@ -78,7 +78,7 @@ typedef struct {
     int64_t *counts;       /* [E] this layer's routed counts of its last (not recomputed) forward
                             * on the host, where counts_fresh (else dcounts holds them) */
     bool counts_fresh;
-    sl_tensor *dcounts;       /* [E] i32 the same on the device, where the dispatch did not read */
+    sl_tensor *dcounts;       /* [E] fp32 the same on the device, where the dispatch did not read */
     sl_tensor *step_counts;   /* [E] i32 on the device: += each recorded forward's (or NULL) */
     bool want_host_counts;    /* read the counts on the host in every forward (metrics steps) */
     sl_wgrad_when wgrad;      /* this micro-batch's (sl_moe_block_set_wgrad) */

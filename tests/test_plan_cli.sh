@@ -31,11 +31,12 @@ grep -qF "gradient all-reduce" <<<"$out" || fail "without ZeRO-1 the gradients a
 
 # --gpu h200 on one GPU: the measured rates, named with their provenance, and the step's
 # components (their values are checked against measured steps in test_plan_measured).
-out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384) ||
-    fail "--gpu h200 exited $?"
+# h200_9: the measured shape, 9 layers of 4 micro-batches of 4,096 tokens, plus the options given
+h200_9() { "$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 "$@"; }
+h200_out=$(h200_9) || fail "--gpu h200 exited $?"
 for want in "H200 SXM" "measured on an H200, 2026-11-26" "by component (256 rows per expert" \
     "expert GEMMs weight grad" "attention kernel bwd" "optimizer: AdamW" "139.8 GiB"; do
-    grep -qF -- "$want" <<<"$out" || fail "--gpu h200 output lacks '$want'"
+    grep -qF -- "$want" <<<"$h200_out" || fail "--gpu h200 output lacks '$want'"
 done
 json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 5 --micro-batch 8 \
     --global-batch 32768 --json) || fail "--gpu h200 --json exited $?"
@@ -50,29 +51,24 @@ grep -q '"expert_gemm_path":[[:space:]]*"wgmma"' <<<"$json" ||
     fail "JSON: auto on the H200 times the forward and data gradient on wgmma (2048 rows)"
 grep -q '"expert_gemm_dw_path":[[:space:]]*"wgmma"' <<<"$json" ||
     fail "JSON: auto on the H200 times the weight gradient on wgmma (2048 rows)"
-json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 --json) ||
+json=$(h200_9 --json) ||
     fail "--gpu h200 --json (256 rows per expert) exited $?"
 grep -q '"expert_gemm_path":[[:space:]]*"wgmma"' <<<"$json" ||
     fail "JSON: auto on the H200 times the forward and data gradient on wgmma (256 rows)"
 grep -q '"expert_gemm_dw_path":[[:space:]]*"wgmma"' <<<"$json" ||
     fail "JSON: auto on the H200 times the weight gradient on wgmma (256 rows)"
-json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
-    --expert-gemm lanes --json) || fail "--expert-gemm lanes exited $?"
+json=$(h200_9 --expert-gemm lanes --json) || fail "--expert-gemm lanes exited $?"
 grep -q '"expert_gemm_path":[[:space:]]*"lanes"' <<<"$json" ||
     fail "JSON: --expert-gemm lanes should time the forward on the lanes"
 grep -q '"expert_gemm_dw_path":[[:space:]]*"lanes"' <<<"$json" ||
     fail "JSON: --expert-gemm lanes should time the weight gradient on the lanes"
-out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
-    --expert-gemm wgmma) || fail "--expert-gemm wgmma exited $?"
+out=$(h200_9 --expert-gemm wgmma) || fail "--expert-gemm wgmma exited $?"
 grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
     fail "--expert-gemm wgmma should time every pass on wgmma"
 # --defer-wgrad: the pairs in the weight gradient's timing (header line, JSON), or not
-out=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384) ||
-    fail "4 micro-batches on an H200 exited $?"
-grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$out" ||
+grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$h200_out" ||
     fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in pairs"
-json=$("$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 \
-    --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
+json=$(h200_9 --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
 grep -q '"expert_wgrad_pairs":[[:space:]]*false' <<<"$json" ||
     fail "JSON: --defer-wgrad off should time no pairs"
 "$sluice" plan --help | grep -qF "auto | grouped | per-expert | lanes | wgmma" ||
