@@ -30,7 +30,7 @@
  * line of the output is one JSON object for scripts (bench/run_gpu_bench.sh).
  *
  * --profile: after the timed steps, `--profile-steps` more (default 3), each region of the
- * step timed by CUDA events (core/profile.h, bench/bench_profile.h): the device time per op
+ * step timed by CUDA events (core/profile.h, core/profile_table.h): the device time per op
  * class per step, the device's idle time between regions, the host reads' waits, and the
  * check that the rows add up to the profiled steps' wall time within 5% (exit status 1 when
  * they do not). The headline figures stay those of the unprofiled steps.
@@ -45,7 +45,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
-#include "bench/bench_profile.h"
+#include "core/profile_table.h"
 #include "bench/bench_util.h"
 #include "core/cuda_peak.h"
 #include "core/comm.h"
@@ -492,7 +492,7 @@ int main(int argc, char **argv) {
     printf("model FLOP/s at %.1f%% of the measured bf16 GEMM peak (target >= 35%%)\n",
            100.0 * frac);
     const bool prof_ok =
-        !o.profile || sl_bench_profile_print(&prof, 1e3 * mean_s, "after the timed ones");
+        !o.profile || sl_profile_print(stdout, &prof, 1e3 * mean_s, "after the timed ones");
     /* JSON: one line; numbers that were not measured are null */
     printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
            "\"activation_dtype\": \"%s\", \"layers\": %d, \"full_layers\": %d, \"batch\": %d, "
@@ -534,7 +534,7 @@ int main(int argc, char **argv) {
     }
     printf(", \"profile\": ");
     if (o.profile)
-        sl_bench_profile_json(stdout, &prof, 1e3 * mean_s);
+        sl_profile_write_json(stdout, &prof, 1e3 * mean_s);
     else
         printf("null");
     printf("}\n");

@@ -18,7 +18,7 @@
  * --profile: after the timed steps, `--profile-steps` more (default 3) run as sl_train_step
  * (trainer/train_step.c, what `sluice train` runs) with every profiling region timed on the
  * host's clock (core/profile.h; the CPU backend runs each operation when it is called): the
- * same table and JSON as gpu_train_bench --profile (bench/bench_profile.h), exit status 1 when
+ * same table and JSON as gpu_train_bench --profile (core/profile_table.h), exit status 1 when
  * the rows do not add up to the step time within 5%.
  */
 #include <cblas.h>
@@ -29,7 +29,7 @@
 #include <time.h>
 
 #include "backends/backends.h"
-#include "bench/bench_profile.h"
+#include "core/profile_table.h"
 #include "bench/bench_util.h"
 #include "core/comm.h"
 #include "core/rng.h"
@@ -298,7 +298,7 @@ int main(int argc, char **argv) {
            "steps): %.2f GFLOP/s (before %.2f, after %.2f) | step at %.1f%% of it\n",
            threads, peak * 1e-9, peak_before * 1e-9, peak_after * 1e-9, 100.0 * frac);
     const bool prof_ok =
-        !profile || sl_bench_profile_print(&prof, 1e3 * mean_s, "after the timed ones");
+        !profile || sl_profile_print(stdout, &prof, 1e3 * mean_s, "after the timed ones");
     printf("{\"impl\": \"sluice\", \"config\": \"%s\", \"threads\": %d, \"batch\": %d, "
            "\"seq\": %d, \"warmup\": %d, \"steps\": %d, \"tokens_per_s\": %.6g, "
            "\"ms_per_step\": %.6g, \"ms_per_step_median\": %.6g, \"ms_per_step_min\": %.6g, "
@@ -311,7 +311,7 @@ int main(int argc, char **argv) {
            1e3 * phase[3] / steps, flops_tok, model_flops_s, peak, frac, loss_first, loss_last);
     printf(", \"profile\": ");
     if (profile)
-        sl_bench_profile_json(stdout, &prof, 1e3 * mean_s);
+        sl_profile_write_json(stdout, &prof, 1e3 * mean_s);
     else
         printf("null");
     printf("}\n");

@@ -1,4 +1,5 @@
 /* launch/cmd_train.c - `sluice train CONFIG [--set key=value ...]`. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sluice train CONFIG [--set section.key=value ...]\n"
+            "usage: sluice train CONFIG [--set section.key=value ...] [--resume auto|PATH]\n"
+            "                    [--profile N [--profile-from STEP]]\n"
             "\n"
             "Trains the model described by CONFIG (JSON; docs/config.md lists every key) on the\n"
             "data it names. Works as a plain process and under mpirun/srun: ranks split into\n"
@@ -34,6 +36,16 @@ static void usage(FILE *f) {
             "                   under training.out_dir (a fresh start when there is none), or\n"
             "                   a checkpoint directory; training continues at its step with\n"
             "                   the identical data, weights and optimizer state\n"
+            "  --profile N      time where the step goes for N steps: per region of the step\n"
+            "                   (attention, expert GEMMs, the reader's host work, the\n"
+            "                   optimizer, ...), device and host time, host reads and the\n"
+            "                   device's idle time; rank 0 prints the table after the last\n"
+            "                   of them and records it in the metrics file (an event\n"
+            "                   \"profile\", docs/metrics.md). Costs a mark per region in\n"
+            "                   the profiled steps only\n"
+            "  --profile-from STEP\n"
+            "                   the first profiled step (global step number, as in the\n"
+            "                   progress line; default: this process's second step)\n"
             "  -h, --help       show this help\n"
             "\n"
             "output: a progress line per step, JSON lines in training.metrics_file (default\n"
@@ -49,8 +61,22 @@ static void usage(FILE *f) {
             "(docs/memory.md); packed documents: training.document_mask (docs/attention.md).\n");
 }
 
+/* A positive step count of `flag`: 0, or -1 after printing why not. */
+static int parse_steps(const char *flag, const char *v, int *out) {
+    char *end = NULL;
+    const long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || n < 1 || n > 1000000000) {
+        fprintf(stderr, "sluice train: error: %s needs a positive number of steps, got '%s'\n",
+                flag, v ? v : "");
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
 int sl_cmd_train(int argc, char **argv) {
     const char *config_path = NULL, *resume = NULL;
+    int profile_steps = 0, profile_from = 0;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int nsets = 0;
     for (int i = 1; i < argc; i++) {
@@ -76,6 +102,17 @@ int sl_cmd_train(int argc, char **argv) {
             resume = argv[++i];
         } else if (strncmp(argv[i], "--resume=", 9) == 0) {
             resume = argv[i] + 9;
+        } else if (strcmp(argv[i], "--profile") == 0 || strncmp(argv[i], "--profile=", 10) == 0 ||
+                   strcmp(argv[i], "--profile-from") == 0 ||
+                   strncmp(argv[i], "--profile-from=", 15) == 0) {
+            const bool from = strncmp(argv[i], "--profile-from", 14) == 0;
+            const char *flag = from ? "--profile-from" : "--profile";
+            const char *eq = strchr(argv[i], '=');
+            const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (parse_steps(flag, v, from ? &profile_from : &profile_steps) != 0) {
+                free(sets);
+                return 2;
+            }
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "sluice train: error: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -88,6 +125,11 @@ int sl_cmd_train(int argc, char **argv) {
             free(sets);
             return 2;
         }
+    }
+    if (profile_from > 0 && profile_steps == 0) {
+        fprintf(stderr, "sluice train: error: --profile-from needs --profile N\n");
+        free(sets);
+        return 2;
     }
     if (!config_path) {
         usage(stderr);
@@ -152,7 +194,11 @@ int sl_cmd_train(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (rc == 0) rc = sl_train(cfg, tworld, be, resume, banner);
+    const sl_train_opts opts = {.resume = resume,
+                                .placement = banner,
+                                .profile_steps = profile_steps,
+                                .profile_from = profile_from};
+    if (rc == 0) rc = sl_train(cfg, tworld, be, &opts);
     free(banner);
     if (tworld != world) sl_comm_free(tworld);
     if (be) sl_backend_free(be);

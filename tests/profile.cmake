@@ -1,4 +1,4 @@
-# The step profile (core/profile.h, bench/bench_profile.h; tests/test_profile.sh): every
+# The step profile (core/profile.h, core/profile_table.h; tests/test_profile.sh): every
 # expected row present, the rows adding up to the step's wall time within 5%, the host reads
 # attributed. On the cuda backend through gpu_train_bench (label cuda: the emulated build in
 # CI; a GPU build runs it on the GPU), and on the CPU backend through bench_train.
@@ -17,3 +17,20 @@ add_test(NAME test_profile_cpu
                  ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/profile_cpu)
 set_tests_properties(test_profile_cpu PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "profile" ENVIRONMENT "OMP_NUM_THREADS=2")
+# `sluice train --profile` (tests/test_train_profile.sh): the profile of a training run, its
+# window, its metrics event, its flags' errors and two ranks on the CPU backend; the same table
+# from CUDA events on the cuda backend (label cuda: the emulated build in CI; skipped (77) in a
+# GPU build on a machine without a GPU).
+add_test(NAME test_train_profile
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_profile.sh cpu $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/train_profile ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_train_profile PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "profile;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
+if(SLUICE_WITH_CUDA)
+  add_test(NAME test_train_profile_cuda
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_profile.sh cuda
+                   $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/train_profile_cuda
+                   ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(test_train_profile_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+endif()

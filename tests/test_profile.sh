@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The step profile (core/profile.h; `--profile` of bench/gpu_train_bench.c and
-# bench/train_bench.c, bench/bench_profile.h) on a tiny MoE (configs/tiny.json cut to 2 layers,
+# bench/train_bench.c, core/profile_table.h) on a tiny MoE (configs/tiny.json cut to 2 layers,
 # seq 64, 2 micro-batches of 2 sequences, 2 profiled steps). Checks, from the benchmark's JSON:
 #   1. every expected row is there (each op class the issue names: attention kernel forward
 #      and backward, the projections, router, permute and unpermute, the expert GEMMs forward,

@@ -1,6 +1,6 @@
 /*
- * trainer/trainer.c - the training loop (see trainer.h) and its staged schedule
- * (docs/stages.md).
+ * trainer/trainer.c - the training loop (see trainer.h); its staged schedule is in
+ * trainer_stages.c (docs/stages.md).
  *
  * One optimizer step = micro_batches x ranks micro-batches of [micro_batch_size, seq_len]
  * tokens, with micro_batches = global_batch_tokens / (seq_len * micro_batch_size * ranks).
@@ -26,197 +26,13 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/profile.h"
 #include "core/device_peak.h"
 #include "io/shard.h"
 #include "io/text_codec.h"
 #include "model/counts.h"
 #include "trainer/train_step.h"
 #include "trainer/trainer_impl.h"
-
-/* ---- the schedule ------------------------------------------------------------------------- */
-
-/* Resolves the stages and their step and token offsets; checks every stage's batch against
- * the number of ranks up front, so that no stage fails hours into a run. */
-static int plan_schedule(trainer *t) {
-    const sl_config *c = t->cfg;
-    t->n_stages = sl_config_stage_count(c);
-    t->stages = sl_xcalloc((size_t)t->n_stages, sizeof *t->stages);
-    t->first_step = sl_xcalloc((size_t)t->n_stages + 1, sizeof *t->first_step);
-    t->first_tokens = sl_xcalloc((size_t)t->n_stages + 1, sizeof *t->first_tokens);
-    t->keep_steps = sl_xcalloc((size_t)t->n_stages, sizeof *t->keep_steps);
-    for (int i = 0; i < t->n_stages; i++) {
-        sl_stage *st = &t->stages[i];
-        sl_config_stage_at(c, i, st);
-        const sl_train_config *tc = &st->train;
-        const int64_t per_micro = (int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size;
-        if (st->steps > 0 && tc->global_batch_tokens % per_micro != 0) {
-            char key[64] = "training";
-            if (c->stages_given) snprintf(key, sizeof key, "training.stages[%d]", i);
-            sl_error("%s: %s.global_batch_tokens = %lld is not a multiple of seq_len x "
-                     "micro_batch_size x ranks = %d x %d x %d",
-                     c->path, key, (long long)tc->global_batch_tokens, tc->seq_len,
-                     tc->micro_batch_size, t->topo.size);
-            return -1;
-        }
-        t->first_step[i + 1] = t->first_step[i] + st->steps;
-        t->first_tokens[i + 1] = t->first_tokens[i] + (int64_t)st->steps * tc->global_batch_tokens;
-        if (st->steps > 0) t->keep_steps[t->n_keep_steps++] = t->first_step[i + 1];
-    }
-    return 0;
-}
-
-/* The stage to start with at global step `step`: the one holding it, or after a stage that
- * ends exactly there, the next (so evaluation-only stages at a boundary run). */
-static int stage_at(const trainer *t, int step) {
-    int next = 0;
-    for (int i = 0; i < t->n_stages; i++) {
-        if (t->stages[i].steps == 0) continue;
-        if (step < t->first_step[i + 1]) return step >= t->first_step[i] ? i : next;
-        next = i + 1;
-    }
-    return next;
-}
-
-/* Model FLOPs of one step of stage i (for the ETA over the whole schedule). */
-static double step_flops(const trainer *t, int i) {
-    const sl_stage *st = &t->stages[i];
-    return (double)st->train.global_batch_tokens *
-           sl_model_flops_per_token(&st->model, st->train.seq_len);
-}
-
-static bool same_train_data(const sl_data_config *a, const sl_data_config *b) {
-    if (a->n_train != b->n_train || a->seed != b->seed) return false;
-    for (int i = 0; i < a->n_train; i++)
-        if (strcmp(a->train[i].path, b->train[i].path) != 0 ||
-            a->train[i].weight != b->train[i].weight)
-            return false;
-    return true;
-}
-
-/* The training reader of stage i: at the position the previous stage's reader (or the resumed
- * checkpoint) reached when the data is the same, at the start of the stage's own data
- * otherwise. */
-static int open_stage_reader(trainer *t, int i) {
-    const sl_stage *st = &t->stages[i];
-    char *cursor = NULL;
-    if (t->reader_stage >= 0 && same_train_data(&t->stages[t->reader_stage].data, &st->data))
-        cursor = t->train_reader ? sl_reader_cursor_json(t->train_reader) : t->resume_cursor;
-    if (cursor == t->resume_cursor) t->resume_cursor = NULL; /* taken */
-    if (t->train_reader) sl_reader_close(t->train_reader);
-    free(t->resume_cursor);
-    t->resume_cursor = NULL;
-    /* the global batch is global_batch_tokens / seq_len sequences of the global data order,
-     * each rank reading its contiguous share (io/reader.h) */
-    sl_reader_opts o = {.data = &st->data,
-                        .dp_rank = t->topo.dp_rank,
-                        .dp_size = t->topo.dp_size,
-                        .seq_len = st->train.seq_len,
-                        .global_batch_sequences = st->train.global_batch_tokens / st->train.seq_len,
-                        .eval = false};
-    t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
-    t->reader_stage = i;
-    int rc = 0;
-    char what[160];
-    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
-    if (!t->train_reader) {
-        sl_error("%s: %s", what, t->err);
-        rc = -1;
-    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
-        rc = -1;
-    } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
-        sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
-        rc = -1;
-    }
-    free(cursor);
-    return rc;
-}
-
-static void describe_rope(const sl_model_config *m, char *buf, size_t n) {
-    if (m->rope_scaling.type == SL_ROPE_YARN)
-        snprintf(buf, n, "RoPE base %g + YaRN x%g (original %d)", m->rope_theta,
-                 m->rope_scaling.factor, m->rope_scaling.original_max_position_embeddings);
-    else
-        snprintf(buf, n, "RoPE base %g", m->rope_theta);
-}
-
-/* Micro-batches per rank per step of a stage (trainer.c's header comment). */
-static int micro_batches_of(const sl_train_config *tc, int ranks) {
-    return (int)(tc->global_batch_tokens / ((int64_t)tc->seq_len * tc->micro_batch_size * ranks));
-}
-
-/* Makes stage i current at global step `step` (collective): RoPE table, activation shape,
- * reader, and the optimizer reset of a stage that starts here. */
-static int enter_stage(trainer *t, int i, int step) {
-    const sl_stage *st = &t->stages[i];
-    const sl_train_config *tc = &st->train;
-    t->cur = i;
-    sl_model_config *mc = &t->model->cfg;
-    mc->rope_theta = st->model.rope_theta;
-    mc->rope_scaling = st->model.rope_scaling;
-    mc->max_position_embeddings = st->model.max_position_embeddings;
-    double fail = 0;
-    if (sl_model_set_rope(t->model, t->err, sizeof t->err) != 0 ||
-        sl_model_set_shape(t->model, tc->micro_batch_size, tc->seq_len, t->err, sizeof t->err) !=
-            0) {
-        sl_error("stage \"%s\": %s", st->name, t->err);
-        fail = 1;
-    }
-    const size_t rows = (size_t)tc->micro_batch_size, row_len = (size_t)tc->seq_len + 1;
-    free(t->tokens);
-    free(t->doc_starts);
-    free(t->n_docs);
-    t->tokens = sl_xmalloc(rows * row_len * sizeof(int32_t));
-    /* document starts only where the stage masks by document (sl_trainer_next_batch) */
-    t->doc_starts = tc->document_mask ? sl_xmalloc(rows * row_len * sizeof(int32_t)) : NULL;
-    t->n_docs = tc->document_mask ? sl_xmalloc(rows * sizeof(int)) : NULL;
-    t->micro_batches = micro_batches_of(tc, t->topo.size);
-    if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;
-    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail > 0) return -1;
-    if (st->reset_optimizer && st->steps > 0 && step == t->first_step[i]) {
-        sl_optimizer_reset(&t->opt);
-        sl_info("stage \"%s\": AdamW moments reset", st->name);
-    }
-    if (t->n_stages > 1 || t->cfg->stages_given) {
-        char rope[160];
-        describe_rope(mc, rope, sizeof rope);
-        sl_info("stage %d/%d \"%s\" at step %d: %s%d tokens per sequence, %s", i + 1, t->n_stages,
-                st->name, step, st->steps > 0 ? "" : "evaluation only, ", tc->seq_len, rope);
-        if (t->topo.rank == 0) {
-            char fields[512];
-            snprintf(fields, sizeof fields,
-                     "\"stage\": \"%s\", \"index\": %d, \"step\": %d, \"tokens\": %lld, "
-                     "\"seq_len\": %d, \"rope_theta\": %.17g, \"yarn_factor\": %.17g",
-                     st->name, i, step, (long long)t->first_tokens[i], tc->seq_len, mc->rope_theta,
-                     mc->rope_scaling.type == SL_ROPE_YARN ? mc->rope_scaling.factor : 1.0);
-            sl_metrics_event(&t->metrics, "stage", fields);
-        }
-    }
-    return 0;
-}
-
-/* Evaluates the current stage's held-out set and records it as an "eval" event (at a stage's
- * start and for evaluation-only stages; step evaluations go into the step record). NaN when
- * there is no eval set, -1 on error. */
-static double evaluate_event(trainer *t, int step, const char *when) {
-    const double ev = sl_trainer_evaluate(t);
-    if (ev < 0 || isnan(ev)) return ev;
-    const sl_stage *st = sl_trainer_stage(t);
-    char where[96] = "";
-    if (t->cfg->stages_given)
-        snprintf(where, sizeof where, " | stage \"%s\", %d tokens per sequence", st->name,
-                 st->train.seq_len);
-    sl_info("held-out loss %s: %.4f (perplexity %.2f)%s", when, ev, exp(ev), where);
-    if (t->topo.rank == 0) {
-        char fields[256];
-        snprintf(fields, sizeof fields,
-                 "\"stage\": \"%s\", \"step\": %d, \"tokens\": %lld, \"seq_len\": %d, "
-                 "\"eval_loss\": %.6g",
-                 st->name, step, (long long)t->first_tokens[t->cur], st->train.seq_len, ev);
-        sl_metrics_event(&t->metrics, "eval", fields);
-    }
-    return ev;
-}
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 
@@ -275,7 +91,7 @@ static int setup(trainer *t) {
         return -1;
     }
     if (check_tokenizer(t) != 0) return -1;
-    if (plan_schedule(t) != 0) return -1;
+    if (sl_trainer_plan_schedule(t) != 0) return -1;
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
         .drop_policy =
@@ -284,7 +100,8 @@ static int setup(trainer *t) {
         .selection_bias = tc->router_bias_update_rate > 0,
         .overlap_exchange = c->parallel.overlap_moe,
     };
-    /* created at the first stage's shape; enter_stage re-sizes it as the schedule moves on */
+    /* created at the first stage's shape; sl_trainer_enter_stage re-sizes it as the schedule moves
+     * on */
     const sl_train_config *first = &t->stages[0].train;
     t->model =
         sl_model_create_mem(&c->model, t->be, t->topo.ep, first->micro_batch_size, first->seq_len,
@@ -354,11 +171,14 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
-    const int micro = micro_batches_of(&s0->train, t->topo.size);
+    const int micro = sl_trainer_micro_batches(&s0->train, t->topo.size);
     if (micro > 1 && sl_train_defer_wgrad(&s0->train, t->be, t->model))
         sl_info("expert weight gradients: over pairs of micro-batches (training.defer_expert_wgrad "
                 "= %s)",
                 s0->train.defer_expert_wgrad);
+    if (t->prof_steps > 0)
+        sl_info("profile: steps %d-%d (--profile; the table follows the window's last step)",
+                t->prof_from, t->prof_from + t->prof_steps - 1);
     if (t->peak_flops > 0)
         sl_info("peak for MFU: %.1f TFLOP/s per rank (%s)", t->peak_flops / 1e12, t->peak_source);
     else
@@ -384,7 +204,7 @@ static void print_banner(const trainer *t, const char *placement) {
     for (int i = 0; i < t->n_stages; i++) {
         const sl_stage *st = &t->stages[i];
         char rope[160];
-        describe_rope(&st->model, rope, sizeof rope);
+        sl_trainer_describe_rope(&st->model, rope, sizeof rope);
         if (st->steps == 0) {
             sl_info("  %d. %-12s evaluation only at %d tokens per sequence, %s", i + 1, st->name,
                     st->train.seq_len, rope);
@@ -401,6 +221,10 @@ static void print_banner(const trainer *t, const char *placement) {
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
+
+/* Profiling regions of the loop's own work (core/profile.h; `sluice train --profile`). */
+#define R_COMMIT      "checkpoint commit (the previous save's background write)"
+#define R_BOOKKEEPING "step bookkeeping (batch hash all-reduce, load statistics)"
 
 static void summarize_load(const trainer *t, double *load_max, double *load_mean,
                            int64_t *counts_acc) {
@@ -457,7 +281,8 @@ static double flops_left(const trainer *t, int done) {
     double left = 0;
     for (int i = t->cur; i < t->n_stages; i++) {
         const int from = done > t->first_step[i] ? done : t->first_step[i];
-        if (t->first_step[i + 1] > from) left += (t->first_step[i + 1] - from) * step_flops(t, i);
+        if (t->first_step[i + 1] > from)
+            left += (t->first_step[i + 1] - from) * sl_trainer_step_flops(t, i);
     }
     return left;
 }
@@ -479,6 +304,7 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                                 .defer_wgrad = sl_train_defer_wgrad(tc, t->be, t->model)};
     for (int step = from; step < end; step++) {
         const double ts = sl_trainer_now();
+        sl_trainer_profile_begin(t, step + 1);
         maybe_inject_fault(t, step + 1);
         const int done = step + 1, in_stage = done - first;
         const bool do_eval = done == end || (tc->eval_every > 0 && in_stage % tc->eval_every == 0);
@@ -494,22 +320,27 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             sl_comm_abort(1);
         }
         /* the background write of the previous checkpoint overlapped this step: commit it */
-        if (sl_trainer_finish_pending(t) != 0) return -1;
-        /* the hash of the step's global batch: the ranks' shares add up (docs/data.md) */
+        int committed = 0;
+        SL_PROFILE_REGION (t->be, R_COMMIT) committed = sl_trainer_finish_pending(t);
+        if (committed != 0) return -1;
         int64_t hash_parts[2];
-        sl_hash_split(sl_reader_take_hash(t->train_reader), hash_parts);
-        sl_comm_allreduce_sum_i64(t->topo.world, hash_parts, 2);
-        summarize_load(t, ls->load_max, ls->load_mean, ls->counts);
-        /* tokens each expert-parallel rank received per step, summed over MoE layers and
-         * averaged over the expert-parallel groups */
-        const int groups = t->topo.size / t->topo.ep_size, per = ne / t->topo.ep_size;
-        for (int p = 0; p < t->topo.ep_size; p++) {
-            ls->rank_load[p] = 0;
-            for (int l = 0; l < nl; l++)
-                for (int e = p * per; e < (p + 1) * per; e++)
-                    ls->rank_load[p] += (double)ls->counts[(int64_t)l * ne + e] / groups;
+        SL_PROFILE_REGION (t->be, R_BOOKKEEPING) {
+            /* the hash of the step's global batch: the ranks' shares add up (docs/data.md) */
+            sl_hash_split(sl_reader_take_hash(t->train_reader), hash_parts);
+            sl_comm_allreduce_sum_i64(t->topo.world, hash_parts, 2);
+            summarize_load(t, ls->load_max, ls->load_mean, ls->counts);
+            /* tokens each expert-parallel rank received per step, summed over MoE layers and
+             * averaged over the expert-parallel groups */
+            const int groups = t->topo.size / t->topo.ep_size, per = ne / t->topo.ep_size;
+            for (int p = 0; p < t->topo.ep_size; p++) {
+                ls->rank_load[p] = 0;
+                for (int l = 0; l < nl; l++)
+                    for (int e = p * per; e < (p + 1) * per; e++)
+                        ls->rank_load[p] += (double)ls->counts[(int64_t)l * ne + e] / groups;
+            }
         }
-        ls->flops_done += step_flops(t, t->cur);
+        sl_trainer_profile_end(t, step + 1);
+        ls->flops_done += sl_trainer_step_flops(t, t->cur);
         const double elapsed = sl_trainer_now() - ls->t0, dt = sl_trainer_now() - ts;
         sl_step_metrics sm = {
             .step = done,
@@ -522,9 +353,10 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             .lr = res.lr,
             .grad_norm = res.grad_norm,
             .tokens_per_s = (double)tc->global_batch_tokens / dt,
-            .model_tflops = step_flops(t, t->cur) / dt / t->topo.size / 1e12,
-            .mfu =
-                t->peak_flops > 0 ? step_flops(t, t->cur) / dt / t->topo.size / t->peak_flops : NAN,
+            .model_tflops = sl_trainer_step_flops(t, t->cur) / dt / t->topo.size / 1e12,
+            .mfu = t->peak_flops > 0
+                       ? sl_trainer_step_flops(t, t->cur) / dt / t->topo.size / t->peak_flops
+                       : NAN,
             .elapsed_s = elapsed,
             /* over the whole schedule, by model FLOPs: later stages' longer sequences cost
              * more per token */
@@ -553,6 +385,7 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             sm.has_eval = !isnan(sm.eval_loss);
         }
         if (t->topo.rank == 0) sl_metrics_step(&t->metrics, &sm, logged || sm.has_eval);
+        sl_trainer_profile_after(t, done);
         if (tc->sample_every > 0 && done % tc->sample_every == 0 && sl_trainer_sample(t, done) != 0)
             return -1;
         /* the end of a stage is a checkpoint; the run's last step saves synchronously */
@@ -577,8 +410,8 @@ static int run_schedule(trainer *t) {
                      .t0 = sl_trainer_now()};
     int rc = 0;
     int step = t->start_step;
-    for (int i = stage_at(t, step); rc == 0 && i < t->n_stages; i++) {
-        if (enter_stage(t, i, step) != 0) {
+    for (int i = sl_trainer_stage_at(t, step); rc == 0 && i < t->n_stages; i++) {
+        if (sl_trainer_enter_stage(t, i, step) != 0) {
             rc = -1;
             break;
         }
@@ -588,7 +421,7 @@ static int run_schedule(trainer *t) {
                            : step == 0    ? "at start"
                            : starting     ? "at the stage's start"
                                           : "on resuming";
-        const double ev = evaluate_event(t, step, when);
+        const double ev = sl_trainer_evaluate_event(t, step, when);
         if (ev < 0) {
             rc = -1;
             break;
@@ -599,6 +432,7 @@ static int run_schedule(trainer *t) {
     }
     /* a save in flight is finished (or fails) cleanly */
     if (sl_trainer_finish_pending(t) != 0) rc = -1;
+    if (rc == 0) sl_trainer_profile_finish(t);
     if (rc == 0) rc = sl_trainer_save_final(t);
     free(ls.counts);
     free(ls.load_max);
@@ -607,8 +441,9 @@ static int run_schedule(trainer *t) {
     return rc;
 }
 
-int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume,
-             const char *placement) {
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_train_opts *o) {
+    const sl_train_opts none = {0};
+    if (!o) o = &none;
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
@@ -620,14 +455,16 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *r
     double fail = rc != 0;
     sl_comm_allreduce_max_f64(world, &fail, 1);
     rc = fail > 0 ? -1 : 0;
-    if (rc == 0 && resume && *resume) {
-        fail = sl_trainer_resume(&t, resume) != 0;
+    if (rc == 0 && o->resume && *o->resume) {
+        fail = sl_trainer_resume(&t, o->resume) != 0;
         sl_comm_allreduce_max_f64(world, &fail, 1);
         rc = fail > 0 ? -1 : 0;
     }
+    /* every rank has the same schedule and start: all decide alike, the error printed once */
+    if (rc == 0) rc = sl_trainer_profile_set(&t, o->profile_steps, o->profile_from);
     if (rc == 0) {
         resolve_peak(&t);
-        print_banner(&t, placement);
+        print_banner(&t, o->placement);
         rc = run_schedule(&t);
     }
     if (t.train_reader) sl_reader_close(t.train_reader);

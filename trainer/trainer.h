@@ -9,13 +9,23 @@
 #include "core/comm.h"
 #include "trainer/config.h"
 
+/* What `sluice train` asks of a run besides its config (launch/cmd_train.c). */
+typedef struct {
+    /* NULL or "" for a fresh start, "auto" for the newest committed checkpoint under
+     * training.out_dir (a fresh start when there is none), or a checkpoint (or run) directory */
+    const char *resume;
+    /* lines the start-up banner prints after its first one (how the transport was chosen, each
+     * rank's device); NULL for none */
+    const char *placement;
+    /* the step profile (`--profile`, docs/metrics.md "Step profile"): profile_steps steps from
+     * global step profile_from (1-based; 0: this process's second step, or its first when it
+     * runs one); profile_steps 0: no profile */
+    int profile_steps, profile_from;
+} sl_train_opts;
+
 /* Runs cfg to completion on the ranks of `world`, computing on backend `be` (created by the
- * launcher from cfg->backend; the caller frees it). `resume`: NULL or "" for a fresh start,
- * "auto" for the newest committed checkpoint under training.out_dir (a fresh start when there
- * is none), or a checkpoint (or run) directory. `placement`: lines the start-up banner prints
- * after its first one (how the transport was chosen, each rank's device: launch/cmd_train.c);
- * NULL for none. Returns 0, or 1 after printing an error that names the failing file/key. */
-int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const char *resume,
-             const char *placement);
+ * launcher from cfg->backend; the caller frees it), as `o` asks (NULL: a fresh start, no
+ * profile). Returns 0, or 1 after printing an error that names the failing file/key/flag. */
+int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_train_opts *o);
 
 #endif

@@ -2,10 +2,12 @@
  * trainer/trainer_impl.h - the trainer's state and the functions its files share (internal to
  * trainer/trainer*.c; users include trainer/trainer.h).
  *
- *   trainer.c        set-up, the staged schedule and the step loop
+ *   trainer.c        set-up and the step loop
+ *   trainer_stages.c the staged schedule: stages' steps, entering a stage, its evaluation event
  *   trainer_eval.c   batches and held-out evaluation
  *   trainer_ckpt.c   checkpoints: train state, saving, resuming, the final weights
  *   trainer_sample.c samples from the model during training (training.sample_every)
+ *   trainer_profile.c the step profile of `sluice train --profile`
  */
 #ifndef SL_TRAINER_IMPL_H
 #define SL_TRAINER_IMPL_H
@@ -57,6 +59,11 @@ typedef struct {
     double peak_flops;    /* per rank, for MFU (backend.peak_tflops or the GPU's datasheet);
                            * 0: unknown, MFU not reported */
     char peak_source[96]; /* where peak_flops comes from, for the banner */
+    /* the step profile (trainer_profile.c): global steps [prof_from, prof_from + prof_steps),
+     * 1-based; prof_steps 0: off */
+    int prof_from, prof_steps;
+    int prof_first, prof_last; /* the steps profiled so far (prof_first 0: none yet) */
+    bool prof_on;              /* profiling is enabled on the backend */
     char err[1024];
 } trainer;
 
@@ -86,6 +93,23 @@ static inline const sl_stage *sl_trainer_stage(const trainer *t) {
     return &t->stages[t->cur];
 }
 
+/* The staged schedule (trainer_stages.c). plan_schedule: the stages, their first steps and
+ * tokens, every stage's batch checked against the number of ranks (0, or -1 after printing an
+ * error). stage_at: the stage to start with at global step `step` (the one holding it, or after
+ * a stage that ends exactly there, the next, so that evaluation-only stages at a boundary run).
+ * step_flops: model FLOPs of one step of stage i. micro_batches: per rank per step.
+ * describe_rope: "RoPE base B[ + YaRN xF (original N)]". enter_stage: makes stage i current at
+ * global step `step` (collective: RoPE table, activation shape, reader, the optimizer reset of
+ * a stage that starts there). evaluate_event: the current stage's held-out loss as an "eval"
+ * event (NaN without an eval set, -1 on error; collective). */
+int sl_trainer_plan_schedule(trainer *t);
+int sl_trainer_stage_at(const trainer *t, int step);
+double sl_trainer_step_flops(const trainer *t, int i);
+int sl_trainer_micro_batches(const sl_train_config *tc, int ranks);
+void sl_trainer_describe_rope(const sl_model_config *m, char *buf, size_t n);
+int sl_trainer_enter_stage(trainer *t, int i, int step);
+double sl_trainer_evaluate_event(trainer *t, int step, const char *when);
+
 /* Fills one micro-batch of the current stage from a reader into `tokens`. 1, 0 at the end of
  * an eval set, -1 on error (message in err). With training.document_mask the model gets the
  * batch's document starts for its next forward (sl_model_set_documents). */
@@ -108,5 +132,17 @@ int sl_trainer_resume(trainer *t, const char *resume);
 int sl_trainer_sample(trainer *t, int step);
 /* Hugging Face weights of the final model in <out_dir>/final (collective). */
 int sl_trainer_save_final(trainer *t);
+
+/* The step profile (`sluice train --profile`). set: resolves the window against the schedule
+ * and the step this process starts at (0, or -1 after printing an error once: a window after the
+ * schedule's last step). begin / end: around global step `step` (1-based) of the loop, on every
+ * rank. after: once the step's progress line is out, reports after the window's last step
+ * (collective). finish: at the end of a run that went well, reports a window the schedule cut
+ * short, or warns that no step was profiled (collective). */
+int sl_trainer_profile_set(trainer *t, int steps, int from);
+void sl_trainer_profile_begin(trainer *t, int step);
+void sl_trainer_profile_end(trainer *t, int step);
+void sl_trainer_profile_after(trainer *t, int step);
+void sl_trainer_profile_finish(trainer *t);
 
 #endif

@@ -1,0 +1,198 @@
+/*
+ * trainer/trainer_stages.c - the staged schedule (docs/stages.md): the stages' steps and tokens,
+ * entering a stage (RoPE table, activation shape, the stage's reader at the exact token where
+ * the previous stage stopped, the optimizer reset) and the held-out evaluation at its start.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/counts.h"
+#include "trainer/trainer_impl.h"
+
+/* ---- the schedule ------------------------------------------------------------------------- */
+
+/* Resolves the stages and their step and token offsets; checks every stage's batch against
+ * the number of ranks up front, so that no stage fails hours into a run. */
+int sl_trainer_plan_schedule(trainer *t) {
+    const sl_config *c = t->cfg;
+    t->n_stages = sl_config_stage_count(c);
+    t->stages = sl_xcalloc((size_t)t->n_stages, sizeof *t->stages);
+    t->first_step = sl_xcalloc((size_t)t->n_stages + 1, sizeof *t->first_step);
+    t->first_tokens = sl_xcalloc((size_t)t->n_stages + 1, sizeof *t->first_tokens);
+    t->keep_steps = sl_xcalloc((size_t)t->n_stages, sizeof *t->keep_steps);
+    for (int i = 0; i < t->n_stages; i++) {
+        sl_stage *st = &t->stages[i];
+        sl_config_stage_at(c, i, st);
+        const sl_train_config *tc = &st->train;
+        const int64_t per_micro = (int64_t)tc->seq_len * tc->micro_batch_size * t->topo.size;
+        if (st->steps > 0 && tc->global_batch_tokens % per_micro != 0) {
+            char key[64] = "training";
+            if (c->stages_given) snprintf(key, sizeof key, "training.stages[%d]", i);
+            sl_error("%s: %s.global_batch_tokens = %lld is not a multiple of seq_len x "
+                     "micro_batch_size x ranks = %d x %d x %d",
+                     c->path, key, (long long)tc->global_batch_tokens, tc->seq_len,
+                     tc->micro_batch_size, t->topo.size);
+            return -1;
+        }
+        t->first_step[i + 1] = t->first_step[i] + st->steps;
+        t->first_tokens[i + 1] = t->first_tokens[i] + (int64_t)st->steps * tc->global_batch_tokens;
+        if (st->steps > 0) t->keep_steps[t->n_keep_steps++] = t->first_step[i + 1];
+    }
+    return 0;
+}
+
+/* The stage to start with at global step `step`: the one holding it, or after a stage that
+ * ends exactly there, the next (so evaluation-only stages at a boundary run). */
+int sl_trainer_stage_at(const trainer *t, int step) {
+    int next = 0;
+    for (int i = 0; i < t->n_stages; i++) {
+        if (t->stages[i].steps == 0) continue;
+        if (step < t->first_step[i + 1]) return step >= t->first_step[i] ? i : next;
+        next = i + 1;
+    }
+    return next;
+}
+
+/* Model FLOPs of one step of stage i (for the ETA over the whole schedule). */
+double sl_trainer_step_flops(const trainer *t, int i) {
+    const sl_stage *st = &t->stages[i];
+    return (double)st->train.global_batch_tokens *
+           sl_model_flops_per_token(&st->model, st->train.seq_len);
+}
+
+static bool same_train_data(const sl_data_config *a, const sl_data_config *b) {
+    if (a->n_train != b->n_train || a->seed != b->seed) return false;
+    for (int i = 0; i < a->n_train; i++)
+        if (strcmp(a->train[i].path, b->train[i].path) != 0 ||
+            a->train[i].weight != b->train[i].weight)
+            return false;
+    return true;
+}
+
+/* The training reader of stage i: at the position the previous stage's reader (or the resumed
+ * checkpoint) reached when the data is the same, at the start of the stage's own data
+ * otherwise. */
+static int open_stage_reader(trainer *t, int i) {
+    const sl_stage *st = &t->stages[i];
+    char *cursor = NULL;
+    if (t->reader_stage >= 0 && same_train_data(&t->stages[t->reader_stage].data, &st->data))
+        cursor = t->train_reader ? sl_reader_cursor_json(t->train_reader) : t->resume_cursor;
+    if (cursor == t->resume_cursor) t->resume_cursor = NULL; /* taken */
+    if (t->train_reader) sl_reader_close(t->train_reader);
+    free(t->resume_cursor);
+    t->resume_cursor = NULL;
+    /* the global batch is global_batch_tokens / seq_len sequences of the global data order,
+     * each rank reading its contiguous share (io/reader.h) */
+    sl_reader_opts o = {.data = &st->data,
+                        .dp_rank = t->topo.dp_rank,
+                        .dp_size = t->topo.dp_size,
+                        .seq_len = st->train.seq_len,
+                        .global_batch_sequences = st->train.global_batch_tokens / st->train.seq_len,
+                        .eval = false};
+    t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
+    t->reader_stage = i;
+    int rc = 0;
+    char what[160];
+    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
+    if (!t->train_reader) {
+        sl_error("%s: %s", what, t->err);
+        rc = -1;
+    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
+        rc = -1;
+    } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
+        sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
+        rc = -1;
+    }
+    free(cursor);
+    return rc;
+}
+
+void sl_trainer_describe_rope(const sl_model_config *m, char *buf, size_t n) {
+    if (m->rope_scaling.type == SL_ROPE_YARN)
+        snprintf(buf, n, "RoPE base %g + YaRN x%g (original %d)", m->rope_theta,
+                 m->rope_scaling.factor, m->rope_scaling.original_max_position_embeddings);
+    else
+        snprintf(buf, n, "RoPE base %g", m->rope_theta);
+}
+
+/* Micro-batches per rank per step of a stage (trainer.c's header comment). */
+int sl_trainer_micro_batches(const sl_train_config *tc, int ranks) {
+    return (int)(tc->global_batch_tokens / ((int64_t)tc->seq_len * tc->micro_batch_size * ranks));
+}
+
+/* Makes stage i current at global step `step` (collective): RoPE table, activation shape,
+ * reader, and the optimizer reset of a stage that starts here. */
+int sl_trainer_enter_stage(trainer *t, int i, int step) {
+    const sl_stage *st = &t->stages[i];
+    const sl_train_config *tc = &st->train;
+    t->cur = i;
+    sl_model_config *mc = &t->model->cfg;
+    mc->rope_theta = st->model.rope_theta;
+    mc->rope_scaling = st->model.rope_scaling;
+    mc->max_position_embeddings = st->model.max_position_embeddings;
+    double fail = 0;
+    if (sl_model_set_rope(t->model, t->err, sizeof t->err) != 0 ||
+        sl_model_set_shape(t->model, tc->micro_batch_size, tc->seq_len, t->err, sizeof t->err) !=
+            0) {
+        sl_error("stage \"%s\": %s", st->name, t->err);
+        fail = 1;
+    }
+    const size_t rows = (size_t)tc->micro_batch_size, row_len = (size_t)tc->seq_len + 1;
+    free(t->tokens);
+    free(t->doc_starts);
+    free(t->n_docs);
+    t->tokens = sl_xmalloc(rows * row_len * sizeof(int32_t));
+    /* document starts only where the stage masks by document (sl_trainer_next_batch) */
+    t->doc_starts = tc->document_mask ? sl_xmalloc(rows * row_len * sizeof(int32_t)) : NULL;
+    t->n_docs = tc->document_mask ? sl_xmalloc(rows * sizeof(int)) : NULL;
+    t->micro_batches = sl_trainer_micro_batches(tc, t->topo.size);
+    if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;
+    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
+    if (fail > 0) return -1;
+    if (st->reset_optimizer && st->steps > 0 && step == t->first_step[i]) {
+        sl_optimizer_reset(&t->opt);
+        sl_info("stage \"%s\": AdamW moments reset", st->name);
+    }
+    if (t->n_stages > 1 || t->cfg->stages_given) {
+        char rope[160];
+        sl_trainer_describe_rope(mc, rope, sizeof rope);
+        sl_info("stage %d/%d \"%s\" at step %d: %s%d tokens per sequence, %s", i + 1, t->n_stages,
+                st->name, step, st->steps > 0 ? "" : "evaluation only, ", tc->seq_len, rope);
+        if (t->topo.rank == 0) {
+            char fields[512];
+            snprintf(fields, sizeof fields,
+                     "\"stage\": \"%s\", \"index\": %d, \"step\": %d, \"tokens\": %lld, "
+                     "\"seq_len\": %d, \"rope_theta\": %.17g, \"yarn_factor\": %.17g",
+                     st->name, i, step, (long long)t->first_tokens[i], tc->seq_len, mc->rope_theta,
+                     mc->rope_scaling.type == SL_ROPE_YARN ? mc->rope_scaling.factor : 1.0);
+            sl_metrics_event(&t->metrics, "stage", fields);
+        }
+    }
+    return 0;
+}
+
+/* Evaluates the current stage's held-out set and records it as an "eval" event (at a stage's
+ * start and for evaluation-only stages; step evaluations go into the step record). NaN when
+ * there is no eval set, -1 on error. */
+double sl_trainer_evaluate_event(trainer *t, int step, const char *when) {
+    const double ev = sl_trainer_evaluate(t);
+    if (ev < 0 || isnan(ev)) return ev;
+    const sl_stage *st = sl_trainer_stage(t);
+    char where[96] = "";
+    if (t->cfg->stages_given)
+        snprintf(where, sizeof where, " | stage \"%s\", %d tokens per sequence", st->name,
+                 st->train.seq_len);
+    sl_info("held-out loss %s: %.4f (perplexity %.2f)%s", when, ev, exp(ev), where);
+    if (t->topo.rank == 0) {
+        char fields[256];
+        snprintf(fields, sizeof fields,
+                 "\"stage\": \"%s\", \"step\": %d, \"tokens\": %lld, \"seq_len\": %d, "
+                 "\"eval_loss\": %.6g",
+                 st->name, step, (long long)t->first_tokens[t->cur], st->train.seq_len, ev);
+        sl_metrics_event(&t->metrics, "eval", fields);
+    }
+    return ev;
+}
