@@ -27,6 +27,9 @@ cudaDataType sl_cuda_data_type(sl_dtype dt);
  *     so that no cuBLAS corner case or leading-dimension rule for empty operands matters.
  *   - fp32 A/B with a bf16 C, which cublasGemmEx cannot write: the product goes through an
  *     fp32 scratch copy of C (slot 0), rounded to bf16 once at the end.
+ *   - fp32 A/B/C with few output tiles for the GPU's SMs and a long k (core/gemm_split.h, or
+ *     SLUICE_GEMM_SPLIT_K): k in S slices, one cublasGemmStridedBatchedEx into fp32 partials
+ *     (scratch slot 0) and one kernel that sums them in slice order into C.
  * `op` names the sl_ops_i operation for error messages. Sizes and leading dimensions must fit
  * an int (checked). */
 void sl_cuda_gemm(void *ctx, const char *op, bool trans_a, bool trans_b, int64_t m, int64_t n,

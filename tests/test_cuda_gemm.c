@@ -6,7 +6,10 @@
  *   - matmul with fp32 inputs into a bf16 C (cuBLAS cannot write it: an fp32 scratch round trip);
  *   - grouped_matmul_dw with fp32 dY, X into a bf16 dW (one GEMM per expert through that path)
  *     and with bf16 dY, X, dW (the grouped call with a bf16 output), empty groups included;
- *   - grouped_matmul with zero groups (no call at all; C untouched).
+ *   - grouped_matmul with zero groups (no call at all; C untouched);
+ *   - fp32 matmul with K split into slices (core/gemm_split.h: the rule at the router's shapes on
+ *     an H200, checked everywhere; the split product forced by SLUICE_GEMM_SPLIT_K=4 for every
+ *     transpose pair, alpha and beta, and a k the slices do not divide).
  * Runs wherever the build has the CUDA backend and it starts (a GPU, or the emulated build);
  * skipped otherwise, like test_cuda_backend.
  */
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/gemm_split.h"
 #include "core/tensor.h"
 #include "tests/test_util.h"
 
@@ -178,8 +182,55 @@ static void case_zero_groups(void) {
     sl_tensor_free(ta), sl_tensor_free(tb), sl_tensor_free(tc);
 }
 
+/* The split rule (no device needed): column-major m x n = op(A) op(B), inner k, 132 SMs. */
+static void split_rule(void) {
+    struct {
+        int64_t m, n, k;
+        int want;
+        const char *what;
+    } cases[] = {
+        {128, 4096, 2048, 8, "router logits at 4,096 tokens (32 tiles)"},
+        {2048, 128, 4096, 16, "router weight gradient over 4,096 tokens (16 tiles)"},
+        {2048, 4096, 128, 1, "router data gradient (512 tiles)"},
+        {128, 32768, 2048, 1, "router logits at 32,768 tokens (256 tiles)"},
+        {2048, 128, 32768, 16, "router weight gradient over 32,768 tokens"},
+        {128, 4096, 2050, 2, "k = 2050: only 2 divides it"},
+        {128, 4096, 300, 1, "k = 300: slices under 256"},
+        {4096, 4096, 1 << 20, 1, "the output fills the GPU"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int got = sl_gemm_split_k(cases[i].m, cases[i].n, cases[i].k, 132);
+        CHECK(got == cases[i].want, "split rule, %s: %d slices, want %d", cases[i].what, got,
+              cases[i].want);
+    }
+    int v = -1;
+    CHECK(sl_gemm_split_k_parse(NULL, &v) == 0 && v == 0, "SLUICE_GEMM_SPLIT_K unset");
+    CHECK(sl_gemm_split_k_parse("auto", &v) == 0 && v == 0, "SLUICE_GEMM_SPLIT_K=auto");
+    CHECK(sl_gemm_split_k_parse("off", &v) == 0 && v == 1, "SLUICE_GEMM_SPLIT_K=off");
+    CHECK(sl_gemm_split_k_parse("4", &v) == 0 && v == 4, "SLUICE_GEMM_SPLIT_K=4");
+    CHECK(sl_gemm_split_k_parse("0", &v) != 0 && sl_gemm_split_k_parse("65", &v) != 0 &&
+              sl_gemm_split_k_parse("4x", &v) != 0,
+          "SLUICE_GEMM_SPLIT_K: 0, 65 and 4x must be refused");
+}
+
+/* The split product against the double loop: 4 slices forced. */
+static void split_products(void) {
+    setenv("SLUICE_GEMM_SPLIT_K", "4", 1);
+    for (int t = 0; t < 4; t++) {
+        const bool ta = t & 1, tb = t & 2;
+        case_matmul("split 4", SL_F32, SL_F32, 9, 13, 64, ta, tb, 1.0f, 0.0f, true, 30 + t);
+        case_matmul("split 4", SL_F32, SL_F32, 16, 5, 32, ta, tb, -0.5f, 1.5f, false, 40 + t);
+    }
+    case_matmul("split 4, k = 30 (not split)", SL_F32, SL_F32, 7, 6, 30, false, true, 1.0f, 1.0f,
+                false, 50);
+    unsetenv("SLUICE_GEMM_SPLIT_K");
+}
+
 int main(void) {
+    split_rule(); /* the rule needs no device: a failure there fails every build */
+    if (sl_test_failures) return sl_test_finish("test_cuda_gemm");
     g_be = sl_test_cuda_or_skip(NULL);
+    split_products();
     /* k = 0: only with A transposed (A [0, M]); beta scales, beta = 0 zeroes NaN */
     case_matmul("k0", SL_F32, SL_F32, 5, 3, 0, true, false, 1.0f, 2.0f, false, 1);
     case_matmul("k0", SL_F32, SL_F32, 5, 3, 0, true, false, 1.0f, 0.0f, true, 2);
