@@ -69,7 +69,6 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t t) {
     b->xn = sl_tensor_new2(be, a, t, c);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
     b->qall = sl_tensor_new2(be, a, t, sl_qgate_width(b->cfg.gate, h, d));
-    b->q = sl_tensor_new3(be, a, t, h, d);
     b->q_rstd = sl_tensor_new1(be, SL_F32, t * h);
     b->qn = sl_tensor_new3(be, a, t, h, d);
     b->k = sl_tensor_new3(be, a, t, kv, d);
@@ -89,7 +88,7 @@ void sl_attn_block_share(sl_attn_block *b, const sl_attn_block *o, sl_backend *b
                  o->cfg.kv_heads == b->cfg.kv_heads && o->cfg.head_dim == b->cfg.head_dim &&
                  o->cfg.gate == b->cfg.gate,
              "sharing the activations of a different attention shape");
-    b->xn = o->xn, b->rstd = o->rstd, b->qall = o->qall, b->q = o->q, b->q_rstd = o->q_rstd;
+    b->xn = o->xn, b->rstd = o->rstd, b->qall = o->qall, b->q_rstd = o->q_rstd;
     b->qn = o->qn, b->k = o->k, b->k_rstd = o->k_rstd, b->kn = o->kn, b->v = o->v, b->g = o->g;
     b->k2 = o->k2, b->v2 = o->v2;
     b->borrowed = true;
@@ -106,7 +105,6 @@ void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_
     const sl_dtype a = c->act;
     ws->dy = sl_tensor_new3(be, a, t, h, d);
     ws->dq = sl_tensor_new3(be, a, t, h, d);
-    ws->dq_pre = sl_tensor_new3(be, a, t, h, d);
     ws->dk = sl_tensor_new3(be, a, t, kv, d);
     ws->dk_pre = sl_tensor_new3(be, a, t, kv, d);
     ws->dv = sl_tensor_new3(be, a, t, kv, d);
@@ -122,6 +120,17 @@ static float attn_scale(const sl_attn_block *b) {
     return 1.0f / sqrtf((float)b->cfg.head_dim);
 }
 
+/* The QK-norm and RoPE arguments of the block's layer. */
+static sl_qk_norm_rope qk_args(const sl_attn_block *b, const sl_attn_inputs *in) {
+    return (sl_qk_norm_rope){.qw = b->q_norm->w,
+                             .kw = b->k_norm->w,
+                             .eps = b->cfg.eps,
+                             .mode = b->cfg.gate,
+                             .pos = in->pos,
+                             .inv_freq = in->inv_freq,
+                             .mscale = in->mscale};
+}
+
 void sl_attn_block_recompute_inputs(sl_attn_block *b, const sl_attn_inputs *in,
                                     const sl_tensor *x) {
     sl_backend *be = sl_tensor_backend(x);
@@ -132,16 +141,10 @@ void sl_attn_block_recompute_inputs(sl_attn_block *b, const sl_attn_inputs *in,
         sl_op_matmul(b->k2, b->xn, b->k_proj->w, false, true, 1.0f, 0.0f);
         sl_op_matmul(b->v2, b->xn, b->v_proj->w, false, true, 1.0f, 0.0f);
     }
-    SL_PROFILE_REGION (be, R_SPLIT) {
-        sl_op_qgate_split(b->q, b->g, b->qall, b->cfg.gate);
-        /* QK-norm per head, before RoPE; never applied to the gate. */
-        SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
-            sl_op_rmsnorm_fwd(b->qn, b->q_rstd, b->q, b->q_norm->w, b->cfg.eps);
-            sl_op_rmsnorm_fwd(b->kn, b->k_rstd, b->k, b->k_norm->w, b->cfg.eps);
-        }
-        sl_op_rope_fwd(b->qn, in->pos, in->inv_freq, in->mscale);
-        sl_op_rope_fwd(b->kn, in->pos, in->inv_freq, in->mscale);
-    }
+    /* the q/gate split, the QK-norm per head (never applied to the gate) and RoPE in one op */
+    const sl_qk_norm_rope qk = qk_args(b, in);
+    SL_PROFILE_REGION (be, R_SPLIT)
+        sl_op_qk_norm_rope_fwd(b->qn, b->kn, b->g, b->q_rstd, b->k_rstd, b->qall, b->k, &qk);
 }
 
 void sl_attn_block_forward(sl_attn_block *b, const sl_attn_inputs *in, const sl_tensor *x,
@@ -177,17 +180,13 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
     SL_PROFILE_REGION (be, R_ATTN_BWD)
         sl_op_gated_attn_bwd(ws->dq, ws->dk, ws->dv, ws->dg, ws->dy, b->qn, b->kn, b->v, b->g,
                              in->seg, b->o, b->lse, in->batch, in->seq, attn_scale(b));
-    /* RoPE and QK-norm */
+    /* RoPE, QK-norm and the q/gate merge in one op */
+    const sl_qk_norm_rope qk = qk_args(b, in);
     SL_PROFILE_REGION (be, R_SPLIT) {
-        sl_op_rope_bwd(ws->dq, in->pos, in->inv_freq, in->mscale);
-        sl_op_rope_bwd(ws->dk, in->pos, in->inv_freq, in->mscale);
-        SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
-            sl_param_grad_prepare(b->q_norm); /* the norms' weight gradients add up */
-            sl_param_grad_prepare(b->k_norm);
-            sl_op_rmsnorm_bwd(ws->dq_pre, b->q_norm->g, ws->dq, b->q, b->q_norm->w, b->q_rstd);
-            sl_op_rmsnorm_bwd(ws->dk_pre, b->k_norm->g, ws->dk, b->k, b->k_norm->w, b->k_rstd);
-        }
-        sl_op_qgate_merge(ws->dqall, ws->dq_pre, ws->dg, b->cfg.gate);
+        sl_param_grad_prepare(b->q_norm); /* the norms' weight gradients add up */
+        sl_param_grad_prepare(b->k_norm);
+        sl_op_qk_norm_rope_bwd(ws->dqall, ws->dk_pre, b->q_norm->g, b->k_norm->g, ws->dq, ws->dk,
+                               ws->dg, b->qall, b->k, b->q_rstd, b->k_rstd, &qk);
     }
     SL_PROFILE_REGION (be, R_PROJ_BWD) {
         sl_op_matmul(b->q_proj->g, ws->dqall, b->xn, true, false, 1.0f,
@@ -235,13 +234,13 @@ void sl_attn_block_free(sl_attn_block *b) {
         return;
     }
     /* views first: they point into the tensors freed after them */
-    sl_tensor *ts[] = {b->k2, b->v2,     b->y2, b->xn, b->rstd, b->qall, b->q, b->q_rstd, b->qn,
-                       b->k,  b->k_rstd, b->kn, b->v,  b->g,    b->y,    b->o, b->lse};
+    sl_tensor *ts[] = {b->k2, b->v2,     b->y2, b->xn, b->rstd, b->qall, b->q_rstd, b->qn,
+                       b->k,  b->k_rstd, b->kn, b->v,  b->g,    b->y,    b->o,      b->lse};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
 }
 
 void sl_attn_workspace_free(sl_attn_workspace *ws) {
-    sl_tensor *ts[] = {ws->dy2, ws->dk_pre2, ws->dv2,    ws->dy,     ws->dq,    ws->dk,
-                       ws->dv,  ws->dg,      ws->dq_pre, ws->dk_pre, ws->dqall, ws->dxn};
+    sl_tensor *ts[] = {ws->dy2, ws->dk_pre2, ws->dv2,    ws->dy,    ws->dq, ws->dk,
+                       ws->dv,  ws->dg,      ws->dk_pre, ws->dqall, ws->dxn};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
 }

@@ -38,9 +38,9 @@ typedef struct {
     sl_attn_config cfg;
     /* saved activations */
     sl_tensor *xn, *rstd;           /* [T, C], [T] */
-    sl_tensor *qall;                /* [T, Wq] q_proj output */
-    sl_tensor *q, *q_rstd, *qn;     /* pre-norm q, its rstd, normed + rotated q */
-    sl_tensor *k, *k_rstd, *kn, *v; /* the same for k; v */
+    sl_tensor *qall;                /* [T, Wq] q_proj output (holds the pre-norm q) */
+    sl_tensor *q_rstd, *qn;         /* q's QK-norm rstd, normed + rotated q */
+    sl_tensor *k, *k_rstd, *kn, *v; /* pre-norm k, its rstd, normed + rotated k; v */
     sl_tensor *g;                   /* gate logits [T, H, D or 1] (NULL without a gate) */
     sl_tensor *y, *o, *lse;         /* gated output, pre-gate output, log-sum-exp */
     /* [T, heads * D] views of k, v, y for the projections' GEMMs */
@@ -52,7 +52,7 @@ typedef struct {
 
 /* Backward temporaries, sized for the largest layer; shared by all layers. */
 typedef struct {
-    sl_tensor *dy, *dq, *dk, *dv, *dg, *dq_pre, *dk_pre, *dqall, *dxn;
+    sl_tensor *dy, *dq, *dk, *dv, *dg, *dk_pre, *dqall, *dxn;
     sl_tensor *dy2, *dk_pre2, *dv2; /* [T, heads * D] views */
 } sl_attn_workspace;
 

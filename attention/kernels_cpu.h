@@ -18,6 +18,15 @@ void sl_cpu_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_ten
 void sl_cpu_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
                      float mscale);
 
+void sl_cpu_qk_norm_rope_fwd(void *ctx, sl_tensor *qn, sl_tensor *kn, sl_tensor *g,
+                             sl_tensor *q_rstd, sl_tensor *k_rstd, const sl_tensor *qall,
+                             const sl_tensor *k, const sl_qk_norm_rope *p);
+void sl_cpu_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor *dk_pre, sl_tensor *dqw,
+                             sl_tensor *dkw, const sl_tensor *dq, const sl_tensor *dk,
+                             const sl_tensor *dg, const sl_tensor *qall, const sl_tensor *k,
+                             const sl_tensor *q_rstd, const sl_tensor *k_rstd,
+                             const sl_qk_norm_rope *p);
+
 void sl_cpu_gated_attn_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                            const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                            const sl_tensor *g, const sl_tensor *seg, int batch, int seq,

@@ -21,6 +21,16 @@ void sl_cuda_rope_fwd(void *ctx, sl_tensor *x, const sl_tensor *pos, const sl_te
 void sl_cuda_rope_bwd(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
                       float mscale);
 
+/* qk_norm_rope.cu */
+void sl_cuda_qk_norm_rope_fwd(void *ctx, sl_tensor *qn, sl_tensor *kn, sl_tensor *g,
+                              sl_tensor *q_rstd, sl_tensor *k_rstd, const sl_tensor *qall,
+                              const sl_tensor *k, const sl_qk_norm_rope *p);
+void sl_cuda_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor *dk_pre, sl_tensor *dqw,
+                              sl_tensor *dkw, const sl_tensor *dq, const sl_tensor *dk,
+                              const sl_tensor *dg, const sl_tensor *qall, const sl_tensor *k,
+                              const sl_tensor *q_rstd, const sl_tensor *k_rstd,
+                              const sl_qk_norm_rope *p);
+
 /* attn_kernels.cu: the gated attention ops of the table. They choose one of the kernels below
  * per call (attention/attn_kernels.h: attention.kernel, attn_bench --kernel) and call it with the
  * same arguments, after the shared checks (dg given with a gate) and never for an empty problem. */

@@ -13,23 +13,10 @@
  * so each head's loads and stores are coalesced.
  */
 #include "attention/kernels_cuda.h"
+#include "attention/rope_angle.cuh"
 #include "core/cuda_common.cuh"
 
 namespace {
-
-/* cos and sin of a (double). On the GPU through sincospi(a / pi): CUDA's double cos/sin carry a
- * Payne-Hanek reduction for huge arguments that lives in local memory (40 bytes, which the build
- * rejects), while sincospi reduces exactly without it. The extra rounding of a / pi moves the
- * angle by about 1e-16 relative (1e-11 rad at a = 1.3e5), far below the float the result is
- * rounded to. The emulated build calls the C library, as the CPU twin does. */
-__device__ __forceinline__ void cos_sin(double a, double *c, double *s) {
-#ifdef SLUICE_CUDA_EMULATED
-    *c = cos(a);
-    *s = sin(a);
-#else
-    sincospi(a * 0.31830988618379067154, s, c);
-#endif
-}
 
 template <typename T>
 __global__ void rope_kernel(T *x, const int32_t *pos, const float *inv_freq, int64_t tokens,
@@ -39,12 +26,10 @@ __global__ void rope_kernel(T *x, const int32_t *pos, const float *inv_freq, int
          idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = idx / half;
         const int i = (int)(idx - r * half);
-        /* The CPU twin's expressions, operation for operation, but for cos/sin (below). */
-        const double a = (double)pos[r] * (double)inv_freq[i];
-        double ca, sa;
-        cos_sin(a, &ca, &sa);
-        const float c = (float)(mscale * ca);
-        const float s = (float)(sign * mscale * sa);
+        /* The CPU twin's expressions, operation for operation, but for cos/sin
+         * (attention/rope_angle.cuh). */
+        float c, s;
+        sl_rope_coef(pos[r], inv_freq[i], mscale, sign, &c, &s);
         T *row = x + r * heads * d;
         for (int h = 0; h < heads; h++) {
             T *v = row + (int64_t)h * d;

@@ -51,6 +51,9 @@ static const struct {
     {"qgate_merge", {0, 0}, {0, 0}},
     {"rope_fwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
     {"rope_bwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
+    /* the norm, then the rotation: two of the rows above in sequence */
+    {"qk_norm_rope_fwd", {2e-6, 2e-5}, {2e-2, 2e-2}},
+    {"qk_norm_rope_bwd", {5e-5, 2e-5}, {2e-2, 2e-2}}, /* dw sums over rows */
     {"gated_attn_fwd", {2e-5, 1e-4}, {2e-2, 2e-2}},
     {"gated_attn_bwd", {1e-4, 1e-4}, {5e-2, 5e-2}},
     {"sigmoid_mean", {1e-6, 1e-6}, {1e-6, 1e-6}},
@@ -110,6 +113,8 @@ static const op_row k_ops[] = {
     OP(qgate_merge),
     OP(rope_fwd),
     OP(rope_bwd),
+    OP(qk_norm_rope_fwd),
+    OP(qk_norm_rope_bwd),
     OP(gated_attn_fwd),
     OP(gated_attn_bwd),
     OP(sigmoid_mean),

@@ -104,6 +104,158 @@ void sl_conf_case_rope_bwd(cx *c) {
     case_rope(c, -1);
 }
 
+/* QK-norm and RoPE in one: the three gate layouts, partial rotation with YaRN's mscale, head
+ * dims in one warp pass and in several (320: the backward's 4-warp blocks), and T past the
+ * backward's 512 blocks (two tokens per block). */
+typedef struct {
+    int t, h, kv, d, half;
+    sl_gate_mode mode;
+    float mscale;
+} qk_shape;
+
+static const qk_shape k_qk[] = {
+    {1, 1, 1, 2, 1, SL_GATE_ELEMENTWISE, 1.0f},
+    {5, 3, 1, 16, 8, SL_GATE_ELEMENTWISE, 1.0f},
+    {7, 4, 2, 16, 4, SL_GATE_HEADWISE, 1.138629f},
+    {9, 2, 2, 64, 32, SL_GATE_NONE, 1.0f},
+    {17, 4, 1, 128, 64, SL_GATE_ELEMENTWISE, 1.138629f},
+    {3, 2, 1, 320, 96, SL_GATE_HEADWISE, 1.0f},
+    {600, 2, 1, 16, 8, SL_GATE_ELEMENTWISE, 1.0f},
+};
+
+typedef struct {
+    const qk_shape *s;
+    int64_t w, ng; /* qall's row width, gate elements */
+    const float *qall, *k, *qw, *kw, *inv_freq;
+    const int32_t *pos;
+} qk_in;
+
+static qk_in qk_inputs(cx *c) {
+    qk_in in;
+    in.s = PICK(c, k_qk);
+    const qk_shape *s = in.s;
+    desc(c, "T%d/H%d/KV%d/D%d/rot%d/%s%s", s->t, s->h, s->kv, s->d, 2 * s->half, mode_tag(s->mode),
+         s->mscale != 1.0f ? "/yarn" : "");
+    in.w = sl_qgate_width(s->mode, s->h, s->d);
+    in.ng = (int64_t)s->t * s->h * gate_width(s->mode, s->d);
+    in.qall = gen_normal(c, s->t * in.w, 1.0);
+    in.k = gen_normal(c, (int64_t)s->t * s->kv * s->d, 1.0);
+    in.qw = gen_uniform(c, s->d, 0.5, 1.5);
+    in.kw = gen_uniform(c, s->d, 0.5, 1.5);
+    static const int32_t k_pos[] = {0, 1, 2, 17, 100, 4095, 4096, 40000, 131071};
+    int32_t *pos = halloc(c, sizeof(int32_t) * (size_t)s->t);
+    float *inv_freq = halloc(c, sizeof(float) * (size_t)s->half);
+    for (int i = 0; i < s->t; i++) pos[i] = k_pos[i % NELEM(k_pos)] + i / (int)NELEM(k_pos);
+    for (int i = 0; i < s->half; i++)
+        inv_freq[i] = (float)(1.0 / pow(10000.0, 2.0 * i / (2 * s->half)));
+    in.pos = pos, in.inv_freq = inv_freq;
+    return in;
+}
+
+static sl_qk_norm_rope qk_args(cx *c, const qk_in *in) {
+    const qk_shape *s = in->s;
+    return (sl_qk_norm_rope){.qw = ACT(c, in->qw, s->d),
+                             .kw = ACT(c, in->kw, s->d),
+                             .eps = 1e-6f,
+                             .mode = s->mode,
+                             .pos = I32(c, in->pos, s->t),
+                             .inv_freq = F32(c, in->inv_freq, s->half),
+                             .mscale = s->mscale};
+}
+
+void sl_conf_case_qk_norm_rope_fwd(cx *c) {
+    const qk_in in = qk_inputs(c);
+    const qk_shape *s = in.s;
+    const int64_t t = s->t, h = s->h, kv = s->kv, d = s->d;
+    if (!c->be) {
+        double *qn = want(c, "qn", t * h * d), *kn = want(c, "kn", t * kv * d);
+        double *g = in.ng ? want(c, "g", in.ng) : NULL;
+        double *qr = want(c, "q_rstd", t * h), *kr = want(c, "k_rstd", t * kv);
+        sl_ref_qk_norm_rope_fwd(qn, kn, g, qr, kr, in.qall, in.k, in.qw, in.kw, t, h, kv, s->d,
+                                1e-6, s->mode, in.pos, s->half, in.inv_freq, s->mscale);
+        return;
+    }
+    const sl_qk_norm_rope p = qk_args(c, &in);
+    sl_tensor *tqn = ACT(c, junk(c, t * h * d), t, h, d),
+              *tkn = ACT(c, junk(c, t * kv * d), t, kv, d);
+    sl_tensor *tg = in.ng ? ACT(c, junk(c, in.ng), t, h, in.ng / (t * h)) : NULL;
+    sl_tensor *tqr = F32(c, junk(c, t * h), t * h), *tkr = F32(c, junk(c, t * kv), t * kv);
+    sl_op_qk_norm_rope_fwd(tqn, tkn, tg, tqr, tkr, ACT(c, in.qall, t, in.w), ACT(c, in.k, t, kv, d),
+                           &p);
+    got(c, "qn", tqn);
+    got(c, "kn", tkn);
+    if (tg) got(c, "g", tg);
+    got(c, "q_rstd", tqr);
+    got(c, "k_rstd", tkr);
+}
+
+/* The bound of a norm weight's gradient dw0 + sum over rows of g xh (sum_bound), with |g| at most
+ * mscale (|gy_e| + |gy_partner|) for the rotated columns. */
+static void qk_dw_bound(cx *c, const float *dw0, const float *gy, const float *x,
+                        const int64_t *xoff, const float *rstd, int64_t rows, const qk_shape *s) {
+    double *mag, *terms;
+    sum_bound(c, U_F32, &mag, &terms);
+    for (int e = 0; e < s->d; e++) mag[e] = fabs(dw0[e]), terms[e] = (double)rows + 3;
+    for (int64_t r = 0; r < rows; r++)
+        for (int e = 0; e < s->d; e++) {
+            const float *gr = gy + r * s->d;
+            const int partner = e < s->half ? e + s->half : e < 2 * s->half ? e - s->half : -1;
+            const double g = fabs(gr[e]) + (partner >= 0 ? fabs(gr[partner]) : 0.0);
+            mag[e] += s->mscale * g * fabs((double)x[xoff[r] + e] * rstd[r]);
+        }
+}
+
+void sl_conf_case_qk_norm_rope_bwd(cx *c) {
+    const qk_in in = qk_inputs(c);
+    const qk_shape *s = in.s;
+    const int64_t t = s->t, h = s->h, kv = s->kv, d = s->d;
+    /* the forward's saved rstd */
+    double *rq = halloc(c, sizeof(double) * (size_t)(t * (h * d + kv * d + h + kv) + in.ng + 1));
+    double *rk = rq + t * h * d, *rqr = rk + t * kv * d, *rkr = rqr + t * h, *rg = rkr + t * kv;
+    sl_ref_qk_norm_rope_fwd(rq, rk, in.ng ? rg : NULL, rqr, rkr, in.qall, in.k, in.qw, in.kw, t, h,
+                            kv, s->d, 1e-6, s->mode, in.pos, s->half, in.inv_freq, s->mscale);
+    const float *q_rstd = derived(c, rqr, t * h, false), *k_rstd = derived(c, rkr, t * kv, false);
+    const float *dq = gen_normal(c, t * h * d, 1.0), *dk = gen_normal(c, t * kv * d, 1.0);
+    const float *dg = in.ng ? gen_normal(c, in.ng, 1.0) : NULL;
+    const float *dqw0 = gen_normal(c, d, 1.0), *dkw0 = gen_normal(c, d, 1.0);
+    /* where each row's pre-norm values start: q in qall, k in k */
+    int64_t *qoff = halloc(c, sizeof(int64_t) * (size_t)(t * h));
+    int64_t *koff = halloc(c, sizeof(int64_t) * (size_t)(t * kv));
+    for (int64_t r = 0; r < t; r++) {
+        for (int64_t hh = 0; hh < h; hh++)
+            qoff[r * h + hh] = r * in.w + (s->mode == SL_GATE_ELEMENTWISE ? hh * 2 * d : hh * d);
+        for (int64_t hh = 0; hh < kv; hh++) koff[r * kv + hh] = (r * kv + hh) * d;
+    }
+    if (!c->be) {
+        double *dqall = want(c, "dqall", t * in.w), *dkp = want(c, "dk_pre", t * kv * d);
+        double *dqw = halloc(c, sizeof(double) * (size_t)d),
+               *dkw = halloc(c, sizeof(double) * (size_t)d);
+        for (int64_t e = 0; e < d; e++) dqw[e] = dqw0[e], dkw[e] = dkw0[e];
+        sl_ref_qk_norm_rope_bwd(dqall, dkp, dqw, dkw, dq, dk, dg, in.qall, in.k, in.qw, in.kw,
+                                q_rstd, k_rstd, t, h, kv, s->d, s->mode, in.pos, s->half,
+                                in.inv_freq, s->mscale);
+        memcpy(want(c, "dqw", d), dqw, sizeof(double) * (size_t)d);
+        qk_dw_bound(c, dqw0, dq, in.qall, qoff, q_rstd, t * h, s);
+        memcpy(want(c, "dkw", d), dkw, sizeof(double) * (size_t)d);
+        qk_dw_bound(c, dkw0, dk, in.k, koff, k_rstd, t * kv, s);
+        return;
+    }
+    const sl_qk_norm_rope p = qk_args(c, &in);
+    sl_tensor *tdqall = ACT(c, junk(c, t * in.w), t, in.w);
+    sl_tensor *tdkp = ACT(c, junk(c, t * kv * d), t, kv, d);
+    sl_tensor *tdqw = GRAD(c, dqw0, d), *tdkw = GRAD(c, dkw0, d);
+    sl_op_qk_norm_rope_bwd(tdqall, tdkp, tdqw, tdkw, ACT(c, dq, t, h, d), ACT(c, dk, t, kv, d),
+                           dg ? ACT(c, dg, t, h, in.ng / (t * h)) : NULL, ACT(c, in.qall, t, in.w),
+                           ACT(c, in.k, t, kv, d), F32(c, q_rstd, t * h), F32(c, k_rstd, t * kv),
+                           &p);
+    got(c, "dqall", tdqall);
+    got(c, "dk_pre", tdkp);
+    got(c, "dqw", tdqw);
+    qk_dw_bound(c, dqw0, dq, in.qall, qoff, q_rstd, t * h, s);
+    got(c, "dkw", tdkw);
+    qk_dw_bound(c, dkw0, dk, in.k, koff, k_rstd, t * kv, s);
+}
+
 /* Batches, sequence lengths across the CPU's 64-row tiles and the CUDA's 16/32-row ones, GQA
  * ratios, the three gates, head dims in one chunk and in two (160), and document masks: doc 0
  * is plain causal (seg NULL); doc -1 one document per sequence (seg all zero); doc N > 0 packed

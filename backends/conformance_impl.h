@@ -321,6 +321,8 @@ void sl_conf_case_qgate_split(cx *c);
 void sl_conf_case_qgate_merge(cx *c);
 void sl_conf_case_rope_fwd(cx *c);
 void sl_conf_case_rope_bwd(cx *c);
+void sl_conf_case_qk_norm_rope_fwd(cx *c);
+void sl_conf_case_qk_norm_rope_bwd(cx *c);
 void sl_conf_case_gated_attn_fwd(cx *c);
 void sl_conf_case_gated_attn_bwd(cx *c);
 void sl_conf_case_sigmoid_mean(cx *c);

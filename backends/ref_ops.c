@@ -5,6 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+
+/* The longest head row the QK-norm references keep on the stack. */
+#define SL_REF_MAX_D 1024
+
 double sl_ref_sigmoid(double x) {
     return 1.0 / (1.0 + exp(-x));
 }
@@ -162,6 +167,96 @@ void sl_ref_rope_all(double *out, const float *x, const int32_t *pos, int64_t t,
                      int half, const float *inv_freq, double mscale, int sign) {
     for (int64_t i = 0; i < t * nh; i++)
         sl_ref_rope(out + i * d, x + i * d, d, half, inv_freq, pos[i / nh], mscale, sign);
+}
+
+/* ---- QK-norm and RoPE in one (sl_op_qk_norm_rope_fwd/_bwd) ---- */
+
+/* out = R y (sign 1) or R^T y (sign -1) of one head row y [d] in double. */
+static void rope_row(double *out, const double *y, int d, int half, const float *inv_freq, int pos,
+                     double mscale, int sign) {
+    for (int e = 0; e < d; e++) out[e] = y[e];
+    for (int i = 0; i < half; i++) {
+        const double a = (double)pos * (double)inv_freq[i];
+        const double c = mscale * cos(a), s = sign * mscale * sin(a);
+        out[i] = y[i] * c - y[i + half] * s;
+        out[i + half] = y[i + half] * c + y[i] * s;
+    }
+}
+
+/* Offset of head hh's queries in row r of qall. */
+static int64_t qall_q(sl_gate_mode mode, int64_t h, int d, int64_t r, int64_t hh) {
+    return r * qall_width(h, d, mode) + (mode == SL_GATE_ELEMENTWISE ? hh * 2 * d : hh * d);
+}
+
+static void norm_rope_row(double *out, double *rstd, const float *x, const float *w, int d,
+                          double eps, int half, const float *inv_freq, int pos, double mscale) {
+    double ss = 0.0, y[SL_REF_MAX_D] = {0};
+    for (int e = 0; e < d; e++) ss += (double)x[e] * x[e];
+    *rstd = 1.0 / sqrt(ss / d + eps);
+    for (int e = 0; e < d; e++) y[e] = x[e] * *rstd * w[e];
+    rope_row(out, y, d, half, inv_freq, pos, mscale, 1);
+}
+
+void sl_ref_qk_norm_rope_fwd(double *qn, double *kn, double *g, double *q_rstd, double *k_rstd,
+                             const float *qall, const float *k, const float *qw, const float *kw,
+                             int64_t t, int64_t h, int64_t kv, int d, double eps, sl_gate_mode mode,
+                             const int32_t *pos, int half, const float *inv_freq, double mscale) {
+    SL_CHECK(d <= SL_REF_MAX_D, "reference qk_norm_rope: head dim %d", d);
+    for (int64_t r = 0; r < t; r++) {
+        for (int64_t hh = 0; hh < h; hh++) {
+            const float *x = qall + qall_q(mode, h, d, r, hh);
+            norm_rope_row(qn + (r * h + hh) * d, &q_rstd[r * h + hh], x, qw, d, eps, half, inv_freq,
+                          pos[r], mscale);
+            if (mode == SL_GATE_ELEMENTWISE)
+                for (int e = 0; e < d; e++) g[(r * h + hh) * d + e] = x[d + e];
+            else if (mode == SL_GATE_HEADWISE)
+                g[r * h + hh] = qall[r * qall_width(h, d, mode) + h * d + hh];
+        }
+        for (int64_t hh = 0; hh < kv; hh++)
+            norm_rope_row(kn + (r * kv + hh) * d, &k_rstd[r * kv + hh], k + (r * kv + hh) * d, kw,
+                          d, eps, half, inv_freq, pos[r], mscale);
+    }
+}
+
+/* dx [d] written and dw [d] accumulated for one head row from its gradient gy after RoPE. */
+static void norm_rope_row_bwd(double *dx, double *dw, const float *gy, const float *x,
+                              const float *w, double rstd, int d, int half, const float *inv_freq,
+                              int pos, double mscale) {
+    double in[SL_REF_MAX_D] = {0}, g[SL_REF_MAX_D] = {0}, dot = 0.0;
+    for (int e = 0; e < d; e++) in[e] = gy[e];
+    rope_row(g, in, d, half, inv_freq, pos, mscale, -1);
+    for (int e = 0; e < d; e++) dot += g[e] * w[e] * (x[e] * rstd);
+    const double mean = dot / d;
+    for (int e = 0; e < d; e++) {
+        const double xh = x[e] * rstd;
+        dx[e] = rstd * (g[e] * w[e] - xh * mean);
+        dw[e] += g[e] * xh;
+    }
+}
+
+void sl_ref_qk_norm_rope_bwd(double *dqall, double *dk_pre, double *dqw, double *dkw,
+                             const float *dq, const float *dk, const float *dg, const float *qall,
+                             const float *k, const float *qw, const float *kw, const float *q_rstd,
+                             const float *k_rstd, int64_t t, int64_t h, int64_t kv, int d,
+                             sl_gate_mode mode, const int32_t *pos, int half, const float *inv_freq,
+                             double mscale) {
+    SL_CHECK(d <= SL_REF_MAX_D, "reference qk_norm_rope: head dim %d", d);
+    for (int64_t r = 0; r < t; r++) {
+        for (int64_t hh = 0; hh < h; hh++) {
+            const int64_t o = qall_q(mode, h, d, r, hh);
+            norm_rope_row_bwd(dqall + o, dqw, dq + (r * h + hh) * d, qall + o, qw,
+                              q_rstd[r * h + hh], d, half, inv_freq, pos[r], mscale);
+            if (mode == SL_GATE_ELEMENTWISE)
+                for (int e = 0; e < d; e++) dqall[o + d + e] = dg[(r * h + hh) * d + e];
+            else if (mode == SL_GATE_HEADWISE)
+                dqall[r * qall_width(h, d, mode) + h * d + hh] = dg[r * h + hh];
+        }
+        for (int64_t hh = 0; hh < kv; hh++) {
+            const int64_t o = (r * kv + hh) * d;
+            norm_rope_row_bwd(dk_pre + o, dkw, dk + o, k + o, kw, k_rstd[r * kv + hh], d, half,
+                              inv_freq, pos[r], mscale);
+        }
+    }
 }
 
 /* The gate's sigmoid for element e of row `row` ([T*H] rows of d), 1 without a gate. */

@@ -60,6 +60,22 @@ void sl_ref_rope(double *out, const float *x, int d, int half, const float *inv_
 void sl_ref_rope_all(double *out, const float *x, const int32_t *pos, int64_t t, int64_t nh, int d,
                      int half, const float *inv_freq, double mscale, int sign);
 
+/* sl_op_qk_norm_rope_fwd in double (qall's layout `mode`; g unused without a gate): per head row
+ * rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd w, out = R y (rope as sl_ref_rope, on y unrounded).
+ * q [t, h, d] of qall, k [t, kv, d]. */
+void sl_ref_qk_norm_rope_fwd(double *qn, double *kn, double *g, double *q_rstd, double *k_rstd,
+                             const float *qall, const float *k, const float *qw, const float *kw,
+                             int64_t t, int64_t h, int64_t kv, int d, double eps, sl_gate_mode mode,
+                             const int32_t *pos, int half, const float *inv_freq, double mscale);
+/* Its backward: dqall (the gate's place holding dg) and dk_pre written, dqw and dkw accumulated;
+ * q_rstd and k_rstd the forward's saved values, as the kernel receives them. */
+void sl_ref_qk_norm_rope_bwd(double *dqall, double *dk_pre, double *dqw, double *dkw,
+                             const float *dq, const float *dk, const float *dg, const float *qall,
+                             const float *k, const float *qw, const float *kw, const float *q_rstd,
+                             const float *k_rstd, int64_t t, int64_t h, int64_t kv, int d,
+                             sl_gate_mode mode, const int32_t *pos, int half, const float *inv_freq,
+                             double mscale);
+
 /* Softmax probabilities p[0..i] of query row i of sequence b, head hh, over keys 0..i (q, k
  * laid out as in sl_op_gated_attn_fwd); returns the row's log-sum-exp. */
 double sl_ref_attn_probs(double *p, const float *q, const float *k, int b, int i, int hh, int s,

@@ -141,8 +141,8 @@ def activation_pieces(mc, a):
     hd, kvd, wq = H * D, KV * D, q_width(mc)
     k, E = mc.get("num_experts_per_tok", 0), mc.get("num_experts", 0)
     residual = 2 * h * a  # x[l], h[l]
-    # xn, qall, q, qn, k, kn, v, g; fp32 rstd, q_rstd, k_rstd
-    attn_set = (h + wq + 2 * hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4
+    # xn, qall, qn, k, kn, v, g; fp32 rstd, q_rstd, k_rstd
+    attn_set = (h + wq + hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4
     kernel_out = 2 * hd * a + H * 4  # y, o; fp32 lse
     ffn = 2 * h * a + 4  # xn, y, rstd
     moe = ffn + (3 * E + 2 * k) * 4 + 3 * k * 4  # router fp32; int32 indices
@@ -169,7 +169,7 @@ def workspace_bytes(mc, tokens, precision):
     a = 2 if precision == "bf16" else 4
     h, D = mc["hidden_size"], mc["head_dim"]
     hd, kvd = mc["num_attention_heads"] * D, mc["num_key_value_heads"] * D
-    ws = (3 * hd + 3 * kvd + 2 * q_width(mc) - hd + h) * a  # attention gradients
+    ws = (2 * hd + 3 * kvd + 2 * q_width(mc) - hd + h) * a  # attention gradients
     ws += h * a + 4 * h * a + 4 + 3 * 4 + 4  # FFN dxn; dx, dh, xf, dxf; xf_rstd; ids...; losses
     rows = logits_chunk_rows(tokens, mc["vocab_size"], a)
     return tokens * (ws + h * a) + rows * mc["vocab_size"] * a  # + x[L]
@@ -263,10 +263,10 @@ def layer_ops(mc, batch, seq, precision, layer=0):
     gemm("q_proj (q and gate)", "fwd", T, qw, h, a, a, a)
     gemm("k_proj", "fwd", T, kvd, h, a, a, a)
     gemm("v_proj", "fwd", T, kvd, h, a, a, a)
-    add("qgate_split", "fwd", "mem", 0, T * qw * a + T * (hd + gw) * a)
-    norm_fwd("q_norm (per head)", T * H, D)
-    norm_fwd("k_norm (per head)", T * KV, D)
-    add("rope q, k", "fwd", "mem", 6.0 * T * (hd + kvd), 2 * T * (hd + kvd) * a + T * f, launches=2)
+    # q/gate split, QK-norm and RoPE in one pass (attention/qk_norm_rope.cu): reads qall and k,
+    # writes qn, kn, the gate and the fp32 rstd
+    add("qk_norm_rope (split, QK-norm, RoPE)", "fwd", "mem", 10.0 * T * (hd + kvd),
+        T * (qw + kvd) * a + T * (hd + kvd + gw) * a + T * (H + KV) * f + T * f + 2 * D * a)
     # causal: QK^T and PV each S*S/2*D multiply-adds per head and sequence
     attn_f = 2.0 * batch * seq * seq * H * D
     add("gated attention fwd (SIMT)", "fwd", "simt", attn_f,
@@ -338,10 +338,11 @@ def layer_ops(mc, batch, seq, precision, layer=0):
     add("gated attention bwd (SIMT)", "bwd", "simt", 2.5 * attn_f,
         T * (hd + 2 * kvd + gw) * a + 2 * T * hd * a + T * H * f + T * (hd + 2 * kvd + gw) * a,
         launches=2)
-    add("rope_bwd q, k", "bwd", "mem", 6.0 * T * (hd + kvd), 2 * T * (hd + kvd) * a + T * f, launches=2)
-    norm_bwd("q_norm bwd", T * H, D)
-    norm_bwd("k_norm bwd", T * KV, D)
-    add("qgate_merge", "bwd", "mem", 0, T * (hd + gw) * a + T * qw * a)
+    # its backward: reads dq, dk, dg and the pre-norm q (in qall) and k, writes dqall and dk_pre;
+    # the norm weights' gradients from per-block partials
+    add("qk_norm_rope bwd", "bwd", "mem", 12.0 * T * (hd + kvd),
+        T * (hd + kvd + gw) * a + T * (hd + kvd) * a + T * (H + KV) * f + T * f
+        + T * (qw + kvd) * a + 2 * D * (a + 2 * f), launches=2)
     gemm("q_proj dW", "bwd", qw, h, T, a, a, f, c_rw=True)
     gemm("k_proj dW", "bwd", kvd, h, T, a, a, f, c_rw=True)
     gemm("v_proj dW", "bwd", kvd, h, T, a, a, f, c_rw=True)

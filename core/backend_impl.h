@@ -66,6 +66,14 @@ typedef struct sl_ops_i {
                      float mscale);
     void (*rope_bwd)(void *ctx, sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq,
                      float mscale);
+    void (*qk_norm_rope_fwd)(void *ctx, sl_tensor *qn, sl_tensor *kn, sl_tensor *g,
+                             sl_tensor *q_rstd, sl_tensor *k_rstd, const sl_tensor *qall,
+                             const sl_tensor *k, const sl_qk_norm_rope *p);
+    void (*qk_norm_rope_bwd)(void *ctx, sl_tensor *dqall, sl_tensor *dk_pre, sl_tensor *dqw,
+                             sl_tensor *dkw, const sl_tensor *dq, const sl_tensor *dk,
+                             const sl_tensor *dg, const sl_tensor *qall, const sl_tensor *k,
+                             const sl_tensor *q_rstd, const sl_tensor *k_rstd,
+                             const sl_qk_norm_rope *p);
     void (*gated_attn_fwd)(void *ctx, sl_tensor *y, sl_tensor *o, sl_tensor *lse,
                            const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                            const sl_tensor *g, const sl_tensor *seg, int batch, int seq,

@@ -404,6 +404,64 @@ void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_fr
     DISPATCH(BE(dx), rope_bwd, dx, pos, inv_freq, mscale);
 }
 
+/* The shapes of sl_op_qk_norm_rope_fwd/_bwd: q-side [T, H, D], k-side [T, KV, D], qall [T, W]. */
+static void check_qk(const char *op, const sl_tensor *qn, const sl_tensor *kn, const sl_tensor *g,
+                     const sl_tensor *q_rstd, const sl_tensor *k_rstd, const sl_tensor *qall,
+                     const sl_tensor *k, const sl_qk_norm_rope *p) {
+    SL_CHECK(qn->ndim == 3 && kn->ndim == 3, "%s: q and k must be [T, heads, D]", op);
+    const int64_t t = qn->shape[0], h = qn->shape[1], d = qn->shape[2], kv = kn->shape[1];
+    SL_CHECK(kn->shape[0] == t && kn->shape[2] == d,
+             "%s: k [%lld, %lld, %lld] does not match q's "
+             "[%lld, %lld, %lld]",
+             op, (long long)kn->shape[0], (long long)kv, (long long)kn->shape[2], (long long)t,
+             (long long)h, (long long)d);
+    need_float(op, "qall", qall);
+    need_like(op, "q", qn, qall);
+    need_like(op, "k", kn, qall);
+    need_like(op, "k input", k, qall);
+    need_like(op, "qw", p->qw, qall);
+    need_like(op, "kw", p->kw, qall);
+    need_numel(op, "qall", qall, t * sl_qgate_width(p->mode, h, d));
+    need_numel(op, "k input", k, t * kv * d);
+    need_numel(op, "qw", p->qw, d);
+    need_numel(op, "kw", p->kw, d);
+    if (p->mode != SL_GATE_NONE) {
+        SL_CHECK(g != NULL, "%s: a gate needs g", op);
+        need_like(op, "g", g, qall);
+        need_numel(op, "g", g, t * h * (p->mode == SL_GATE_ELEMENTWISE ? d : 1));
+    }
+    need_dtype(op, "q_rstd", q_rstd, SL_F32);
+    need_dtype(op, "k_rstd", k_rstd, SL_F32);
+    need_numel(op, "q_rstd", q_rstd, t * h);
+    need_numel(op, "k_rstd", k_rstd, t * kv);
+    check_rope(op, qn, p->pos, p->inv_freq);
+}
+
+void sl_op_qk_norm_rope_fwd(sl_tensor *qn, sl_tensor *kn, sl_tensor *g, sl_tensor *q_rstd,
+                            sl_tensor *k_rstd, const sl_tensor *qall, const sl_tensor *k,
+                            const sl_qk_norm_rope *p) {
+    check_qk("qk_norm_rope_fwd", qn, kn, g, q_rstd, k_rstd, qall, k, p);
+    DISPATCH(BE(qn), qk_norm_rope_fwd, qn, kn, g, q_rstd, k_rstd, qall, k, p);
+}
+
+void sl_op_qk_norm_rope_bwd(sl_tensor *dqall, sl_tensor *dk_pre, sl_tensor *dqw, sl_tensor *dkw,
+                            const sl_tensor *dq, const sl_tensor *dk, const sl_tensor *dg,
+                            const sl_tensor *qall, const sl_tensor *k, const sl_tensor *q_rstd,
+                            const sl_tensor *k_rstd, const sl_qk_norm_rope *p) {
+    const char *op = "qk_norm_rope_bwd";
+    check_qk(op, dq, dk, dg, q_rstd, k_rstd, qall, k, p);
+    need_like(op, "dqall", dqall, qall);
+    need_numel(op, "dqall", dqall, qall->numel);
+    need_like(op, "dk_pre", dk_pre, qall);
+    need_numel(op, "dk_pre", dk_pre, dk->numel);
+    need_float(op, "dqw", dqw);
+    need_like(op, "dkw", dkw, dqw);
+    need_numel(op, "dqw", dqw, p->qw->numel);
+    need_numel(op, "dkw", dkw, p->kw->numel);
+    DISPATCH(BE(dqall), qk_norm_rope_bwd, dqall, dk_pre, dqw, dkw, dq, dk, dg, qall, k, q_rstd,
+             k_rstd, p);
+}
+
 static void check_attn(const char *op, const sl_tensor *q, const sl_tensor *k, const sl_tensor *v,
                        const sl_tensor *g, const sl_tensor *seg, int batch, int seq) {
     SL_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3, "%s: q, k, v must be [T, heads, D]", op);

@@ -163,6 +163,36 @@ void sl_op_rope_fwd(sl_tensor *x, const sl_tensor *pos, const sl_tensor *inv_fre
 /* Backward in place: dx = mscale * R^T dx. */
 void sl_op_rope_bwd(sl_tensor *dx, const sl_tensor *pos, const sl_tensor *inv_freq, float mscale);
 
+/* The QK-norm and RoPE of the attention's queries and keys (the checkpoint layout and formulas
+ * of sl_op_qgate_split, sl_op_rmsnorm_fwd and sl_op_rope_fwd): the norm weights qw, kw [D] (the
+ * activation dtype), eps, qall's gate layout, and the rotation's positions [T] i32, inverse
+ * frequencies [rot / 2] fp32 and mscale. */
+typedef struct {
+    const sl_tensor *qw, *kw;
+    float eps;
+    sl_gate_mode mode;
+    const sl_tensor *pos, *inv_freq;
+    float mscale;
+} sl_qk_norm_rope;
+
+/* The attention's inputs from the projections in one pass over them: with q the query part of
+ * qall [T, W] and its gate part written to g (as sl_op_qgate_split; g NULL without a gate),
+ * qn = RoPE(RMSNorm(q, qw)) [T, H, D] and kn = RoPE(RMSNorm(k, kw)) [T, KV, D] per head, their
+ * fp32 rstd q_rstd [T * H] and k_rstd [T * KV]. The results of qgate_split, rmsnorm_fwd on q
+ * and k and rope_fwd on both, but for roundings: a backend may keep the normalized values in
+ * fp32 until the rotation (one rounding to the activation dtype instead of two). */
+void sl_op_qk_norm_rope_fwd(sl_tensor *qn, sl_tensor *kn, sl_tensor *g, sl_tensor *q_rstd,
+                            sl_tensor *k_rstd, const sl_tensor *qall, const sl_tensor *k,
+                            const sl_qk_norm_rope *p);
+/* Its backward from the attention's dq [T, H, D], dk [T, KV, D] and dg: dqall [T, W] holds the
+ * queries' gradient through the rotation and the norm, and dg in the gate's place (as
+ * sl_op_qgate_merge); dk_pre [T, KV, D] the keys'; dqw and dkw (fp32 or the weights' dtype)
+ * accumulate the norm weights' gradients. Reads the pre-norm queries from qall. */
+void sl_op_qk_norm_rope_bwd(sl_tensor *dqall, sl_tensor *dk_pre, sl_tensor *dqw, sl_tensor *dkw,
+                            const sl_tensor *dq, const sl_tensor *dk, const sl_tensor *dg,
+                            const sl_tensor *qall, const sl_tensor *k, const sl_tensor *q_rstd,
+                            const sl_tensor *k_rstd, const sl_qk_norm_rope *p);
+
 /* Causal attention with GQA and the output gate, computed in tiles with an online softmax
  * (memory linear in sequence length). Tokens are laid out [B, S] (T = B*S):
  *   q [T, H, D], k/v [T, KV, D], g [T, H, Dg] with Dg = D (elementwise), 1 (headwise) or
@@ -191,7 +221,8 @@ void sl_op_gated_attn_bwd(sl_tensor *dq, sl_tensor *dk, sl_tensor *dv, sl_tensor
  * A cache holds the keys (or values) of `batch` sequences, cache [B, L, KV, D]: row b, position
  * p. start [B] i32 (on the device) is each sequence's length before the n new tokens of this
  * call, laid out [B, n] (token i of sequence b is row b*n + i, at position start[b] + i).
- * "RoPE at an offset" needs no op of its own: sl_op_rope_fwd takes the positions start[b] + i. */
+ * "RoPE at an offset" needs no op of its own: sl_op_qk_norm_rope_fwd takes the positions
+ * start[b] + i. */
 
 /* cache[b, start[b] + i] = x[b*n + i] for i < n, with x [B*n, KV, D] of the cache's dtype.
  * Positions at or beyond L are not written (the caller sizes the cache; padding rows of a

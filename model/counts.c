@@ -103,7 +103,7 @@ static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
     const double k = m->num_experts_per_tok, E = m->num_experts;
     layer_pieces p;
     p.residual = 2 * h * a;
-    p.attn_set = (h + wq + 2 * hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4.0;
+    p.attn_set = (h + wq + hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4.0;
     p.kernel_out = 2 * hd * a + H * 4.0;
     const double ffn = 2 * h * a + 4.0;                     /* xn, y, rstd */
     double moe = ffn + (3 * E + 2 * k) * 4.0 + 3 * k * 4.0; /* router fp32, int32 indices */
@@ -147,7 +147,7 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                   t;
     const double hd = (double)m->num_attention_heads * m->head_dim;
     const double kvd = (double)m->num_key_value_heads * m->head_dim;
-    const double ws = (3 * hd + 3 * kvd + 2.0 * q_width(m) - hd + h) * a /* attention grads */
+    const double ws = (2 * hd + 3 * kvd + 2.0 * q_width(m) - hd + h) * a /* attention grads */
                       + h * a                                            /* FFN dxn */
                       + 4 * h * a                                        /* dx, dh, xf, dxf */
                       + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */

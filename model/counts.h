@@ -68,7 +68,7 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  * moe/token_dispatcher.c, moe/experts.c, moe/swiglu_mlp.c, model/model.c); `act_bytes` is the
  * activation element size (2 for bf16, 4 for fp32). Per layer and token, in elements:
  *   residual        x[l] and h[l] (h each)
- *   attention set   xn h, qall Wq, q and qn H*D each, k, kn, v KV*D each, g (Wq - H*D),
+ *   attention set   xn h, qall Wq, qn H*D, k, kn, v KV*D each, g (Wq - H*D),
  *                   fp32 rstd 1, q_rstd H, k_rstd KV
  *   kernel outputs  y and o H*D each, fp32 lse H
  *   FFN             xn and y h each, fp32 rstd 1; MoE: fp32 router logits, probs, dlogits E
@@ -83,7 +83,7 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  *   attention  every layer its own residual, kernel outputs and FFN; one attention set
  *   layer      every layer its own x[l] (plus x[L]); one h, attention set, kernel outputs,
  *              and one FFN set per kind (MoE, dense)
- * The workspace (every mode that trains): the attention gradients (dy, dq, dq_pre H*D each,
+ * The workspace (every mode that trains): the attention gradients (dy, dq H*D each,
  * dk, dk_pre, dv KV*D each, dg Wq - H*D, dqall Wq, dxn h), the FFN's dxn h, the residual gradients
  * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
  * losses, and one logits chunk of sl_logits_chunk_rows(tokens, V, device) rows of V.

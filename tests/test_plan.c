@@ -66,9 +66,9 @@ static void check_15a2b(const sl_config *cfg) {
     CHECK(near(p.adam_zero1, adam_z, 1e-12), "AdamW ZeRO-1 %.0f, hand %.0f", p.adam_zero1, adam_z);
 
     /* Activations of one layer, recompute none, bf16 (2 bytes), per token. */
-    const double residual = 2 * 2048 * 2; /* x[l], h[l] */
-    const double attn_set = (2048 + 8192 + 2 * 4096 + 3 * 512 + (8192 - 4096)) * 2.0 /* xn, qall,
-                               q, qn, k, kn, v, g */
+    const double residual = 2 * 2048 * 2;                                        /* x[l], h[l] */
+    const double attn_set = (2048 + 8192 + 4096 + 3 * 512 + (8192 - 4096)) * 2.0 /* xn, qall,
+                               qn, k, kn, v, g */
                             + (1 + 32 + 4) * 4.0;        /* fp32 rstd, q_rstd, k_rstd */
     const double kernel_out = 2 * 4096 * 2.0 + 32 * 4.0; /* y, o; fp32 lse */
     const double moe = 2 * 2048 * 2.0 + 4.0              /* ffn xn, y; rstd */
