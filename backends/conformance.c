@@ -67,6 +67,7 @@ static const struct {
     {"moe_counts", {0, 1e-7}, {0, 1e-7}}, /* acc exact (i32); freq one fp32 product */
     {"gather_rows", {0, 0}, {0, 0}},
     {"scatter_add_rows", {2e-6, 1e-5}, {1e-2, 1e-2}},
+    {"gather_add_rows", {2e-6, 1e-5}, {1e-2, 1e-2}},
     {"moe_combine", {1e-6, 1e-5}, {1e-2, 1e-2}},
     {"moe_combine_bwd", {1e-5, 1e-5}, {2e-2, 2e-2}},
     {"swiglu_fwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
@@ -127,6 +128,7 @@ static const op_row k_ops[] = {
     OP(moe_counts),
     OP(gather_rows),
     OP(scatter_add_rows),
+    OP(gather_add_rows),
     OP(moe_combine),
     OP(moe_combine_bwd),
     OP(swiglu_fwd),

@@ -336,6 +336,7 @@ void sl_conf_case_moe_sort(cx *c);
 void sl_conf_case_moe_counts(cx *c);
 void sl_conf_case_gather_rows(cx *c);
 void sl_conf_case_scatter_add_rows(cx *c);
+void sl_conf_case_gather_add_rows(cx *c);
 void sl_conf_case_moe_combine(cx *c);
 void sl_conf_case_moe_combine_bwd(cx *c);
 void sl_conf_case_swiglu_fwd(cx *c);

@@ -226,6 +226,38 @@ void sl_conf_case_scatter_add_rows(cx *c) {
     rows_sum_bound(c, dst0, src, idx, rows, m, w);
 }
 
+/* gather_add_rows: n destination rows of width c, k positions each, a permutation of the n k
+ * slots of which the last `drop` are past src's rows (half of those given as -1): dropped. */
+static const struct {
+    int n, k, c, drop;
+} k_gadd[] = {{1, 1, 1, 0},    {9, 3, 7, 0},     {9, 3, 7, 8},
+              {500, 8, 40, 0}, {40, 32, 5, 100}, {3, 5, 33, 4}};
+
+void sl_conf_case_gather_add_rows(cx *c) {
+    const int64_t n = PICK(c, k_gadd)->n, k = k_gadd[c->shape].k, w = k_gadd[c->shape].c;
+    const int64_t m = n * k - k_gadd[c->shape].drop;
+    desc(c, "N%lld/k%lld/C%lld/M%lld", (long long)n, (long long)k, (long long)w, (long long)m);
+    const float *src = gen_normal(c, m * w, 1.0), *dst0 = gen_normal(c, n * w, 1.0);
+    int32_t *pos = gen_perm(c, n * k);
+    int32_t *idx = halloc(c, sizeof(int32_t) * (size_t)m); /* the inverse */
+    for (int64_t s = 0; s < n * k; s++) {
+        if (pos[s] < m)
+            idx[pos[s]] = (int32_t)(s / k);
+        else if (pos[s] % 2)
+            pos[s] = -1;
+    }
+    if (!c->be) {
+        double *dst = want(c, "dst", n * w);
+        for (int64_t i = 0; i < n * w; i++) dst[i] = dst0[i];
+        for (int64_t i = 0; i < m * w; i++) dst[(int64_t)idx[i / w] * w + i % w] += src[i];
+    } else {
+        sl_tensor *td = ACT(c, dst0, n, w);
+        sl_op_gather_add_rows(td, ACT(c, src, m, w), I32(c, pos, n * k), (int)k);
+        got(c, "dst", td);
+    }
+    rows_sum_bound(c, dst0, src, idx, n, m, w);
+}
+
 /* Tokens n, top-k, width c; extra rows in x (combine only: slot_pos then any row of x, as
  * after capacity dropping, instead of a permutation of the n*k slots). */
 static const struct {

@@ -54,6 +54,7 @@ static const sl_ops_i k_cpu_ops = {
     .moe_counts = sl_cpu_moe_counts,
     .gather_rows = sl_cpu_gather_rows,
     .scatter_add_rows = sl_cpu_scatter_add_rows,
+    .gather_add_rows = sl_cpu_gather_add_rows,
     .moe_combine = sl_cpu_moe_combine,
     .moe_combine_bwd = sl_cpu_moe_combine_bwd,
     .swiglu_fwd = sl_cpu_swiglu_fwd,

@@ -52,6 +52,7 @@ static const sl_ops_i k_cuda_ops = {
     .moe_counts = sl_cuda_moe_counts,               /* moe/permute.cu */
     .gather_rows = sl_cuda_gather_rows,             /* moe/permute.cu */
     .scatter_add_rows = sl_cuda_scatter_add_rows,   /* moe/permute.cu */
+    .gather_add_rows = sl_cuda_gather_add_rows,     /* moe/permute.cu */
     .moe_combine = sl_cuda_moe_combine,             /* moe/permute.cu */
     .moe_combine_bwd = sl_cuda_moe_combine_bwd,     /* moe/permute.cu */
     .swiglu_fwd = sl_cuda_swiglu_fwd,               /* moe/swiglu.cu */

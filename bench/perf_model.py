@@ -310,7 +310,7 @@ def layer_ops(mc, batch, seq, precision, layer=0):
         gemm("grouped GEMM gate_up dX", "bwd", S_, h, 2 * Im, a, a, a)
         ops[-1].bytes = S_ * 2 * Im * a + E * 2 * Im * h * a + S_ * h * a
         add("zero dxn", "bwd", "mem", 0, T * h * a)
-        add("scatter_add_rows", "bwd", "mem", S_ * h, S_ * h * a + 2 * T * h * a + S_ * 4)
+        add("gather_add_rows (permute bwd)", "bwd", "mem", S_ * h, S_ * h * a + 2 * T * h * a + S_ * 4)
         add("router_bwd", "bwd", "mem", 10.0 * T * E, 3 * T * E * f + T * k * (4 + 2 * f))
         gemm("router GEMM dW (fp32)", "bwd", E, h, T, f, f, f, c_rw=True)
         ops[-1].kind = "gemm32"

@@ -105,6 +105,8 @@ typedef struct sl_ops_i {
                        float scale);
     void (*gather_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
     void (*scatter_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
+    void (*gather_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos,
+                            int k);
     void (*moe_combine)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                         const sl_tensor *w);
     void (*moe_combine_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,

@@ -282,6 +282,12 @@ void sl_op_moe_counts(sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts, 
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 /* dst[idx[i]] += src[i] (accumulated; several i may share a row). */
 void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
+/* dst[n] += sum over j < k of src[pos[n*k + j]] for dst [N, C], src [M, C], pos [N*k] i32,
+ * 1 <= k <= 32; positions outside [0, M) are skipped (the slots a capacity drop left out). The
+ * terms are added in increasing position: when pos lists, for each n, the rows i with idx[i] = n,
+ * the sums of sl_op_scatter_add_rows(dst, src, idx) in its order, without inverting idx (the
+ * dispatcher has slot_pos from its sort). */
+void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k);
 /* y[n] = sum_j w[n, j] * x[slot_pos[n*k + j]]; y [N, C] written, x [N*k, C], w [N, k]. */
 void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                        const sl_tensor *w);

@@ -402,6 +402,56 @@ __global__ void SL_MOE_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
     }
 }
 
+/* dst[r] += src[q] over row r's valid positions q in increasing order (sl_op_gather_add_rows):
+ * one warp per destination row. Lane j < k holds position j (invalid ones as UINT32_MAX), its rank
+ * among the row's positions (ties, only between invalid ones, by lane) comes from k shuffles, and
+ * lane t ends up holding the position of rank t; the row is then summed as scatter_rows_kernel
+ * sums it (fp32 from dst, the sources in increasing order): the same bits, without the sort. */
+template <typename T, int V>
+__global__ void SL_MOE_ROW_BOUNDS gather_add_kernel(T *__restrict__ dst, const T *__restrict__ src,
+                                                    const int32_t *__restrict__ pos, int64_t rows,
+                                                    int64_t m, int64_t c, int k) {
+    const int lane = threadIdx.x & 31;
+    const unsigned full = 0xffffffffu;
+    SL_MOE_FOR_WARP_ROWS(r, rows) {
+        uint32_t p = 0xffffffffu;
+        if (lane < k) {
+            const int32_t v = pos[r * k + lane];
+            if (v >= 0 && v < m) p = (uint32_t)v;
+        }
+        int rank = 0;
+        for (int i = 0; i < k; i++) {
+            const uint32_t q = __shfl_sync(full, p, i);
+            rank += q < p || (q == p && i < lane);
+        }
+        uint32_t mine = 0xffffffffu; /* lane t: the position of rank t */
+        for (int t = 0; t < k; t++) {
+            const unsigned owner = __ballot_sync(full, lane < k && rank == t);
+            const uint32_t q = __shfl_sync(full, p, __ffs((int)owner) - 1);
+            if (lane == t) mine = q;
+        }
+        T *d = dst + r * c;
+        const int64_t steps = (c + 32 * V - 1) / (32 * V);
+        for (int64_t it = 0; it < steps; it++) {
+            /* every lane runs the shuffles; a lane past the row's end only passes them on */
+            const int64_t c0 = it * 32 * V + (int64_t)lane * V;
+            const bool in = c0 < c;
+            float acc[V] = {}, v[V];
+            if (in) sl_moe_vload<T, V>(acc, d + c0);
+            for (int t = 0; t < k; t++) {
+                const uint32_t q = __shfl_sync(full, mine, t);
+                if (q == 0xffffffffu) break; /* the invalid ones come last */
+                if (in) {
+                    sl_moe_vload<T, V>(v, src + (int64_t)q * c + c0);
+#pragma unroll
+                    for (int i = 0; i < V; i++) acc[i] += v[i];
+                }
+            }
+            if (in) sl_moe_vstore<T, V>(d + c0, acc);
+        }
+    }
+}
+
 static size_t align256(size_t b) {
     return (b + 255) & ~(size_t)255;
 }
@@ -416,6 +466,17 @@ static void scatter_sorted_launch(cudaStream_t st, sl_tensor *dst, const sl_tens
 }
 
 } // namespace
+
+extern "C" void sl_cuda_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
+                                        const sl_tensor *pos, int k) {
+    const int64_t rows = sl_rows(dst), c = sl_last_dim(dst), m = sl_rows(src);
+    if (rows == 0 || c == 0) return;
+    SL_DISPATCH_FLOAT(dst->dtype, T, {
+        SL_MOE_ROW_LAUNCH(gather_add_kernel, T, sl_moe_rows_vec16<T>(c, dst->data, src->data),
+                          "gather_add_rows", sl_cuda_stream(ctx), rows, sl_ptr<T>(dst),
+                          sl_ptr<T>(src), sl_ptr<int32_t>(pos), rows, m, c, k);
+    });
+}
 
 extern "C" void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
                                          const sl_tensor *idx) {

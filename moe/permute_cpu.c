@@ -7,9 +7,9 @@
  * (so in token order). gather_rows / grouped GEMMs then work on expert-contiguous rows, and
  * moe_combine reads each slot's row back through slot_pos.
  *
- * Every kernel here is deterministic: outputs are written by one thread each, and the one
- * accumulating kernel (scatter_add_rows) adds into each destination row in increasing source
- * order, exactly as the serial loop would.
+ * Every kernel here is deterministic: outputs are written by one thread each, and the
+ * accumulating kernels (scatter_add_rows, gather_add_rows) add into each destination row in
+ * increasing source order, exactly as the serial loop would.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -73,6 +73,35 @@ void sl_cpu_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const s
 #pragma omp parallel for schedule(static) if (m * c > PERM_PAR_MIN)
     for (int64_t i = 0; i < m; i++)
         memcpy(pd + i * c, ps + (int64_t)pi[i] * c, sizeof(float) * (size_t)c);
+}
+
+void sl_cpu_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos,
+                            int k) {
+    (void)ctx;
+    SL_CHECK(dst->dtype == SL_F32 && src->dtype == SL_F32, "cpu gather_add_rows: only f32");
+    const int64_t n = sl_rows(dst), c = sl_last_dim(dst), m = sl_rows(src);
+    const int32_t *pp = sl_i32(pos);
+    const float *ps = sl_f32(src);
+    float *pd = sl_f32(dst);
+    /* each row's valid positions in increasing order (insertion sort of at most 32), then the
+     * scatter's serial adds in that order */
+#pragma omp parallel for schedule(static) if (n * k * c > PERM_PAR_MIN)
+    for (int64_t r = 0; r < n; r++) {
+        int32_t q[32];
+        int nq = 0;
+        for (int j = 0; j < k; j++) {
+            const int32_t p = pp[r * k + j];
+            if (p < 0 || p >= m) continue;
+            int i = nq++;
+            for (; i > 0 && q[i - 1] > p; i--) q[i] = q[i - 1];
+            q[i] = p;
+        }
+        float *d = pd + r * c;
+        for (int i = 0; i < nq; i++) {
+            const float *s = ps + (int64_t)q[i] * c;
+            for (int64_t j = 0; j < c; j++) d[j] += s[j];
+        }
+    }
 }
 
 void sl_cpu_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,

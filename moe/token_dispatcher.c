@@ -302,10 +302,23 @@ void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_com
     if (req)
         SL_PROFILE_REGION (d->be, R_EXCHANGE) sl_comm_wait(req);
     if (d->kept == 0) return;
-    SL_PROFILE_REGION (d->be, R_PERMUTE_B)
-        sl_op_scatter_add_rows(
-            dxn, d->dxs,
-            sl_tensor_view_set1(d->hv[0], drops(d) ? d->gather_idx : d->sorted_token, 0, d->kept));
+    /* each token's gradient from its kept rows, through the forward sort's inverse (slot_pos,
+     * or with drops combine_pos, whose dropped slots point past the kept rows): no sort here.
+     * The same sums in the same order as scattering the kept rows to their tokens, which
+     * inverts the sort again (top-k past a warp's 32 lanes still does). */
+    const int64_t slots = d->tokens * d->topk;
+    SL_PROFILE_REGION (d->be, R_PERMUTE_B) {
+        if (d->topk <= 32)
+            sl_op_gather_add_rows(
+                dxn, sl_tensor_view_set2(d->hv[0], d->dxs, 0, d->kept, d->hidden),
+                sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots),
+                d->topk);
+        else
+            sl_op_scatter_add_rows(dxn, d->dxs,
+                                   sl_tensor_view_set1(d->hv[0],
+                                                       drops(d) ? d->gather_idx : d->sorted_token,
+                                                       0, d->kept));
+    }
 }
 
 void sl_token_dispatcher_park(sl_token_dispatcher *d, sl_tensor **in, sl_tensor **dout) {

@@ -13,6 +13,8 @@
  *     indices outside [0, rows) skipped; and (`test_cuda_moe atomic`) the atomic variant of
  *     non-deterministic mode within the fp32 any-order summation bound of its summands, and
  *     bitwise on values whose sums are exact in any order;
+ *   - gather_add_rows (top-k 3 to 32, with dropped slots): bitwise equal to scatter_add_rows
+ *     through the inverse on the GPU and to the CPU's (in bf16: its fp32 sums rounded once);
  *   - the row kernels on views that are not 16-byte aligned (element by element) and on
  *     2048-wide bf16 rows (16-byte accesses, long row reductions).
  * Runs wherever the build has the CUDA backend (on a GPU, or emulated on the CPU); elsewhere
@@ -332,7 +334,55 @@ static void test_scatter_atomic(void) {
     }
 }
 
+/* gather_add_rows (the permutation's backward through slot_pos) against scatter_add_rows
+ * through the inverse, bitwise, on the CUDA backend, and against the CPU's gather_add_rows
+ * (bitwise in fp32; in bf16 the CPU's fp32 sums rounded once). n tokens of k slots, a random
+ * permutation of them; `drop` of the n k positions past the m = n k - drop source rows. */
+static void gather_add_case(int64_t n, int k, int64_t c, int64_t drop, sl_dtype dt) {
+    char what[96];
+    snprintf(what, sizeof what, "gather_add_rows N%lld/k%d/C%lld/drop%lld %s", (long long)n, k,
+             (long long)c, (long long)drop, dt == SL_BF16 ? "bf16" : "f32");
+    const int64_t slots = n * k, m = slots - drop;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)slots),
+            *idx = malloc(sizeof(int32_t) * (size_t)m);
+    for (int64_t s = 0; s < slots; s++) pos[s] = (int32_t)s;
+    for (int64_t s = slots - 1; s > 0; s--) { /* Fisher-Yates with a fixed LCG */
+        g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t j = (int64_t)((g_seed >> 33) % (uint64_t)(s + 1));
+        const int32_t t = pos[s];
+        pos[s] = pos[j], pos[j] = t;
+    }
+    for (int64_t s = 0; s < slots; s++)
+        if (pos[s] < m) idx[pos[s]] = (int32_t)(s / k);
+    float *src = normal(m * c, 1.0f), *dst = normal(n * c, 1.0f);
+    if (dt == SL_BF16) {
+        float *a = rounded(src, m * c), *b = rounded(dst, n * c);
+        free(src), free(dst);
+        src = a, dst = b;
+    }
+    sl_tensor *cd = sl_test_matrix(g_cpu, SL_F32, n, c, dst);
+    sl_op_gather_add_rows(cd, sl_test_matrix(g_cpu, SL_F32, m, c, src),
+                          sl_test_matrix(g_cpu, SL_I32, slots, 1, pos), k);
+    sl_tensor *gs = sl_test_ftensor(g_cuda, dt, m, c, src);
+    sl_tensor *gd = sl_test_ftensor(g_cuda, dt, n, c, dst),
+              *sd = sl_test_ftensor(g_cuda, dt, n, c, dst);
+    sl_op_gather_add_rows(gd, gs, sl_test_matrix(g_cuda, SL_I32, slots, 1, pos), k);
+    sl_op_scatter_add_rows(sd, gs, sl_test_matrix(g_cuda, SL_I32, m, 1, idx));
+    float *want = sl_test_host_floats(cd), *got = sl_test_host_floats(gd);
+    float *scat = sl_test_host_floats(sd);
+    CHECK(same_bits(got, scat, n * c), "%s: not bitwise the scatter's", what);
+    if (dt == SL_BF16)
+        for (int64_t i = 0; i < n * c; i++) want[i] = sl_test_bf16_round(want[i]);
+    CHECK(same_bits(got, want, n * c), "%s: not bitwise equal to the CPU's", what);
+    sl_test_release();
+    free(pos), free(idx), free(src), free(dst), free(want), free(got), free(scat);
+}
+
 static void test_scatter(void) {
+    gather_add_case(4096, 8, 64, 0, SL_F32);         /* top-8 */
+    gather_add_case(4096, 8, 2048, 0, SL_BF16);      /* the 15A2B row width, 16-byte packs */
+    gather_add_case(300, 32, 24, 1000, SL_F32);      /* a full warp of slots; drops */
+    gather_add_case(77, 3, 5, 20, SL_BF16);          /* rows not a multiple of 8 */
     scatter_case(131072, 20000, 24, SL_F32, false);  /* 18 bits: two radix passes; packs */
     scatter_case(131072, 20000, 24, SL_BF16, false); /* bf16 packs of 8 */
     scatter_case(3000000, 5000, 1, SL_F32, false);   /* 22 bits: three passes */

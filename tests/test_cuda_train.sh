@@ -69,7 +69,7 @@ fi
 # (the emulator's device memory can be capped; a real GPU cannot be made to run out so cheaply).
 if "$sluice" --help 2>&1 | grep -q "emulated on the CPU"; then
     set +e
-    out=$(SLUICE_EMU_MEM_LIMIT=3000000 "$sluice" train every.json --set backend.name=cuda \
+    out=$(SLUICE_EMU_MEM_LIMIT=2000000 "$sluice" train every.json --set backend.name=cuda \
         --set training.out_dir=oom 2>&1)
     rc=$?
     set -e
