@@ -34,3 +34,9 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_train_profile_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                        LABELS "cuda;profile" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 endif()
+# bench/profile_diff.py (tests/test_profile_diff.sh): two profiles side by side, row by row.
+add_test(NAME test_profile_diff
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_profile_diff.sh ${CMAKE_SOURCE_DIR}
+                 $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/profile_diff)
+set_tests_properties(test_profile_diff PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     LABELS "profile;bench" ENVIRONMENT "OMP_NUM_THREADS=1")
