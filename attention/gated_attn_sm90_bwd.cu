@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                      const __grid_constant__ CUtensorMap tdq, const args a, const int hsplit,
-                     float *const part, int *const order) {
+                     float *const part, int *const order, const int pingpong) {
     using L = dkdv_layout<D, FUSED, BM_>;
     constexpr int BN = L::BN, BM = L::BM, ST = L::ST, DQST = L::DQST;
     /* the fused dQ's halves, one per consumer: query rows at BM = 128, else head-dim columns
@@ -279,6 +279,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_mbar_arrive(&dq_full[qb]);
     };
 
+    /* SLUICE_ATTN_SM90_BWD_PINGPONG (without the fused dQ only): the two consumers issue their
+     * GEMMs in turns (the forward's ring, named barriers kBarTurn + c), so that one's softmax and
+     * dS run beside the other's GEMMs instead of both consumers, fed by the same stage, doing
+     * the same phase at once. Uniform per block: every thread takes the same branches. */
+    using turn = turns<kConsumers, kBarTurn>;
+    const bool pp = !FUSED && pingpong;
+    if (pp) turn::start(c);
     for (int s = 0; s < steps; s++) {
         const int st = s % ST, i0 = row_of(s);
         const uint8_t *sq = smem + L::q + st * L::q_bytes, *sdo = smem + L::dO + st * L::q_bytes;
@@ -290,6 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float sacc[BM / 2], dpacc[BM / 2];
         sl_wgmma_fence_operand(sacc);
         sl_wgmma_fence_operand(dpacc);
+        if (pp) turn::wait(c);
         sl_wgmma_fence();
         {
             const uint64_t dk = desc_kmajor<BN>(sk, c * kRows), dq = desc_kmajor<BM>(sq, 0);
@@ -303,6 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 sl_wgmma_bf16_ss<BM, 0, 0>(dpacc, kslice<BN>(dv, ks), kslice<BM>(ddo, ks), ks > 0);
             sl_wgmma_commit();
         }
+        if (pp) turn::pass(c);
 
         /* P^T (rows: keys kj[x]; columns: queries i0 + 8 j + 2 q + e) while dP^T computes. */
         sl_wgmma_wait<1>();
@@ -371,6 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence_operand(dv);
         fence_frags(pa);
         fence_frags(da);
+        if (pp) turn::wait(c);
         sl_wgmma_fence();
         {
             const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dq = desc_mnmajor<BM>(sq, 0);
@@ -382,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dq, kk), 1);
             sl_wgmma_commit();
         }
+        if (pp) turn::pass(c);
 
         if constexpr (FUSED) {
             /* dQ of the previous step, one step late: its dS^T (both halves) is in its buffer by
@@ -407,6 +418,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_frags(pa);
         fence_frags(da);
     }
+    if (pp) turn::finish(c);
     if constexpr (FUSED) { /* the last step's dQ */
         float dqa[NH / 2];
         dq_issue(dqa, steps - 1);
@@ -580,6 +592,15 @@ int bwd_bm(int d) {
     return d64_rows("SLUICE_ATTN_SM90_BWD_BM", values, d, 64, kD64BwdBm);
 }
 
+/* SLUICE_ATTN_SM90_BWD_PINGPONG: unset, "" or "0": the dK/dV pass's consumers run freely (the
+ * default, as measured); "1": they issue their GEMMs in turns (sm90_dkdv_kernel; opt-in, not yet
+ * measured on a GPU: docs/attention.md, "The backward's consumers in turns"). Without the fused
+ * dQ only. Read at every backward. */
+bool bwd_pingpong(void) {
+    static const char *const values[] = {"0", "1"};
+    return sl_env_choice("SLUICE_ATTN_SM90_BWD_PINGPONG", values, 2) == 1;
+}
+
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
 template <int D, bool FUSED, int BM>
 void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
@@ -611,10 +632,10 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM>);
 #endif
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const CUtensorMap, const args, const int, float *const, int *const) =
+                   const CUtensorMap, const args, const int, float *const, int *const, const int) =
         sm90_dkdv_kernel<D, FUSED, BM>;
     SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
-              tdq, a, hsplit, part, order);
+              tdq, a, hsplit, part, order, (int)(!FUSED && bwd_pingpong()));
     SL_CUDA_LAUNCHED(op);
     if (hsplit > 1) {
         const int64_t slice = (int64_t)a.batch * a.seq * a.kv * D, items = slice / 2;

@@ -45,6 +45,9 @@ is skipped):
   attn_bench_fwd192    attn_bench, kernel sm90 at head dim 64 (S 4096 and 32768), the forward's
                        query tiles of 128 rows and of 192 (SLUICE_ATTN_SM90_FWD_BM=192: three
                        consumer warpgroups; opt-in, unmeasured) back to back
+  attn_bench_pingpong  attn_bench, kernel sm90 at head dims 128 and 64, S 32768 and 4096, the
+                       backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
+                       and 1; opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
@@ -78,11 +81,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
          "racecheck_step", "profile", "profile_nodefer", "profile_ep8", "profile_prefetch",
          "profile_dwreduce", "profile_nosplitk", "attn_bench", "attn_bench_fwd192",
+         "attn_bench_pingpong",
          "expert_gemm", "torch_titan", "torch_hf"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
-           "profile_nosplitk": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "expert_gemm": 30,
+           "profile_nosplitk": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -270,6 +274,8 @@ def shapes(L):
                           "--iters", "1", "--warmup", "0"],
                     attn_d64=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
                                "--iters", "1", "--warmup", "0"]],
+                    attn_pp=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
+                              "--iters", "1", "--warmup", "0"]],
                     gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"])
     cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
     common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
@@ -282,7 +288,9 @@ def shapes(L):
                 race=["--layers", "2", "--seq", "512", "--batch", "1"],
                 attn=["--kernel", "sm90,mma,cudnn", "--iters", "5", "--warmup", "1"],
                 attn_d64=[["--seq", seq, "--head-dim", "64", "--iters", "5", "--warmup", "1"]
-                          for seq in ("4096", "32768")], gemm=[])
+                          for seq in ("4096", "32768")],
+                attn_pp=[["--seq", seq, "--head-dim", d, "--iters", "5", "--warmup", "1"]
+                         for d in ("128", "64") for seq in ("32768", "4096")], gemm=[])
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -516,17 +524,18 @@ def part_attn(L, budget, S):
     record("attn_bench", "PASS", sec, note, result=rows)
 
 
-def part_attn_fwd192(L, budget, S):
-    """The Hopper forward at head dim 64 with query tiles of 128 rows and of 192 (three consumer
-    warpgroups, SLUICE_ATTN_SM90_FWD_BM=192), one process each, back to back per shape."""
-    part, log = "attn_bench_fwd192", os.path.join(LOGS, "attn_bench_fwd192.log")
+def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag):
+    """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
+    one process each, back to back per shape: rows in out_name % (value, N), each row tagged
+    with `tag` = the value."""
+    log = os.path.join(LOGS, part + ".log")
     if not os.path.exists(L.attn_bench):
         return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
     notes, rows, sec = [], [], 0.0
-    for shape in S["attn_d64"]:
-        for bm in ("128", "192"):
-            out = os.path.join(OUT, "attn_bench_fwd%s_%d.out" % (bm, len(rows)))
-            env = dict(os.environ, SLUICE_ATTN_SM90_FWD_BM=bm)
+    for shape in shapes:
+        for v in values:
+            out = os.path.join(OUT, out_name % (v, len(rows)))
+            env = dict(os.environ, **{var: v})
             rc, t = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"] + shape,
                         budget - sec, log, env=env, stdout_path=out)
             sec += t
@@ -535,13 +544,27 @@ def part_attn_fwd192(L, budget, S):
             if rc == 77:
                 return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
             if rc != 0:
-                return record(part, "FAIL", sec, "BM %s: exit %d" % (bm, rc))
+                return record(part, "FAIL", sec, "%s=%s: exit %d" % (var, v, rc))
             for r in (json.loads(l) for l in open(out) if l.startswith("{")):
-                r["fwd_bm"] = int(bm)
+                r[tag] = int(v)
                 rows.append(r)
-                notes.append("S %d BM %s: fwd %.0f, bwd %.0f TFLOP/s" % (r["seq"], bm, r.get("fwd_tflops", 0),
-                                                                        r.get("bwd_tflops", 0)))
+                notes.append("S %d D %s %s=%s: fwd %.0f, bwd %.0f TFLOP/s" % (
+                    r["seq"], r.get("head_dim", "?"), tag, v, r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
     record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
+def part_attn_fwd192(L, budget, S):
+    """The Hopper forward at head dim 64 with query tiles of 128 rows and of 192 (three consumer
+    warpgroups, SLUICE_ATTN_SM90_FWD_BM=192), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_fwd192", "SLUICE_ATTN_SM90_FWD_BM", ("128", "192"),
+                              S["attn_d64"], "attn_bench_fwd%s_%d.out", "fwd_bm")
+
+
+def part_attn_pingpong(L, budget, S):
+    """The Hopper backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
+    and 1), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_pingpong", "SLUICE_ATTN_SM90_BWD_PINGPONG",
+                              ("0", "1"), S["attn_pp"], "attn_bench_pingpong%s_%d.out", "bwd_pingpong")
 
 
 def part_expert_gemm(L, budget, S):
@@ -683,6 +706,8 @@ def main():
     do("attn_bench", part_attn, S)
     # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
     do("attn_bench_fwd192", part_attn_fwd192, S)
+    # the backward's dK/dV consumers in turns (opt-in until measured)
+    do("attn_bench_pingpong", part_attn_pingpong, S)
     do("expert_gemm", part_expert_gemm, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it
     do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")

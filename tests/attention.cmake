@@ -74,6 +74,16 @@ add_test(NAME test_attention_sm90_fwd192 COMMAND test_attention_tc deterministic
 set_tests_properties(test_attention_sm90_fwd192 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_FWD_BM=192")
 sm90_env_refused(test_attention_sm90_fwd_bm_bad SLUICE_ATTN_SM90_FWD_BM 256 "128, 192 or auto")
+# The dK/dV pass's consumers issuing their GEMMs in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=1, the
+# forward's ring of named barriers): the deterministic cases (the dQ pass; the fused dQ ignores
+# the variable), every D = 64 and D = 128 case through that path, race-checked by the emulator
+# (with a turn's pass left out it reported the consumers' deadlock); a value other than 0 or 1
+# stops the backward with a message naming the variable.
+add_test(NAME test_attention_sm90_pingpong COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_pingpong PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_PINGPONG=1")
+sm90_env_refused(test_attention_sm90_pingpong_bad SLUICE_ATTN_SM90_BWD_PINGPONG 2 "0 or 1")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path
