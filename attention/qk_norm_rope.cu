@@ -35,7 +35,14 @@ namespace {
 constexpr int kFwdWarps = 8;
 constexpr int64_t kMaxParts = 512;
 
-/* Where head h's queries start in a row of qall, and its gate (core/ops.h's layouts). */
+/* A row of qall: its width (sl_qgate_width's, on the device; one expression for both kernels),
+ * and below, where head h's queries start in it (core/ops.h's layouts). */
+__device__ __forceinline__ int64_t qall_width(sl_gate_mode mode, int h, int d) {
+    return mode == SL_GATE_ELEMENTWISE ? 2 * (int64_t)h * d
+           : mode == SL_GATE_HEADWISE  ? (int64_t)h * d + h
+                                       : (int64_t)h * d;
+}
+
 __device__ __forceinline__ int64_t q_offset(sl_gate_mode mode, int h, int d) {
     return mode == SL_GATE_ELEMENTWISE ? (int64_t)h * 2 * d : (int64_t)h * d;
 }
@@ -69,10 +76,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
     float *cs = smem, *sn = smem + half;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float *row = smem + 2 * half + warp * d;
-    const int64_t r = blockIdx.x;
-    const int64_t width = mode == SL_GATE_ELEMENTWISE ? 2 * (int64_t)h * d
-                          : mode == SL_GATE_HEADWISE  ? (int64_t)h * d + h
-                                                      : (int64_t)h * d;
+    const int64_t r = blockIdx.x, width = qall_width(mode, h, d);
     token_coefs(cs, sn, pos[r], inv_freq, half, mscale, 1);
     for (int hr = warp; hr < h + kv; hr += kFwdWarps) {
         const bool isq = hr < h;
@@ -115,9 +119,7 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
     float *row = smem + 2 * half + warp * 3 * d;
     float *dwq = row + d, *dwk = row + 2 * d;
     for (int j = lane; j < 2 * d; j += 32) dwq[j] = 0.0f; /* dwq and dwk, contiguous */
-    const int64_t width = mode == SL_GATE_ELEMENTWISE ? 2 * (int64_t)h * d
-                          : mode == SL_GATE_HEADWISE  ? (int64_t)h * d + h
-                                                      : (int64_t)h * d;
+    const int64_t width = qall_width(mode, h, d);
     const int64_t r0 = blockIdx.x * tpb, r1 = r0 + tpb < tokens ? r0 + tpb : tokens;
     for (int64_t r = r0; r < r1; r++) {
         token_coefs(cs, sn, pos[r], inv_freq, half, mscale, -1);

@@ -63,6 +63,18 @@ void sl_conf_case_qgate_merge(cx *c) {
     got(c, "dqall", tall);
 }
 
+/* The rotation's inputs of the RoPE cases: t positions from 0 to 131071 (the edges of the 4k
+ * and YaRN ranges among them) and the base-10000 inverse frequencies of `half` pairs. */
+static void rope_table(cx *c, int64_t t, int half, int32_t **pos, float **inv_freq) {
+    static const int32_t k_pos[] = {0, 1, 2, 17, 100, 4095, 4096, 40000, 131071};
+    *pos = halloc(c, sizeof(int32_t) * (size_t)t);
+    *inv_freq = halloc(c, sizeof(float) * (size_t)half);
+    for (int64_t i = 0; i < t; i++)
+        (*pos)[i] = k_pos[i % NELEM(k_pos)] + (int32_t)(i / NELEM(k_pos));
+    for (int i = 0; i < half; i++)
+        (*inv_freq)[i] = (float)(1.0 / pow(10000.0, 2.0 * i / (2 * half)));
+}
+
 /* RoPE: full, partial and YaRN-scaled rotations; positions up to 131071. */
 static const struct {
     int t, nh, d, half;
@@ -79,11 +91,9 @@ static void case_rope(cx *c, int sign) {
     const float mscale = k_rope[c->shape].mscale;
     desc(c, "T%lld/NH%lld/D%d/rot%d%s", (long long)t, (long long)nh, d, 2 * half,
          mscale != 1.0f ? "/yarn" : "");
-    static const int32_t k_pos[] = {0, 1, 2, 17, 100, 4095, 4096, 40000, 131071};
-    int32_t *pos = halloc(c, sizeof(int32_t) * (size_t)t);
-    float *inv_freq = halloc(c, sizeof(float) * (size_t)half);
-    for (int64_t i = 0; i < t; i++) pos[i] = k_pos[i % NELEM(k_pos)] + (int32_t)(i / NELEM(k_pos));
-    for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow(10000.0, 2.0 * i / (2 * half)));
+    int32_t *pos;
+    float *inv_freq;
+    rope_table(c, t, half, &pos, &inv_freq);
     const float *x = gen_normal(c, t * nh * d, 1.0);
     if (!c->be) {
         sl_ref_rope_all(want(c, "x", t * nh * d), x, pos, t, nh, d, half, inv_freq, mscale, sign);
@@ -142,12 +152,9 @@ static qk_in qk_inputs(cx *c) {
     in.k = gen_normal(c, (int64_t)s->t * s->kv * s->d, 1.0);
     in.qw = gen_uniform(c, s->d, 0.5, 1.5);
     in.kw = gen_uniform(c, s->d, 0.5, 1.5);
-    static const int32_t k_pos[] = {0, 1, 2, 17, 100, 4095, 4096, 40000, 131071};
-    int32_t *pos = halloc(c, sizeof(int32_t) * (size_t)s->t);
-    float *inv_freq = halloc(c, sizeof(float) * (size_t)s->half);
-    for (int i = 0; i < s->t; i++) pos[i] = k_pos[i % NELEM(k_pos)] + i / (int)NELEM(k_pos);
-    for (int i = 0; i < s->half; i++)
-        inv_freq[i] = (float)(1.0 / pow(10000.0, 2.0 * i / (2 * s->half)));
+    int32_t *pos;
+    float *inv_freq;
+    rope_table(c, s->t, s->half, &pos, &inv_freq);
     in.pos = pos, in.inv_freq = inv_freq;
     return in;
 }

@@ -152,25 +152,6 @@ void sl_ref_qgate_merge(double *dqall, const float *dq, const float *dg, int64_t
         }
 }
 
-void sl_ref_rope(double *out, const float *x, int d, int half, const float *inv_freq, int pos,
-                 double mscale, int sign) {
-    for (int e = 0; e < d; e++) out[e] = x[e];
-    for (int i = 0; i < half; i++) {
-        double a = (double)pos * (double)inv_freq[i];
-        double c = mscale * cos(a), s = sign * mscale * sin(a);
-        out[i] = x[i] * c - x[i + half] * s;
-        out[i + half] = x[i + half] * c + x[i] * s;
-    }
-}
-
-void sl_ref_rope_all(double *out, const float *x, const int32_t *pos, int64_t t, int64_t nh, int d,
-                     int half, const float *inv_freq, double mscale, int sign) {
-    for (int64_t i = 0; i < t * nh; i++)
-        sl_ref_rope(out + i * d, x + i * d, d, half, inv_freq, pos[i / nh], mscale, sign);
-}
-
-/* ---- QK-norm and RoPE in one (sl_op_qk_norm_rope_fwd/_bwd) ---- */
-
 /* out = R y (sign 1) or R^T y (sign -1) of one head row y [d] in double. */
 static void rope_row(double *out, const double *y, int d, int half, const float *inv_freq, int pos,
                      double mscale, int sign) {
@@ -182,6 +163,22 @@ static void rope_row(double *out, const double *y, int d, int half, const float 
         out[i + half] = y[i + half] * c + y[i] * s;
     }
 }
+
+void sl_ref_rope(double *out, const float *x, int d, int half, const float *inv_freq, int pos,
+                 double mscale, int sign) {
+    double y[SL_REF_MAX_D] = {0};
+    SL_CHECK(d <= SL_REF_MAX_D, "reference rope: head dim %d", d);
+    for (int e = 0; e < d; e++) y[e] = x[e];
+    rope_row(out, y, d, half, inv_freq, pos, mscale, sign);
+}
+
+void sl_ref_rope_all(double *out, const float *x, const int32_t *pos, int64_t t, int64_t nh, int d,
+                     int half, const float *inv_freq, double mscale, int sign) {
+    for (int64_t i = 0; i < t * nh; i++)
+        sl_ref_rope(out + i * d, x + i * d, d, half, inv_freq, pos[i / nh], mscale, sign);
+}
+
+/* ---- QK-norm and RoPE in one (sl_op_qk_norm_rope_fwd/_bwd) ---- */
 
 /* Offset of head hh's queries in row r of qall. */
 static int64_t qall_q(sl_gate_mode mode, int64_t h, int d, int64_t r, int64_t hh) {

@@ -411,10 +411,8 @@ static void check_qk(const char *op, const sl_tensor *qn, const sl_tensor *kn, c
     SL_CHECK(qn->ndim == 3 && kn->ndim == 3, "%s: q and k must be [T, heads, D]", op);
     const int64_t t = qn->shape[0], h = qn->shape[1], d = qn->shape[2], kv = kn->shape[1];
     SL_CHECK(kn->shape[0] == t && kn->shape[2] == d,
-             "%s: k [%lld, %lld, %lld] does not match q's "
-             "[%lld, %lld, %lld]",
-             op, (long long)kn->shape[0], (long long)kv, (long long)kn->shape[2], (long long)t,
-             (long long)h, (long long)d);
+             "%s: k [%lld, %lld, %lld] against q [%lld, %lld, %lld]", op, (long long)kn->shape[0],
+             (long long)kv, (long long)kn->shape[2], (long long)t, (long long)h, (long long)d);
     need_float(op, "qall", qall);
     need_like(op, "q", qn, qall);
     need_like(op, "k", kn, qall);
