@@ -9,6 +9,8 @@
  * dq_i += scale ds k_j, dk_j += scale ds q_i, dv_j += p_j do_i.
  * OpenMP: the forward over (b, h); the backward over (b, kv head), so that dk and dv of a kv
  * head have one writer (the query heads of its group run inside the task).
+ * The row functions (attn_ref_query_row, attn_ref_key_row) are the same sums restricted to one
+ * query row or one key row, for checks at lengths where the whole reference is out of reach.
  */
 #include "bench/attn_bench_ref.h"
 
@@ -123,4 +125,89 @@ void attn_ref_bwd(const attn_ref_dims *a, const float *dy, const float *q, const
                 }
     free(dout);
     free(di);
+}
+
+void attn_ref_query_row(const attn_ref_dims *a, attn_ref_row r, const float *q, const float *k,
+                        const float *v, const float *g, const float *dy, double *y, double *o,
+                        double *lse, double *dq, double *dg) {
+    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, c = r.h / (H / KV);
+    const int64_t t = (int64_t)r.b * S + r.i, row = (t * H + r.h) * D;
+    const int lo = first_key(a, r.b, r.i);
+    double *s = sl_xmalloc(sizeof(double) * (size_t)(r.i - lo + 1));
+    double m = -INFINITY, sum = 0.0;
+    for (int j = lo; j <= r.i; j++) {
+        s[j - lo] = a->scale * dot(q + row, k + (((int64_t)r.b * S + j) * KV + c) * D, D);
+        if (s[j - lo] > m) m = s[j - lo];
+    }
+    for (int j = lo; j <= r.i; j++) sum += exp(s[j - lo] - m);
+    const double l = m + log(sum);
+    *lse = l;
+    for (int e = 0; e < D; e++) o[e] = 0.0, dq[e] = 0.0;
+    for (int j = lo; j <= r.i; j++) {
+        const float *vj = v + (((int64_t)r.b * S + j) * KV + c) * D;
+        for (int e = 0; e < D; e++) o[e] += exp(s[j - lo] - l) * vj[e];
+    }
+    /* the gate, dO and Di = dO.o */
+    double *dout = sl_xmalloc(sizeof(double) * (size_t)D), di = 0.0;
+    if (g && a->gate == SL_GATE_HEADWISE) dg[0] = 0.0;
+    for (int e = 0; e < D; e++) {
+        const double sg = g ? sigmoid(gate_at(a, g, t, r.h, e)) : 1.0;
+        y[e] = o[e] * sg;
+        if (g) {
+            const double dgx = dy[row + e] * o[e] * sg * (1.0 - sg);
+            if (a->gate == SL_GATE_ELEMENTWISE)
+                dg[e] = dgx;
+            else
+                dg[0] += dgx;
+        }
+        dout[e] = dy[row + e] * sg;
+        di += dout[e] * o[e];
+    }
+    for (int j = lo; j <= r.i; j++) {
+        const int64_t kr = (((int64_t)r.b * S + j) * KV + c) * D;
+        const double p = exp(s[j - lo] - l);
+        double dp = 0.0;
+        for (int e = 0; e < D; e++) dp += dout[e] * v[kr + e];
+        const double ds = p * (dp - di);
+        for (int e = 0; e < D; e++) dq[e] += a->scale * ds * k[kr + e];
+    }
+    free(dout);
+    free(s);
+}
+
+void attn_ref_dout(const attn_ref_dims *a, const float *g, const float *dy, const float *o_in,
+                   float *dout, double *di) {
+    const int H = a->heads, D = a->d;
+    const int64_t rows = (int64_t)a->batch * a->seq * H;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        double acc = 0.0;
+        for (int e = 0; e < D; e++) {
+            const int64_t x = r * D + e;
+            const double d = dy[x] * (g ? sigmoid(gate_at(a, g, r / H, (int)(r % H), e)) : 1.0);
+            dout[x] = (float)d;
+            acc += d * o_in[x];
+        }
+        di[r] = acc;
+    }
+}
+
+void attn_ref_key_row(const attn_ref_dims *a, attn_ref_row r, const float *q, const float *k,
+                      const float *v, const float *dout, const double *di, const float *lse_in,
+                      double *dk, double *dv) {
+    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, group = H / KV;
+    const int64_t kr = (((int64_t)r.b * S + r.i) * KV + r.h) * D;
+    for (int e = 0; e < D; e++) dk[e] = 0.0, dv[e] = 0.0;
+    for (int h = r.h * group; h < (r.h + 1) * group; h++)
+        /* queries from the key on, while the key is in their document (document starts never
+         * decrease along a sequence) */
+        for (int i = r.i; i < S && first_key(a, r.b, i) <= r.i; i++) {
+            const int64_t t = (int64_t)r.b * S + i, row = (t * H + h) * D;
+            const double p = exp(a->scale * dot(q + row, k + kr, D) - lse_in[t * H + h]);
+            const double ds = p * (dot(dout + row, v + kr, D) - di[t * H + h]);
+            for (int e = 0; e < D; e++) {
+                dk[e] += a->scale * ds * q[row + e];
+                dv[e] += p * dout[row + e];
+            }
+        }
 }

@@ -31,4 +31,29 @@ void attn_ref_bwd(const attn_ref_dims *a, const float *dy, const float *q, const
                   const float *v, const float *g, const double *o, const double *lse, double *dq,
                   double *dk, double *dv, double *dg);
 
+/* One row of a sampled check (attn_bench --check-rows): sequence b, position i in it, head h (a
+ * query head for attn_ref_query_row, a kv head for attn_ref_key_row). */
+typedef struct {
+    int b, i, h;
+} attn_ref_row;
+
+/* Query row r from the inputs alone, exactly: y, o, dq [D], *lse and dg ([D] elementwise, [1]
+ * headwise; not written without a gate). Work O(i D): usable at any sequence length. */
+void attn_ref_query_row(const attn_ref_dims *a, attn_ref_row r, const float *q, const float *k,
+                        const float *v, const float *g, const float *dy, double *y, double *o,
+                        double *lse, double *dq, double *dg);
+
+/* For attn_ref_key_row: dO = dy * sigmoid(g) [T, H, D] and Di = dO . o [T, H] of every query row,
+ * with o_in [T, H, D] the checked backend's output (see there). Work O(T H D). */
+void attn_ref_dout(const attn_ref_dims *a, const float *g, const float *dy, const float *o_in,
+                   float *dout, double *di);
+
+/* Key row r: dk and dv [D] of key position r.i of kv head r.h, summed over the queries that see
+ * it in every query head of the group. Their log-sum-exp lse_in [T, H], dO and Di (attn_ref_dout)
+ * come from the checked backend's forward, whose own sampled rows are what attn_ref_query_row
+ * checks: the exact values would need the whole forward, O(S^2). Work O((S - i) D H / KV). */
+void attn_ref_key_row(const attn_ref_dims *a, attn_ref_row r, const float *q, const float *k,
+                      const float *v, const float *dout, const double *di, const float *lse_in,
+                      double *dk, double *dv);
+
 #endif

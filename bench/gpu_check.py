@@ -53,6 +53,10 @@ is skipped):
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
+  attn_long            the Hopper kernel at S 131,072 (the staged schedule's last stage), head dims
+                       128 and 64: attn_bench --check-rows 32 (sampled query and key rows against
+                       double-precision sums), then its speed beside cuDNN's and the device memory
+                       each run took beyond its tensors (linear in S: docs/attention.md)
 The tests run beside the four sanitizer parts (two lanes); everything else has the GPU alone.
 Each part ends PASS, FAIL, SKIP (cannot run here: the reason is given) or TIMEOUT. OUTDIR gets
 summary.txt and summary.json (every part with its status and duration, the tests' results, the
@@ -82,11 +86,12 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "racecheck_step", "profile", "profile_nodefer", "profile_ep8", "profile_prefetch",
          "profile_dwreduce", "profile_nosplitk", "attn_bench", "attn_bench_fwd192",
          "attn_bench_pingpong",
-         "expert_gemm", "torch_titan", "torch_hf"]
+         "expert_gemm", "torch_titan", "torch_hf", "attn_long"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
-           "profile_nosplitk": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "expert_gemm": 30,
+           "profile_nosplitk": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "attn_long": 120,
+           "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -276,6 +281,8 @@ def shapes(L):
                                "--iters", "1", "--warmup", "0"]],
                     attn_pp=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
                               "--iters", "1", "--warmup", "0"]],
+                    attn_long=(["--seq", "300", "--heads", "2", "--kv-heads", "1"], ["64"], "8",
+                               ["--iters", "1", "--warmup", "0"]),
                     gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"])
     cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
     common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
@@ -290,7 +297,9 @@ def shapes(L):
                 attn_d64=[["--seq", seq, "--head-dim", "64", "--iters", "5", "--warmup", "1"]
                           for seq in ("4096", "32768")],
                 attn_pp=[["--seq", seq, "--head-dim", d, "--iters", "5", "--warmup", "1"]
-                         for d in ("128", "64") for seq in ("32768", "4096")], gemm=[])
+                         for d in ("128", "64") for seq in ("32768", "4096")],
+                attn_long=(["--seq", "131072"], ["128", "64"], "32", ["--iters", "3", "--warmup", "1"]),
+                gemm=[])
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -567,6 +576,47 @@ def part_attn_pingpong(L, budget, S):
                               ("0", "1"), S["attn_pp"], "attn_bench_pingpong%s_%d.out", "bwd_pingpong")
 
 
+def part_attn_long(L, budget, S):
+    """The Hopper kernel at the longest sequence sluice trains (131,072 tokens): a sampled check
+    (attn_bench --check-rows: the whole check's CPU reference would take hours), then its speed
+    beside cuDNN's, per head dim, with the device memory each run took beyond its tensors."""
+    part, log = "attn_long", os.path.join(LOGS, "attn_long.log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    shape, dims, nrows, timing = S["attn_long"]
+    base = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16"] + shape
+    notes, rows, sec = [], [], 0.0
+    for d in dims:
+        out = os.path.join(OUT, "attn_long_check_d%s.out" % d)
+        rc, t = run(base + ["--head-dim", d, "--kernel", "sm90", "--check-rows", nrows], budget - sec,
+                    log, stdout_path=out)
+        sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        if rc == 77 or (rc != 0 and "cannot run this problem" in open(out).read()):
+            return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+        text = open(out).read()
+        mem = re.search(r"^memory: (.*)$", text, re.M)
+        notes.append("D %s check %s (%s sampled rows)%s" % (d, "PASS" if rc == 0 else "FAIL exit %d" % rc, nrows,
+                                                           "; " + mem.group(1) if mem else ""))
+        if rc != 0:
+            return record(part, "FAIL", sec, "; ".join(notes))
+        out = os.path.join(OUT, "attn_long_d%s.out" % d)
+        kernels = "sm90" if ARGS.tiny else "sm90,cudnn"
+        rc, t = run(base + ["--head-dim", d, "--kernel", kernels] + timing, budget - sec, log, stdout_path=out)
+        sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        if rc != 0:
+            return record(part, "FAIL", sec, "; ".join(notes + ["D %s timing: exit %d" % (d, rc)]))
+        for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+            rows.append(r)
+            notes.append("%s S %d D %d: fwd %.0f, bwd %.0f TFLOP/s, %.2f GiB beyond %.2f GiB of tensors" % (
+                r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("fwd_tflops", 0), r.get("bwd_tflops", 0),
+                r.get("extra_gib", -1), r.get("tensor_gib", 0)))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
 def part_expert_gemm(L, budget, S):
     exe, out = os.path.join(L.build, "bench", "expert_gemm_bench"), os.path.join(OUT, "expert_gemm.out")
     if not os.path.exists(exe):
@@ -712,6 +762,9 @@ def main():
     # the torchtitan-style baseline first: issue 23's targets are set against it
     do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
     do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
+    # last: the longest sequence (131,072), a sampled check, speed and memory (after the parts
+    # the issues' targets are stated in, so that a deadline cuts it first)
+    do("attn_long", part_attn_long, S)
     return summary(L, info)
 
 

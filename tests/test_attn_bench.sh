@@ -5,7 +5,9 @@
 #         GPU); skipped (77) when attn_bench has no CUDA backend or no device.
 # Cases: seq 80, heads 4, kv 2, head dims 64 and 128, each gate mode, with and without
 # --doc-lengths (documents of 7, 1 and 30 tokens: lengths 1, across 64-row tiles), batch 2, and
-# seq 1. On cuda, every kernel by name (simt, mma and sm90 in bf16, the list mma,simt; sm90 where
+# seq 1. --check-rows (sampled query and key rows against double-precision sums) at seq 300 with
+# documents, batch 2, both gates with a weight, and on cuda through the Hopper kernel at GQA 8 and
+# seq 700 (key rows whose queries run past several of its tiles). On cuda, every kernel by name (simt, mma and sm90 in bf16, the list mma,simt; sm90 where
 # the device is not compute capability 9.x, and mma in f32, must stop with the reason; cudnn
 # passes or is skipped saying why). Then the check must be able to
 # fail: --corrupt on each output must give exit 1 and a FAIL line for that output, and a bad flag
@@ -52,6 +54,37 @@ for dt in $dtypes; do
     run 0 --check --seq 1 --heads 4 --kv-heads 2 --head-dim 128 --dtype "$dt" &&
         echo "ok   seq 1 $dt"
 done
+
+# The sampled check: query and key rows against double-precision sums, cost linear in S.
+rows=(--check-rows 12 --seq 300 --heads 4 --kv-heads 2 --batch 2 --head-dim 64
+    --doc-lengths 70,1,130)
+for gate in elementwise headwise; do
+    if run 0 "${rows[@]}" --gate "$gate"; then
+        if [ "$(grep -c ' PASS$' "$log")" = 7 ] && grep -q '^sampled: 12 query rows' "$log"; then
+            echo "ok   ${rows[*]} --gate $gate: 7 PASS lines"
+        else
+            echo "FAIL: ${rows[*]} --gate $gate: expected 7 PASS lines and the sample line:"
+            cat "$log"
+            fail=1
+        fi
+    fi
+done
+if [ "$backend" = cuda ]; then
+    args=(--check-rows 16 --seq 700 --heads 8 --kv-heads 1 --head-dim 64 --dtype bf16
+        --doc-lengths 300,1,250 --kernel sm90)
+    rc=0
+    "$bench" --backend cuda "${args[@]}" >"$log" 2>&1 || rc=$?
+    if [ "$rc" = 0 ] && grep -q '^kernel: sm90$' "$log" && [ "$(grep -c ' PASS$' "$log")" = 7 ] &&
+        grep -q '^memory: tensors ' "$log"; then
+        echo "ok   ${args[*]}: 7 PASS lines, $(grep '^memory:' "$log")"
+    elif [ "$rc" != 0 ] && grep -q 'attention kernel "sm90" cannot run this problem' "$log"; then
+        echo "ok   ${args[*]}: not on this GPU"
+    else
+        echo "FAIL: ${args[*]} exited $rc:"
+        cat "$log"
+        fail=1
+    fi
+fi
 
 # Every attention kernel of the cuda backend by name (attention/attn_kernels.h): under emulation
 # this is how CI checks simt at the head dims auto gives to mma; each run must say which kernel
@@ -126,20 +159,25 @@ if [ "$backend" = cuda ]; then
     fi
 fi
 
-# The check can fail: each corrupted output is reported, and only that one.
-for out in y o lse dq dk dv dg; do
-    if run 1 "${small[@]}" --head-dim 64 --corrupt "$out"; then
-        if grep -q "^$out .*FAIL\$" "$log" && [ "$(grep -c ' FAIL$' "$log")" = 1 ]; then
-            echo "ok   --corrupt $out fails the check"
-        else
-            echo "FAIL: --corrupt $out: expected exactly one FAIL line, for $out:"
-            cat "$log"
-            fail=1
+# The check can fail: each corrupted output is reported, and only that one, by the whole check
+# and by the sampled one.
+for check in whole sampled; do
+    args=("${small[@]}" --head-dim 64)
+    [ $check = sampled ] && args=("${rows[@]}")
+    for out in y o lse dq dk dv dg; do
+        if run 1 "${args[@]}" --corrupt "$out"; then
+            if grep -q "^$out .*FAIL\$" "$log" && [ "$(grep -c ' FAIL$' "$log")" = 1 ]; then
+                echo "ok   --corrupt $out fails the $check check"
+            else
+                echo "FAIL: --corrupt $out ($check): expected exactly one FAIL line, for $out:"
+                cat "$log"
+                fail=1
+            fi
         fi
-    fi
+    done
 done
 # Bad options: exit 2, with the flag named.
-for bad in "--seq 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob" \
+for bad in "--seq 0" "--check-rows 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob" \
     "--kernel frob" "--kernel mma,,simt"; do
     # shellcheck disable=SC2086
     if run 2 $bad; then
