@@ -199,12 +199,11 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
         sl_op_matmul(ws->dxn, ws->dk_pre2, b->k_proj->w, false, false, 1.0f, 1.0f);
         sl_op_matmul(ws->dxn, ws->dv2, b->v_proj->w, false, false, 1.0f, 1.0f);
     }
-    /* input norm, then the residual path */
+    /* input norm, the residual path's gradient added in the same pass */
     SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
         sl_param_grad_prepare(b->norm);
-        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd, dout);
     }
-    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 
 void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out) {

@@ -437,11 +437,15 @@ void sl_conf_case_rmsnorm_fwd(cx *c) {
     got(c, "rstd", tr);
 }
 
+/* The odd shapes add a residual gradient dres; the fifth (129 x 257) in place, dres being dx. */
 void sl_conf_case_rmsnorm_bwd(cx *c) {
     const rw_shape *sh = pick_rw(c);
     const int64_t rows = sh->rows, d = sh->w;
+    const bool res = c->shape % 2 == 1, in_place = c->shape == 5;
+    if (res) desc(c, "%dx%d+dres%s", sh->rows, sh->w, in_place ? " in place" : "");
     const float *x = gen_normal(c, rows * d, 1.0), *w = gen_uniform(c, d, 0.5, 1.5);
     const float *dy = gen_normal(c, rows * d, 1.0), *dw0 = gen_normal(c, d, 1.0);
+    const float *dres = res ? gen_normal(c, rows * d, 1.0) : NULL;
     double *ry = halloc(c, sizeof(double) * (size_t)(rows * d));
     double *rr = halloc(c, sizeof(double) * (size_t)rows);
     sl_ref_rmsnorm_fwd(ry, rr, x, w, rows, d, 1e-6);
@@ -450,10 +454,13 @@ void sl_conf_case_rmsnorm_bwd(cx *c) {
         double *dx = want(c, "dx", rows * d), *dw = want(c, "dw", d);
         for (int64_t i = 0; i < d; i++) dw[i] = dw0[i];
         sl_ref_rmsnorm_bwd(dx, dw, dy, x, w, rstd, rows, d);
+        for (int64_t i = 0; res && i < rows * d; i++) dx[i] += dres[i];
     } else {
-        sl_tensor *tdx = ACT(c, junk(c, rows * d), rows, d), *tdw = GRAD(c, dw0, d);
+        sl_tensor *tdx = ACT(c, in_place ? dres : junk(c, rows * d), rows, d),
+                  *tdw = GRAD(c, dw0, d);
+        const sl_tensor *tres = !res ? NULL : in_place ? tdx : ACT(c, dres, rows, d);
         sl_op_rmsnorm_bwd(tdx, tdw, ACT(c, dy, rows, d), ACT(c, x, rows, d), ACT(c, w, d),
-                          F32(c, rstd, rows));
+                          F32(c, rstd, rows), tres);
         got(c, "dx", tdx);
         got(c, "dw", tdw);
     }

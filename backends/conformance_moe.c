@@ -259,7 +259,8 @@ void sl_conf_case_gather_add_rows(cx *c) {
 }
 
 /* Tokens n, top-k, width c; extra rows in x (combine only: slot_pos then any row of x, as
- * after capacity dropping, instead of a permutation of the n*k slots). */
+ * after capacity dropping, instead of a permutation of the n*k slots). The combine adds a
+ * residual res on its second to fourth shapes (rows of 7, 40 and 33: packed and elementwise). */
 static const struct {
     int n, k, c, extra;
 } k_comb[] = {{1, 1, 1, 0}, {9, 3, 7, 0}, {500, 4, 40, 0}, {1, 8, 33, 0}, {9, 3, 7, 5}};
@@ -267,16 +268,21 @@ static const struct {
 void sl_conf_case_moe_combine(cx *c) {
     const int64_t n = PICK(c, k_comb)->n, k = k_comb[c->shape].k, w = k_comb[c->shape].c;
     const int64_t xr = n * k + k_comb[c->shape].extra;
-    desc(c, "N%lld/k%lld/C%lld%s", (long long)n, (long long)k, (long long)w,
-         xr > n * k ? "/extra-rows" : "");
+    const bool res = c->shape >= 1 && c->shape <= 3;
+    desc(c, "N%lld/k%lld/C%lld%s%s", (long long)n, (long long)k, (long long)w,
+         xr > n * k ? "/extra-rows" : "", res ? "+res" : "");
     const float *x = gen_normal(c, xr * w, 1.0), *wt = gen_uniform(c, n * k, 0.0, 1.0);
     const int32_t *sp = xr > n * k ? gen_ints(c, n * k, 0, (int32_t)xr) : gen_perm(c, n * k);
+    const float *r = res ? gen_normal(c, n * w, 1.0) : NULL;
     if (!c->be) {
-        sl_ref_moe_combine(want(c, "y", n * w), x, sp, wt, n, k, w);
+        double *y = want(c, "y", n * w);
+        sl_ref_moe_combine(y, x, sp, wt, n, k, w);
+        for (int64_t i = 0; res && i < n * w; i++) y[i] += r[i];
         return;
     }
     sl_tensor *ty = ACT(c, junk(c, n * w), n, w);
-    sl_op_moe_combine(ty, ACT(c, x, xr, w), I32(c, sp, n * k), F32(c, wt, n, k));
+    sl_op_moe_combine(ty, ACT(c, x, xr, w), I32(c, sp, n * k), F32(c, wt, n, k),
+                      res ? ACT(c, r, n, w) : NULL);
     got(c, "y", ty);
 }
 

@@ -264,7 +264,7 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
         }
         TIMED(P_COMBINE, {
             sl_tensor *v = sl_tensor_view1(drops ? d.combine_pos : d.slot_pos, 0, slots);
-            sl_op_moe_combine(y, d.ys, v, w);
+            sl_op_moe_combine(y, d.ys, v, w, NULL);
             sl_tensor_free(v);
         });
         MPI_Allreduce(MPI_IN_PLACE, t, NT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

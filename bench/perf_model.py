@@ -253,10 +253,12 @@ def layer_ops(mc, batch, seq, precision, layer=0):
     def norm_fwd(name, rows, width):
         add(name, "fwd", "mem", 4.0 * rows * width, 2 * rows * width * a + rows * f + width * a)
 
-    def norm_bwd(name, rows, width):
-        # reads dy, x, w, rstd; writes dx; dw accumulated from per-block partials
-        add(name, "bwd", "mem", 6.0 * rows * width, 3 * rows * width * a + rows * f + width * (a + 2 * f),
-            launches=2)
+    def norm_bwd(name, rows, width, residual=False):
+        # reads dy, x, w, rstd (and with `residual` the residual path's gradient, added in the
+        # same pass: the decoder's norms since 2026-11-27, no axpy after them); writes dx; dw
+        # accumulated from per-block partials
+        add(name, "bwd", "mem", (7.0 if residual else 6.0) * rows * width,
+            (4 if residual else 3) * rows * width * a + rows * f + width * (a + 2 * f), launches=2)
 
     # ---- attention forward (attention/attn_block.c)
     norm_fwd("input rmsnorm", T, h)
@@ -295,8 +297,9 @@ def layer_ops(mc, batch, seq, precision, layer=0):
         add("swiglu_fwd", "fwd", "mem", 4.0 * S_ * Im, S_ * 3 * Im * a)
         gemm("grouped GEMM down fwd", "fwd", S_, h, Im, a, a, a)
         ops[-1].bytes = S_ * Im * a + E * h * Im * a + S_ * h * a
-        add("moe_combine", "fwd", "mem", 2.0 * S_ * h, S_ * h * a + S_ * (4 + f) + T * h * a)
-        add("residual add", "fwd", "mem", T * h, 3 * T * h * a)
+        # the combine adds the residual stream itself (reads it, writes the layer's output)
+        add("moe_combine (+ residual)", "fwd", "mem", 2.0 * S_ * h + T * h,
+            S_ * h * a + S_ * (4 + f) + 2 * T * h * a)
         # ---- FFN backward
         add("moe_combine_bwd", "bwd", "mem", 4.0 * S_ * h,
             T * h * a + S_ * h * a + S_ * (4 + f) + S_ * h * a + S_ * f)
@@ -329,8 +332,7 @@ def layer_ops(mc, batch, seq, precision, layer=0):
         add("swiglu_bwd", "bwd", "mem", 10.0 * T * I, 5 * T * I * a)
         gemm("gate_up dW", "bwd", 2 * I, h, T, a, a, f, c_rw=True)
         gemm("gate_up dX", "bwd", T, h, 2 * I, a, a, a)
-    norm_bwd("post-attention rmsnorm bwd", T, h)
-    add("residual axpy", "bwd", "mem", 2.0 * T * h, 3 * T * h * a)
+    norm_bwd("post-attention rmsnorm bwd (+ residual)", T, h, residual=True)
     # ---- attention backward
     gemm("o_proj dW", "bwd", h, hd, T, a, a, f, c_rw=True)
     gemm("o_proj dX", "bwd", T, hd, h, a, a, a)
@@ -349,8 +351,7 @@ def layer_ops(mc, batch, seq, precision, layer=0):
     gemm("q_proj dX", "bwd", T, h, qw, a, a, a)
     gemm("k_proj dX (+=)", "bwd", T, h, kvd, a, a, a, c_rw=True)
     gemm("v_proj dX (+=)", "bwd", T, h, kvd, a, a, a, c_rw=True)
-    norm_bwd("input rmsnorm bwd", T, h)
-    add("residual axpy", "bwd", "mem", 2.0 * T * h, 3 * T * h * a)
+    norm_bwd("input rmsnorm bwd (+ residual)", T, h, residual=True)
     return ops
 
 

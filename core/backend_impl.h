@@ -50,7 +50,8 @@ typedef struct sl_ops_i {
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);
     void (*rmsnorm_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd);
+                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
+                        const sl_tensor *dres);
 
     void (*embedding_fwd)(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
     void (*embedding_bwd)(void *ctx, sl_tensor *dtable, const sl_tensor *dout,
@@ -108,7 +109,7 @@ typedef struct sl_ops_i {
     void (*gather_add_rows)(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos,
                             int k);
     void (*moe_combine)(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
-                        const sl_tensor *w);
+                        const sl_tensor *w, const sl_tensor *res);
     void (*moe_combine_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
                             const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w);
     void (*swiglu_fwd)(void *ctx, sl_tensor *h, const sl_tensor *gu);

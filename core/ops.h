@@ -115,9 +115,11 @@ void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_t
 /* y = x * rsqrt(mean(x^2) + eps) * w over rows of width D = numel(w); rstd [rows] saved. */
 void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const sl_tensor *w,
                        float eps);
-/* dx written, dw accumulated. */
+/* dx = dres + the norm's input gradient (written; dres NULL: the gradient alone), dw
+ * accumulated. dres, shaped as x, is the residual path's gradient, added in the same pass instead
+ * of an axpy after it (one read and one write of dx fewer); it may be dx itself. */
 void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                       const sl_tensor *w, const sl_tensor *rstd);
+                       const sl_tensor *w, const sl_tensor *rstd, const sl_tensor *dres);
 
 /* ---- embedding and loss --------------------------------------------------------------- */
 
@@ -288,9 +290,11 @@ void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tenso
  * the sums of sl_op_scatter_add_rows(dst, src, idx) in its order, without inverting idx (the
  * dispatcher has slot_pos from its sort). */
 void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k);
-/* y[n] = sum_j w[n, j] * x[slot_pos[n*k + j]]; y [N, C] written, x [N*k, C], w [N, k]. */
+/* y[n] = res[n] + sum_j w[n, j] * x[slot_pos[n*k + j]]; y [N, C] written, x [N*k, C], w [N, k].
+ * res (shaped as y, not y itself; NULL: no term) is the residual stream the MoE block's output
+ * joins, added after the sum (the residual add after the block, without its pass). */
 void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
-                       const sl_tensor *w);
+                       const sl_tensor *w, const sl_tensor *res);
 /* Backward of moe_combine: dx[slot_pos[n*k+j]] = w[n,j] dy[n] (written);
  * dw[n, j] = <dy[n], x[slot_pos[n*k+j]]> (written). */
 void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,

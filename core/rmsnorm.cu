@@ -8,7 +8,9 @@
  * accesses) when the width is a multiple of 8 and the pointers are aligned, else single
  * elements. A row is read twice (its sum, then the output), the second time mostly from L1.
  *
- * Backward, with r = rstd, xh = x r:  dx = r (dy w - xh mean(dy w xh)) (written) and
+ * Backward, with r = rstd, xh = x r:  dx = r (dy w - xh mean(dy w xh)) (+ dres, the residual
+ * path's gradient, added in fp32 before the one rounding to T: the axpy that followed the norm
+ * in the decoder's backward, without its read and write of dx) (written) and
  * dw += sum over rows of dy xh (accumulated), deterministically and without float atomics:
  *   1. k_rmsnorm_bwd: block b owns a contiguous chunk of rows; its 8 warps take the chunk's
  *      rows in turn. A lane always handles the same columns (packs lane, lane + 32, ...), so
@@ -70,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int VEC, int NP>
 __global__ void __launch_bounds__(kThreads)
     k_rmsnorm_bwd(T *dx, float *part, const T *dy, const T *x, const T *w, const float *rstd,
-                  int64_t rows, int64_t rpb, int d, int c0, int cw) {
+                  const T *dres, int64_t rows, int64_t rpb, int d, int c0, int cw) {
     SL_DYNAMIC_SMEM(float, sdw);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int npk = d / VEC, wpk = cw / VEC;
@@ -110,6 +112,12 @@ __global__ void __launch_bounds__(kThreads)
                     const float xh = xv[e] * s;
                     out[e] = s * (gv[e] * wv[e] - xh * mean);
                     acc[k][e] += gv[e] * xh;
+                }
+                if (dres) { /* read before the write: dres may be dx, element for element; into
+                             * xv, dead by now (a fresh array spilled at NP 8 in fp32) */
+                    sl_ldv<VEC>(dres + row * d + col, xv);
+                    SL_UNROLL
+                    for (int e = 0; e < VEC; e++) out[e] += xv[e];
                 }
                 sl_stv<VEC>(dx + row * d + col, out);
             }
@@ -169,49 +177,58 @@ __global__ void __launch_bounds__(32 * kGroups)
     }
 }
 
-/* Columns one lane can own: packs (VEC = 8) or elements (VEC = 1) per lane, at most. */
-template <int VEC> constexpr int max_np() {
-    return VEC == SL_PACK ? 8 : 32;
+/* Columns one lane can own: packs (VEC = 8) or elements (VEC = 1) per lane, at most. fp32 packs
+ * are two 16-byte accesses each: 8 of them per lane with the residual's add took 8 bytes of
+ * spills on sm_80 (ptxas keeps this kernel at 128 registers there), so fp32 rows run in windows
+ * of 1,024 columns (bf16: 2,048, the hidden width in one window). */
+template <typename T, int VEC> constexpr int max_np() {
+    return VEC == SL_PACK ? (sizeof(T) == 4 ? 4 : 8) : 32;
 }
 
 template <typename T, int VEC, int NP>
 void bwd_rows_launch(void *ctx, T *dx, float *part, const T *dy, const T *x, const T *w,
-                     const float *rstd, int64_t rows, int64_t rpb, int nparts, int d, int c0,
-                     int cw) {
+                     const float *rstd, const T *dres, int64_t rows, int64_t rpb, int nparts, int d,
+                     int c0, int cw) {
     auto *const bwd_kernel = k_rmsnorm_bwd<T, VEC, NP>;
     SL_LAUNCH(bwd_kernel, (unsigned)nparts, kThreads, sizeof(float) * (size_t)cw,
-              sl_cuda_stream(ctx), dx, part, dy, x, w, rstd, rows, rpb, d, c0, cw);
+              sl_cuda_stream(ctx), dx, part, dy, x, w, rstd, dres, rows, rpb, d, c0, cw);
     SL_CUDA_LAUNCHED("rmsnorm_bwd");
 }
 
 template <typename T, typename TW, int VEC>
 void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const T *x, const T *w, const float *rstd,
-                int64_t rows, int d) {
+                const T *dres, int64_t rows, int d) {
     /* Blocks: one per 8 rows, at most kMaxPartials, each a contiguous chunk of rows. */
     const int64_t want = (rows + kWarps - 1) / kWarps;
     const int64_t g0 = want < kMaxPartials ? want : kMaxPartials;
     const int64_t rpb = (rows + g0 - 1) / g0;
     const int nparts = (int)((rows + rpb - 1) / rpb);
-    const int window = 32 * VEC * max_np<VEC>();
+    const int window = 32 * VEC * max_np<T, VEC>();
     for (int c0 = 0; c0 < d; c0 += window) {
         const int cw = d - c0 < window ? d - c0 : window;
         float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)nparts * cw);
         const int np = (cw / VEC + 31) / 32; /* packs per lane */
         if (np <= 1)
-            bwd_rows_launch<T, VEC, 1>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0, cw);
+            bwd_rows_launch<T, VEC, 1>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
+                                       c0, cw);
         else if (np <= 2)
-            bwd_rows_launch<T, VEC, 2>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0, cw);
+            bwd_rows_launch<T, VEC, 2>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
+                                       c0, cw);
         else if (np <= 4)
-            bwd_rows_launch<T, VEC, 4>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0, cw);
-        else if (np <= 8)
-            bwd_rows_launch<T, VEC, 8>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0, cw);
-        else if constexpr (max_np<VEC>() > 8) {
-            if (np <= 16)
-                bwd_rows_launch<T, VEC, 16>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0,
-                                            cw);
-            else
-                bwd_rows_launch<T, VEC, 32>(ctx, dx, part, dy, x, w, rstd, rows, rpb, nparts, d, c0,
-                                            cw);
+            bwd_rows_launch<T, VEC, 4>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
+                                       c0, cw);
+        else if constexpr (max_np<T, VEC>() >= 8) { /* only the widths a window can hold */
+            if (np <= 8)
+                bwd_rows_launch<T, VEC, 8>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts,
+                                           d, c0, cw);
+            else if constexpr (max_np<T, VEC>() > 8) {
+                if (np <= 16)
+                    bwd_rows_launch<T, VEC, 16>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb,
+                                                nparts, d, c0, cw);
+                else
+                    bwd_rows_launch<T, VEC, 32>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb,
+                                                nparts, d, c0, cw);
+            }
         }
         const float *cpart = part;
         auto *const dw_kernel = k_rmsnorm_dw<TW>;
@@ -248,7 +265,8 @@ extern "C" void sl_cuda_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, co
 }
 
 extern "C" void sl_cuda_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd) {
+                                    const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
+                                    const sl_tensor *dres) {
     const int64_t d64 = w->numel, rows = x->numel / d64;
     SL_CHECK(d64 <= INT32_MAX, "rmsnorm_bwd: rows of %lld elements", (long long)d64);
     if (rows == 0) return; /* dx is empty and dw gains nothing */
@@ -258,10 +276,12 @@ extern "C" void sl_cuda_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, con
                           TW *pdw = sl_ptr<TW>(dw);
                           const T *pdy = sl_ptr<T>(dy), *px = sl_ptr<T>(x), *pw = sl_ptr<T>(w);
                           const float *pr = sl_ptr<float>(rstd);
+                          const T *pres = dres ? sl_ptr<T>(dres) : NULL;
                           if (d % SL_PACK == 0 && sl_aligned16(pdx) && sl_aligned16(pdy) &&
-                              sl_aligned16(px) && sl_aligned16(pw))
-                              bwd_launch<T, TW, SL_PACK>(ctx, pdx, pdw, pdy, px, pw, pr, rows, d);
+                              sl_aligned16(px) && sl_aligned16(pw) && sl_aligned16(pres))
+                              bwd_launch<T, TW, SL_PACK>(ctx, pdx, pdw, pdy, px, pw, pr, pres, rows,
+                                                         d);
                           else
-                              bwd_launch<T, TW, 1>(ctx, pdx, pdw, pdy, px, pw, pr, rows, d);
+                              bwd_launch<T, TW, 1>(ctx, pdx, pdw, pdy, px, pw, pr, pres, rows, d);
                       }));
 }

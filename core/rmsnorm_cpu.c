@@ -31,9 +31,11 @@ void sl_cpu_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tenso
 }
 
 void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd) {
+                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
+                        const sl_tensor *dres) {
     const int64_t d = w->numel, rows = x->numel / d;
     const float *px = sl_f32(x), *pw = sl_f32(w), *pdy = sl_f32(dy), *pr = sl_f32(rstd);
+    const float *pres = dres ? sl_f32(dres) : NULL;
     float *pdx = sl_f32(dx), *pdw = sl_f32(dw);
     const int nt = omp_get_max_threads();
     (void)ctx;
@@ -54,7 +56,12 @@ void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor
                 mydw[i] += dyr[i] * xh;
             }
             const float mean = (float)(dot / (double)d);
-            for (int64_t i = 0; i < d; i++) dxr[i] = s * (dyr[i] * pw[i] - xr[i] * s * mean);
+            /* the gradient rounded to fp32 first, then the residual's added: the bits of the
+             * axpy this replaces */
+            for (int64_t i = 0; i < d; i++) {
+                const float g = s * (dyr[i] * pw[i] - xr[i] * s * mean);
+                dxr[i] = pres ? g + pres[r * d + i] : g;
+            }
         }
     }
     for (int t = 0; t < nt; t++)

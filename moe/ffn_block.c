@@ -58,13 +58,16 @@ static void forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out, bool re
     sl_backend *be = sl_tensor_backend(x);
     SL_PROFILE_REGION (be, SL_PROFILE_NORMS)
         sl_op_rmsnorm_fwd(b->xn, b->rstd, x, b->norm->w, b->eps);
-    if (b->is_moe && recompute)
-        sl_moe_block_recompute(&b->moe, b->xn, b->y);
-    else if (b->is_moe)
-        sl_moe_block_forward(&b->moe, b->xn, b->y);
-    else
+    /* the MoE block adds the residual x into out itself (its combine); the dense FFN's output
+     * joins it in an add */
+    if (b->is_moe && recompute) {
+        sl_moe_block_recompute(&b->moe, b->xn, x, out);
+    } else if (b->is_moe) {
+        sl_moe_block_forward(&b->moe, b->xn, x, out);
+    } else {
         sl_swiglu_mlp_forward(&b->mlp, b->xn, b->y);
-    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_add(out, x, b->y);
+        SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_add(out, x, b->y);
+    }
 }
 
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out) {
@@ -84,11 +87,11 @@ void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tenso
         SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_tensor_zero(ws->dxn);
         sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
     }
+    /* the norm's gradient plus the residual path's, in one pass */
     SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
         sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
-        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd);
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd, dout);
     }
-    SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_op_axpy(dx, dout, 1.0f);
 }
 
 void sl_ffn_block_free(sl_ffn_block *b) {

@@ -122,7 +122,8 @@ void sl_moe_block_begin_step(sl_moe_block *b, bool host_counts) {
 }
 
 /* record: keep the layer's expert counts and accumulate the LBL counts (not on a recompute). */
-static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool record) {
+static void forward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *res, sl_tensor *y,
+                    bool record) {
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_router_forward(r, xn);
@@ -132,12 +133,15 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
     const sl_group_counts k = sl_token_dispatcher_counts(d);
     sl_experts_reserve(&b->experts, d->be, k.rows);
     sl_experts_forward(&b->experts, d->expert_in, k, d->expert_out);
-    sl_token_dispatcher_combine(d, r->topk_w, y);
+    /* without a shared expert the combine adds the residual itself; with one, y = res + (routed
+     * + shared), the order of the separate add this replaces */
+    sl_token_dispatcher_combine(d, r->topk_w, b->has_shared ? NULL : res, y);
     if (b->has_shared) {
         sl_swiglu_mlp_forward(&b->shared, xn, b->shared_out);
         sl_op_matmul(b->shared_logit, xn, b->shared_gate->w, false, true, 1.0f, 0.0f);
         sl_op_rowgate_fwd(b->shared_y, b->shared_out, b->shared_logit);
         sl_op_axpy(y, b->shared_y, 1.0f);
+        if (res) sl_op_add(y, res, y);
     }
     if (!record) return;
     /* the step's sums and, where the dispatch did not read them, a copy of this forward's for
@@ -160,12 +164,14 @@ static void forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y, bool rec
     }
 }
 
-void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
-    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, y, true);
+void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *res,
+                          sl_tensor *y) {
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, res, y, true);
 }
 
-void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y) {
-    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, y, false);
+void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *res,
+                            sl_tensor *y) {
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) forward(b, xn, res, y, false);
 }
 
 bool sl_moe_block_can_defer(const sl_moe_block *b) {

@@ -106,13 +106,16 @@ void sl_moe_block_begin_step(sl_moe_block *b, bool host_counts);
 /* Where each recorded forward adds its per-expert counts on the device ([E] i32, e.g. a row of
  * the model's per-step sums; NULL: nowhere). The block owns the view. */
 void sl_moe_block_set_step_counts(sl_moe_block *b, sl_tensor *view);
-/* y = moe(xn), written. */
-void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
+/* y = res + moe(xn), written; res (NULL: no term; not y itself) is the residual stream the
+ * block's output joins, added by the combine where the block has no shared expert (one pass
+ * fewer), else after the shared expert's output, in the same order as a separate add. */
+void sl_moe_block_forward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *res, sl_tensor *y);
 /* The forward again, for the backward of a recomputing model: the same routing (the router
  * and the dispatch are deterministic, so the counts are read, and with expert parallelism
  * exchanged, once more), but the LBL counts and the layer's expert counts are left as the
  * first forward recorded them (no double counting, no second global-batch all-reduce). */
-void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, sl_tensor *y);
+void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *res,
+                            sl_tensor *y);
 /* Whether the block can park a micro-batch's rows: it owns its activations (not
  * sl_moe_block_share's) and trains. */
 bool sl_moe_block_can_defer(const sl_moe_block *b);

@@ -528,12 +528,14 @@ namespace {
 
 /* ---- combine ---------------------------------------------------------------------------- */
 
-/* y[t] = sum_j w[t, j] x[slot_pos[t k + j]], j in order, fp32. One warp per token; the k
- * weights and slot positions are read by every lane (one broadcast each). */
+/* y[t] = res[t] + sum_j w[t, j] x[slot_pos[t k + j]], j in order, fp32, the residual (if any)
+ * added last, then one rounding. One warp per token; the k weights and slot positions are read
+ * by every lane (one broadcast each). */
 template <typename T, int V>
 __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__restrict__ x,
                                                  const int32_t *__restrict__ sp,
-                                                 const float *__restrict__ w, int64_t n, int k,
+                                                 const float *__restrict__ w,
+                                                 const T *__restrict__ res, int64_t n, int k,
                                                  int64_t c, int64_t xrows) {
     const int lane = threadIdx.x & 31;
     SL_MOE_FOR_WARP_ROWS(t, n) {
@@ -549,6 +551,11 @@ __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__r
 #pragma unroll
                 for (int i = 0; i < V; i++) acc[i] += wj * v[i];
             }
+            if (res) {
+                sl_moe_vload<T, V>(v, res + t * c + c0);
+#pragma unroll
+                for (int i = 0; i < V; i++) acc[i] = v[i] + acc[i];
+            }
             sl_moe_vstore<T, V>(y + t * c + c0, acc);
         }
     }
@@ -556,19 +563,22 @@ __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__r
 
 template <typename T>
 static void combine_launch(cudaStream_t st, sl_tensor *y, const sl_tensor *x,
-                           const sl_tensor *slot_pos, const sl_tensor *w) {
+                           const sl_tensor *slot_pos, const sl_tensor *w, const sl_tensor *res) {
     const int64_t n = sl_rows(y), c = sl_last_dim(y);
-    SL_MOE_ROW_LAUNCH(combine_kernel, T, sl_moe_rows_vec16<T>(c, y->data, x->data), "moe_combine",
-                      st, n, sl_ptr<T>(y), sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos),
-                      sl_ptr<float>(w), n, (int)sl_last_dim(w), c, sl_rows(x));
+    const T *pres = res ? sl_ptr<T>(res) : NULL;
+    const bool vec = sl_moe_rows_vec16<T>(c, y->data, x->data, res ? res->data : NULL);
+    SL_MOE_ROW_LAUNCH(combine_kernel, T, vec, "moe_combine", st, n, sl_ptr<T>(y), sl_ptr<T>(x),
+                      sl_ptr<int32_t>(slot_pos), sl_ptr<float>(w), pres, n, (int)sl_last_dim(w), c,
+                      sl_rows(x));
 }
 
 } // namespace
 
 extern "C" void sl_cuda_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x,
-                                    const sl_tensor *slot_pos, const sl_tensor *w) {
+                                    const sl_tensor *slot_pos, const sl_tensor *w,
+                                    const sl_tensor *res) {
     if (y->numel == 0) return;
-    SL_DISPATCH_FLOAT(y->dtype, T, combine_launch<T>(sl_cuda_stream(ctx), y, x, slot_pos, w));
+    SL_DISPATCH_FLOAT(y->dtype, T, combine_launch<T>(sl_cuda_stream(ctx), y, x, slot_pos, w, res));
 }
 
 namespace {

@@ -144,13 +144,13 @@ void sl_cpu_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
 }
 
 void sl_cpu_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
-                        const sl_tensor *w) {
+                        const sl_tensor *w, const sl_tensor *res) {
     (void)ctx;
     SL_CHECK(y->dtype == SL_F32 && x->dtype == SL_F32 && w->dtype == SL_F32,
              "cpu moe_combine: only f32");
     const int64_t n = sl_rows(y), c = sl_last_dim(y), k = sl_last_dim(w);
     const int32_t *psp = sl_i32(slot_pos);
-    const float *px = sl_f32(x), *pw = sl_f32(w);
+    const float *px = sl_f32(x), *pw = sl_f32(w), *pres = res ? sl_f32(res) : NULL;
     float *py = sl_f32(y);
     check_index(psp, n * k, sl_rows(x), "moe_combine");
 #pragma omp parallel for schedule(static) if (n * k * c > PERM_PAR_MIN)
@@ -162,6 +162,8 @@ void sl_cpu_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_te
             const float *xr = px + (int64_t)psp[t * k + j] * c;
             for (int64_t i = 0; i < c; i++) yr[i] += wj * xr[i];
         }
+        /* the residual after the whole sum: the bits of the separate add it replaces */
+        for (int64_t i = 0; pres && i < c; i++) yr[i] = pres[t * c + i] + yr[i];
     }
 }
 

@@ -253,7 +253,8 @@ sl_group_counts sl_token_dispatcher_counts(const sl_token_dispatcher *d) {
     return sl_counts_device(d->counts, d->kept);
 }
 
-void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y) {
+void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w,
+                                 const sl_tensor *res, sl_tensor *y) {
     sl_profile_begin(d->be, R_UNPERMUTE);
     const int64_t slots = d->tokens * d->topk;
     if (exchanges(d)) {
@@ -266,7 +267,7 @@ void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w
     }
     sl_tensor *pos =
         sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots);
-    sl_op_moe_combine(y, d->ys, pos, topk_w);
+    sl_op_moe_combine(y, d->ys, pos, topk_w, res);
     sl_profile_end(d->be);
 }
 

@@ -91,8 +91,10 @@ void sl_token_dispatcher_dispatch(sl_token_dispatcher *d, const sl_tensor *xn,
 /* The local experts' rows per expert of the last dispatch: local_counts on the host where it
  * read them, else the sort's counts on the device (all experts are local then). */
 sl_group_counts sl_token_dispatcher_counts(const sl_token_dispatcher *d);
-/* y [N, C] (written) from expert_out and the routing weights topk_w [N, k]. */
-void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w, sl_tensor *y);
+/* y [N, C] (written) from expert_out and the routing weights topk_w [N, k], plus res [N, C]
+ * (NULL: nothing; not y itself): sl_op_moe_combine. */
+void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w,
+                                 const sl_tensor *res, sl_tensor *y);
 /* Backward of combine: fills dexpert_out and dtopk_w [N, k] from dy [N, C]. */
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w);

@@ -146,4 +146,11 @@ if(TARGET sluice_cudnn_emu)
   set_tests_properties(test_attention_cudnn_emu test_attention_kernels_cudnn_emu
                        test_attention_cudnn_train_emu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                        LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+  # The training runs without backend.deterministic (cuDNN's backward needs it), so the
+  # embedding's and the scatters' fp32 atomics run: their sums depend on the order by design,
+  # and the emulator's race check (which compares thread orders) would stop at the first
+  # rounding that differs (it did, 2026-11-27, after the residual adds' rounding changed the
+  # gradients' values). The deterministic kernels are race-checked by the other tests.
+  set_tests_properties(test_attention_cudnn_train_emu PROPERTIES
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 endif()

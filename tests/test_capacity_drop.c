@@ -131,7 +131,7 @@ static result run(const routing *r, double cf, sl_drop_policy pol, const char *k
     float *eout = calloc((size_t)slots * c + 1, sizeof(float));
     for (int64_t i = 0; i < rows * c; i++) eout[i] = fexp(row_expert[i / c], ein[i]);
     if (rows) sl_tensor_from_host_range(d.expert_out, 0, rows * c, eout);
-    sl_token_dispatcher_combine(&d, tw, y);
+    sl_token_dispatcher_combine(&d, tw, NULL, y);
 
     sl_token_dispatcher_combine_backward(&d, dy, tw, dw);
     float *dout = calloc((size_t)slots * c + 1, sizeof(float));

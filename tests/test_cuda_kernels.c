@@ -248,14 +248,15 @@ static void test_adamw_forms(void) {}
 
 /* ---- RMSNorm: wide rows and odd offsets ------------------------------------------------------ */
 
-static void rmsnorm_case(int64_t rows, int64_t d, bool odd) {
+/* res: 0 no residual gradient, 1 dres a tensor of its own, 2 dres = dx (in place) */
+static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
     char what[64];
     float *x = normal(rows * d, 1.0f), *w = uniform(d, 0.5f, 1.5f), *dy = normal(rows * d, 1.0f);
-    float *dw0 = normal(d, 1.0f);
+    float *dw0 = normal(d, 1.0f), *dres = normal(rows * d, 1.0f);
     sl_tensor *t[2][8];
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int k = 0; k < 2; k++) {
-        /* x, w, dy, dw as [rows, d] / [d]; y, dx, rstd written */
+        /* x, w, dy, dw as [rows, d] / [d]; y, dx, rstd written; dres */
         t[k][0] =
             odd ? odd_view(be[k], SL_F32, rows * d, x) : sl_test_matrix(be[k], SL_F32, rows, d, x);
         t[k][1] = sl_test_matrix(be[k], SL_F32, d, 1, w);
@@ -264,30 +265,38 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd) {
         t[k][3] = sl_test_matrix(be[k], SL_F32, d, 1, dw0);
         t[k][4] = odd ? odd_view(be[k], SL_F32, rows * d, NULL)
                       : sl_test_matrix(be[k], SL_F32, rows, d, 0);
-        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, NULL)
-                      : sl_test_matrix(be[k], SL_F32, rows, d, 0);
+        const float *dx0 = res == 2 ? dres : NULL;
+        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, dx0)
+                      : sl_test_matrix(be[k], SL_F32, rows, d, dx0);
         t[k][6] = sl_test_matrix(be[k], SL_F32, rows, 1, 0);
+        t[k][7] = res == 2   ? t[k][5]
+                  : res == 1 ? (odd ? odd_view(be[k], SL_F32, rows * d, dres)
+                                    : sl_test_matrix(be[k], SL_F32, rows, d, dres))
+                             : NULL;
         sl_op_rmsnorm_fwd(t[k][4], t[k][6], t[k][0], t[k][1], 1e-6f);
-        sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6]);
+        sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6], t[k][7]);
     }
+    const char *how = res == 2 ? " +dres in place" : res ? " +dres" : "";
     snprintf(what, sizeof what, "rmsnorm %lldx%lld%s y", (long long)rows, (long long)d,
              odd ? " (views)" : "");
     compare(what, t[1][4], t[0][4], 1e-6, 1e-5);
     snprintf(what, sizeof what, "rmsnorm %lldx%lld rstd", (long long)rows, (long long)d);
     compare(what, t[1][6], t[0][6], 1e-6, 1e-5);
-    snprintf(what, sizeof what, "rmsnorm %lldx%lld dx", (long long)rows, (long long)d);
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld dx%s", (long long)rows, (long long)d, how);
     compare(what, t[1][5], t[0][5], 5e-5, 1e-5);
     snprintf(what, sizeof what, "rmsnorm %lldx%lld dw", (long long)rows, (long long)d);
     compare(what, t[1][3], t[0][3], 5e-5, 1e-5);
     sl_test_release();
-    free(x), free(w), free(dy), free(dw0);
+    free(x), free(w), free(dy), free(dw0), free(dres);
 }
 
 static void test_rmsnorm(void) {
-    rmsnorm_case(21, 4104, false); /* packs: windows of 2048, 2048 and 8 columns */
-    rmsnorm_case(5, 2049, false);  /* elements: windows of 1024, 1024 and 1 */
-    rmsnorm_case(40, 64, true);    /* width a multiple of 8 but not aligned: elements */
-    rmsnorm_case(1100, 16, false); /* more rows than 8 per block at the most partials */
+    rmsnorm_case(21, 4104, false, 1); /* fp32 packs: windows of 1024 (4x) and 8 columns */
+    rmsnorm_case(5, 2049, false, 2);  /* elements: windows of 1024, 1024 and 1 */
+    rmsnorm_case(40, 64, true, 1);    /* width a multiple of 8 but not aligned: elements */
+    rmsnorm_case(40, 64, true, 0);
+    rmsnorm_case(1100, 16, false, 2); /* more rows than 8 per block at the most partials */
+    rmsnorm_case(1100, 16, false, 0);
 }
 
 /* ---- embedding --------------------------------------------------------------------------- */

@@ -435,7 +435,7 @@ static void rows_case(int64_t n, int64_t k, int64_t c, sl_dtype dt, bool odd) {
         o[b][7] = MK(n, 1, NULL);                         /* ds */
         o[b][8] = MK(n, c, NULL);                         /* gather of x's rows */
 #undef MK
-        sl_op_moe_combine(o[b][0], tx, tsp, tw);
+        sl_op_moe_combine(o[b][0], tx, tsp, tw, NULL);
         sl_op_moe_combine_bwd(o[b][1], o[b][2], tdy, tx, tsp, tw);
         sl_op_swiglu_fwd(o[b][3], tgu);
         sl_op_swiglu_bwd(o[b][4], tdy, tgu);

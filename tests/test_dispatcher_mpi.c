@@ -279,7 +279,7 @@ static void run_scenario(sl_token_dispatcher *d, const sl_topology *topo, int e,
         free(eout);
     }
 
-    sl_token_dispatcher_combine(d, tw, y);
+    sl_token_dispatcher_combine(d, tw, NULL, y);
 
     /* ---- forward reference ---- */
     float *yref = calloc((size_t)(n ? n : 1) * C, sizeof(float));

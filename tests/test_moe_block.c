@@ -251,7 +251,7 @@ int main(void) {
     harness_init(&h, &v);
 
     /* ---- forward ---- */
-    sl_moe_block_forward(&h.b, h.x, h.y);
+    sl_moe_block_forward(&h.b, h.x, NULL, h.y);
     int32_t idx[N * K];
     sl_tensor_to_host(h.b.router.topk_idx, idx);
     bool same_idx = true;
@@ -288,7 +288,7 @@ int main(void) {
     float *grads[2][2];
     for (int host = 0; host < 2; host++) {
         sl_moe_block_begin_step(&h.b, host == 1);
-        sl_moe_block_forward(&h.b, h.x, h.y);
+        sl_moe_block_forward(&h.b, h.x, NULL, h.y);
         CHECK(h.b.disp->counts_read == (host == 1), "the dispatch read its counts: %d, asked %d",
               (int)h.b.disp->counts_read, host);
         sl_tensor_from_host(h.dy, v.r);

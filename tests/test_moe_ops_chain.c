@@ -64,7 +64,7 @@ static void forward(const block *b, acts *a) {
     sl_op_grouped_matmul(a->gu, a->xs, a->wgu, sl_counts_host(a->counts_h, E), E, true, 0.0f);
     sl_op_swiglu_fwd(a->h, a->gu);
     sl_op_grouped_matmul(a->out, a->h, a->wd, sl_counts_host(a->counts_h, E), E, true, 0.0f);
-    sl_op_moe_combine(a->y, a->out, a->spos, a->w);
+    sl_op_moe_combine(a->y, a->out, a->spos, a->w, NULL);
 }
 
 static void free_acts(acts *a) {

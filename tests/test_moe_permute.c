@@ -123,7 +123,7 @@ static void combine(const comb_case *cc, float *y) {
     sl_tensor *ts = sl_test_tensor(SL_I32, 1, (int64_t[]){cc->n * cc->k}, cc->sp);
     sl_tensor *ty = sl_test_tensor(SL_F32, 2, (int64_t[]){cc->n, cc->c}, NULL);
     sl_op_fill(ty, 7.0f); /* y is written */
-    sl_op_moe_combine(ty, tx, ts, tw);
+    sl_op_moe_combine(ty, tx, ts, tw, NULL);
     sl_tensor_to_host(ty, y);
     sl_tensor_free(tx), sl_tensor_free(tw), sl_tensor_free(ts), sl_tensor_free(ty);
 }
