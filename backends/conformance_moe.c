@@ -227,7 +227,8 @@ void sl_conf_case_scatter_add_rows(cx *c) {
 }
 
 /* gather_add_rows: n destination rows of width c, k positions each, a permutation of the n k
- * slots of which the last `drop` are past src's rows (half of those given as -1): dropped. */
+ * slots of which the last `drop` are past src's rows (half of those given as -1): dropped. Odd
+ * shapes write (beta 0: the destination starts as junk, never read), even ones add. */
 static const struct {
     int n, k, c, drop;
 } k_gadd[] = {{1, 1, 1, 0},    {9, 3, 7, 0},     {9, 3, 7, 8},
@@ -236,8 +237,13 @@ static const struct {
 void sl_conf_case_gather_add_rows(cx *c) {
     const int64_t n = PICK(c, k_gadd)->n, k = k_gadd[c->shape].k, w = k_gadd[c->shape].c;
     const int64_t m = n * k - k_gadd[c->shape].drop;
-    desc(c, "N%lld/k%lld/C%lld/M%lld", (long long)n, (long long)k, (long long)w, (long long)m);
-    const float *src = gen_normal(c, m * w, 1.0), *dst0 = gen_normal(c, n * w, 1.0);
+    const float beta = c->shape % 2 ? 0.0f : 1.0f;
+    desc(c, "N%lld/k%lld/C%lld/M%lld%s", (long long)n, (long long)k, (long long)w, (long long)m,
+         beta == 0.0f ? "/written" : "");
+    const float *src = gen_normal(c, m * w, 1.0);
+    float *dst0 = gen_normal(c, n * w, 1.0);
+    if (beta == 0.0f) /* the reference's start, and the sum bound's magnitudes */
+        for (int64_t i = 0; i < n * w; i++) dst0[i] = 0.0f;
     int32_t *pos = gen_perm(c, n * k);
     int32_t *idx = halloc(c, sizeof(int32_t) * (size_t)m); /* the inverse */
     for (int64_t s = 0; s < n * k; s++) {
@@ -251,8 +257,8 @@ void sl_conf_case_gather_add_rows(cx *c) {
         for (int64_t i = 0; i < n * w; i++) dst[i] = dst0[i];
         for (int64_t i = 0; i < m * w; i++) dst[(int64_t)idx[i / w] * w + i % w] += src[i];
     } else {
-        sl_tensor *td = ACT(c, dst0, n, w);
-        sl_op_gather_add_rows(td, ACT(c, src, m, w), I32(c, pos, n * k), (int)k);
+        sl_tensor *td = ACT(c, beta == 0.0f ? junk(c, n * w) : dst0, n, w);
+        sl_op_gather_add_rows(td, ACT(c, src, m, w), I32(c, pos, n * k), (int)k, beta);
         got(c, "dst", td);
     }
     rows_sum_bound(c, dst0, src, idx, n, m, w);

@@ -241,7 +241,7 @@ static void run_case(sl_backend *be, sl_comm *ep, const opts *o, int hidden, con
         TIMED(T_DISPATCH, sl_token_dispatcher_dispatch(&d, xn, idx, w));
         TIMED(T_COMBINE, sl_token_dispatcher_combine(&d, w, y));
         TIMED(T_CBWD, sl_token_dispatcher_combine_backward(&d, dy, w, dw));
-        TIMED(T_DBWD, sl_token_dispatcher_dispatch_backward(&d, dxn));
+        TIMED(T_DBWD, sl_token_dispatcher_dispatch_backward(&d, dxn, 1.0f));
         if (o->profile) continue;
         TIMED(T_BARE_THERE,
               MPI_Alltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, MPI_COMM_WORLD));

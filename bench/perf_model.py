@@ -312,8 +312,9 @@ def layer_ops(mc, batch, seq, precision, layer=0):
         ops[-1].bytes = S_ * 2 * Im * a + S_ * h * a + 2 * E * 2 * Im * h * f
         gemm("grouped GEMM gate_up dX", "bwd", S_, h, 2 * Im, a, a, a)
         ops[-1].bytes = S_ * 2 * Im * a + E * 2 * Im * h * a + S_ * h * a
-        add("zero dxn", "bwd", "mem", 0, T * h * a)
-        add("gather_add_rows (permute bwd)", "bwd", "mem", S_ * h, S_ * h * a + 2 * T * h * a + S_ * 4)
+        # the permutation's backward writes dxn (its first writer: no zeroing pass before it)
+        add("gather_add_rows (permute bwd, writes dxn)", "bwd", "mem", S_ * h,
+            S_ * h * a + T * h * a + S_ * 4)
         add("router_bwd", "bwd", "mem", 10.0 * T * E, 3 * T * E * f + T * k * (4 + 2 * f))
         gemm("router GEMM dW (fp32)", "bwd", E, h, T, f, f, f, c_rw=True)
         ops[-1].kind = "gemm32"

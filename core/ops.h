@@ -284,12 +284,14 @@ void sl_op_moe_counts(sl_tensor *acc, sl_tensor *freq, const sl_tensor *counts, 
 void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
 /* dst[idx[i]] += src[i] (accumulated; several i may share a row). */
 void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx);
-/* dst[n] += sum over j < k of src[pos[n*k + j]] for dst [N, C], src [M, C], pos [N*k] i32,
- * 1 <= k <= 32; positions outside [0, M) are skipped (the slots a capacity drop left out). The
- * terms are added in increasing position: when pos lists, for each n, the rows i with idx[i] = n,
- * the sums of sl_op_scatter_add_rows(dst, src, idx) in its order, without inverting idx (the
- * dispatcher has slot_pos from its sort). */
-void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k);
+/* dst[n] = beta dst[n] + sum over j < k of src[pos[n*k + j]] for dst [N, C], src [M, C], pos
+ * [N*k] i32, 1 <= k <= 32, beta 1 (added) or 0 (written: dst's old contents are not read, a row
+ * with no valid position becomes 0); positions outside [0, M) are skipped (the slots a capacity
+ * drop left out). The terms are added in increasing position: when pos lists, for each n, the
+ * rows i with idx[i] = n, the sums of sl_op_scatter_add_rows(dst, src, idx) in its order (into
+ * a zeroed dst for beta 0), without inverting idx (the dispatcher has slot_pos from its sort). */
+void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k,
+                           float beta);
 /* y[n] = res[n] + sum_j w[n, j] * x[slot_pos[n*k + j]]; y [N, C] written, x [N*k, C], w [N, k].
  * res (shaped as y, not y itself; NULL: no term) is the residual stream the MoE block's output
  * joins, added after the sum (the residual add after the block, without its pass). */

@@ -77,14 +77,16 @@ void sl_op_gather_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *id
     DISPATCH(BE(dst), gather_rows, dst, src, idx);
 }
 
-void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k) {
+void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos, int k,
+                           float beta) {
     need_dtype("gather_add_rows", "pos", pos, SL_I32);
     need_float("gather_add_rows", "src", src);
     need_like("gather_add_rows", "dst", dst, src);
     SL_CHECK(sl_last_dim(dst) == sl_last_dim(src), "gather_add_rows: row widths differ");
     SL_CHECK(k >= 1 && k <= 32, "gather_add_rows: k = %d is not in 1..32", k);
     need_numel("gather_add_rows", "pos", pos, sl_rows(dst) * k);
-    DISPATCH(BE(dst), gather_add_rows, dst, src, pos, k);
+    SL_CHECK(beta == 0.0f || beta == 1.0f, "gather_add_rows: beta = %g is not 0 or 1", beta);
+    DISPATCH(BE(dst), gather_add_rows, dst, src, pos, k, beta);
 }
 
 void sl_op_scatter_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor *idx) {

@@ -101,7 +101,7 @@ void sl_cuda_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const 
 void sl_cuda_scatter_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
                               const sl_tensor *idx);
 void sl_cuda_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos,
-                             int k);
+                             int k, float beta);
 void sl_cuda_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                          const sl_tensor *w, const sl_tensor *res);
 void sl_cuda_moe_combine_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,

@@ -229,14 +229,12 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
                                  d->dexpert_in);
         sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
         expert_weights(b);
-        sl_tensor_zero(dxn);
-        sl_token_dispatcher_dispatch_backward_finish(d, back, dxn);
+        sl_token_dispatcher_dispatch_backward_finish(d, back, dxn, 0.0f); /* dxn's first writer */
     } else {
         sl_experts_backward_data(&b->experts, sl_token_dispatcher_counts(d), d->dexpert_out,
                                  d->dexpert_in);
         expert_weights(b);
-        sl_tensor_zero(dxn);
-        sl_token_dispatcher_dispatch_backward(d, dxn);
+        sl_token_dispatcher_dispatch_backward(d, dxn, 0.0f); /* dxn's first writer */
     }
     /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
      * f_i = k * count_i / slots; f is a constant (counts are not differentiable). */

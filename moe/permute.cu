@@ -402,7 +402,8 @@ __global__ void SL_MOE_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
     }
 }
 
-/* dst[r] += src[q] over row r's valid positions q in increasing order (sl_op_gather_add_rows):
+/* dst[r] (= 0 first with beta 0, never read then) += src[q] over row r's valid positions q in
+ * increasing order (sl_op_gather_add_rows):
  * one warp per destination row. Lane j < k holds position j (invalid ones as UINT32_MAX), its rank
  * among the row's positions (ties, only between invalid ones, by lane) comes from k shuffles, and
  * lane t ends up holding the position of rank t; the row is then summed as scatter_rows_kernel
@@ -410,7 +411,7 @@ __global__ void SL_MOE_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
 template <typename T, int V>
 __global__ void SL_MOE_ROW_BOUNDS gather_add_kernel(T *__restrict__ dst, const T *__restrict__ src,
                                                     const int32_t *__restrict__ pos, int64_t rows,
-                                                    int64_t m, int64_t c, int k) {
+                                                    int64_t m, int64_t c, int k, bool add) {
     const int lane = threadIdx.x & 31;
     const unsigned full = 0xffffffffu;
     SL_MOE_FOR_WARP_ROWS(r, rows) {
@@ -437,7 +438,7 @@ __global__ void SL_MOE_ROW_BOUNDS gather_add_kernel(T *__restrict__ dst, const T
             const int64_t c0 = it * 32 * V + (int64_t)lane * V;
             const bool in = c0 < c;
             float acc[V] = {}, v[V];
-            if (in) sl_moe_vload<T, V>(acc, d + c0);
+            if (in && add) sl_moe_vload<T, V>(acc, d + c0);
             for (int t = 0; t < k; t++) {
                 const uint32_t q = __shfl_sync(full, mine, t);
                 if (q == 0xffffffffu) break; /* the invalid ones come last */
@@ -468,13 +469,13 @@ static void scatter_sorted_launch(cudaStream_t st, sl_tensor *dst, const sl_tens
 } // namespace
 
 extern "C" void sl_cuda_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src,
-                                        const sl_tensor *pos, int k) {
+                                        const sl_tensor *pos, int k, float beta) {
     const int64_t rows = sl_rows(dst), c = sl_last_dim(dst), m = sl_rows(src);
     if (rows == 0 || c == 0) return;
     SL_DISPATCH_FLOAT(dst->dtype, T, {
         SL_MOE_ROW_LAUNCH(gather_add_kernel, T, sl_moe_rows_vec16<T>(c, dst->data, src->data),
                           "gather_add_rows", sl_cuda_stream(ctx), rows, sl_ptr<T>(dst),
-                          sl_ptr<T>(src), sl_ptr<int32_t>(pos), rows, m, c, k);
+                          sl_ptr<T>(src), sl_ptr<int32_t>(pos), rows, m, c, k, beta != 0.0f);
     });
 }
 

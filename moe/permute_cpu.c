@@ -76,7 +76,7 @@ void sl_cpu_gather_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const s
 }
 
 void sl_cpu_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, const sl_tensor *pos,
-                            int k) {
+                            int k, float beta) {
     (void)ctx;
     SL_CHECK(dst->dtype == SL_F32 && src->dtype == SL_F32, "cpu gather_add_rows: only f32");
     const int64_t n = sl_rows(dst), c = sl_last_dim(dst), m = sl_rows(src);
@@ -97,6 +97,8 @@ void sl_cpu_gather_add_rows(void *ctx, sl_tensor *dst, const sl_tensor *src, con
             q[i] = p;
         }
         float *d = pd + r * c;
+        if (beta == 0.0f) /* written: the sums of a zeroed row, bit for bit */
+            for (int64_t j = 0; j < c; j++) d[j] = 0.0f;
         for (int i = 0; i < nq; i++) {
             const float *s = ps + (int64_t)q[i] * c;
             for (int64_t j = 0; j < c; j++) d[j] += s[j];

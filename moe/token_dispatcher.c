@@ -283,9 +283,9 @@ void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tenso
     }
 }
 
-void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn) {
+void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn, float beta) {
     sl_token_dispatcher_dispatch_backward_finish(d, sl_token_dispatcher_dispatch_backward_start(d),
-                                                 dxn);
+                                                 dxn, beta);
 }
 
 sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d) {
@@ -299,9 +299,12 @@ sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher
 }
 
 void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
-                                                  sl_tensor *dxn) {
+                                                  sl_tensor *dxn, float beta) {
     if (req)
         SL_PROFILE_REGION (d->be, R_EXCHANGE) sl_comm_wait(req);
+    /* written where nothing writes it below: no kept row, or the scatter that only adds */
+    if (beta == 0.0f && (d->kept == 0 || d->topk > 32))
+        SL_PROFILE_REGION (d->be, R_PERMUTE_B) sl_tensor_zero(dxn);
     if (d->kept == 0) return;
     /* each token's gradient from its kept rows, through the forward sort's inverse (slot_pos,
      * or with drops combine_pos, whose dropped slots point past the kept rows): no sort here.
@@ -313,7 +316,7 @@ void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_com
             sl_op_gather_add_rows(
                 dxn, sl_tensor_view_set2(d->hv[0], d->dxs, 0, d->kept, d->hidden),
                 sl_tensor_view_set1(d->hv[1], drops(d) ? d->combine_pos : d->slot_pos, 0, slots),
-                d->topk);
+                d->topk, beta);
         else
             sl_op_scatter_add_rows(dxn, d->dxs,
                                    sl_tensor_view_set1(d->hv[0],

@@ -98,14 +98,16 @@ void sl_token_dispatcher_combine(sl_token_dispatcher *d, const sl_tensor *topk_w
 /* Backward of combine: fills dexpert_out and dtopk_w [N, k] from dy [N, C]. */
 void sl_token_dispatcher_combine_backward(sl_token_dispatcher *d, const sl_tensor *dy,
                                           const sl_tensor *topk_w, sl_tensor *dtopk_w);
-/* Backward of dispatch: adds the gradient of xn (from dexpert_in) into dxn. */
-void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn);
+/* Backward of dispatch: the gradient of xn (from dexpert_in) into dxn, dxn = beta dxn + it with
+ * beta 1 (added) or 0 (written, dxn's old contents unread: no zeroing pass before it). */
+void sl_token_dispatcher_dispatch_backward(sl_token_dispatcher *d, sl_tensor *dxn, float beta);
 /* The same in two halves: _start starts the exchange of dexpert_in back to the origin ranks
  * (NULL without expert parallelism), after which dexpert_in must not be written until _finish;
- * _finish joins it and adds into dxn. Work queued in between may overlap the exchange. */
+ * _finish joins it and writes or adds into dxn (beta). Work queued in between may overlap the
+ * exchange. */
 sl_comm_request *sl_token_dispatcher_dispatch_backward_start(sl_token_dispatcher *d);
 void sl_token_dispatcher_dispatch_backward_finish(sl_token_dispatcher *d, sl_comm_request *req,
-                                                  sl_tensor *dxn);
+                                                  sl_tensor *dxn, float beta);
 /* Exchanges this micro-batch's local expert rows and their output gradients (expert_in,
  * dexpert_out: what the experts' weight gradients read) with *in and *dout, which hold nothing
  * and are first grown to the dispatcher's buffers (allocated when null): the caller keeps the

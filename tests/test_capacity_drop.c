@@ -139,7 +139,7 @@ static result run(const routing *r, double cf, sl_drop_policy pol, const char *k
     sl_op_fill(d.dexpert_in, 1e6f);
     for (int64_t i = 0; i < rows * c; i++) dout[i] *= 1.0f + (float)row_expert[i / c];
     if (rows) sl_tensor_from_host_range(d.dexpert_in, 0, rows * c, dout);
-    sl_token_dispatcher_dispatch_backward(&d, dx);
+    sl_token_dispatcher_dispatch_backward(&d, dx, 1.0f);
 
     result res = {sl_test_host_f32(y), sl_test_host_f32(dx), sl_test_host_f32(dw)};
 

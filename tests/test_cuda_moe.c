@@ -20,6 +20,7 @@
  * Runs wherever the build has the CUDA backend (on a GPU, or emulated on the CPU); elsewhere
  * it reports itself skipped.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,11 +338,13 @@ static void test_scatter_atomic(void) {
 /* gather_add_rows (the permutation's backward through slot_pos) against scatter_add_rows
  * through the inverse, bitwise, on the CUDA backend, and against the CPU's gather_add_rows
  * (bitwise in fp32; in bf16 the CPU's fp32 sums rounded once). n tokens of k slots, a random
- * permutation of them; `drop` of the n k positions past the m = n k - drop source rows. */
-static void gather_add_case(int64_t n, int k, int64_t c, int64_t drop, sl_dtype dt) {
+ * permutation of them; `drop` of the n k positions past the m = n k - drop source rows. beta 0:
+ * the gather writes (its destinations start as NaN, never read) and the scatter adds into zeros.
+ */
+static void gather_add_case(int64_t n, int k, int64_t c, int64_t drop, sl_dtype dt, float beta) {
     char what[96];
-    snprintf(what, sizeof what, "gather_add_rows N%lld/k%d/C%lld/drop%lld %s", (long long)n, k,
-             (long long)c, (long long)drop, dt == SL_BF16 ? "bf16" : "f32");
+    snprintf(what, sizeof what, "gather_add_rows N%lld/k%d/C%lld/drop%lld %s beta %g", (long long)n,
+             k, (long long)c, (long long)drop, dt == SL_BF16 ? "bf16" : "f32", beta);
     const int64_t slots = n * k, m = slots - drop;
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)slots),
             *idx = malloc(sizeof(int32_t) * (size_t)m);
@@ -361,12 +364,15 @@ static void gather_add_case(int64_t n, int k, int64_t c, int64_t drop, sl_dtype 
         src = a, dst = b;
     }
     sl_tensor *cd = sl_test_matrix(g_cpu, SL_F32, n, c, dst);
-    sl_op_gather_add_rows(cd, sl_test_matrix(g_cpu, SL_F32, m, c, src),
-                          sl_test_matrix(g_cpu, SL_I32, slots, 1, pos), k);
     sl_tensor *gs = sl_test_ftensor(g_cuda, dt, m, c, src);
     sl_tensor *gd = sl_test_ftensor(g_cuda, dt, n, c, dst),
               *sd = sl_test_ftensor(g_cuda, dt, n, c, dst);
-    sl_op_gather_add_rows(gd, gs, sl_test_matrix(g_cuda, SL_I32, slots, 1, pos), k);
+    if (beta == 0.0f) {
+        sl_op_fill(cd, NAN), sl_op_fill(gd, NAN), sl_op_fill(sd, 0.0f);
+    }
+    sl_op_gather_add_rows(cd, sl_test_matrix(g_cpu, SL_F32, m, c, src),
+                          sl_test_matrix(g_cpu, SL_I32, slots, 1, pos), k, beta);
+    sl_op_gather_add_rows(gd, gs, sl_test_matrix(g_cuda, SL_I32, slots, 1, pos), k, beta);
     sl_op_scatter_add_rows(sd, gs, sl_test_matrix(g_cuda, SL_I32, m, 1, idx));
     float *want = sl_test_host_floats(cd), *got = sl_test_host_floats(gd);
     float *scat = sl_test_host_floats(sd);
@@ -379,14 +385,16 @@ static void gather_add_case(int64_t n, int k, int64_t c, int64_t drop, sl_dtype 
 }
 
 static void test_scatter(void) {
-    gather_add_case(4096, 8, 64, 0, SL_F32);         /* top-8 */
-    gather_add_case(4096, 8, 2048, 0, SL_BF16);      /* the 15A2B row width, 16-byte packs */
-    gather_add_case(300, 32, 24, 1000, SL_F32);      /* a full warp of slots; drops */
-    gather_add_case(77, 3, 5, 20, SL_BF16);          /* rows not a multiple of 8 */
-    scatter_case(131072, 20000, 24, SL_F32, false);  /* 18 bits: two radix passes; packs */
-    scatter_case(131072, 20000, 24, SL_BF16, false); /* bf16 packs of 8 */
-    scatter_case(3000000, 5000, 1, SL_F32, false);   /* 22 bits: three passes */
-    scatter_case(50, 4000, 5, SL_F32, true);         /* ~1600 sources on one row; bad indices */
+    gather_add_case(4096, 8, 64, 0, SL_F32, 1.0f);    /* top-8 */
+    gather_add_case(4096, 8, 2048, 0, SL_BF16, 1.0f); /* the 15A2B row width, 16-byte packs */
+    gather_add_case(4096, 8, 2048, 0, SL_BF16, 0.0f); /* written: the MoE backward's dxn */
+    gather_add_case(300, 32, 24, 1000, SL_F32, 1.0f); /* a full warp of slots; drops */
+    gather_add_case(300, 32, 24, 1000, SL_F32, 0.0f); /* rows all dropped become 0 */
+    gather_add_case(77, 3, 5, 20, SL_BF16, 1.0f);     /* rows not a multiple of 8 */
+    scatter_case(131072, 20000, 24, SL_F32, false);   /* 18 bits: two radix passes; packs */
+    scatter_case(131072, 20000, 24, SL_BF16, false);  /* bf16 packs of 8 */
+    scatter_case(3000000, 5000, 1, SL_F32, false);    /* 22 bits: three passes */
+    scatter_case(50, 4000, 5, SL_F32, true);          /* ~1600 sources on one row; bad indices */
     scatter_case(50, 4000, 5, SL_BF16, true);
 }
 

@@ -324,7 +324,7 @@ static void run_scenario(sl_token_dispatcher *d, const sl_topology *topo, int e,
         if (rows) sl_tensor_from_host_range(d->dexpert_in, 0, rows * C, din);
         free(din), free(dout);
     }
-    sl_token_dispatcher_dispatch_backward(d, dx);
+    sl_token_dispatcher_dispatch_backward(d, dx, 1.0f);
     if (n) {
         float *dwh = sl_test_host_f32(dw), *dxh = sl_test_host_f32(dx);
         double e1 = sl_test_compare(tag, dwh, dwref, (int64_t)n * K, 1e-6, 1e-5);
