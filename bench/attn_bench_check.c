@@ -138,7 +138,7 @@ static void sample_rows(int n, const ab_shape *s, int heads, attn_ref_row *rows)
         const int64_t even = n > 1 ? (int64_t)r * (s->seq - 1) / (n - 1) : 0;
         int64_t i = even + (r > 0 && r < n - 1 ? (r * 37) % 61 - 30 : 0);
         i = i < 0 ? 0 : i >= s->seq ? s->seq - 1 : i;
-        const int b = r == n - 1 ? s->batch - 1 : r % s->batch;
+        const int b = r > 0 && r == n - 1 ? s->batch - 1 : r % s->batch;
         rows[r] = (attn_ref_row){.b = b, .i = (int)i, .h = (r * 7) % heads};
     }
 }
