@@ -145,7 +145,8 @@ def activation_pieces(mc, a):
     attn_set = (h + wq + hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4
     kernel_out = 2 * hd * a + H * 4  # y, o; fp32 lse
     ffn = 2 * h * a + 4  # xn, y, rstd
-    moe = ffn + (3 * E + 2 * k) * 4 + 3 * k * 4  # router fp32; int32 indices
+    # the MoE block has no y: its combine writes the layer's output (moe/ffn_block.c)
+    moe = ffn - h * a + (3 * E + 2 * k) * 4 + 3 * k * 4  # router fp32; int32 indices
     if a != 4:
         moe += 2 * h * 4  # the router's fp32 copies of its input and input gradient
     moe += 4 * k * h * a + k * 6 * mc.get("moe_intermediate_size", 0) * a  # xs..dys; experts

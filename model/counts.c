@@ -105,10 +105,11 @@ static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
     p.residual = 2 * h * a;
     p.attn_set = (h + wq + hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4.0;
     p.kernel_out = 2 * hd * a + H * 4.0;
-    const double ffn = 2 * h * a + 4.0;                     /* xn, y, rstd */
-    double moe = ffn + (3 * E + 2 * k) * 4.0 + 3 * k * 4.0; /* router fp32, int32 indices */
-    if (a != 4) moe += 2 * h * 4.0;                         /* the router's fp32 copies */
-    const double rows = ep > 1 ? 8 * k : 4 * k;             /* xs, ys, dxs, dys (+ received) */
+    const double ffn = 2 * h * a + 4.0; /* xn, y, rstd */
+    /* the MoE block has no y: its combine writes the layer's output (moe/ffn_block.c) */
+    double moe = ffn - h * a + (3 * E + 2 * k) * 4.0 + 3 * k * 4.0; /* router fp32, indices */
+    if (a != 4) moe += 2 * h * 4.0;                                 /* the router's fp32 copies */
+    const double rows = ep > 1 ? 8 * k : 4 * k; /* xs, ys, dxs, dys (+ received) */
     moe += rows * h * a + k * 6.0 * m->moe_intermediate_size * a;
     if (m->shared_expert_intermediate_size > 0)
         moe += (6.0 * m->shared_expert_intermediate_size + 2 * h + 1) * a;

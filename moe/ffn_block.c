@@ -31,7 +31,9 @@ void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *m, sl_backend *be,
     b->borrowed = false;
     b->xn = sl_tensor_new2(be, a, t, m->hidden);
     b->rstd = sl_tensor_new1(be, SL_F32, t);
-    b->y = sl_tensor_new2(be, a, t, m->hidden);
+    /* the dense FFN's output before the residual add; the MoE block's combine writes the
+     * layer's output itself */
+    b->y = b->is_moe ? NULL : sl_tensor_new2(be, a, t, m->hidden);
     if (b->is_moe)
         sl_moe_block_alloc(&b->moe, &m->moe, be, ep, t, opts);
     else

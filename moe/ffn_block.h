@@ -28,7 +28,7 @@ typedef struct {
     sl_moe_block moe;
     sl_swiglu_mlp mlp;
     float eps;
-    sl_tensor *xn, *rstd, *y; /* saved normed input, rstd; FFN output temporary */
+    sl_tensor *xn, *rstd, *y; /* saved normed input, rstd; the dense FFN's output (NULL: MoE) */
     bool borrowed;            /* they belong to another layer's block (sl_ffn_block_share) */
 } sl_ffn_block;
 

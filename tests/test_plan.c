@@ -71,7 +71,8 @@ static void check_15a2b(const sl_config *cfg) {
                                qn, k, kn, v, g */
                             + (1 + 32 + 4) * 4.0;        /* fp32 rstd, q_rstd, k_rstd */
     const double kernel_out = 2 * 4096 * 2.0 + 32 * 4.0; /* y, o; fp32 lse */
-    const double moe = 2 * 2048 * 2.0 + 4.0              /* ffn xn, y; rstd */
+    const double moe = 2048 * 2.0 + 4.0                  /* ffn xn (no y: the combine writes
+                                                            the layer's output); rstd */
                        + (3 * 128 + 2 * 8) * 4.0         /* logits, probs, dlogits, topk_w(2) */
                        + 3 * 8 * 4.0                     /* topk_idx, sorted_token, slot_pos */
                        + 2 * 2048 * 4.0                  /* the router's fp32 x and dx */
