@@ -282,15 +282,20 @@ static double free_bytes(const ab_options *o, char *device, size_t len) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : -1;
 }
 
-/* Device memory the run of shape `a` took beyond its tensors: free memory `before` the tensors
- * minus free memory now, minus the tensors' bytes (the kernels' workspaces and the backend's
+/* Free device memory on the cuda backend, -1 elsewhere (host memory says nothing of a run). */
+static double device_free(const ab_options *o) {
+    char device[256];
+    return strcmp(o->backend, "cuda") == 0 ? free_bytes(o, device, sizeof device) : -1;
+}
+
+/* Device memory the run of shape `a` took beyond its tensors: device_free `before` the tensors
+ * minus device_free now, minus the tensors' bytes (the kernels' workspaces and the backend's
  * allocator cache; a later shape of the same backend may reuse what an earlier one cached). -1
  * where it cannot be measured (the cpu backend). */
 static double extra_bytes(const ab_options *o, const ab_set *a, double before) {
-    char device[256];
-    if (before < 0 || strcmp(o->backend, "cuda") != 0) return -1;
+    if (before < 0) return -1;
     sl_backend_synchronize(sl_tensor_backend(a->q));
-    const double now = free_bytes(o, device, sizeof device);
+    const double now = device_free(o);
     return now < 0 ? -1 : before - now - ab_set_bytes(&a->s, o->gate, o->dt);
 }
 
@@ -403,8 +408,7 @@ static int run_kernel(const ab_options *o, const char *choice, bool implicit,
             continue;
         }
         int32_t *seg = ab_build_seg(o, s);
-        const double before =
-            strcmp(o->backend, "cuda") == 0 ? free_bytes(o, device, sizeof device) : -1;
+        const double before = device_free(o);
         ab_set a;
         ab_set_create(&a, be, o->dt, s, o->gate, seg);
         float *host = sl_xmalloc(sizeof(float) * AB_CHUNK);

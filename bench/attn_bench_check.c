@@ -64,22 +64,17 @@ static void outputs_of(const ab_set *a, const sl_tensor *out[AB_N_OUT]) {
     memcpy(out, o, sizeof o);
 }
 
-/* Fills ref[AB_N_OUT] (NULL where absent) with the reference outputs for inputs h. */
-static int reference(const ab_options *o, const ab_set *a, const host_inputs *h, const int32_t *seg,
-                     double *ref[AB_N_OUT]) {
+/* The shape as the double-precision reference (bench/attn_bench_ref.h) takes it. */
+static attn_ref_dims ref_dims(const ab_options *o, const ab_set *a, const int32_t *seg) {
     const ab_shape *s = &a->s;
-    const int64_t n[AB_N_OUT] = {a->nq, a->nq, a->t * s->heads, a->nq, a->nk, a->nk, a->ng};
-    memset(ref, 0, sizeof(double *) * AB_N_OUT);
-    if (strcmp(o->backend, "cpu") == 0) {
-        for (int i = 0; i < AB_N_OUT; i++)
-            if (n[i]) ref[i] = sl_xmalloc(sizeof(double) * (size_t)n[i]);
-        const attn_ref_dims d = {
-            s->batch, s->seq, s->heads, s->kv, s->d, o->gate, 1.0 / sqrt((double)s->d), seg};
-        attn_ref_fwd(&d, h->q, h->k, h->v, h->g, ref[0], ref[1], ref[2]);
-        attn_ref_bwd(&d, h->dy, h->q, h->k, h->v, h->g, ref[1], ref[2], ref[3], ref[4], ref[5],
-                     ref[6]);
-        return 0;
-    }
+    return (attn_ref_dims){
+        s->batch, s->seq, s->heads, s->kv, s->d, o->gate, 1.0 / sqrt((double)s->d), seg};
+}
+
+/* The CPU backend's outputs for inputs h (rounded to the dtype under test, so both sides
+ * compute on the same values) as doubles into ref (n[i] each; none for an absent output). */
+static int cpu_reference(const ab_options *o, const ab_set *a, const host_inputs *h,
+                         const int32_t *seg, const int64_t n[AB_N_OUT], double *ref[AB_N_OUT]) {
     char err[512];
     sl_backend_params bp = {.threads = 0, .device = -1};
     sl_backend *cpu = sl_backend_create("cpu", &bp, err, sizeof err);
@@ -88,7 +83,7 @@ static int reference(const ab_options *o, const ab_set *a, const host_inputs *h,
         return -1;
     }
     ab_set r;
-    ab_set_create(&r, cpu, SL_F32, s, o->gate, seg);
+    ab_set_create(&r, cpu, SL_F32, &a->s, o->gate, seg);
     upload_inputs(&r, h);
     ab_forward(&r);
     ab_backward(&r);
@@ -117,12 +112,23 @@ static void ref_values_free(ref_values *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The whole reference (reference() above) as ref_values. */
-static int full_reference(const ab_options *o, const ab_set *a, const host_inputs *h,
-                          const int32_t *seg, ref_values out[AB_N_OUT]) {
-    double *ref[AB_N_OUT];
-    if (reference(o, a, h, seg, ref) != 0) return -1;
-    const int64_t n[AB_N_OUT] = {a->nq, a->nq, a->t * a->s.heads, a->nq, a->nk, a->nk, a->ng};
+/* Fills out[AB_N_OUT] with the whole reference for inputs h, every element of every output
+ * (none where absent). */
+static int reference(const ab_options *o, const ab_set *a, const host_inputs *h, const int32_t *seg,
+                     ref_values out[AB_N_OUT]) {
+    const ab_shape *s = &a->s;
+    const int64_t n[AB_N_OUT] = {a->nq, a->nq, a->t * s->heads, a->nq, a->nk, a->nk, a->ng};
+    double *ref[AB_N_OUT] = {0};
+    if (strcmp(o->backend, "cpu") == 0) {
+        for (int i = 0; i < AB_N_OUT; i++)
+            if (n[i]) ref[i] = sl_xmalloc(sizeof(double) * (size_t)n[i]);
+        const attn_ref_dims d = ref_dims(o, a, seg);
+        attn_ref_fwd(&d, h->q, h->k, h->v, h->g, ref[0], ref[1], ref[2]);
+        attn_ref_bwd(&d, h->dy, h->q, h->k, h->v, h->g, ref[1], ref[2], ref[3], ref[4], ref[5],
+                     ref[6]);
+    } else if (cpu_reference(o, a, h, seg, n, ref) != 0) {
+        return -1;
+    }
     for (int i = 0; i < AB_N_OUT; i++)
         out[i] = (ref_values){.n = ref[i] ? n[i] : 0, .at = NULL, .val = ref[i]};
     return 0;
@@ -150,7 +156,7 @@ static void sampled_reference(const ab_options *o, const ab_set *a, const host_i
                               ref_values out[AB_N_OUT]) {
     const ab_shape *s = &a->s;
     const int n = o->check_rows, D = s->d, H = s->heads, KV = s->kv;
-    const attn_ref_dims d = {s->batch, s->seq, H, KV, D, o->gate, 1.0 / sqrt((double)D), seg};
+    const attn_ref_dims d = ref_dims(o, a, seg);
     attn_ref_row *qr = sl_xmalloc(sizeof *qr * (size_t)n), *kr = sl_xmalloc(sizeof *kr * (size_t)n);
     sample_rows(n, s, H, qr);
     sample_rows(n, s, KV, kr);
@@ -208,7 +214,7 @@ int ab_check_shape(const ab_options *o, ab_set *a, const int32_t *seg) {
         ab_download(a, a->lse, lse), ab_download(a, a->o, out_o);
         sampled_reference(o, a, &h, seg, lse, out_o, ref);
         free(lse), free(out_o);
-    } else if (full_reference(o, a, &h, seg, ref) != 0) {
+    } else if (reference(o, a, &h, seg, ref) != 0) {
         host_inputs_free(&h);
         return -1;
     }

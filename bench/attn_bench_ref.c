@@ -40,9 +40,34 @@ static double dot(const float *x, const float *y, int n) {
     return s;
 }
 
+/* Query row i of sequence b, head h: the scores s[j] (j in the row's keys, [lo, i]; s has at
+ * least i + 1 entries), o and y [D]; returns the log-sum-exp. attn_ref_fwd's and
+ * attn_ref_query_row's forward. */
+static double fwd_row(const attn_ref_dims *a, int b, int h, int i, const float *q, const float *k,
+                      const float *v, const float *g, double *s, double *o, double *y) {
+    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, c = h / (H / KV);
+    const int64_t t = (int64_t)b * S + i, row = (t * H + h) * D;
+    const int lo = first_key(a, b, i);
+    double m = -INFINITY, sum = 0.0;
+    for (int j = lo; j <= i; j++) {
+        s[j] = a->scale * dot(q + row, k + (((int64_t)b * S + j) * KV + c) * D, D);
+        if (s[j] > m) m = s[j];
+    }
+    for (int j = lo; j <= i; j++) sum += exp(s[j] - m);
+    const double l = m + log(sum);
+    for (int e = 0; e < D; e++) o[e] = 0.0;
+    for (int j = lo; j <= i; j++) {
+        const double p = exp(s[j] - l);
+        const float *vj = v + (((int64_t)b * S + j) * KV + c) * D;
+        for (int e = 0; e < D; e++) o[e] += p * vj[e];
+    }
+    for (int e = 0; e < D; e++) y[e] = g ? o[e] * sigmoid(gate_at(a, g, t, h, e)) : o[e];
+    return l;
+}
+
 void attn_ref_fwd(const attn_ref_dims *a, const float *q, const float *k, const float *v,
                   const float *g, double *y, double *o, double *lse) {
-    const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, group = H / KV;
+    const int S = a->seq, H = a->heads, D = a->d;
 #pragma omp parallel
     {
         double *s = sl_xmalloc(sizeof(double) * (size_t)S);
@@ -51,24 +76,7 @@ void attn_ref_fwd(const attn_ref_dims *a, const float *q, const float *k, const 
             for (int h = 0; h < H; h++)
                 for (int i = 0; i < S; i++) {
                     const int64_t t = (int64_t)b * S + i, row = (t * H + h) * D;
-                    const int lo = first_key(a, b, i);
-                    double m = -INFINITY, sum = 0.0;
-                    for (int j = lo; j <= i; j++) {
-                        const int64_t kr = (((int64_t)b * S + j) * KV + h / group) * D;
-                        s[j] = a->scale * dot(q + row, k + kr, D);
-                        if (s[j] > m) m = s[j];
-                    }
-                    for (int j = lo; j <= i; j++) sum += exp(s[j] - m);
-                    const double l = m + log(sum);
-                    lse[t * H + h] = l;
-                    for (int e = 0; e < D; e++) o[row + e] = 0.0;
-                    for (int j = lo; j <= i; j++) {
-                        const double p = exp(s[j] - l);
-                        const float *vj = v + (((int64_t)b * S + j) * KV + h / group) * D;
-                        for (int e = 0; e < D; e++) o[row + e] += p * vj[e];
-                    }
-                    for (int e = 0; e < D; e++)
-                        y[row + e] = g ? o[row + e] * sigmoid(gate_at(a, g, t, h, e)) : o[row + e];
+                    lse[t * H + h] = fwd_row(a, b, h, i, q, k, v, g, s, o + row, y + row);
                 }
         free(s);
     }
@@ -133,26 +141,14 @@ void attn_ref_query_row(const attn_ref_dims *a, attn_ref_row r, const float *q, 
     const int S = a->seq, H = a->heads, KV = a->kv, D = a->d, c = r.h / (H / KV);
     const int64_t t = (int64_t)r.b * S + r.i, row = (t * H + r.h) * D;
     const int lo = first_key(a, r.b, r.i);
-    double *s = sl_xmalloc(sizeof(double) * (size_t)(r.i - lo + 1));
-    double m = -INFINITY, sum = 0.0;
-    for (int j = lo; j <= r.i; j++) {
-        s[j - lo] = a->scale * dot(q + row, k + (((int64_t)r.b * S + j) * KV + c) * D, D);
-        if (s[j - lo] > m) m = s[j - lo];
-    }
-    for (int j = lo; j <= r.i; j++) sum += exp(s[j - lo] - m);
-    const double l = m + log(sum);
+    double *s = sl_xmalloc(sizeof(double) * (size_t)(r.i + 1));
+    const double l = fwd_row(a, r.b, r.h, r.i, q, k, v, g, s, o, y);
     *lse = l;
-    for (int e = 0; e < D; e++) o[e] = 0.0, dq[e] = 0.0;
-    for (int j = lo; j <= r.i; j++) {
-        const float *vj = v + (((int64_t)r.b * S + j) * KV + c) * D;
-        for (int e = 0; e < D; e++) o[e] += exp(s[j - lo] - l) * vj[e];
-    }
-    /* the gate, dO and Di = dO.o */
+    /* the gate's gradient, dO and Di = dO.o */
     double *dout = sl_xmalloc(sizeof(double) * (size_t)D), di = 0.0;
     if (g && a->gate == SL_GATE_HEADWISE) dg[0] = 0.0;
     for (int e = 0; e < D; e++) {
         const double sg = g ? sigmoid(gate_at(a, g, t, r.h, e)) : 1.0;
-        y[e] = o[e] * sg;
         if (g) {
             const double dgx = dy[row + e] * o[e] * sg * (1.0 - sg);
             if (a->gate == SL_GATE_ELEMENTWISE)
@@ -163,9 +159,10 @@ void attn_ref_query_row(const attn_ref_dims *a, attn_ref_row r, const float *q, 
         dout[e] = dy[row + e] * sg;
         di += dout[e] * o[e];
     }
+    for (int e = 0; e < D; e++) dq[e] = 0.0;
     for (int j = lo; j <= r.i; j++) {
         const int64_t kr = (((int64_t)r.b * S + j) * KV + c) * D;
-        const double p = exp(s[j - lo] - l);
+        const double p = exp(s[j] - l);
         double dp = 0.0;
         for (int e = 0; e < D; e++) dp += dout[e] * v[kr + e];
         const double ds = p * (dp - di);

@@ -593,9 +593,9 @@ def part_attn_long(L, budget, S):
         sec += t
         if rc is None:
             return record(part, "TIMEOUT", sec, "; ".join(notes))
-        if rc == 77 or (rc != 0 and "cannot run this problem" in open(out).read()):
-            return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
         text = open(out).read()
+        if rc == 77 or (rc != 0 and "cannot run this problem" in text):
+            return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
         mem = re.search(r"^memory: (.*)$", text, re.M)
         notes.append("D %s check %s (%s sampled rows)%s" % (d, "PASS" if rc == 0 else "FAIL exit %d" % rc, nrows,
                                                            "; " + mem.group(1) if mem else ""))

@@ -185,10 +185,17 @@ template <typename T, int VEC> constexpr int max_np() {
     return VEC == SL_PACK ? (sizeof(T) == 4 ? 4 : 8) : 32;
 }
 
-template <typename T, int VEC, int NP>
-void bwd_rows_launch(void *ctx, T *dx, float *part, const T *dy, const T *x, const T *w,
+/* The row kernel with the fewest packs per lane (NP = 1, 2, 4, ..., max_np) that hold np: only
+ * the widths a window can have are instantiated. */
+template <typename T, int VEC, int NP = 1>
+void bwd_rows_launch(int np, void *ctx, T *dx, float *part, const T *dy, const T *x, const T *w,
                      const float *rstd, const T *dres, int64_t rows, int64_t rpb, int nparts, int d,
                      int c0, int cw) {
+    if constexpr (NP < max_np<T, VEC>()) {
+        if (np > NP)
+            return bwd_rows_launch<T, VEC, 2 * NP>(np, ctx, dx, part, dy, x, w, rstd, dres, rows,
+                                                   rpb, nparts, d, c0, cw);
+    }
     auto *const bwd_kernel = k_rmsnorm_bwd<T, VEC, NP>;
     SL_LAUNCH(bwd_kernel, (unsigned)nparts, kThreads, sizeof(float) * (size_t)cw,
               sl_cuda_stream(ctx), dx, part, dy, x, w, rstd, dres, rows, rpb, d, c0, cw);
@@ -208,28 +215,8 @@ void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const T *x, const T *w, c
         const int cw = d - c0 < window ? d - c0 : window;
         float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)nparts * cw);
         const int np = (cw / VEC + 31) / 32; /* packs per lane */
-        if (np <= 1)
-            bwd_rows_launch<T, VEC, 1>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
-                                       c0, cw);
-        else if (np <= 2)
-            bwd_rows_launch<T, VEC, 2>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
-                                       c0, cw);
-        else if (np <= 4)
-            bwd_rows_launch<T, VEC, 4>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
-                                       c0, cw);
-        else if constexpr (max_np<T, VEC>() >= 8) { /* only the widths a window can hold */
-            if (np <= 8)
-                bwd_rows_launch<T, VEC, 8>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts,
-                                           d, c0, cw);
-            else if constexpr (max_np<T, VEC>() > 8) {
-                if (np <= 16)
-                    bwd_rows_launch<T, VEC, 16>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb,
-                                                nparts, d, c0, cw);
-                else
-                    bwd_rows_launch<T, VEC, 32>(ctx, dx, part, dy, x, w, rstd, dres, rows, rpb,
-                                                nparts, d, c0, cw);
-            }
-        }
+        bwd_rows_launch<T, VEC>(np, ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d, c0,
+                                cw);
         const float *cpart = part;
         auto *const dw_kernel = k_rmsnorm_dw<TW>;
         SL_LAUNCH(dw_kernel, sl_blocks(cw, 32), 32 * kGroups, 0, sl_cuda_stream(ctx), dw, cpart,

@@ -248,6 +248,12 @@ static void test_adamw_forms(void) {}
 
 /* ---- RMSNorm: wide rows and odd offsets ------------------------------------------------------ */
 
+/* A [rows, d] fp32 operand on be from h (NULL: unset), as an odd view (one element off a
+ * 16-byte boundary) or an aligned matrix. */
+static sl_tensor *norm_rows(sl_backend *be, bool odd, int64_t rows, int64_t d, const float *h) {
+    return odd ? odd_view(be, SL_F32, rows * d, h) : sl_test_matrix(be, SL_F32, rows, d, h);
+}
+
 /* res: 0 no residual gradient, 1 dres a tensor of its own, 2 dres = dx (in place) */
 static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
     char what[64];
@@ -257,22 +263,14 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
     sl_backend *be[2] = {g_cpu, g_cuda};
     for (int k = 0; k < 2; k++) {
         /* x, w, dy, dw as [rows, d] / [d]; y, dx, rstd written; dres */
-        t[k][0] =
-            odd ? odd_view(be[k], SL_F32, rows * d, x) : sl_test_matrix(be[k], SL_F32, rows, d, x);
+        t[k][0] = norm_rows(be[k], odd, rows, d, x);
         t[k][1] = sl_test_matrix(be[k], SL_F32, d, 1, w);
-        t[k][2] = odd ? odd_view(be[k], SL_F32, rows * d, dy)
-                      : sl_test_matrix(be[k], SL_F32, rows, d, dy);
+        t[k][2] = norm_rows(be[k], odd, rows, d, dy);
         t[k][3] = sl_test_matrix(be[k], SL_F32, d, 1, dw0);
-        t[k][4] = odd ? odd_view(be[k], SL_F32, rows * d, NULL)
-                      : sl_test_matrix(be[k], SL_F32, rows, d, 0);
-        const float *dx0 = res == 2 ? dres : NULL;
-        t[k][5] = odd ? odd_view(be[k], SL_F32, rows * d, dx0)
-                      : sl_test_matrix(be[k], SL_F32, rows, d, dx0);
+        t[k][4] = norm_rows(be[k], odd, rows, d, NULL);
+        t[k][5] = norm_rows(be[k], odd, rows, d, res == 2 ? dres : NULL);
         t[k][6] = sl_test_matrix(be[k], SL_F32, rows, 1, 0);
-        t[k][7] = res == 2   ? t[k][5]
-                  : res == 1 ? (odd ? odd_view(be[k], SL_F32, rows * d, dres)
-                                    : sl_test_matrix(be[k], SL_F32, rows, d, dres))
-                             : NULL;
+        t[k][7] = res == 2 ? t[k][5] : res == 1 ? norm_rows(be[k], odd, rows, d, dres) : NULL;
         sl_op_rmsnorm_fwd(t[k][4], t[k][6], t[k][0], t[k][1], 1e-6f);
         sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6], t[k][7]);
     }
