@@ -1,7 +1,7 @@
 /*
  * backends/conformance_impl.h - what the conformance harness (backends/conformance.c) and its
- * cases (conformance_core.c, conformance_attn.c, conformance_moe.c) share: the case context,
- * input generators, tensor and output helpers. Internal to those files.
+ * cases (conformance_core.c, conformance_grouped.c, conformance_attn.c, conformance_moe.c) share:
+ * the case context, input generators, tensor and output helpers. Internal to those files.
  *
  * A case runs twice per shape: once on the backend under test (c->be) and once as the
  * reference - the CPU backend, or (c->be NULL, when the CPU itself is under test) the naive
@@ -296,7 +296,7 @@ static inline const rw_shape *pick_rw(cx *c) {
 
 /* ---- the cases: one per slot of sl_ops_i (conformance.c, k_ops) ---- */
 
-/* conformance_core.c */
+/* conformance_core.c, conformance_grouped.c (the grouped GEMMs) */
 void sl_conf_case_fill(cx *c);
 void sl_conf_case_add(cx *c);
 void sl_conf_case_axpy(cx *c);
@@ -310,6 +310,7 @@ void sl_conf_case_grouped_counts_on_device(cx *c);
 void sl_conf_case_grouped_matmul(cx *c);
 void sl_conf_case_grouped_matmul_dw(cx *c);
 void sl_conf_case_grouped_matmul_dw_pair(cx *c);
+void sl_conf_case_grouped_matmul_swiglu(cx *c);
 void sl_conf_case_rmsnorm_fwd(cx *c);
 void sl_conf_case_rmsnorm_bwd(cx *c);
 void sl_conf_case_embedding_fwd(cx *c);

@@ -26,6 +26,7 @@ static const sl_ops_i k_cpu_ops = {
     .grouped_matmul = sl_cpu_grouped_matmul,
     .grouped_matmul_dw = sl_cpu_grouped_matmul_dw,
     .grouped_matmul_dw_pair = sl_cpu_grouped_matmul_dw_pair,
+    .grouped_matmul_swiglu = sl_cpu_grouped_matmul_swiglu,
     /* core/rmsnorm_cpu.c, core/embedding_cpu.c, core/cross_entropy_cpu.c */
     .rmsnorm_fwd = sl_cpu_rmsnorm_fwd,
     .rmsnorm_bwd = sl_cpu_rmsnorm_bwd,

@@ -19,8 +19,10 @@
  * pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere).
  *
  * --check (small shapes, for CI under the emulated CUDA build): every strategy's outputs must
- * agree with the grouped strategy's within bf16 rounding (fp32: 1e-5 relative), a failure exits
- * 1. The widths default to the 15A2B config's (hidden 2048, expert FFN 768, 128 experts).
+ * agree with the CPU backend's within bf16 rounding (fp32: 1e-4 relative), and the first
+ * projection with its activation (sl_op_grouped_matmul_swiglu) bitwise with the same
+ * strategy's two ops; a failure exits 1. The widths default to the 15A2B config's (hidden 2048,
+ * expert FFN 768, 128 experts).
  */
 #include <math.h>
 #include <stdio.h>
@@ -359,6 +361,65 @@ static int check(sl_backend *be, const opts *o) {
     return failures ? 1 : 0;
 }
 
+/* --check, then: the first projection with the activation (sl_op_grouped_matmul_swiglu) under
+ * each strategy against the CPU backend (gu and h), and bitwise against the same strategy's
+ * two ops (grouped_matmul, then swiglu_fwd over the routed rows): the fused epilogue of the
+ * Hopper kernel must give what its plain GEMM and the activation kernel give. Where the plain
+ * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so). */
+static int check_swiglu(sl_backend *be, const opts *o) {
+    char err[256];
+    sl_backend *cpu = sl_backend_create("cpu", NULL, err, sizeof err);
+    if (!cpu) {
+        fprintf(stderr, "expert_gemm_bench: backend cpu: %s\n", err);
+        return 1;
+    }
+    layer L;
+    layer_init(&L, be, o, o->rows[0]);
+    const sl_group_counts k = sl_counts_host(L.counts, L.e);
+    sl_tensor *rx = copy_f32(cpu, L.x), *rw = copy_f32(cpu, L.wgu);
+    sl_tensor *rgu = new_f32_like(cpu, L.gu), *rh = new_f32_like(cpu, L.mid);
+    sl_op_grouped_matmul_swiglu(rh, rgu, rx, rw, k, L.e);
+    sl_tensor *ref[2] = {rgu, rh}, *fused[2] = {L.gu, L.mid};
+    sl_tensor *apart[2] = {sl_tensor_new2(be, o->dtype, L.n, 2 * L.f),
+                           sl_tensor_new2(be, o->dtype, L.n, L.f)};
+    static const char *const names[2] = {"gate_up+swiglu", "  (its h)"};
+    int failures = 0;
+    for (int s = 0; s < o->nstrategies; s++) {
+        sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
+        sl_op_grouped_matmul(apart[0], L.x, L.wgu, k, L.e, true, 0.0f);
+        const bool plain_wgmma = strcmp(sl_cuda_expert_gemm_last_path(), "wgmma") == 0;
+        sl_op_swiglu_fwd(apart[1], apart[0]);
+        sl_op_grouped_matmul_swiglu(L.mid, L.gu, L.x, L.wgu, k, L.e);
+        const char *path = sl_cuda_expert_gemm_last_path();
+        const bool path_ok = !plain_wgmma || strcmp(path, "wgmma + SwiGLU") == 0;
+        for (int t = 0; t < 2; t++) {
+            const int64_t numel = sl_tensor_numel(ref[t]);
+            float *want = malloc(sizeof(float) * (size_t)numel);
+            sl_tensor_to_host(ref[t], want);
+            float *got = to_host_f32(fused[t]), *two = to_host_f32(apart[t]);
+            /* bf16: gu rounds by 2^-9 relative, h by its own rounding after gu's */
+            const double rtol = o->dtype == SL_BF16 ? 1.0 / 64 : 1e-4;
+            double worst = 0, scale = 0;
+            for (int64_t i = 0; i < numel; i++) scale = fmax(scale, fabs(want[i]));
+            for (int64_t i = 0; i < numel; i++)
+                worst = fmax(worst, fabs((double)got[i] - want[i]) / fmax(scale, 1e-30));
+            const bool same = memcmp(got, two, sizeof(float) * (size_t)numel) == 0;
+            const bool ok = worst <= rtol && scale > 0 && same && path_ok;
+            printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g); "
+                   "%s the two ops; ran %s\n",
+                   ok ? "OK" : "FAIL", names[t], sl_cuda_expert_gemm_name(o->strategies[s]), worst,
+                   rtol, same ? "bitwise" : "NOT bitwise", path);
+            failures += !ok;
+            free(want), free(got), free(two);
+        }
+    }
+    sl_tensor *ts[] = {rx, rw, rgu, rh, apart[0], apart[1]};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
+    layer_free(&L);
+    sl_backend_free(cpu);
+    return failures ? 1 : 0;
+}
+
 static void bench(sl_backend *be, const opts *o, int rows) {
     layer L;
     layer_init(&L, be, o, rows);
@@ -409,15 +470,19 @@ int main(int argc, char **argv) {
     }
     int rc = 0;
     if (o.check) {
-        rc = check(be, &o);
+        rc = check(be, &o) | check_swiglu(be, &o);
         /* and shapes past one tile of the wgmma kernel (128 rows, 256 or 128 columns, 64 of
-         * the reduction) with a tail in every dimension */
+         * the reduction) with a tail in every dimension (the fused SwiGLU: 144 columns, one
+         * 256-wide tile of two 128-column halves, the second half's tail past the up rows) */
         o.experts = 3, o.hidden = 136, o.ffn = 72, o.rows[0] = 150;
-        rc |= check(be, &o);
+        rc |= check(be, &o) | check_swiglu(be, &o);
         /* and more experts than a warp (the wgmma kernel's prefix sums of the counts run over
          * chunks of 32), rows not a multiple of 8 */
         o.experts = 70, o.hidden = 16, o.ffn = 8, o.rows[0] = 3;
-        rc |= check(be, &o);
+        rc |= check(be, &o) | check_swiglu(be, &o);
+        /* the fused SwiGLU with two column tiles, the second a partial one (I 200: 128 + 72) */
+        o.experts = 2, o.hidden = 64, o.ffn = 200, o.rows[0] = 40;
+        rc |= check_swiglu(be, &o);
     } else
         for (int r = 0; r < o.nrows; r++) bench(be, &o, o.rows[r]);
     sl_backend_free(be);

@@ -39,6 +39,9 @@ is skipped):
   profile_nosplitk     the measured shape again with SLUICE_GEMM_SPLIT_K=off: the router's fp32
                        GEMMs as one cublasGemmEx each (profile splits their K where the output
                        has too few tiles for the SMs, core/gemm_split.h; unmeasured since)
+  profile_noswiglu     the measured shape again with SLUICE_EXPERT_GEMM_SWIGLU=0: the experts'
+                       activation as a kernel of its own after the first projection (profile
+                       runs it in the Hopper grouped GEMM's epilogue; unmeasured since)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -84,13 +87,14 @@ from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.p
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
          "racecheck_step", "profile", "profile_nodefer", "profile_ep8", "profile_prefetch",
-         "profile_dwreduce", "profile_nosplitk", "attn_bench", "attn_bench_fwd192",
+         "profile_dwreduce", "profile_nosplitk", "profile_noswiglu", "attn_bench",
+         "attn_bench_fwd192",
          "attn_bench_pingpong",
          "expert_gemm", "torch_titan", "torch_hf", "attn_long"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
-           "profile_nosplitk": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "attn_long": 120,
+           "profile_nosplitk": 75, "profile_noswiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "attn_long": 120,
            "expert_gemm": 30,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
@@ -753,6 +757,10 @@ def main():
     # the router's fp32 GEMMs without the K split (the default splits them; not yet measured)
     do("profile_nosplitk", part_profile, S, "profile_nosplitk", "measured",
        "measured shape, no K split", {"SLUICE_GEMM_SPLIT_K": "off"})
+    # the experts' activation as its own kernel (the default fuses it into the first
+    # projection's epilogue on Hopper; not yet measured)
+    do("profile_noswiglu", part_profile, S, "profile_noswiglu", "measured",
+       "measured shape, SwiGLU not fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "0"})
     do("attn_bench", part_attn, S)
     # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
     do("attn_bench_fwd192", part_attn_fwd192, S)

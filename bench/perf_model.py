@@ -293,9 +293,18 @@ def layer_ops(mc, batch, seq, precision, layer=0):
             launches=3)
         add("expert counts host read", "fwd", "sync", 0, E * 4, launches=0, syncs=1)
         add("gather_rows", "fwd", "mem", 0, 2 * S_ * h * a + S_ * 4)
-        gemm("grouped GEMM gate_up fwd", "fwd", S_, 2 * Im, h, a, a, a)
+        # in bf16 the Hopper grouped GEMM writes h = SwiGLU(gu) from its epilogue as well
+        # (sl_op_grouped_matmul_swiglu): no pass of its own over gu; in fp32 the activation runs
+        # after the GEMM
+        fused = a != f
+        gemm("grouped GEMM gate_up fwd" + (" (+ SwiGLU)" if fused else ""), "fwd", S_, 2 * Im, h,
+             a, a, a)
         ops[-1].bytes = S_ * h * a + E * 2 * Im * h * a + S_ * 2 * Im * a  # every expert's weight
-        add("swiglu_fwd", "fwd", "mem", 4.0 * S_ * Im, S_ * 3 * Im * a)
+        if fused:
+            ops[-1].flops += 4.0 * S_ * Im
+            ops[-1].bytes += S_ * Im * a
+        else:
+            add("swiglu_fwd", "fwd", "mem", 4.0 * S_ * Im, S_ * 3 * Im * a)
         gemm("grouped GEMM down fwd", "fwd", S_, h, Im, a, a, a)
         ops[-1].bytes = S_ * Im * a + E * h * Im * a + S_ * h * a
         # the combine adds the residual stream itself (reads it, writes the layer's output)

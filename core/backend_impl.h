@@ -46,6 +46,10 @@ typedef struct sl_ops_i {
                                    const sl_tensor *dy2, const sl_tensor *x2,
                                    const sl_group_counts *counts2, int groups, float beta,
                                    sl_tensor *sumsq);
+    /* gu = the grouped GEMM with trans_b and beta 0, h = swiglu_fwd of gu's routed rows (one
+     * kernel where the backend fuses them) */
+    void (*grouped_matmul_swiglu)(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                  const sl_tensor *b, const sl_group_counts *counts, int groups);
 
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);

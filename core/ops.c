@@ -165,6 +165,30 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
     free(buf);
 }
 
+void sl_op_grouped_matmul_swiglu(sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                 const sl_tensor *b, sl_group_counts counts, int groups) {
+    need_float("grouped_matmul_swiglu", "a", a);
+    need_like("grouped_matmul_swiglu", "b", b, a);
+    need_like("grouped_matmul_swiglu", "gu", gu, a);
+    need_like("grouped_matmul_swiglu", "h", h, a);
+    SL_CHECK(b->ndim == 3 && b->shape[0] == groups && b->shape[1] % 2 == 0,
+             "grouped_matmul_swiglu: b must be [groups=%d, 2I, S]", groups);
+    const int64_t in = b->shape[2], width = b->shape[1] / 2, n = counts.rows;
+    SL_CHECK(sl_last_dim(a) == in && sl_last_dim(gu) == 2 * width && sl_last_dim(h) == width &&
+                 n <= sl_rows(a) && n <= sl_rows(gu) && n <= sl_rows(h),
+             "grouped_matmul_swiglu: a [%lld, %lld], gu [%lld, %lld], h [%lld, %lld], b [%d, %lld, "
+             "%lld], %lld rows",
+             (long long)sl_rows(a), (long long)sl_last_dim(a), (long long)sl_rows(gu),
+             (long long)sl_last_dim(gu), (long long)sl_rows(h), (long long)sl_last_dim(h), groups,
+             (long long)b->shape[1], (long long)in, (long long)n);
+    SL_CHECK(h->data != gu->data, "grouped_matmul_swiglu: h and gu are the same memory");
+    int64_t *buf;
+    const sl_group_counts k = resolve_counts("grouped_matmul_swiglu", BE(gu), counts, groups,
+                                             a->dtype, b->shape[1], in, &buf);
+    DISPATCH(BE(gu), grouped_matmul_swiglu, h, gu, a, b, &k, groups);
+    free(buf);
+}
+
 /* The optional sum of squares of the weight-gradient ops: [1] fp32 beside dW. */
 static void need_sumsq(const char *op, const sl_tensor *sumsq, const sl_tensor *dw) {
     if (!sumsq) return;

@@ -110,6 +110,15 @@ void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_t
                                   sl_group_counts counts2, int groups, float beta,
                                   sl_tensor *sumsq);
 
+/* The experts' first projection and their activation in one: gu [n, 2I] = A_g B_g^T over the
+ * groups' rows (sl_op_grouped_matmul with trans_b and beta 0; B [groups, 2I, S], A [n, S]) and
+ * h [n, I] = SwiGLU of those rows of gu (sl_op_swiglu_fwd: gate = gu's first I columns, up
+ * the last I). Both written, as by the two ops (h from gu's stored values, bit for bit); rows
+ * past sum(counts) untouched. One kernel where the backend fuses them (the CUDA backend's
+ * Hopper grouped GEMM: h from its epilogue's registers, no pass over gu), else the two ops. */
+void sl_op_grouped_matmul_swiglu(sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                 const sl_tensor *b, sl_group_counts counts, int groups);
+
 /* ---- normalization -------------------------------------------------------------------- */
 
 /* y = x * rsqrt(mean(x^2) + eps) * w over rows of width D = numel(w); rstd [rows] saved. */

@@ -41,6 +41,18 @@ static inline int64_t sl_rows(const sl_tensor *t) {
     for (int i = 0; i + 1 < t->ndim; i++) r *= t->shape[i];
     return r;
 }
+/* The first `rows` rows of t as a 2D view [rows, last dim] held by value: for a kernel that
+ * runs another kernel on part of its operand (the routed rows of a buffer sized for more)
+ * without allocating a view. rows <= sl_rows(t), not checked. */
+static inline sl_tensor sl_head_rows(const sl_tensor *t, int64_t rows) {
+    sl_tensor v = *t;
+    v.ndim = 2;
+    v.shape[0] = rows;
+    v.shape[1] = sl_last_dim(t);
+    v.numel = rows * v.shape[1];
+    v.is_view = true;
+    return v;
+}
 
 #ifdef __cplusplus
 }

@@ -58,26 +58,24 @@ void sl_experts_share(sl_experts *x, sl_experts *owner) {
     x->buf = owner->buf ? owner->buf : &owner->own;
 }
 
-/* The elementwise SwiGLU runs on exactly the routed rows, not the whole capacity. */
-static void swiglu_rows(sl_experts *x, int64_t m, bool backward) {
+/* The activation's backward runs on exactly the routed rows, not the whole capacity. */
+static void swiglu_bwd_rows(sl_experts *x, int64_t m) {
     if (m == 0) return;
     sl_experts_buffers *b = x->buf;
     sl_tensor *gu = sl_tensor_view_set2(b->hv[0], b->gu, 0, m, 2 * x->ffn);
-    sl_tensor *h = sl_tensor_view_set2(b->hv[1], backward ? b->dh : b->h, 0, m, x->ffn);
-    SL_PROFILE_REGION (sl_tensor_backend(gu), "SwiGLU (fwd, bwd)") {
-        if (backward)
-            sl_op_swiglu_bwd(sl_tensor_view_set2(b->hv[2], b->dgu, 0, m, 2 * x->ffn), h, gu);
-        else
-            sl_op_swiglu_fwd(h, gu);
+    sl_tensor *dh = sl_tensor_view_set2(b->hv[1], b->dh, 0, m, x->ffn);
+    SL_PROFILE_REGION (sl_tensor_backend(gu), "SwiGLU bwd") {
+        sl_op_swiglu_bwd(sl_tensor_view_set2(b->hv[2], b->dgu, 0, m, 2 * x->ffn), dh, gu);
     }
 }
 
+/* The activation's forward goes with the first projection (one kernel where the backend fuses
+ * them), so its time counts in this region. */
 void sl_experts_forward(sl_experts *x, const sl_tensor *in, sl_group_counts counts,
                         sl_tensor *out) {
     sl_experts_buffers *b = x->buf;
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs fwd") {
-        sl_op_grouped_matmul(b->gu, in, x->gate_up->w, counts, x->local, true, 0.0f);
-        swiglu_rows(x, counts.rows, false);
+        sl_op_grouped_matmul_swiglu(b->h, b->gu, in, x->gate_up->w, counts, x->local);
         sl_op_grouped_matmul(out, b->h, x->down->w, counts, x->local, true, 0.0f);
     }
 }
@@ -89,7 +87,7 @@ void sl_experts_backward_data(sl_experts *x, sl_group_counts counts, const sl_te
     SL_CHECK(!b->forward_only, "backward through forward-only experts");
     SL_PROFILE_REGION (sl_tensor_backend(dout), "expert GEMMs data grad") {
         sl_op_grouped_matmul(b->dh, dout, x->down->w, counts, x->local, false, 0.0f);
-        swiglu_rows(x, counts.rows, true);
+        swiglu_bwd_rows(x, counts.rows);
         sl_op_grouped_matmul(din, b->dgu, x->gate_up->w, counts, x->local, false, 0.0f);
     }
 }

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "core/cuda_common.cuh"
+#include "core/env.h"
 #include "core/gemm_cuda.cuh"
 #include "core/kernels_cuda.h"
 #include "core/log.h"
@@ -570,4 +571,27 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
     }
     sl_cuda_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, nullptr);
     sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
+}
+
+/* Whether the first projection and the activation run as one kernel where the Hopper kernel
+ * applies: SLUICE_EXPERT_GEMM_SWIGLU=0 runs them as two (for measuring the fusion), 1 or unset
+ * as one. */
+static bool swiglu_fused() {
+    static const char *const values[] = {"0", "1"};
+    static const int v = sl_env_choice("SLUICE_EXPERT_GEMM_SWIGLU", values, 2);
+    return v != 0;
+}
+
+void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                   const sl_tensor *b, const sl_group_counts *k, int groups) {
+    const int how = strategy();
+    if ((how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) && swiglu_fused() &&
+        sl_cuda_grouped_mm_swiglu_sm90(ctx, h, gu, a, b, k, groups, how == SL_EXPERT_GEMM_WGMMA)) {
+        g_path = "wgmma + SwiGLU";
+        return;
+    }
+    sl_cuda_grouped_matmul(ctx, gu, a, b, k, groups, true, 0.0f);
+    if (k->rows == 0) return;
+    sl_tensor hv = sl_head_rows(h, k->rows), gv = sl_head_rows(gu, k->rows);
+    sl_cuda_swiglu_fwd(ctx, &hv, &gv);
 }

@@ -201,3 +201,12 @@ void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy
     sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, NULL);
     sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
 }
+
+/* The GEMM, then the activation over the routed rows: the two ops' results, bit for bit. */
+void sl_cpu_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                  const sl_tensor *b, const sl_group_counts *counts, int groups) {
+    sl_cpu_grouped_matmul(ctx, gu, a, b, counts, groups, true, 0.0f);
+    if (counts->rows == 0) return;
+    sl_tensor hv = sl_head_rows(h, counts->rows), gv = sl_head_rows(gu, counts->rows);
+    sl_cpu_swiglu_fwd(ctx, &hv, &gv);
+}

@@ -28,6 +28,12 @@
  *        B tile through L2). A tile may reach into the next group's rows or past the last row:
  *        it computes them (TMA reads zeros past the tensor) and the epilogue stores only the
  *        group's own rows. K and N tails read zeros from TMA and are not stored.
+ *   mm + SwiGLU (sl_op_grouped_matmul_swiglu, the experts' first projection): gu = A_g B_g^T
+ *        with B_g [2 I, K] (gate rows, then up rows), and h = silu(gate) up from the
+ *        epilogue's registers: a column tile loads BN / 2 gate rows and the same BN / 2 up rows
+ *        of B (two TMA boxes into the one B tile), so each thread's accumulators hold both
+ *        factors of its columns of h. The activation's own pass over gu (read 2 I, write I per
+ *        row) is gone; the epilogue stores I more per row.
  *   dW   dW_g [R, S] (fp32) = dY_g^T [R, n_g] X_g [n_g, S] + beta dW_g: the reduction runs over
  *        the group's rows, 64 at a time, both operands MN-major. The last chunk's rows past the
  *        group belong to the next one: the consumers zero them in shared memory before its
@@ -43,20 +49,57 @@
  * wgmmas, whatever the block that runs it.
  */
 #include "moe/grouped_matmul_sm90.cuh"
+#include "moe/moe_vec.cuh"
 
 namespace {
 
 /* ---- the forward / data-gradient kernel ----------------------------------------------------- */
 
-template <int BN, int TB>
+/* The fused SwiGLU's epilogue (GLU): the tile's first BN / 2 accumulator columns are the gate's
+ * columns n0 + 8 j + 2 q (+ 1), its last BN / 2 the up projection's same columns (the
+ * producer's two boxes), so each thread holds both halves of each of its pairs: j and j + BN /
+ * 16 in the accumulators' column groups. Both are rounded to bf16 and stored into gu's row
+ * (gate at col, up at I + col), and h = silu(g) u is computed from those rounded values, as the
+ * activation kernel computes it from gu in memory (moe/swiglu.cu): the same h, bit for bit. */
+template <int BN>
+__device__ __forceinline__ void store_glu_tile(const float (&acc)[BN / 2], sl_bf16 *const (&gu)[2],
+                                               sl_bf16 *const (&h)[2], int n0, int in, int q) {
+    constexpr int J = BN / 16;
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        if (!gu[x]) continue;
+        SL_UNROLL
+        for (int j = 0; j < J; j++) {
+            const int col = n0 + 8 * j + 2 * q;
+            if (col >= in) continue;
+            const uint32_t g2 = sl_pack_bf16x2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            const uint32_t u2 =
+                sl_pack_bf16x2(acc[4 * (j + J) + 2 * x], acc[4 * (j + J) + 2 * x + 1]);
+            *(uint32_t *)(gu[x] + col) = g2;
+            *(uint32_t *)(gu[x] + in + col) = u2;
+            float g0, g1, u0, u1;
+            sl_unpack_bf16x2(g2, &g0, &g1);
+            sl_unpack_bf16x2(u2, &u0, &u1);
+            store_pair(h[x] + col, sl_moe_swiglu(g0, u0), sl_moe_swiglu(g1, u1));
+        }
+    }
+}
+
+/* GLU (with trans_b only): B_g is [2 I, K], gate rows then up rows; a column tile covers BN / 2
+ * columns of h (a.n = I): the gate's rows n0 .. n0 + BN / 2 and the up projection's I + n0 ..
+ * as the B tile's two halves. Past I the gate's box reads up rows and the up's box zeros: those
+ * columns are computed and not stored. */
+template <int BN, int TB, bool GLU>
 __global__ void __launch_bounds__(kThreads, 1)
     mm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
               const sl_gmm_sm90_args a) {
+    static_assert(!GLU || !TB, "the fused SwiGLU takes B_g as [2 I, K] (trans_b)");
     using L = layout<BN>;
+    constexpr int TN = GLU ? BN / 2 : BN; /* the output columns of a column tile */
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     const auto R = block_start<BN>(smem, a);
     const int wg = (int)(threadIdx.x / kWg);
-    const int n_tiles = (a.n + BN - 1) / BN, k_chunks = (a.k + BK - 1) / BK;
+    const int n_tiles = (a.n + TN - 1) / TN, k_chunks = (a.k + BK - 1) / BK;
     const int total = R.tile_start[a.groups] * n_tiles;
 
     if (wg == 0) { /* producer */
@@ -67,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         int it = 0;
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
             const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
-            const int n0 = m.nt * BN;
+            const int n0 = m.nt * TN;
             for (int kc = 0; kc < k_chunks; kc++, it++) {
                 const int s = R.produce(it, L::a_bytes + L::b_bytes);
                 sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &R.full[s], kc * BK, m.row0);
@@ -76,7 +119,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int c = 0; c < BN / 64; c++)
                         sl_tma_load_3d(sb + c * (BK * 128), &tb, &R.full[s], n0 + 64 * c, kc * BK,
                                        m.g);
-                else /* B_g [N, K]: one [BN n][64 k] box */
+                else if (GLU) { /* the gate's and the up projection's [BN / 2 n][64 k] boxes */
+                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, m.g);
+                    sl_tma_load_3d(sb + (BN / 2) * 128, &tb, &R.full[s], kc * BK, a.n + n0, m.g);
+                } else /* B_g [N, K]: one [BN n][64 k] box */
                     sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, m.g);
             }
         }
@@ -90,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int it = 0;
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
         const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
-        const int n0 = m.nt * BN;
+        const int n0 = m.nt * TN;
         if (64 * c >= m.rows) {
             /* every row of this consumer's half is past the group (its last tile holds 64 rows
              * or fewer): nothing to compute or store, and the other consumer's wgmmas have the
@@ -122,32 +168,48 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_fence_operand(acc);
         R.release(it - 1);
 
-        /* epilogue: this consumer's rows of the group only */
-        sl_bf16 *row[2];
+        /* epilogue: this consumer's rows of the group only (C's width: 2 I with GLU) */
+        sl_bf16 *row[2], *hrow[2];
         SL_UNROLL
         for (int x = 0; x < 2; x++) {
             const int r = 64 * c + 16 * p.w + p.g + 8 * x;
-            row[x] = r < m.rows ? (sl_bf16 *)a.c + (int64_t)(m.row0 + r) * a.n : nullptr;
+            const bool in = r < m.rows;
+            const int64_t at = (int64_t)(m.row0 + r);
+            row[x] = in ? (sl_bf16 *)a.c + at * (GLU ? 2 * a.n : a.n) : nullptr;
+            hrow[x] = in && GLU ? (sl_bf16 *)a.h + at * a.n : nullptr;
         }
-        store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
+        if (GLU)
+            store_glu_tile<BN>(acc, row, hrow, n0, a.n, p.q);
+        else
+            store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
     }
 }
 
-template <int BN, int TB>
+template <int BN, int TB, bool GLU = false>
 void launch_mm(const CUtensorMap &ta, const CUtensorMap &tb, const sl_gmm_sm90_args &a,
                int64_t tiles) {
     const size_t smem = layout<BN>::bytes(a.groups);
-    raise_smem<mm_kernel<BN, TB>>(smem, "grouped_matmul");
-    SL_LAUNCH((mm_kernel<BN, TB>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
+    raise_smem<mm_kernel<BN, TB, GLU>>(smem, "grouped_matmul");
+    SL_LAUNCH((mm_kernel<BN, TB, GLU>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
               sl_cuda_stream(a.ctx), ta, tb, a);
+}
+
+/* The 128-row tiles of the groups: exact from host counts; from device counts their bound
+ * (each group's last tile at most one more), the grid's size only: the blocks count them on
+ * the device. */
+int64_t row_tiles(const sl_group_counts *counts, int groups) {
+    int64_t m_tiles = 0;
+    for (int g = 0; counts->host && g < groups; g++) m_tiles += (counts->host[g] + BM - 1) / BM;
+    if (!counts->host) m_tiles = (counts->rows + (int64_t)groups * (BM - 1)) / BM;
+    return m_tiles;
 }
 
 } // namespace
 
 bool sl_cuda_grouped_sm90_applies(void *ctx, sl_dtype dt, int64_t r, int64_t s, int groups) {
     static const char aligned[16] __attribute__((aligned(16))) = {0};
-    return why_not<mm_kernel<128, 0>>(ctx, dt == SL_BF16, r, s, groups, 0, aligned, aligned,
-                                      aligned) == nullptr;
+    return why_not<mm_kernel<128, 0, false>>(ctx, dt == SL_BF16, r, s, groups, 0, aligned, aligned,
+                                             aligned) == nullptr;
 }
 
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
@@ -161,16 +223,11 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
     const int64_t rows = counts->rows;
     static bool said = false;
     const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
-    const char *why =
-        why_not<mm_kernel<128, 0>>(ctx, types_ok, in, out, groups, rows, a->data, b->data, c->data);
+    const char *why = why_not<mm_kernel<128, 0, false>>(ctx, types_ok, in, out, groups, rows,
+                                                        a->data, b->data, c->data);
     if (!note(op, &said, why, loud)) return false;
     const int bn = out > 128 ? 256 : 128;
-    /* the 128-row tiles: exact from host counts; from device counts their bound (each group's
-     * last tile at most one more), the grid's size only: the blocks count them on the device */
-    int64_t m_tiles = 0;
-    for (int g = 0; counts->host && g < groups; g++) m_tiles += (counts->host[g] + BM - 1) / BM;
-    if (!counts->host) m_tiles = (rows + (int64_t)groups * (BM - 1)) / BM;
-    const int64_t tiles = m_tiles * ((out + bn - 1) / bn);
+    const int64_t tiles = row_tiles(counts, groups) * ((out + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
     if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */
     sl_gmm_sm90_args args = {};
@@ -183,6 +240,38 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
         trans_b ? launch_mm<256, 0>(ta, tb, args, tiles) : launch_mm<256, 1>(ta, tb, args, tiles);
     else
         trans_b ? launch_mm<128, 0>(ta, tb, args, tiles) : launch_mm<128, 1>(ta, tb, args, tiles);
+    SL_CUDA_LAUNCHED(op);
+    return true;
+}
+
+bool sl_cuda_grouped_mm_swiglu_sm90(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                    const sl_tensor *b, const sl_group_counts *counts, int groups,
+                                    bool loud) {
+    static const char *op = "grouped_matmul_swiglu";
+    const int64_t in = b->shape[2], out = b->shape[1], half = out / 2, rows = counts->rows;
+    static bool said = false;
+    const bool types_ok =
+        a->dtype == SL_BF16 && b->dtype == SL_BF16 && gu->dtype == SL_BF16 && h->dtype == SL_BF16;
+    const char *why = why_not<mm_kernel<128, 0, true>>(ctx, types_ok, in, out, groups, rows,
+                                                       a->data, b->data, gu->data);
+    if (!why && half % 8) why = "the activation's width is not a multiple of 8";
+    if (!why && !aligned16(h->data)) why = "an operand is not 16-byte aligned";
+    if (!note(op, &said, why, loud)) return false;
+    /* BN columns of B per tile, half of them gate and half up: BN / 2 of h */
+    const int bn = out > 128 ? 256 : 128;
+    const int64_t tiles = row_tiles(counts, groups) * ((half + bn / 2 - 1) / (bn / 2));
+    if (tiles >= INT32_MAX) return false;
+    if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */
+    sl_gmm_sm90_args args = {};
+    args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
+    args.n = (int)half, args.k = (int)in, args.c = gu->data, args.h = h->data;
+    const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
+    /* B [groups, 2 I, K]: [BN / 2 n][64 k] boxes, two per stage (the gate's, the up's) */
+    const CUtensorMap tb = bf16_map(b->data, in, out, groups, bn / 2, op);
+    if (bn == 256)
+        launch_mm<256, 0, true>(ta, tb, args, tiles);
+    else
+        launch_mm<128, 0, true>(ta, tb, args, tiles);
     SL_CUDA_LAUNCHED(op);
     return true;
 }

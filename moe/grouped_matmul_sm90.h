@@ -17,6 +17,7 @@ struct sl_gmm_sm90_args {
     const int *counts2; /* dW over two segments of rows (grouped_matmul_dw_pair), or null */
     int groups, m, n, k;
     void *c;
+    void *h; /* mm with the fused SwiGLU: h [rows, n] (bf16), and then C is gu [rows, 2 n] */
     float beta;
     int prefetch_c; /* dW: prefetch each tile's old dW into L2 (beta != 0 and not turned off) */
     /* dW: the sum of the squares of each tile's final values, one fp32 partial per consumer
@@ -38,6 +39,14 @@ bool sl_cuda_grouped_sm90_applies(void *ctx, sl_dtype dt, int64_t r, int64_t s, 
 bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
                              const sl_group_counts *counts, int groups, bool trans_b, float beta,
                              bool loud);
+/* sl_op_grouped_matmul_swiglu (bf16 throughout): gu [rows, 2 I] = A_g B_g^T with B [groups,
+ * 2 I, K], and h [rows, I] = SwiGLU(gu) from the epilogue's registers (the values written to gu,
+ * rounded as stored: h is what sl_op_swiglu_fwd computes from gu, bit for bit), in one launch.
+ * Returns false, having done nothing, where the kernel does not apply (as above, or I not a
+ * multiple of 8). */
+bool sl_cuda_grouped_mm_swiglu_sm90(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                    const sl_tensor *b, const sl_group_counts *counts, int groups,
+                                    bool loud);
 /* dy2, x2, counts2: a second segment of rows (sl_op_grouped_matmul_dw_pair), each group's
  * reduction running over its rows of the first segment, then of the second; null for one.
  * sumsq (or null): += the squares of dW after the op, from the epilogue's registers (a kept

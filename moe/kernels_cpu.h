@@ -17,6 +17,8 @@ void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy
                                    const sl_tensor *dy2, const sl_tensor *x2,
                                    const sl_group_counts *counts2, int groups, float beta,
                                    sl_tensor *sumsq);
+void sl_cpu_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                  const sl_tensor *b, const sl_group_counts *counts, int groups);
 
 /* How the grouped GEMM spreads over threads. AUTO (the default) picks per call from the group
  * sizes; the others force one strategy (for benchmarks and tests). Every strategy writes each

@@ -23,6 +23,10 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
                                     const sl_tensor *dy2, const sl_tensor *x2,
                                     const sl_group_counts *counts2, int groups, float beta,
                                     sl_tensor *sumsq);
+/* One launch where the Hopper kernel applies and SLUICE_EXPERT_GEMM_SWIGLU is not 0
+ * (moe/grouped_matmul_sm90.h); else sl_cuda_grouped_matmul and sl_cuda_swiglu_fwd. */
+void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
+                                   const sl_tensor *b, const sl_group_counts *counts, int groups);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        WGMMA where its kernel applies (bf16 on compute capability 9.x
@@ -60,7 +64,8 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
  * stops the run); sl_cuda_expert_gemm_set_strategy overrides it. sl_cuda_expert_gemm_parse maps a
  * name to its value (false for an unknown name), sl_cuda_expert_gemm_name a value to its name;
  * sl_cuda_expert_gemm_dw_path says how the last weight gradient ran, sl_cuda_expert_gemm_last_path
- * how the last forward or data-gradient call ran. */
+ * how the last forward or data-gradient call ran ("wgmma + SwiGLU" for the first projection
+ * with the activation in its epilogue, sl_cuda_grouped_matmul_swiglu). */
 enum {
     SL_EXPERT_GEMM_AUTO = 0,
     SL_EXPERT_GEMM_GROUPED = 1,

@@ -115,4 +115,11 @@ __device__ __forceinline__ float sl_moe_sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 
+/* SwiGLU's value silu(g) u = g sigmoid(g) u, in this order: the activation kernel
+ * (moe/swiglu.cu) and the Hopper grouped GEMM's fused epilogue (moe/grouped_matmul_sm90.cu)
+ * both call it, so their h agree bit for bit. */
+__device__ __forceinline__ float sl_moe_swiglu(float g, float u) {
+    return g * sl_moe_sigmoidf(g) * u;
+}
+
 #endif

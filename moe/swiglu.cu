@@ -26,7 +26,7 @@ __global__ void SL_MOE_ROW_BOUNDS swiglu_fwd_kernel(T *__restrict__ h, const T *
             sl_moe_vload<T, V>(gv, g + c);
             sl_moe_vload<T, V>(uv, u + c);
 #pragma unroll
-            for (int i = 0; i < V; i++) gv[i] = gv[i] * sl_moe_sigmoidf(gv[i]) * uv[i];
+            for (int i = 0; i < V; i++) gv[i] = sl_moe_swiglu(gv[i], uv[i]);
             sl_moe_vstore<T, V>(hr + c, gv);
         }
     }
