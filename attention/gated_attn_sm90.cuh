@@ -225,6 +225,13 @@ using sl_attn_tc::raise_smem_limit;
 
 /* The deterministic dQ pass (gated_attn_sm90_dq.cu) for head dim d, after the prep pass. */
 void launch_dq(const args &a, int d, cudaStream_t stream);
+/* The dK/dV pass's GQA group split (gated_attn_sm90_split.cu): the chunks of the group for its
+ * tiles of bn keys and bm queries on `sms` SMs (a divisor of grp; SLUICE_ATTN_SM90_HSPLIT
+ * forces one), the bytes of its fp32 partials at split hsplit, and the reduce of those
+ * partials into a.dk and a.dv. */
+int choose_hsplit(const args &a, int d, int bn, int bm, int sms);
+size_t split_bytes(const args &a, int d, int hsplit);
+void launch_dkdv_reduce(const args &a, int d, const float *part, int hsplit, cudaStream_t stream);
 
 } // namespace sl_attn_sm90
 
