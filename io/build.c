@@ -2,7 +2,7 @@
  * io/build.c - `sluice data build` (see build.h): checks the options, writes the imported tokens
  * into shards of the target size in a staging directory, and publishes them into the output
  * directory only when every input was imported; a failed build leaves the output as it was. The
- * input formats are io/importers.c's.
+ * input formats are the importers' (io/importers.h).
  */
 #include "io/build.h"
 

@@ -1,7 +1,7 @@
 /*
  * io/build.h - `sluice data build`: turns text, JSONL or already-tokenized files into shards.
  *
- * Inputs and how documents are found (docs/data.md has the details; io/importers.c reads them):
+ * Inputs and how documents are found (docs/data.md has the details; io/import_*.c read them):
  *   text      byte-level tokenizer (token = byte value, 0..255), end-of-document token 256 after
  *             every document, vocabulary 257. A document is a whole file, a line, or a
  *             paragraph (lines up to an empty line), per text_docs.

@@ -1,8 +1,9 @@
 /*
  * io/checkpoint_internal.h - what the checkpoint writer, loader and fuzz harness share: the
  * in-memory form of the three JSON files (rank manifest, COMMIT index, train_state.json), their
- * parsers and printers, and the coverage index (io/checkpoint_manifest.c). Internal to
- * io/checkpoint_*.c and tests/fuzz; users include io/checkpoint.h.
+ * parsers (io/checkpoint_manifest.c) and printers (io/checkpoint_print.c), and the coverage
+ * index (io/checkpoint_index.c). Internal to io/checkpoint_*.c and tests/fuzz; users include
+ * io/checkpoint.h.
  *
  * Parsers take the file's bytes (not necessarily NUL-terminated) and its name for messages,
  * accept exactly the schema of docs/checkpoint-format.md (unknown keys are ignored, every known

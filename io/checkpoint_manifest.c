@@ -1,10 +1,11 @@
 /*
  * io/checkpoint_manifest.c - the checkpoint's JSON files (rank manifests, the COMMIT index,
- * train_state.json): parsing, printing, and the coverage index over every rank's pieces (see
- * checkpoint_internal.h and docs/checkpoint-format.md).
+ * train_state.json) parsed and checked against their schema, and the names and paths they use
+ * (see checkpoint_internal.h and docs/checkpoint-format.md). Printing them:
+ * io/checkpoint_print.c; the coverage index over every rank's pieces: io/checkpoint_index.c.
  *
- * This file depends only on cJSON, core/log.c and the safetensors dtype table, so that the fuzz
- * harness (tests/fuzz/fuzz_ckpt.c) builds it on its own.
+ * Like its two siblings, this file depends only on cJSON, core/log.c and the safetensors dtype
+ * table, so that the fuzz harness (tests/fuzz/fuzz_ckpt.c) builds the three on their own.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -270,57 +271,6 @@ done:
     return rc;
 }
 
-static cJSON *shape_json(int ndim, const int64_t *shape) {
-    cJSON *a = cJSON_CreateArray();
-    for (int d = 0; d < ndim; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[d]));
-    return a;
-}
-
-/* Prints the tree with a trailing newline and frees it. */
-static char *print_free(cJSON *root) {
-    char *s = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!s) sl_fatal("checkpoint: out of memory printing JSON");
-    size_t n = strlen(s);
-    char *out = sl_xmalloc(n + 2);
-    memcpy(out, s, n);
-    out[n] = '\n';
-    out[n + 1] = 0;
-    cJSON_free(s);
-    return out;
-}
-
-char *ck_manifest_print(const ck_manifest *m) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", CK_MANIFEST_FORMAT);
-    cJSON_AddNumberToObject(root, "format_version", SL_CKPT_FORMAT_VERSION);
-    cJSON_AddNumberToObject(root, "step", (double)m->step);
-    cJSON_AddNumberToObject(root, "rank", m->rank);
-    cJSON_AddNumberToObject(root, "world_size", m->world_size);
-    cJSON *files = cJSON_AddArrayToObject(root, "files");
-    for (int i = 0; i < m->nfiles; i++) {
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "file", m->files[i].name);
-        cJSON_AddNumberToObject(f, "bytes", (double)m->files[i].bytes);
-        cJSON_AddItemToArray(files, f);
-    }
-    cJSON *pieces = cJSON_AddArrayToObject(root, "pieces");
-    for (int i = 0; i < m->npieces; i++) {
-        const ck_piece *pc = &m->pieces[i];
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "tensor", pc->tensor);
-        cJSON_AddStringToObject(j, "dtype", pc->dtype);
-        cJSON_AddItemToObject(j, "shape", shape_json(pc->ndim, pc->shape));
-        cJSON_AddNumberToObject(j, "begin", (double)pc->begin);
-        cJSON_AddNumberToObject(j, "end", (double)pc->end);
-        cJSON_AddStringToObject(j, "file", pc->file);
-        cJSON_AddNumberToObject(j, "offset", (double)pc->offset);
-        cJSON_AddNumberToObject(j, "crc32c", (double)pc->crc32c);
-        cJSON_AddItemToArray(pieces, j);
-    }
-    return print_free(root);
-}
-
 /* ---- COMMIT ---- */
 
 void ck_commit_free(ck_commit *c) {
@@ -402,28 +352,6 @@ done:
     return rc;
 }
 
-static cJSON *indexed_json(const ck_indexed *x, bool with_rank) {
-    cJSON *j = cJSON_CreateObject();
-    if (with_rank) cJSON_AddNumberToObject(j, "rank", x->rank);
-    cJSON_AddStringToObject(j, "file", x->file);
-    cJSON_AddNumberToObject(j, "bytes", (double)x->bytes);
-    cJSON_AddNumberToObject(j, "crc32c", (double)x->crc32c);
-    return j;
-}
-
-char *ck_commit_print(const ck_commit *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", CK_FORMAT_NAME);
-    cJSON_AddNumberToObject(root, "format_version", SL_CKPT_FORMAT_VERSION);
-    cJSON_AddNumberToObject(root, "step", (double)c->step);
-    cJSON_AddNumberToObject(root, "world_size", c->world_size);
-    cJSON_AddItemToObject(root, "train_state", indexed_json(&c->state, false));
-    cJSON *ms = cJSON_AddArrayToObject(root, "manifests");
-    for (int i = 0; i < c->world_size; i++)
-        cJSON_AddItemToArray(ms, indexed_json(&c->manifests[i], true));
-    return print_free(root);
-}
-
 /* ---- train_state.json ---- */
 
 void ck_state_free(ck_state *s) {
@@ -463,153 +391,4 @@ done:
     cJSON_Delete(root);
     if (rc) ck_state_free(s);
     return rc;
-}
-
-char *ck_state_print(int64_t step, int world_size, const char *sluice_version,
-                     const cJSON *trainer) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", CK_FORMAT_NAME);
-    cJSON_AddNumberToObject(root, "format_version", SL_CKPT_FORMAT_VERSION);
-    cJSON_AddStringToObject(root, "sluice_version", sluice_version);
-    cJSON_AddNumberToObject(root, "step", (double)step);
-    cJSON_AddNumberToObject(root, "world_size", world_size);
-    cJSON *t = trainer ? cJSON_Duplicate(trainer, 1) : cJSON_CreateObject();
-    if (!t) sl_fatal("checkpoint: out of memory copying the train state");
-    cJSON_AddItemToObject(root, "trainer", t);
-    return print_free(root);
-}
-
-/* ---- the coverage index ---- */
-
-static int cmp_ref(const void *a, const void *b) {
-    const ck_piece *x = ((const ck_ref *)a)->piece, *y = ((const ck_ref *)b)->piece;
-    int c = strcmp(x->tensor, y->tensor);
-    if (c) return c;
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    /* a stable order for equal ranges (qsort is not stable): by origin */
-    int ox = ((const ck_ref *)a)->origin, oy = ((const ck_ref *)b)->origin;
-    return (ox > oy) - (ox < oy);
-}
-
-typedef struct {
-    ck_report_fn report;
-    void *user;
-    const char *where;
-    int problems;
-} rctx;
-
-static void rep(rctx *r, const char *fmt, ...) SL_PRINTF(2, 3);
-static void rep(rctx *r, const char *fmt, ...) {
-    char line[1024];
-    int k = snprintf(line, sizeof line, "%s: ", r->where);
-    va_list ap;
-    va_start(ap, fmt);
-    if (k >= 0 && (size_t)k < sizeof line) vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
-    va_end(ap);
-    r->problems++;
-    if (r->report) r->report(r->user, line);
-}
-
-/* " (index [a, b) of dimension 0)" when [lo, hi) is made of whole rows of the first dimension
- * (e.g. whole experts of an expert stack), else "". */
-static const char *rows_note(char *buf, size_t n, const ck_piece *t, int64_t lo, int64_t hi) {
-    buf[0] = 0;
-    if (t->ndim < 2 || t->shape[0] <= 1 || t->numel == 0) return buf;
-    int64_t row = t->numel / t->shape[0];
-    if (row > 0 && lo % row == 0 && hi % row == 0)
-        snprintf(buf, n, " (index [%" PRId64 ", %" PRId64 ") of dimension 0)", lo / row, hi / row);
-    return buf;
-}
-
-int ck_index_build(const ck_manifest *manifests, int n, const char *const *origin_names,
-                   const char *where, ck_report_fn report, void *user, ck_index *idx) {
-    memset(idx, 0, sizeof *idx);
-    rctx r = {report, user, where, 0};
-    int total = 0;
-    for (int i = 0; i < n; i++) total += manifests[i].npieces;
-    idx->refs = sl_xmalloc(sizeof(ck_ref) * (size_t)(total ? total : 1));
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < manifests[i].npieces; k++)
-            idx->refs[idx->nrefs++] = (ck_ref){&manifests[i].pieces[k], i};
-    qsort(idx->refs, (size_t)idx->nrefs, sizeof(ck_ref), cmp_ref);
-    idx->tensors = sl_xmalloc(sizeof(ck_tensor) * (size_t)(total ? total : 1));
-    char sa[160], sb[160], note[96];
-    for (int s = 0; s < idx->nrefs;) {
-        int e = s + 1;
-        while (e < idx->nrefs &&
-               strcmp(idx->refs[e].piece->tensor, idx->refs[s].piece->tensor) == 0)
-            e++;
-        const ck_piece *t0 = idx->refs[s].piece;
-        const char *o0 = origin_names[idx->refs[s].origin];
-        ck_tensor *t = &idx->tensors[idx->ntensors++];
-        t->name = t0->tensor;
-        t->first = t0;
-        t->start = s;
-        t->count = e - s;
-        bool consistent = true;
-        for (int k = s + 1; k < e; k++) {
-            const ck_piece *pk = idx->refs[k].piece;
-            bool same = pk->dtype == t0->dtype && pk->ndim == t0->ndim;
-            for (int d = 0; same && d < t0->ndim; d++) same = pk->shape[d] == t0->shape[d];
-            if (!same) {
-                rep(&r, "tensor '%s': %s has shape %s %s but %s has shape %s %s", t->name,
-                    origin_names[idx->refs[k].origin],
-                    ck_fmt_shape(sa, sizeof sa, pk->ndim, pk->shape), pk->dtype, o0,
-                    ck_fmt_shape(sb, sizeof sb, t0->ndim, t0->shape), t0->dtype);
-                consistent = false;
-            }
-        }
-        if (consistent) {
-            /* coverage: walk the pieces in begin order */
-            int64_t pos = 0;
-            int at = -1; /* the piece that reached pos */
-            for (int k = s; k < e; k++) {
-                const ck_piece *pk = idx->refs[k].piece;
-                if (pk->begin > pos)
-                    rep(&r,
-                        "tensor '%s': elements [%" PRId64 ", %" PRId64 ")%s of %" PRId64
-                        " are missing: no rank saved them",
-                        t->name, pos, pk->begin, rows_note(note, sizeof note, t0, pos, pk->begin),
-                        t0->numel);
-                else if (k > s && (pk->begin < pos || (t0->numel == 0)))
-                    rep(&r,
-                        "tensor '%s': elements [%" PRId64 ", %" PRId64 ")%s are saved twice: by %s "
-                        "and by %s",
-                        t->name, pk->begin, pk->end < pos ? pk->end : pos,
-                        rows_note(note, sizeof note, t0, pk->begin, pk->end < pos ? pk->end : pos),
-                        origin_names[idx->refs[at].origin], origin_names[idx->refs[k].origin]);
-                if (pk->end > pos || at < 0) pos = pk->end, at = k;
-            }
-            if (pos < t0->numel)
-                rep(&r,
-                    "tensor '%s': elements [%" PRId64 ", %" PRId64 ")%s of %" PRId64
-                    " are missing: no rank saved them",
-                    t->name, pos, t0->numel, rows_note(note, sizeof note, t0, pos, t0->numel),
-                    t0->numel);
-        }
-        s = e;
-    }
-    return r.problems;
-}
-
-void ck_index_free(ck_index *idx) {
-    if (!idx) return;
-    free(idx->refs);
-    free(idx->tensors);
-    memset(idx, 0, sizeof *idx);
-}
-
-int ck_index_find(const ck_index *idx, const char *name) {
-    int lo = 0, hi = idx->ntensors - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        int c = strcmp(idx->tensors[mid].name, name);
-        if (c == 0) return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
 }

@@ -1,8 +1,9 @@
 /*
  * io/importers.h - the input formats of `sluice data build`: the sink an importer pushes tokens
  * into, format detection, each format's defaults, and the import of one input file.
- * Internal to io/build.c and io/importers.c; users include io/build.h (which describes the
- * formats).
+ * Internal to io/build.c and the importer files (io/importers.c: detection, defaults and the
+ * formats table; io/import_text.c and io/import_tokenized.c: the importers); users include
+ * io/build.h (which describes the formats).
  *
  * An importer reads one input file and turns it into tokens and document starts. It knows
  * nothing of shards: it pushes into an sl_sink, which io/build.c implements (shard rotation at
@@ -10,12 +11,14 @@
  *
  * Adding an importer (a new input format):
  *   1. io/build.h: a value in sl_input_format, and the format's line in the comment at the top.
- *   2. io/importers.c: `static int import_<name>(sl_sink *k, const char *path, char *err,
- *      size_t errlen)` and its row in the `formats` table (the --format name, which
- *      sl_input_format_name also returns). The function calls sl_sink_doc before the first
- *      token of every document and sl_sink_push for each token, checks every token against
- *      k->vocab, and fails with a message naming the file and the byte offset (or line). It
- *      reads its options from k->o and never flushes (build.c does at the end).
+ *   2. io/import_text.c or io/import_tokenized.c (or a file of its own, listed in
+ *      io/CMakeLists.txt): `int imp_<name>(sl_sink *k, const char *path, char *err,
+ *      size_t errlen)`, declared at the end of this header, and its row in the `formats` table
+ *      of io/importers.c (the --format name, which sl_input_format_name also returns). The
+ *      function calls sl_sink_doc before the first token of every document and sl_sink_push for
+ *      each token, checks every token against k->vocab, and fails with a message naming the
+ *      file and the byte offset (or line). It reads its options from k->o and never flushes
+ *      (build.c does at the end).
  *   3. io/importers.c: detect_format, when the format can be told from a file's name or first
  *      bytes; sl_import_defaults, for its default vocabulary and end-of-document token (a
  *      format without a default vocabulary fails there asking for --vocab).
@@ -82,5 +85,28 @@ int sl_import_defaults(sl_input_format fmt, sl_build_opts *o, const char *first_
 
 /* Pushes the documents of input `path`, in format fmt, into k. 0, or -1 with err. */
 int sl_import(sl_sink *k, sl_input_format fmt, const char *path, char *err, size_t errlen);
+
+/* ---- between the importer files (io/importers.c, import_text.c, import_tokenized.c) ---- */
+
+#define TEXT_VOCAB  257
+#define TEXT_EOD    256
+#define LLMC_MAGIC  20240520
+#define CHUNK_BYTES (1u << 20)
+
+/* The importers of the formats table (io/import_text.c, io/import_tokenized.c). */
+int imp_text(sl_sink *k, const char *path, char *err, size_t errlen);
+int imp_jsonl(sl_sink *k, const char *path, char *err, size_t errlen);
+int imp_raw(sl_sink *k, const char *path, char *err, size_t errlen);
+int imp_llmc(sl_sink *k, const char *path, char *err, size_t errlen);
+int imp_megatron(sl_sink *k, const char *in, char *err, size_t errlen);
+
+/* Opens a regular file for reading: the descriptor (its size in *size), or -1 with err. */
+int imp_open_sized(const char *path, uint64_t *size, char *err, size_t errlen);
+/* llm.c header: returns token width or -1. */
+int imp_llmc_header(int fd, const char *path, uint64_t size, uint64_t *ntok, char *err,
+                    size_t errlen);
+/* The .idx and .bin paths of a Megatron input named by either file or by their prefix
+ * (malloc'ed). */
+void imp_megatron_paths(const char *in, char **idx, char **bin);
 
 #endif

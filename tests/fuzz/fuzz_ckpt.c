@@ -1,7 +1,7 @@
 /*
  * tests/fuzz/fuzz_ckpt.c - libFuzzer harness for the checkpoint's JSON parsers and the coverage
- * index (io/checkpoint_manifest.c), built with clang -fsanitize=fuzzer,address,undefined by
- * tests/fuzz/run_fuzz_ckpt.sh.
+ * index (io/checkpoint_manifest.c, checkpoint_print.c, checkpoint_index.c), built with clang
+ * -fsanitize=fuzzer,address,undefined by tests/fuzz/run_fuzz_ckpt.sh.
  *
  * The first input byte picks a mode; the rest is the file:
  *   0: a rank manifest;  1: the COMMIT index;  2: train_state.json;

@@ -26,6 +26,7 @@ if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Wall -Wextra -Werror -I"$SRC" \
     "$SRC/tests/fuzz/fuzz_ckpt.c" "$SRC/io/checkpoint_manifest.c" \
+    "$SRC/io/checkpoint_print.c" "$SRC/io/checkpoint_index.c" \
     "$SRC/io/safetensors_common.c" "$SRC/core/log.c" \
     $CJSON_FLAGS -o fuzz_ckpt; then
     echo "fuzz: the harness does not build"
