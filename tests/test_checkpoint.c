@@ -5,11 +5,11 @@
  * errors found at save and at load (a missing expert, a doubled range, a shape conflict),
  * checksum corruption named by file and tensor, keep_last / keep_every, replacing a step, a full
  * disk (RLIMIT_FSIZE in a child) leaving the previous checkpoint intact, the fetch interface,
- * and the Hugging Face export.
+ * and the Hugging Face export. The loader's coverage checks and the checksums: in
+ * tests/test_checkpoint_tamper.c, part of the same program.
  *
- * `test_checkpoint --torture N DIR` is the kill -9 test: a child saving repeatedly is killed at
- * random moments N times; after each kill the newest committed checkpoint must load, verify,
- * hold exactly its step's bytes and never be older than the one found before.
+ * `test_checkpoint --torture N DIR` is the kill -9 test, `--example DIR WORLD [CONFIG]` writes an
+ * example checkpoint (tests/test_checkpoint_torture.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,16 +30,16 @@
 #include "io/crc32c.h"
 #include "io/safetensors.h"
 #include "tests/checkpoint_model.h"
+#include "tests/test_checkpoint.h"
 #include "tests/test_util.h"
 
-static char g_work[2048];
+char tck_work[2048];
 
-static const char *wpath(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *wpath(const char *fmt, ...) {
+const char *tck_path(const char *fmt, ...) {
     static char buf[8][4096];
     static int k;
     char *p = buf[k++ % 8];
-    int n = snprintf(p, 4096, "%s/", g_work);
+    int n = snprintf(p, 4096, "%s/", tck_work);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p + n, 4096 - (size_t)n, fmt, ap);
@@ -52,7 +52,7 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
     return remove(p);
 }
 
-static void rmrf(const char *p) {
+void tck_rmrf(const char *p) {
     nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -61,12 +61,12 @@ static bool exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-static char *slurp(const char *p, size_t *n) {
+char *tck_slurp(const char *p, size_t *n) {
     char e[512];
     return sl_read_file(p, n, e, sizeof e);
 }
 
-static void put(const char *p, const void *d, size_t n) {
+void tck_put(const char *p, const void *d, size_t n) {
     FILE *f = fopen(p, "wb");
     if (!f || fwrite(d, 1, n, f) != n || fclose(f) != 0) {
         fprintf(stderr, "cannot write %s\n", p);
@@ -75,7 +75,7 @@ static void put(const char *p, const void *d, size_t n) {
 }
 
 /* Copies the files of directory `from` into `to` (created). */
-static void copy_dir(const char *from, const char *to) {
+void tck_copy_dir(const char *from, const char *to) {
     char e[512];
     sl_mkdirs(to, e, sizeof e);
     DIR *d = opendir(from);
@@ -86,14 +86,14 @@ static void copy_dir(const char *from, const char *to) {
         snprintf(a, sizeof a, "%s/%s", from, x->d_name);
         snprintf(b, sizeof b, "%s/%s", to, x->d_name);
         size_t n;
-        char *s = slurp(a, &n);
-        if (s) put(b, s, n);
+        char *s = tck_slurp(a, &n);
+        if (s) tck_put(b, s, n);
         free(s);
     }
     if (d) closedir(d);
 }
 
-static int count_prefix(const char *dir, const char *prefix) {
+int tck_count_prefix(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
     int n = 0;
     struct dirent *e;
@@ -107,22 +107,17 @@ static char *latest_of(const char *root) {
     char p[4096];
     snprintf(p, sizeof p, "%s/checkpoints/latest", root);
     size_t n;
-    char *s = slurp(p, &n);
+    char *s = tck_slurp(p, &n);
     return s ? s : sl_xstrdup("(none)");
 }
 
-typedef struct {
-    char lines[16][1024];
-    int n;
-} collected;
-
-static void collect(void *user, const char *line) {
-    collected *c = user;
+void tck_collect(void *user, const char *line) {
+    tck_lines *c = user;
     if (c->n < 16) snprintf(c->lines[c->n], sizeof c->lines[0], "%s", line);
     c->n++;
 }
 
-static bool any_line_has(const collected *c, const char *a, const char *b) {
+bool tck_any_line_has(const tck_lines *c, const char *a, const char *b) {
     for (int i = 0; i < c->n && i < 16; i++)
         if (strstr(c->lines[i], a) && (!b || strstr(c->lines[i], b))) return true;
     return false;
@@ -134,23 +129,26 @@ static void test_roundtrip(void) {
     ckm_model m;
     ckm_model_init(&m, 16);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("rt"));
+    snprintf(root, sizeof root, "%s", tck_path("rt"));
     char err[4096];
     int rc = ckm_save_sequential(root, &m, 10, 4, 0, 0, NULL, err, sizeof err);
     CHECK(rc == 0, "4-rank save: %s", err);
     char *l = latest_of(root);
     CHECK(strcmp(l, "step-10\n") == 0, "latest = '%s'", l);
     free(l);
-    CHECK(exists(wpath("rt/checkpoints/step-10/COMMIT")), "COMMIT present");
-    CHECK(exists(wpath("rt/checkpoints/step-10/train_state.json")), "train_state.json present");
+    CHECK(exists(tck_path("rt/checkpoints/step-10/COMMIT")), "COMMIT present");
+    CHECK(exists(tck_path("rt/checkpoints/step-10/train_state.json")), "train_state.json present");
     for (int r = 0; r < 4; r++) {
-        CHECK(exists(wpath("rt/checkpoints/step-10/rank-%05d.safetensors", r)), "rank %d data", r);
-        CHECK(exists(wpath("rt/checkpoints/step-10/rank-%05d.manifest.json", r)), "manifest %d", r);
+        CHECK(exists(tck_path("rt/checkpoints/step-10/rank-%05d.safetensors", r)), "rank %d data",
+              r);
+        CHECK(exists(tck_path("rt/checkpoints/step-10/rank-%05d.manifest.json", r)), "manifest %d",
+              r);
     }
-    CHECK(count_prefix(wpath("rt/checkpoints"), ".tmp-") == 0, "no temporary directory left");
+    CHECK(tck_count_prefix(tck_path("rt/checkpoints"), ".tmp-") == 0,
+          "no temporary directory left");
     /* each rank's file is a plain safetensors file of 1-D pieces named <tensor>@<begin> */
     sl_st_file *f =
-        sl_st_open(wpath("rt/checkpoints/step-10/rank-00001.safetensors"), err, sizeof err);
+        sl_st_open(tck_path("rt/checkpoints/step-10/rank-00001.safetensors"), err, sizeof err);
     CHECK(f != NULL, "rank 1 file opens as safetensors: %s", err);
     if (f) {
         int64_t b, e;
@@ -204,9 +202,9 @@ static void test_roundtrip(void) {
           "reversed range refused: %s", err);
     sl_ckpt_close(c);
 
-    collected v = {.n = 0};
+    tck_lines v = {.n = 0};
     sl_ckpt_verify_stats st;
-    int np = sl_ckpt_verify(root, collect, &v, &st);
+    int np = sl_ckpt_verify(root, tck_collect, &v, &st);
     CHECK(np == 0, "verify: %d problems (%s)", np, v.n ? v.lines[0] : "");
     CHECK(st.step == 10 && st.tensors == m.n && st.bytes_checked == total,
           "verify stats: step %lld, %d tensors, %llu bytes", (long long)st.step, st.tensors,
@@ -215,8 +213,8 @@ static void test_roundtrip(void) {
 
 /* ---- latest, auto, uncommitted directories ---- */
 
-static void save_ok(const char *root, const ckm_model *m, int64_t step, int world, int keep,
-                    int64_t every) {
+void tck_save_ok(const char *root, const ckm_model *m, int64_t step, int world, int keep,
+                 int64_t every) {
     char err[4096];
     int rc = ckm_save_sequential(root, m, step, world, keep, every, NULL, err, sizeof err);
     CHECK(rc == 0, "save step %lld: %s", (long long)step, err);
@@ -226,16 +224,16 @@ static void test_latest(void) {
     ckm_model m;
     ckm_model_init(&m, 8);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("lt"));
+    snprintf(root, sizeof root, "%s", tck_path("lt"));
     char dir[4096], err[4096];
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 0,
           "nothing there yet: a fresh start");
-    save_ok(root, &m, 10, 4, 0, 0);
-    save_ok(root, &m, 20, 4, 0, 0);
+    tck_save_ok(root, &m, 10, 4, 0, 0);
+    tck_save_ok(root, &m, 20, 4, 0, 0);
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 1 &&
               strstr(dir, "step-20"),
           "latest: %s", dir);
-    CHECK(sl_ckpt_find_latest(wpath("lt/checkpoints"), dir, sizeof dir, err, sizeof err) == 1 &&
+    CHECK(sl_ckpt_find_latest(tck_path("lt/checkpoints"), dir, sizeof dir, err, sizeof err) == 1 &&
               strstr(dir, "step-20"),
           "latest from the checkpoints dir: %s", dir);
 
@@ -254,51 +252,51 @@ static void test_latest(void) {
         sl_ckpt_save_abort(w[r]);
         ckm_free_bufs(bufs[r], nb[r]);
     }
-    CHECK(exists(wpath("lt/checkpoints/.tmp-step-30/rank-00003.manifest.json")),
+    CHECK(exists(tck_path("lt/checkpoints/.tmp-step-30/rank-00003.manifest.json")),
           "the interrupted save's files are there");
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 1 &&
               strstr(dir, "step-20"),
           "the uncommitted save is ignored: %s", dir);
-    sl_ckpt *c = sl_ckpt_open(wpath("lt/checkpoints/.tmp-step-30"), err, sizeof err);
+    sl_ckpt *c = sl_ckpt_open(tck_path("lt/checkpoints/.tmp-step-30"), err, sizeof err);
     CHECK(c == NULL && strstr(err, "not a committed checkpoint"), "tmp dir refused: %s", err);
     sl_ckpt_close(c);
     /* a step-* directory without COMMIT (copied by hand, say) is never loaded either */
-    copy_dir(wpath("lt/checkpoints/.tmp-step-30"), wpath("lt/checkpoints/step-30"));
-    c = sl_ckpt_open(wpath("lt/checkpoints/step-30"), err, sizeof err);
+    tck_copy_dir(tck_path("lt/checkpoints/.tmp-step-30"), tck_path("lt/checkpoints/step-30"));
+    c = sl_ckpt_open(tck_path("lt/checkpoints/step-30"), err, sizeof err);
     CHECK(c == NULL && strstr(err, "not a committed checkpoint"), "no COMMIT refused: %s", err);
     sl_ckpt_close(c);
-    c = sl_ckpt_open(wpath("lt/checkpoints/step-30//"), err, sizeof err);
+    c = sl_ckpt_open(tck_path("lt/checkpoints/step-30//"), err, sizeof err);
     CHECK(c == NULL && strstr(err, "not a committed checkpoint"), "the same with a slash: %s", err);
     sl_ckpt_close(c);
     /* without `latest` the newest committed directory is found by its name */
-    rename(wpath("lt/checkpoints/latest"), wpath("lt/latest.saved"));
+    rename(tck_path("lt/checkpoints/latest"), tck_path("lt/latest.saved"));
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 1 &&
               strstr(dir, "step-20"),
           "fallback skips step-30 without COMMIT: %s", dir);
     /* a dangling `latest` falls back the same way */
-    put(wpath("lt/checkpoints/latest"), "step-99\n", 8);
+    tck_put(tck_path("lt/checkpoints/latest"), "step-99\n", 8);
     CHECK(sl_ckpt_find_latest(root, dir, sizeof dir, err, sizeof err) == 1 &&
               strstr(dir, "step-20"),
           "dangling latest: %s", dir);
-    rename(wpath("lt/latest.saved"), wpath("lt/checkpoints/latest"));
-    rmrf(wpath("lt/checkpoints/step-30"));
+    rename(tck_path("lt/latest.saved"), tck_path("lt/checkpoints/latest"));
+    tck_rmrf(tck_path("lt/checkpoints/step-30"));
 
     /* the next save removes the leftover and moves `latest` */
-    save_ok(root, &m, 40, 4, 0, 0);
-    CHECK(!exists(wpath("lt/checkpoints/.tmp-step-30")), "leftover removed by the next save");
+    tck_save_ok(root, &m, 40, 4, 0, 0);
+    CHECK(!exists(tck_path("lt/checkpoints/.tmp-step-30")), "leftover removed by the next save");
     char *l = latest_of(root);
     CHECK(strcmp(l, "step-40\n") == 0, "latest = '%s'", l);
     free(l);
-    CHECK(count_prefix(wpath("lt/checkpoints"), "latest.tmp") == 0, "no latest.tmp left");
+    CHECK(tck_count_prefix(tck_path("lt/checkpoints"), "latest.tmp") == 0, "no latest.tmp left");
     c = sl_ckpt_open(root, err, sizeof err);
     CHECK(c && sl_ckpt_step(c) == 40 && ckm_check_world(c, &m, 40, 2) == 0, "auto opens 40: %s",
           c ? "" : err);
     sl_ckpt_close(c);
-    c = sl_ckpt_open(wpath("lt/checkpoints/step-20"), err, sizeof err);
+    c = sl_ckpt_open(tck_path("lt/checkpoints/step-20"), err, sizeof err);
     CHECK(c && sl_ckpt_step(c) == 20 && ckm_check_world(c, &m, 20, 1) == 0,
           "an explicit older checkpoint: %s", c ? "" : err);
     sl_ckpt_close(c);
-    c = sl_ckpt_open(wpath("nowhere"), err, sizeof err);
+    c = sl_ckpt_open(tck_path("nowhere"), err, sizeof err);
     CHECK(c == NULL && strstr(err, "nowhere"), "missing path named: %s", err);
 }
 
@@ -308,9 +306,9 @@ static void test_coverage_save(void) {
     ckm_model m;
     ckm_model_init(&m, 8);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("cov"));
+    snprintf(root, sizeof root, "%s", tck_path("cov"));
     char err[4096];
-    save_ok(root, &m, 10, 4, 0, 0);
+    tck_save_ok(root, &m, 10, 4, 0, 0);
     ckm_fault drop = {2, "layers.0.mlp.experts.gate_up_proj", 0};
     int rc = ckm_save_sequential(root, &m, 20, 4, 0, 0, &drop, err, sizeof err);
     CHECK(rc != 0 && strstr(err, "layers.0.mlp.experts.gate_up_proj") && strstr(err, "missing") &&
@@ -324,8 +322,8 @@ static void test_coverage_save(void) {
     char *l = latest_of(root);
     CHECK(strcmp(l, "step-10\n") == 0, "latest unchanged: '%s'", l);
     free(l);
-    CHECK(!exists(wpath("cov/checkpoints/step-20")), "nothing committed");
-    CHECK(count_prefix(wpath("cov/checkpoints"), ".tmp-") == 0, "failed save cleaned up");
+    CHECK(!exists(tck_path("cov/checkpoints/step-20")), "nothing committed");
+    CHECK(tck_count_prefix(tck_path("cov/checkpoints"), ".tmp-") == 0, "failed save cleaned up");
 
     /* misuse of the writer */
     sl_ckpt_save_opts o = {.root = root, .step = 30, .rank = 0, .world_size = 1};
@@ -344,268 +342,38 @@ static void test_coverage_save(void) {
     sl_ckpt_save_abort(w);
 }
 
-/* ---- coverage and consistency problems caught by the loader ---- */
-
-/* Rewrites rank r's manifest of checkpoint dir through edit, and COMMIT to match it (what a
- * buggy writer would have committed). */
-static void tamper(const char *dir, int r, void (*edit)(ck_manifest *m)) {
-    char mp[8192], cp[4096], e[1024];
-    snprintf(mp, sizeof mp, "%s/rank-%05d.manifest.json", dir, r);
-    snprintf(cp, sizeof cp, "%s/COMMIT", dir);
-    size_t n;
-    char *text = slurp(mp, &n);
-    ck_manifest m;
-    if (!text || ck_manifest_parse(text, n, mp, &m, e, sizeof e) != 0) {
-        fprintf(stderr, "tamper: %s\n", e);
-        exit(1);
-    }
-    free(text);
-    edit(&m);
-    char *out = ck_manifest_print(&m);
-    size_t on = strlen(out);
-    put(mp, out, on);
-    text = slurp(cp, &n);
-    ck_commit cm;
-    if (!text || ck_commit_parse(text, n, cp, &cm, e, sizeof e) != 0) {
-        fprintf(stderr, "tamper: %s\n", e);
-        exit(1);
-    }
-    free(text);
-    cm.manifests[r].bytes = on;
-    cm.manifests[r].crc32c = sl_crc32c(0, out, on);
-    free(out);
-    out = ck_commit_print(&cm);
-    put(cp, out, strlen(out));
-    free(out);
-    ck_commit_free(&cm);
-    /* the edit may have freed pieces' strings: ck_manifest_free handles what is left */
-    ck_manifest_free(&m);
-}
-
-static int find_piece(const ck_manifest *m, const char *tensor) {
-    for (int i = 0; i < m->npieces; i++)
-        if (strcmp(m->pieces[i].tensor, tensor) == 0) return i;
-    return -1;
-}
-
-static void drop_down_proj(ck_manifest *m) {
-    int i = find_piece(m, "layers.0.mlp.experts.down_proj");
-    free(m->pieces[i].tensor);
-    free(m->pieces[i].file);
-    m->pieces[i] = m->pieces[--m->npieces];
-}
-
-static void overlap_down_proj(ck_manifest *m) {
-    int i = find_piece(m, "layers.0.mlp.experts.down_proj");
-    m->pieces[i].begin -= 8; /* into rank 0's experts */
-}
-
-static void reshape_flat(ck_manifest *m) {
-    int i = find_piece(m, "optim.exp_avg.flat");
-    m->pieces[i].shape[0] += 1;
-    m->pieces[i].numel += 1;
-}
-
-static void test_coverage_load(void) {
-    ckm_model m;
-    ckm_model_init(&m, 8);
-    char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("cl"));
-    save_ok(root, &m, 10, 4, 0, 0);
-    char err[4096];
-    char good[4096];
-    snprintf(good, sizeof good, "%s", wpath("cl/checkpoints/step-10"));
-
-    char d1[4096];
-    snprintf(d1, sizeof d1, "%s", wpath("cl/missing"));
-    copy_dir(good, d1);
-    tamper(d1, 2, drop_down_proj);
-    sl_ckpt *c = sl_ckpt_open(d1, err, sizeof err);
-    CHECK(c == NULL && strstr(err, "layers.0.mlp.experts.down_proj") && strstr(err, "missing") &&
-              strstr(err, "[4, 6) of dimension 0"),
-          "a missing expert is an error naming the tensor and the experts: %s", err);
-    sl_ckpt_close(c);
-    collected v = {.n = 0};
-    int np = sl_ckpt_verify(d1, collect, &v, NULL);
-    CHECK(np >= 2 && any_line_has(&v, "down_proj", "missing") &&
-              any_line_has(&v, "rank-00002.safetensors", "manifest lists"),
-          "verify lists the gap and the unlisted piece (%d problems)", np);
-
-    char d2[4096];
-    snprintf(d2, sizeof d2, "%s", wpath("cl/overlap"));
-    copy_dir(good, d2);
-    tamper(d2, 1, overlap_down_proj);
-    c = sl_ckpt_open(d2, err, sizeof err);
-    CHECK(c == NULL && strstr(err, "layers.0.mlp.experts.down_proj") && strstr(err, "twice") &&
-              strstr(err, "rank-00000.manifest.json") && strstr(err, "rank-00001.manifest.json"),
-          "a doubled range names the tensor and both manifests: %s", err);
-    sl_ckpt_close(c);
-
-    char d3[4096];
-    snprintf(d3, sizeof d3, "%s", wpath("cl/shape"));
-    copy_dir(good, d3);
-    tamper(d3, 1, reshape_flat);
-    c = sl_ckpt_open(d3, err, sizeof err);
-    CHECK(c == NULL && strstr(err, "optim.exp_avg.flat") &&
-              strstr(err, "rank-00001.manifest.json") && strstr(err, "has shape"),
-          "pieces of different shapes name the tensor and the manifests: %s", err);
-    sl_ckpt_close(c);
-}
-
-/* ---- checksums ---- */
-
-static void flip_byte(const char *path, uint64_t off) {
-    int fd = open(path, O_RDWR);
-    unsigned char b = 0;
-    if (fd < 0 || pread(fd, &b, 1, (off_t)off) != 1) exit(1);
-    b ^= 0x20;
-    if (pwrite(fd, &b, 1, (off_t)off) != 1) exit(1);
-    close(fd);
-}
-
-static void test_corruption(void) {
-    ckm_model m;
-    ckm_model_init(&m, 8);
-    char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("crc"));
-    save_ok(root, &m, 10, 4, 0, 0);
-    char err[4096];
-    char good[4096];
-    snprintf(good, sizeof good, "%s", wpath("crc/checkpoints/step-10"));
-    char d[4096];
-    snprintf(d, sizeof d, "%s", wpath("crc/flipped"));
-    copy_dir(good, d);
-    /* a byte inside rank 2's piece of down_proj */
-    char mp[8192];
-    snprintf(mp, sizeof mp, "%s/rank-00002.manifest.json", d);
-    size_t n;
-    char *text = slurp(mp, &n);
-    ck_manifest man;
-    CHECK(text && ck_manifest_parse(text, n, mp, &man, err, sizeof err) == 0, "parse: %s", err);
-    free(text);
-    int i = find_piece(&man, "layers.0.mlp.experts.down_proj");
-    int64_t pb = man.pieces[i].begin, pe = man.pieces[i].end;
-    char dp[8192];
-    snprintf(dp, sizeof dp, "%s/rank-00002.safetensors", d);
-    flip_byte(dp, man.pieces[i].offset + 13);
-    ck_manifest_free(&man);
-
-    sl_ckpt *c = sl_ckpt_open(d, err, sizeof err);
-    CHECK(c != NULL, "open does not read data: %s", err);
-    if (c) {
-        float *buf = sl_xmalloc((size_t)(pe - pb) * 4);
-        CHECK(sl_ckpt_read(c, "layers.0.mlp.experts.down_proj", pb, pe, buf, err, sizeof err) !=
-                      0 &&
-                  strstr(err, "rank-00002.safetensors") &&
-                  strstr(err, "layers.0.mlp.experts.down_proj") && strstr(err, "CRC"),
-              "a flipped byte names the file and tensor: %s", err);
-        /* a slice of it too: the whole piece is checked */
-        CHECK(sl_ckpt_read(c, "layers.0.mlp.experts.down_proj", pe - 2, pe, buf, err, sizeof err) !=
-                  0,
-              "a sub-range of the damaged piece fails too");
-        CHECK(sl_ckpt_read(c, "layers.0.mlp.experts.down_proj", 0, pb, NULL, err, sizeof err) != 0,
-              "NULL destination refused");
-        float *all = sl_xmalloc((size_t)pb * 4);
-        CHECK(sl_ckpt_read(c, "layers.0.mlp.experts.down_proj", 0, pb, all, err, sizeof err) == 0,
-              "other ranks' pieces still read: %s", err);
-        free(all);
-        free(buf);
-        sl_ckpt_close(c);
-    }
-    collected v = {.n = 0};
-    int np = sl_ckpt_verify(d, collect, &v, NULL);
-    CHECK(np == 1 && any_line_has(&v, "rank-00002.safetensors", "layers.0.mlp.experts.down_proj"),
-          "verify: one problem naming file and tensor (%d: %s)", np, v.n ? v.lines[0] : "");
-
-    /* a damaged manifest: its checksum in COMMIT no longer matches */
-    char d2[4096];
-    snprintf(d2, sizeof d2, "%s", wpath("crc/manifest"));
-    copy_dir(good, d2);
-    snprintf(mp, sizeof mp, "%s/rank-00001.manifest.json", d2);
-    flip_byte(mp, 40);
-    c = sl_ckpt_open(d2, err, sizeof err);
-    CHECK(c == NULL && strstr(err, "rank-00001.manifest.json") && strstr(err, "damaged"),
-          "damaged manifest: %s", err);
-    sl_ckpt_close(c);
-
-    /* a checkpoint of a newer format version is refused, not guessed at */
-    char d5[4096];
-    snprintf(d5, sizeof d5, "%s", wpath("crc/newer"));
-    copy_dir(good, d5);
-    char cp[8192];
-    snprintf(cp, sizeof cp, "%s/COMMIT", d5);
-    text = slurp(cp, &n);
-    char *ver = text ? strstr(text, "\"format_version\":") : NULL;
-    if (ver) {
-        ver = strchr(ver, '1');
-        *ver = '2';
-        put(cp, text, n);
-    }
-    free(text);
-    c = sl_ckpt_open(d5, err, sizeof err);
-    CHECK(ver && c == NULL && strstr(err, "COMMIT") && strstr(err, "format_version 2") &&
-              strstr(err, "newer sluice"),
-          "newer format refused: %s", err);
-    sl_ckpt_close(c);
-
-    /* a truncated data file */
-    char d3[4096];
-    snprintf(d3, sizeof d3, "%s", wpath("crc/truncated"));
-    copy_dir(good, d3);
-    snprintf(dp, sizeof dp, "%s/rank-00003.safetensors", d3);
-    CHECK(truncate(dp, 100) == 0, "truncate");
-    c = sl_ckpt_open(d3, err, sizeof err);
-    CHECK(c == NULL && strstr(err, "rank-00003.safetensors") && strstr(err, "truncated"),
-          "truncated data file: %s", err);
-    sl_ckpt_close(c);
-
-    /* a missing data file and a damaged train_state.json */
-    char d4[4096];
-    snprintf(d4, sizeof d4, "%s", wpath("crc/gone"));
-    copy_dir(good, d4);
-    snprintf(dp, sizeof dp, "%s/rank-00000.safetensors", d4);
-    unlink(dp);
-    snprintf(mp, sizeof mp, "%s/train_state.json", d4);
-    flip_byte(mp, 3);
-    v.n = 0;
-    np = sl_ckpt_verify(d4, collect, &v, NULL);
-    CHECK(np >= 2 && any_line_has(&v, "rank-00000.safetensors", "missing") &&
-              any_line_has(&v, "train_state.json", "damaged"),
-          "verify lists a missing file and a damaged state (%d problems)", np);
-}
-
 /* ---- retention and replacement ---- */
 
 static void test_retention(void) {
     ckm_model m;
     ckm_model_init(&m, 4);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("keep"));
-    for (int s = 10; s <= 70; s += 10) save_ok(root, &m, s, 2, 2, 30);
+    snprintf(root, sizeof root, "%s", tck_path("keep"));
+    for (int s = 10; s <= 70; s += 10) tck_save_ok(root, &m, s, 2, 2, 30);
     for (int s = 10; s <= 70; s += 10) {
         bool want = s == 30 || s == 60 || s == 70;
-        CHECK(exists(wpath("keep/checkpoints/step-%d", s)) == want, "step-%d %s", s,
+        CHECK(exists(tck_path("keep/checkpoints/step-%d", s)) == want, "step-%d %s", s,
               want ? "kept" : "removed");
     }
-    CHECK(count_prefix(wpath("keep/checkpoints"), ".tmp-") == 0, "no leftovers");
+    CHECK(tck_count_prefix(tck_path("keep/checkpoints"), ".tmp-") == 0, "no leftovers");
     /* keep_last 0 keeps everything */
     char all[4096];
-    snprintf(all, sizeof all, "%s", wpath("keepall"));
-    for (int s = 1; s <= 4; s++) save_ok(all, &m, s, 1, 0, 0);
-    CHECK(count_prefix(wpath("keepall/checkpoints"), "step-") == 4, "keep_last 0 keeps all");
+    snprintf(all, sizeof all, "%s", tck_path("keepall"));
+    for (int s = 1; s <= 4; s++) tck_save_ok(all, &m, s, 1, 0, 0);
+    CHECK(tck_count_prefix(tck_path("keepall/checkpoints"), "step-") == 4, "keep_last 0 keeps all");
 
     /* saving an existing step again replaces it whole (here with another world size) */
-    save_ok(root, &m, 70, 3, 2, 30);
+    tck_save_ok(root, &m, 70, 3, 2, 30);
     char err[4096];
     sl_ckpt *c = sl_ckpt_open(root, err, sizeof err);
     CHECK(c && sl_ckpt_step(c) == 70 && sl_ckpt_world_size(c) == 3 &&
               ckm_check_world(c, &m, 70, 2) == 0,
           "replaced step-70: %s", c ? "" : err);
     sl_ckpt_close(c);
-    CHECK(exists(wpath("keep/checkpoints/step-70/rank-00002.safetensors")) &&
-              !exists(wpath("keep/checkpoints/step-70/rank-00003.safetensors")),
+    CHECK(exists(tck_path("keep/checkpoints/step-70/rank-00002.safetensors")) &&
+              !exists(tck_path("keep/checkpoints/step-70/rank-00003.safetensors")),
           "no file of the replaced checkpoint remains");
-    CHECK(count_prefix(wpath("keep/checkpoints"), ".tmp-") == 0, "replaced copy removed");
+    CHECK(tck_count_prefix(tck_path("keep/checkpoints"), ".tmp-") == 0, "replaced copy removed");
 }
 
 /* ---- a full disk ---- */
@@ -614,8 +382,8 @@ static void test_write_failure(void) {
     ckm_model m;
     ckm_model_init(&m, 64);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("full"));
-    save_ok(root, &m, 10, 2, 0, 0);
+    snprintf(root, sizeof root, "%s", tck_path("full"));
+    tck_save_ok(root, &m, 10, 2, 0, 0);
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
@@ -638,8 +406,8 @@ static void test_write_failure(void) {
     char *l = latest_of(root);
     CHECK(strcmp(l, "step-10\n") == 0, "latest unchanged: '%s'", l);
     free(l);
-    CHECK(!exists(wpath("full/checkpoints/step-20")), "nothing committed");
-    CHECK(!exists(wpath("full/checkpoints/.tmp-step-20")), "the failed save was removed");
+    CHECK(!exists(tck_path("full/checkpoints/step-20")), "nothing committed");
+    CHECK(!exists(tck_path("full/checkpoints/.tmp-step-20")), "the failed save was removed");
     char err[4096];
     sl_ckpt *c = sl_ckpt_open(root, err, sizeof err);
     CHECK(c && sl_ckpt_step(c) == 10 && ckm_check_world(c, &m, 10, 2) == 0,
@@ -668,7 +436,7 @@ static int fetch(void *user, uint64_t off, void *dst, size_t n) {
 
 static void test_fetch(void) {
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("fetch"));
+    snprintf(root, sizeof root, "%s", tck_path("fetch"));
     const int64_t n = 3 * 1024 * 1024; /* 12 MiB: two fetch calls */
     char err[4096];
     for (int fail = 0; fail < 2; fail++) {
@@ -702,7 +470,7 @@ static void test_fetch(void) {
 
 /* ---- export ---- */
 
-static float bf16_to_f32(uint16_t h) {
+float tck_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, 4);
@@ -713,14 +481,14 @@ static void test_export(void) {
     ckm_model m;
     ckm_model_init(&m, 16);
     char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("exp"));
-    save_ok(root, &m, 10, 4, 0, 0);
+    snprintf(root, sizeof root, "%s", tck_path("exp"));
+    tck_save_ok(root, &m, 10, 4, 0, 0);
     char err[4096];
     sl_ckpt *c = sl_ckpt_open(root, err, sizeof err);
     CHECK(c != NULL, "open: %s", err);
     if (!c) return;
     char out[4096];
-    snprintf(out, sizeof out, "%s", wpath("exp/hf"));
+    snprintf(out, sizeof out, "%s", tck_path("exp/hf"));
     sl_ckpt_export_opts o = {.dtype = "BF16",
                              .max_shard_bytes = 1024,
                              .config_json = "{\"model_type\": \"qwen3_moe\"}\n",
@@ -728,12 +496,12 @@ static void test_export(void) {
     int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
     CHECK(n == 5, "exported %d tensors (5 without optim.*): %s", n, err);
     size_t len;
-    char *idx = slurp(wpath("exp/hf/model.safetensors.index.json"), &len);
+    char *idx = tck_slurp(tck_path("exp/hf/model.safetensors.index.json"), &len);
     cJSON *j = idx ? cJSON_Parse(idx) : NULL;
     const cJSON *map = cJSON_GetObjectItem(j, "weight_map");
     CHECK(map && cJSON_GetArraySize(map) == 5 && !cJSON_GetObjectItem(map, "optim.exp_avg.flat"),
           "index lists 5 tensors, no optimizer state");
-    int files = count_prefix(out, "model-");
+    int files = tck_count_prefix(out, "model-");
     CHECK(files >= 3, "%d shards of at most 1 KiB (one tensor may exceed it)", files);
     for (int k = 0; map && k < m.n; k++) {
         const ckm_tensor *t = &m.t[k];
@@ -758,8 +526,8 @@ static void test_export(void) {
             int bad = 0;
             for (int64_t q = 0; q < ne; q++) {
                 float want = strcmp(t->dtype, "F32") == 0 ? sl_test_bf16_round(((float *)src)[q])
-                                                          : bf16_to_f32(((uint16_t *)src)[q]);
-                if (bf16_to_f32(h[q]) != want) bad++;
+                                                          : tck_bf16_to_f32(((uint16_t *)src)[q]);
+                if (tck_bf16_to_f32(h[q]) != want) bad++;
             }
             CHECK(bad == 0, "%s: %d values differ from bf16 rounding", t->name, bad);
             free(h);
@@ -769,15 +537,16 @@ static void test_export(void) {
     }
     cJSON_Delete(j);
     free(idx);
-    char *cfg = slurp(wpath("exp/hf/config.json"), &len);
+    char *cfg = tck_slurp(tck_path("exp/hf/config.json"), &len);
     CHECK(cfg && strstr(cfg, "qwen3_moe"), "config.json written");
     free(cfg);
     /* again as F32 in one shard: the old shards are replaced */
     sl_ckpt_export_opts o2 = {.dtype = "F32", .skip_prefix = "optim."};
     n = sl_ckpt_export_hf(c, out, &o2, err, sizeof err);
-    CHECK(n == 5 && count_prefix(out, "model-") == 0 && exists(wpath("exp/hf/model.safetensors")),
+    CHECK(n == 5 && tck_count_prefix(out, "model-") == 0 &&
+              exists(tck_path("exp/hf/model.safetensors")),
           "re-export to one file: %d, %s", n, err);
-    sl_st_file *f = sl_st_open(wpath("exp/hf/model.safetensors"), err, sizeof err);
+    sl_st_file *f = sl_st_open(tck_path("exp/hf/model.safetensors"), err, sizeof err);
     int ji = f ? sl_st_find(f, "layers.0.mlp.router.bias") : -1;
     CHECK(ji >= 0 && strcmp(sl_st_dtype(f, ji), "F32") == 0, "bf16 tensor widened to F32");
     if (f) sl_st_close(f);
@@ -787,165 +556,21 @@ static void test_export(void) {
     sl_ckpt_close(c);
 }
 
-/* ---- kill -9 torture ---- */
-
-static void child_saver(const char *root, const ckm_model *m, int64_t first) {
-    char err[4096];
-    for (int64_t s = first;; s++) {
-        if (ckm_save_sequential(root, m, s, 4, 2, 0, NULL, err, sizeof err) != 0) {
-            fprintf(stderr, "child: save %lld: %s\n", (long long)s, err);
-            _exit(3);
-        }
-    }
-}
-
-static int torture(int rounds, const char *dir) {
-    snprintf(g_work, sizeof g_work, "%s", dir);
-    rmrf(dir);
-    char err[4096], found[4096];
-    sl_mkdirs(dir, err, sizeof err);
-    char root[4096];
-    snprintf(root, sizeof root, "%s", wpath("run"));
-    ckm_model m;
-    ckm_model_init(&m, 512); /* about 2 MB per checkpoint */
-    /* how long one save takes here, to spread the kills over whole saves */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    save_ok(wpath("timing"), &m, 1, 4, 1, 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double save_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("torture: one save takes %.1f ms; %d kills\n", 1e3 * save_s, rounds);
-    uint64_t rng = 12345;
-    int64_t last = -1;
-    int none = 0, mid_save = 0, before_latest = 0, stalled = 0;
-    double max_delay_s = 3 * save_s;
-    for (int i = 0; i < rounds; i++) {
-        fflush(stdout), fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) child_saver(root, &m, last + 1);
-        /* up to three saves' time, so that kills land in every phase of a save; longer when
-         * the child keeps being killed before it commits anything (saves here vary in time) */
-        double u = sl_test_rand_unif(&rng);
-        useconds_t us = (useconds_t)(u * max_delay_s * 1e6) + 200;
-        usleep(us);
-        kill(pid, SIGKILL);
-        int st = 0;
-        waitpid(pid, &st, 0);
-        CHECK(WIFSIGNALED(st), "round %d: the child died of the kill, not on its own (status %d)",
-              i, st);
-        /* where the kill landed: inside a save (its temporary directory is there), or between
-         * the rename of a step directory and the update of `latest` */
-        char ckdir[4096];
-        ck_path(ckdir, sizeof ckdir, "%s/checkpoints", root);
-        if (count_prefix(ckdir, ".tmp-") > 0) mid_save++;
-        int nsteps = 0;
-        int64_t *steps = ck_committed_steps(ckdir, &nsteps), newest = -1;
-        for (int k = 0; k < nsteps; k++) newest = steps[k] > newest ? steps[k] : newest;
-        free(steps);
-        int f = sl_ckpt_find_latest(root, found, sizeof found, err, sizeof err);
-        CHECK(f >= 0, "round %d: find: %s", i, err);
-        if (f == 1) {
-            char want[64];
-            snprintf(want, sizeof want, "/step-%lld", (long long)newest);
-            if (!strstr(found, want)) before_latest++;
-        }
-        if (f == 0) {
-            CHECK(last < 0, "round %d: a committed checkpoint disappeared", i);
-            none++;
-            if (++stalled >= 3) max_delay_s *= 2, stalled = 0;
-            continue;
-        }
-        sl_ckpt *c = sl_ckpt_open(found, err, sizeof err);
-        CHECK(c != NULL, "round %d: the newest committed checkpoint %s does not open: %s", i, found,
-              err);
-        if (!c) continue;
-        int64_t s = sl_ckpt_step(c);
-        CHECK(s >= last, "round %d: step %lld older than the %lld found before", i, (long long)s,
-              (long long)last);
-        CHECK(ckm_check_world(c, &m, s, 3) == 0, "round %d: step %lld content", i, (long long)s);
-        sl_ckpt_close(c);
-        collected v = {.n = 0};
-        int np = sl_ckpt_verify(found, collect, &v, NULL);
-        CHECK(np == 0, "round %d: verify %s: %s", i, found, v.n ? v.lines[0] : "");
-        stalled = s > last ? 0 : stalled + 1;
-        if (stalled >= 3) max_delay_s *= 2, stalled = 0;
-        if (getenv("SLUICE_TORTURE_VERBOSE"))
-            printf("round %d: killed after %u us, newest committed step %lld\n", i, (unsigned)us,
-                   (long long)s);
-        last = s;
-    }
-    printf("torture: %d kills: %d inside a save, %d with a committed step newer than `latest` "
-           "(killed between the rename and the update of `latest`), %d before the first commit; "
-           "newest checkpoint at the end: step %lld\n",
-           rounds, mid_save, before_latest, none, (long long)last);
-    CHECK(last >= 1, "some checkpoint was committed during the test");
-    return sl_test_finish("test_checkpoint --torture");
-}
-
-/* `--example DIR WORLD [CONFIG]`: a checkpoint of step 7 written by WORLD ranks under DIR/run
- * (the run config CONFIG stored as the trainer state's "config"), and the expected values of
- * its model tensors as float32 files DIR/expected/<tensor>.f32, for the CLI test. */
-static int example(const char *dir, int world, const char *config) {
-    char err[4096], p[8192];
-    cJSON *extra = cJSON_CreateObject();
-    cJSON_AddStringToObject(extra, "stage", "pretrain");
-    if (config) {
-        size_t n;
-        char *text = sl_read_file(config, &n, err, sizeof err);
-        cJSON *cfg = text ? cJSON_Parse(text) : NULL;
-        free(text);
-        if (!cfg) {
-            fprintf(stderr, "example: %s: not readable JSON\n", config);
-            return 1;
-        }
-        cJSON_AddItemToObject(extra, "config", cfg);
-    }
-    ckm_extra_state = extra;
-    ckm_model m;
-    ckm_model_init(&m, 24);
-    ck_path(p, sizeof p, "%s/run", dir);
-    int rc = ckm_save_sequential(p, &m, 7, world, 0, 0, NULL, err, sizeof err);
-    ckm_extra_state = NULL;
-    cJSON_Delete(extra);
-    if (rc != 0) {
-        fprintf(stderr, "example: %s\n", err);
-        return 1;
-    }
-    ck_path(p, sizeof p, "%s/expected", dir);
-    if (sl_mkdirs(p, err, sizeof err) != 0) return 1;
-    for (int k = 0; k < m.n; k++) {
-        const ckm_tensor *t = &m.t[k];
-        if (strcmp(t->dtype, "I64") == 0) continue;
-        const int64_t n = ckm_numel(t);
-        void *src = sl_xmalloc((size_t)n * ckm_esize(t) + 1);
-        float *f = sl_xmalloc((size_t)n * 4 + 1);
-        ckm_fill(t, 7, 0, n, src);
-        for (int64_t i = 0; i < n; i++)
-            f[i] = strcmp(t->dtype, "F32") == 0 ? ((float *)src)[i]
-                                                : bf16_to_f32(((uint16_t *)src)[i]);
-        ck_path(p, sizeof p, "%s/expected/%s.f32", dir, t->name);
-        put(p, f, (size_t)n * 4);
-        free(src);
-        free(f);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
-    if (argc >= 4 && strcmp(argv[1], "--torture") == 0) return torture(atoi(argv[2]), argv[3]);
+    if (argc >= 4 && strcmp(argv[1], "--torture") == 0) return tck_torture(atoi(argv[2]), argv[3]);
     if (argc >= 4 && strcmp(argv[1], "--example") == 0)
-        return example(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
+        return tck_example(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
     const char *dir = argc >= 2 ? argv[1] : "test_checkpoint_work";
     if (dir[0] != '/') {
         char cwd[1024];
         if (!getcwd(cwd, sizeof cwd)) return 1;
-        ck_path(g_work, sizeof g_work, "%s/%s", cwd, dir);
+        ck_path(tck_work, sizeof tck_work, "%s/%s", cwd, dir);
     } else {
-        snprintf(g_work, sizeof g_work, "%s", dir);
+        snprintf(tck_work, sizeof tck_work, "%s", dir);
     }
-    rmrf(g_work);
+    tck_rmrf(tck_work);
     char err[512];
-    sl_mkdirs(g_work, err, sizeof err);
+    sl_mkdirs(tck_work, err, sizeof err);
     test_roundtrip();
     test_latest();
     test_coverage_save();
