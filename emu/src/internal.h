@@ -1,6 +1,6 @@
 /*
- * emu/src/internal.h - state shared by the emulator's runtime (runtime.cc) and its SIMT
- * scheduler (simt.cc): the registry of allocations, configuration from the environment,
+ * emu/src/internal.h - state shared by the emulator's runtime (runtime*.cc) and its SIMT
+ * scheduler (simt*.cc): the registry of allocations, configuration from the environment,
  * error state, sanitizer hooks.
  */
 #ifndef SL_EMU_INTERNAL_H
@@ -94,7 +94,7 @@ void complete_ptx(int kind, void *const lanes[32]);
 /* A block starts: no thread has copies in flight. */
 void ptx_block_start(unsigned nthreads);
 
-/* ---- blocking waits (simt.cc), for the Hopper instructions (sm90*.cc) ---- */
+/* ---- blocking waits (simt_sync.cc, simt.cc), for the Hopper instructions (sm90*.cc) ---- */
 /* What a blocked thread waits for: the deadlock report asks describe_wait() to say it. */
 enum wait_kind : int { wk_mbarrier, wk_named_barrier, wk_wgmma };
 struct wait_desc {
