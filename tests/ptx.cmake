@@ -4,8 +4,8 @@
 # by ptxas), label gpu, run on a GPU and skipped (77) without one (test_ptx_sm90 also on a GPU
 # other than compute capability 9.x, which cannot run sm_90a code). test_ptx_sm90 runs each of
 # its sections in a child process (tests/test_ptx_sm90_main.cu; `test_ptx_sm90 --list`).
-set(PTX_SM90_SOURCES test_ptx_sm90_main.cu test_ptx_sm90.cu test_ptx_sm90_iso.cu
-    test_ptx_sm90_gemm.cu)
+set(PTX_SM90_SOURCES test_ptx_sm90_main.cu test_ptx_sm90.cu test_ptx_sm90_tma.cu
+    test_ptx_sm90_iso.cu test_ptx_sm90_gemm.cu)
 if(SLUICE_CUDA_EMULATED)
   sluice_emu_test(test_ptx SOURCES test_ptx.cu)
   sluice_emu_test(test_ptx_sm90 SOURCES ${PTX_SM90_SOURCES})

@@ -165,13 +165,15 @@ static inline ptx_tally ptx_tally_here() {
 /* tests/test_ptx_sm90.cu */
 ptx_tally ptx_section_wgmma(bool emulated);
 ptx_tally ptx_section_wgmma_chain(bool emulated);
+ptx_tally ptx_section_barriers();
+int ptx_bench(); /* `test_ptx_sm90 bench`: wgmma's cost; returns the exit status */
+
+/* tests/test_ptx_sm90_tma.cu */
 int ptx_tma_load_cases();                  /* how many TMA load cases there are (host only) */
 std::string ptx_tma_load_case_name(int i); /* "2d bf16, box row 48 bytes, ..." (host only) */
 ptx_tally ptx_section_tma_load(int i);     /* TMA load case i */
 ptx_tally ptx_section_tma_store();
 ptx_tally ptx_section_tma_reduce();
-ptx_tally ptx_section_barriers();
-int ptx_bench(); /* `test_ptx_sm90 bench`: wgmma's cost; returns the exit status */
 
 /* tests/test_ptx_sm90_gemm.cu: the composed example kernel; returns its failed checks. */
 int test_gemm_example(bool emulated);
