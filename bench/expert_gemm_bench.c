@@ -312,15 +312,29 @@ static sl_tensor *copy_f32(sl_backend *to, sl_tensor *t) {
     return c;
 }
 
+/* The CPU backend the checks compare with, or NULL (said on stderr). */
+static sl_backend *cpu_backend(void) {
+    char err[256];
+    sl_backend *cpu = sl_backend_create("cpu", NULL, err, sizeof err);
+    if (!cpu) fprintf(stderr, "expert_gemm_bench: backend cpu: %s\n", err);
+    return cpu;
+}
+
+/* max |got - want| / max |want| over n values (*scale: max |want|). */
+static double rel_error(const float *got, const float *want, int64_t n, double *scale) {
+    double worst = 0;
+    *scale = 0;
+    for (int64_t k = 0; k < n; k++) *scale = fmax(*scale, fabs(want[k]));
+    for (int64_t k = 0; k < n; k++)
+        worst = fmax(worst, fabs((double)got[k] - want[k]) / fmax(*scale, 1e-30));
+    return worst;
+}
+
 /* --check: every GEMM under each strategy against the CPU backend in fp32 on the same (rounded)
  * inputs. The weight gradients start from the same non-zero value (they accumulate into it). */
 static int check(sl_backend *be, const opts *o) {
-    char err[256];
-    sl_backend *cpu = sl_backend_create("cpu", NULL, err, sizeof err);
-    if (!cpu) {
-        fprintf(stderr, "expert_gemm_bench: backend cpu: %s\n", err);
-        return 1;
-    }
+    sl_backend *cpu = cpu_backend();
+    if (!cpu) return 1;
     layer L, R;
     layer_init(&L, be, o, o->rows[0]);
     R = L; /* the same counts and sizes; every tensor replaced by its CPU fp32 copy */
@@ -341,10 +355,8 @@ static int check(sl_backend *be, const opts *o) {
             float *got = to_host_f32(gemm_output(&L, i));
             /* bf16 outputs round by 2^-9 relative; fp32 ones differ by summation order */
             const double rtol = i < 4 && o->dtype == SL_BF16 ? 1.0 / 128 : 1e-4;
-            double worst = 0, scale = 0;
-            for (int64_t k = 0; k < numel; k++) scale = fmax(scale, fabs(ref[k]));
-            for (int64_t k = 0; k < numel; k++)
-                worst = fmax(worst, fabs((double)got[k] - ref[k]) / fmax(scale, 1e-30));
+            double scale;
+            const double worst = rel_error(got, ref, numel, &scale);
             const bool ok = worst <= rtol && scale > 0;
             printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
                    ok ? "OK" : "FAIL", k_gemm_names[i], sl_cuda_expert_gemm_name(o->strategies[s]),
@@ -367,12 +379,8 @@ static int check(sl_backend *be, const opts *o) {
  * Hopper kernel must give what its plain GEMM and the activation kernel give. Where the plain
  * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so). */
 static int check_swiglu(sl_backend *be, const opts *o) {
-    char err[256];
-    sl_backend *cpu = sl_backend_create("cpu", NULL, err, sizeof err);
-    if (!cpu) {
-        fprintf(stderr, "expert_gemm_bench: backend cpu: %s\n", err);
-        return 1;
-    }
+    sl_backend *cpu = cpu_backend();
+    if (!cpu) return 1;
     layer L;
     layer_init(&L, be, o, o->rows[0]);
     const sl_group_counts k = sl_counts_host(L.counts, L.e);
@@ -399,10 +407,8 @@ static int check_swiglu(sl_backend *be, const opts *o) {
             float *got = to_host_f32(fused[t]), *two = to_host_f32(apart[t]);
             /* bf16: gu rounds by 2^-9 relative, h by its own rounding after gu's */
             const double rtol = o->dtype == SL_BF16 ? 1.0 / 64 : 1e-4;
-            double worst = 0, scale = 0;
-            for (int64_t i = 0; i < numel; i++) scale = fmax(scale, fabs(want[i]));
-            for (int64_t i = 0; i < numel; i++)
-                worst = fmax(worst, fabs((double)got[i] - want[i]) / fmax(scale, 1e-30));
+            double scale;
+            const double worst = rel_error(got, want, numel, &scale);
             const bool same = memcmp(got, two, sizeof(float) * (size_t)numel) == 0;
             const bool ok = worst <= rtol && scale > 0 && same && path_ok;
             printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g); "
