@@ -377,7 +377,8 @@ static int check(sl_backend *be, const opts *o) {
  * each strategy against the CPU backend (gu and h), and bitwise against the same strategy's
  * two ops (grouped_matmul, then swiglu_fwd over the routed rows): the fused epilogue of the
  * Hopper kernel must give what its plain GEMM and the activation kernel give. Where the plain
- * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so). */
+ * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so),
+ * and with SLUICE_EXPERT_GEMM_SWIGLU=0 must not have. */
 static int check_swiglu(sl_backend *be, const opts *o) {
     sl_backend *cpu = cpu_backend();
     if (!cpu) return 1;
@@ -391,15 +392,19 @@ static int check_swiglu(sl_backend *be, const opts *o) {
     sl_tensor *apart[2] = {sl_tensor_new2(be, o->dtype, L.n, 2 * L.f),
                            sl_tensor_new2(be, o->dtype, L.n, L.f)};
     static const char *const names[2] = {"gate_up+swiglu", "  (its h)"};
+    const char *env = getenv("SLUICE_EXPERT_GEMM_SWIGLU");
+    const bool fusion_on = !env || strcmp(env, "0") != 0;
     int failures = 0;
     for (int s = 0; s < o->nstrategies; s++) {
         sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
         sl_op_grouped_matmul(apart[0], L.x, L.wgu, k, L.e, true, 0.0f);
-        const bool plain_wgmma = strcmp(sl_cuda_expert_gemm_last_path(), "wgmma") == 0;
+        /* where the plain GEMM ran on the Hopper kernel, the fused one must too, unless
+         * SLUICE_EXPERT_GEMM_SWIGLU=0 turned the fusion off (then it must not) */
+        const bool fuse = strcmp(sl_cuda_expert_gemm_last_path(), "wgmma") == 0 && fusion_on;
         sl_op_swiglu_fwd(apart[1], apart[0]);
         sl_op_grouped_matmul_swiglu(L.mid, L.gu, L.x, L.wgu, k, L.e);
         const char *path = sl_cuda_expert_gemm_last_path();
-        const bool path_ok = !plain_wgmma || strcmp(path, "wgmma + SwiGLU") == 0;
+        const bool path_ok = fuse == (strcmp(path, "wgmma + SwiGLU") == 0);
         for (int t = 0; t < 2; t++) {
             const int64_t numel = sl_tensor_numel(ref[t]);
             float *want = malloc(sizeof(float) * (size_t)numel);

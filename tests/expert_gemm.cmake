@@ -18,4 +18,18 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_expert_gemm_bench_dw_reduce PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda"
                        ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_DW_REDUCE=1")
+  # ... and with the experts' activation outside the first projection's epilogue
+  # (SLUICE_EXPERT_GEMM_SWIGLU=0: check_swiglu requires the two-kernel path then)
+  add_test(NAME test_expert_gemm_bench_noswiglu COMMAND expert_gemm_bench --check)
+  set_tests_properties(test_expert_gemm_bench_noswiglu PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "moe;cuda"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_SWIGLU=0")
+  # another value stops the run with one message naming the variable and its values
+  add_test(NAME test_expert_gemm_bench_swiglu_bad
+           COMMAND bash -c "$0 --check; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                   $<TARGET_FILE:expert_gemm_bench>)
+  set_tests_properties(test_expert_gemm_bench_swiglu_bad PROPERTIES TIMEOUT 120
+                       SKIP_RETURN_CODE 77 LABELS "moe;cuda"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_SWIGLU=2"
+                       PASS_REGULAR_EXPRESSION "SLUICE_EXPERT_GEMM_SWIGLU=2: expected 0 or 1.*exit [1-9]")
 endif()
