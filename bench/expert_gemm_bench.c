@@ -392,8 +392,7 @@ static int check_swiglu(sl_backend *be, const opts *o) {
     sl_tensor *apart[2] = {sl_tensor_new2(be, o->dtype, L.n, 2 * L.f),
                            sl_tensor_new2(be, o->dtype, L.n, L.f)};
     static const char *const names[2] = {"gate_up+swiglu", "  (its h)"};
-    const char *env = getenv("SLUICE_EXPERT_GEMM_SWIGLU");
-    const bool fusion_on = !env || strcmp(env, "0") != 0;
+    const bool fusion_on = sl_cuda_expert_gemm_swiglu_fused();
     int failures = 0;
     for (int s = 0; s < o->nstrategies; s++) {
         sl_cuda_expert_gemm_set_strategy(o->strategies[s]);

@@ -573,10 +573,7 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
     sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
 }
 
-/* Whether the first projection and the activation run as one kernel where the Hopper kernel
- * applies: SLUICE_EXPERT_GEMM_SWIGLU=0 runs them as two (for measuring the fusion), 1 or unset
- * as one. */
-static bool swiglu_fused() {
+bool sl_cuda_expert_gemm_swiglu_fused(void) {
     static const char *const values[] = {"0", "1"};
     static const int v = sl_env_choice("SLUICE_EXPERT_GEMM_SWIGLU", values, 2);
     return v != 0;
@@ -585,7 +582,8 @@ static bool swiglu_fused() {
 void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                    const sl_tensor *b, const sl_group_counts *k, int groups) {
     const int how = strategy();
-    if ((how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) && swiglu_fused() &&
+    if ((how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
+        sl_cuda_expert_gemm_swiglu_fused() &&
         sl_cuda_grouped_mm_swiglu_sm90(ctx, h, gu, a, b, k, groups, how == SL_EXPERT_GEMM_WGMMA)) {
         g_path = "wgmma + SwiGLU";
         return;

@@ -212,66 +212,67 @@ bool sl_cuda_grouped_sm90_applies(void *ctx, sl_dtype dt, int64_t r, int64_t s, 
                                              aligned) == nullptr;
 }
 
-bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
-                             const sl_group_counts *counts, int groups, bool trans_b, float beta,
-                             bool loud) {
-    static const char *op = "grouped_matmul";
+namespace {
+
+/* What both entry points share: C [rows, n] = A_g op(B_g) (+ beta C), or, with h, the fused
+ * SwiGLU (C = gu [rows, 2 I], h [rows, I]; trans_b, beta 0): the checks, the tiles, the tensor
+ * maps and the launch. False, having done nothing, where the kernel does not apply. */
+bool run_mm(void *ctx, const char *op, bool *said, bool loud, sl_tensor *c, sl_tensor *h,
+            const sl_tensor *a, const sl_tensor *b, const sl_group_counts *counts, int groups,
+            bool trans_b, float beta) {
+    const bool glu = h != nullptr;
     const int64_t r = b->shape[1], s = b->shape[2];
     const int64_t in = trans_b ? s : r, out = trans_b ? r : s;
     /* the groups' rows only: a tensor may be sized for more (expert parallelism's receive
      * buffers), its memory not (TMA's zeros past the last row stand in for the rest) */
     const int64_t rows = counts->rows;
-    static bool said = false;
-    const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16;
+    const bool types_ok = a->dtype == SL_BF16 && b->dtype == SL_BF16 && c->dtype == SL_BF16 &&
+                          (!glu || h->dtype == SL_BF16);
     const char *why = why_not<mm_kernel<128, 0, false>>(ctx, types_ok, in, out, groups, rows,
                                                         a->data, b->data, c->data);
-    if (!note(op, &said, why, loud)) return false;
-    const int bn = out > 128 ? 256 : 128;
-    const int64_t tiles = row_tiles(counts, groups) * ((out + bn - 1) / bn);
+    if (!why && glu && (out / 2) % 8) why = "the activation's width is not a multiple of 8";
+    if (!why && glu && !aligned16(h->data)) why = "an operand is not 16-byte aligned";
+    if (!note(op, said, why, loud)) return false;
+    /* BN columns of B per tile; with the fused SwiGLU half of them gate, half up: BN / 2 of h */
+    const int bn = out > 128 ? 256 : 128, tn = glu ? bn / 2 : bn;
+    const int64_t n = glu ? out / 2 : out;
+    const int64_t tiles = row_tiles(counts, groups) * ((n + tn - 1) / tn);
     if (tiles >= INT32_MAX) return false;
     if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
-    args.n = (int)out, args.k = (int)in, args.c = c->data, args.beta = beta;
+    args.n = (int)n, args.k = (int)in, args.c = c->data, args.h = glu ? h->data : nullptr;
+    args.beta = beta;
     const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
-    /* B [groups, R, S]: rows of S; trans_b reads [BN n][64 k] boxes, else [64 k][64 n] */
-    const CUtensorMap tb = bf16_map(b->data, s, r, groups, trans_b ? bn : BK, op);
+    /* B [groups, R, S]: rows of S; trans_b reads [TN n][64 k] boxes (two per stage with the
+     * fused SwiGLU: the gate's, the up's), else [64 k][64 n] */
+    const CUtensorMap tb = bf16_map(b->data, s, r, groups, trans_b ? tn : BK, op);
     if (bn == 256)
-        trans_b ? launch_mm<256, 0>(ta, tb, args, tiles) : launch_mm<256, 1>(ta, tb, args, tiles);
+        glu       ? launch_mm<256, 0, true>(ta, tb, args, tiles)
+        : trans_b ? launch_mm<256, 0>(ta, tb, args, tiles)
+                  : launch_mm<256, 1>(ta, tb, args, tiles);
     else
-        trans_b ? launch_mm<128, 0>(ta, tb, args, tiles) : launch_mm<128, 1>(ta, tb, args, tiles);
+        glu       ? launch_mm<128, 0, true>(ta, tb, args, tiles)
+        : trans_b ? launch_mm<128, 0>(ta, tb, args, tiles)
+                  : launch_mm<128, 1>(ta, tb, args, tiles);
     SL_CUDA_LAUNCHED(op);
     return true;
+}
+
+} // namespace
+
+bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
+                             const sl_group_counts *counts, int groups, bool trans_b, float beta,
+                             bool loud) {
+    static bool said = false;
+    return run_mm(ctx, "grouped_matmul", &said, loud, c, nullptr, a, b, counts, groups, trans_b,
+                  beta);
 }
 
 bool sl_cuda_grouped_mm_swiglu_sm90(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                     const sl_tensor *b, const sl_group_counts *counts, int groups,
                                     bool loud) {
-    static const char *op = "grouped_matmul_swiglu";
-    const int64_t in = b->shape[2], out = b->shape[1], half = out / 2, rows = counts->rows;
     static bool said = false;
-    const bool types_ok =
-        a->dtype == SL_BF16 && b->dtype == SL_BF16 && gu->dtype == SL_BF16 && h->dtype == SL_BF16;
-    const char *why = why_not<mm_kernel<128, 0, true>>(ctx, types_ok, in, out, groups, rows,
-                                                       a->data, b->data, gu->data);
-    if (!why && half % 8) why = "the activation's width is not a multiple of 8";
-    if (!why && !aligned16(h->data)) why = "an operand is not 16-byte aligned";
-    if (!note(op, &said, why, loud)) return false;
-    /* BN columns of B per tile, half of them gate and half up: BN / 2 of h */
-    const int bn = out > 128 ? 256 : 128;
-    const int64_t tiles = row_tiles(counts, groups) * ((half + bn / 2 - 1) / (bn / 2));
-    if (tiles >= INT32_MAX) return false;
-    if (rows == 0 || tiles == 0) return true; /* no rows: nothing to write */
-    sl_gmm_sm90_args args = {};
-    args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
-    args.n = (int)half, args.k = (int)in, args.c = gu->data, args.h = h->data;
-    const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
-    /* B [groups, 2 I, K]: [BN / 2 n][64 k] boxes, two per stage (the gate's, the up's) */
-    const CUtensorMap tb = bf16_map(b->data, in, out, groups, bn / 2, op);
-    if (bn == 256)
-        launch_mm<256, 0, true>(ta, tb, args, tiles);
-    else
-        launch_mm<128, 0, true>(ta, tb, args, tiles);
-    SL_CUDA_LAUNCHED(op);
-    return true;
+    return run_mm(ctx, "grouped_matmul_swiglu", &said, loud, gu, h, a, b, counts, groups, true,
+                  0.0f);
 }

@@ -27,6 +27,10 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
  * (moe/grouped_matmul_sm90.h); else sl_cuda_grouped_matmul and sl_cuda_swiglu_fwd. */
 void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                    const sl_tensor *b, const sl_group_counts *counts, int groups);
+/* Whether the first projection and the activation run as one kernel where the Hopper kernel
+ * applies: SLUICE_EXPERT_GEMM_SWIGLU=0 runs them as two (for measuring the fusion), 1 or unset
+ * as one; another value stops the run naming the variable. Read once. */
+bool sl_cuda_expert_gemm_swiglu_fused(void);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):
  *   SL_EXPERT_GEMM_AUTO        WGMMA where its kernel applies (bf16 on compute capability 9.x
