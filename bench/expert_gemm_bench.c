@@ -16,7 +16,12 @@
  * exactly balanced), or exactly R with --uniform.
  *
  * Then the two weight gradients over a pair of micro-batches (sl_op_grouped_matmul_dw_pair, one
- * pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere).
+ * pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere), and
+ * the first projection with its activation (sl_op_grouped_matmul_swiglu, "gate_up+SwiGLU": what
+ * a training step runs; the Hopper kernel's fused epilogue, two ops elsewhere).
+ *
+ * --ablate (bench/expert_gemm_ablate.c): the Hopper kernel's GEMMs whole and with parts left
+ * out, to place the time inside the kernel without hardware counters.
  *
  * --check (small shapes, for CI under the emulated CUDA build): every strategy's outputs must
  * agree with the CPU backend's within bf16 rounding (fp32: 1e-4 relative), and the first
@@ -34,16 +39,7 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "moe/kernels_cuda.h"
-
-enum { NSTRATEGIES = 7 };
-
-typedef struct {
-    int experts, hidden, ffn, reps;
-    int rows[8], nrows;
-    sl_dtype dtype;
-    bool uniform, check;
-    int strategies[NSTRATEGIES], nstrategies; /* all of k_all_strategies by default */
-} opts;
+#include "bench/expert_gemm_bench.h"
 
 /* --strategy all: the named ones, then auto (what a run gets), whose path column says what it
  * chose */
@@ -57,7 +53,7 @@ static void usage(FILE *f) {
         f,
         "usage: expert_gemm_bench [--rows R[,R...]] [--experts E] [--hidden H] [--ffn F]\n"
         "                         [--dtype bf16|f32] [--reps N] [--uniform]\n"
-        "                         [--strategy NAME|all] [--check]\n"
+        "                         [--strategy NAME|all] [--check] [--ablate]\n"
         "  --rows      rows per expert on average (default 256,2048: one GPU at 4096 tokens,\n"
         "              and an EP-8 deployment's per-GPU expert load)\n"
         "  --experts   experts on this GPU (default 128); --hidden (2048), --ffn (768)\n"
@@ -67,7 +63,10 @@ static void usage(FILE *f) {
         "  --strategy  one strategy (auto, grouped, per-expert, grouped-tf32, lanes, padded,\n"
         "              wgmma: moe/kernels_cuda.h, SLUICE_EXPERT_GEMM) or all (default: each named\n"
         "              one, then auto, whose path column says what it chose)\n"
-        "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n");
+        "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n"
+        "  --ablate    the Hopper kernel's GEMMs (strategy wgmma) timed whole, without their\n"
+        "              epilogue, without their loads and with neither: what each part costs\n"
+        "              where it does not overlap the rest (exit 1 if the kernel did not run)\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -89,6 +88,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->uniform = true;
         } else if (strcmp(a, "--check") == 0) {
             o->check = true;
+        } else if (strcmp(a, "--ablate") == 0) {
+            o->ablate = true;
         } else if (!v) {
             fprintf(stderr, "expert_gemm_bench: %s needs a value (or is unknown)\n", a);
             return -1;
@@ -147,6 +148,10 @@ static int parse(int argc, char **argv, opts *o) {
             return -1;
         }
     }
+    if (o->check && o->ablate) {
+        fprintf(stderr, "expert_gemm_bench: --check and --ablate are two runs: give one\n");
+        return -1;
+    }
     if (o->check) {
         o->experts = 6, o->hidden = 24, o->ffn = 16, o->reps = 1, o->nrows = 1, o->rows[0] = 5;
         o->nstrategies = NSTRATEGIES;
@@ -172,14 +177,7 @@ static sl_tensor *random_tensor(sl_backend *be, sl_dtype dt, int ndim, const int
     return t;
 }
 
-/* The six GEMMs of one MoE layer's experts: tensors and counts. */
-typedef struct {
-    int64_t n, *counts, *counts2; /* counts2: counts reversed, the pair's second micro-batch */
-    int e, h, f;
-    sl_tensor *x, *wgu, *wd, *gu, *mid, *y, *dy, *dmid, *dgu, *dx, *gwgu, *gwd;
-} layer;
-
-static void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
+void layer_init(layer *L, sl_backend *be, const opts *o, int rows) {
     memset(L, 0, sizeof *L);
     L->e = o->experts, L->h = o->hidden, L->f = o->ffn;
     L->counts = malloc(sizeof(int64_t) * (size_t)L->e);
@@ -218,7 +216,7 @@ static void layer_tensors(layer *L, sl_tensor **out[TENSORS]) {
     memcpy(out, ts, sizeof ts);
 }
 
-static void layer_free(layer *L) {
+void layer_free(layer *L) {
     sl_tensor **ts[TENSORS];
     layer_tensors(L, ts);
     for (int i = 0; i < TENSORS; i++) sl_tensor_free(*ts[i]);
@@ -230,13 +228,12 @@ static void layer_free(layer *L) {
  * (sl_op_grouped_matmul_dw_pair, training.defer_expert_wgrad): the same rows twice, grouped by
  * the counts and then by the counts reversed, so twice the FLOPs of one dW into one pass over
  * the fp32 gradients. */
-enum { SIX = 6, GEMMS = 8 };
-static const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd",       "down dgrad",
-                                                "gate_up dgrad", "down dW",        "gate_up dW",
-                                                "down dW pair",  "gate_up dW pair"};
+const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd",        "down dgrad",
+                                         "gate_up dgrad", "down dW",         "gate_up dW",
+                                         "down dW pair",  "gate_up dW pair", "gate_up+SwiGLU"};
 
 /* Runs GEMM i of the layer once. */
-static void run_gemm(layer *L, int i) {
+void run_gemm(layer *L, int i) {
     switch (i) {
     case 0:
         sl_op_grouped_matmul(L->gu, L->x, L->wgu, sl_counts_host(L->counts, L->e), L->e, true,
@@ -266,23 +263,27 @@ static void run_gemm(layer *L, int i) {
         sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, sl_counts_host(L->counts, L->e), L->dy,
                                      L->mid, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
         break;
-    default:
+    case 7:
         sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, sl_counts_host(L->counts, L->e), L->dgu,
                                      L->x, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
+        break;
+    default:
+        sl_op_grouped_matmul_swiglu(L->mid, L->gu, L->x, L->wgu, sl_counts_host(L->counts, L->e),
+                                    L->e);
         break;
     }
 }
 
-static sl_tensor *gemm_output(layer *L, int i) {
-    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu, L->gwd, L->gwgu};
+sl_tensor *gemm_output(layer *L, int i) {
+    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu, L->gwd, L->gwgu, L->mid};
     return out[i];
 }
 
-static double gemm_flops(const layer *L, int i) {
+double gemm_flops(const layer *L, int i) {
     const double n = (double)L->n, h = L->h, f = L->f;
-    const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h,    2 * n * h * f,
-                               2 * n * 2 * f * h, 2 * n * h * f,    2 * n * 2 * f * h,
-                               4 * n * h * f,     4 * n * 2 * f * h};
+    const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h,     2 * n * h * f,
+                               2 * n * 2 * f * h, 2 * n * h * f,     2 * n * 2 * f * h,
+                               4 * n * h * f,     4 * n * 2 * f * h, 2 * n * h * 2 * f};
     return per[i];
 }
 
@@ -294,7 +295,7 @@ static sl_tensor *new_f32_like(sl_backend *be, const sl_tensor *t) {
 }
 
 /* Host copy of a tensor as fp32 (converted on the device first). */
-static float *to_host_f32(sl_tensor *t) {
+float *to_host_f32(sl_tensor *t) {
     sl_tensor *f = new_f32_like(sl_tensor_backend(t), t);
     sl_op_convert(f, t);
     float *h = malloc(sizeof(float) * (size_t)sl_tensor_numel(t));
@@ -342,26 +343,26 @@ static int check(sl_backend *be, const opts *o) {
     layer_tensors(&L, lt), layer_tensors(&R, rt);
     for (int k = 0; k < TENSORS; k++) *rt[k] = copy_f32(cpu, *lt[k]);
     int failures = 0;
-    for (int i = 0; i < GEMMS; i++) {
-        if (i >= 4) sl_op_fill(gemm_output(&R, i), 0.25f); /* dW accumulates: += */
+    for (int i = 0; i < GEMM_SWIGLU; i++) { /* the fused SwiGLU: check_swiglu */
+        if (gemm_is_dw(i)) sl_op_fill(gemm_output(&R, i), 0.25f); /* dW accumulates: += */
         run_gemm(&R, i);
         const int64_t numel = sl_tensor_numel(gemm_output(&L, i));
         float *ref = malloc(sizeof(float) * (size_t)numel);
         sl_tensor_to_host(gemm_output(&R, i), ref);
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
-            if (i >= 4) sl_op_fill(gemm_output(&L, i), 0.25f);
+            if (gemm_is_dw(i)) sl_op_fill(gemm_output(&L, i), 0.25f);
             run_gemm(&L, i);
             float *got = to_host_f32(gemm_output(&L, i));
             /* bf16 outputs round by 2^-9 relative; fp32 ones differ by summation order */
-            const double rtol = i < 4 && o->dtype == SL_BF16 ? 1.0 / 128 : 1e-4;
+            const double rtol = !gemm_is_dw(i) && o->dtype == SL_BF16 ? 1.0 / 128 : 1e-4;
             double scale;
             const double worst = rel_error(got, ref, numel, &scale);
             const bool ok = worst <= rtol && scale > 0;
             printf("%-4s %-14s %-12s vs cpu: max |diff| / max |ref| = %.3g (bound %.3g)%s%s\n",
                    ok ? "OK" : "FAIL", k_gemm_names[i], sl_cuda_expert_gemm_name(o->strategies[s]),
                    worst, rtol, "; ran ",
-                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
+                   gemm_is_dw(i) ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
             failures += !ok;
             free(got);
         }
@@ -430,6 +431,20 @@ static int check_swiglu(sl_backend *be, const opts *o) {
     return failures ? 1 : 0;
 }
 
+double time_gemm(sl_backend *be, layer *L, int i, int reps) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int r = -2; r < reps; r++) {
+        sl_backend_synchronize(be);
+        const double t0 = sl_bench_now();
+        run_gemm(L, i);
+        sl_backend_synchronize(be);
+        if (r >= 0) t[r] = sl_bench_now() - t0;
+    }
+    const double med = sl_bench_median(t, reps);
+    free(t);
+    return med;
+}
+
 static void bench(sl_backend *be, const opts *o, int rows) {
     layer L;
     layer_init(&L, be, o, rows);
@@ -437,31 +452,22 @@ static void bench(sl_backend *be, const opts *o, int rows) {
            o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
     printf("%-14s %-12s %10s %9s  %s\n", "GEMM", "strategy", "median ms", "TFLOP/s", "path");
-    double *t = malloc(sizeof(double) * (size_t)o->reps);
     double total[NSTRATEGIES] = {0}; /* per strategy, the six GEMMs */
     for (int i = 0; i < GEMMS; i++)
         for (int s = 0; s < o->nstrategies; s++) {
             sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
-            for (int r = -2; r < o->reps; r++) {
-                sl_backend_synchronize(be);
-                const double t0 = sl_bench_now();
-                run_gemm(&L, i);
-                sl_backend_synchronize(be);
-                if (r >= 0) t[r] = sl_bench_now() - t0;
-            }
-            const double med = sl_bench_median(t, o->reps);
+            const double med = time_gemm(be, &L, i, o->reps);
             if (i < SIX) total[s] += med;
             printf("%-14s %-12s %10.3f %9.1f  %s\n", k_gemm_names[i],
                    sl_cuda_expert_gemm_name(o->strategies[s]), med * 1e3,
                    gemm_flops(&L, i) / med / 1e12,
-                   i >= 4 ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
+                   gemm_is_dw(i) ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path());
         }
     double flops = 0;
     for (int i = 0; i < SIX; i++) flops += gemm_flops(&L, i);
     for (int s = 0; s < o->nstrategies; s++)
         printf("%-14s %-12s %10.3f %9.1f\n", "all six", sl_cuda_expert_gemm_name(o->strategies[s]),
                total[s] * 1e3, flops / total[s] / 1e12);
-    free(t);
     layer_free(&L);
 }
 
@@ -476,7 +482,8 @@ int main(int argc, char **argv) {
     sl_backend *be = sl_backend_create("cuda", &bp, err, sizeof err);
     if (!be) {
         fprintf(stderr, "expert_gemm_bench: backend cuda: %s\n", err);
-        return o.check ? 77 : 1; /* --check: no device is a skip, as for the gpu tests */
+        /* --check, --ablate: no device is a skip, as for the gpu tests */
+        return o.check || o.ablate ? 77 : 1;
     }
     int rc = 0;
     if (o.check) {
@@ -493,6 +500,11 @@ int main(int argc, char **argv) {
         /* the fused SwiGLU with two column tiles, the second a partial one (I 200: 128 + 72) */
         o.experts = 2, o.hidden = 64, o.ffn = 200, o.rows[0] = 40;
         rc |= check_swiglu(be, &o);
+    } else if (o.ablate) {
+        for (int r = 0; r < o.nrows && rc != 77; r++) {
+            const int a = ablate(be, &o, o.rows[r]);
+            rc = a == 77 ? 77 : rc | a;
+        }
     } else
         for (int r = 0; r < o.nrows; r++) bench(be, &o, o.rows[r]);
     sl_backend_free(be);

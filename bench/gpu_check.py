@@ -53,6 +53,9 @@ is skipped):
                        and 1; opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
+  expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
+                       grouped GEMM's GEMMs whole, without their epilogue, without their loads
+                       and with neither (where its time goes, without hardware counters)
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
@@ -90,12 +93,12 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "profile_dwreduce", "profile_nosplitk", "profile_noswiglu", "attn_bench",
          "attn_bench_fwd192",
          "attn_bench_pingpong",
-         "expert_gemm", "torch_titan", "torch_hf", "attn_long"]
+         "expert_gemm", "expert_gemm_ablate", "torch_titan", "torch_hf", "attn_long"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
            "profile_nosplitk": 75, "profile_noswiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60, "attn_long": 120,
-           "expert_gemm": 30,
+           "expert_gemm": 30, "expert_gemm_ablate": 40,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
 T0 = time.time()
@@ -287,7 +290,9 @@ def shapes(L):
                               "--iters", "1", "--warmup", "0"]],
                     attn_long=(["--seq", "300", "--heads", "2", "--kv-heads", "1"], ["64"], "8",
                                ["--iters", "1", "--warmup", "0"]),
-                    gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"])
+                    gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"],
+                    gemm_ablate=["--rows", "150", "--experts", "3", "--hidden", "136", "--ffn", "72",
+                                 "--reps", "1"])
     cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
     common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
     if ARGS.layers:
@@ -303,7 +308,7 @@ def shapes(L):
                 attn_pp=[["--seq", seq, "--head-dim", d, "--iters", "5", "--warmup", "1"]
                          for d in ("128", "64") for seq in ("32768", "4096")],
                 attn_long=(["--seq", "131072"], ["128", "64"], "32", ["--iters", "3", "--warmup", "1"]),
-                gemm=[])
+                gemm=[], gemm_ablate=["--rows", "256,2048", "--reps", "5"])
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -632,6 +637,35 @@ def part_expert_gemm(L, budget, S):
     record("expert_gemm", "PASS", sec, "; ".join("%s %s ms" % (a[2], a[3]) for a in alls))
 
 
+def part_expert_gemm_ablate(L, budget, S):
+    part, exe = "expert_gemm_ablate", os.path.join(L.build, "bench", "expert_gemm_bench")
+    out = os.path.join(OUT, "expert_gemm_ablate.out")
+    if not os.path.exists(exe):
+        return record(part, "SKIP", 0, "no expert_gemm_bench (bundle made without --with-tests)")
+    rc, sec = run([exe, "--ablate"] + S["gemm_ablate"], budget, os.path.join(LOGS, part + ".log"),
+                  stdout_path=out)
+    if rc == 77:
+        return record(part, "SKIP", sec, "the Hopper grouped GEMM does not run on this device")
+    if rc is None or rc != 0:
+        return record(part, "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
+    # GEMM  whole  no-epi  no-loads  neither  epi%  feed%  TFLOP/s ...: the first rows per expert
+    rows, notes = [], []
+    for line in open(out):
+        if line.startswith("ablation, rows per expert"):
+            rows.append(dict(rows=int(line.split()[4]), gemms={}))
+            continue
+        m = re.match(r"(\S+(?: \S+)*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(-?[\d.]+)%\s+(-?[\d.]+)%", line)
+        if rows and m:
+            rows[-1]["gemms"][m.group(1)] = dict(zip(("whole_ms", "no_epilogue_ms", "no_loads_ms", "neither_ms",
+                                                      "epilogue_pct", "feed_pct"),
+                                                     (float(m.group(k)) for k in range(2, 8))))
+    for r in rows:
+        g = r["gemms"]
+        notes.append("%d rows: %s" % (r["rows"], ", ".join("%s epi %.0f%% feed %.0f%%" % (
+            n, v["epilogue_pct"], v["feed_pct"]) for n, v in g.items() if n in ("gate_up+SwiGLU", "down fwd"))))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
 def part_torch(L, budget, S, part, script, label):
     why = torch_cuda()
     if why:
@@ -767,6 +801,7 @@ def main():
     # the backward's dK/dV consumers in turns (opt-in until measured)
     do("attn_bench_pingpong", part_attn_pingpong, S)
     do("expert_gemm", part_expert_gemm, S)
+    do("expert_gemm_ablate", part_expert_gemm_ablate, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it
     do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
     do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")

@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
             const int n0 = m.nt * TN;
             for (int kc = 0; kc < k_chunks; kc++, it++) {
-                const int s = R.produce(it, L::a_bytes + L::b_bytes);
+                const int s = R.produce(it, ablate_loads(a) ? 0u : L::a_bytes + L::b_bytes);
+                if (ablate_loads(a)) continue;
                 sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &R.full[s], kc * BK, m.row0);
                 uint8_t *sb = smem + L::b + s * L::b_bytes;
                 if (TB) /* B_g [K, N]: BN / 64 chunks of [64 k][64 n] */
@@ -167,6 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
         R.release(it - 1);
+        if (ablate_epilogue(a)) continue;
 
         /* epilogue: this consumer's rows of the group only (C's width: 2 I with GLU) */
         sl_bf16 *row[2], *hrow[2];
@@ -242,7 +244,7 @@ bool run_mm(void *ctx, const char *op, bool *said, bool loud, sl_tensor *c, sl_t
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
     args.n = (int)n, args.k = (int)in, args.c = c->data, args.h = glu ? h->data : nullptr;
-    args.beta = beta;
+    args.beta = beta, args.ablate = sl_cuda_grouped_sm90_ablation();
     const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
     /* B [groups, R, S]: rows of S; trans_b reads [TN n][64 k] boxes (two per stage with the
      * fused SwiGLU: the gate's, the up's), else [64 k][64 n] */
@@ -275,4 +277,15 @@ bool sl_cuda_grouped_mm_swiglu_sm90(void *ctx, sl_tensor *h, sl_tensor *gu, cons
     static bool said = false;
     return run_mm(ctx, "grouped_matmul_swiglu", &said, loud, gu, h, a, b, counts, groups, true,
                   0.0f);
+}
+
+/* expert_gemm_bench --ablate's parts left out (moe/kernels_cuda.h); 0 in every real run */
+static unsigned g_ablation;
+
+void sl_cuda_expert_gemm_set_ablation(unsigned parts) {
+    g_ablation = parts;
+}
+
+unsigned sl_cuda_grouped_sm90_ablation(void) {
+    return g_ablation;
 }

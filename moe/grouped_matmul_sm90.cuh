@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/ptx_sm90.cuh"
 #include "moe/grouped_matmul_sm90.h"
+#include "moe/kernels_cuda.h" /* SL_EXPERT_GEMM_ABLATE_* */
 
 namespace {
 
@@ -105,7 +106,7 @@ template <int ST> struct ring {
     int *row_start2;
 
     /* The producer: waits until the consumers released the stage's previous use, expects
-     * `bytes` of TMA loads on it and returns the stage. */
+     * `bytes` of TMA loads on it (0: none, the stage is full at once) and returns the stage. */
     __device__ __forceinline__ int produce(int it, uint32_t bytes) const {
         const int s = it % ST;
         if (it >= ST) sl_mbar_wait(&empty[s], (uint32_t)((it / ST - 1) & 1));
@@ -168,6 +169,15 @@ __device__ __forceinline__ mm_tile locate_mm(const int *row_start, const int *ti
     r.rows = min(BM, row_start[g + 1] - r.row0);
     r.nt = local / mts;
     return r;
+}
+
+/* What expert_gemm_bench --ablate left out (moe/kernels_cuda.h): the producer's loads, the
+ * consumers' epilogue. */
+__device__ __forceinline__ bool ablate_loads(const sl_gmm_sm90_args &a) {
+    return a.ablate & SL_EXPERT_GEMM_ABLATE_LOADS;
+}
+__device__ __forceinline__ bool ablate_epilogue(const sl_gmm_sm90_args &a) {
+    return a.ablate & SL_EXPERT_GEMM_ABLATE_EPILOGUE;
 }
 
 /* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */

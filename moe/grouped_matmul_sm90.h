@@ -23,7 +23,13 @@ struct sl_gmm_sm90_args {
     /* dW: the sum of the squares of each tile's final values, one fp32 partial per consumer
      * warp ([tiles][2 consumers][4 warps]), or null (sl_op_grouped_matmul_dw's sumsq) */
     float *sq;
+    /* parts of the kernel left out for expert_gemm_bench --ablate (SL_EXPERT_GEMM_ABLATE_*,
+     * moe/kernels_cuda.h; 0 in every real call) */
+    unsigned ablate;
 };
+
+/* The parts sl_cuda_expert_gemm_set_ablation left out (0: none). */
+unsigned sl_cuda_grouped_sm90_ablation(void);
 
 /* Whether the kernels run the grouped GEMMs over B [groups, r, s] of dtype dt on this device
  * (bf16, widths multiples of 8, at most 1,024 groups, compute capability 9.x with sm_90a code;

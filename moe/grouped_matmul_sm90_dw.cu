@@ -138,7 +138,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int chunks = d.total();
             if (a.prefetch_c && !dw_kept(chunks, a.beta)) prefetch_c_tile<BN>(a, g, m0, n0);
             for (int kc = 0; kc < chunks; kc++, it++) {
-                const int s = R.produce(it, L::a_bytes + L::b_bytes), row = d.row(kc);
+                const int s = R.produce(it, ablate_loads(a) ? 0u : L::a_bytes + L::b_bytes),
+                          row = d.row(kc);
+                if (ablate_loads(a)) continue;
                 const CUtensorMap *mdy = d.seg(kc) ? &tdy2 : &tdy, *mx = d.seg(kc) ? &tx2 : &tx;
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
                 for (int c = 0; c < BM / 64; c++)
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         float *slot = a.sq ? a.sq + ((int64_t)t * kConsumers + c) * 4 + p.w : nullptr;
         if (dw_kept(chunks, a.beta)) {
-            if (slot) tile_squares<BN>(acc, row, n0, a.n, true, slot, p);
+            if (slot && !ablate_epilogue(a)) tile_squares<BN>(acc, row, n0, a.n, true, slot, p);
             continue;
         }
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
@@ -204,6 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
         if (chunks > 0) R.release(it - 1);
+        if (ablate_epilogue(a)) continue;
 
         /* epilogue: dW rows m0 + this consumer's 64 below R */
         if constexpr (RED) {
@@ -300,6 +303,7 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
     args.counts2 = pair ? device_counts(ctx, counts2, groups) : nullptr;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
+    args.ablate = sl_cuda_grouped_sm90_ablation();
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
     dw_maps m;
     m.dy = bf16_map(dy->data, r, rows, 0, BK, op);

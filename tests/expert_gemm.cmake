@@ -3,7 +3,7 @@
 # (label cuda: the emulated build in CI, or a GPU; skipped without one); a bad flag exits 2.
 if(SLUICE_WITH_CUDA)
   add_test(NAME test_expert_gemm_bench
-           COMMAND bash -c "$0 --check && $0 --check --dtype f32 && { $0 --rows x; test $? = 2; }"
+           COMMAND bash -c "$0 --check && $0 --check --dtype f32 && { $0 --rows x; test $? = 2; } && { $0 --check --ablate; test $? = 2; }"
                    $<TARGET_FILE:expert_gemm_bench>)
   set_tests_properties(test_expert_gemm_bench PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
@@ -24,6 +24,14 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_expert_gemm_bench_noswiglu PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda"
                        ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_SWIGLU=0")
+  # --ablate (bench/expert_gemm_ablate.c): the Hopper kernel's GEMMs timed with parts left out;
+  # under the emulator the timings mean nothing and its checks run: without the epilogue the
+  # outputs keep their fill, with nothing left out again the forward gives its first result
+  add_test(NAME test_expert_gemm_bench_ablate
+           COMMAND expert_gemm_bench --ablate --rows 150 --experts 3 --hidden 136 --ffn 72 --reps 1)
+  set_tests_properties(test_expert_gemm_bench_ablate PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "moe;cuda" ENVIRONMENT "OMP_NUM_THREADS=2"
+                       FAIL_REGULAR_EXPRESSION "FAIL")
   # another value stops the run with one message naming the variable and its values
   add_test(NAME test_expert_gemm_bench_swiglu_bad
            COMMAND bash -c "$0 --check; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"

@@ -148,7 +148,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
-        "expert_gemm": "PASS", "racecheck_expert_gemm": "PASS",
+        "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
 for name, st in want.items():
@@ -182,6 +182,9 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
+ab = parts.get("expert_gemm_ablate", {}).get("result") or []
+if [len(r["gemms"]) for r in ab] != [9]:
+    bad.append("expert_gemm_ablate: not the 9 GEMMs of one shape read from its table: %r" % ab)
 if "profile_prefetch" in parts:
     bad.append("profile_prefetch ran although --skip named it")
 # auto runs the Hopper grouped GEMM where it applies: bf16 on compute 9.x, the emulator's

@@ -1,0 +1,125 @@
+/*
+ * bench/expert_gemm_ablate.c - expert_gemm_bench --ablate: where the Hopper grouped GEMM's time
+ * goes, measured without hardware counters (a machine's profiler may not read them) by timing
+ * the kernel with parts left out (sl_cuda_expert_gemm_set_ablation, moe/kernels_cuda.h) and
+ * taking differences:
+ *   whole        what a run gets
+ *   no epilogue  the consumers store nothing: whole - this = the epilogue's time that the
+ *                mainloop does not hide (the tensor cores wait while the consumers store)
+ *   no loads     the producer loads nothing: whole - this = the time the wgmmas wait for
+ *                their operands (L2 and DRAM not keeping up, or the ring too shallow)
+ *   neither      the wgmmas and the pipeline's barriers alone: against the tensor cores' peak,
+ *                what the kernel's issue order leaves (the tiles' padding included)
+ * The parts overlap, so the two differences need not add up to whole - neither; each says what
+ * making that part free could gain at most.
+ *
+ * The rows' results are wrong while a part is left out, so the timings come first and the
+ * checks after: with the epilogue left out a GEMM's output keeps what was there (a fill), and
+ * with nothing left out again the forward GEMM gives its first result bit for bit (the switch
+ * is off again). Under the emulated CUDA build the timings mean nothing and the checks run
+ * (tests/expert_gemm.cmake: test_expert_gemm_bench_ablate). Where the kernel does not run at
+ * all (no compute capability 9.x) the run is a skip (77), as the gpu tests'.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/expert_gemm_bench.h"
+#include "core/ops.h"
+#include "moe/kernels_cuda.h"
+
+/* GEMM i's median seconds with `parts` left out. */
+static double time_without(sl_backend *be, layer *L, int i, int reps, unsigned parts) {
+    sl_cuda_expert_gemm_set_ablation(parts);
+    const double t = time_gemm(be, L, i, reps);
+    sl_cuda_expert_gemm_set_ablation(0);
+    return t;
+}
+
+/* Whether GEMM i ran on the Hopper kernel (its path after one call). */
+static bool on_hopper_kernel(layer *L, int i, const char **path) {
+    run_gemm(L, i);
+    *path = gemm_is_dw(i) ? sl_cuda_expert_gemm_dw_path() : sl_cuda_expert_gemm_last_path();
+    return strncmp(*path, "wgmma", 5) == 0;
+}
+
+/* Whether every value of t is `v`. */
+static bool all_equal(sl_tensor *t, float v) {
+    float *h = to_host_f32(t);
+    bool same = true;
+    for (int64_t k = 0; k < sl_tensor_numel(t) && same; k++) same = h[k] == v;
+    free(h);
+    return same;
+}
+
+/* With the epilogue left out, GEMM i must leave its output as the fill made it; with nothing
+ * left out again, the forward GEMM 1 must give its first result bit for bit. */
+static int check_switches(layer *L) {
+    int failures = 0;
+    const int gemms[] = {1, 4, GEMM_SWIGLU}; /* a forward, a weight gradient, the fused one */
+    for (size_t k = 0; k < sizeof gemms / sizeof gemms[0]; k++) {
+        const int i = gemms[k];
+        sl_op_fill(gemm_output(L, i), 0.5f);
+        sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_EPILOGUE);
+        run_gemm(L, i);
+        sl_cuda_expert_gemm_set_ablation(0);
+        const bool kept = all_equal(gemm_output(L, i), 0.5f);
+        printf("%-4s %-15s without its epilogue the output %s\n", kept ? "OK" : "FAIL",
+               k_gemm_names[i], kept ? "kept its fill" : "was written");
+        failures += !kept;
+    }
+    sl_tensor *out = gemm_output(L, 1);
+    const int64_t n = sl_tensor_numel(out);
+    run_gemm(L, 1);
+    float *first = to_host_f32(out);
+    sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_LOADS);
+    run_gemm(L, 1);
+    sl_cuda_expert_gemm_set_ablation(0);
+    sl_op_fill(out, 0.5f);
+    run_gemm(L, 1);
+    float *again = to_host_f32(out);
+    const bool same = memcmp(first, again, sizeof(float) * (size_t)n) == 0;
+    printf("%-4s %-15s with nothing left out again: %s the first result\n", same ? "OK" : "FAIL",
+           k_gemm_names[1], same ? "bitwise" : "NOT bitwise");
+    free(first), free(again);
+    return failures + !same;
+}
+
+int ablate(sl_backend *be, const opts *o, int rows) {
+    layer L;
+    layer_init(&L, be, o, rows);
+    sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_WGMMA);
+    printf("\nablation, rows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n",
+           rows, o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
+           sl_dtype_name(o->dtype));
+    printf("%-15s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
+           "neither", "epi. %", "feed %", "TFLOP/s whole / neither");
+    const int order[] = {0, GEMM_SWIGLU, 1, 2, 3, 4, 5, 6, 7};
+    int failures = 0, ran = 0;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        const int i = order[k];
+        const char *path;
+        if (!on_hopper_kernel(&L, i, &path)) {
+            printf("%-15s not on the Hopper kernel (ran %s)\n", k_gemm_names[i], path);
+            failures++;
+            continue;
+        }
+        ran++;
+        const double whole = time_gemm(be, &L, i, o->reps);
+        const double no_epi = time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_EPILOGUE);
+        const double no_load = time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_LOADS);
+        const double neither = time_without(
+            be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_EPILOGUE | SL_EXPERT_GEMM_ABLATE_LOADS);
+        const double f = gemm_flops(&L, i);
+        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%%  %.1f / %.1f\n", k_gemm_names[i],
+               whole * 1e3, no_epi * 1e3, no_load * 1e3, neither * 1e3,
+               100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, f / whole / 1e12,
+               f / neither / 1e12);
+    }
+    if (ran) failures += check_switches(&L);
+    sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);
+    layer_free(&L);
+    if (!ran) printf("the Hopper kernel does not run here: nothing to ablate\n");
+    return !ran ? 77 : failures ? 1 : 0;
+}
