@@ -10,15 +10,19 @@
  *                their operands (L2 and DRAM not keeping up, or the ring too shallow)
  *   neither      the wgmmas and the pipeline's barriers alone: against the tensor cores' peak,
  *                what the kernel's issue order leaves (the tiles' padding included)
+ *   4B stores    (forward and data gradient) the epilogue's former stores, a pair of columns a
+ *                thread per instruction instead of 16 bytes after a shuffle within the quad:
+ *                whole against this is what the 16-byte stores gained
  * The parts overlap, so the two differences need not add up to whole - neither; each says what
  * making that part free could gain at most.
  *
  * The rows' results are wrong while a part is left out, so the timings come first and the
- * checks after: with the epilogue left out a GEMM's output keeps what was there (a fill), and
- * with nothing left out again the forward GEMM gives its first result bit for bit (the switch
- * is off again). Under the emulated CUDA build the timings mean nothing and the checks run
- * (tests/expert_gemm.cmake: test_expert_gemm_bench_ablate). Where the kernel does not run at
- * all (no compute capability 9.x) the run is a skip (77), as the gpu tests'.
+ * checks after: with the epilogue left out a GEMM's output keeps what was there (a fill), the
+ * two store forms give the same bits, and with nothing left out again the forward GEMM gives
+ * its first result bit for bit (the switch is off again). Under the emulated CUDA build the timings
+ * mean nothing and the checks run (tests/expert_gemm.cmake: test_expert_gemm_bench_ablate). Where
+ * the kernel does not run at all (no compute capability 9.x) the run is a skip (77), as the gpu
+ * tests'.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +73,28 @@ static int check_switches(layer *L) {
                k_gemm_names[i], kept ? "kept its fill" : "was written");
         failures += !kept;
     }
+    /* the forward epilogue's two store forms: the same bits (the fused SwiGLU's h and gu) */
+    const int fwd[] = {0, 1, 2, 3, GEMM_SWIGLU};
+    for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) {
+        const int i = fwd[k];
+        sl_tensor *outs[2] = {gemm_output(L, i), i == GEMM_SWIGLU ? L->gu : NULL};
+        float *wide[2] = {NULL, NULL};
+        run_gemm(L, i);
+        for (int o = 0; o < 2 && outs[o]; o++) wide[o] = to_host_f32(outs[o]);
+        for (int o = 0; o < 2 && outs[o]; o++) sl_op_fill(outs[o], 0.5f);
+        sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
+        run_gemm(L, i);
+        sl_cuda_expert_gemm_set_ablation(0);
+        bool same = true;
+        for (int o = 0; o < 2 && outs[o]; o++) {
+            float *pairs = to_host_f32(outs[o]);
+            same &= memcmp(wide[o], pairs, sizeof(float) * (size_t)sl_tensor_numel(outs[o])) == 0;
+            free(pairs), free(wide[o]);
+        }
+        printf("%-4s %-15s 16-byte and 4-byte epilogue stores: %s\n", same ? "OK" : "FAIL",
+               k_gemm_names[i], same ? "bitwise the same" : "NOT the same");
+        failures += !same;
+    }
     sl_tensor *out = gemm_output(L, 1);
     const int64_t n = sl_tensor_numel(out);
     run_gemm(L, 1);
@@ -93,8 +119,8 @@ int ablate(sl_backend *be, const opts *o, int rows) {
     printf("\nablation, rows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n",
            rows, o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
-    printf("%-15s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
-           "neither", "epi. %", "feed %", "TFLOP/s whole / neither");
+    printf("%-15s %9s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
+           "neither", "epi. %", "feed %", "4B stores", "TFLOP/s whole / neither");
     const int order[] = {0, GEMM_SWIGLU, 1, 2, 3, 4, 5, 6, 7};
     int failures = 0, ran = 0;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -111,11 +137,15 @@ int ablate(sl_backend *be, const opts *o, int rows) {
         const double no_load = time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_LOADS);
         const double neither = time_without(
             be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_EPILOGUE | SL_EXPERT_GEMM_ABLATE_LOADS);
+        /* the forward and data gradient's epilogue with its former 4-byte stores */
+        const double pairs =
+            gemm_is_dw(i) ? NAN
+                          : time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
         const double f = gemm_flops(&L, i);
-        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%%  %.1f / %.1f\n", k_gemm_names[i],
-               whole * 1e3, no_epi * 1e3, no_load * 1e3, neither * 1e3,
-               100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, f / whole / 1e12,
-               f / neither / 1e12);
+        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %9.3f  %.1f / %.1f\n",
+               k_gemm_names[i], whole * 1e3, no_epi * 1e3, no_load * 1e3, neither * 1e3,
+               100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, pairs * 1e3,
+               f / whole / 1e12, f / neither / 1e12);
     }
     if (ran) failures += check_switches(&L);
     sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);

@@ -55,6 +55,62 @@ namespace {
 
 /* ---- the forward / data-gradient kernel ----------------------------------------------------- */
 
+/* The epilogue's stores, 16 bytes a thread (the default since 2026-11-27). In wgmma's
+ * accumulator layout the four lanes of a quad (q = 0..3) hold one row's columns 8 j + 2 q, + 1
+ * for every j: a warp store of one pair per thread (4 bytes) covers 16 bytes of each of 8 rows,
+ * 8 lines for 128 bytes. quad_transpose exchanges four column groups' pairs within the quad
+ * (two butterfly stages of shuffles, xor 2 then xor 1) so that lane q holds all 8 columns of
+ * group jb + q: a 16-byte store each, 8 rows x 64 bytes per warp instruction, a quarter of the
+ * instructions and of the partial-line writes for the same bytes. Every lane of the warp must
+ * call it (the shuffles); the values and where they land are the pair stores', bit for bit.
+ * In: p[k] = this lane's pair of group jb + k. Out: the pairs of group jb + q, of lanes 0..3. */
+__device__ __forceinline__ uint4 quad_transpose(const uint32_t (&p)[4], int q) {
+    const bool lo = q & 1, hi = q & 2;
+    /* stage 1, with lane q ^ 2: keep the groups of this lane's half (2 hi, 2 hi + 1), send
+     * the others */
+    const uint32_t k0 = hi ? p[2] : p[0], k1 = hi ? p[3] : p[1];
+    const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? p[0] : p[2], 2),
+                   r1 = __shfl_xor_sync(0xffffffffu, hi ? p[1] : p[3], 2);
+    /* stage 2, with lane q ^ 1: keep group 2 hi + lo (= q) of this lane and of lane q ^ 2 */
+    const uint32_t t0 = __shfl_xor_sync(0xffffffffu, lo ? k0 : k1, 1),
+                   t1 = __shfl_xor_sync(0xffffffffu, lo ? r0 : r1, 1);
+    const uint32_t m0 = lo ? k1 : k0, m1 = lo ? r1 : r0;
+    /* group q's pairs came from lanes q (m0), q ^ 1 (t0), q ^ 2 (m1), q ^ 3 (t1) */
+    const uint32_t v0 = lo ? t0 : m0, v1 = lo ? m0 : t0, w0 = lo ? t1 : m1, w1 = lo ? m1 : t1;
+    return hi ? make_uint4(w0, w1, v0, v1) : make_uint4(v0, v1, w0, w1);
+}
+
+/* Stores one row's pairs pk[j] (bf16x2 of columns n0 + 8 j + 2 q, + 1; j < J, J a multiple of
+ * 4) as 16-byte pieces: group j at out + n0 + 8 j where that is below n (n a multiple of 8: a
+ * group is stored whole or not at all); out null: nothing stored, the shuffles still run. */
+template <int J>
+__device__ __forceinline__ void store_row_wide(const uint32_t (&pk)[J], sl_bf16 *out, int n0, int n,
+                                               int q) {
+    static_assert(J % 4 == 0, "whole quads of column groups");
+    SL_UNROLL
+    for (int jb = 0; jb < J; jb += 4) {
+        const uint32_t p[4] = {pk[jb], pk[jb + 1], pk[jb + 2], pk[jb + 3]};
+        const uint4 v = quad_transpose(p, q);
+        const int col = n0 + 8 * (jb + q);
+        if (out && col < n) *(uint4 *)(out + col) = v;
+    }
+}
+
+/* store_tile's beta-0 case with 16-byte stores: C = acc as bf16 (the same roundings). */
+template <int BN>
+__device__ __forceinline__ void store_tile_wide(const float (&acc)[BN / 2],
+                                                sl_bf16 *const (&row)[2], int n0, int n, int q) {
+    constexpr int J = BN / 8;
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        uint32_t pk[J];
+        SL_UNROLL
+        for (int j = 0; j < J; j++)
+            pk[j] = sl_pack_bf16x2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+        store_row_wide<J>(pk, row[x], n0, n, q);
+    }
+}
+
 /* The fused SwiGLU's epilogue (GLU): the tile's first BN / 2 accumulator columns are the gate's
  * columns n0 + 8 j + 2 q (+ 1), its last BN / 2 the up projection's same columns (the
  * producer's two boxes), so each thread holds both halves of each of its pairs: j and j + BN /
@@ -82,6 +138,30 @@ __device__ __forceinline__ void store_glu_tile(const float (&acc)[BN / 2], sl_bf
             sl_unpack_bf16x2(u2, &u0, &u1);
             store_pair(h[x] + col, sl_moe_swiglu(g0, u0), sl_moe_swiglu(g1, u1));
         }
+    }
+}
+
+/* store_glu_tile with 16-byte stores: the same gu and h, bit for bit. */
+template <int BN>
+__device__ __forceinline__ void store_glu_tile_wide(const float (&acc)[BN / 2],
+                                                    sl_bf16 *const (&gu)[2], sl_bf16 *const (&h)[2],
+                                                    int n0, int in, int q) {
+    constexpr int J = BN / 16;
+    SL_UNROLL
+    for (int x = 0; x < 2; x++) {
+        uint32_t g2[J], u2[J], h2[J];
+        SL_UNROLL
+        for (int j = 0; j < J; j++) {
+            g2[j] = sl_pack_bf16x2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            u2[j] = sl_pack_bf16x2(acc[4 * (j + J) + 2 * x], acc[4 * (j + J) + 2 * x + 1]);
+            float g0, g1, u0, u1;
+            sl_unpack_bf16x2(g2[j], &g0, &g1);
+            sl_unpack_bf16x2(u2[j], &u0, &u1);
+            h2[j] = sl_pack_bf16x2(sl_moe_swiglu(g0, u0), sl_moe_swiglu(g1, u1));
+        }
+        store_row_wide<J>(g2, gu[x], n0, in, q);
+        store_row_wide<J>(u2, gu[x] ? gu[x] + in : nullptr, n0, in, q);
+        store_row_wide<J>(h2, h[x], n0, in, q);
     }
 }
 
@@ -180,8 +260,15 @@ __global__ void __launch_bounds__(kThreads, 1)
             row[x] = in ? (sl_bf16 *)a.c + at * (GLU ? 2 * a.n : a.n) : nullptr;
             hrow[x] = in && GLU ? (sl_bf16 *)a.h + at * a.n : nullptr;
         }
-        if (GLU)
+        /* 16-byte stores (beta 0, every training call) unless the bench asked for the pair
+         * stores (SL_EXPERT_GEMM_ABLATE_WIDE_STORES): the same values either way */
+        const bool wide = a.beta == 0.0f && !ablate_wide_stores(a);
+        if (GLU && wide)
+            store_glu_tile_wide<BN>(acc, row, hrow, n0, a.n, p.q);
+        else if (GLU)
             store_glu_tile<BN>(acc, row, hrow, n0, a.n, p.q);
+        else if (wide)
+            store_tile_wide<BN>(acc, row, n0, a.n, p.q);
         else
             store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
     }

@@ -94,13 +94,22 @@ const char *sl_cuda_expert_gemm_last_path(void);
 /* For bench/expert_gemm_bench --ablate only: the Hopper grouped GEMM's kernels (forward, data
  * gradient, weight gradient, the fused SwiGLU) leave out the named parts until it is called
  * with 0, so that the time without a part, against the time with all, says what that part
- * costs where it does not overlap the rest. Their results are wrong while a part is left out.
+ * costs where it does not overlap the rest. Their results are wrong while the epilogue or the
+ * loads are left out.
  *   SL_EXPERT_GEMM_ABLATE_EPILOGUE  the consumers store nothing (no read-modify-write, no
  *                                   squares): the mainloop alone
  *   SL_EXPERT_GEMM_ABLATE_LOADS     the producer loads nothing (each stage's barrier completes
  *                                   at once; the wgmmas read whatever the ring holds): the tiles'
- *                                   arithmetic and epilogue without the memory system's feed */
-enum { SL_EXPERT_GEMM_ABLATE_EPILOGUE = 1, SL_EXPERT_GEMM_ABLATE_LOADS = 2 };
+ *                                   arithmetic and epilogue without the memory system's feed
+ *   SL_EXPERT_GEMM_ABLATE_WIDE_STORES  the forward / data-gradient epilogue stores one pair of
+ *                                   columns (4 bytes) a thread per instruction, as before
+ *                                   2026-11-27, instead of 16 bytes after a shuffle within each
+ *                                   quad: the same results, for timing the two forms */
+enum {
+    SL_EXPERT_GEMM_ABLATE_EPILOGUE = 1,
+    SL_EXPERT_GEMM_ABLATE_LOADS = 2,
+    SL_EXPERT_GEMM_ABLATE_WIDE_STORES = 4
+};
 void sl_cuda_expert_gemm_set_ablation(unsigned parts);
 
 /* router.cu */
