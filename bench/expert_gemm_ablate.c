@@ -13,16 +13,20 @@
  *   4B stores    (forward and data gradient) the epilogue's former stores, a pair of columns a
  *                thread per instruction instead of 16 bytes after a shuffle within the quad:
  *                whole against this is what the 16-byte stores gained
+ *   BN 128       every GEMM in 128 x 128 tiles with a ring of 6 stages (128 x 256 with 4 is
+ *                the kernel's choice for outputs wider than 128): a third more bytes from L2
+ *                per FLOP but two more stages in flight; faster here says the ring's depth
+ *                (latency) limits the feed, slower that L2's bandwidth does
  * The parts overlap, so the two differences need not add up to whole - neither; each says what
  * making that part free could gain at most.
  *
  * The rows' results are wrong while a part is left out, so the timings come first and the
  * checks after: with the epilogue left out a GEMM's output keeps what was there (a fill), the
- * two store forms give the same bits, and with nothing left out again the forward GEMM gives
- * its first result bit for bit (the switch is off again). Under the emulated CUDA build the timings
- * mean nothing and the checks run (tests/expert_gemm.cmake: test_expert_gemm_bench_ablate). Where
- * the kernel does not run at all (no compute capability 9.x) the run is a skip (77), as the gpu
- * tests'.
+ * two store forms give the same bits, the two tile widths the same products to rounding, and with
+ * nothing left out again the forward GEMM gives its first result bit for bit (the switch is off
+ * again). Under the emulated CUDA build the timings mean nothing and the checks run
+ * (tests/expert_gemm.cmake: test_expert_gemm_bench_ablate). Where the kernel does not run at all
+ * (no compute capability 9.x) the run is a skip (77), as the gpu tests'.
  */
 #include <math.h>
 #include <stdio.h>
@@ -95,6 +99,31 @@ static int check_switches(layer *L) {
                k_gemm_names[i], same ? "bitwise the same" : "NOT the same");
         failures += !same;
     }
+    /* 128-column tiles: the same products to rounding (a forward, the fused SwiGLU's h, a
+     * weight gradient from the same start) */
+    const int narrow[] = {1, GEMM_SWIGLU, 4};
+    for (size_t k = 0; k < sizeof narrow / sizeof narrow[0]; k++) {
+        const int i = narrow[k];
+        sl_tensor *t = gemm_output(L, i);
+        const int64_t numel = sl_tensor_numel(t);
+        float *v[2];
+        for (int w = 0; w < 2; w++) {
+            sl_op_fill(t, 0.25f);
+            sl_cuda_expert_gemm_set_ablation(w ? SL_EXPERT_GEMM_ABLATE_WIDE_TILES : 0);
+            run_gemm(L, i);
+            sl_cuda_expert_gemm_set_ablation(0);
+            v[w] = to_host_f32(t);
+        }
+        double worst = 0, scale = 0;
+        for (int64_t e = 0; e < numel; e++) scale = fmax(scale, fabs(v[0][e]));
+        for (int64_t e = 0; e < numel; e++) worst = fmax(worst, fabs(v[1][e] - v[0][e]));
+        const double bound = (gemm_is_dw(i) ? 1e-5 : 1.0 / 128) * scale;
+        const bool ok = scale > 0 && worst <= bound;
+        printf("%-4s %-15s 128- and 256-column tiles: max |diff| %.3g (bound %.3g)\n",
+               ok ? "OK" : "FAIL", k_gemm_names[i], worst, bound);
+        failures += !ok;
+        free(v[0]), free(v[1]);
+    }
     sl_tensor *out = gemm_output(L, 1);
     const int64_t n = sl_tensor_numel(out);
     run_gemm(L, 1);
@@ -119,8 +148,8 @@ int ablate(sl_backend *be, const opts *o, int rows) {
     printf("\nablation, rows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n",
            rows, o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
-    printf("%-15s %9s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
-           "neither", "epi. %", "feed %", "4B stores", "TFLOP/s whole / neither");
+    printf("%-15s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
+           "neither", "epi. %", "feed %", "4B stores", "BN 128", "TFLOP/s whole / neither");
     const int order[] = {0, GEMM_SWIGLU, 1, 2, 3, 4, 5, 6, 7};
     int failures = 0, ran = 0;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -141,11 +170,13 @@ int ablate(sl_backend *be, const opts *o, int rows) {
         const double pairs =
             gemm_is_dw(i) ? NAN
                           : time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
+        /* 128-column tiles, a deeper ring */
+        const double narrow = time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_WIDE_TILES);
         const double f = gemm_flops(&L, i);
-        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %9.3f  %.1f / %.1f\n",
+        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %9.3f %9.3f  %.1f / %.1f\n",
                k_gemm_names[i], whole * 1e3, no_epi * 1e3, no_load * 1e3, neither * 1e3,
                100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, pairs * 1e3,
-               f / whole / 1e12, f / neither / 1e12);
+               narrow * 1e3, f / whole / 1e12, f / neither / 1e12);
     }
     if (ran) failures += check_switches(&L);
     sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);

@@ -323,7 +323,9 @@ bool run_mm(void *ctx, const char *op, bool *said, bool loud, sl_tensor *c, sl_t
     if (!why && glu && !aligned16(h->data)) why = "an operand is not 16-byte aligned";
     if (!note(op, said, why, loud)) return false;
     /* BN columns of B per tile; with the fused SwiGLU half of them gate, half up: BN / 2 of h */
-    const int bn = out > 128 ? 256 : 128, tn = glu ? bn / 2 : bn;
+    const unsigned ablate = sl_cuda_grouped_sm90_ablation();
+    const int bn = out > 128 && !(ablate & SL_EXPERT_GEMM_ABLATE_WIDE_TILES) ? 256 : 128;
+    const int tn = glu ? bn / 2 : bn;
     const int64_t n = glu ? out / 2 : out;
     const int64_t tiles = row_tiles(counts, groups) * ((n + tn - 1) / tn);
     if (tiles >= INT32_MAX) return false;
@@ -331,7 +333,7 @@ bool run_mm(void *ctx, const char *op, bool *said, bool loud, sl_tensor *c, sl_t
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
     args.n = (int)n, args.k = (int)in, args.c = c->data, args.h = glu ? h->data : nullptr;
-    args.beta = beta, args.ablate = sl_cuda_grouped_sm90_ablation();
+    args.beta = beta, args.ablate = ablate;
     const CUtensorMap ta = bf16_map(a->data, in, rows, 0, BM, op);
     /* B [groups, R, S]: rows of S; trans_b reads [TN n][64 k] boxes (two per stage with the
      * fused SwiGLU: the gate's, the up's), else [64 k][64 n] */

@@ -296,14 +296,15 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, cons
     }
     if (!note(op, &said, why, loud)) return false;
     if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
-    const int bn = s > 128 ? 256 : 128;
+    const unsigned ablate = sl_cuda_grouped_sm90_ablation();
+    const int bn = s > 128 && !(ablate & SL_EXPERT_GEMM_ABLATE_WIDE_TILES) ? 256 : 128;
     const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
     sl_gmm_sm90_args args = {};
     args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
     args.counts2 = pair ? device_counts(ctx, counts2, groups) : nullptr;
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
-    args.ablate = sl_cuda_grouped_sm90_ablation();
+    args.ablate = ablate;
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
     dw_maps m;
     m.dy = bf16_map(dy->data, r, rows, 0, BK, op);

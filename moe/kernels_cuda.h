@@ -104,11 +104,16 @@ const char *sl_cuda_expert_gemm_last_path(void);
  *   SL_EXPERT_GEMM_ABLATE_WIDE_STORES  the forward / data-gradient epilogue stores one pair of
  *                                   columns (4 bytes) a thread per instruction, as before
  *                                   2026-11-27, instead of 16 bytes after a shuffle within each
- *                                   quad: the same results, for timing the two forms */
+ *                                   quad: the same results, for timing the two forms
+ *   SL_EXPERT_GEMM_ABLATE_WIDE_TILES   every GEMM in 128 x 128 tiles with a ring of 6 stages
+ *                                   instead of 128 x 256 with 4 where the output is wider than
+ *                                   128 columns: a third more bytes from L2 per FLOP, a deeper
+ *                                   ring (the same results to rounding) */
 enum {
     SL_EXPERT_GEMM_ABLATE_EPILOGUE = 1,
     SL_EXPERT_GEMM_ABLATE_LOADS = 2,
-    SL_EXPERT_GEMM_ABLATE_WIDE_STORES = 4
+    SL_EXPERT_GEMM_ABLATE_WIDE_STORES = 4,
+    SL_EXPERT_GEMM_ABLATE_WIDE_TILES = 8
 };
 void sl_cuda_expert_gemm_set_ablation(unsigned parts);
 
