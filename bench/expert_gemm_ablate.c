@@ -20,8 +20,9 @@
  * The parts overlap, so the two differences need not add up to whole - neither; each says what
  * making that part free could gain at most.
  *
- * The rows' results are wrong while a part is left out, so the timings come first and the
- * checks after: with the epilogue left out a GEMM's output keeps what was there (a fill), the
+ * The results are wrong while the epilogue or the loads are left out, so the timings come first
+ * and the checks after, once, on a layer small enough to copy to the host (ablate_check): with
+ * the epilogue left out a GEMM's output keeps what was there (a fill), the
  * two store forms give the same bits, the two tile widths the same products to rounding, and with
  * nothing left out again the forward GEMM gives its first result bit for bit (the switch is off
  * again). Under the emulated CUDA build the timings mean nothing and the checks run
@@ -61,11 +62,11 @@ static bool all_equal(sl_tensor *t, float v) {
     return same;
 }
 
-/* With the epilogue left out, GEMM i must leave its output as the fill made it; with nothing
- * left out again, the forward GEMM 1 must give its first result bit for bit. */
-static int check_switches(layer *L) {
+/* Without the epilogue a forward, a weight gradient and the fused SwiGLU must leave their
+ * outputs as the fill made them. */
+static int check_no_epilogue(layer *L) {
     int failures = 0;
-    const int gemms[] = {1, 4, GEMM_SWIGLU}; /* a forward, a weight gradient, the fused one */
+    const int gemms[] = {1, 4, GEMM_SWIGLU};
     for (size_t k = 0; k < sizeof gemms / sizeof gemms[0]; k++) {
         const int i = gemms[k];
         sl_op_fill(gemm_output(L, i), 0.5f);
@@ -77,10 +78,16 @@ static int check_switches(layer *L) {
                k_gemm_names[i], kept ? "kept its fill" : "was written");
         failures += !kept;
     }
-    /* the forward epilogue's two store forms: the same bits (the fused SwiGLU's h and gu) */
-    const int fwd[] = {0, 1, 2, 3, GEMM_SWIGLU};
-    for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) {
-        const int i = fwd[k];
+    return failures;
+}
+
+/* The forward epilogue's two store forms must give the same bits (the fused SwiGLU's h and gu
+ * both). */
+static int check_store_forms(layer *L) {
+    int failures = 0;
+    const int gemms[] = {0, 1, 2, 3, GEMM_SWIGLU};
+    for (size_t k = 0; k < sizeof gemms / sizeof gemms[0]; k++) {
+        const int i = gemms[k];
         sl_tensor *outs[2] = {gemm_output(L, i), i == GEMM_SWIGLU ? L->gu : NULL};
         float *wide[2] = {NULL, NULL};
         run_gemm(L, i);
@@ -99,11 +106,16 @@ static int check_switches(layer *L) {
                k_gemm_names[i], same ? "bitwise the same" : "NOT the same");
         failures += !same;
     }
-    /* 128-column tiles: the same products to rounding (a forward, the fused SwiGLU's h, a
-     * weight gradient from the same start) */
-    const int narrow[] = {1, GEMM_SWIGLU, 4};
-    for (size_t k = 0; k < sizeof narrow / sizeof narrow[0]; k++) {
-        const int i = narrow[k];
+    return failures;
+}
+
+/* 128- and 256-column tiles must give the same products to rounding (a forward, the fused
+ * SwiGLU's h, a weight gradient from the same start). */
+static int check_tile_widths(layer *L) {
+    int failures = 0;
+    const int gemms[] = {1, GEMM_SWIGLU, 4};
+    for (size_t k = 0; k < sizeof gemms / sizeof gemms[0]; k++) {
+        const int i = gemms[k];
         sl_tensor *t = gemm_output(L, i);
         const int64_t numel = sl_tensor_numel(t);
         float *v[2];
@@ -124,6 +136,12 @@ static int check_switches(layer *L) {
         failures += !ok;
         free(v[0]), free(v[1]);
     }
+    return failures;
+}
+
+/* With nothing left out again (after the loads were), the forward GEMM 1 must give its first
+ * result bit for bit: the switch is off. */
+static int check_reset(layer *L) {
     sl_tensor *out = gemm_output(L, 1);
     const int64_t n = sl_tensor_numel(out);
     run_gemm(L, 1);
@@ -138,7 +156,26 @@ static int check_switches(layer *L) {
     printf("%-4s %-15s with nothing left out again: %s the first result\n", same ? "OK" : "FAIL",
            k_gemm_names[1], same ? "bitwise" : "NOT bitwise");
     free(first), free(again);
-    return failures + !same;
+    return !same;
+}
+
+int ablate_check(sl_backend *be, const opts *o) {
+    /* the first shape when it is small (CI's), else 64 rows per expert at its widths: the
+     * checks copy every output to the host */
+    const int rows = (int64_t)o->rows[0] * o->experts * o->hidden <= (1 << 22) ? o->rows[0] : 64;
+    layer L;
+    layer_init(&L, be, o, rows);
+    sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_WGMMA);
+    const char *path;
+    int failures = 0;
+    if (on_hopper_kernel(&L, 1, &path)) {
+        printf("\nablation checks, rows per expert %d: %lld rows\n", rows, (long long)L.n);
+        failures =
+            check_no_epilogue(&L) + check_store_forms(&L) + check_tile_widths(&L) + check_reset(&L);
+    }
+    sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);
+    layer_free(&L);
+    return failures ? 1 : 0;
 }
 
 int ablate(sl_backend *be, const opts *o, int rows) {
@@ -178,7 +215,6 @@ int ablate(sl_backend *be, const opts *o, int rows) {
                100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, pairs * 1e3,
                narrow * 1e3, f / whole / 1e12, f / neither / 1e12);
     }
-    if (ran) failures += check_switches(&L);
     sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);
     layer_free(&L);
     if (!ran) printf("the Hopper kernel does not run here: nothing to ablate\n");

@@ -505,6 +505,7 @@ int main(int argc, char **argv) {
             const int a = ablate(be, &o, o.rows[r]);
             rc = a == 77 ? 77 : rc | a;
         }
+        if (rc != 77) rc |= ablate_check(be, &o);
     } else
         for (int r = 0; r < o.nrows; r++) bench(be, &o, o.rows[r]);
     sl_backend_free(be);

@@ -54,9 +54,11 @@ float *to_host_f32(sl_tensor *t);
 double time_gemm(sl_backend *be, layer *L, int i, int reps);
 
 /* --ablate (bench/expert_gemm_ablate.c): the Hopper kernel's GEMMs at `rows` per expert with
- * parts left out (sl_cuda_expert_gemm_set_ablation), and checks that each switch did what it
- * says. Returns 0; 1 if a check failed or a GEMM did not run on the kernel; 77 if none did (not
- * a Hopper GPU). */
+ * parts left out (sl_cuda_expert_gemm_set_ablation). Returns 0; 1 if a GEMM did not run on the
+ * kernel; 77 if none did (not a Hopper GPU). */
 int ablate(sl_backend *be, const opts *o, int rows);
+/* Then once: checks that each switch did what it says (at o's first shape where that is
+ * small, else 64 rows per expert). Returns 0, or 1 if one failed. */
+int ablate_check(sl_backend *be, const opts *o);
 
 #endif
