@@ -1,0 +1,186 @@
+"""bench/gpu_check.py's benchmark parts: the attention kernels (attn_bench, its variants, the
+longest sequence), the expert GEMMs (expert_gemm_bench, its ablation) and the PyTorch
+baselines; each records its result (gpu_check_core.record)."""
+import json
+import os
+import re
+
+import gpu_check_core as C
+from gpu_check_core import RESULTS, last_json, record, run, torch_cuda, torch_env
+
+def part_attn(L, budget, S):
+    log, out = os.path.join(C.LOGS, "attn_bench.log"), os.path.join(C.OUT, "attn_bench.out")
+    if not os.path.exists(L.attn_bench):
+        return record("attn_bench", "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    rc, sec = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16"] + S["attn"], budget, log, stdout_path=out)
+    if rc is None:
+        return record("attn_bench", "TIMEOUT", sec, "")
+    if rc != 0:
+        return record("attn_bench", "FAIL", sec, "exit %d" % rc)
+    rows = [json.loads(l) for l in open(out) if l.startswith("{")]
+    note = "; ".join("%s S %d D %d: fwd %.0f, bwd %.0f TFLOP/s" % (r.get("kernel", "?"), r["seq"], r["head_dim"],
+                                                                r.get("fwd_tflops", 0), r.get("bwd_tflops", 0))
+                     for r in rows)
+    why = torch_cuda()
+    if why is None and budget - sec > 15:
+        tout = os.path.join(C.OUT, "attn_bench_torch.out")
+        trc, tsec = run([C.ARGS.python, os.path.join(L.bench_dir, "attn_bench_torch.py"), "--iters", "5",
+                         "--warmup", "1"], budget - sec, log, env=torch_env(), stdout_path=tout)
+        sec += tsec
+        note += "; PyTorch: %s" % ("done" if trc == 0 else "exit %s" % trc)
+    else:
+        note += "; PyTorch side skipped: %s" % (why or "no time left")
+    record("attn_bench", "PASS", sec, note, result=rows)
+
+
+def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag):
+    """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
+    one process each, back to back per shape: rows in out_name % (value, N), each row tagged
+    with `tag` = the value."""
+    log = os.path.join(C.LOGS, part + ".log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    notes, rows, sec = [], [], 0.0
+    for shape in shapes:
+        for v in values:
+            out = os.path.join(C.OUT, out_name % (v, len(rows)))
+            env = dict(os.environ, **{var: v})
+            rc, t = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"] + shape,
+                        budget - sec, log, env=env, stdout_path=out)
+            sec += t
+            if rc is None:
+                return record(part, "TIMEOUT", sec, "; ".join(notes))
+            if rc == 77:
+                return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+            if rc != 0:
+                return record(part, "FAIL", sec, "%s=%s: exit %d" % (var, v, rc))
+            for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+                r[tag] = int(v)
+                rows.append(r)
+                notes.append("S %d D %s %s=%s: fwd %.0f, bwd %.0f TFLOP/s" % (
+                    r["seq"], r.get("head_dim", "?"), tag, v, r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
+def part_attn_fwd192(L, budget, S):
+    """The Hopper forward at head dim 64 with query tiles of 128 rows and of 192 (three consumer
+    warpgroups, SLUICE_ATTN_SM90_FWD_BM=192), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_fwd192", "SLUICE_ATTN_SM90_FWD_BM", ("128", "192"),
+                              S["attn_d64"], "attn_bench_fwd%s_%d.out", "fwd_bm")
+
+
+def part_attn_pingpong(L, budget, S):
+    """The Hopper backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
+    and 1), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_pingpong", "SLUICE_ATTN_SM90_BWD_PINGPONG",
+                              ("0", "1"), S["attn_pp"], "attn_bench_pingpong%s_%d.out", "bwd_pingpong")
+
+
+def part_attn_long(L, budget, S):
+    """The Hopper kernel at the longest sequence sluice trains (131,072 tokens): a sampled check
+    (attn_bench --check-rows: the whole check's CPU reference would take hours), then its speed
+    beside cuDNN's, per head dim, with the device memory each run took beyond its tensors."""
+    part, log = "attn_long", os.path.join(C.LOGS, "attn_long.log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    shape, dims, nrows, timing = S["attn_long"]
+    base = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16"] + shape
+    notes, rows, sec = [], [], 0.0
+    for d in dims:
+        out = os.path.join(C.OUT, "attn_long_check_d%s.out" % d)
+        rc, t = run(base + ["--head-dim", d, "--kernel", "sm90", "--check-rows", nrows], budget - sec,
+                    log, stdout_path=out)
+        sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        text = open(out).read()
+        if rc == 77 or (rc != 0 and "cannot run this problem" in text):
+            return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+        mem = re.search(r"^memory: (.*)$", text, re.M)
+        notes.append("D %s check %s (%s sampled rows)%s" % (d, "PASS" if rc == 0 else "FAIL exit %d" % rc, nrows,
+                                                           "; " + mem.group(1) if mem else ""))
+        if rc != 0:
+            return record(part, "FAIL", sec, "; ".join(notes))
+        out = os.path.join(C.OUT, "attn_long_d%s.out" % d)
+        kernels = "sm90" if C.ARGS.tiny else "sm90,cudnn"
+        rc, t = run(base + ["--head-dim", d, "--kernel", kernels] + timing, budget - sec, log, stdout_path=out)
+        sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        if rc != 0:
+            return record(part, "FAIL", sec, "; ".join(notes + ["D %s timing: exit %d" % (d, rc)]))
+        for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+            rows.append(r)
+            notes.append("%s S %d D %d: fwd %.0f, bwd %.0f TFLOP/s, %.2f GiB beyond %.2f GiB of tensors" % (
+                r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("fwd_tflops", 0), r.get("bwd_tflops", 0),
+                r.get("extra_gib", -1), r.get("tensor_gib", 0)))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
+def part_expert_gemm(L, budget, S):
+    exe, out = os.path.join(L.build, "bench", "expert_gemm_bench"), os.path.join(C.OUT, "expert_gemm.out")
+    if not os.path.exists(exe):
+        return record("expert_gemm", "SKIP", 0, "no expert_gemm_bench (bundle made without --with-tests)")
+    rc, sec = run([exe] + S["gemm"], budget, os.path.join(C.LOGS, "expert_gemm.log"), stdout_path=out)
+    if rc is None or rc != 0:
+        return record("expert_gemm", "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
+    alls = [l.split() for l in open(out) if l.startswith("all six")]  # all six STRATEGY ms TFLOP/s
+    record("expert_gemm", "PASS", sec, "; ".join("%s %s ms" % (a[2], a[3]) for a in alls))
+
+
+def part_expert_gemm_ablate(L, budget, S):
+    part, exe = "expert_gemm_ablate", os.path.join(L.build, "bench", "expert_gemm_bench")
+    out = os.path.join(C.OUT, "expert_gemm_ablate.out")
+    if not os.path.exists(exe):
+        return record(part, "SKIP", 0, "no expert_gemm_bench (bundle made without --with-tests)")
+    rc, sec = run([exe, "--ablate"] + S["gemm_ablate"], budget, os.path.join(C.LOGS, part + ".log"),
+                  stdout_path=out)
+    if rc == 77:
+        return record(part, "SKIP", sec, "the Hopper grouped GEMM does not run on this device")
+    if rc is None or rc != 0:
+        return record(part, "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
+    # GEMM  whole  no-epi  no-loads  neither  epi%  feed%  TFLOP/s ...: the first rows per expert
+    rows, notes = [], []
+    for line in open(out):
+        if line.startswith("ablation, rows per expert"):
+            rows.append(dict(rows=int(line.split()[4]), gemms={}))
+            continue
+        m = re.match(r"(\S+(?: \S+)*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(-?[\d.]+)%\s+(-?[\d.]+)%"
+                     r"\s+([\d.]+|nan)\s+([\d.]+)\s", line)
+        if rows and m:
+            rows[-1]["gemms"][m.group(1)] = dict(zip(("whole_ms", "no_epilogue_ms", "no_loads_ms", "neither_ms",
+                                                      "epilogue_pct", "feed_pct", "pair_stores_ms", "bn128_ms"),
+                                                     (float(m.group(k)) for k in range(2, 10))))
+    for r in rows:
+        g = r["gemms"]
+        notes.append("%d rows: %s" % (r["rows"], ", ".join("%s epi %.0f%% feed %.0f%% 4B stores %+.0f%% BN128 %+.0f%%" % (
+            n, v["epilogue_pct"], v["feed_pct"], 100 * (v["pair_stores_ms"] / v["whole_ms"] - 1),
+            100 * (v["bn128_ms"] / v["whole_ms"] - 1))
+            for n, v in g.items() if n in ("gate_up+SwiGLU", "down fwd"))))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
+def part_torch(L, budget, S, part, script, label):
+    why = torch_cuda()
+    if why:
+        return record(part, "SKIP", 0, why)
+    prof = RESULTS.get("profile", {}).get("result")
+    if not prof:
+        return record(part, "SKIP", 0, "needs the profile part's layer count and shape")
+    log, out = os.path.join(C.LOGS, part + ".log"), os.path.join(C.OUT, part + ".out")
+    argv = [C.ARGS.python, os.path.join(L.bench_dir, script), S["config"], "--layers", str(prof["layers"]),
+            "--seq", str(prof["seq"]), "--batch", str(prof["batch"]), "--accum", str(prof["accum"]),
+            "--steps", "3", "--warmup", "2"]
+    rc, sec = run(argv, budget, log, env=torch_env(), stdout_path=out)
+    j = last_json(out)
+    if rc is None:
+        return record(part, "TIMEOUT", sec, label)
+    if rc == 3:
+        return record(part, "FAIL", sec, "%s: out of memory at %d layers (--layers %d compares all sides "
+                      "at fewer)" % (label, prof["layers"], prof["layers"] - 1))
+    if rc != 0 or not j or "error" in j:
+        return record(part, "FAIL", sec, "%s: exit %s%s" % (label, rc, " (%s)" % j["error"] if j and "error" in j else ""))
+    with open(os.path.join(C.OUT, part + ".json"), "w") as f:
+        json.dump(j, f)
+    record(part, "PASS", sec, "%s: %.1f ms/step, %.0f tokens/s; sluice %.2fx" % (
+        label, j["ms_per_step"], j["tokens_per_s"], prof["tokens_per_s"] / j["tokens_per_s"]), result=j)
