@@ -27,7 +27,9 @@
  *        (rows fastest within a column tile, so the blocks running at once share the expert's
  *        B tile through L2). A tile may reach into the next group's rows or past the last row:
  *        it computes them (TMA reads zeros past the tensor) and the epilogue stores only the
- *        group's own rows. K and N tails read zeros from TMA and are not stored.
+ *        group's own rows. K and N tails read zeros from TMA and are not stored. With beta 0
+ *        the epilogue stores 16 bytes a thread (quad_transpose: each quad's lanes swap their
+ *        column pairs so that a lane holds 8 consecutive columns of its row).
  *   mm + SwiGLU (sl_op_grouped_matmul_swiglu, the experts' first projection): gu = A_g B_g^T
  *        with B_g [2 I, K] (gate rows, then up rows), and h = silu(gate) up from the
  *        epilogue's registers: a column tile loads BN / 2 gate rows and the same BN / 2 up rows
