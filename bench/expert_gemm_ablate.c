@@ -17,6 +17,9 @@
  *                the kernel's choice for outputs wider than 128): a third more bytes from L2
  *                per FLOP but two more stages in flight; faster here says the ring's depth
  *                (latency) limits the feed, slower that L2's bandwidth does
+ *   B in L2      (forward and data gradient) every tile reads expert 0's weights, which stay in
+ *                L2, instead of its own expert's, which come from DRAM: whole against this is
+ *                what the weights' trip from DRAM costs (results wrong)
  * The parts overlap, so the two differences need not add up to whole - neither; each says what
  * making that part free could gain at most.
  *
@@ -139,6 +142,28 @@ static int check_tile_widths(layer *L) {
     return failures;
 }
 
+/* With the weights' reads from DRAM left out, the forward GEMM 1 must give expert 0's rows as
+ * before, bit for bit, and other rows not (they used expert 0's weights). */
+static int check_b_from_dram(layer *L) {
+    sl_tensor *out = gemm_output(L, 1);
+    const int64_t n = sl_tensor_numel(out), per_row = n / L->n, rows0 = L->counts[0] * per_row;
+    run_gemm(L, 1);
+    float *own = to_host_f32(out);
+    sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM);
+    run_gemm(L, 1);
+    sl_cuda_expert_gemm_set_ablation(0);
+    float *zero = to_host_f32(out);
+    const bool first_same = memcmp(own, zero, sizeof(float) * (size_t)rows0) == 0;
+    const bool rest_differ =
+        memcmp(own + rows0, zero + rows0, sizeof(float) * (size_t)(n - rows0)) != 0;
+    const bool ok = first_same && rest_differ && rows0 > 0 && rows0 < n;
+    printf("%-4s %-15s with expert 0's weights for every tile: expert 0's rows %s, the others %s\n",
+           ok ? "OK" : "FAIL", k_gemm_names[1], first_same ? "the same" : "CHANGED",
+           rest_differ ? "changed" : "THE SAME");
+    free(own), free(zero);
+    return !ok;
+}
+
 /* With nothing left out again (after the loads were), the forward GEMM 1 must give its first
  * result bit for bit: the switch is off. */
 static int check_reset(layer *L) {
@@ -170,8 +195,8 @@ int ablate_check(sl_backend *be, const opts *o) {
     int failures = 0;
     if (on_hopper_kernel(&L, 1, &path)) {
         printf("\nablation checks, rows per expert %d: %lld rows\n", rows, (long long)L.n);
-        failures =
-            check_no_epilogue(&L) + check_store_forms(&L) + check_tile_widths(&L) + check_reset(&L);
+        failures = check_no_epilogue(&L) + check_store_forms(&L) + check_tile_widths(&L) +
+                   check_b_from_dram(&L) + check_reset(&L);
     }
     sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);
     layer_free(&L);
@@ -185,8 +210,9 @@ int ablate(sl_backend *be, const opts *o, int rows) {
     printf("\nablation, rows per expert %d (%s): %lld rows, %d experts, hidden %d, ffn %d, %s\n",
            rows, o->uniform ? "uniform" : "spread over [R/2, 3R/2)", (long long)L.n, L.e, L.h, L.f,
            sl_dtype_name(o->dtype));
-    printf("%-15s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.", "no loads",
-           "neither", "epi. %", "feed %", "4B stores", "BN 128", "TFLOP/s whole / neither");
+    printf("%-15s %9s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "GEMM", "whole ms", "no epi.",
+           "no loads", "neither", "epi. %", "feed %", "4B stores", "BN 128", "B in L2",
+           "TFLOP/s whole / neither");
     const int order[] = {0, GEMM_SWIGLU, 1, 2, 3, 4, 5, 6, 7};
     int failures = 0, ran = 0;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -209,11 +235,15 @@ int ablate(sl_backend *be, const opts *o, int rows) {
                           : time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
         /* 128-column tiles, a deeper ring */
         const double narrow = time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_WIDE_TILES);
+        /* every tile's weights from expert 0's, which stay in L2 (forward and data gradient) */
+        const double b_l2 =
+            gemm_is_dw(i) ? NAN
+                          : time_without(be, &L, i, o->reps, SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM);
         const double f = gemm_flops(&L, i);
-        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %9.3f %9.3f  %.1f / %.1f\n",
+        printf("%-15s %9.3f %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %9.3f %9.3f %9.3f  %.1f / %.1f\n",
                k_gemm_names[i], whole * 1e3, no_epi * 1e3, no_load * 1e3, neither * 1e3,
                100 * (whole - no_epi) / whole, 100 * (whole - no_load) / whole, pairs * 1e3,
-               narrow * 1e3, f / whole / 1e12, f / neither / 1e12);
+               narrow * 1e3, b_l2 * 1e3, f / whole / 1e12, f / neither / 1e12);
     }
     sl_cuda_expert_gemm_set_strategy(SL_EXPERT_GEMM_AUTO);
     layer_free(&L);

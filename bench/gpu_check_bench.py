@@ -146,16 +146,18 @@ def part_expert_gemm_ablate(L, budget, S):
             rows.append(dict(rows=int(line.split()[4]), gemms={}))
             continue
         m = re.match(r"(\S+(?: \S+)*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(-?[\d.]+)%\s+(-?[\d.]+)%"
-                     r"\s+([\d.]+|nan)\s+([\d.]+)\s", line)
+                     r"\s+([\d.]+|nan)\s+([\d.]+)\s+([\d.]+|nan)\s", line)
         if rows and m:
             rows[-1]["gemms"][m.group(1)] = dict(zip(("whole_ms", "no_epilogue_ms", "no_loads_ms", "neither_ms",
-                                                      "epilogue_pct", "feed_pct", "pair_stores_ms", "bn128_ms"),
-                                                     (float(m.group(k)) for k in range(2, 10))))
+                                                      "epilogue_pct", "feed_pct", "pair_stores_ms", "bn128_ms",
+                                                      "b_in_l2_ms"),
+                                                     (float(m.group(k)) for k in range(2, 11))))
     for r in rows:
         g = r["gemms"]
-        notes.append("%d rows: %s" % (r["rows"], ", ".join("%s epi %.0f%% feed %.0f%% 4B stores %+.0f%% BN128 %+.0f%%" % (
-            n, v["epilogue_pct"], v["feed_pct"], 100 * (v["pair_stores_ms"] / v["whole_ms"] - 1),
-            100 * (v["bn128_ms"] / v["whole_ms"] - 1))
+        notes.append("%d rows: %s" % (r["rows"], ", ".join(
+            "%s epi %.0f%% feed %.0f%% 4B stores %+.0f%% BN128 %+.0f%% B in L2 %+.0f%%" % (
+                n, v["epilogue_pct"], v["feed_pct"], 100 * (v["pair_stores_ms"] / v["whole_ms"] - 1),
+                100 * (v["bn128_ms"] / v["whole_ms"] - 1), 100 * (v["b_in_l2_ms"] / v["whole_ms"] - 1))
             for n, v in g.items() if n in ("gate_up+SwiGLU", "down fwd"))))
     record(part, "PASS", sec, "; ".join(notes), result=rows)
 

@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
             const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
             const int n0 = m.nt * TN;
+            const int gb = ablate_b_from_dram(a) ? 0 : m.g; /* B's group (the expert's weights) */
             for (int kc = 0; kc < k_chunks; kc++, it++) {
                 const int s = R.produce(it, ablate_loads(a) ? 0u : L::a_bytes + L::b_bytes);
                 if (ablate_loads(a)) continue;
@@ -201,12 +202,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (TB) /* B_g [K, N]: BN / 64 chunks of [64 k][64 n] */
                     for (int c = 0; c < BN / 64; c++)
                         sl_tma_load_3d(sb + c * (BK * 128), &tb, &R.full[s], n0 + 64 * c, kc * BK,
-                                       m.g);
+                                       gb);
                 else if (GLU) { /* the gate's and the up projection's [BN / 2 n][64 k] boxes */
-                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, m.g);
-                    sl_tma_load_3d(sb + (BN / 2) * 128, &tb, &R.full[s], kc * BK, a.n + n0, m.g);
+                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, gb);
+                    sl_tma_load_3d(sb + (BN / 2) * 128, &tb, &R.full[s], kc * BK, a.n + n0, gb);
                 } else /* B_g [N, K]: one [BN n][64 k] box */
-                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, m.g);
+                    sl_tma_load_3d(sb, &tb, &R.full[s], kc * BK, n0, gb);
             }
         }
         return;

@@ -172,7 +172,8 @@ __device__ __forceinline__ mm_tile locate_mm(const int *row_start, const int *ti
 }
 
 /* What expert_gemm_bench --ablate left out (moe/kernels_cuda.h): the producer's loads, the
- * consumers' epilogue, the forward epilogue's 16-byte stores. */
+ * consumers' epilogue, the forward epilogue's 16-byte stores, the weights' reads from DRAM (every
+ * tile then reads expert 0's, which stay in L2). */
 __device__ __forceinline__ bool ablate_loads(const sl_gmm_sm90_args &a) {
     return a.ablate & SL_EXPERT_GEMM_ABLATE_LOADS;
 }
@@ -181,6 +182,9 @@ __device__ __forceinline__ bool ablate_epilogue(const sl_gmm_sm90_args &a) {
 }
 __device__ __forceinline__ bool ablate_wide_stores(const sl_gmm_sm90_args &a) {
     return a.ablate & SL_EXPERT_GEMM_ABLATE_WIDE_STORES;
+}
+__device__ __forceinline__ bool ablate_b_from_dram(const sl_gmm_sm90_args &a) {
+    return a.ablate & SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM;
 }
 
 /* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */

@@ -94,8 +94,8 @@ const char *sl_cuda_expert_gemm_last_path(void);
 /* For bench/expert_gemm_bench --ablate only: the Hopper grouped GEMM's kernels (forward, data
  * gradient, weight gradient, the fused SwiGLU) leave out the named parts until it is called
  * with 0, so that the time without a part, against the time with all, says what that part
- * costs where it does not overlap the rest. Their results are wrong while the epilogue or the
- * loads are left out.
+ * costs where it does not overlap the rest. Their results are wrong while the epilogue, the
+ * loads or the weights' own reads are left out.
  *   SL_EXPERT_GEMM_ABLATE_EPILOGUE  the consumers store nothing (no read-modify-write, no
  *                                   squares): the mainloop alone
  *   SL_EXPERT_GEMM_ABLATE_LOADS     the producer loads nothing (each stage's barrier completes
@@ -108,12 +108,18 @@ const char *sl_cuda_expert_gemm_last_path(void);
  *   SL_EXPERT_GEMM_ABLATE_WIDE_TILES   every GEMM in 128 x 128 tiles with a ring of 6 stages
  *                                   instead of 128 x 256 with 4 where the output is wider than
  *                                   128 columns: a third more bytes from L2 per FLOP, a deeper
- *                                   ring (the same results to rounding) */
+ *                                   ring (the same results to rounding)
+ *   SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM  the forward and data gradient read every tile's weight
+ *                                   operand from expert 0 (one expert's weights, which stay in
+ *                                   L2) instead of its own expert's (each expert's weights come
+ *                                   from DRAM once per call): the weights' trip from DRAM left
+ *                                   out; results wrong */
 enum {
     SL_EXPERT_GEMM_ABLATE_EPILOGUE = 1,
     SL_EXPERT_GEMM_ABLATE_LOADS = 2,
     SL_EXPERT_GEMM_ABLATE_WIDE_STORES = 4,
-    SL_EXPERT_GEMM_ABLATE_WIDE_TILES = 8
+    SL_EXPERT_GEMM_ABLATE_WIDE_TILES = 8,
+    SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM = 16
 };
 void sl_cuda_expert_gemm_set_ablation(unsigned parts);
 
