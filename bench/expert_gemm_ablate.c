@@ -56,6 +56,13 @@ static bool on_hopper_kernel(layer *L, int i, const char **path) {
     return strncmp(*path, "wgmma", 5) == 0;
 }
 
+/* Runs GEMM i once with `parts` left out, then turns the switch off again. */
+static void run_without(layer *L, int i, unsigned parts) {
+    sl_cuda_expert_gemm_set_ablation(parts);
+    run_gemm(L, i);
+    sl_cuda_expert_gemm_set_ablation(0);
+}
+
 /* Whether every value of t is `v`. */
 static bool all_equal(sl_tensor *t, float v) {
     float *h = to_host_f32(t);
@@ -73,9 +80,7 @@ static int check_no_epilogue(layer *L) {
     for (size_t k = 0; k < sizeof gemms / sizeof gemms[0]; k++) {
         const int i = gemms[k];
         sl_op_fill(gemm_output(L, i), 0.5f);
-        sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_EPILOGUE);
-        run_gemm(L, i);
-        sl_cuda_expert_gemm_set_ablation(0);
+        run_without(L, i, SL_EXPERT_GEMM_ABLATE_EPILOGUE);
         const bool kept = all_equal(gemm_output(L, i), 0.5f);
         printf("%-4s %-15s without its epilogue the output %s\n", kept ? "OK" : "FAIL",
                k_gemm_names[i], kept ? "kept its fill" : "was written");
@@ -96,9 +101,7 @@ static int check_store_forms(layer *L) {
         run_gemm(L, i);
         for (int o = 0; o < 2 && outs[o]; o++) wide[o] = to_host_f32(outs[o]);
         for (int o = 0; o < 2 && outs[o]; o++) sl_op_fill(outs[o], 0.5f);
-        sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
-        run_gemm(L, i);
-        sl_cuda_expert_gemm_set_ablation(0);
+        run_without(L, i, SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
         bool same = true;
         for (int o = 0; o < 2 && outs[o]; o++) {
             float *pairs = to_host_f32(outs[o]);
@@ -124,9 +127,7 @@ static int check_tile_widths(layer *L) {
         float *v[2];
         for (int w = 0; w < 2; w++) {
             sl_op_fill(t, 0.25f);
-            sl_cuda_expert_gemm_set_ablation(w ? SL_EXPERT_GEMM_ABLATE_WIDE_TILES : 0);
-            run_gemm(L, i);
-            sl_cuda_expert_gemm_set_ablation(0);
+            run_without(L, i, w ? SL_EXPERT_GEMM_ABLATE_WIDE_TILES : 0);
             v[w] = to_host_f32(t);
         }
         double worst = 0, scale = 0;
@@ -149,9 +150,7 @@ static int check_b_from_dram(layer *L) {
     const int64_t n = sl_tensor_numel(out), per_row = n / L->n, rows0 = L->counts[0] * per_row;
     run_gemm(L, 1);
     float *own = to_host_f32(out);
-    sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM);
-    run_gemm(L, 1);
-    sl_cuda_expert_gemm_set_ablation(0);
+    run_without(L, 1, SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM);
     float *zero = to_host_f32(out);
     const bool first_same = memcmp(own, zero, sizeof(float) * (size_t)rows0) == 0;
     const bool rest_differ =
@@ -171,9 +170,7 @@ static int check_reset(layer *L) {
     const int64_t n = sl_tensor_numel(out);
     run_gemm(L, 1);
     float *first = to_host_f32(out);
-    sl_cuda_expert_gemm_set_ablation(SL_EXPERT_GEMM_ABLATE_LOADS);
-    run_gemm(L, 1);
-    sl_cuda_expert_gemm_set_ablation(0);
+    run_without(L, 1, SL_EXPERT_GEMM_ABLATE_LOADS);
     sl_op_fill(out, 0.5f);
     run_gemm(L, 1);
     float *again = to_host_f32(out);
