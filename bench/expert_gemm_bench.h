@@ -49,7 +49,7 @@ sl_tensor *gemm_output(layer *L, int i);
 double gemm_flops(const layer *L, int i);
 /* Host copy of a tensor as fp32 (converted on the device first; the caller frees it). */
 float *to_host_f32(sl_tensor *t);
-/* The median seconds of o->reps calls of GEMM i after two warm-up calls, each timed between
+/* The median seconds of `reps` calls of GEMM i after two warm-up calls, each timed between
  * two sl_backend_synchronize calls. */
 double time_gemm(sl_backend *be, layer *L, int i, int reps);
 
