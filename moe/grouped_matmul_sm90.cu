@@ -83,12 +83,21 @@ __device__ __forceinline__ uint4 quad_transpose(const uint32_t (&p)[4], int q) {
 }
 
 /* Stores one row's pairs pk[j] (bf16x2 of columns n0 + 8 j + 2 q, + 1; j < J, J a multiple of
- * 4) as 16-byte pieces: group j at out + n0 + 8 j where that is below n (n a multiple of 8: a
- * group is stored whole or not at all); out null: nothing stored, the shuffles still run. */
+ * 4) at out + n0 + 8 j + 2 q where that is below n (n a multiple of 8: a group of 8 columns is
+ * stored whole or not at all); out null: nothing stored. wide (the default): 16 bytes a lane
+ * after quad_transpose (every lane of the warp must take part: the shuffles run for a null
+ * row too); else one pair a lane, as before 2026-11-27 (expert_gemm_bench --ablate times
+ * both). */
 template <int J>
-__device__ __forceinline__ void store_row_wide(const uint32_t (&pk)[J], sl_bf16 *out, int n0, int n,
-                                               int q) {
+__device__ __forceinline__ void store_row(const uint32_t (&pk)[J], sl_bf16 *out, int n0, int n,
+                                          int q, bool wide) {
     static_assert(J % 4 == 0, "whole quads of column groups");
+    if (!wide) {
+        SL_UNROLL
+        for (int j = 0; j < J; j++)
+            if (out && n0 + 8 * j < n) *(uint32_t *)(out + n0 + 8 * j + 2 * q) = pk[j];
+        return;
+    }
     SL_UNROLL
     for (int jb = 0; jb < J; jb += 4) {
         const uint32_t p[4] = {pk[jb], pk[jb + 1], pk[jb + 2], pk[jb + 3]};
@@ -98,10 +107,11 @@ __device__ __forceinline__ void store_row_wide(const uint32_t (&pk)[J], sl_bf16 
     }
 }
 
-/* store_tile's beta-0 case with 16-byte stores: C = acc as bf16 (the same roundings). */
+/* store_tile's beta-0 case for bf16 C: acc rounded to bf16, stored by store_row. */
 template <int BN>
-__device__ __forceinline__ void store_tile_wide(const float (&acc)[BN / 2],
-                                                sl_bf16 *const (&row)[2], int n0, int n, int q) {
+__device__ __forceinline__ void store_tile_bf16(const float (&acc)[BN / 2],
+                                                sl_bf16 *const (&row)[2], int n0, int n, int q,
+                                                bool wide) {
     constexpr int J = BN / 8;
     SL_UNROLL
     for (int x = 0; x < 2; x++) {
@@ -109,7 +119,7 @@ __device__ __forceinline__ void store_tile_wide(const float (&acc)[BN / 2],
         SL_UNROLL
         for (int j = 0; j < J; j++)
             pk[j] = sl_pack_bf16x2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-        store_row_wide<J>(pk, row[x], n0, n, q);
+        store_row<J>(pk, row[x], n0, n, q, wide);
     }
 }
 
@@ -121,33 +131,8 @@ __device__ __forceinline__ void store_tile_wide(const float (&acc)[BN / 2],
  * activation kernel computes it from gu in memory (moe/swiglu.cu): the same h, bit for bit. */
 template <int BN>
 __device__ __forceinline__ void store_glu_tile(const float (&acc)[BN / 2], sl_bf16 *const (&gu)[2],
-                                               sl_bf16 *const (&h)[2], int n0, int in, int q) {
-    constexpr int J = BN / 16;
-    SL_UNROLL
-    for (int x = 0; x < 2; x++) {
-        if (!gu[x]) continue;
-        SL_UNROLL
-        for (int j = 0; j < J; j++) {
-            const int col = n0 + 8 * j + 2 * q;
-            if (col >= in) continue;
-            const uint32_t g2 = sl_pack_bf16x2(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-            const uint32_t u2 =
-                sl_pack_bf16x2(acc[4 * (j + J) + 2 * x], acc[4 * (j + J) + 2 * x + 1]);
-            *(uint32_t *)(gu[x] + col) = g2;
-            *(uint32_t *)(gu[x] + in + col) = u2;
-            float g0, g1, u0, u1;
-            sl_unpack_bf16x2(g2, &g0, &g1);
-            sl_unpack_bf16x2(u2, &u0, &u1);
-            store_pair(h[x] + col, sl_moe_swiglu(g0, u0), sl_moe_swiglu(g1, u1));
-        }
-    }
-}
-
-/* store_glu_tile with 16-byte stores: the same gu and h, bit for bit. */
-template <int BN>
-__device__ __forceinline__ void store_glu_tile_wide(const float (&acc)[BN / 2],
-                                                    sl_bf16 *const (&gu)[2], sl_bf16 *const (&h)[2],
-                                                    int n0, int in, int q) {
+                                               sl_bf16 *const (&h)[2], int n0, int in, int q,
+                                               bool wide) {
     constexpr int J = BN / 16;
     SL_UNROLL
     for (int x = 0; x < 2; x++) {
@@ -161,9 +146,9 @@ __device__ __forceinline__ void store_glu_tile_wide(const float (&acc)[BN / 2],
             sl_unpack_bf16x2(u2[j], &u0, &u1);
             h2[j] = sl_pack_bf16x2(sl_moe_swiglu(g0, u0), sl_moe_swiglu(g1, u1));
         }
-        store_row_wide<J>(g2, gu[x], n0, in, q);
-        store_row_wide<J>(u2, gu[x] ? gu[x] + in : nullptr, n0, in, q);
-        store_row_wide<J>(h2, h[x], n0, in, q);
+        store_row<J>(g2, gu[x], n0, in, q, wide);
+        store_row<J>(u2, gu[x] ? gu[x] + in : nullptr, n0, in, q, wide);
+        store_row<J>(h2, h[x], n0, in, q, wide);
     }
 }
 
@@ -193,10 +178,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
             const mm_tile m = locate_mm(R.row_start, R.tile_start, a.groups, n_tiles, t);
             const int n0 = m.nt * TN;
-            const int gb = ablate_b_from_dram(a) ? 0 : m.g; /* B's group (the expert's weights) */
+            const int gb = left_out(a, SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM)
+                               ? 0
+                               : m.g; /* B's group (the expert's weights) */
             for (int kc = 0; kc < k_chunks; kc++, it++) {
-                const int s = R.produce(it, ablate_loads(a) ? 0u : L::a_bytes + L::b_bytes);
-                if (ablate_loads(a)) continue;
+                const int s = R.produce(
+                    it, left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS) ? 0u : L::a_bytes + L::b_bytes);
+                if (left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS)) continue;
                 sl_tma_load_2d(smem + L::a + s * L::a_bytes, &ta, &R.full[s], kc * BK, m.row0);
                 uint8_t *sb = smem + L::b + s * L::b_bytes;
                 if (TB) /* B_g [K, N]: BN / 64 chunks of [64 k][64 n] */
@@ -251,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
         R.release(it - 1);
-        if (ablate_epilogue(a)) continue;
+        if (left_out(a, SL_EXPERT_GEMM_ABLATE_EPILOGUE)) continue;
 
         /* epilogue: this consumer's rows of the group only (C's width: 2 I with GLU) */
         sl_bf16 *row[2], *hrow[2];
@@ -263,15 +251,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             row[x] = in ? (sl_bf16 *)a.c + at * (GLU ? 2 * a.n : a.n) : nullptr;
             hrow[x] = in && GLU ? (sl_bf16 *)a.h + at * a.n : nullptr;
         }
-        /* 16-byte stores (beta 0, every training call) unless the bench asked for the pair
-         * stores (SL_EXPERT_GEMM_ABLATE_WIDE_STORES): the same values either way */
-        const bool wide = a.beta == 0.0f && !ablate_wide_stores(a);
-        if (GLU && wide)
-            store_glu_tile_wide<BN>(acc, row, hrow, n0, a.n, p.q);
-        else if (GLU)
-            store_glu_tile<BN>(acc, row, hrow, n0, a.n, p.q);
-        else if (wide)
-            store_tile_wide<BN>(acc, row, n0, a.n, p.q);
+        /* 16-byte stores unless the bench asked for the pair stores
+         * (SL_EXPERT_GEMM_ABLATE_WIDE_STORES): the same values either way; beta != 0 (no
+         * training call) reads C first, pair by pair (store_tile) */
+        const bool wide = !left_out(a, SL_EXPERT_GEMM_ABLATE_WIDE_STORES);
+        if (GLU)
+            store_glu_tile<BN>(acc, row, hrow, n0, a.n, p.q, wide);
+        else if (a.beta == 0.0f)
+            store_tile_bf16<BN>(acc, row, n0, a.n, p.q, wide);
         else
             store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
     }

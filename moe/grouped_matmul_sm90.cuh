@@ -171,20 +171,10 @@ __device__ __forceinline__ mm_tile locate_mm(const int *row_start, const int *ti
     return r;
 }
 
-/* What expert_gemm_bench --ablate left out (moe/kernels_cuda.h): the producer's loads, the
- * consumers' epilogue, the forward epilogue's 16-byte stores, the weights' reads from DRAM (every
- * tile then reads expert 0's, which stay in L2). */
-__device__ __forceinline__ bool ablate_loads(const sl_gmm_sm90_args &a) {
-    return a.ablate & SL_EXPERT_GEMM_ABLATE_LOADS;
-}
-__device__ __forceinline__ bool ablate_epilogue(const sl_gmm_sm90_args &a) {
-    return a.ablate & SL_EXPERT_GEMM_ABLATE_EPILOGUE;
-}
-__device__ __forceinline__ bool ablate_wide_stores(const sl_gmm_sm90_args &a) {
-    return a.ablate & SL_EXPERT_GEMM_ABLATE_WIDE_STORES;
-}
-__device__ __forceinline__ bool ablate_b_from_dram(const sl_gmm_sm90_args &a) {
-    return a.ablate & SL_EXPERT_GEMM_ABLATE_B_FROM_DRAM;
+/* Whether expert_gemm_bench --ablate left out `part` (SL_EXPERT_GEMM_ABLATE_*,
+ * moe/kernels_cuda.h; never in a real call). */
+__device__ __forceinline__ bool left_out(const sl_gmm_sm90_args &a, unsigned part) {
+    return (a.ablate & part) != 0;
 }
 
 /* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */

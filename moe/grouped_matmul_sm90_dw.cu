@@ -138,9 +138,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int chunks = d.total();
             if (a.prefetch_c && !dw_kept(chunks, a.beta)) prefetch_c_tile<BN>(a, g, m0, n0);
             for (int kc = 0; kc < chunks; kc++, it++) {
-                const int s = R.produce(it, ablate_loads(a) ? 0u : L::a_bytes + L::b_bytes),
+                const int s = R.produce(it, left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS)
+                                                ? 0u
+                                                : L::a_bytes + L::b_bytes),
                           row = d.row(kc);
-                if (ablate_loads(a)) continue;
+                if (left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS)) continue;
                 const CUtensorMap *mdy = d.seg(kc) ? &tdy2 : &tdy, *mx = d.seg(kc) ? &tx2 : &tx;
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
                 for (int c = 0; c < BM / 64; c++)
@@ -170,7 +172,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         float *slot = a.sq ? a.sq + ((int64_t)t * kConsumers + c) * 4 + p.w : nullptr;
         if (dw_kept(chunks, a.beta)) {
-            if (slot && !ablate_epilogue(a)) tile_squares<BN>(acc, row, n0, a.n, true, slot, p);
+            if (slot && !left_out(a, SL_EXPERT_GEMM_ABLATE_EPILOGUE))
+                tile_squares<BN>(acc, row, n0, a.n, true, slot, p);
             continue;
         }
         /* zero first, every wgmma accumulates: an empty group's tile is all zeros, and no
@@ -206,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(acc);
         if (chunks > 0) R.release(it - 1);
-        if (ablate_epilogue(a)) continue;
+        if (left_out(a, SL_EXPERT_GEMM_ABLATE_EPILOGUE)) continue;
 
         /* epilogue: dW rows m0 + this consumer's 64 below R */
         if constexpr (RED) {
