@@ -26,6 +26,11 @@
  *     scaled to the same running max);
  *   - between the consumers (ping-pong, a ring of turns with three), named barriers give each
  *     its turn to issue its GEMMs, so one warpgroup's softmax overlaps the others' GEMMs.
+ * Persistent form (SLUICE_ATTN_SM90_FWD_PERSISTENT=1, fwd_persistent; opt-in until measured):
+ * a block per SM takes query tiles, longest first, from a counter (tile_feed), and the producer
+ * loads the next tile's Q and first keys while the consumers finish this one (Q's buffer is
+ * released after the tile's last S, the epilogue stages its rows in a buffer of its own), so
+ * the block's start and the pipeline's fill are paid once per SM instead of once per tile.
  * Epilogue, fused: O / l, lse = ln 2 (m + log2 l), the pre-gate O and y = O * sigmoid(g)
  * (elementwise or headwise gate; y = O without one) as bf16 through shared memory and TMA
  * stores (the consumer's own Q rows are free by then). The elementwise gate's tile is loaded by
@@ -44,24 +49,33 @@ namespace {
 using namespace sl_attn_sm90;
 
 /* NC consumer warpgroups of 64 query rows each: 2 (BM 128), or 3 (BM 192) at D = 64 where the
- * consumers' registers allow it (fwd_rows). */
-template <int D, int NC> struct fwd_layout {
+ * consumers' registers allow it (fwd_rows). PERSIST: the persistent form (fwd_persistent), with
+ * a staging area of its own for the epilogue and the barriers that pass tiles between roles. */
+template <int D, int NC, bool PERSIST = false> struct fwd_layout {
     static constexpr int BM = NC * kRows, BN = 128, ST = D == 64 ? 3 : 2;
     static constexpr int threads = (1 + NC) * kWgThreads, consumer_threads = NC * kWgThreads;
     /* setmaxnreg: 128 x 24 + 256 x 240 (two consumers) or 384 x 160 (three): at most the SM's
-     * 65,536 registers with one block per SM */
+     * 65,536 registers with one block per SM. The persistent producer keeps its loop's state
+     * (the tile, the ring's position, the counter) beside the tile's coordinates: 32
+     * registers (ptxas spilled it at 24), the SM's last 1,024 */
+    static constexpr int producer_regs = !PERSIST ? kProducerRegs : 32;
     static constexpr int consumer_regs = NC == 2 ? kConsumerRegs : 160;
-    static_assert(kWgThreads * kProducerRegs + consumer_threads * consumer_regs <= 65536,
+    static_assert(kWgThreads * producer_regs + consumer_threads * consumer_regs <= 65536,
                   "setmaxnreg: the warpgroups' registers exceed the SM's");
     /* named barriers: the turns of the NC consumers, then each consumer's epilogue */
     static constexpr int bar_turn = kBarTurn, bar_wg = kBarTurn + NC;
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
     /* g: the block's tile of the elementwise gate, as Q (loaded while the keys run, read by the
-     * epilogue) */
+     * epilogue); stage (PERSIST): the epilogue's rows of O and y, as Q, so that Q's buffer is
+     * free for the next tile as soon as the last S = Q K^T has retired */
     static constexpr uint32_t q = 0, k = q_bytes, v = k + ST * kv_bytes, g = v + ST * kv_bytes,
-                              bars = g + q_bytes;
-    /* mbarriers: Q full, then K full, K empty, V full, V empty of each stage, then g full */
-    static constexpr uint32_t bytes = bars + 8 * (2 + 4 * ST);
+                              stage = g + q_bytes, bars = stage + (PERSIST ? q_bytes : 0);
+    /* mbarriers: Q full, then K full, K empty, V full, V empty of each stage, then g full;
+     * PERSIST: then Q empty, g empty, tile full[2], tile empty[2], and the two tile slots */
+    static constexpr int nbars = 2 + 4 * ST + (PERSIST ? 6 : 0);
+    static constexpr uint32_t slots = bars + 8 * nbars;
+    static constexpr uint32_t bytes = slots + (PERSIST ? 2 * sizeof(int) : 0);
+    static_assert(bytes <= 227 * 1024, "the forward's shared memory exceeds the SM's 227 KiB");
 };
 
 /* Online softmax of one key tile (keys j0.. in sacc, the accumulator of S), in place: masked
@@ -120,24 +134,39 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[BN / 2], int j0, cons
     }
 }
 
-template <int D, int NC>
-__global__ void __launch_bounds__(fwd_layout<D, NC>::threads, 1)
+/* The block's query tiles. Without PERSIST, one: tile blockIdx.x of locate_qtile's order. With
+ * it, a block per SM walks tiles until none is left: its first is blockIdx.x, each further one
+ * the next of a counter in global memory (zeroed before the launch) plus gridDim.x, so that the
+ * blocks take the tiles longest first, each as it becomes free (as the hardware hands out the
+ * blocks of the plain form). The producer takes them and passes each to the consumers through
+ * a slot of shared memory (two, each guarded by a "full" and an "empty" mbarrier); a number of
+ * total or more ends the block. Which block computes a tile does not change its results. */
+template <bool PERSIST> struct tile_feed {
+    int *counter;
+    int total;
+    /* the producer's next tile */
+    __device__ __forceinline__ int fetch() const {
+        return PERSIST ? atomicAdd(counter, 1) + (int)gridDim.x : total;
+    }
+};
+
+template <int D, int NC, bool PERSIST>
+__global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
                     const __grid_constant__ CUtensorMap ty, const __grid_constant__ CUtensorMap tg,
-                    const args a) {
-    using L = fwd_layout<D, NC>;
+                    const args a, int *const tile_counter) {
+    using L = fwd_layout<D, NC, PERSIST>;
     constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
     using turn = turns<NC, L::bar_turn>;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *q_full = (uint64_t *)(smem + L::bars), *k_full = q_full + 1, *k_empty = k_full + ST;
     uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST, *g_full = v_empty + ST;
-
-    const sl_attn_tc::qtile t = sl_attn_tc::locate_qtile<BM>(a);
-    const int b = (int)(t.tok0 / a.seq);
-    const int jfirst = first_key_tile<BN>(a.seg, t.tok0, t.i0);
-    const int ntiles = (t.i0 + t.nq - jfirst + BN - 1) / BN;
-    const int jlast = jfirst + (ntiles - 1) * BN; /* step n works on key tile jlast - n BN */
+    /* PERSIST only: Q's and the gate's buffers free again, the tile slots' barriers */
+    uint64_t *q_empty = g_full + 1, *g_empty = q_empty + 1, *tile_full = g_empty + 1,
+             *tile_empty = tile_full + 2;
+    int *tile_slot = (int *)(smem + L::slots);
+    const tile_feed<PERSIST> feed = {tile_counter, (a.seq + BM - 1) / BM * a.batch * a.h};
     const int wg = (int)(threadIdx.x / kWgThreads);
 
     if (threadIdx.x == 0) {
@@ -149,172 +178,263 @@ __global__ void __launch_bounds__(fwd_layout<D, NC>::threads, 1)
             sl_mbar_init(&k_empty[s], L::consumer_threads);
             sl_mbar_init(&v_empty[s], L::consumer_threads);
         }
+        if (PERSIST) {
+            sl_mbar_init(q_empty, L::consumer_threads);
+            sl_mbar_init(g_empty, L::consumer_threads);
+            for (int s = 0; s < 2; s++) {
+                sl_mbar_init(&tile_full[s], 1);
+                sl_mbar_init(&tile_empty[s], L::consumer_threads);
+            }
+        }
         sl_fence_mbarrier_init();
     }
     __syncthreads();
 
+    /* A tile's place: the sequence b, and its key tiles, from the causal diagonal (jlast, step
+     * 0) down to the first one the block's first document needs (jfirst, step ntiles - 1). */
+    struct span {
+        sl_attn_tc::qtile t;
+        int b, jlast, ntiles;
+    };
+    auto span_of = [&](int idx) {
+        span s;
+        s.t = sl_attn_tc::locate_qtile_at<BM>(a, idx, s.b);
+        const int jfirst = first_key_tile<BN>(a.seg, s.t.tok0, s.t.i0);
+        s.ntiles = (s.t.i0 + s.t.nq - jfirst + BN - 1) / BN;
+        s.jlast = jfirst + (s.ntiles - 1) * BN;
+        return s;
+    };
+
     if (wg == 0) { /* producer */
-        sl_setmaxnreg_dec<kProducerRegs>();
+        sl_setmaxnreg_dec<L::producer_regs>();
         if (threadIdx.x != 0) return;
         sl_tma_prefetch(&tk);
         sl_tma_prefetch(&tv);
-        /* the block's rows of Q (or of the gate) as [D / 64 chunks][BM rows][64] */
-        auto load_rows = [&](const CUtensorMap *map, uint32_t off, uint64_t *full) {
+        /* the tile's rows of Q (or of the gate) as [D / 64 chunks][BM rows][64] */
+        auto load_rows = [&](const span &sp, const CUtensorMap *map, uint32_t off, uint64_t *full) {
             sl_mbar_arrive_expect_tx(full, L::q_bytes);
             for (int half = 0; half < NC; half++)
                 for (int c = 0; c < D / 64; c++)
                     sl_tma_load_4d(smem + off + c * (BM * 128) + half * (kRows * 128), map, full,
-                                   64 * c, t.h, t.i0 + half * kRows, b);
+                                   64 * c, sp.t.h, sp.t.i0 + half * kRows, sp.b);
         };
-        load_rows(&tq, L::q, q_full);
-        /* tile n into stage n % ST once the consumers released the tile ST steps back */
-        auto load = [&](int n, uint64_t *full, uint64_t *empty, const CUtensorMap *map,
-                        uint32_t off) {
-            const int s = n % ST;
-            if (n >= ST) sl_mbar_wait(&empty[s], (uint32_t)((n / ST - 1) & 1));
+        /* the ring's position as a stage and a parity: the block's next key tile goes into
+         * stage s once the consumers released the tile ST before it (of the pass before,
+         * parity ph ^ 1; none before the first wrap) */
+        uint32_t s = 0, ph = 0;
+        bool wrapped = false;
+        /* key (or value) tile j into stage s */
+        auto load = [&](int j, const span &sp, uint64_t *full, uint64_t *empty,
+                        const CUtensorMap *map, uint32_t off) {
+            if (wrapped) sl_mbar_wait(&empty[s], ph ^ 1);
             sl_mbar_arrive_expect_tx(&full[s], L::kv_bytes);
             for (int c = 0; c < D / 64; c++)
                 sl_tma_load_4d(smem + off + s * L::kv_bytes + c * (BN * 128), map, &full[s], 64 * c,
-                               t.kvh, jlast - n * BN, b);
+                               sp.t.kvh, j, sp.b);
         };
-        for (int n = 0; n < ntiles; n++) {
-            load(n, k_full, k_empty, &tk, L::k);
-            load(n, v_full, v_empty, &tv, L::v);
-            /* the elementwise gate after the first keys: the epilogue reads it from shared
-             * memory instead of waiting on 2 bytes per element from global memory at the end */
-            if (n == 0 && a.gate == 2) load_rows(&tg, L::g, g_full);
+        int idx = (int)blockIdx.x;
+        for (int it = 0;; it++) {
+            if (PERSIST) { /* pass the tile (or the end) to the consumers */
+                if (it >= 2) sl_mbar_wait(&tile_empty[it & 1], (uint32_t)((it / 2 - 1) & 1));
+                tile_slot[it & 1] = idx;
+                sl_mbar_arrive(&tile_full[it & 1]);
+            }
+            if (idx >= feed.total) break;
+            const span sp = span_of(idx);
+            /* Q once the previous tile's last S has read it */
+            if (PERSIST && it > 0) sl_mbar_wait(q_empty, (uint32_t)((it - 1) & 1));
+            load_rows(sp, &tq, L::q, q_full);
+            /* the elementwise gate after the first keys (plain form) or once the ring is
+             * full (persistent: after the previous tile's epilogue has read the gate's buffer,
+             * which the ring's first tiles need not wait for): the epilogue reads it from
+             * shared memory instead of waiting on 2 bytes per element from global memory */
+            const int gate_step = PERSIST ? (sp.ntiles < ST ? sp.ntiles : ST) - 1 : 0;
+            for (int n = 0; n < sp.ntiles; n++) {
+                load(sp.jlast - n * BN, sp, k_full, k_empty, &tk, L::k);
+                load(sp.jlast - n * BN, sp, v_full, v_empty, &tv, L::v);
+                if (++s == ST) s = 0, ph ^= 1, wrapped = true;
+                if (n == gate_step && a.gate == 2) {
+                    if (PERSIST && it > 0) sl_mbar_wait(g_empty, (uint32_t)((it - 1) & 1));
+                    load_rows(sp, &tg, L::g, g_full);
+                }
+            }
+            /* the next tile: the atomic's latency passes while the consumers still work
+             * through the last key tiles just issued */
+            idx = feed.fetch();
         }
         return;
     }
 
-    /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63 */
+    /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63 of each of the block's tiles */
     sl_setmaxnreg_inc<L::consumer_regs>();
     const int c = wg - 1;
     const lane_pos p = lane_of();
     const float c2 = a.scale * kLog2e;
-    int row[2], lo[2];
-    float m[2], l[2], alpha[2];
-    SL_UNROLL
-    for (int x = 0; x < 2; x++) {
-        row[x] = t.i0 + c * kRows + 16 * p.w + p.g + 8 * x;
-        const int rc = row[x] < a.seq ? row[x] : a.seq - 1;
-        lo[x] = a.seg ? a.seg[t.tok0 + rc] : 0;
-        m[x] = -INFINITY, l[x] = 0.0f;
-    }
     uint8_t *sq = smem + L::q + c * (kRows * 128); /* this consumer's rows of each Q chunk */
+    /* the epilogue's rows: Q's own (free by then) or, persistent, a staging area of their own */
+    uint8_t *so = PERSIST ? smem + L::stage + c * (kRows * 128) : sq;
+    const uint8_t *sg = smem + L::g + c * (kRows * 128); /* this consumer's rows of the gate */
 
     float o[D / 2], sacc[BN / 2];
     uint32_t pa[BN / 16][4];
-    zero_acc(o);
-
-    /* The waits for a tile come before the wgmma.fence of its GEMMs: nothing but the issues
-     * between the fence and the wgmmas (ptxas otherwise inserts fences of its own, C7519). */
-    auto wait_k = [&](int n) { sl_mbar_wait(&k_full[n % ST], (uint32_t)((n / ST) & 1)); };
-    auto wait_v = [&](int n) { sl_mbar_wait(&v_full[n % ST], (uint32_t)((n / ST) & 1)); };
-    /* S = Q K_n^T: D / 16 k-slices over the head dim */
-    auto issue_s = [&](int n) {
-        const uint64_t dq = desc_kmajor<BM>(sq, 0),
-                       dk = desc_kmajor<BN>(smem + L::k + (n % ST) * L::kv_bytes, 0);
-        SL_UNROLL
-        for (int ks = 0; ks < D / 16; ks++)
-            sl_wgmma_bf16_ss<BN, 0, 0>(sacc, kslice<BM>(dq, ks), kslice<BN>(dk, ks), ks > 0);
-        sl_wgmma_commit();
-    };
-    /* O += P_n V_n: BN / 16 k-slices over the keys */
-    auto issue_pv = [&](int n) {
-        const uint64_t dv = desc_mnmajor<BN>(smem + L::v + (n % ST) * L::kv_bytes, 0);
-        SL_UNROLL
-        for (int kk = 0; kk < BN / 16; kk++) sl_wgmma_bf16_rs<D, 1>(o, pa[kk], mnslice(dv, kk), 1);
-        sl_wgmma_commit();
-    };
-
     turn::start(c);
-    sl_mbar_wait(q_full, 0);
+    uint32_t kv = 0; /* as the producer's */
+    int idx = (int)blockIdx.x;
+    for (int it = 0;; it++) {
+        if (PERSIST) {
+            sl_mbar_wait(&tile_full[it & 1], (uint32_t)((it / 2) & 1));
+            idx = tile_slot[it & 1];
+            sl_mbar_arrive(&tile_empty[it & 1]);
+        }
+        if (idx >= feed.total) break;
+        const span sp = span_of(idx);
+        const sl_attn_tc::qtile &t = sp.t;
+        const int ntiles = sp.ntiles, jlast = sp.jlast; /* step n works on key tile jlast - n BN */
+        int row[2], lo[2];
+        float m[2], l[2], alpha[2];
+        SL_UNROLL
+        for (int x = 0; x < 2; x++) {
+            row[x] = t.i0 + c * kRows + 16 * p.w + p.g + 8 * x;
+            const int rc = row[x] < a.seq ? row[x] : a.seq - 1;
+            lo[x] = a.seg ? a.seg[t.tok0 + rc] : 0;
+            m[x] = -INFINITY, l[x] = 0.0f;
+        }
+        zero_acc(o);
 
-    /* step 0: S_0 alone */
-    turn::wait(c);
-    wait_k(0);
-    sl_wgmma_fence_operand(sacc);
-    sl_wgmma_fence();
-    issue_s(0);
-    turn::pass(c);
-    sl_wgmma_wait<0>();
-    sl_wgmma_fence_operand(sacc);
-    sl_mbar_arrive(&k_empty[0]);
-    softmax_tile<BN>(sacc, jlast, row, lo, c2, m, l, alpha, p.q); /* O = 0: alpha unused */
-    acc_to_frags<BN>(pa, sacc);
+        /* The waits for a tile come before the wgmma.fence of its GEMMs: nothing but the issues
+         * between the fence and the wgmmas (ptxas otherwise inserts fences of its own, C7519). */
+        auto wait_k = [&](int n) {
+            sl_mbar_wait(&k_full[(kv + n) % ST], (uint32_t)(((kv + n) / ST) & 1));
+        };
+        auto wait_v = [&](int n) {
+            sl_mbar_wait(&v_full[(kv + n) % ST], (uint32_t)(((kv + n) / ST) & 1));
+        };
+        /* S = Q K_n^T: D / 16 k-slices over the head dim */
+        auto issue_s = [&](int n) {
+            const uint64_t dq = desc_kmajor<BM>(sq, 0),
+                           dk = desc_kmajor<BN>(smem + L::k + ((kv + n) % ST) * L::kv_bytes, 0);
+            SL_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                sl_wgmma_bf16_ss<BN, 0, 0>(sacc, kslice<BM>(dq, ks), kslice<BN>(dk, ks), ks > 0);
+            sl_wgmma_commit();
+        };
+        /* O += P_n V_n: BN / 16 k-slices over the keys */
+        auto issue_pv = [&](int n) {
+            const uint64_t dv = desc_mnmajor<BN>(smem + L::v + ((kv + n) % ST) * L::kv_bytes, 0);
+            SL_UNROLL
+            for (int kk = 0; kk < BN / 16; kk++)
+                sl_wgmma_bf16_rs<D, 1>(o, pa[kk], mnslice(dv, kk), 1);
+            sl_wgmma_commit();
+        };
+        /* persistent: the tile's last S has retired, Q's buffer may take the next tile's */
+        auto release_q = [&](int n) {
+            if (PERSIST && n == ntiles - 1) sl_mbar_arrive(q_empty);
+        };
 
-    for (int n = 1; n < ntiles; n++) {
+        sl_mbar_wait(q_full, (uint32_t)(it & 1));
+
+        /* step 0: S_0 alone */
         turn::wait(c);
-        wait_k(n);
-        wait_v(n - 1);
+        wait_k(0);
         sl_wgmma_fence_operand(sacc);
+        sl_wgmma_fence();
+        issue_s(0);
+        turn::pass(c);
+        sl_wgmma_wait<0>();
+        sl_wgmma_fence_operand(sacc);
+        sl_mbar_arrive(&k_empty[kv % ST]);
+        release_q(0);
+        softmax_tile<BN>(sacc, jlast, row, lo, c2, m, l, alpha, p.q); /* O = 0: alpha unused */
+        acc_to_frags<BN>(pa, sacc);
+
+        for (int n = 1; n < ntiles; n++) {
+            turn::wait(c);
+            wait_k(n);
+            wait_v(n - 1);
+            sl_wgmma_fence_operand(sacc);
+            sl_wgmma_fence_operand(o);
+            fence_frags(pa);
+            sl_wgmma_fence();
+            issue_s(n);      /* group 1: S_n */
+            issue_pv(n - 1); /* group 2: O += P_{n-1} V_{n-1} */
+            turn::pass(c);
+            sl_wgmma_wait<1>(); /* S_n has retired */
+            sl_wgmma_fence_operand(sacc);
+            sl_mbar_arrive(&k_empty[(kv + n) % ST]);
+            release_q(n);
+            softmax_tile<BN>(sacc, jlast - n * BN, row, lo, c2, m, l, alpha, p.q);
+            sl_wgmma_wait<0>(); /* P_{n-1} V_{n-1} has retired: O and pa are free */
+            sl_wgmma_fence_operand(o);
+            fence_frags(pa);
+            sl_mbar_arrive(&v_empty[(kv + n - 1) % ST]);
+            SL_UNROLL
+            for (int j = 0; j < D / 8; j++) {
+                o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
+                o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+            }
+            acc_to_frags<BN>(pa, sacc);
+        }
+
+        /* the last tile's O += P V */
+        turn::wait(c);
+        wait_v(ntiles - 1);
         sl_wgmma_fence_operand(o);
         fence_frags(pa);
         sl_wgmma_fence();
-        issue_s(n);      /* group 1: S_n */
-        issue_pv(n - 1); /* group 2: O += P_{n-1} V_{n-1} */
+        issue_pv(ntiles - 1);
         turn::pass(c);
-        sl_wgmma_wait<1>(); /* S_n has retired */
-        sl_wgmma_fence_operand(sacc);
-        sl_mbar_arrive(&k_empty[n % ST]);
-        softmax_tile<BN>(sacc, jlast - n * BN, row, lo, c2, m, l, alpha, p.q);
-        sl_wgmma_wait<0>(); /* P_{n-1} V_{n-1} has retired: O and pa are free */
+        sl_wgmma_wait<0>();
         sl_wgmma_fence_operand(o);
         fence_frags(pa);
-        sl_mbar_arrive(&v_empty[(n - 1) % ST]);
+        sl_mbar_arrive(&v_empty[(kv + ntiles - 1) % ST]);
+
+        /* epilogue: lse, then O and y through the staging rows */
+        float inv[2], gh[2];
+        int64_t r[2];
         SL_UNROLL
-        for (int j = 0; j < D / 8; j++) {
-            o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
-            o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+        for (int x = 0; x < 2; x++) {
+            const float lt = quad_sum(l[x]);
+            inv[x] = 1.0f / lt;
+            r[x] = (t.tok0 + (row[x] < a.seq ? row[x] : a.seq - 1)) * a.h + t.h;
+            if (row[x] < a.seq && p.q == 0) a.lsew[r[x]] = (m[x] + log2f(lt)) * kLn2;
+            gh[x] = a.gate == 1 ? sigmoid(sl_ld(a.g[r[x]])) : 1.0f;
         }
-        acc_to_frags<BN>(pa, sacc);
+        const int row0 = t.i0 + c * kRows;
+        if (a.gate == 2) sl_mbar_wait(g_full, (uint32_t)(it & 1));
+        store_rows<D, BM>(so, L::bar_wg + c, &to, t.h, row0, sp.b, [&](int j, int x) {
+            return make_float2(o[4 * j + 2 * x] * inv[x], o[4 * j + 2 * x + 1] * inv[x]);
+        });
+        store_rows<D, BM>(so, L::bar_wg + c, &ty, t.h, row0, sp.b, [&](int j, int x) {
+            float g0 = gh[x], g1 = gh[x];
+            if (a.gate == 2) {
+                const uint32_t off = tile_off<BM>(16 * p.w + p.g + 8 * x, 8 * j + 2 * p.q);
+                sl_unpack_bf16x2(*(const uint32_t *)(sg + off), &g0, &g1);
+                g0 = sigmoid(g0), g1 = sigmoid(g1);
+            }
+            return make_float2(o[4 * j + 2 * x] * inv[x] * g0, o[4 * j + 2 * x + 1] * inv[x] * g1);
+        });
+        /* persistent: the gate's rows are read (store_rows computed every value before its
+         * barrier), the next tile's may load */
+        if (PERSIST && a.gate == 2) sl_mbar_arrive(g_empty);
+        kv += (uint32_t)ntiles;
+        if (!PERSIST) idx = feed.total;
     }
-
-    /* the last tile's O += P V */
-    turn::wait(c);
-    wait_v(ntiles - 1);
-    sl_wgmma_fence_operand(o);
-    fence_frags(pa);
-    sl_wgmma_fence();
-    issue_pv(ntiles - 1);
-    turn::pass(c);
-    sl_wgmma_wait<0>();
-    sl_wgmma_fence_operand(o);
-    fence_frags(pa);
-    sl_mbar_arrive(&v_empty[(ntiles - 1) % ST]);
-
-    /* epilogue: lse, then O and y through this consumer's Q rows */
-    float inv[2], gh[2];
-    int64_t r[2];
-    SL_UNROLL
-    for (int x = 0; x < 2; x++) {
-        const float lt = quad_sum(l[x]);
-        inv[x] = 1.0f / lt;
-        r[x] = (t.tok0 + (row[x] < a.seq ? row[x] : a.seq - 1)) * a.h + t.h;
-        if (row[x] < a.seq && p.q == 0) a.lsew[r[x]] = (m[x] + log2f(lt)) * kLn2;
-        gh[x] = a.gate == 1 ? sigmoid(sl_ld(a.g[r[x]])) : 1.0f;
-    }
-    const int row0 = t.i0 + c * kRows;
-    const uint8_t *sg = smem + L::g + c * (kRows * 128); /* this consumer's rows of the gate */
-    if (a.gate == 2) sl_mbar_wait(g_full, 0);
-    store_rows<D, BM>(sq, L::bar_wg + c, &to, t.h, row0, b, [&](int j, int x) {
-        return make_float2(o[4 * j + 2 * x] * inv[x], o[4 * j + 2 * x + 1] * inv[x]);
-    });
-    store_rows<D, BM>(sq, L::bar_wg + c, &ty, t.h, row0, b, [&](int j, int x) {
-        float g0 = gh[x], g1 = gh[x];
-        if (a.gate == 2) {
-            const uint32_t off = tile_off<BM>(16 * p.w + p.g + 8 * x, 8 * j + 2 * p.q);
-            sl_unpack_bf16x2(*(const uint32_t *)(sg + off), &g0, &g1);
-            g0 = sigmoid(g0), g1 = sigmoid(g1);
-        }
-        return make_float2(o[4 * j + 2 * x] * inv[x] * g0, o[4 * j + 2 * x + 1] * inv[x] * g1);
-    });
     turn::finish(c);
 }
 
-template <int D, int NC> void launch_fwd(const args &a, cudaStream_t stream) {
-    using L = fwd_layout<D, NC>;
+/* SLUICE_ATTN_SM90_FWD_PERSISTENT: 1 runs the forward as persistent blocks, one per SM, each
+ * taking query tiles from a counter while the previous tile's epilogue runs (FlashAttention-3's
+ * scheduler for causal attention); 0, unset or "" the plain grid of one block per tile. Off
+ * until a GPU has measured it (docs/attention.md, "The forward's blocks kept resident"). A bad
+ * value stops the run with a message naming the variable. Read at every forward. */
+bool fwd_persistent(void) {
+    static const char *const values[] = {"0", "1"};
+    return sl_env_choice("SLUICE_ATTN_SM90_FWD_PERSISTENT", values, 2) == 1;
+}
+
+template <int D, int NC, bool PERSIST>
+void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
+    using L = fwd_layout<D, NC, PERSIST>;
     const char *op = "gated_attn_fwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, kRows, op),
                       tk = head_map(a.k, a, a.kv, D, L::BN, op),
@@ -324,10 +444,28 @@ template <int D, int NC> void launch_fwd(const args &a, cudaStream_t stream) {
                       /* the elementwise gate [tokens, H, D] as Q; else any valid map */
         tg = a.gate == 2 ? head_map(a.g, a, a.h, D, kRows, op) : tq;
     const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
-    SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    raise_smem_limit<sm90_fwd_kernel<D, NC>>(L::bytes, op);
-    SL_LAUNCH((sm90_fwd_kernel<D, NC>), dim3((unsigned)blocks), dim3(L::threads), L::bytes, stream,
-              tq, tk, tv, to, ty, tg, a);
+    /* tile numbers and the counter are ints (tile_feed) */
+    SL_CHECK(blocks <= 0x7fffffff - 1024, "%s: %lld query tiles exceed the grid limit", op,
+             (long long)blocks);
+    int64_t grid = blocks;
+    int *counter = nullptr;
+    if (PERSIST) {
+        const int sms = sl_cuda_props(ctx)->multiProcessorCount; /* one block per SM */
+        grid = blocks < sms ? blocks : sms;
+        counter = (int *)sl_cuda_scratch(ctx, 0, sizeof(int));
+        sl_cuda_check(cudaMemsetAsync(counter, 0, sizeof(int), stream), op, "cudaMemsetAsync");
+    }
+    auto *const kernel = sm90_fwd_kernel<D, NC, PERSIST>;
+    raise_smem_limit<sm90_fwd_kernel<D, NC, PERSIST>>(L::bytes, op);
+    SL_LAUNCH(kernel, dim3((unsigned)grid), dim3(L::threads), L::bytes, stream, tq, tk, tv, to, ty,
+              tg, a, counter);
+}
+
+template <int D, int NC> void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
+    if (fwd_persistent())
+        launch_fwd<D, NC, true>(ctx, a, stream);
+    else
+        launch_fwd<D, NC, false>(ctx, a, stream);
 }
 
 /* The forward's query rows per block (BM) at head dim d: 128 (two consumer warpgroups) at
@@ -353,7 +491,7 @@ int sm90_choice(void) {
 /* Whether this device can run the kernel (core/ptx_sm90.cuh: compute capability 9.x, the
  * sm_90a code in the binary, the driver's cuTensorMapEncodeTiled). */
 bool sm90_device(const cudaDeviceProp *props) {
-    return sl_sm90_code_runs(props, (const void *)sm90_fwd_kernel<64, 2>);
+    return sl_sm90_code_runs(props, (const void *)sm90_fwd_kernel<64, 2, false>);
 }
 
 } // namespace
@@ -414,10 +552,10 @@ void sl_cuda_gated_attn_sm90_fwd(void *ctx, sl_tensor *y, sl_tensor *o, sl_tenso
     const args a = sl_attn_tc::fwd_args(y, o, lse, q, k, v, g, seg, batch, seq, scale);
     cudaStream_t stream = sl_cuda_stream(ctx);
     if (q->shape[2] == 128)
-        launch_fwd<128, 2>(a, stream);
+        launch_fwd<128, 2>(ctx, a, stream);
     else if (fwd_bm(64) == 192)
-        launch_fwd<64, 3>(a, stream);
+        launch_fwd<64, 3>(ctx, a, stream);
     else
-        launch_fwd<64, 2>(a, stream);
+        launch_fwd<64, 2>(ctx, a, stream);
     SL_CUDA_LAUNCHED("gated_attn_fwd");
 }

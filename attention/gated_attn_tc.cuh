@@ -187,6 +187,22 @@ template <int BR = kBr> __device__ __forceinline__ qtile locate_qtile(const args
     t.nq = a.seq - t.i0 < BR ? a.seq - t.i0 : BR;
     return t;
 }
+/* Tile `index` of that order, for a persistent block taking tiles from a counter (the Hopper
+ * forward): 32-bit divisions (the launcher checks that the tiles' count fits an int), which
+ * its producer's few registers hold where the 64-bit ones spilled; b: the tile's sequence. */
+template <int BR>
+__device__ __forceinline__ qtile locate_qtile_at(const args &a, int index, int &b) {
+    qtile t;
+    const int nqt = (a.seq + BR - 1) / BR, per_tile = a.batch * a.h;
+    const int tile = index / per_tile, rest = index - tile * per_tile;
+    b = rest / a.h;
+    t.i0 = (nqt - 1 - tile) * BR;
+    t.h = rest - b * a.h;
+    t.tok0 = (int64_t)b * a.seq;
+    t.kvh = t.h / a.grp;
+    t.nq = a.seq - t.i0 < BR ? a.seq - t.i0 : BR;
+    return t;
+}
 
 /* What the tensor-core kernels and the Hopper kernel (gated_attn_sm90_*.cu) share on the host
  * (gated_attn_tc_fwd.cu, gated_attn_tc_bwd.cu): the arguments of sl_cuda_gated_attn_fwd/bwd as

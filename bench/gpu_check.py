@@ -53,6 +53,10 @@ is skipped):
   attn_bench_pingpong  attn_bench, kernel sm90 at head dims 128 and 64, S 32768 and 4096, the
                        backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
                        and 1; opt-in, unmeasured) back to back
+  attn_bench_persistent
+                       the same shapes, the forward as a block per query tile and as persistent
+                       blocks taking tiles from a counter (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1;
+                       opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
   expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
@@ -85,7 +89,8 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_attn, part_attn_fwd192, part_attn_long, part_attn_pingpong,
+from gpu_check_bench import (part_attn, part_attn_fwd192, part_attn_long, part_attn_persistent,
+                             part_attn_pingpong,
                              part_expert_gemm, part_expert_gemm_ablate, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
@@ -241,6 +246,8 @@ def main():
     do("attn_bench_fwd192", part_attn_fwd192, S)
     # the backward's dK/dV consumers in turns (opt-in until measured)
     do("attn_bench_pingpong", part_attn_pingpong, S)
+    # the forward as persistent blocks (opt-in until measured)
+    do("attn_bench_persistent", part_attn_persistent, S)
     do("expert_gemm", part_expert_gemm, S)
     do("expert_gemm_ablate", part_expert_gemm_ablate, S)
     # the torchtitan-style baseline first: issue 23's targets are set against it

@@ -76,6 +76,13 @@ def part_attn_pingpong(L, budget, S):
                               ("0", "1"), S["attn_pp"], "attn_bench_pingpong%s_%d.out", "bwd_pingpong")
 
 
+def part_attn_persistent(L, budget, S):
+    """The Hopper forward as a block per query tile and as persistent blocks taking tiles from a
+    counter (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_persistent", "SLUICE_ATTN_SM90_FWD_PERSISTENT",
+                              ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "fwd_persistent")
+
+
 def part_attn_long(L, budget, S):
     """The Hopper kernel at the longest sequence sluice trains (131,072 tokens): a sampled check
     (attn_bench --check-rows: the whole check's CPU reference would take hours), then its speed

@@ -148,6 +148,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
+        "attn_bench_persistent": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
@@ -185,6 +186,9 @@ if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
 ab = parts.get("expert_gemm_ablate", {}).get("result") or []
 if [len(r["gemms"]) for r in ab] != [9]:
     bad.append("expert_gemm_ablate: not the 9 GEMMs of one shape read from its table: %r" % ab)
+ap = parts.get("attn_bench_persistent", {}).get("result") or []
+if sorted({r.get("fwd_persistent") for r in ap}) != [0, 1]:
+    bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)
 if "profile_prefetch" in parts:
     bad.append("profile_prefetch ran although --skip named it")
 # auto runs the Hopper grouped GEMM where it applies: bf16 on compute 9.x, the emulator's

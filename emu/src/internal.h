@@ -39,6 +39,7 @@ struct config {
     size_t mem_limit;   /* SLUICE_EMU_MEM_LIMIT: device memory the emulated GPU has */
     int devices;        /* SLUICE_EMU_DEVICES: emulated devices (0: a machine without a GPU) */
     bool stats;         /* SLUICE_EMU_STATS: per-kernel statistics on stderr at exit */
+    int sms;            /* SLUICE_EMU_SMS: the multiprocessor count the devices report */
 };
 const config &cfg();
 

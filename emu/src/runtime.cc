@@ -103,6 +103,8 @@ const config &cfg() {
         const long devices = env_long("SLUICE_EMU_DEVICES", 1);
         x.devices = devices < 0 ? 0 : devices > k_max_devices ? k_max_devices : (int)devices;
         x.stats = env_long("SLUICE_EMU_STATS", 0) != 0;
+        const long sms = env_long("SLUICE_EMU_SMS", 132);
+        x.sms = sms < 1 ? 1 : sms > 1024 ? 1024 : (int)sms;
         return x;
     }();
     return c;

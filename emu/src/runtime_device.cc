@@ -107,7 +107,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     prop->minor = 0;
     prop->textureAlignment = 512;
     prop->texturePitchAlignment = 32;
-    prop->multiProcessorCount = 132;
+    prop->multiProcessorCount = cfg().sms; /* 132 unless SLUICE_EMU_SMS says otherwise */
     prop->canMapHostMemory = 1;
     prop->concurrentKernels = 1;
     prop->unifiedAddressing = 1;
