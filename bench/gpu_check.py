@@ -9,7 +9,9 @@ usage: bench/gpu_check.sh OUTDIR [--build DIR --src DIR] [--tiny] [--config PATH
            [--only P,...] [--skip P,...] [--budget PART=S ...] [--deadline S]
 
 Parts, in this order (each with its own time budget; a part that would start past the deadline
-is skipped):
+is skipped). --only also orders them: after doctor and the tests and sanitizer lanes, the parts
+it names run in its order, so that a call's command can put first what the deadline must not
+cut:
   doctor               sluice doctor --json (alone on the GPU: its speed rows stay clean)
   tests                the gpu-, cuda- and emu-labelled tests of the build (the bundle's test
                        programs, tests/manifest.json), --jobs at a time, each capped at
@@ -113,7 +115,7 @@ def parse_args():
     ap.add_argument("--tests", default="", help="only the tests whose name matches this regex")
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--test-timeout", type=float, default=120.0)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="these parts only, in this order (after doctor and the lanes)")
     ap.add_argument("--skip", default="")
     ap.add_argument("--budget", action="append", default=[], metavar="PART=S")
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole check")
@@ -219,43 +221,51 @@ def main():
         t.start()
     for t in lanes:
         t.join()
-    do("profile", part_profile, S, "profile", "measured", "measured shape")
-    # every micro-batch's expert weight gradients in its own backward: what the deferral over
-    # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
-    # against this one's
-    do("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
-       "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"])
-    do("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load")
-    # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by
-    # default: an H200 measured no gain, 2026-11-26): what it gives is this row against
-    # profile's
-    do("profile_prefetch", part_profile, S, "profile_prefetch", "measured",
-       "measured shape, dW prefetch", {"SLUICE_EXPERT_GEMM_PREFETCH": "1"})
-    # the same with the weight gradient's add-reduction epilogue (opt-in, not yet measured)
-    do("profile_dwreduce", part_profile, S, "profile_dwreduce", "measured",
-       "measured shape, dW add reductions", {"SLUICE_EXPERT_GEMM_DW_REDUCE": "1"})
-    # the router's fp32 GEMMs without the K split (the default splits them; not yet measured)
-    do("profile_nosplitk", part_profile, S, "profile_nosplitk", "measured",
-       "measured shape, no K split", {"SLUICE_GEMM_SPLIT_K": "off"})
-    # the experts' activation as its own kernel (the default fuses it into the first
-    # projection's epilogue on Hopper; not yet measured)
-    do("profile_noswiglu", part_profile, S, "profile_noswiglu", "measured",
-       "measured shape, SwiGLU not fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "0"})
-    do("attn_bench", part_attn, S)
-    # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
-    do("attn_bench_fwd192", part_attn_fwd192, S)
-    # the backward's dK/dV consumers in turns (opt-in until measured)
-    do("attn_bench_pingpong", part_attn_pingpong, S)
-    # the forward as persistent blocks (opt-in until measured)
-    do("attn_bench_persistent", part_attn_persistent, S)
-    do("expert_gemm", part_expert_gemm, S)
-    do("expert_gemm_ablate", part_expert_gemm_ablate, S)
-    # the torchtitan-style baseline first: issue 23's targets are set against it
-    do("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style")
-    do("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE")
-    # last: the longest sequence (131,072), a sampled check, speed and memory (after the parts
-    # the issues' targets are stated in, so that a deadline cuts it first)
-    do("attn_long", part_attn_long, S)
+    # the parts that have the GPU alone, in this order, or in --only's order where it names them
+    # (so that a call's command puts first what its deadline must not cut)
+    steps = [
+        ("profile", part_profile, S, "profile", "measured", "measured shape"),
+        # every micro-batch's expert weight gradients in its own backward: what the deferral over
+        # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
+        # against this one's
+        ("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
+         "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"]),
+        ("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load"),
+        # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by
+        # default: an H200 measured no gain, 2026-11-26): what it gives is this row against
+        # profile's
+        ("profile_prefetch", part_profile, S, "profile_prefetch", "measured",
+         "measured shape, dW prefetch", {"SLUICE_EXPERT_GEMM_PREFETCH": "1"}),
+        # the same with the weight gradient's add-reduction epilogue (opt-in, not yet measured)
+        ("profile_dwreduce", part_profile, S, "profile_dwreduce", "measured",
+         "measured shape, dW add reductions", {"SLUICE_EXPERT_GEMM_DW_REDUCE": "1"}),
+        # the router's fp32 GEMMs without the K split (the default splits them; not yet measured)
+        ("profile_nosplitk", part_profile, S, "profile_nosplitk", "measured",
+         "measured shape, no K split", {"SLUICE_GEMM_SPLIT_K": "off"}),
+        # the experts' activation as its own kernel (the default fuses it into the first
+        # projection's epilogue on Hopper; not yet measured)
+        ("profile_noswiglu", part_profile, S, "profile_noswiglu", "measured",
+         "measured shape, SwiGLU not fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "0"}),
+        ("attn_bench", part_attn, S),
+        # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
+        ("attn_bench_fwd192", part_attn_fwd192, S),
+        # the backward's dK/dV consumers in turns (opt-in until measured)
+        ("attn_bench_pingpong", part_attn_pingpong, S),
+        # the forward as persistent blocks (opt-in until measured)
+        ("attn_bench_persistent", part_attn_persistent, S),
+        ("expert_gemm", part_expert_gemm, S),
+        ("expert_gemm_ablate", part_expert_gemm_ablate, S),
+        # the torchtitan-style baseline first: issue 23's targets are set against it
+        ("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style"),
+        ("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE"),
+        # last: the longest sequence (131,072), a sampled check, speed and memory (after the parts
+        # the issues' targets are stated in, so that a deadline cuts it first)
+        ("attn_long", part_attn_long, S),
+    ]
+    order = C.ARGS.only.split(",") if C.ARGS.only else []
+    steps.sort(key=lambda st: order.index(st[0]) if st[0] in order else len(order))
+    for st in steps:
+        do(*st)
     return summary(L, info)
 
 

@@ -230,4 +230,15 @@ if s.get("status") != "fail":
 print("\n".join("FAIL: " + b for b in bad) if bad else "B: the failing parts are FAIL, exit 1")
 sys.exit(1 if bad else 0)
 PY
+echo "== C. --only orders the parts it names"
+bash "$src/bench/gpu_check.sh" "$work/c" --build "$build" --src "$src" --tiny \
+    --only expert_gemm,attn_bench_fwd192 --python "$py" >"$work/c.log" 2>&1 ||
+    { cat "$work/c.log"; echo "FAIL: gpu_check --only exited non-zero"; exit 1; }
+started=$(grep -oE '\] (expert_gemm|attn_bench_fwd192) \(budget' "$work/c.log" | grep -oE 'expert_gemm|attn_bench_fwd192' | tr '\n' ' ')
+if [ "$started" != "expert_gemm attn_bench_fwd192 " ]; then
+    cat "$work/c.log"
+    echo "FAIL: parts started in the order '$started', expected --only's: expert_gemm attn_bench_fwd192"
+    exit 1
+fi
+echo "C: --only's order kept"
 echo "test_gpu_check: all checks passed"
