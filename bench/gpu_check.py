@@ -5,7 +5,7 @@ the parts, the summary); the parts are in gpu_check_checks.py (doctor, tests, sa
 profiles) and gpu_check_bench.py (the benchmarks), what they share in gpu_check_core.py.
 
 usage: bench/gpu_check.sh OUTDIR [--build DIR --src DIR] [--tiny] [--config PATH] [--layers N]
-           [--python PY] [--sanitizer PATH] [--tests REGEX] [--jobs N] [--test-timeout S]
+           [--python PY] [--sanitizer PATH] [--ncu PATH] [--tests REGEX] [--jobs N] [--test-timeout S]
            [--only P,...] [--skip P,...] [--budget PART=S ...] [--deadline S]
 
 Parts, in this order (each with its own time budget; a part that would start past the deadline
@@ -49,6 +49,10 @@ cut:
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
+  attn_kernels         Nsight Compute (ncu --clock-control none, gpu__time_duration) on attn_bench
+                       --kernel sm90 at head dims 128 and 64, S 4096 and 32768, one pass each:
+                       every kernel's own time (the forward; the backward's prep, dK/dV, dQ and
+                       reduce apart); SKIP without ncu
   attn_bench_fwd192    attn_bench, kernel sm90 at head dim 64 (S 4096 and 32768), the forward's
                        query tiles of 128 rows and of 192 (SLUICE_ATTN_SM90_FWD_BM=192: three
                        consumer warpgroups; opt-in, unmeasured) back to back
@@ -56,9 +60,9 @@ cut:
                        backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
                        and 1; opt-in, unmeasured) back to back
   attn_bench_persistent
-                       the same shapes, the forward as a block per query tile and as persistent
-                       blocks taking tiles from a counter (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1;
-                       opt-in, unmeasured) back to back
+                       attn_bench_pingpong's shapes, the forward as a block per query tile and
+                       as persistent blocks taking tiles from a counter
+                       (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1; opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
   expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
@@ -91,8 +95,8 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_attn, part_attn_fwd192, part_attn_long, part_attn_persistent,
-                             part_attn_pingpong,
+from gpu_check_bench import (part_attn, part_attn_fwd192, part_attn_kernels, part_attn_long,
+                             part_attn_persistent, part_attn_pingpong,
                              part_expert_gemm, part_expert_gemm_ablate, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
@@ -112,6 +116,7 @@ def parse_args():
                     help="decoder layers of the profile and PyTorch parts (default: what fits)")
     ap.add_argument("--python", default=os.environ.get("SLUICE_PYTHON", "python3"))
     ap.add_argument("--sanitizer", default="")
+    ap.add_argument("--ncu", default="", help="Nsight Compute's ncu (default: PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     ap.add_argument("--tests", default="", help="only the tests whose name matches this regex")
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--test-timeout", type=float, default=120.0)
@@ -247,6 +252,8 @@ def main():
         ("profile_noswiglu", part_profile, S, "profile_noswiglu", "measured",
          "measured shape, SwiGLU not fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "0"}),
         ("attn_bench", part_attn, S),
+        # each attention kernel's own time (Nsight Compute): the backward's passes apart
+        ("attn_kernels", part_attn_kernels, S),
         # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
         ("attn_bench_fwd192", part_attn_fwd192, S),
         # the backward's dK/dV consumers in turns (opt-in until measured)

@@ -4,9 +4,11 @@ baselines; each records its result (gpu_check_core.record)."""
 import json
 import os
 import re
+import shutil
 
 import gpu_check_core as C
 from gpu_check_core import RESULTS, last_json, record, run, torch_cuda, torch_env
+from ncu_log import kernel_times
 
 def part_attn(L, budget, S):
     log, out = os.path.join(C.LOGS, "attn_bench.log"), os.path.join(C.OUT, "attn_bench.out")
@@ -81,6 +83,57 @@ def part_attn_persistent(L, budget, S):
     counter (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1), one process each, back to back per shape."""
     return part_attn_variants(L, budget, "attn_bench_persistent", "SLUICE_ATTN_SM90_FWD_PERSISTENT",
                               ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "fwd_persistent")
+
+
+def find_ncu(L):
+    """Nsight Compute's command line (--ncu, else PATH, $CUDA_HOME/bin, /usr/local/cuda/bin), or
+    None with the reason."""
+    if C.ARGS.ncu:
+        return C.ARGS.ncu, None
+    if L.emulated:
+        return None, "the emulated build has no GPU to profile (--ncu runs one anyway)"
+    for d in [None, os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin"), "/usr/local/cuda/bin"]:
+        p = shutil.which("ncu", path=d) if d else shutil.which("ncu")
+        if p:
+            return p, None
+    return None, "ncu (Nsight Compute) not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
+
+
+def part_attn_kernels(L, budget, S):
+    """Each Hopper attention kernel's own time under Nsight Compute (gpu__time_duration, clocks
+    not locked), one forward and backward per shape: the forward, the backward's prep, dK/dV,
+    dQ and reduce passes apart, which attn_bench's two totals do not show. Raw reports in
+    attn_kernels_S_D.csv (bench/ncu_log.py reads them)."""
+    part, log = "attn_kernels", os.path.join(C.LOGS, "attn_kernels.log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    ncu, why = find_ncu(L)
+    if not ncu:
+        return record(part, "SKIP", 0, why)
+    notes, rows, sec = [], [], 0.0
+    for shape in S["attn_kernels"]:
+        seq, d = shape[shape.index("--seq") + 1], shape[shape.index("--head-dim") + 1]
+        out = os.path.join(C.OUT, "attn_kernels_%s_%s.csv" % (seq, d))
+        rc, t = run([ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+                     L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"] + shape,
+                    budget - sec, log, stdout_path=out)
+        sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        text = open(out, errors="replace").read()
+        if rc == 77 or (rc != 0 and "cannot run this problem" in text):
+            return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+        if rc != 0:
+            return record(part, "FAIL", sec, "S %s D %s: exit %d" % (seq, d, rc))
+        try:
+            kernels = [k for k in kernel_times(text) if "attn" in k["name"] or "sm90" in k["name"]
+                       or "prep" in k["name"] or "dkdv" in k["name"]]
+        except ValueError as e:
+            return record(part, "FAIL", sec, "S %s D %s: %s" % (seq, d, e))
+        rows.append(dict(seq=int(seq), head_dim=int(d), kernels=kernels))
+        notes.append("S %s D %s: %s" % (seq, d, ", ".join("%s %.3f ms" % (k["name"].split("<")[0], k["ms"])
+                                                        for k in kernels)))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
 
 
 def part_attn_long(L, budget, S):

@@ -18,13 +18,13 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "racecheck_step", "profile", "profile_nodefer", "profile_ep8", "profile_prefetch",
          "profile_dwreduce", "profile_nosplitk", "profile_noswiglu", "attn_bench",
          "attn_bench_fwd192",
-         "attn_bench_pingpong", "attn_bench_persistent",
+         "attn_bench_pingpong", "attn_bench_persistent", "attn_kernels",
          "expert_gemm", "expert_gemm_ablate", "torch_titan", "torch_hf", "attn_long"]
 BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
            "profile_nosplitk": 75, "profile_noswiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60,
-           "attn_bench_persistent": 60, "attn_long": 120,
+           "attn_bench_persistent": 60, "attn_kernels": 60, "attn_long": 120,
            "expert_gemm": 30, "expert_gemm_ablate": 60,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
@@ -184,6 +184,8 @@ def shapes(L):
                                "--iters", "1", "--warmup", "0"]],
                     attn_pp=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
                               "--iters", "1", "--warmup", "0"]],
+                    attn_kernels=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
+                                   "--iters", "1", "--warmup", "0"]],
                     attn_long=(["--seq", "300", "--heads", "2", "--kv-heads", "1"], ["64"], "8",
                                ["--iters", "1", "--warmup", "0"]),
                     gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"],
@@ -203,6 +205,8 @@ def shapes(L):
                           for seq in ("4096", "32768")],
                 attn_pp=[["--seq", seq, "--head-dim", d, "--iters", "5", "--warmup", "1"]
                          for d in ("128", "64") for seq in ("32768", "4096")],
+                attn_kernels=[["--seq", seq, "--head-dim", d, "--iters", "1", "--warmup", "0"]
+                              for d in ("128", "64") for seq in ("4096", "32768")],
                 attn_long=(["--seq", "131072"], ["128", "64"], "32", ["--iters", "3", "--warmup", "1"]),
                 gemm=[], gemm_ablate=["--rows", "256,2048", "--reps", "5"])
 

@@ -73,6 +73,51 @@ print("\n".join("FAIL: " + b for b in bad) if bad else "C: vendor reports counte
 sys.exit(1 if bad else 0)
 PY
 
+echo "== E. ncu_log.py on an H200 report (2026-11-26, call 1: attn_bench at S 4096, D 128)"
+"$py" - "$src/bench" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from ncu_log import kernel_times, short_name
+bad = []
+text = open(os.path.join(sys.argv[1], "results", "h200-2026-11-26d", "call1", "ncu_4096_128.csv")).read()
+k = kernel_times(text)
+got = [(x["name"], round(x["ms"], 3), x["launches"]) for x in k[:3]]
+want = [("sm90_dkdv_kernel<128, 0>", 0.454, 1), ("sm90_fwd_kernel<128>", 0.33, 1), ("sm90_dq_kernel<128>", 0.306, 1)]
+if got != want:
+    bad.append(f"largest kernels {got}, want {want} (docs/attention.md's table)")
+if short_name("void (anonymous namespace)::k<1, (int)2>(float *, int)") != "k<1, (int)2>":
+    bad.append("short_name keeps a parameter list or namespace")
+for broken in ("no report here\n", text.replace('"ns"', '"furlong"', 1)):
+    try:
+        kernel_times(broken)
+        bad.append("a report without a header or with an unknown unit was read")
+    except ValueError:
+        pass
+print("\n".join("FAIL: " + b for b in bad) if bad else "E: kernel times read, bad reports refused")
+sys.exit(1 if bad else 0)
+PY
+
+# A stand-in for Nsight Compute: runs the program, then prints a report of three Hopper attention
+# kernels (the program's kernels are not profiled: the plumbing is what is tested)
+fake_ncu=$work/ncu
+cat >"$fake_ncu" <<'SH'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do
+    case $1 in
+    --clock-control | --metrics) shift 2 ;;
+    --csv) shift ;;
+    *) break ;;
+    esac
+done
+"$@" || exit $?
+echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+row() { echo "\"$1\",\"1\",\"attn_bench\",\"h\",\"void <unnamed>::$2(CUtensorMap_st, args)\",\"1\",\"13\",\"(384, 1, 1)\",\"(8, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"$3\""; }
+row 0 "sm90_fwd_kernel<128, 2, false>" "1,500"
+row 1 "sm90_dkdv_kernel<128, 0, 64>" "2,250"
+row 2 "sm90_dq_kernel<128>" "1,000"
+SH
+chmod +x "$fake_ncu"
+
 # A stand-in for compute-sanitizer: the reports NCCL's probes make (as in gpu-facts.md), one
 # real error when FAKE_SANITIZER_ERROR is set; for racecheck a hazard inside cuBLAS's kernel (as
 # on the H200) and, when FAKE_SANITIZER_RACE is set, one in a kernel of sluice's; then the
@@ -133,7 +178,7 @@ if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/m
     exit 1
 fi
 set +e
-"$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --python "$py" \
+"$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --ncu "$fake_ncu" --python "$py" \
     --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_noswiglu >"$work/a.log" 2>&1
 rc=$?
 set -e
@@ -148,7 +193,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
-        "attn_bench_persistent": "PASS",
+        "attn_bench_persistent": "PASS", "attn_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
@@ -189,6 +234,11 @@ if [len(r["gemms"]) for r in ab] != [9]:
 ap = parts.get("attn_bench_persistent", {}).get("result") or []
 if sorted({r.get("fwd_persistent") for r in ap}) != [0, 1]:
     bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)
+ak = parts.get("attn_kernels", {}).get("result") or []
+if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernels"]]) for r in ak] != [
+        (128, 128, [("sm90_dkdv_kernel<128, 0, 64>", 0.00225), ("sm90_fwd_kernel<128, 2, false>", 0.0015),
+                    ("sm90_dq_kernel<128>", 0.001)])]:
+    bad.append("attn_kernels: not the stand-in's three kernels at the tiny shape: %r" % ak)
 if "profile_prefetch" in parts:
     bad.append("profile_prefetch ran although --skip named it")
 # auto runs the Hopper grouped GEMM where it applies: bf16 on compute 9.x, the emulator's
@@ -230,7 +280,7 @@ if s.get("status") != "fail":
 print("\n".join("FAIL: " + b for b in bad) if bad else "B: the failing parts are FAIL, exit 1")
 sys.exit(1 if bad else 0)
 PY
-echo "== C. --only orders the parts it names"
+echo "== D. --only orders the parts it names"
 bash "$src/bench/gpu_check.sh" "$work/c" --build "$build" --src "$src" --tiny \
     --only expert_gemm,attn_bench_fwd192 --python "$py" >"$work/c.log" 2>&1 ||
     { cat "$work/c.log"; echo "FAIL: gpu_check --only exited non-zero"; exit 1; }
@@ -240,5 +290,5 @@ if [ "$started" != "expert_gemm attn_bench_fwd192 " ]; then
     echo "FAIL: parts started in the order '$started', expected --only's: expert_gemm attn_bench_fwd192"
     exit 1
 fi
-echo "C: --only's order kept"
+echo "D: --only's order kept"
 echo "test_gpu_check: all checks passed"
