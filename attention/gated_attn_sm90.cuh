@@ -186,6 +186,78 @@ __device__ __forceinline__ void store_rows(uint8_t *region, int bar, const CUten
     sl_named_bar_sync(bar, kWgThreads);
 }
 
+/* ---- persistent blocks (SLUICE_ATTN_SM90_PERSISTENT) ----------------------------------------- */
+
+/* A block's query tiles (the forward and the dQ pass). Without PERSIST, one: tile blockIdx.x of
+ * locate_qtile's order. With it, a block per SM walks tiles until none is left: its first is
+ * blockIdx.x, each further one the next number of a counter in global memory (zeroed before
+ * the launch, persistent_grid) plus gridDim.x, so that the blocks take the tiles longest first,
+ * each as it becomes free, as the hardware hands out the blocks of the plain grid. A number of
+ * `total` or more ends the block. Which block computes a tile does not change its results. */
+template <bool PERSIST> struct tile_feed {
+    int *counter;
+    int total;
+    /* the producer's next tile */
+    __device__ __forceinline__ int next() const {
+        return PERSIST ? atomicAdd(counter, 1) + (int)gridDim.x : total;
+    }
+};
+
+/* The producer passes each tile number (or the end) to the consumers through two slots of
+ * shared memory, each with a "full" mbarrier (the producer's arrival) and an "empty" one (every
+ * consumer thread's, once it has read the slot): the producer runs at most one tile ahead of
+ * the slot the consumers read. `bars`: four mbarriers (full[2], empty[2]); `slot`: two ints. */
+struct tile_slots {
+    uint64_t *bars;
+    int *slot;
+    __device__ __forceinline__ void init(int consumer_threads) const {
+        for (int s = 0; s < 2; s++) {
+            sl_mbar_init(&bars[s], 1);
+            sl_mbar_init(&bars[2 + s], consumer_threads);
+        }
+    }
+    /* the producer's it-th tile is idx (the slot's use it / 2 waits for the use before it) */
+    __device__ __forceinline__ void publish(int it, int idx) const {
+        if (it >= 2) sl_mbar_wait(&bars[2 + (it & 1)], (uint32_t)((it / 2 - 1) & 1));
+        slot[it & 1] = idx;
+        sl_mbar_arrive(&bars[it & 1]);
+    }
+    /* the consumers' it-th tile */
+    __device__ __forceinline__ int take(int it) const {
+        sl_mbar_wait(&bars[it & 1], (uint32_t)((it / 2) & 1));
+        const int idx = slot[it & 1];
+        sl_mbar_arrive(&bars[2 + (it & 1)]);
+        return idx;
+    }
+};
+
+/* SLUICE_ATTN_SM90_PERSISTENT: which of the query-tile kernels run as persistent blocks: unset,
+ * "" or "0" none (the default until a GPU has measured them, docs/attention.md, "The query-tile
+ * kernels' blocks kept resident"); "1" the forward and the dQ pass; "fwd" or "dq" that one. A bad
+ * value stops the run with a message naming the variable. Read at every launch. */
+enum : int { kPersistFwd = 1, kPersistDq = 2 };
+inline int persistent_kernels(void) {
+    static const char *const values[] = {"0", "1", "fwd", "dq"};
+    static const int masks[] = {0, kPersistFwd | kPersistDq, kPersistFwd, kPersistDq};
+    const int i = sl_env_choice("SLUICE_ATTN_SM90_PERSISTENT", values, 4);
+    return i < 0 ? 0 : masks[i];
+}
+
+/* The grid of a query-tile kernel with `tiles` tiles: all of them, or with `persistent` one
+ * block per SM (one block fills an SM) and *counter, the tiles' counter, zeroed on the stream
+ * (scratch slot 5, which only these launches use). Tile numbers are ints. */
+inline unsigned query_tile_grid(void *ctx, int64_t tiles, bool persistent, int **counter,
+                                cudaStream_t stream, const char *op) {
+    SL_CHECK(tiles <= 0x7fffffff - 1024, "%s: %lld query tiles exceed the grid limit", op,
+             (long long)tiles);
+    *counter = nullptr;
+    if (!persistent) return (unsigned)tiles;
+    const int sms = sl_cuda_props(ctx)->multiProcessorCount;
+    *counter = (int *)sl_cuda_scratch(ctx, 5, sizeof(int));
+    sl_cuda_check(cudaMemsetAsync(*counter, 0, sizeof(int), stream), op, "cudaMemsetAsync");
+    return (unsigned)(tiles < sms ? tiles : sms);
+}
+
 /* ---- host: tensor maps ------------------------------------------------------------------------
  */
 
@@ -224,7 +296,7 @@ inline int d64_rows(const char *var, const char *const (&values)[3], int d, int 
 using sl_attn_tc::raise_smem_limit;
 
 /* The deterministic dQ pass (gated_attn_sm90_dq.cu) for head dim d, after the prep pass. */
-void launch_dq(const args &a, int d, cudaStream_t stream);
+void launch_dq(void *ctx, const args &a, int d, cudaStream_t stream);
 /* The dK/dV pass's GQA group split (gated_attn_sm90_split.cu): the chunks of the group for its
  * tiles of bn keys and bm queries on `sms` SMs (a divisor of grp; SLUICE_ATTN_SM90_HSPLIT
  * forces one), the bytes of its fp32 partials at split hsplit, and the reduce of those

@@ -555,7 +555,7 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
             launch_dkdv<D, false, BIG>(ctx, a, false, stream);
         else
             launch_dkdv<D, false, 64>(ctx, a, false, stream);
-        launch_dq(a, D, stream);
+        launch_dq(ctx, a, D, stream);
     }
 }
 

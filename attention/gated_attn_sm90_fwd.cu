@@ -26,11 +26,12 @@
  *     scaled to the same running max);
  *   - between the consumers (ping-pong, a ring of turns with three), named barriers give each
  *     its turn to issue its GEMMs, so one warpgroup's softmax overlaps the others' GEMMs.
- * Persistent form (SLUICE_ATTN_SM90_FWD_PERSISTENT=1, fwd_persistent; opt-in until measured):
- * a block per SM takes query tiles, longest first, from a counter (tile_feed), and the producer
- * loads the next tile's Q and first keys while the consumers finish this one (Q's buffer is
- * released after the tile's last S, the epilogue stages its rows in a buffer of its own), so
- * the block's start and the pipeline's fill are paid once per SM instead of once per tile.
+ * Persistent form (SLUICE_ATTN_SM90_PERSISTENT=1 or fwd; opt-in until measured): a block per
+ * SM takes query tiles, longest first, from a counter (tile_feed and tile_slots in
+ * gated_attn_sm90.cuh), and the producer loads the next tile's Q and first keys while the
+ * consumers finish this one (Q's buffer is released after the tile's last S, the epilogue
+ * stages its rows in a buffer of its own), so the block's start and the pipeline's fill are
+ * paid once per SM instead of once per tile.
  * Epilogue, fused: O / l, lse = ln 2 (m + log2 l), the pre-gate O and y = O * sigmoid(g)
  * (elementwise or headwise gate; y = O without one) as bf16 through shared memory and TMA
  * stores (the consumer's own Q rows are free by then). The elementwise gate's tile is loaded by
@@ -49,7 +50,7 @@ namespace {
 using namespace sl_attn_sm90;
 
 /* NC consumer warpgroups of 64 query rows each: 2 (BM 128), or 3 (BM 192) at D = 64 where the
- * consumers' registers allow it (fwd_rows). PERSIST: the persistent form (fwd_persistent), with
+ * consumers' registers allow it (fwd_rows). PERSIST: the persistent form (persistent_kernels), with
  * a staging area of its own for the epilogue and the barriers that pass tiles between roles. */
 template <int D, int NC, bool PERSIST = false> struct fwd_layout {
     static constexpr int BM = NC * kRows, BN = 128, ST = D == 64 ? 3 : 2;
@@ -134,22 +135,6 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[BN / 2], int j0, cons
     }
 }
 
-/* The block's query tiles. Without PERSIST, one: tile blockIdx.x of locate_qtile's order. With
- * it, a block per SM walks tiles until none is left: its first is blockIdx.x, each further one
- * the next of a counter in global memory (zeroed before the launch) plus gridDim.x, so that the
- * blocks take the tiles longest first, each as it becomes free (as the hardware hands out the
- * blocks of the plain form). The producer takes them and passes each to the consumers through
- * a slot of shared memory (two, each guarded by a "full" and an "empty" mbarrier); a number of
- * total or more ends the block. Which block computes a tile does not change its results. */
-template <bool PERSIST> struct tile_feed {
-    int *counter;
-    int total;
-    /* the producer's next tile */
-    __device__ __forceinline__ int fetch() const {
-        return PERSIST ? atomicAdd(counter, 1) + (int)gridDim.x : total;
-    }
-};
-
 template <int D, int NC, bool PERSIST>
 __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -162,10 +147,9 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *q_full = (uint64_t *)(smem + L::bars), *k_full = q_full + 1, *k_empty = k_full + ST;
     uint64_t *v_full = k_empty + ST, *v_empty = v_full + ST, *g_full = v_empty + ST;
-    /* PERSIST only: Q's and the gate's buffers free again, the tile slots' barriers */
-    uint64_t *q_empty = g_full + 1, *g_empty = q_empty + 1, *tile_full = g_empty + 1,
-             *tile_empty = tile_full + 2;
-    int *tile_slot = (int *)(smem + L::slots);
+    /* PERSIST only: Q's and the gate's buffers free again, the tile slots */
+    uint64_t *q_empty = g_full + 1, *g_empty = q_empty + 1;
+    const tile_slots slots = {g_empty + 1, (int *)(smem + L::slots)};
     const tile_feed<PERSIST> feed = {tile_counter, (a.seq + BM - 1) / BM * a.batch * a.h};
     const int wg = (int)(threadIdx.x / kWgThreads);
 
@@ -181,10 +165,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
         if (PERSIST) {
             sl_mbar_init(q_empty, L::consumer_threads);
             sl_mbar_init(g_empty, L::consumer_threads);
-            for (int s = 0; s < 2; s++) {
-                sl_mbar_init(&tile_full[s], 1);
-                sl_mbar_init(&tile_empty[s], L::consumer_threads);
-            }
+            slots.init(L::consumer_threads);
         }
         sl_fence_mbarrier_init();
     }
@@ -234,11 +215,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
         };
         int idx = (int)blockIdx.x;
         for (int it = 0;; it++) {
-            if (PERSIST) { /* pass the tile (or the end) to the consumers */
-                if (it >= 2) sl_mbar_wait(&tile_empty[it & 1], (uint32_t)((it / 2 - 1) & 1));
-                tile_slot[it & 1] = idx;
-                sl_mbar_arrive(&tile_full[it & 1]);
-            }
+            if (PERSIST) slots.publish(it, idx); /* the tile (or the end) to the consumers */
             if (idx >= feed.total) break;
             const span sp = span_of(idx);
             /* Q once the previous tile's last S has read it */
@@ -260,7 +237,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
             }
             /* the next tile: the atomic's latency passes while the consumers still work
              * through the last key tiles just issued */
-            idx = feed.fetch();
+            idx = feed.next();
         }
         return;
     }
@@ -281,11 +258,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     uint32_t kv = 0; /* as the producer's */
     int idx = (int)blockIdx.x;
     for (int it = 0;; it++) {
-        if (PERSIST) {
-            sl_mbar_wait(&tile_full[it & 1], (uint32_t)((it / 2) & 1));
-            idx = tile_slot[it & 1];
-            sl_mbar_arrive(&tile_empty[it & 1]);
-        }
+        if (PERSIST) idx = slots.take(it);
         if (idx >= feed.total) break;
         const span sp = span_of(idx);
         const sl_attn_tc::qtile &t = sp.t;
@@ -422,16 +395,6 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     turn::finish(c);
 }
 
-/* SLUICE_ATTN_SM90_FWD_PERSISTENT: 1 runs the forward as persistent blocks, one per SM, each
- * taking query tiles from a counter while the previous tile's epilogue runs (FlashAttention-3's
- * scheduler for causal attention); 0, unset or "" the plain grid of one block per tile. Off
- * until a GPU has measured it (docs/attention.md, "The forward's blocks kept resident"). A bad
- * value stops the run with a message naming the variable. Read at every forward. */
-bool fwd_persistent(void) {
-    static const char *const values[] = {"0", "1"};
-    return sl_env_choice("SLUICE_ATTN_SM90_FWD_PERSISTENT", values, 2) == 1;
-}
-
 template <int D, int NC, bool PERSIST>
 void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
     using L = fwd_layout<D, NC, PERSIST>;
@@ -443,26 +406,17 @@ void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
                       ty = head_map(a.y, a, a.h, D, kRows, op),
                       /* the elementwise gate [tokens, H, D] as Q; else any valid map */
         tg = a.gate == 2 ? head_map(a.g, a, a.h, D, kRows, op) : tq;
-    const int64_t blocks = (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h;
-    /* tile numbers and the counter are ints (tile_feed) */
-    SL_CHECK(blocks <= 0x7fffffff - 1024, "%s: %lld query tiles exceed the grid limit", op,
-             (long long)blocks);
-    int64_t grid = blocks;
-    int *counter = nullptr;
-    if (PERSIST) {
-        const int sms = sl_cuda_props(ctx)->multiProcessorCount; /* one block per SM */
-        grid = blocks < sms ? blocks : sms;
-        counter = (int *)sl_cuda_scratch(ctx, 0, sizeof(int));
-        sl_cuda_check(cudaMemsetAsync(counter, 0, sizeof(int), stream), op, "cudaMemsetAsync");
-    }
+    int *counter;
+    const unsigned grid = query_tile_grid(
+        ctx, (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h, PERSIST, &counter, stream, op);
     auto *const kernel = sm90_fwd_kernel<D, NC, PERSIST>;
     raise_smem_limit<sm90_fwd_kernel<D, NC, PERSIST>>(L::bytes, op);
-    SL_LAUNCH(kernel, dim3((unsigned)grid), dim3(L::threads), L::bytes, stream, tq, tk, tv, to, ty,
-              tg, a, counter);
+    SL_LAUNCH(kernel, dim3(grid), dim3(L::threads), L::bytes, stream, tq, tk, tv, to, ty, tg, a,
+              counter);
 }
 
 template <int D, int NC> void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
-    if (fwd_persistent())
+    if (persistent_kernels() & kPersistFwd)
         launch_fwd<D, NC, true>(ctx, a, stream);
     else
         launch_fwd<D, NC, false>(ctx, a, stream);

@@ -60,9 +60,9 @@ cut:
                        backward's dK/dV consumers free and in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=0
                        and 1; opt-in, unmeasured) back to back
   attn_bench_persistent
-                       attn_bench_pingpong's shapes, the forward as a block per query tile and
-                       as persistent blocks taking tiles from a counter
-                       (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1; opt-in, unmeasured) back to back
+                       attn_bench_pingpong's shapes, the forward and the dQ pass as a block per
+                       query tile and as persistent blocks taking tiles from a counter
+                       (SLUICE_ATTN_SM90_PERSISTENT=0 and 1; opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
   expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
@@ -258,7 +258,7 @@ def main():
         ("attn_bench_fwd192", part_attn_fwd192, S),
         # the backward's dK/dV consumers in turns (opt-in until measured)
         ("attn_bench_pingpong", part_attn_pingpong, S),
-        # the forward as persistent blocks (opt-in until measured)
+        # the forward and the dQ pass as persistent blocks (opt-in until measured)
         ("attn_bench_persistent", part_attn_persistent, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),

@@ -79,10 +79,11 @@ def part_attn_pingpong(L, budget, S):
 
 
 def part_attn_persistent(L, budget, S):
-    """The Hopper forward as a block per query tile and as persistent blocks taking tiles from a
-    counter (SLUICE_ATTN_SM90_FWD_PERSISTENT=0 and 1), one process each, back to back per shape."""
-    return part_attn_variants(L, budget, "attn_bench_persistent", "SLUICE_ATTN_SM90_FWD_PERSISTENT",
-                              ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "fwd_persistent")
+    """The Hopper forward and dQ pass as a block per query tile and as persistent blocks taking
+    tiles from a counter (SLUICE_ATTN_SM90_PERSISTENT=0 and 1: the forward's change shows in
+    fwd, the dQ pass's in bwd), one process each, back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_persistent", "SLUICE_ATTN_SM90_PERSISTENT",
+                              ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "persistent")
 
 
 def find_ncu(L):

@@ -47,7 +47,7 @@ void sl_cublas_check(cublasStatus_t s, const char *op, const char *what) {
 
 /* ---- the context -------------------------------------------------------------------------- */
 
-enum { STAGE_SEGMENTS = 4, SCRATCH_SLOTS = 5 };
+enum { STAGE_SEGMENTS = 4, SCRATCH_SLOTS = 6 };
 /* A cached block serves a request of at least 1/SLACK of its size (1: equal sizes only). */
 #ifdef SLUICE_CUDA_EMULATED
 #define SL_CACHE_SLACK 1

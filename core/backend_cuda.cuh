@@ -33,7 +33,8 @@ void sl_cuda_set_ext(void *ctx, int slot, void *obj, void (*destroy)(void *obj))
 /* Device scratch of at least `bytes`, valid for the calling operation: the next call may
  * return the same memory, which is safe because every operation runs on the one stream. Grows
  * (stream-ordered) when a larger size is asked for the first time, so steady-state training
- * allocates nothing. `slot` 0..3 gives independent buffers to an operation that needs several. */
+ * allocates nothing. `slot` 0..5 gives independent buffers to an operation that needs several
+ * (the attention kernels use all six: attention/gated_attn_sm90_bwd.cu, gated_attn_sm90.cuh). */
 void *sl_cuda_scratch(void *ctx, int slot, size_t bytes);
 
 /* Side lanes: up to SL_CUDA_LANES extra streams, each with a cuBLAS handle of its own (a

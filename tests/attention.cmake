@@ -74,21 +74,24 @@ add_test(NAME test_attention_sm90_fwd192 COMMAND test_attention_tc deterministic
 set_tests_properties(test_attention_sm90_fwd192 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_FWD_BM=192")
 sm90_env_refused(test_attention_sm90_fwd_bm_bad SLUICE_ATTN_SM90_FWD_BM 256 "128, 192 or auto")
-# The forward as persistent blocks (SLUICE_ATTN_SM90_FWD_PERSISTENT=1: a block per SM taking query
-# tiles from a counter, the next tile's Q and keys loading under this one's epilogue): the
-# deterministic cases at 128 rows, then at 192 (head dim 64), on an emulated device of 3 SMs
-# (SLUICE_EMU_SMS), so that each block walks several tiles of every case and the rings, the
-# tile slots and the Q and gate buffers change hands between tiles; race-checked (with Q's
-# buffer released after the first S of a tile instead of its last, or the producer not waiting
-# for it, or the staging rows in Q's buffer, the emulator failed the
-# test). A value other than 0 or 1 stops the forward with a message naming the variable.
-add_test(NAME test_attention_sm90_fwd_persistent
+# The forward and the dQ pass as persistent blocks (SLUICE_ATTN_SM90_PERSISTENT=1: a block per
+# SM taking query tiles from a counter, the next tile's Q (and dO) and keys loading under this
+# one's last steps and epilogue): the deterministic cases at 128 rows, then at 192 (head dim
+# 64), on an emulated device of 3 SMs (SLUICE_EMU_SMS), so that each block walks several tiles
+# of every case and the rings, the tile slots and the Q, dO and gate buffers change hands
+# between tiles; race-checked. Broken on purpose, each failed (2026-11-27): Q's buffer
+# released after a tile's first S instead of its last, or the producer not waiting for its
+# release, the epilogue staging its rows in Q's buffer, the consumers' ring position not
+# advanced between tiles (forward and dQ pass alike), the consumers reading one tile slot, the
+# gate loaded before the epilogue's release. A value other than 0, 1, fwd or dq stops the run
+# with a message naming the variable.
+add_test(NAME test_attention_sm90_persistent
          COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_FWD_BM=192 $0 deterministic sm90"
                  $<TARGET_FILE:test_attention_tc>)
-set_tests_properties(test_attention_sm90_fwd_persistent PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+set_tests_properties(test_attention_sm90_persistent PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
-                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_SMS=3;SLUICE_ATTN_SM90_FWD_PERSISTENT=1")
-sm90_env_refused(test_attention_sm90_fwd_persistent_bad SLUICE_ATTN_SM90_FWD_PERSISTENT 2 "0 or 1")
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_SMS=3;SLUICE_ATTN_SM90_PERSISTENT=1")
+sm90_env_refused(test_attention_sm90_persistent_bad SLUICE_ATTN_SM90_PERSISTENT 2 "0, 1, fwd or dq")
 # The dK/dV pass's consumers issuing their GEMMs in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=1, the
 # forward's ring of named barriers): the deterministic cases (the dQ pass; the fused dQ ignores
 # the variable), every D = 64 and D = 128 case through that path, race-checked by the emulator

@@ -232,7 +232,7 @@ ab = parts.get("expert_gemm_ablate", {}).get("result") or []
 if [len(r["gemms"]) for r in ab] != [9]:
     bad.append("expert_gemm_ablate: not the 9 GEMMs of one shape read from its table: %r" % ab)
 ap = parts.get("attn_bench_persistent", {}).get("result") or []
-if sorted({r.get("fwd_persistent") for r in ap}) != [0, 1]:
+if sorted({r.get("persistent") for r in ap}) != [0, 1]:
     bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)
 ak = parts.get("attn_kernels", {}).get("result") or []
 if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernels"]]) for r in ak] != [
