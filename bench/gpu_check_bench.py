@@ -35,15 +35,32 @@ def part_attn(L, budget, S):
     record("attn_bench", "PASS", sec, note, result=rows)
 
 
-def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag):
+def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, check=None):
     """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
     one process each, back to back per shape: rows in out_name % (value, N), each row tagged
-    with `tag` = the value."""
+    with `tag` = the value. check = (value, N): first, at each shape, attn_bench --check-rows N
+    under that value (the variant's results against double-precision sums, at a cost linear in
+    S: on a GPU the test shapes are too small to exercise what the variant changes)."""
     log = os.path.join(C.LOGS, part + ".log")
     if not os.path.exists(L.attn_bench):
         return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
     notes, rows, sec = [], [], 0.0
     for shape in shapes:
+        if check:
+            rc, t = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90",
+                         "--check-rows", str(check[1])] + shape, budget - sec, log,
+                        env=dict(os.environ, **{var: check[0]}))
+            sec += t
+            what = "S %s D %s %s=%s check (%d sampled rows)" % (
+                shape[shape.index("--seq") + 1] if "--seq" in shape else "?",
+                shape[shape.index("--head-dim") + 1] if "--head-dim" in shape else "?", tag, check[0], check[1])
+            if rc is None:
+                return record(part, "TIMEOUT", sec, "; ".join(notes + [what]))
+            if rc == 77:
+                return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+            if rc != 0:
+                return record(part, "FAIL", sec, "; ".join(notes + [what + ": exit %d" % rc]))
+            notes.append(what + ": PASS")
         for v in values:
             out = os.path.join(C.OUT, out_name % (v, len(rows)))
             env = dict(os.environ, **{var: v})
@@ -81,9 +98,11 @@ def part_attn_pingpong(L, budget, S):
 def part_attn_persistent(L, budget, S):
     """The Hopper forward and dQ pass as a block per query tile and as persistent blocks taking
     tiles from a counter (SLUICE_ATTN_SM90_PERSISTENT=0 and 1: the forward's change shows in
-    fwd, the dQ pass's in bwd), one process each, back to back per shape."""
+    fwd, the dQ pass's in bwd), one process each, back to back per shape, after a sampled check
+    of the persistent form at the shape (the tests' shapes give each block one tile on a GPU)."""
     return part_attn_variants(L, budget, "attn_bench_persistent", "SLUICE_ATTN_SM90_PERSISTENT",
-                              ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "persistent")
+                              ("0", "1"), S["attn_pp"], "attn_bench_persistent%s_%d.out", "persistent",
+                              check=("1", 16))
 
 
 def find_ncu(L):

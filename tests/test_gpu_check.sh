@@ -234,6 +234,8 @@ if [len(r["gemms"]) for r in ab] != [9]:
 ap = parts.get("attn_bench_persistent", {}).get("result") or []
 if sorted({r.get("persistent") for r in ap}) != [0, 1]:
     bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)
+if "persistent=1 check (16 sampled rows): PASS" not in parts.get("attn_bench_persistent", {}).get("note", ""):
+    bad.append("attn_bench_persistent: no sampled check of the persistent form before the timing")
 ak = parts.get("attn_kernels", {}).get("result") or []
 if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernels"]]) for r in ak] != [
         (128, 128, [("sm90_dkdv_kernel<128, 0, 64>", 0.00225), ("sm90_fwd_kernel<128, 2, false>", 0.0015),
