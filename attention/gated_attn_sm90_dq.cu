@@ -15,9 +15,9 @@
  * Epilogue: dq = bf16(scale dQ) through the consumer's Q rows and a TMA store.
  * Persistent form (SLUICE_ATTN_SM90_PERSISTENT=1 or dq; opt-in until measured): as the
  * forward's, a block per SM takes query tiles from a counter (tile_feed, tile_slots); Q's and
- * dO's buffers are released after the tile's last S and dP, so the next tile's load while this
- * one's last dQ step and epilogue run (the epilogue stages dq in a buffer of its own), and the
- * K/V ring runs on across tiles.
+ * dO's buffers are released after the tile's last S and dP, so the next tile's Q and dO load
+ * while this one's last dQ step and epilogue run (the epilogue stages dq in a buffer of its own),
+ * and the K/V ring runs on across tiles.
  */
 #include "attention/gated_attn_sm90.cuh"
 

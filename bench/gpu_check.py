@@ -68,6 +68,8 @@ cut:
   expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
                        grouped GEMM's GEMMs whole, without their epilogue, without their loads
                        and with neither (where its time goes, without hardware counters)
+  adamw                bench/adamw_bench: AdamW's forms, its loads and stores without the
+                       arithmetic ("streams") and a device copy, in TB/s, 268M parameters
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
@@ -95,8 +97,8 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_attn, part_attn_fwd192, part_attn_kernels, part_attn_long,
-                             part_attn_persistent, part_attn_pingpong,
+from gpu_check_bench import (part_adamw, part_attn, part_attn_fwd192, part_attn_kernels,
+                             part_attn_long, part_attn_persistent, part_attn_pingpong,
                              part_expert_gemm, part_expert_gemm_ablate, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
@@ -262,6 +264,8 @@ def main():
         ("attn_bench_persistent", part_attn_persistent, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
+        # AdamW's rate against its streams' and a device copy's
+        ("adamw", part_adamw, S),
         # the torchtitan-style baseline first: issue 23's targets are set against it
         ("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style"),
         ("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE"),

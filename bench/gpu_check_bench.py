@@ -208,6 +208,23 @@ def part_expert_gemm(L, budget, S):
     record("expert_gemm", "PASS", sec, "; ".join("%s %s ms" % (a[2], a[3]) for a in alls))
 
 
+def part_adamw(L, budget, S):
+    """bench/adamw_bench: AdamW's forms, its loads and stores without the arithmetic ("streams")
+    and a device copy, in TB/s: whether the optimizer row is at the memory's rate for its
+    streams (docs/performance.md, "AdamW against its streams")."""
+    part, exe = "adamw", os.path.join(L.build, "bench", "adamw_bench")
+    out = os.path.join(C.OUT, "adamw.out")
+    if not os.path.exists(exe):
+        return record(part, "SKIP", 0, "no adamw_bench (bundle made without --with-tests)")
+    rc, sec = run([exe] + S["adamw"], budget, os.path.join(C.LOGS, part + ".log"), stdout_path=out)
+    if rc == 77:
+        return record(part, "SKIP", sec, "no CUDA device")
+    if rc is None or rc != 0:
+        return record(part, "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
+    rows = [json.loads(l) for l in open(out) if l.startswith("{")]
+    record(part, "PASS", sec, ", ".join("%s %.2f TB/s" % (r["row"], r["tbps"]) for r in rows), result=rows)
+
+
 def part_expert_gemm_ablate(L, budget, S):
     part, exe = "expert_gemm_ablate", os.path.join(L.build, "bench", "expert_gemm_bench")
     out = os.path.join(C.OUT, "expert_gemm_ablate.out")

@@ -28,7 +28,6 @@ CONFIG (default configs/qwen-gated-15a2b.json next to this script's parent) give
 head dim for the attention FLOPs of the profile's B > 1 entry.
 """
 import json
-import math
 import os
 import re
 import sys

@@ -90,17 +90,15 @@ def parse_args():
 ARGS = parse_args()
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from torchtitan_style_model import GROUPED_MM, SDPA, Model, model_config  # noqa: E402
+from torchtitan_style_model import GROUPED_MM, Model, model_config  # noqa: E402
 
 # ---- --check: against sluice's CPU backend -------------------------------------------------------
 
 
 def hf_names(model):
     """(parameter, list of (HF tensor name, slice of the parameter)) for every parameter."""
-    c = model.c
     out = [(model.embed_tokens.weight, [("model.embed_tokens.weight", None)]),
            (model.norm.weight, [("model.norm.weight", None)])]
     if model.lm_head is not None:

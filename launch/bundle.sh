@@ -233,8 +233,8 @@ if [ "$with_tests" = 1 ]; then
         ${tests_regex:+--names "$tests_regex"} --out "$out/tests/manifest.json" \
         --files "$stage/files.txt" || die "no tests to bundle"
     # gpu_check.sh's attention benchmark and racecheck runs take attn_bench from here too, its
-    # expert GEMM part expert_gemm_bench
-    for b in attn_bench expert_gemm_bench; do
+    # expert GEMM parts expert_gemm_bench, its optimizer part adamw_bench
+    for b in attn_bench expert_gemm_bench adamw_bench; do
         if [ -x "$build/bench/$b" ] && ! grep -qx "bench/$b" "$stage/files.txt"; then
             echo "bench/$b" >>"$stage/files.txt"
         fi

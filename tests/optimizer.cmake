@@ -15,3 +15,14 @@ sluice_test(test_step_syncs SOURCES test_step_syncs.c ARGS cpu LABELS trainer TI
 add_test(NAME test_step_syncs_cuda COMMAND test_step_syncs cuda)
 set_tests_properties(test_step_syncs_cuda PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# bench/adamw_bench (label cuda: the emulated build in CI, or a GPU): --check runs every form of
+# trainer/adamw.cu from one state, the four AdamW forms must give the same bits and the
+# bench-only "streams" form (AdamW's loads and stores without its arithmetic) must not; then
+# one timed pass of every row at an odd size (a tail past the 16-byte units); a bad flag exits 2.
+if(SLUICE_WITH_CUDA)
+  add_test(NAME test_adamw_bench
+           COMMAND bash -c "$0 --check --params 4099 && $0 --params 4099 --reps 1 | grep -c '^{' | grep -qx 6 && { $0 --reps x; test $? = 2; }"
+                   $<TARGET_FILE:adamw_bench>)
+  set_tests_properties(test_adamw_bench PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "trainer;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()

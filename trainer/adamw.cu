@@ -19,6 +19,9 @@
  * operand and iteration. Measured on an H200 (2026-11-26, gpu_train_bench --profile, 15A2B cut
  * to 9 layers, 6.3B parameters, one run each in one call): the optimizer row 60.2 ms per step
  * with plain (3.14 TB/s of its 189 GB), 54.0 coalesced (3.50 TB/s), 54.5 wide, 55.1 stream.
+ * "streams" (bench/adamw_bench.c only: sl_cuda_adamw_set_form, never SLUICE_ADAMW) is "coalesced"
+ * without the arithmetic, each store taking another operand's loaded value: what the memory
+ * system gives AdamW's eight streams; its results are not AdamW's.
  * The bias corrections are computed on the host exactly as the CPU does (powf in
  * fp32), so both backends use the same constants.
  */
@@ -121,7 +124,7 @@ __device__ __forceinline__ void adamw4(float4 &p, float4 g, float4 &m, float4 &v
 
 /* Units base, base + stride, ... (U of them) per iteration: all loads first, then the math and
  * the stores; elements past the last whole unit go one per thread at the end. */
-template <typename TC, bool CS, int U>
+template <typename TC, bool CS, int U, bool MATH = true>
 __global__ void __launch_bounds__(kThreads)
     k_adamw_units(float *p, const float *g, float *m, float *v, TC *copy, int64_t n,
                   adamw_consts k) {
@@ -130,6 +133,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t units = n / 4;
     for (int64_t base = tid; base < units; base += U * stride) {
         float4 pv[U], gv[U], mv[U], vv[U];
+        if constexpr (!MATH) /* g++ (the emulated build) sees the guarded loads as maybe unset */
+            for (int u = 0; u < U; u++) pv[u] = gv[u] = mv[u] = vv[u] = make_float4(0, 0, 0, 0);
         SL_UNROLL
         for (int u = 0; u < U; u++) {
             const int64_t i = 4 * (base + u * stride);
@@ -142,21 +147,28 @@ __global__ void __launch_bounds__(kThreads)
         for (int u = 0; u < U; u++) {
             const int64_t i = 4 * (base + u * stride);
             if (base + u * stride < units) {
-                adamw4(pv[u], gv[u], mv[u], vv[u], k);
-                st4<CS>(p + i, pv[u]), st4<CS>(m + i, mv[u]), st4<CS>(v + i, vv[u]);
-                if (copy) st4<CS>(copy + i, pv[u]);
+                if constexpr (MATH) {
+                    adamw4(pv[u], gv[u], mv[u], vv[u], k);
+                    st4<CS>(p + i, pv[u]), st4<CS>(m + i, mv[u]), st4<CS>(v + i, vv[u]);
+                    if (copy) st4<CS>(copy + i, pv[u]);
+                } else { /* "streams": p <- v, m <- g, v <- m, copy <- the old p: every load
+                          * is stored (none is dead code), and no arithmetic */
+                    st4<CS>(p + i, vv[u]), st4<CS>(m + i, gv[u]), st4<CS>(v + i, mv[u]);
+                    if (copy) st4<CS>(copy + i, pv[u]);
+                }
             }
         }
     }
     adamw_elems(p, g, m, v, copy, units * 4 + tid, n, stride, k);
 }
 
-enum adamw_form { FORM_COALESCED, FORM_PLAIN, FORM_STREAM, FORM_WIDE };
-const char *const k_form_names[] = {"coalesced", "plain", "stream", "wide"};
+enum adamw_form { FORM_COALESCED, FORM_PLAIN, FORM_STREAM, FORM_WIDE, FORM_STREAMS };
+/* the first four: SLUICE_ADAMW's values; "streams" only through sl_cuda_adamw_set_form */
+const char *const k_form_names[] = {"coalesced", "plain", "stream", "wide", "streams"};
 int g_form = -1; /* unset: SLUICE_ADAMW at the first call */
 
 int parse_form(const char *name) {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (!strcmp(name, k_form_names[i])) return i;
     return -1;
 }
@@ -182,10 +194,10 @@ template <typename K> int blocks_per_sm(K kernel) {
     return per_sm;
 }
 
-template <typename TC, bool CS, int U>
+template <typename TC, bool CS, int U, bool MATH = true>
 void adamw_units_launch(void *ctx, float *p, const float *g, float *m, float *v, TC *copy,
                         int64_t n, const adamw_consts &k) {
-    auto *const kernel = k_adamw_units<TC, CS, U>;
+    auto *const kernel = k_adamw_units<TC, CS, U, MATH>;
     /* one occupancy query per kernel and process, not per parameter tensor and step: it sizes
      * the grid only (the loop strides over any grid), so devices of another kind in the same
      * process still compute right */
@@ -211,6 +223,8 @@ void adamw_launch(void *ctx, float *p, const float *g, float *m, float *v, TC *c
         return adamw_units_launch<TC, true, 2>(ctx, p, g, m, v, copy, n, k);
     case FORM_WIDE:
         return adamw_units_launch<TC, true, 4>(ctx, p, g, m, v, copy, n, k);
+    case FORM_STREAMS:
+        return adamw_units_launch<TC, false, 2, false>(ctx, p, g, m, v, copy, n, k);
     default:
         break;
     }

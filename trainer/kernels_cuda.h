@@ -15,7 +15,9 @@ void sl_cuda_adamw(void *ctx, sl_tensor *p, const sl_tensor *g, sl_tensor *m, sl
 /* How sl_cuda_adamw walks memory (the forms of adamw.cu's header: "coalesced", the default,
  * "plain", "stream", "wide"; every form writes the same bits). The process-wide default comes
  * from the environment variable SLUICE_ADAMW (anything else stops the run); this overrides it.
- * Returns false, changing nothing, for an unknown name. */
+ * "streams", for bench/adamw_bench.c only, makes the same memory accesses as "coalesced"
+ * without AdamW's arithmetic (its results are not AdamW's). Returns false, changing nothing,
+ * for an unknown name. */
 bool sl_cuda_adamw_set_form(const char *name);
 
 #ifdef __cplusplus
