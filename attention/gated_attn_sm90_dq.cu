@@ -25,8 +25,9 @@ namespace {
 
 using namespace sl_attn_sm90;
 
-template <int D, bool PERSIST = false> struct dq_layout {
-    static constexpr int BM = kConsumers * kRows, BN = 64, ST = 2;
+template <int D, bool PERSIST = false, bool OVL = false> struct dq_layout {
+    /* OVL: a stage is released a step later (dq_overlap), so the ring holds one more */
+    static constexpr int BM = kConsumers * kRows, BN = 64, ST = OVL ? 3 : 2;
     /* the persistent producer's loop state beside the tile's coordinates: 32 registers (the
      * forward's), the SM's last 1,024 */
     static constexpr int producer_regs = PERSIST ? 32 : kProducerRegs;
@@ -44,12 +45,12 @@ template <int D, bool PERSIST = false> struct dq_layout {
     static constexpr uint32_t bytes = slots + (PERSIST ? 2 * sizeof(int) : 0);
 };
 
-template <int D, bool PERSIST>
+template <int D, bool PERSIST, bool OVL>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_dq_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                    const __grid_constant__ CUtensorMap tdq, const args a, int *const tile_counter) {
-    using L = dq_layout<D, PERSIST>;
+    using L = dq_layout<D, PERSIST, OVL>;
     constexpr int BM = L::BM, BN = L::BN, ST = L::ST;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     uint64_t *qd_full = (uint64_t *)(smem + L::bars), *kv_full = qd_full + 1,
@@ -154,6 +155,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
 
         float dq[D / 2];
+        /* dS of the step, the A operand of its dQ GEMM; with OVL read by the tensor cores until
+         * the next step's S has retired, so it lives across the steps */
+        uint32_t da[BN / 16][4];
         zero_acc(dq);
         sl_mbar_wait(qd_full, (uint32_t)(it & 1));
         for (int n = 0; n < ntiles; n++) {
@@ -184,6 +188,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             /* P (rows qi[x], keys j0 + 8 j + 2 q + e) while dP computes */
             sl_wgmma_wait<1>();
             sl_wgmma_fence_operand(sacc);
+            if (OVL && n > 0) { /* the previous step's dQ GEMM, issued before S, has retired */
+                sl_wgmma_fence_operand(dq);
+                fence_frags(da);
+                sl_mbar_arrive(&kv_empty[(m - 1) % ST]);
+            }
             /* column 8 j + e of the thread is key j0 + 2 q + 8 j + e: visible to row x iff
              * lo_c[x] <= 8 j + e <= hi_c[x] (rows past the sequence see nothing) */
             const bool full = !a.seg && t.i0 >= j0 + BN - 1 && t.nq == BM;
@@ -223,7 +232,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int e = 0; e < 4; e++)
                     dpacc[4 * j + e] = sacc[4 * j + e] * (dpacc[4 * j + e] - di[e >> 1]);
             }
-            uint32_t da[BN / 16][4];
             acc_to_frags<BN>(da, dpacc);
 
             /* dQ += dS K: contraction over the tile's keys */
@@ -235,10 +243,18 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int kk = 0; kk < BN / 16; kk++)
                 sl_wgmma_bf16_rs<D, 1>(dq, da[kk], mnslice(dk, kk), 1);
             sl_wgmma_commit();
+            if (!OVL) { /* else it runs on while the next step's S and dP are issued */
+                sl_wgmma_wait<0>();
+                sl_wgmma_fence_operand(dq);
+                fence_frags(da);
+                sl_mbar_arrive(&kv_empty[s]);
+            }
+        }
+        if (OVL) { /* the tile's last dQ GEMM */
             sl_wgmma_wait<0>();
             sl_wgmma_fence_operand(dq);
             fence_frags(da);
-            sl_mbar_arrive(&kv_empty[s]);
+            sl_mbar_arrive(&kv_empty[(kv + ntiles - 1) % ST]);
         }
 
         store_rows<D, BM>(so, kBarWg + c, &tdq, t.h, t.i0 + c * kRows, sp.b, [&](int j, int x) {
@@ -249,8 +265,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-template <int D, bool PERSIST> void launch(void *ctx, const args &a, cudaStream_t stream) {
-    using L = dq_layout<D, PERSIST>;
+template <int D, bool PERSIST, bool OVL>
+void launch(void *ctx, const args &a, cudaStream_t stream) {
+    using L = dq_layout<D, PERSIST, OVL>;
     const char *op = "gated_attn_bwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, kRows, op),
                       tdo = head_map(a.dob, a, a.h, D, kRows, op),
@@ -260,10 +277,28 @@ template <int D, bool PERSIST> void launch(void *ctx, const args &a, cudaStream_
     int *counter;
     const unsigned grid = query_tile_grid(
         ctx, (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h, PERSIST, &counter, stream, op);
-    raise_smem_limit<sm90_dq_kernel<D, PERSIST>>(L::bytes, op);
-    SL_LAUNCH((sm90_dq_kernel<D, PERSIST>), dim3(grid), dim3(kThreads), L::bytes, stream, tq, tdo,
-              tk, tv, tdq, a, counter);
+    raise_smem_limit<sm90_dq_kernel<D, PERSIST, OVL>>(L::bytes, op);
+    SL_LAUNCH((sm90_dq_kernel<D, PERSIST, OVL>), dim3(grid), dim3(kThreads), L::bytes, stream, tq,
+              tdo, tk, tv, tdq, a, counter);
     SL_CUDA_LAUNCHED(op);
+}
+
+/* SLUICE_ATTN_SM90_DQ_OVERLAP: 1 issues each step's S and dP before the previous step's dQ GEMM
+ * has retired (FlashAttention-3's order: the GEMMs follow one another on the tensor cores
+ * without the wait between them, a stage is released a step later, and the ring has three
+ * stages); unset, "" or 0 waits for each dQ GEMM (the form measured on 2026-11-26). Off until a
+ * GPU has measured it (docs/attention.md, "The dQ pass's GEMMs back to back"). A bad value
+ * stops the run with a message naming the variable. Read at every backward. */
+bool dq_overlap(void) {
+    static const char *const values[] = {"0", "1"};
+    return sl_env_choice("SLUICE_ATTN_SM90_DQ_OVERLAP", values, 2) == 1;
+}
+
+template <int D, bool PERSIST> void launch(void *ctx, const args &a, cudaStream_t stream) {
+    if (dq_overlap())
+        launch<D, PERSIST, true>(ctx, a, stream);
+    else
+        launch<D, PERSIST, false>(ctx, a, stream);
 }
 
 template <int D> void launch(void *ctx, const args &a, cudaStream_t stream) {

@@ -63,6 +63,10 @@ cut:
                        attn_bench_pingpong's shapes, the forward and the dQ pass as a block per
                        query tile and as persistent blocks taking tiles from a counter
                        (SLUICE_ATTN_SM90_PERSISTENT=0 and 1; opt-in, unmeasured) back to back
+  attn_bench_dq_overlap
+                       the same shapes, the dQ pass waiting for each dQ GEMM and with the next
+                       step's S and dP issued behind it (SLUICE_ATTN_SM90_DQ_OVERLAP=0 and 1;
+                       opt-in, unmeasured) back to back
   expert_gemm          bench/expert_gemm_bench: the expert GEMMs under each strategy at 256 and
                        2,048 rows per expert
   expert_gemm_ablate   expert_gemm_bench --ablate at 256 and 2,048 rows per expert: the Hopper
@@ -97,8 +101,8 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_adamw, part_attn, part_attn_fwd192, part_attn_kernels,
-                             part_attn_long, part_attn_persistent, part_attn_pingpong,
+from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_attn_fwd192,
+                             part_attn_kernels, part_attn_long, part_attn_persistent, part_attn_pingpong,
                              part_expert_gemm, part_expert_gemm_ablate, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
@@ -262,6 +266,8 @@ def main():
         ("attn_bench_pingpong", part_attn_pingpong, S),
         # the forward and the dQ pass as persistent blocks (opt-in until measured)
         ("attn_bench_persistent", part_attn_persistent, S),
+        # the dQ pass's GEMMs back to back (opt-in until measured)
+        ("attn_bench_dq_overlap", part_attn_dq_overlap, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
         # AdamW's rate against its streams' and a device copy's

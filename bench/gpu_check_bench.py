@@ -105,6 +105,14 @@ def part_attn_persistent(L, budget, S):
                               check=("1", 16))
 
 
+def part_attn_dq_overlap(L, budget, S):
+    """The Hopper dQ pass waiting for each dQ GEMM and with the next step's S and dP issued
+    behind it (SLUICE_ATTN_SM90_DQ_OVERLAP=0 and 1: the change shows in bwd), one process each,
+    back to back per shape."""
+    return part_attn_variants(L, budget, "attn_bench_dq_overlap", "SLUICE_ATTN_SM90_DQ_OVERLAP",
+                              ("0", "1"), S["attn_pp"], "attn_bench_dq_overlap%s_%d.out", "dq_overlap")
+
+
 def find_ncu(L):
     """Nsight Compute's command line (--ncu, else PATH, $CUDA_HOME/bin, /usr/local/cuda/bin), or
     None with the reason."""

@@ -92,6 +92,21 @@ set_tests_properties(test_attention_sm90_persistent PROPERTIES TIMEOUT 300 SKIP_
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_SMS=3;SLUICE_ATTN_SM90_PERSISTENT=1")
 sm90_env_refused(test_attention_sm90_persistent_bad SLUICE_ATTN_SM90_PERSISTENT 2 "0, 1, fwd or dq")
+# The dQ pass with each step's S and dP issued before the previous step's dQ GEMM has retired
+# (SLUICE_ATTN_SM90_DQ_OVERLAP=1; a ring of three stages, a stage released a step later): the
+# deterministic cases, then again as persistent blocks on 3 emulated SMs, race-checked. With
+# the previous stage never released the emulator reported the deadlock, and with a step's S
+# and dP read before they retired (wait_group 2) it reported the read. Not caught: a stage
+# released before its dQ GEMM retired (the emulator performs a TMA load when a thread waits for
+# its mbarrier, here after that GEMM's wait, so the refill never lands under the read). A value
+# other than 0 or 1 stops the backward with a message naming the variable.
+add_test(NAME test_attention_sm90_dq_overlap
+         COMMAND bash -c "$0 deterministic sm90 && SLUICE_EMU_SMS=3 SLUICE_ATTN_SM90_PERSISTENT=dq $0 deterministic sm90"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_dq_overlap PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_DQ_OVERLAP=1")
+sm90_env_refused(test_attention_sm90_dq_overlap_bad SLUICE_ATTN_SM90_DQ_OVERLAP 2 "0 or 1")
 # The dK/dV pass's consumers issuing their GEMMs in turns (SLUICE_ATTN_SM90_BWD_PINGPONG=1, the
 # forward's ring of named barriers): the deterministic cases (the dQ pass; the fused dQ ignores
 # the variable), every D = 64 and D = 128 case through that path, race-checked by the emulator

@@ -194,6 +194,7 @@ want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attent
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
         "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "adamw": "PASS",
+        "attn_bench_dq_overlap": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
