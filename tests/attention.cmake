@@ -96,10 +96,11 @@ sm90_env_refused(test_attention_sm90_persistent_bad SLUICE_ATTN_SM90_PERSISTENT 
 # (SLUICE_ATTN_SM90_DQ_OVERLAP=1; a ring of three stages, a stage released a step later): the
 # deterministic cases, then again as persistent blocks on 3 emulated SMs, race-checked. With
 # the previous stage never released the emulator reported the deadlock, and with a step's S
-# and dP read before they retired (wait_group 2) it reported the read. Not caught: a stage
-# released before its dQ GEMM retired (the emulator performs a TMA load when a thread waits for
-# its mbarrier, here after that GEMM's wait, so the refill never lands under the read). A value
-# other than 0 or 1 stops the backward with a message naming the variable.
+# and dP read before they retired (wait_group 2) it reported the read, and with each stage
+# released right after its dQ GEMM's issue (before the threads' waits) it reported the refill
+# under the read (the emulator checks a wgmma's operands again at its warpgroup's last
+# retiring wait, 2026-11-27). A value other than 0 or 1 stops the backward with a message
+# naming the variable.
 add_test(NAME test_attention_sm90_dq_overlap
          COMMAND bash -c "$0 deterministic sm90 && SLUICE_EMU_SMS=3 SLUICE_ATTN_SM90_PERSISTENT=dq $0 deterministic sm90"
                  $<TARGET_FILE:test_attention_tc>)

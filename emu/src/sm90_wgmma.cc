@@ -11,8 +11,10 @@
  * its accumulators filled with 0xff (NaN); the last one computes the 64 x N product once.
  * Nobody waits at the issue, as on the GPU. wgmma.wait_group retires the thread's oldest
  * groups: it waits until the warpgroup's last thread has issued each operation, checks that
- * the shared-memory operands did not change since the issue and that the accumulators still
- * hold the 0xff they got (nothing wrote them in between), then writes the results.
+ * the shared-memory operands did not change since the issue (at the first thread's retiring
+ * wait, and again at the last thread's: a stage must not be refilled while any thread of the
+ * warpgroup has yet to wait for the wgmma reading it) and that the accumulators still hold the
+ * 0xff they got (nothing wrote them in between), then writes the results.
  */
 #include <algorithm>
 #include <cstdarg>
@@ -38,7 +40,8 @@ struct wg_op {
     unsigned wg;
     uint64_t seq; /* the warpgroup's seq-th wgmma */
     unsigned issued, refs;
-    bool computed, verified;
+    unsigned retired; /* threads whose wait_group has retired it */
+    bool computed;
     std::vector<float> A;         /* [64][16] */
     std::vector<float> B;         /* [16][n] */
     std::vector<uint16_t> ra, rb; /* the shared-memory operands as read: [mn][k] */
@@ -76,7 +79,8 @@ wg_op *new_op() {
     wg_op *op = g_pool.back();
     g_pool.pop_back();
     op->issued = 0;
-    op->computed = op->verified = false;
+    op->retired = 0;
+    op->computed = false;
     memset(op->d, 0, sizeof op->d);
     memset(op->chain, 0, sizeof op->chain);
     op->waiters.clear();
@@ -249,12 +253,14 @@ void verify(wg_op *op) {
     gather(op->desc_b, op->trans_b, op->n, b, false, "B operand");
     if (!same || b != op->rb)
         faultf("wgmma.wait_group: the shared memory that wgmma.mma_async #%llu of warpgroup %u "
-               "reads (its %s, descriptor 0x%016llx) changed between the issue and the wait that "
-               "retires it: the tensor core may read either (a TMA load into a stage still in "
-               "use, or a store before the wait)",
+               "reads (its %s, descriptor 0x%016llx) changed between the issue and the wait %s: "
+               "the tensor core may read either (a TMA load into a stage still in use, a store "
+               "before the wait, or a stage released by a thread before its own wait retired "
+               "the wgmma)",
                (unsigned long long)op->seq, op->wg, same ? "B operand" : "A operand",
-               (unsigned long long)(same ? op->desc_b : op->desc_a));
-    op->verified = true;
+               (unsigned long long)(same ? op->desc_b : op->desc_a),
+               op->retired ? "of its warpgroup's last thread to retire it"
+                           : "that first retires it");
 }
 
 } // namespace
@@ -431,7 +437,11 @@ void wgmma_wait(int n, const char *file, int line) {
             op->waiters.push_back(t);
             block_current(wait_desc{wk_wgmma, op, 0, 0, file, line});
         }
-        if (!op->verified) verify(op);
+        /* the operands must be unchanged when the first thread learns the wgmma complete, and
+         * still when the last does: until then a thread of the warpgroup may still rely on them
+         * (a stage released for reuse before the releasing thread's own wait shows here) */
+        if (op->retired == 0 || op->retired == 127) verify(op);
+        op->retired++;
         const int regs = op->n / 2;
         float *d = op->d[i];
         bool superseded = false;

@@ -31,14 +31,17 @@ enum wg_mode {
     wg_mismatch,
     wg_outside,
     wg_no_refence,
+    wg_changed_before_last_wait,
 };
 
 /* One m64n16k16 wgmma with A and B K-major without swizzle (A at 0, B at 2048), used well
  * (wg_ok) or in one wrong way. out[t]: the thread's first accumulator. */
 __global__ void wgmma_misuse_kernel(int mode, float *out) {
     SL_DYNAMIC_SMEM_1024(uint16_t, smem);
+    __shared__ int past_wait; /* threads past their wait (wg_changed_before_last_wait) */
     const int t = threadIdx.x;
     for (int i = t; i < 2048; i += blockDim.x) smem[i] = 0x3f80; /* 1.0 */
+    if (t == 0) past_wait = 0;
     if (mode != wg_no_proxy_fence) sl_fence_proxy_async();
     __syncthreads();
     if (mode == wg_partial && t >= 96) return;
@@ -55,6 +58,10 @@ __global__ void wgmma_misuse_kernel(int mode, float *out) {
     sl_wgmma_commit();
     if (mode == wg_no_wait) return;
     sl_wgmma_wait<0>();
+    /* the first thread past its wait changes an operand (as a stage released before the other
+     * threads' waits and refilled would): their waits come a pass later */
+    if (mode == wg_changed_before_last_wait && atomicAdd(&past_wait, 1) == 0)
+        smem[1024 + 7] = 0x4000;
     if (mode == wg_no_refence) { /* a second wgmma after the wait, without a new fence */
         sl_wgmma_bf16_ss<16, 0, 0>(d, da, db, 1);
         sl_wgmma_commit();
@@ -226,7 +233,8 @@ static int run_case(const std::string &c) {
                                      "wg_partial",
                                      "wg_mismatch",
                                      "wg_outside",
-                                     "wg_no_refence"};
+                                     "wg_no_refence",
+                                     "wg_changed_before_last_wait"};
     for (int m = 0; m < (int)(sizeof wg / sizeof *wg); m++)
         if (c == wg[m]) SL_LAUNCH(wgmma_misuse_kernel, 1, 128, 4096, 0, m, f);
     if (c == "wg_small_block") SL_LAUNCH(wgmma_misuse_kernel, 1, 64, 4096, 0, (int)wg_ok, f);
@@ -363,6 +371,8 @@ int main(int argc, char **argv) {
     expect_fault(self, "wg_no_fence", "without a wgmma.fence");
     expect_fault(self, "wg_no_refence", "without a wgmma.fence");
     expect_fault(self, "wg_smem_changed", "changed between the issue and the wait");
+    expect_fault(self, "wg_changed_before_last_wait", "changed between the issue and the wait",
+                 "its warpgroup's last thread to retire it");
     expect_fault(self, "wg_no_proxy_fence", "no fence.proxy.async");
     expect_fault(self, "wg_partial", "deadlock", "issued by 96 of its 128 threads");
     expect_fault(self, "wg_mismatch", "differ from those of the warpgroup's first thread");
