@@ -231,6 +231,21 @@ struct tile_slots {
     }
 };
 
+/* A query tile's place (the forward and the dQ pass): the tile, its sequence b and its key tiles
+ * of BN, from jfirst (the one holding the tile's first document start) up to the causal
+ * diagonal, ntiles of them. */
+struct qspan {
+    sl_attn_tc::qtile t;
+    int b, jfirst, ntiles;
+};
+template <int BM, int BN> __device__ __forceinline__ qspan query_span(const args &a, int idx) {
+    qspan s;
+    s.t = sl_attn_tc::locate_qtile_at<BM>(a, idx, s.b);
+    s.jfirst = first_key_tile<BN>(a.seg, s.t.tok0, s.t.i0);
+    s.ntiles = (s.t.i0 + s.t.nq - s.jfirst + BN - 1) / BN;
+    return s;
+}
+
 /* SLUICE_ATTN_SM90_PERSISTENT: which of the query-tile kernels run as persistent blocks: unset,
  * "" or "0" none (the default until a GPU has measured them, docs/attention.md, "The query-tile
  * kernels' blocks kept resident"); "1" the forward and the dQ pass; "fwd" or "dq" that one. A bad

@@ -73,20 +73,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
 
-    /* A tile's place: the sequence b and its key tiles, from the one holding the tile's first
-     * document start (jt0, step 0) to the diagonal (step ntiles - 1). */
-    struct span {
-        sl_attn_tc::qtile t;
-        int b, jt0, ntiles;
-    };
-    auto span_of = [&](int idx) {
-        span s;
-        s.t = sl_attn_tc::locate_qtile_at<BM>(a, idx, s.b);
-        s.jt0 = first_key_tile<BN>(a.seg, s.t.tok0, s.t.i0);
-        s.ntiles = (s.t.i0 + s.t.nq - s.jt0 + BN - 1) / BN;
-        return s;
-    };
-
     const int wg = (int)(threadIdx.x / kWgThreads);
     if (wg == 0) { /* producer */
         sl_setmaxnreg_dec<L::producer_regs>();
@@ -96,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int it = 0;; it++) {
             if (PERSIST) slots.publish(it, idx); /* the tile (or the end) to the consumers */
             if (idx >= feed.total) break;
-            const span sp = span_of(idx);
+            const qspan sp = query_span<BM, BN>(a, idx);
             /* Q and dO once the previous tile's last S and dP have read them */
             if (PERSIST && it > 0) sl_mbar_wait(qd_empty, (uint32_t)((it - 1) & 1));
             sl_mbar_arrive_expect_tx(qd_full, 2 * L::q_bytes);
@@ -113,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 sl_mbar_arrive_expect_tx(&kv_full[s], 2 * L::kv_bytes);
                 for (int c = 0; c < D / 64; c++) {
                     const uint32_t off = s * L::kv_bytes + c * (BN * 128);
-                    const int j = sp.jt0 + n * BN;
+                    const int j = sp.jfirst + n * BN;
                     sl_tma_load_4d(smem + L::k + off, &tk, &kv_full[s], 64 * c, sp.t.kvh, j, sp.b);
                     sl_tma_load_4d(smem + L::v + off, &tv, &kv_full[s], 64 * c, sp.t.kvh, j, sp.b);
                 }
@@ -139,9 +125,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int it = 0;; it++) {
         if (PERSIST) idx = slots.take(it);
         if (idx >= feed.total) break;
-        const span sp = span_of(idx);
+        const qspan sp = query_span<BM, BN>(a, idx);
         const sl_attn_tc::qtile &t = sp.t;
-        const int jt0 = sp.jt0, ntiles = sp.ntiles; /* step n: keys jt0 + n BN .. */
+        const int jt0 = sp.jfirst, ntiles = sp.ntiles; /* step n: keys jt0 + n BN .. */
         float lse2[2], di[2];
         int qi[2], lo[2];
         SL_UNROLL

@@ -171,20 +171,9 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     }
     __syncthreads();
 
-    /* A tile's place: the sequence b, and its key tiles, from the causal diagonal (jlast, step
-     * 0) down to the first one the block's first document needs (jfirst, step ntiles - 1). */
-    struct span {
-        sl_attn_tc::qtile t;
-        int b, jlast, ntiles;
-    };
-    auto span_of = [&](int idx) {
-        span s;
-        s.t = sl_attn_tc::locate_qtile_at<BM>(a, idx, s.b);
-        const int jfirst = first_key_tile<BN>(a.seg, s.t.tok0, s.t.i0);
-        s.ntiles = (s.t.i0 + s.t.nq - jfirst + BN - 1) / BN;
-        s.jlast = jfirst + (s.ntiles - 1) * BN;
-        return s;
-    };
+    /* A tile's key tiles run from the causal diagonal (jlast, step 0) down to the first one the
+     * tile's first document needs (jfirst, step ntiles - 1). */
+    auto jlast_of = [](const qspan &sp) { return sp.jfirst + (sp.ntiles - 1) * BN; };
 
     if (wg == 0) { /* producer */
         sl_setmaxnreg_dec<L::producer_regs>();
@@ -192,7 +181,8 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
         sl_tma_prefetch(&tk);
         sl_tma_prefetch(&tv);
         /* the tile's rows of Q (or of the gate) as [D / 64 chunks][BM rows][64] */
-        auto load_rows = [&](const span &sp, const CUtensorMap *map, uint32_t off, uint64_t *full) {
+        auto load_rows = [&](const qspan &sp, const CUtensorMap *map, uint32_t off,
+                             uint64_t *full) {
             sl_mbar_arrive_expect_tx(full, L::q_bytes);
             for (int half = 0; half < NC; half++)
                 for (int c = 0; c < D / 64; c++)
@@ -205,7 +195,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
         uint32_t s = 0, ph = 0;
         bool wrapped = false;
         /* key (or value) tile j into stage s */
-        auto load = [&](int j, const span &sp, uint64_t *full, uint64_t *empty,
+        auto load = [&](int j, const qspan &sp, uint64_t *full, uint64_t *empty,
                         const CUtensorMap *map, uint32_t off) {
             if (wrapped) sl_mbar_wait(&empty[s], ph ^ 1);
             sl_mbar_arrive_expect_tx(&full[s], L::kv_bytes);
@@ -217,7 +207,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
         for (int it = 0;; it++) {
             if (PERSIST) slots.publish(it, idx); /* the tile (or the end) to the consumers */
             if (idx >= feed.total) break;
-            const span sp = span_of(idx);
+            const qspan sp = query_span<BM, BN>(a, idx);
             /* Q once the previous tile's last S has read it */
             if (PERSIST && it > 0) sl_mbar_wait(q_empty, (uint32_t)((it - 1) & 1));
             load_rows(sp, &tq, L::q, q_full);
@@ -227,8 +217,8 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
              * shared memory instead of waiting on 2 bytes per element from global memory */
             const int gate_step = PERSIST ? (sp.ntiles < ST ? sp.ntiles : ST) - 1 : 0;
             for (int n = 0; n < sp.ntiles; n++) {
-                load(sp.jlast - n * BN, sp, k_full, k_empty, &tk, L::k);
-                load(sp.jlast - n * BN, sp, v_full, v_empty, &tv, L::v);
+                load(jlast_of(sp) - n * BN, sp, k_full, k_empty, &tk, L::k);
+                load(jlast_of(sp) - n * BN, sp, v_full, v_empty, &tv, L::v);
                 if (++s == ST) s = 0, ph ^= 1, wrapped = true;
                 if (n == gate_step && a.gate == 2) {
                     if (PERSIST && it > 0) sl_mbar_wait(g_empty, (uint32_t)((it - 1) & 1));
@@ -260,9 +250,9 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     for (int it = 0;; it++) {
         if (PERSIST) idx = slots.take(it);
         if (idx >= feed.total) break;
-        const span sp = span_of(idx);
+        const qspan sp = query_span<BM, BN>(a, idx);
         const sl_attn_tc::qtile &t = sp.t;
-        const int ntiles = sp.ntiles, jlast = sp.jlast; /* step n works on key tile jlast - n BN */
+        const int ntiles = sp.ntiles, jlast = jlast_of(sp); /* step n: key tile jlast - n BN */
         int row[2], lo[2];
         float m[2], l[2], alpha[2];
         SL_UNROLL

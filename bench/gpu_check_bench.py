@@ -4,7 +4,6 @@ baselines; each records its result (gpu_check_core.record)."""
 import json
 import os
 import re
-import shutil
 
 import gpu_check_core as C
 from gpu_check_core import RESULTS, last_json, record, run, torch_cuda, torch_env
@@ -113,20 +112,6 @@ def part_attn_dq_overlap(L, budget, S):
                               ("0", "1"), S["attn_pp"], "attn_bench_dq_overlap%s_%d.out", "dq_overlap")
 
 
-def find_ncu(L):
-    """Nsight Compute's command line (--ncu, else PATH, $CUDA_HOME/bin, /usr/local/cuda/bin), or
-    None with the reason."""
-    if C.ARGS.ncu:
-        return C.ARGS.ncu, None
-    if L.emulated:
-        return None, "the emulated build has no GPU to profile (--ncu runs one anyway)"
-    for d in [None, os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin"), "/usr/local/cuda/bin"]:
-        p = shutil.which("ncu", path=d) if d else shutil.which("ncu")
-        if p:
-            return p, None
-    return None, "ncu (Nsight Compute) not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
-
-
 def part_attn_kernels(L, budget, S):
     """Each Hopper attention kernel's own time under Nsight Compute (gpu__time_duration, clocks
     not locked), one forward and backward per shape: the forward, the backward's prep, dK/dV,
@@ -135,7 +120,7 @@ def part_attn_kernels(L, budget, S):
     part, log = "attn_kernels", os.path.join(C.LOGS, "attn_kernels.log")
     if not os.path.exists(L.attn_bench):
         return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
-    ncu, why = find_ncu(L)
+    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
     if not ncu:
         return record(part, "SKIP", 0, why)
     notes, rows, sec = [], [], 0.0

@@ -4,7 +4,6 @@ memcheck and racecheck) and the profiled training steps; each records its result
 import json
 import os
 import re
-import shutil
 import threading
 import time
 
@@ -86,15 +85,7 @@ def part_tests(L, budget):
 
 
 def find_sanitizer(L):
-    if C.ARGS.sanitizer:
-        return C.ARGS.sanitizer, None
-    if L.emulated:
-        return None, "the emulated build has no GPU to check (--sanitizer runs one anyway)"
-    for d in [None, os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin"), "/usr/local/cuda/bin"]:
-        p = shutil.which("compute-sanitizer", path=d) if d else shutil.which("compute-sanitizer")
-        if p:
-            return p, None
-    return None, "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
+    return C.find_cuda_tool("compute-sanitizer", C.ARGS.sanitizer, L.emulated, "check")
 
 
 def sanitized(L, part, tool, runs, budget):

@@ -98,6 +98,21 @@ def wanted(part):
     return part not in ARGS.skip.split(",")
 
 
+def find_cuda_tool(name, given, emulated, what):
+    """A CUDA toolkit program: `given` (its command-line option) if set, else `name` on PATH, in
+    $CUDA_HOME/bin or /usr/local/cuda/bin; None with the reason where there is none, or on the
+    emulated build (no GPU for it; the option runs one anyway)."""
+    if given:
+        return given, None
+    if emulated:
+        return None, "the emulated build has no GPU to %s (the option runs one anyway)" % what
+    for d in [None, os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin"), "/usr/local/cuda/bin"]:
+        p = shutil.which(name, path=d) if d else shutil.which(name)
+        if p:
+            return p, None
+    return None, "%s not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)" % name
+
+
 def part_budget(part):
     """The part's budget, cut to what the deadline leaves; None when too little is left."""
     b = min(BUDGETS[part], left() - 5)
