@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
     float o[D / 2], sacc[BN / 2];
     uint32_t pa[BN / 16][4];
     turn::start(c);
-    uint32_t kv = 0; /* as the producer's */
+    uint32_t kv = 0; /* key tiles of the block's earlier query tiles: the ring's position */
     int idx = (int)blockIdx.x;
     for (int it = 0;; it++) {
         if (PERSIST) idx = slots.take(it);
