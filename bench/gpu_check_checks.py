@@ -89,18 +89,21 @@ def find_sanitizer(L):
 
 
 def sanitized(L, part, tool, runs, budget):
+    """Runs each (label, argv) or (label, argv, extra environment) of `runs` under the
+    sanitizer's `tool`, one log each, and records the part."""
     san, why = find_sanitizer(L)
     if not san:
         return record(part, "SKIP", 0, why)
     start, notes, status = time.time(), [], "PASS"
-    for label, argv in runs:
+    for label, argv, *env in runs:
         remaining = budget - (time.time() - start)
         if remaining < 5:
             status, notes = "TIMEOUT", notes + ["%s: no time left" % label]
             break
         log = os.path.join(C.LOGS, "%s_%s.log" % (part, label))
         extra = ["--racecheck-report", "all"] if tool == "racecheck" else []
-        rc, _ = run([san, "--tool", tool, "--print-limit", "200"] + extra + argv, remaining, log)
+        rc, _ = run([san, "--tool", tool, "--print-limit", "200"] + extra + argv, remaining, log,
+                    env=dict(os.environ, **env[0]) if env else None)
         text = open(log, errors="replace").read()
         errors, probes, warnings, vendor = sanitizer_report(text, tool)
         n = "%s: %d error(s)" % (label, len(errors))
@@ -139,6 +142,10 @@ def part_racecheck_attention(L, budget, S):
         runs = [(n, [os.path.join(L.build, "tests", n)]) for n in ("test_attention_tc", "test_attention_cuda")]
         # the Hopper kernel (TMA, mbarriers, wgmma); test_attention_tc skips it (77) elsewhere
         runs.append(("test_attention_sm90", [tc, "deterministic", "sm90"]))
+    # the Hopper kernel's opt-in forms (persistent blocks, the dQ pass's GEMMs back to back) at a
+    # shape with several query tiles per block (the tests' shapes give each block one on a GPU)
+    runs.append(("sm90_optins", [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"]
+                 + S["race_optins"], {"SLUICE_ATTN_SM90_PERSISTENT": "1", "SLUICE_ATTN_SM90_DQ_OVERLAP": "1"}))
     sanitized(L, "racecheck_attention", "racecheck", runs, budget)
 
 

@@ -20,7 +20,7 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "attn_bench_fwd192",
          "attn_bench_pingpong", "attn_bench_persistent", "attn_bench_dq_overlap", "attn_kernels",
          "expert_gemm", "expert_gemm_ablate", "adamw", "torch_titan", "torch_hf", "attn_long"]
-BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 90,
+BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 120,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75,
            "profile_nosplitk": 75, "profile_noswiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_pingpong": 60,
@@ -206,7 +206,9 @@ def shapes(L):
                     gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"],
                     gemm_ablate=["--rows", "150", "--experts", "3", "--hidden", "136", "--ffn", "72",
                                  "--reps", "1"],
-                    adamw=["--params", "4099", "--reps", "1"])
+                    adamw=["--params", "4099", "--reps", "1"],
+                    race_optins=["--seq", "300", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
+                                 "--iters", "1", "--warmup", "0"])
     cfg = ARGS.config or os.path.join(L.configs, "qwen-gated-15a2b.json")
     common = ["--seq", "4096", "--peak-reps", "11", "--init", "fast"]
     if ARGS.layers:
@@ -224,7 +226,8 @@ def shapes(L):
                 attn_kernels=[["--seq", seq, "--head-dim", d, "--iters", "1", "--warmup", "0"]
                               for d in ("128", "64") for seq in ("4096", "32768")],
                 attn_long=(["--seq", "131072"], ["128", "64"], "32", ["--iters", "3", "--warmup", "1"]),
-                gemm=[], gemm_ablate=["--rows", "256,2048", "--reps", "5"], adamw=[])
+                gemm=[], gemm_ablate=["--rows", "256,2048", "--reps", "5"], adamw=[],
+                race_optins=["--seq", "2048", "--head-dim", "128", "--iters", "1", "--warmup", "0"])
 
 
 def torch_env():

@@ -137,6 +137,7 @@ while [ $# -gt 0 ]; do
 done
 echo "========= COMPUTE-SANITIZER"
 echo "stand-in: kernel filter '$filter'"
+echo "stand-in: SLUICE_ATTN_SM90_PERSISTENT='${SLUICE_ATTN_SM90_PERSISTENT:-}'"
 hazard() {
     echo "========= Error: Potential WAR hazard detected at __shared__ 0x1034428 in block (1,39,0) :"
     echo "=========     Read Thread (255,0,0) at $1+0x9b0"
@@ -214,6 +215,10 @@ if "24 NCCL start-up probe report(s) filtered" not in parts.get("memcheck", {}).
 rs = parts.get("racecheck_step", {}).get("note", "")
 if "1 report(s) in vendor kernels" not in rs or "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT: 1" not in rs:
     bad.append("racecheck_step does not name the hazard in cuBLAS's kernel apart: " + rs)
+olog = open(os.path.join(out, "logs", "racecheck_attention_sm90_optins.log")).read()
+if "stand-in: SLUICE_ATTN_SM90_PERSISTENT='1'" not in olog or "sm90_optins: 0 error(s)" not in parts.get(
+        "racecheck_attention", {}).get("note", ""):
+    bad.append("racecheck_attention: the Hopper kernel's opt-ins were not run with their variables set")
 rlog = open(os.path.join(out, "logs", "racecheck_step_step.log")).read()
 if "stand-in: kernel filter ''" not in rlog:
     bad.append("racecheck_step passed a kernel filter (it broke compute-sanitizer on the H200)")
