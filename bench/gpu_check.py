@@ -20,11 +20,11 @@ cut:
                        2 layers, seq 1024 (gpu_train_bench: one process, no NCCL); reports of
                        NCCL's own start-up probes (cudaErrorNoKernelImageForDevice from
                        ncclInitKernelsForDevice) would be filtered out
-  racecheck_attention  compute-sanitizer racecheck on the attention kernels' tests
-                       (test_attention_tc: tensor cores; test_attention_cuda: SIMT; the Hopper
-                       kernel through test_attention_tc deterministic sm90, skipped before 9.x),
-                       then attn_bench --kernel sm90 at S 2048 with SLUICE_ATTN_SM90_PERSISTENT=1
-                       and SLUICE_ATTN_SM90_DQ_OVERLAP=1 (several query tiles per block)
+  racecheck_attention  compute-sanitizer racecheck on the attention kernels: the Hopper kernel
+                       through test_attention_tc deterministic sm90 (skipped before 9.x), then
+                       attn_bench --kernel sm90 at S 2048 with SLUICE_ATTN_SM90_PERSISTENT=1 and
+                       SLUICE_ATTN_SM90_DQ_OVERLAP=1 (several query tiles per block), then
+                       test_attention_tc (tensor cores) and test_attention_cuda (SIMT)
   racecheck_expert_gemm  racecheck on bench/expert_gemm_bench --check (every strategy, the
                        Hopper kernel included, at small shapes)
   racecheck_step       racecheck on one training step of the 15A2B shape, 2 layers, seq 512
