@@ -191,7 +191,7 @@ __device__ __forceinline__ void store_rows(uint8_t *region, int bar, const CUten
 /* A block's query tiles (the forward and the dQ pass). Without PERSIST, one: tile blockIdx.x of
  * locate_qtile's order. With it, a block per SM walks tiles until none is left: its first is
  * blockIdx.x, each further one the next number of a counter in global memory (zeroed before
- * the launch, persistent_grid) plus gridDim.x, so that the blocks take the tiles longest first,
+ * the launch, query_tile_grid) plus gridDim.x, so that the blocks take the tiles longest first,
  * each as it becomes free, as the hardware hands out the blocks of the plain grid. A number of
  * `total` or more ends the block. Which block computes a tile does not change its results. */
 template <bool PERSIST> struct tile_feed {

@@ -216,9 +216,10 @@ __global__ void __launch_bounds__(fwd_layout<D, NC, PERSIST>::threads, 1)
              * which the ring's first tiles need not wait for): the epilogue reads it from
              * shared memory instead of waiting on 2 bytes per element from global memory */
             const int gate_step = PERSIST ? (sp.ntiles < ST ? sp.ntiles : ST) - 1 : 0;
+            const int jlast = jlast_of(sp);
             for (int n = 0; n < sp.ntiles; n++) {
-                load(jlast_of(sp) - n * BN, sp, k_full, k_empty, &tk, L::k);
-                load(jlast_of(sp) - n * BN, sp, v_full, v_empty, &tv, L::v);
+                load(jlast - n * BN, sp, k_full, k_empty, &tk, L::k);
+                load(jlast - n * BN, sp, v_full, v_empty, &tv, L::v);
                 if (++s == ST) s = 0, ph ^= 1, wrapped = true;
                 if (n == gate_step && a.gate == 2) {
                     if (PERSIST && it > 0) sl_mbar_wait(g_empty, (uint32_t)((it - 1) & 1));

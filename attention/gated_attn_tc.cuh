@@ -187,9 +187,11 @@ template <int BR = kBr> __device__ __forceinline__ qtile locate_qtile(const args
     t.nq = a.seq - t.i0 < BR ? a.seq - t.i0 : BR;
     return t;
 }
-/* Tile `index` of that order, for a persistent block taking tiles from a counter (the Hopper
- * forward): 32-bit divisions (the launcher checks that the tiles' count fits an int), which
- * its producer's few registers hold where the 64-bit ones spilled; b: the tile's sequence. */
+/* Tile `index` of that order, for the Hopper kernels' blocks (a persistent one takes numbers
+ * from a counter): 32-bit divisions (the launcher checks that the tiles' count fits an int),
+ * which the persistent producer's few registers hold where the 64-bit ones spilled; b: the
+ * tile's sequence. locate_qtile keeps its 64-bit form: built on this one, the mma.sync
+ * forward at head dim 64 took 161 registers instead of 131 on sm_80 (nvcc 13.0, 2026-11-27). */
 template <int BR>
 __device__ __forceinline__ qtile locate_qtile_at(const args &a, int index, int &b) {
     qtile t;
