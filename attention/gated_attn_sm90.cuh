@@ -45,9 +45,12 @@ using sl_attn_tc::sigmoid;
 constexpr int kWgThreads = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWgThreads;
 constexpr int kRows = 64; /* the M of every wgmma: one consumer warpgroup's rows */
 constexpr int kConsumerThreads = kConsumers * kWgThreads;
-/* setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers (one block per SM);
- * the producer only runs a loop of TMA issues, the consumers hold the accumulators. */
+/* setmaxnreg: 128 x 24 + 256 x 240 = 64,512, the block's 384 x 168 registers at launch (one
+ * block per SM; sl_setmaxnreg_fits); the producer only runs a loop of TMA issues, the
+ * consumers hold the accumulators. */
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert(sl_setmaxnreg_fits(kWgThreads, kProducerRegs, kConsumerThreads, kConsumerRegs),
+              "setmaxnreg: the warpgroups' registers exceed the block's");
 
 /* Named barriers (id 0 is __syncthreads): the ping-pong turn of consumer c is kBarTurn + c
  * (256 threads: c's bar.sync, the other consumer's bar.arrive), the epilogue barrier of

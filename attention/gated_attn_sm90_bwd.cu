@@ -49,6 +49,8 @@ using namespace sl_attn_sm90;
 /* The producer runs an index loop and the stats warp's loads: 40 registers (FlashAttention-3's
  * figure for a producer that does more than issue TMA), the consumers get 232. */
 constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
+static_assert(sl_setmaxnreg_fits(kWgThreads, kBwdProducerRegs, kConsumerThreads, kBwdConsumerRegs),
+              "setmaxnreg: the warpgroups' registers exceed the block's");
 
 template <int D, bool FUSED, int BM_> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32

@@ -29,10 +29,12 @@ template <int D, bool PERSIST = false, bool OVL = false> struct dq_layout {
     /* OVL: a stage is released a step later (dq_overlap), so the ring holds one more */
     static constexpr int BM = kConsumers * kRows, BN = 64, ST = OVL ? 3 : 2;
     /* the persistent producer's loop state beside the tile's coordinates: 32 registers (the
-     * forward's), the SM's last 1,024 */
+     * forward's), paid for by the consumers at 232 (sl_setmaxnreg_fits: 128 x 32 + 256 x 232 =
+     * the block's 384 x 168) */
     static constexpr int producer_regs = PERSIST ? 32 : kProducerRegs;
-    static_assert(kWgThreads * producer_regs + kConsumerThreads * kConsumerRegs <= 65536,
-                  "setmaxnreg: the warpgroups' registers exceed the SM's");
+    static constexpr int consumer_regs = PERSIST ? 232 : kConsumerRegs;
+    static_assert(sl_setmaxnreg_fits(kWgThreads, producer_regs, kConsumerThreads, consumer_regs),
+                  "setmaxnreg: the warpgroups' registers exceed the block's");
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
     /* stage (PERSIST): the epilogue's rows of dq, as Q, so that Q's and dO's buffers are free
      * for the next tile once the tile's last S and dP have retired */
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     /* consumer c: query rows i0 + 64 c .. i0 + 64 c + 63 of each of the block's tiles;
      * statistics in registers */
-    sl_setmaxnreg_inc<kConsumerRegs>();
+    sl_setmaxnreg_inc<L::consumer_regs>();
     const int c = wg - 1;
     const lane_pos p = lane_of();
     const float c2 = a.scale * kLog2e;

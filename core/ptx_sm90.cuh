@@ -108,6 +108,26 @@ enum sl_swizzle : int {
     type *name = (type *)sl_dynamic_smem_1024_
 #endif
 
+/* ---- setmaxnreg's register pool ------------------------------------------------------------ */
+
+/* The registers per thread a block of `threads` holds from its launch with one block per SM
+ * (__launch_bounds__(threads, 1)): the SM's 65,536 over the threads, at most 255, in the
+ * allocation unit of 8 (ptxas gave 168 at 384 threads, 128 at 512: docs/cuda-resources.md). */
+constexpr int sl_launch_regs(int threads) {
+    return (65536 / threads < 255 ? 65536 / threads : 255) / 8 * 8;
+}
+/* Whether warp roles fit that allocation: `producer_threads` at `producer_regs` after their
+ * setmaxnreg.dec and `consumer_threads` at `consumer_regs` after their .inc. An .inc takes
+ * registers only from those the block's .dec released, never from the rest of the SM, and
+ * waits until they are there: a split over the launch's total hangs the block for ever. (An
+ * H200 did, 2026-11-27: 128 x 32 + 256 x 240 = 65,536 of a block's 384 x 168 = 64,512.) */
+constexpr bool sl_setmaxnreg_fits(int producer_threads, int producer_regs, int consumer_threads,
+                                  int consumer_regs) {
+    return producer_threads * producer_regs + consumer_threads * consumer_regs <=
+           (producer_threads + consumer_threads) *
+               sl_launch_regs(producer_threads + consumer_threads);
+}
+
 /* ---- host: tensor maps ------------------------------------------------------------------ */
 
 /* The driver's cuTensorMapEncodeTiled, looked up once through the runtime

@@ -27,6 +27,8 @@ constexpr int kWg = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWg,
 constexpr int BM = 128, BK = 64; /* block tile rows (2 x 64), reduction chunk */
 constexpr int kMaxGroups = 1024;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+static_assert(sl_setmaxnreg_fits(kWg, kProducerRegs, kConsumerThreads, kConsumerRegs),
+              "setmaxnreg: the warpgroups' registers exceed the block's");
 /* named barriers: both consumers (256 threads); consumer c's warpgroup alone, kBarWg + c */
 enum : int { kBarPair = 1, kBarWg = 2 };
 

@@ -97,10 +97,11 @@ void ptx_block_start(unsigned nthreads);
 
 /* ---- blocking waits (simt_sync.cc, simt.cc), for the Hopper instructions (sm90*.cc) ---- */
 /* What a blocked thread waits for: the deadlock report asks describe_wait() to say it. */
-enum wait_kind : int { wk_mbarrier, wk_named_barrier, wk_wgmma };
+enum wait_kind : int { wk_mbarrier, wk_named_barrier, wk_wgmma, wk_setmaxnreg };
 struct wait_desc {
     int kind;
-    const void *obj; /* the mbarrier, the named barrier's state, the wgmma operation */
+    const void *obj; /* the mbarrier, the named barrier's state, the wgmma operation, the
+                      * warpgroup's registers */
     uint32_t a, b;   /* kind-specific: parity, id and count, ... */
     const char *file;
     int line;

@@ -66,6 +66,19 @@ uint64_t g_proxy_fences, g_init_fences;
 std::vector<unsigned char> g_shadow; /* dynamic shared memory as the async proxy saw it */
 std::vector<uint64_t> g_chunk_fences;
 std::vector<std::vector<int>> g_maxnreg; /* per thread: setmaxnreg counts, negative = dec */
+/* setmaxnreg's register pool (emu/README.md, "Hopper instructions"): each warpgroup holds the
+ * block's launch registers per thread until its setmaxnreg; a .dec returns registers to the
+ * block's pool, an .inc takes them from there only, and waits until they are there. */
+struct wg_regs {
+    unsigned wg;
+    int regs;                      /* per thread, now */
+    size_t applied;                /* setmaxnreg instructions the warpgroup has performed */
+    int pending;                   /* the count of an .inc that waits for registers, or 0 */
+    std::vector<unsigned> waiters; /* its threads blocked at that .inc */
+};
+std::vector<wg_regs> g_wg_regs;
+int64_t g_reg_pool; /* registers released by .dec and not yet taken */
+int g_launch_regs;  /* per thread at launch */
 /* Per thread: the last test_wait that returned false, to tell a probe from a spin. */
 struct spin_rec {
     const uint64_t *bar;
@@ -295,6 +308,19 @@ void named_barrier(int id, int count, bool wait, const char *file, int line) {
 
 /* ---- setmaxnreg ---------------------------------------------------------------------------- */
 
+/* Performs warpgroup w's pending .inc once the pool holds its registers; wakes its threads. */
+void grant_pending(wg_regs &w) {
+    const int64_t need = (int64_t)(w.pending - w.regs) * 128;
+    if (!w.pending || need > g_reg_pool) return;
+    g_reg_pool -= need;
+    w.regs = w.pending;
+    w.pending = 0;
+    w.applied++;
+    for (unsigned u : w.waiters) wake(u);
+    w.waiters.clear();
+    note_progress();
+}
+
 void setmaxnreg(int count, bool inc) {
     const char *who = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
     const unsigned t = current_thread(who);
@@ -305,7 +331,36 @@ void setmaxnreg(int count, bool inc) {
         faultf("%s: the thread is in warpgroup %u, which the block's %u threads do not fill "
                "(setmaxnreg is executed by all 128 threads of a warpgroup)",
                who, t / 128, g_nthreads);
+    const size_t k = g_maxnreg[t].size(); /* the thread's k-th setmaxnreg */
     g_maxnreg[t].push_back(inc ? count : -count);
+    wg_regs &w = g_wg_regs[t / 128];
+    if (k < w.applied)
+        return; /* its warpgroup has performed it (the sequences are compared at
+                 * the block's end) */
+    if (k == w.applied && !w.pending) {
+        /* The launch count is the most a block of this size can hold (ptxas may give fewer):
+         * a count at or above it asks for nothing, one below it releases nothing. */
+        if (!inc) {
+            if (count < w.regs) {
+                g_reg_pool += (int64_t)(w.regs - count) * 128;
+                w.regs = count;
+            }
+            w.applied++;
+            note_progress();
+            for (wg_regs &o : g_wg_regs) grant_pending(o);
+            return;
+        }
+        if (count <= w.regs) {
+            w.applied++;
+            return;
+        }
+        w.pending = count;
+        grant_pending(w);
+        if (!w.pending) return;
+    }
+    /* the warpgroup's .inc waits for registers: so does each of its threads that reaches it */
+    w.waiters.push_back(t);
+    block_current(wait_desc{wk_setmaxnreg, &w, (uint32_t)w.pending, 0, nullptr, 0});
 }
 
 /* ---- shared memory and the async proxy ------------------------------------------------------ */
@@ -389,6 +444,12 @@ void sm90_block_start(unsigned nthreads) {
     if (g_maxnreg.size() < nthreads) g_maxnreg.resize(nthreads);
     g_spin.assign(nthreads, spin_rec{nullptr, 0, 0});
     for (unsigned i = 0; i < nthreads; i++) g_maxnreg[i].clear();
+    /* a block of nthreads with one block per SM: the SM's 65,536 registers over the threads, at
+     * most 255, in units of 8 (sl_launch_regs in core/ptx_sm90.cuh) */
+    g_launch_regs = (int)std::min(65536u / std::max(nthreads, 1u), 255u) / 8 * 8;
+    g_reg_pool = 0;
+    g_wg_regs.assign((nthreads + 127) / 128, wg_regs{0, g_launch_regs, 0, 0, {}});
+    for (unsigned w = 0; w < g_wg_regs.size(); w++) g_wg_regs[w].wg = w;
     sm90::tma_block_start(nthreads);
     sm90::wgmma_block_start(nthreads);
 }
@@ -462,6 +523,16 @@ void describe_wait(const wait_desc &w, char *buf, size_t len) {
     case wk_wgmma:
         sm90::describe_wgmma_wait(w.obj, buf, len);
         return;
+    case wk_setmaxnreg: {
+        const wg_regs *r = (const wg_regs *)w.obj;
+        snprintf(buf, len,
+                 "setmaxnreg.inc %u in warpgroup %u: it needs %lld more registers (128 x %d -> "
+                 "%u) and the block's pool has %lld (an .inc takes only registers a .dec "
+                 "released; the block holds %d per thread from its launch)",
+                 w.a, r->wg, (long long)(w.a - r->regs) * 128, r->regs, w.a, (long long)g_reg_pool,
+                 g_launch_regs);
+        return;
+    }
     default:
         snprintf(buf, len, "an unknown wait");
     }

@@ -165,7 +165,17 @@ __global__ void tma_misuse_kernel(const __grid_constant__ CUtensorMap map,
 
 /* ---- named barriers and setmaxnreg ---------------------------------------------------------- */
 
-enum nb_mode { nb_ok, nb_deadlock, nb_partial_warp, nb_id0, mr_partial, mr_range, mr_block };
+enum nb_mode {
+    nb_ok,
+    nb_deadlock,
+    nb_partial_warp,
+    nb_id0,
+    mr_partial,
+    mr_range,
+    mr_block,
+    mr_pool_ok,
+    mr_pool_over
+};
 
 __global__ void sync_misuse_kernel(int mode, int *out) {
     const int t = threadIdx.x;
@@ -194,6 +204,19 @@ __global__ void sync_misuse_kernel(int mode, int *out) {
     case mr_block:
         sl_setmaxnreg_dec<40>(); /* launched with 96 threads: no whole warpgroup */
         break;
+    case mr_pool_ok: /* 384 threads hold 168 each: 128 x 24 + 256 x 240 = 384 x 168 */
+        if (t < 128)
+            sl_setmaxnreg_dec<24>();
+        else
+            sl_setmaxnreg_inc<240>();
+        break;
+    case mr_pool_over: /* 128 x 32 + 256 x 240 = 65,536 > 384 x 168: the second .inc waits for
+                        * ever (an H200 hung so, 2026-11-27) */
+        if (t < 128)
+            sl_setmaxnreg_dec<32>();
+        else
+            sl_setmaxnreg_inc<240>();
+        break;
     }
     out[t] = 1;
 }
@@ -218,7 +241,7 @@ static int run_case(const std::string &c) {
     int *n = nullptr;
     uint16_t *src = nullptr, *dst = nullptr, *out = nullptr;
     cudaMalloc((void **)&f, 256 * sizeof(float));
-    cudaMalloc((void **)&n, 256 * sizeof(int));
+    cudaMalloc((void **)&n, 384 * sizeof(int));
     cudaMalloc((void **)&src, 16 * 64 * 2);
     cudaMalloc((void **)&dst, 16 * 64 * 2);
     cudaMalloc((void **)&out, 16 * 64 * 2);
@@ -261,10 +284,16 @@ static int run_case(const std::string &c) {
                               o = tile_map(dst, 16, m == mb_store_ragged ? 60 : 64);
             SL_LAUNCH(tma_misuse_kernel, 1, 128, 4096 + 64, 0, in, o, m, out);
         }
-    static const char *const nb[] = {"nb_ok",      "nb_deadlock", "nb_partial_warp", "nb_id0",
-                                     "mr_partial", "mr_range",    "mr_block"};
+    static const char *const nb[] = {"nb_ok",    "nb_deadlock", "nb_partial_warp",
+                                     "nb_id0",   "mr_partial",  "mr_range",
+                                     "mr_block", "mr_pool_ok",  "mr_pool_over"};
     for (int m = 0; m < (int)(sizeof nb / sizeof *nb); m++)
-        if (c == nb[m]) SL_LAUNCH(sync_misuse_kernel, 1, m == mr_block ? 96 : 128, 0, 0, m, n);
+        if (c == nb[m])
+            SL_LAUNCH(sync_misuse_kernel, 1,
+                      m == mr_block     ? 96
+                      : m >= mr_pool_ok ? 384
+                                        : 128,
+                      0, 0, m, n);
     return cudaDeviceSynchronize() == cudaSuccess && emu_failures == 0 ? 0 : 3;
 }
 
@@ -404,5 +433,7 @@ int main(int argc, char **argv) {
     expect_fault(self, "mr_partial", "different setmaxnreg sequences");
     expect_fault(self, "mr_range", "multiple of 8 in 24..256");
     expect_fault(self, "mr_block", "do not fill");
+    expect_clean(self, "mr_pool_ok");
+    expect_fault(self, "mr_pool_over", "deadlock", "setmaxnreg.inc 240 in warpgroup");
     return emu_finish("test_emu_sm90");
 }
