@@ -55,14 +55,15 @@ using namespace sl_attn_sm90;
 template <int D, int NC, bool PERSIST = false> struct fwd_layout {
     static constexpr int BM = NC * kRows, BN = 128, ST = D == 64 ? 3 : 2;
     static constexpr int threads = (1 + NC) * kWgThreads, consumer_threads = NC * kWgThreads;
-    /* setmaxnreg: 128 x 24 + 256 x 240 (two consumers) or 384 x 160 (three): at most the SM's
-     * 65,536 registers with one block per SM. The persistent producer keeps its loop's state
-     * (the tile, the ring's position, the counter) beside the tile's coordinates: 32
-     * registers (ptxas spilled it at 24), the SM's last 1,024 */
+    /* setmaxnreg: within the block's launch registers (sl_setmaxnreg_fits), 384 x 168 =
+     * 64,512 with two consumers: 128 x 24 + 256 x 240; 512 x 128 = 65,536 with three: 128 x 24
+     * + 384 x 160. The persistent producer keeps its loop's state (the tile, the ring's
+     * position, the counter) beside the tile's coordinates: 32 registers (ptxas spilled it at
+     * 24), which two consumers pay for at 232 (128 x 32 + 256 x 232 = 64,512) */
     static constexpr int producer_regs = !PERSIST ? kProducerRegs : 32;
-    static constexpr int consumer_regs = NC == 2 ? kConsumerRegs : 160;
-    static_assert(kWgThreads * producer_regs + consumer_threads * consumer_regs <= 65536,
-                  "setmaxnreg: the warpgroups' registers exceed the SM's");
+    static constexpr int consumer_regs = NC == 3 ? 160 : PERSIST ? 232 : kConsumerRegs;
+    static_assert(sl_setmaxnreg_fits(kWgThreads, producer_regs, consumer_threads, consumer_regs),
+                  "setmaxnreg: the warpgroups' registers exceed the block's");
     /* named barriers: the turns of the NC consumers, then each consumer's epilogue */
     static constexpr int bar_turn = kBarTurn, bar_wg = kBarTurn + NC;
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
@@ -417,9 +418,10 @@ template <int D, int NC> void launch_fwd(void *ctx, const args &a, cudaStream_t 
  * D = 128, whose consumers need 240 registers; at D = 64 SLUICE_ATTN_SM90_FWD_BM = 128 or 192
  * (three consumers of 160 registers, FlashAttention-3's choice at that head dim: one more warp
  * per scheduler to issue while the others wait, and the K/V tiles and the block's fixed costs
- * shared by 1.5x the rows), unset, "" or "auto": kD64FwdBm. 128 until a GPU has measured 192
- * (docs/attention.md, "Three consumers at head dim 64"). Read at every forward. */
-constexpr int kD64FwdBm = 128;
+ * shared by 1.5x the rows), unset, "" or "auto": kD64FwdBm. 192 since an H200 measured it
+ * (2026-11-27, docs/attention.md, "Three consumers at head dim 64"): forward 311 -> 332
+ * TFLOP/s at S 4096 and 427 -> 495 at S 32768. Read at every forward. */
+constexpr int kD64FwdBm = 192;
 int fwd_bm(int d) {
     static const char *const values[3] = {"128", "192", "auto"};
     return d64_rows("SLUICE_ATTN_SM90_FWD_BM", values, d, 128, kD64FwdBm);

@@ -66,18 +66,18 @@ add_test(NAME test_attention_sm90_bm128
 set_tests_properties(test_attention_sm90_bm128 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_BM=128")
 sm90_env_refused(test_attention_sm90_bm_bad SLUICE_ATTN_SM90_BWD_BM 96 "64, 128 or auto")
-# The forward at head dim 64 with three consumer warpgroups (SLUICE_ATTN_SM90_FWD_BM=192: query
-# tiles of 192 rows, a ring of three turns, 512 threads): the same cases (their D = 64 ones
-# reach the 192-row kernel; D = 128 keeps 128 rows), deterministic; another value stops the
-# forward with a message naming the variable.
-add_test(NAME test_attention_sm90_fwd192 COMMAND test_attention_tc deterministic sm90)
-set_tests_properties(test_attention_sm90_fwd192 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_FWD_BM=192")
+# The forward at head dim 64 with two consumer warpgroups (SLUICE_ATTN_SM90_FWD_BM=128: query
+# tiles of 128 rows, 384 threads; the default there is 192 since 2026-11-27, which the other
+# tests run): the same cases (D = 128 has 128 rows either way), deterministic; another value
+# stops the forward with a message naming the variable.
+add_test(NAME test_attention_sm90_fwd128 COMMAND test_attention_tc deterministic sm90)
+set_tests_properties(test_attention_sm90_fwd128 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_FWD_BM=128")
 sm90_env_refused(test_attention_sm90_fwd_bm_bad SLUICE_ATTN_SM90_FWD_BM 256 "128, 192 or auto")
 # The forward and the dQ pass as persistent blocks (SLUICE_ATTN_SM90_PERSISTENT=1: a block per
 # SM taking query tiles from a counter, the next tile's Q (and dO) and keys loading under this
-# one's last steps and epilogue): the deterministic cases at 128 rows, then at 192 (head dim
-# 64), on an emulated device of 3 SMs (SLUICE_EMU_SMS), so that each block walks several tiles
+# one's last steps and epilogue): the deterministic cases at the default rows (192 at head dim
+# 64), then at 128, on an emulated device of 3 SMs (SLUICE_EMU_SMS), so that each block walks several tiles
 # of every case and the rings, the tile slots and the Q, dO and gate buffers change hands
 # between tiles; race-checked. Broken on purpose, each failed (2026-11-27): Q's buffer
 # released after a tile's first S instead of its last, or the producer not waiting for its
@@ -86,7 +86,7 @@ sm90_env_refused(test_attention_sm90_fwd_bm_bad SLUICE_ATTN_SM90_FWD_BM 256 "128
 # gate loaded before the epilogue's release. A value other than 0, 1, fwd or dq stops the run
 # with a message naming the variable.
 add_test(NAME test_attention_sm90_persistent
-         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_FWD_BM=192 $0 deterministic sm90"
+         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_FWD_BM=128 $0 deterministic sm90"
                  $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_persistent PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
