@@ -43,14 +43,21 @@ struct adamw_consts {
     float b1, b2, lr, wd, eps, gs, inv_bc1, inv_sqrt_bc2;
 };
 
+/* One element, each operation rounded on its own in the CPU twin's order (no contraction into
+ * fma): nvcc contracts a * b + c wherever it sees one, and how depends on the code around it,
+ * so the forms' loops gave different bits on an H200 (2026-11-27, test_cuda_kernels) although
+ * the emulator, whose host compiler contracts nothing here, agreed with itself. */
 __device__ __forceinline__ void adamw_elem(float &p, float g, float &m, float &v,
                                            const adamw_consts &k) {
-    const float gi = g * k.gs;
-    const float mi = k.b1 * m + (1.0f - k.b1) * gi;
-    const float vi = k.b2 * v + (1.0f - k.b2) * gi * gi;
+    const float gi = __fmul_rn(g, k.gs);
+    const float mi = __fadd_rn(__fmul_rn(k.b1, m), __fmul_rn(__fsub_rn(1.0f, k.b1), gi));
+    const float vi =
+        __fadd_rn(__fmul_rn(k.b2, v), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, k.b2), gi), gi));
     m = mi;
     v = vi;
-    p -= k.lr * ((mi * k.inv_bc1) / (sqrtf(vi) * k.inv_sqrt_bc2 + k.eps) + k.wd * p);
+    const float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), k.inv_sqrt_bc2), k.eps);
+    const float step = __fadd_rn(__fdiv_rn(__fmul_rn(mi, k.inv_bc1), den), __fmul_rn(k.wd, p));
+    p = __fsub_rn(p, __fmul_rn(k.lr, step));
 }
 
 /* Elements i0, i0 + stride, ... below n one at a time: the unaligned case and the tails. */
