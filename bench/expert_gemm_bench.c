@@ -66,7 +66,9 @@ static void usage(FILE *f) {
         "  --check     small shapes; the strategies' outputs must agree (exit 1 if not)\n"
         "  --ablate    the Hopper kernel's GEMMs (strategy wgmma) timed whole, without their\n"
         "              epilogue, without their loads and with neither: what each part costs\n"
-        "              where it does not overlap the rest (exit 1 if the kernel did not run)\n");
+        "              where it does not overlap the rest (exit 1 if the kernel did not run);\n"
+        "              the first projection with its activation fused (as\n"
+        "              SLUICE_EXPERT_GEMM_SWIGLU=1) beside it unfused\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -378,8 +380,8 @@ static int check(sl_backend *be, const opts *o) {
  * each strategy against the CPU backend (gu and h), and bitwise against the same strategy's
  * two ops (grouped_matmul, then swiglu_fwd over the routed rows): the fused epilogue of the
  * Hopper kernel must give what its plain GEMM and the activation kernel give. Where the plain
- * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so),
- * and with SLUICE_EXPERT_GEMM_SWIGLU=0 must not have. */
+ * GEMM ran on the Hopper kernel, the fused call must have run there too (its path says so)
+ * with SLUICE_EXPERT_GEMM_SWIGLU=1, and must not have by default or with 0. */
 static int check_swiglu(sl_backend *be, const opts *o) {
     sl_backend *cpu = cpu_backend();
     if (!cpu) return 1;
@@ -398,8 +400,8 @@ static int check_swiglu(sl_backend *be, const opts *o) {
     for (int s = 0; s < o->nstrategies; s++) {
         sl_cuda_expert_gemm_set_strategy(o->strategies[s]);
         sl_op_grouped_matmul(apart[0], L.x, L.wgu, k, L.e, true, 0.0f);
-        /* where the plain GEMM ran on the Hopper kernel, the fused one must too, unless
-         * SLUICE_EXPERT_GEMM_SWIGLU=0 turned the fusion off (then it must not) */
+        /* where the plain GEMM ran on the Hopper kernel, the fused one must too if
+         * SLUICE_EXPERT_GEMM_SWIGLU=1 turned the fusion on (else it must not) */
         const bool fuse = strcmp(sl_cuda_expert_gemm_last_path(), "wgmma") == 0 && fusion_on;
         sl_op_swiglu_fwd(apart[1], apart[0]);
         sl_op_grouped_matmul_swiglu(L.mid, L.gu, L.x, L.wgu, k, L.e);
@@ -477,6 +479,8 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* --ablate's "gate_up+SwiGLU" rows are the fused kernel's, whatever the default */
+    if (o.ablate) setenv("SLUICE_EXPERT_GEMM_SWIGLU", "1", 1);
     char err[512];
     sl_backend_params bp = {.threads = 0, .device = -1, .allow_nondeterministic = false};
     sl_backend *be = sl_backend_create("cuda", &bp, err, sizeof err);

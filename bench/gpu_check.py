@@ -45,9 +45,9 @@ cut:
   profile_nosplitk     the measured shape again with SLUICE_GEMM_SPLIT_K=off: the router's fp32
                        GEMMs as one cublasGemmEx each (profile splits their K where the output
                        has too few tiles for the SMs, core/gemm_split.h; unmeasured since)
-  profile_noswiglu     the measured shape again with SLUICE_EXPERT_GEMM_SWIGLU=0: the experts'
-                       activation as a kernel of its own after the first projection (profile
-                       runs it in the Hopper grouped GEMM's epilogue; unmeasured since)
+  profile_swiglu       the measured shape again with SLUICE_EXPERT_GEMM_SWIGLU=1: the experts'
+                       activation in the Hopper grouped GEMM's epilogue (profile runs it as a
+                       kernel of its own, measured faster on an H200 on 2026-11-27)
   attn_bench           attn_bench at the paper's shapes, kernels sm90, mma and cudnn in one process
                        (a kernel that cannot run here is skipped) (and attn_bench_torch.py when PyTorch
                        with CUDA imports)
@@ -255,10 +255,10 @@ def main():
         # the router's fp32 GEMMs without the K split (the default splits them; not yet measured)
         ("profile_nosplitk", part_profile, S, "profile_nosplitk", "measured",
          "measured shape, no K split", {"SLUICE_GEMM_SPLIT_K": "off"}),
-        # the experts' activation as its own kernel (the default fuses it into the first
-        # projection's epilogue on Hopper; not yet measured)
-        ("profile_noswiglu", part_profile, S, "profile_noswiglu", "measured",
-         "measured shape, SwiGLU not fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "0"}),
+        # the experts' activation in the first projection's epilogue (opt-in: the default's
+        # separate kernel measured faster, 2026-11-27)
+        ("profile_swiglu", part_profile, S, "profile_swiglu", "measured",
+         "measured shape, SwiGLU fused", {"SLUICE_EXPERT_GEMM_SWIGLU": "1"}),
         ("attn_bench", part_attn, S),
         # each attention kernel's own time (Nsight Compute): the backward's passes apart
         ("attn_kernels", part_attn_kernels, S),

@@ -23,13 +23,15 @@ void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *d
                                     const sl_tensor *dy2, const sl_tensor *x2,
                                     const sl_group_counts *counts2, int groups, float beta,
                                     sl_tensor *sumsq);
-/* One launch where the Hopper kernel applies and SLUICE_EXPERT_GEMM_SWIGLU is not 0
+/* One launch where the Hopper kernel applies and SLUICE_EXPERT_GEMM_SWIGLU is 1
  * (moe/grouped_matmul_sm90.h); else sl_cuda_grouped_matmul and sl_cuda_swiglu_fwd. */
 void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                    const sl_tensor *b, const sl_group_counts *counts, int groups);
 /* Whether the first projection and the activation run as one kernel where the Hopper kernel
- * applies: SLUICE_EXPERT_GEMM_SWIGLU=0 runs them as two (for measuring the fusion), 1 or unset
- * as one; another value stops the run naming the variable. Read once. */
+ * applies: SLUICE_EXPERT_GEMM_SWIGLU=1 runs them as one, 0 or unset as two; another value stops
+ * the run naming the variable. Read once. Two by default since an H200 measured them faster
+ * (2026-11-27, 4 x 1 x 4096: the row "expert GEMMs fwd" 22.06 ms per step with the separate
+ * activation kernel, 23.55 fused; the step 295.5 against 296.5 ms; docs/performance.md). */
 bool sl_cuda_expert_gemm_swiglu_fused(void);
 
 /* How the expert GEMMs run (bench/expert_gemm_bench.c measures each; docs/performance.md):

@@ -18,12 +18,13 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_expert_gemm_bench_dw_reduce PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda"
                        ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_DW_REDUCE=1")
-  # ... and with the experts' activation outside the first projection's epilogue
-  # (SLUICE_EXPERT_GEMM_SWIGLU=0: check_swiglu requires the two-kernel path then)
-  add_test(NAME test_expert_gemm_bench_noswiglu COMMAND expert_gemm_bench --check)
-  set_tests_properties(test_expert_gemm_bench_noswiglu PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+  # ... and with the experts' activation in the first projection's epilogue
+  # (SLUICE_EXPERT_GEMM_SWIGLU=1, opt-in since 2026-11-27: check_swiglu requires the fused path
+  # where the plain GEMM ran on the Hopper kernel, and the two-kernel path by default)
+  add_test(NAME test_expert_gemm_bench_swiglu COMMAND expert_gemm_bench --check)
+  set_tests_properties(test_expert_gemm_bench_swiglu PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "moe;cuda"
-                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_SWIGLU=0")
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EXPERT_GEMM_SWIGLU=1")
   # --ablate (bench/expert_gemm_ablate.c): the Hopper kernel's GEMMs timed with parts left out;
   # under the emulator the timings mean nothing and its checks run: without the epilogue the
   # outputs keep their fill, with nothing left out again the forward gives its first result

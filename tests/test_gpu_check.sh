@@ -180,7 +180,7 @@ if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/m
 fi
 set +e
 "$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --ncu "$fake_ncu" --python "$py" \
-    --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_noswiglu >"$work/a.log" 2>&1
+    --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_swiglu >"$work/a.log" 2>&1
 rc=$?
 set -e
 cat "$work/a.log"
