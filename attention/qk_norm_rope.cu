@@ -17,13 +17,13 @@
  * per-warp fp32 row in shared memory, then rotates from there (the rotate-half partner of column
  * j is column j +- rot/2, another lane's) and stores. The gate part of qall is copied on the way.
  *
- * Backward: each block owns a contiguous run of tokens (at most 512 blocks, so the number of
+ * Backward: each block owns a contiguous run of tokens (at most 1,024 blocks, so the number of
  * partial weight-gradient rows depends only on T: the same bits on any GPU). Per head row a warp
  * rotates dq back into its shared fp32 row, takes the norm's dot product over the row, and writes
  * dx = r (g w - xh mean(g w xh)) into dqall (or dk_pre); each lane adds g xh of its columns to
  * the warp's own fp32 dw rows in shared memory (one for q, one for k). At the end the warps' rows
  * are summed in warp order into the block's partial rows, and a second kernel adds the partials
- * to dqw and dkw column by column in block order. No float atomics: deterministic.
+ * to dqw and dkw in a fixed order (k_qk_dw). No float atomics: deterministic.
  */
 #include "attention/kernels_cuda.h"
 #include "attention/rope_angle.cuh"
@@ -33,7 +33,13 @@
 namespace {
 
 constexpr int kFwdWarps = 8;
-constexpr int64_t kMaxParts = 512;
+/* The backward's blocks, at most: 1,024 of 256 threads fill an H200's 132 SMs in one wave (8
+ * per SM), so a block walks 4 tokens at 4,096; fewer blocks walked 8 tokens each, one after the
+ * other, with half the SMs' warp slots empty (an H200 measured the fused pair at about 1 TB/s
+ * of its bytes, 2026-11-27). */
+constexpr int64_t kMaxParts = 1024;
+/* k_qk_dw: row slices per block of 32 columns (a block of 32 x kDwSlices threads). */
+constexpr int kDwSlices = 16;
 
 /* A row of qall: its width (sl_qgate_width's, on the device; one expression for both kernels),
  * and below, where head h's queries start in it (core/ops.h's layouts). */
@@ -160,15 +166,29 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
     }
 }
 
-/* dw[j] += sum over b < nparts of part[b][which][j], in block order: one thread per column. */
+/* dw[j] += the sum over b < nparts of part[b][j] (j < 2 d: q's columns, then k's). A block takes
+ * 32 columns; its slice y adds the parts y, y + kDwSlices, ... in order, then thread y = 0 adds
+ * the slices in order: a fixed order for a given nparts (which depends only on T), so the same
+ * bits on any GPU. The first form, one thread per column walking all the parts, kept 256
+ * threads waiting on one load after another: about a third of the pair's time by a count. */
 template <typename TW>
-__global__ void k_qk_dw(TW *dqw, TW *dkw, const float *part, int nparts, int d) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= 2 * d) return;
+__global__ void __launch_bounds__(32 * kDwSlices)
+    k_qk_dw(TW *dqw, TW *dkw, const float *part, int nparts, int d) {
+    __shared__ float slice[kDwSlices][33];
+    const int x = threadIdx.x & 31, y = threadIdx.x >> 5;
+    const int j = blockIdx.x * 32 + x;
     float acc = 0.0f;
-    for (int b = 0; b < nparts; b++) acc += part[(int64_t)b * 2 * d + j];
+    if (j < 2 * d) {
+#pragma unroll 4
+        for (int b = y; b < nparts; b += kDwSlices) acc += part[(int64_t)b * 2 * d + j];
+    }
+    slice[y][x] = acc;
+    __syncthreads();
+    if (y != 0 || j >= 2 * d) return;
+    float sum = 0.0f;
+    for (int i = 0; i < kDwSlices; i++) sum += slice[i][x];
     TW *dw = j < d ? dqw + j : dkw + (j - d);
-    *dw = sl_st<TW>(sl_ld(*dw) + acc);
+    *dw = sl_st<TW>(sl_ld(*dw) + sum);
 }
 
 /* Warps of the backward's blocks: the shared fp32 rows (3 d per warp) stay within 48 KB. */
@@ -226,8 +246,8 @@ extern "C" void sl_cuda_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor 
     SL_CUDA_LAUNCHED("qk_norm_rope_bwd");
     const float *cpart = part;
     SL_DISPATCH_FLOAT(dqw->dtype, TW, {
-        SL_LAUNCH(k_qk_dw<TW>, sl_blocks(2 * (int64_t)d, 128), 128, 0, sl_cuda_stream(ctx),
-                  sl_ptr<TW>(dqw), sl_ptr<TW>(dkw), cpart, (int)nparts, d);
+        SL_LAUNCH(k_qk_dw<TW>, sl_blocks(2 * (int64_t)d, 32), 32 * kDwSlices, 0,
+                  sl_cuda_stream(ctx), sl_ptr<TW>(dqw), sl_ptr<TW>(dkw), cpart, (int)nparts, d);
     });
     SL_CUDA_LAUNCHED("qk_norm_rope_bwd");
 }
