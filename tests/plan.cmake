@@ -20,6 +20,12 @@ set_tests_properties(test_perf_model_counts PROPERTIES TIMEOUT 60 LABELS "plan;c
 # (bench/results/*.json: the shapes, measured step times and profile rows, with provenance).
 sluice_test(test_plan_measured SOURCES test_plan_measured.c LABELS core plan
             ARGS ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-26c.json)
+# The same against the steps of 2026-11-27 (b88c081's defaults: the experts' weight gradients
+# over pairs of micro-batches), with the rates of 2026-11-26.
+add_test(NAME test_plan_measured_1127
+         COMMAND test_plan_measured ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_SOURCE_DIR}/bench/results/h200-2026-11-27.json)
+set_tests_properties(test_plan_measured_1127 PROPERTIES TIMEOUT 60 LABELS "core;plan")
 # trainer/plan_rates.c's H200 rates against the stored bench outputs they were read from
 # (bench/results/h200-2026-11-26c/, bench/plan_rates.py check).
 add_test(NAME test_plan_rates_source
