@@ -6,7 +6,7 @@ profiles) and gpu_check_bench.py (the benchmarks), what they share in gpu_check_
 
 usage: bench/gpu_check.sh OUTDIR [--build DIR --src DIR] [--tiny] [--config PATH] [--layers N]
            [--python PY] [--sanitizer PATH] [--ncu PATH] [--tests REGEX] [--jobs N] [--test-timeout S]
-           [--only P,...] [--skip P,...] [--budget PART=S ...] [--deadline S]
+           [--only P,...] [--skip P,...] [--budget PART=S ...] [--deadline S] [--archive FILE]
 
 Parts, in this order (each with its own time budget; a part that would start past the deadline
 is skipped). --only also orders them: after doctor and the tests and sanitizer lanes, the parts
@@ -89,6 +89,11 @@ summary.txt and summary.json (every part with its status and duration, the tests
 profile, the ratios to PyTorch), logs/ (one log per part and per test) and each benchmark's
 JSON. Exit status 0 when no part failed or timed out, 1 otherwise, 2 bad usage.
 
+--archive FILE: at the end, OUTDIR as one xz tar (FILE, folder name OUTDIR's last component),
+without payload/ (the bundle's test programs unpacked there, hundreds of MB): what a device call
+brings back, where what returns is a few files of a few MB (the first call of 2026-11-27 lost
+its archive to the payload's size).
+
 --tiny: shapes for a CPU-emulated build (configs/tiny.json at 2 layers, seq 64): what CI runs
 to test this script (tests/test_gpu_check.sh). --build/--src: run from a build tree and its
 sources instead of a bundle (the manifest is made on the fly by launch/bundle_tests.py).
@@ -99,6 +104,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 
@@ -132,6 +138,8 @@ def parse_args():
     ap.add_argument("--skip", default="")
     ap.add_argument("--budget", action="append", default=[], metavar="PART=S")
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole check")
+    ap.add_argument("--archive", default="", metavar="FILE",
+                    help="OUTDIR without its unpacked test programs, as one .tar.xz, at the end")
     a = ap.parse_args()
     for lst in (a.only, a.skip):
         for p in filter(None, lst.split(",")):
@@ -288,5 +296,24 @@ def main():
     return summary(L, info)
 
 
+def archive(path):
+    """OUTDIR as an xz tar at path, without payload/ (the unpacked test programs)."""
+    top = os.path.basename(os.path.normpath(C.OUT))
+    skip = [os.path.join(top, "payload")]
+    inside = os.path.relpath(os.path.abspath(path), os.path.abspath(C.OUT))
+    if not inside.startswith(".."):  # the archive itself, when it is written into OUTDIR
+        skip.append(os.path.join(top, inside))
+
+    def keep(ti):
+        return None if any(ti.name == k or ti.name.startswith(k + "/") for k in skip) else ti
+
+    with tarfile.open(path, "w:xz") as tf:
+        tf.add(C.OUT, arcname=top, filter=keep)
+    say("archive: %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if C.ARGS.archive:
+        archive(C.ARGS.archive)
+    sys.exit(rc)

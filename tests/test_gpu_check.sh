@@ -11,7 +11,8 @@
 #      reports filtered out.
 #      Racecheck gets no kernel filter (--kernel-name-exclude broke compute-sanitizer on the
 #      H200) and the stand-in's hazard inside cuBLAS's nvjet kernel (as on the H200) is named,
-#      not a failure.
+#      not a failure. --archive writes the output folder as one .tar.xz without the unpacked
+#      test programs (payload/) or itself.
 #   B. From the build tree, parts that must fail: a test killed by its time limit (--test-timeout
 #      1), a memcheck that reports a real error (the stand-in adds an invalid write) and a
 #      racecheck that reports a hazard in a kernel of sluice's: all FAIL, exit status 1.
@@ -180,11 +181,25 @@ if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/m
 fi
 set +e
 "$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --ncu "$fake_ncu" --python "$py" \
-    --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_swiglu >"$work/a.log" 2>&1
+    --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_swiglu \
+    --archive "$work/a/a.tar.xz" >"$work/a.log" 2>&1
 rc=$?
 set -e
 cat "$work/a.log"
 [ "$rc" = 0 ] || { echo "FAIL: gpu_check exited $rc, expected 0"; exit 1; }
+# --archive: the output folder in one .tar.xz (written into it here), without the unpacked test
+# programs (payload/) and without itself
+"$py" - "$work/a/a.tar.xz" <<'PY'
+import os, sys, tarfile
+if not os.path.isdir(os.path.join(os.path.dirname(sys.argv[1]), "payload")):
+    sys.exit("FAIL: the bundle's run unpacked no payload/ to leave out")
+names = tarfile.open(sys.argv[1]).getnames()
+missing = [n for n in ("a/summary.txt", "a/summary.json", "a/logs") if n not in names]
+bad = [n for n in names if n.startswith("a/payload") or n == "a/a.tar.xz"]
+if missing or bad or not any(n.startswith("a/logs/") for n in names):
+    sys.exit("FAIL: --archive: missing %s, should not hold %s (%d names)" % (missing, bad[:3], len(names)))
+print("OK   --archive: %d names, no payload/" % len(names))
+PY
 "$py" - "$work/a" <<'PY'
 import json, os, sys
 out = sys.argv[1]
