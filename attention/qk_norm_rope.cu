@@ -18,7 +18,10 @@
  * j is column j +- rot/2, another lane's) and stores. The gate part of qall is copied on the way.
  *
  * Backward: each block owns a contiguous run of tokens (at most 512 blocks, so the number of
- * partial weight-gradient rows depends only on T: the same bits on any GPU). Per head row a warp
+ * partial weight-gradient rows depends only on T: the same bits on any GPU), taken in chunks of
+ * 8 tokens: the block computes a chunk's rotations together, then its warps share out the
+ * chunk's head rows with no barrier between tokens (a barrier per token kept every warp waiting
+ * for the one with the most rows, 5 of 36 where the others had 4). Per head row a warp
  * rotates dq back into its shared fp32 row, takes the norm's dot product over the row, and writes
  * dx = r (g w - xh mean(g w xh)) into dqall (or dk_pre); each lane adds g xh of its columns to
  * the warp's own fp32 dw rows in shared memory (one for q, one for k). At the end the warps' rows
@@ -108,9 +111,15 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
     }
 }
 
-/* Dynamic shared memory: cs, sn [half]; per warp one fp32 row [d] and its dw rows for q and k
- * [2][d]; the block's partial rows come from the warps' in warp order. Block b owns tokens
- * [b * tpb, (b + 1) * tpb); part [nparts][2][d]. */
+/* The backward's tokens per chunk: their rotations are computed together (by the whole block)
+ * and their head rows shared out among the warps with no barrier between tokens. */
+constexpr int kBwdChunk = 8;
+
+/* Dynamic shared memory: cs, sn [kBwdChunk][half]; per warp one fp32 row [d] and its dw rows for
+ * q and k [2][d]; the block's partial rows come from the warps' in warp order. Block b owns
+ * tokens [b * tpb, (b + 1) * tpb), in chunks of kBwdChunk: the chunk's rotation coefficients,
+ * a barrier, then head row i of the chunk (token i / (h + kv), head i % (h + kv)) to warp
+ * i % warps, then a barrier before the next chunk's coefficients. part [nparts][2][d]. */
 template <typename T>
 __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T *dk, const T *dg,
                          const T *qall, const T *k, const T *qw, const T *kw, const float *q_rstd,
@@ -119,16 +128,26 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
                          sl_gate_mode mode) {
     SL_DYNAMIC_SMEM(float, smem);
     const int warps = blockDim.x >> 5;
-    float *cs = smem, *sn = smem + half;
+    float *cs_all = smem, *sn_all = smem + kBwdChunk * half;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float *row = smem + 2 * half + warp * 3 * d;
+    float *row = smem + 2 * kBwdChunk * half + warp * 3 * d;
     float *dwq = row + d, *dwk = row + 2 * d;
     for (int j = lane; j < 2 * d; j += 32) dwq[j] = 0.0f; /* dwq and dwk, contiguous */
     const int64_t width = qall_width(mode, h, d);
+    const int rows = h + kv;
     const int64_t r0 = blockIdx.x * tpb, r1 = r0 + tpb < tokens ? r0 + tpb : tokens;
-    for (int64_t r = r0; r < r1; r++) {
-        token_coefs(cs, sn, pos[r], inv_freq, half, mscale, -1);
-        for (int hr = warp; hr < h + kv; hr += warps) {
+    for (int64_t c0 = r0; c0 < r1; c0 += kBwdChunk) {
+        const int n = (int)(r1 - c0 < kBwdChunk ? r1 - c0 : kBwdChunk);
+        for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+            const int tk = e / half, i = e % half;
+            sl_rope_coef(pos[c0 + tk], inv_freq[i], mscale, -1, &cs_all[tk * half + i],
+                         &sn_all[tk * half + i]);
+        }
+        __syncthreads();
+        for (int item = warp; item < n * rows; item += warps) {
+            const int64_t r = c0 + item / rows;
+            const int hr = item % rows;
+            const float *cs = cs_all + (item / rows) * half, *sn = sn_all + (item / rows) * half;
             const bool isq = hr < h;
             const int64_t xo = isq ? r * width + q_offset(mode, hr, d) : (r * kv + hr - h) * d;
             const int64_t go = isq ? (r * h + hr) * d : (r * kv + hr - h) * d;
@@ -152,15 +171,15 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
                 dx[j] = sl_st<T>(s * (gj * sl_ld(w[j]) - xh * mean));
                 dw[j] += gj * xh;
             }
-            __syncwarp(); /* the row is rewritten by the warp's next head */
+            __syncwarp(); /* the row is rewritten by the warp's next head row */
         }
-        __syncthreads(); /* cs, sn are rewritten for the next token */
+        __syncthreads(); /* cs, sn are rewritten for the next chunk */
     }
-    /* the block's partial rows: the warps' rows added in warp order (the last token's barrier
+    /* the block's partial rows: the warps' rows added in warp order (the last chunk's barrier
      * made every warp's rows visible) */
     for (int j = threadIdx.x; j < 2 * d; j += blockDim.x) {
         float acc = 0.0f;
-        for (int wi = 0; wi < warps; wi++) acc += smem[2 * half + wi * 3 * d + d + j];
+        for (int wi = 0; wi < warps; wi++) acc += smem[2 * kBwdChunk * half + wi * 3 * d + d + j];
         part[(int64_t)blockIdx.x * 2 * d + j] = acc;
     }
 }
@@ -190,9 +209,19 @@ __global__ void __launch_bounds__(32 * kDwSlices)
     *dw = sl_st<TW>(sl_ld(*dw) + sum);
 }
 
-/* Warps of the backward's blocks: the shared fp32 rows (3 d per warp) stay within 48 KB. */
-int bwd_warps(int d) {
-    return d <= 256 ? 8 : d <= 512 ? 4 : 2;
+/* The backward's shared memory with `warps` warps: a chunk's coefficients and each warp's three
+ * fp32 rows. */
+size_t bwd_smem(int d, int half, int warps) {
+    return sizeof(float) * (2 * (size_t)kBwdChunk * half + (size_t)warps * 3 * d);
+}
+/* Warps of the backward's blocks: 8, or fewer where the shared memory would pass 48 KB. */
+int bwd_warps(int d, int half) {
+    int warps = 8;
+    while (warps > 1 && bwd_smem(d, half, warps) > 48 * 1024) warps /= 2;
+    SL_CHECK(bwd_smem(d, half, warps) <= 48 * 1024,
+             "qk_norm_rope_bwd: head dim %d needs %zu bytes of shared memory (at most 49152)", d,
+             bwd_smem(d, half, warps));
+    return warps;
 }
 
 } // namespace
@@ -231,9 +260,9 @@ extern "C" void sl_cuda_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor 
      * on T) */
     const int64_t want = t < kMaxParts ? t : kMaxParts;
     const int64_t tpb = (t + want - 1) / want, nparts = (t + tpb - 1) / tpb;
-    const int warps = bwd_warps(d);
+    const int warps = bwd_warps(d, half);
     float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)nparts * 2 * d);
-    const size_t smem = sizeof(float) * (2 * (size_t)half + (size_t)warps * 3 * d);
+    const size_t smem = bwd_smem(d, half, warps);
     SL_DISPATCH_FLOAT(dq->dtype, T, {
         SL_LAUNCH(k_qk_bwd<T>, (unsigned)nparts, 32 * warps, smem, sl_cuda_stream(ctx),
                   sl_ptr<T>(dqall), sl_ptr<T>(dk_pre), part, sl_ptr<T>(dq), sl_ptr<T>(dk),

@@ -116,7 +116,8 @@ void sl_conf_case_rope_bwd(cx *c) {
 
 /* QK-norm and RoPE in one: the three gate layouts, partial rotation with YaRN's mscale, head
  * dims in one warp pass and in several (320: the backward's 4-warp blocks), and T past the
- * backward's 512 blocks (two tokens per block). */
+ * backward's 512 blocks (two tokens per block; 4,703: ten, in a chunk of 8 and one of 2, the
+ * last block three). */
 typedef struct {
     int t, h, kv, d, half;
     sl_gate_mode mode;
@@ -131,6 +132,7 @@ static const qk_shape k_qk[] = {
     {17, 4, 1, 128, 64, SL_GATE_ELEMENTWISE, 1.138629f},
     {3, 2, 1, 320, 96, SL_GATE_HEADWISE, 1.0f},
     {600, 2, 1, 16, 8, SL_GATE_ELEMENTWISE, 1.0f},
+    {4703, 1, 1, 8, 2, SL_GATE_HEADWISE, 1.0f},
 };
 
 typedef struct {
