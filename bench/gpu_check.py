@@ -55,6 +55,9 @@ cut:
                        --kernel sm90 at head dims 128 and 64, S 4096 and 32768, one pass each:
                        every kernel's own time (the forward; the backward's prep, dK/dV, dQ and
                        reduce apart); SKIP without ncu
+  step_kernels         Nsight Compute on one step of gpu_train_bench (the measured shape at 2
+                       layers), only the kernels of the QK-norm/RoPE, the router and AdamW: each
+                       one's time and launches (the profile's rows add them up); SKIP without ncu
   attn_bench_fwd192    attn_bench, kernel sm90 at head dim 64 (S 4096 and 32768), the forward's
                        query tiles of 128 rows and of 192 (SLUICE_ATTN_SM90_FWD_BM=192: three
                        consumer warpgroups; opt-in, unmeasured) back to back
@@ -110,8 +113,9 @@ import time
 
 import gpu_check_core as C
 from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_attn_fwd192,
-                             part_attn_kernels, part_attn_long, part_attn_persistent, part_attn_pingpong,
-                             part_expert_gemm, part_expert_gemm_ablate, part_torch)
+                             part_attn_kernels, part_attn_long, part_attn_persistent,
+                             part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
+                             part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
 from gpu_check_core import (BUDGETS, PARTS, RESULTS, Layout, part_budget, record, say, shapes,
@@ -270,6 +274,9 @@ def main():
         ("attn_bench", part_attn, S),
         # each attention kernel's own time (Nsight Compute): the backward's passes apart
         ("attn_kernels", part_attn_kernels, S),
+        # the step's kernels whose rows missed their predictions (QK-norm/RoPE, router) or rates
+        # (AdamW), each apart
+        ("step_kernels", part_step_kernels, S),
         # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
         ("attn_bench_fwd192", part_attn_fwd192, S),
         # the backward's dK/dV consumers in turns (opt-in until measured)

@@ -149,6 +149,43 @@ def part_attn_kernels(L, budget, S):
     record(part, "PASS", sec, "; ".join(notes), result=rows)
 
 
+# The step's kernels whose rows missed their predictions on 2026-11-27 (the fused QK-norm and
+# RoPE, the router) or whose rate is not the bench's (AdamW): Nsight Compute on them alone.
+STEP_KERNELS = "k_qk_|router_|adamw"
+
+
+def part_step_kernels(L, budget, S):
+    """Nsight Compute (clocks not locked) on one training step of gpu_train_bench at the
+    measured shape cut to 2 layers, profiling only the kernels STEP_KERNELS names: each one's
+    own time and launches, which the profile's rows add together (the QK-norm/RoPE row holds
+    three kernels, the router's two, the optimizer's one per parameter slice). Raw report in
+    step_kernels.csv (bench/ncu_log.py reads it)."""
+    part, log = "step_kernels", os.path.join(C.LOGS, "step_kernels.log")
+    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
+    if not ncu:
+        return record(part, "SKIP", 0, why)
+    out = os.path.join(C.OUT, "step_kernels.csv")
+    args = S["measured"] + ["--layers", "2", "--steps", "1", "--warmup", "0", "--peak-reps", "1"]
+    rc, sec = run([ncu, "--clock-control", "none", "--kernel-name", "regex:" + STEP_KERNELS, "--metrics",
+                   "gpu__time_duration.sum", "--csv", L.gtb, S["config"]] + args, budget, log,
+                  stdout_path=out)
+    if rc is None:
+        return record(part, "TIMEOUT", sec, "")
+    if rc != 0:
+        return record(part, "FAIL", sec, "exit %d (%s)" % (rc, log))
+    try:
+        kernels = [k for k in kernel_times(open(out, errors="replace").read())
+                   if re.search(STEP_KERNELS, k["name"])]
+    except ValueError as e:
+        return record(part, "FAIL", sec, str(e))
+    if not kernels:
+        return record(part, "FAIL", sec, "no kernel matched %s" % STEP_KERNELS)
+    note = "2 layers, one step: " + ", ".join(
+        "%s %.3f ms / %d = %.1f us" % (k["name"].split("<")[0], k["ms"], k["launches"],
+                                       1e3 * k["ms"] / k["launches"]) for k in kernels)
+    record(part, "PASS", sec, note, result=kernels)
+
+
 def part_attn_long(L, budget, S):
     """The Hopper kernel at the longest sequence sluice trains (131,072 tokens): a sampled check
     (attn_bench --check-rows: the whole check's CPU reference would take hours), then its speed

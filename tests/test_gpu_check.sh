@@ -105,7 +105,7 @@ cat >"$fake_ncu" <<'SH'
 #!/usr/bin/env bash
 while [ $# -gt 0 ]; do
     case $1 in
-    --clock-control | --metrics) shift 2 ;;
+    --clock-control | --metrics | --kernel-name) shift 2 ;;
     --csv) shift ;;
     *) break ;;
     esac
@@ -116,6 +116,8 @@ row() { echo "\"$1\",\"1\",\"attn_bench\",\"h\",\"void <unnamed>::$2(CUtensorMap
 row 0 "sm90_fwd_kernel<128, 2, false>" "1,500"
 row 1 "sm90_dkdv_kernel<128, 0, 64>" "2,250"
 row 2 "sm90_dq_kernel<128>" "1,000"
+row 3 "k_qk_bwd<__nv_bfloat16>" "40,000"
+row 4 "k_qk_bwd<__nv_bfloat16>" "42,000"
 SH
 chmod +x "$fake_ncu"
 
@@ -210,7 +212,7 @@ want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attent
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
         "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "adamw": "PASS",
-        "attn_bench_dq_overlap": "PASS",
+        "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
 bad = []
@@ -265,6 +267,9 @@ if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernel
         (128, 128, [("sm90_dkdv_kernel<128, 0, 64>", 0.00225), ("sm90_fwd_kernel<128, 2, false>", 0.0015),
                     ("sm90_dq_kernel<128>", 0.001)])]:
     bad.append("attn_kernels: not the stand-in's three kernels at the tiny shape: %r" % ak)
+sk = parts.get("step_kernels", {}).get("result") or []
+if [(k["name"], round(k["ms"], 6), k["launches"]) for k in sk] != [("k_qk_bwd<__nv_bfloat16>", 0.082, 2)]:
+    bad.append("step_kernels: not the stand-in's QK-norm/RoPE kernel alone, two launches: %r" % sk)
 if "profile_prefetch" in parts:
     bad.append("profile_prefetch ran although --skip named it")
 # auto runs the Hopper grouped GEMM where it applies: bf16 on compute 9.x, the emulator's
