@@ -51,6 +51,13 @@ constexpr int kConsumerThreads = kConsumers * kWgThreads;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 static_assert(sl_setmaxnreg_fits(kWgThreads, kProducerRegs, kConsumerThreads, kConsumerRegs),
               "setmaxnreg: the warpgroups' registers exceed the block's");
+/* The persistent forward and dQ pass (two consumers): the producer keeps its loop's state (the
+ * tile, the ring's position, the counter) beside the tile's coordinates, 32 registers (ptxas
+ * spilled it at 24), which the consumers pay for: 128 x 32 + 256 x 232 = 384 x 168. */
+constexpr int kPersistProducerRegs = 32, kPersistConsumerRegs = 232;
+static_assert(sl_setmaxnreg_fits(kWgThreads, kPersistProducerRegs, kConsumerThreads,
+                                 kPersistConsumerRegs),
+              "setmaxnreg: the warpgroups' registers exceed the block's");
 
 /* Named barriers (id 0 is __syncthreads): the ping-pong turn of consumer c is kBarTurn + c
  * (256 threads: c's bar.sync, the other consumer's bar.arrive), the epilogue barrier of

@@ -28,13 +28,10 @@ using namespace sl_attn_sm90;
 template <int D, bool PERSIST = false, bool OVL = false> struct dq_layout {
     /* OVL: a stage is released a step later (dq_overlap), so the ring holds one more */
     static constexpr int BM = kConsumers * kRows, BN = 64, ST = OVL ? 3 : 2;
-    /* the persistent producer's loop state beside the tile's coordinates: 32 registers (the
-     * forward's), paid for by the consumers at 232 (sl_setmaxnreg_fits: 128 x 32 + 256 x 232 =
-     * the block's 384 x 168) */
-    static constexpr int producer_regs = PERSIST ? 32 : kProducerRegs;
-    static constexpr int consumer_regs = PERSIST ? 232 : kConsumerRegs;
-    static_assert(sl_setmaxnreg_fits(kWgThreads, producer_regs, kConsumerThreads, consumer_regs),
-                  "setmaxnreg: the warpgroups' registers exceed the block's");
+    /* setmaxnreg: gated_attn_sm90.cuh's splits, the persistent one's producer with its loop's
+     * state */
+    static constexpr int producer_regs = PERSIST ? kPersistProducerRegs : kProducerRegs;
+    static constexpr int consumer_regs = PERSIST ? kPersistConsumerRegs : kConsumerRegs;
     static constexpr uint32_t q_bytes = BM * D * 2, kv_bytes = BN * D * 2;
     /* stage (PERSIST): the epilogue's rows of dq, as Q, so that Q's and dO's buffers are free
      * for the next tile once the tile's last S and dP have retired */

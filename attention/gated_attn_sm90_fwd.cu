@@ -56,12 +56,13 @@ template <int D, int NC, bool PERSIST = false> struct fwd_layout {
     static constexpr int BM = NC * kRows, BN = 128, ST = D == 64 ? 3 : 2;
     static constexpr int threads = (1 + NC) * kWgThreads, consumer_threads = NC * kWgThreads;
     /* setmaxnreg: within the block's launch registers (sl_setmaxnreg_fits), 384 x 168 =
-     * 64,512 with two consumers: 128 x 24 + 256 x 240; 512 x 128 = 65,536 with three: 128 x 24
-     * + 384 x 160. The persistent producer keeps its loop's state (the tile, the ring's
-     * position, the counter) beside the tile's coordinates: 32 registers (ptxas spilled it at
-     * 24), which two consumers pay for at 232 (128 x 32 + 256 x 232 = 64,512) */
-    static constexpr int producer_regs = !PERSIST ? kProducerRegs : 32;
-    static constexpr int consumer_regs = NC == 3 ? 160 : PERSIST ? 232 : kConsumerRegs;
+     * 64,512 with two consumers (kProducerRegs, kConsumerRegs; persistent:
+     * kPersistProducerRegs, kPersistConsumerRegs); 512 x 128 = 65,536 with three: 128 x 24
+     * (128 x 32 persistent) + 384 x 160 */
+    static constexpr int producer_regs = PERSIST ? kPersistProducerRegs : kProducerRegs;
+    static constexpr int consumer_regs = NC == 3   ? 160
+                                         : PERSIST ? kPersistConsumerRegs
+                                                   : kConsumerRegs;
     static_assert(sl_setmaxnreg_fits(kWgThreads, producer_regs, consumer_threads, consumer_regs),
                   "setmaxnreg: the warpgroups' registers exceed the block's");
     /* named barriers: the turns of the NC consumers, then each consumer's epilogue */

@@ -55,13 +55,15 @@ __device__ __forceinline__ int64_t q_offset(sl_gate_mode mode, int h, int d) {
     return mode == SL_GATE_ELEMENTWISE ? (int64_t)h * 2 * d : (int64_t)h * d;
 }
 
-/* The token's rotation into shared memory: cs[i], sn[i] for i < half (block-wide, then a
- * barrier). */
-__device__ __forceinline__ void token_coefs(float *cs, float *sn, int32_t pos,
-                                            const float *inv_freq, int half, float mscale,
-                                            int sign) {
-    for (int i = threadIdx.x; i < half; i += blockDim.x)
-        sl_rope_coef(pos, inv_freq[i], mscale, sign, &cs[i], &sn[i]);
+/* The rotations of n consecutive tokens (positions pos[0 .. n)) into shared memory: cs[t half
+ * + i], sn[t half + i] for i < half, computed by the whole block, then a barrier. */
+__device__ __forceinline__ void rope_coefs(float *cs, float *sn, const int32_t *pos, int n,
+                                           const float *inv_freq, int half, float mscale,
+                                           int sign) {
+    for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+        const int t = e / half, i = e % half;
+        sl_rope_coef(pos[t], inv_freq[i], mscale, sign, &cs[e], &sn[e]);
+    }
     __syncthreads();
 }
 
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float *row = smem + 2 * half + warp * d;
     const int64_t r = blockIdx.x, width = qall_width(mode, h, d);
-    token_coefs(cs, sn, pos[r], inv_freq, half, mscale, 1);
+    rope_coefs(cs, sn, pos + r, 1, inv_freq, half, mscale, 1);
     for (int hr = warp; hr < h + kv; hr += kFwdWarps) {
         const bool isq = hr < h;
         const T *src = isq ? qall + r * width + q_offset(mode, hr, d) : k + (r * kv + hr - h) * d;
@@ -138,12 +140,7 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
     const int64_t r0 = blockIdx.x * tpb, r1 = r0 + tpb < tokens ? r0 + tpb : tokens;
     for (int64_t c0 = r0; c0 < r1; c0 += kBwdChunk) {
         const int n = (int)(r1 - c0 < kBwdChunk ? r1 - c0 : kBwdChunk);
-        for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
-            const int tk = e / half, i = e % half;
-            sl_rope_coef(pos[c0 + tk], inv_freq[i], mscale, -1, &cs_all[tk * half + i],
-                         &sn_all[tk * half + i]);
-        }
-        __syncthreads();
+        rope_coefs(cs_all, sn_all, pos + c0, n, inv_freq, half, mscale, -1);
         for (int item = warp; item < n * rows; item += warps) {
             const int64_t r = c0 + item / rows;
             const int hr = item % rows;

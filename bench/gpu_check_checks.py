@@ -135,8 +135,6 @@ def part_memcheck(L, budget, S):
 
 
 def part_racecheck_attention(L, budget, S):
-    if C.ARGS.tiny:
-        runs = [("attn_bench", [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--check"] + S["attn"][:8])]
     # the Hopper kernel's opt-in forms (persistent blocks, the dQ pass's GEMMs back to back) at a
     # shape with several query tiles per block (the tests' shapes give each block one on a GPU)
     optins = ("sm90_optins", [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"]

@@ -70,7 +70,6 @@ std::vector<std::vector<int>> g_maxnreg; /* per thread: setmaxnreg counts, negat
  * block's launch registers per thread until its setmaxnreg; a .dec returns registers to the
  * block's pool, an .inc takes them from there only, and waits until they are there. */
 struct wg_regs {
-    unsigned wg;
     int regs;                      /* per thread, now */
     size_t applied;                /* setmaxnreg instructions the warpgroup has performed */
     int pending;                   /* the count of an .inc that waits for registers, or 0 */
@@ -334,9 +333,8 @@ void setmaxnreg(int count, bool inc) {
     const size_t k = g_maxnreg[t].size(); /* the thread's k-th setmaxnreg */
     g_maxnreg[t].push_back(inc ? count : -count);
     wg_regs &w = g_wg_regs[t / 128];
-    if (k < w.applied)
-        return; /* its warpgroup has performed it (the sequences are compared at
-                 * the block's end) */
+    /* its warpgroup has performed it (the sequences are compared at the block's end) */
+    if (k < w.applied) return;
     if (k == w.applied && !w.pending) {
         /* The launch count is the most a block of this size can hold (ptxas may give fewer):
          * a count at or above it asks for nothing, one below it releases nothing. */
@@ -448,8 +446,7 @@ void sm90_block_start(unsigned nthreads) {
      * most 255, in units of 8 (sl_launch_regs in core/ptx_sm90.cuh) */
     g_launch_regs = (int)std::min(65536u / std::max(nthreads, 1u), 255u) / 8 * 8;
     g_reg_pool = 0;
-    g_wg_regs.assign((nthreads + 127) / 128, wg_regs{0, g_launch_regs, 0, 0, {}});
-    for (unsigned w = 0; w < g_wg_regs.size(); w++) g_wg_regs[w].wg = w;
+    g_wg_regs.assign((nthreads + 127) / 128, wg_regs{g_launch_regs, 0, 0, {}});
     sm90::tma_block_start(nthreads);
     sm90::wgmma_block_start(nthreads);
 }
@@ -529,8 +526,8 @@ void describe_wait(const wait_desc &w, char *buf, size_t len) {
                  "setmaxnreg.inc %u in warpgroup %u: it needs %lld more registers (128 x %d -> "
                  "%u) and the block's pool has %lld (an .inc takes only registers a .dec "
                  "released; the block holds %d per thread from its launch)",
-                 w.a, r->wg, (long long)(w.a - r->regs) * 128, r->regs, w.a, (long long)g_reg_pool,
-                 g_launch_regs);
+                 w.a, (unsigned)(r - g_wg_regs.data()), (long long)(w.a - r->regs) * 128, r->regs,
+                 w.a, (long long)g_reg_pool, g_launch_regs);
         return;
     }
     default:
