@@ -41,7 +41,7 @@ static const struct {
     {"grouped_counts_on_device", {1e-5, 1e-5}, {3e-2, 2e-2}}, /* grouped GEMMs, device counts */
     {"grouped_matmul", {1e-5, 1e-5}, {3e-2, 2e-2}},
     {"grouped_matmul_dw", {1e-5, 1e-5}, {3e-2, 2e-2}},
-    {"grouped_matmul_dw_pair", {1e-5, 1e-5}, {3e-2, 2e-2}},
+    {"grouped_matmul_dw_segments", {1e-5, 1e-5}, {3e-2, 2e-2}},
     /* gu exact (dyadic inputs, conformance_grouped.c), h the activation's roundings alone */
     {"grouped_matmul_swiglu", {1e-6, 1e-5}, {1e-2, 1e-2}},
     {"rmsnorm_fwd", {1e-6, 1e-5}, {1e-2, 1e-2}},
@@ -106,7 +106,7 @@ static const op_row k_ops[] = {
     OP(grouped_counts_on_device),
     OP(grouped_matmul),
     OP(grouped_matmul_dw),
-    OP(grouped_matmul_dw_pair),
+    OP(grouped_matmul_dw_segments),
     OP(grouped_matmul_swiglu),
     OP(rmsnorm_fwd),
     OP(rmsnorm_bwd),

@@ -112,26 +112,26 @@ static void dw_begin(double *out, const float *dw0, int64_t n, float beta, bool 
         out[i] = beta == 0.0f ? 0.0 : magnitude ? fabs(dw0[i]) : (double)dw0[i];
 }
 
-/* dW = dY^T X (+ dY2^T X2 with a second segment, counts2 not null) + beta dW0 over groups of
- * rows, `spare` poisoned rows after each segment's. */
-static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *counts2, int spare,
-                    int r, int sc, float beta, bool device) {
-    const int64_t g = groups, n = rows_of(counts, groups), rows = n + spare;
-    const int64_t n2 = counts2 ? rows_of(counts2, groups) : 0, rows2 = n2 + spare;
-    float *dy = poison_tail(gen_uniform(c, rows * r, -1, 1), n * r, rows * r);
-    float *x = poison_tail(gen_uniform(c, rows * sc, -1, 1), n * sc, rows * sc);
-    float *dy2 = NULL, *x2 = NULL;
-    if (counts2) {
-        dy2 = poison_tail(gen_uniform(c, rows2 * r, -1, 1), n2 * r, rows2 * r);
-        x2 = poison_tail(gen_uniform(c, rows2 * sc, -1, 1), n2 * sc, rows2 * sc);
+/* dW = sum_i dY_i^T X_i + beta dW0 over groups of rows for nseg segments (one:
+ * sl_op_grouped_matmul_dw; more: sl_op_grouped_matmul_dw_segments), `spare` poisoned rows after
+ * each segment's. */
+static void dw_case(cx *c, int groups, const int64_t (*counts)[8], int nseg, int spare, int r,
+                    int sc, float beta, bool multi, bool device) {
+    const int64_t g = groups;
+    int64_t n[SL_DW_MAX_SEGMENTS], rows[SL_DW_MAX_SEGMENTS];
+    float *dy[SL_DW_MAX_SEGMENTS], *x[SL_DW_MAX_SEGMENTS];
+    for (int i = 0; i < nseg; i++) {
+        n[i] = rows_of(counts[i], groups), rows[i] = n[i] + spare;
+        dy[i] = poison_tail(gen_uniform(c, rows[i] * r, -1, 1), n[i] * r, rows[i] * r);
+        x[i] = poison_tail(gen_uniform(c, rows[i] * sc, -1, 1), n[i] * sc, rows[i] * sc);
     }
     const float *dw0 = dw_start(c, g * r * sc, beta); /* beta 1 accumulates into it */
     const int64_t nw = g * r * sc;
     /* the reference dW in double: the output in reference mode, the squares' bound in both */
     double *ref = halloc(c, sizeof(double) * (size_t)nw);
     dw_begin(ref, dw0, nw, beta, false);
-    sl_ref_grouped_matmul_dw(ref, dy, x, counts, groups, r, sc);
-    if (counts2) sl_ref_grouped_matmul_dw(ref, dy2, x2, counts2, groups, r, sc);
+    for (int i = 0; i < nseg; i++)
+        sl_ref_grouped_matmul_dw(ref, dy[i], x[i], counts[i], groups, r, sc);
     const float sq0 = 0.75f; /* sumsq accumulates into it */
     sl_tensor *tsq = NULL;
     long long reads = 0; /* the ops' host reads (device counts) */
@@ -140,17 +140,15 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     } else {
         sl_tensor *tdw = GRAD(c, dw0, g, r, sc);
         tsq = F32(c, &sq0, 1);
-        sl_tensor *tdy = ACT(c, dy, rows, r), *tx = ACT(c, x, rows, sc);
-        const sl_group_counts k = case_counts(c, counts, groups, device);
-        if (counts2) {
-            sl_tensor *tdy2 = ACT(c, dy2, rows2, r), *tx2 = ACT(c, x2, rows2, sc);
-            const sl_group_counts k2 = case_counts(c, counts2, groups, device);
-            reads = sl_backend_host_reads(c->be);
-            sl_op_grouped_matmul_dw_pair(tdw, tdy, tx, k, tdy2, tx2, k2, groups, beta, tsq);
-        } else {
-            reads = sl_backend_host_reads(c->be);
-            sl_op_grouped_matmul_dw(tdw, tdy, tx, k, groups, beta, tsq);
-        }
+        sl_dw_segment segs[SL_DW_MAX_SEGMENTS];
+        for (int i = 0; i < nseg; i++)
+            segs[i] = (sl_dw_segment){ACT(c, dy[i], rows[i], r), ACT(c, x[i], rows[i], sc),
+                                      case_counts(c, counts[i], groups, device)};
+        reads = sl_backend_host_reads(c->be);
+        if (multi)
+            sl_op_grouped_matmul_dw_segments(tdw, segs, nseg, groups, beta, tsq);
+        else
+            sl_op_grouped_matmul_dw(tdw, segs[0].dy, segs[0].x, segs[0].counts, groups, beta, tsq);
         reads = sl_backend_host_reads(c->be) - reads;
         got(c, "dw", tdw);
     }
@@ -158,17 +156,16 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     double *mag, *terms;
     sum_bound(c, U_F32, &mag, &terms);
     dw_begin(mag, dw0, nw, beta, true);
-    sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy, n * r), abs_copy(c, x, n * sc), counts, groups, r,
-                             sc);
-    if (counts2)
-        sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy2, n2 * r), abs_copy(c, x2, n2 * sc), counts2,
-                                 groups, r, sc);
+    for (int i = 0; i < nseg; i++)
+        sl_ref_grouped_matmul_dw(mag, abs_copy(c, dy[i], n[i] * r), abs_copy(c, x[i], n[i] * sc),
+                                 counts[i], groups, r, sc);
     double kmax = 0;
-    for (int gi = 0; gi < g; gi++)
-        for (int64_t i = 0; i < r * sc; i++) {
-            terms[gi * r * sc + i] = (double)(counts[gi] + (counts2 ? counts2[gi] : 0)) + 2;
-            kmax = terms[gi * r * sc + i] > kmax ? terms[gi * r * sc + i] : kmax;
-        }
+    for (int gi = 0; gi < g; gi++) {
+        double k = 2;
+        for (int i = 0; i < nseg; i++) k += (double)counts[i][gi];
+        for (int64_t i = 0; i < r * sc; i++) terms[gi * r * sc + i] = k;
+        kmax = k > kmax ? k : kmax;
+    }
     /* sumsq = sq0 + the squares of dW: each computed dW_i = ref_i + d_i with |d_i| within
      * dW's bound, 2 gamma(k_i) mag_i, so the squares' sum moves by at most sum (2 |ref_i| +
      * |d_i|) |d_i|, and its own accumulation (nw terms, fp32 partials) adds gamma(nw) of it:
@@ -185,49 +182,60 @@ static void dw_case(cx *c, int groups, const int64_t *counts, const int64_t *cou
     smag[0] = sq0;
     for (int64_t i = 0; i < nw; i++) smag[0] += (2 * fabs(ref[i]) + mag[i]) * mag[i];
     sterms[0] = kmax + (double)nw + 1;
-    if (device) reads_output(c, reads, (n > 0) + (n2 > 0), r, sc, groups);
+    int sets = 0;
+    for (int i = 0; i < nseg; i++) sets += n[i] > 0;
+    if (device) reads_output(c, reads, sets, r, sc, groups);
 }
 
 void sl_conf_case_grouped_matmul_dw(cx *c) {
     const gm_shape *s = PICK(c, k_gm);
     desc(c, "%lld+%d rows/%d groups/%dx%d/beta%g", (long long)gm_rows(s), s->spare, s->groups, s->r,
          s->s, (double)s->beta);
-    dw_case(c, s->groups, s->counts, NULL, s->spare, s->r, s->s, s->beta, false);
+    dw_case(c, s->groups, &s->counts, 1, s->spare, s->r, s->s, s->beta, false, false);
 }
 
-/* Two segments of grouped rows (two micro-batches, the deferred weight gradient): an empty
- * first or second segment, both empty, and widths that are multiples of 8 with groups past 64
- * rows in either segment (the Hopper kernel's shapes, its zero-padded last chunks), one group
- * empty in both with beta 1. Every case also checks sumsq. */
+/* Two to four segments of grouped rows (micro-batches, the deferred weight gradient): an empty
+ * first, middle or last segment, all empty, and widths that are multiples of 8 with groups
+ * past 64 rows in a segment (the Hopper kernel's shapes, its zero-padded last chunks), one
+ * group empty in all with beta 1. Every case also checks sumsq. */
 typedef struct {
-    int groups;
-    int64_t counts[8], counts2[8];
+    int groups, nseg;
+    int64_t counts[SL_DW_MAX_SEGMENTS][8];
     int spare, r, s;
     float beta;
 } gp_shape;
 
 static const gp_shape k_gp[] = {
-    {1, {1}, {2}, 0, 5, 3, 0.0f},
-    {6, {0, 3, 7, 1, 0, 4}, {2, 0, 0, 5, 0, 1}, 3, 6, 5, 1.0f},
-    {4, {0, 0, 0, 0}, {3, 0, 1, 0}, 2, 8, 16, 0.0f},
-    {3, {0, 0, 0}, {0, 0, 0}, 1, 8, 8, 1.0f},
-    {3, {70, 0, 5}, {3, 64, 0}, 2, 16, 24, 1.0f},
-    {8, {50, 0, 5, 3, 9, 0, 1, 22}, {0, 7, 0, 3, 1, 0, 66, 2}, 0, 24, 16, 0.0f},
+    {1, 2, {{1}, {2}}, 0, 5, 3, 0.0f},
+    {6, 2, {{0, 3, 7, 1, 0, 4}, {2, 0, 0, 5, 0, 1}}, 3, 6, 5, 1.0f},
+    {4, 2, {{0, 0, 0, 0}, {3, 0, 1, 0}}, 2, 8, 16, 0.0f},
+    {3, 2, {{0, 0, 0}, {0, 0, 0}}, 1, 8, 8, 1.0f},
+    {3, 2, {{70, 0, 5}, {3, 64, 0}}, 2, 16, 24, 1.0f},
+    {8, 2, {{50, 0, 5, 3, 9, 0, 1, 22}, {0, 7, 0, 3, 1, 0, 66, 2}}, 0, 24, 16, 0.0f},
     /* beta 1 with a group empty in both segments at the Hopper kernel's widths: a tile it
      * keeps as it is, whose squares it reads from dW for sumsq */
-    {4, {40, 0, 0, 9}, {0, 0, 30, 2}, 1, 16, 8, 1.0f},
+    {4, 2, {{40, 0, 0, 9}, {0, 0, 30, 2}}, 1, 16, 8, 1.0f},
+    /* three and four segments: an empty middle one, a group with rows only in the last, a group
+     * past 64 rows summed over segments of 1 to 70 rows, at the Hopper kernel's widths */
+    {3, 3, {{2, 0, 1}, {0, 0, 0}, {1, 4, 0}}, 2, 5, 6, 1.0f},
+    {4, 3, {{70, 0, 3, 0}, {0, 0, 0, 0}, {1, 65, 0, 9}}, 1, 16, 24, 0.0f},
+    {4, 4, {{9, 0, 1, 0}, {64, 0, 0, 2}, {0, 0, 0, 0}, {3, 7, 0, 66}}, 2, 8, 16, 1.0f},
+    {5, 4, {{0, 3, 0, 0, 1}, {2, 0, 0, 1, 0}, {0, 0, 5, 0, 0}, {1, 1, 0, 0, 4}}, 0, 6, 7, 0.0f},
 };
 
-void sl_conf_case_grouped_matmul_dw_pair(cx *c) {
+void sl_conf_case_grouped_matmul_dw_segments(cx *c) {
     const gp_shape *s = PICK(c, k_gp);
-    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g", (long long)rows_of(s->counts, s->groups),
-         (long long)rows_of(s->counts2, s->groups), s->spare, s->groups, s->r, s->s,
+    char seg[64] = "";
+    for (int i = 0, o = 0; i < s->nseg; i++)
+        o += snprintf(seg + o, sizeof seg - (size_t)o, "%s%lld", i ? "+" : "",
+                      (long long)rows_of(s->counts[i], s->groups));
+    desc(c, "%s(+%d) rows/%d groups/%dx%d/beta%g", seg, s->spare, s->groups, s->r, s->s,
          (double)s->beta);
-    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta, false);
+    dw_case(c, s->groups, s->counts, s->nseg, s->spare, s->r, s->s, s->beta, true, false);
 }
 
 /* The grouped GEMMs from device counts (sl_counts_device, as the MoE layers pass the sort's
- * counts): the forward over k_gm's shapes, then the paired weight gradient over k_gp's, each
+ * counts): the forward over k_gm's shapes, then the weight gradient over k_gp's segments, each
  * with their results and the host reads the counts cost (reads_output). */
 void sl_conf_case_grouped_counts_on_device(cx *c) {
     c->nshapes = NELEM(k_gm) + NELEM(k_gp);
@@ -236,10 +244,10 @@ void sl_conf_case_grouped_counts_on_device(cx *c) {
         return;
     }
     const gp_shape *s = &k_gp[c->shape - NELEM(k_gm)];
-    desc(c, "%lld+%lld(+%d) rows/%d groups/%dx%d/beta%g/dev",
-         (long long)rows_of(s->counts, s->groups), (long long)rows_of(s->counts2, s->groups),
-         s->spare, s->groups, s->r, s->s, (double)s->beta);
-    dw_case(c, s->groups, s->counts, s->counts2, s->spare, s->r, s->s, s->beta, true);
+    desc(c, "%d segments of %lld+...(+%d) rows/%d groups/%dx%d/beta%g/dev", s->nseg,
+         (long long)rows_of(s->counts[0], s->groups), s->spare, s->groups, s->r, s->s,
+         (double)s->beta);
+    dw_case(c, s->groups, s->counts, s->nseg, s->spare, s->r, s->s, s->beta, true, true);
 }
 
 /* The first projection with the activation (sl_op_grouped_matmul_swiglu): gu and h, the rows

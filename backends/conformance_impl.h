@@ -309,7 +309,7 @@ void sl_conf_case_matmul(cx *c);
 void sl_conf_case_grouped_counts_on_device(cx *c);
 void sl_conf_case_grouped_matmul(cx *c);
 void sl_conf_case_grouped_matmul_dw(cx *c);
-void sl_conf_case_grouped_matmul_dw_pair(cx *c);
+void sl_conf_case_grouped_matmul_dw_segments(cx *c);
 void sl_conf_case_grouped_matmul_swiglu(cx *c);
 void sl_conf_case_rmsnorm_fwd(cx *c);
 void sl_conf_case_rmsnorm_bwd(cx *c);

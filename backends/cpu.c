@@ -25,7 +25,7 @@ static const sl_ops_i k_cpu_ops = {
     .grouped_counts_on_device = sl_cpu_grouped_counts_on_device,
     .grouped_matmul = sl_cpu_grouped_matmul,
     .grouped_matmul_dw = sl_cpu_grouped_matmul_dw,
-    .grouped_matmul_dw_pair = sl_cpu_grouped_matmul_dw_pair,
+    .grouped_matmul_dw_segments = sl_cpu_grouped_matmul_dw_segments,
     .grouped_matmul_swiglu = sl_cpu_grouped_matmul_swiglu,
     /* core/rmsnorm_cpu.c, core/embedding_cpu.c, core/cross_entropy_cpu.c */
     .rmsnorm_fwd = sl_cpu_rmsnorm_fwd,

@@ -15,10 +15,12 @@
  * Counts: R per expert on average, spread deterministically over [R/2, 3R/2) (routing is never
  * exactly balanced), or exactly R with --uniform.
  *
- * Then the two weight gradients over a pair of micro-batches (sl_op_grouped_matmul_dw_pair, one
- * pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere), and
+ * Then the two weight gradients over a pair of micro-batches (sl_op_grouped_matmul_dw_segments,
+ * one pass over dW for twice the rows: the wgmma strategy's one kernel, two calls elsewhere),
  * the first projection with its activation (sl_op_grouped_matmul_swiglu, "gate_up+SwiGLU": what
- * a training step runs; the Hopper kernel's fused epilogue, two ops elsewhere).
+ * a training step runs with SLUICE_EXPERT_GEMM_SWIGLU=1; the Hopper kernel's fused epilogue, two
+ * ops elsewhere), and the weight gradients over four micro-batches ("dW x4": one pass over dW
+ * for four times the rows, training.expert_wgrad_group 4).
  *
  * --ablate (bench/expert_gemm_ablate.c): the Hopper kernel's GEMMs whole and with parts left
  * out, to place the time inside the kernel without hardware counters.
@@ -227,12 +229,23 @@ void layer_free(layer *L) {
 }
 
 /* The six GEMMs, then the two weight gradients over a pair of micro-batches
- * (sl_op_grouped_matmul_dw_pair, training.defer_expert_wgrad): the same rows twice, grouped by
- * the counts and then by the counts reversed, so twice the FLOPs of one dW into one pass over
- * the fp32 gradients. */
+ * (sl_op_grouped_matmul_dw_segments, training.defer_expert_wgrad): the same rows twice, grouped
+ * by the counts and then by the counts reversed, so twice the FLOPs of one dW into one pass
+ * over the fp32 gradients; the fused first projection; the weight gradients over four
+ * micro-batches (counts, reversed, counts, reversed: four times the FLOPs, one pass). */
 const char *const k_gemm_names[GEMMS] = {"gate_up fwd",   "down fwd",        "down dgrad",
                                          "gate_up dgrad", "down dW",         "gate_up dW",
-                                         "down dW pair",  "gate_up dW pair", "gate_up+SwiGLU"};
+                                         "down dW pair",  "gate_up dW pair", "gate_up+SwiGLU",
+                                         "down dW x4",    "gate_up dW x4"};
+
+/* The weight gradient dW += sum dY_i^T X_i over `n` micro-batches of the same rows, grouped by
+ * the counts and the counts reversed in turn. */
+static void dw_group(layer *L, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x, int n) {
+    sl_dw_segment segs[SL_DW_MAX_SEGMENTS];
+    for (int i = 0; i < n; i++)
+        segs[i] = (sl_dw_segment){dy, x, sl_counts_host(i % 2 ? L->counts2 : L->counts, L->e)};
+    sl_op_grouped_matmul_dw_segments(dw, segs, n, L->e, 1.0f, NULL);
+}
 
 /* Runs GEMM i of the layer once. */
 void run_gemm(layer *L, int i) {
@@ -262,12 +275,16 @@ void run_gemm(layer *L, int i) {
                                 NULL);
         break;
     case 6:
-        sl_op_grouped_matmul_dw_pair(L->gwd, L->dy, L->mid, sl_counts_host(L->counts, L->e), L->dy,
-                                     L->mid, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
+        dw_group(L, L->gwd, L->dy, L->mid, 2);
         break;
     case 7:
-        sl_op_grouped_matmul_dw_pair(L->gwgu, L->dgu, L->x, sl_counts_host(L->counts, L->e), L->dgu,
-                                     L->x, sl_counts_host(L->counts2, L->e), L->e, 1.0f, NULL);
+        dw_group(L, L->gwgu, L->dgu, L->x, 2);
+        break;
+    case 9:
+        dw_group(L, L->gwd, L->dy, L->mid, 4);
+        break;
+    case 10:
+        dw_group(L, L->gwgu, L->dgu, L->x, 4);
         break;
     default:
         sl_op_grouped_matmul_swiglu(L->mid, L->gu, L->x, L->wgu, sl_counts_host(L->counts, L->e),
@@ -277,7 +294,8 @@ void run_gemm(layer *L, int i) {
 }
 
 sl_tensor *gemm_output(layer *L, int i) {
-    sl_tensor *out[GEMMS] = {L->gu, L->y, L->dmid, L->dx, L->gwd, L->gwgu, L->gwd, L->gwgu, L->mid};
+    sl_tensor *out[GEMMS] = {L->gu,  L->y,    L->dmid, L->dx,  L->gwd, L->gwgu,
+                             L->gwd, L->gwgu, L->mid,  L->gwd, L->gwgu};
     return out[i];
 }
 
@@ -285,7 +303,8 @@ double gemm_flops(const layer *L, int i) {
     const double n = (double)L->n, h = L->h, f = L->f;
     const double per[GEMMS] = {2 * n * h * 2 * f, 2 * n * f * h,     2 * n * h * f,
                                2 * n * 2 * f * h, 2 * n * h * f,     2 * n * 2 * f * h,
-                               4 * n * h * f,     4 * n * 2 * f * h, 2 * n * h * 2 * f};
+                               4 * n * h * f,     4 * n * 2 * f * h, 2 * n * h * 2 * f,
+                               8 * n * h * f,     8 * n * 2 * f * h};
     return per[i];
 }
 
@@ -345,7 +364,8 @@ static int check(sl_backend *be, const opts *o) {
     layer_tensors(&L, lt), layer_tensors(&R, rt);
     for (int k = 0; k < TENSORS; k++) *rt[k] = copy_f32(cpu, *lt[k]);
     int failures = 0;
-    for (int i = 0; i < GEMM_SWIGLU; i++) { /* the fused SwiGLU: check_swiglu */
+    for (int i = 0; i < GEMMS; i++) {
+        if (i == GEMM_SWIGLU) continue; /* the fused SwiGLU: check_swiglu */
         if (gemm_is_dw(i)) sl_op_fill(gemm_output(&R, i), 0.25f); /* dW accumulates: += */
         run_gemm(&R, i);
         const int64_t numel = sl_tensor_numel(gemm_output(&L, i));

@@ -24,19 +24,23 @@ typedef struct {
 
 /* The six GEMMs of one MoE layer's experts: tensors and counts. */
 typedef struct {
-    int64_t n, *counts, *counts2; /* counts2: counts reversed, the pair's second micro-batch */
+    /* counts2: counts reversed, the second micro-batch of a group (sl_op_grouped_matmul_dw_segments
+     * over counts, counts2, counts, ...) */
+    int64_t n, *counts, *counts2;
     int e, h, f;
     sl_tensor *x, *wgu, *wd, *gu, *mid, *y, *dy, *dmid, *dgu, *dx, *gwgu, *gwd;
 } layer;
 
 /* The GEMMs run_gemm runs: the six of a micro-batch (0-5: gate_up and down forward, their data
  * gradients, their weight gradients), the two weight gradients over a pair of micro-batches
- * (6, 7: sl_op_grouped_matmul_dw_pair), and the first projection with its activation (8:
- * sl_op_grouped_matmul_swiglu, what a training step runs in place of 0 and the activation). */
-enum { SIX = 6, GEMM_SWIGLU = 8, GEMMS = 9 };
+ * (6, 7: sl_op_grouped_matmul_dw_segments over two), the first projection with its activation
+ * (8: sl_op_grouped_matmul_swiglu, what a training step runs in place of 0 and the
+ * activation), and the two weight gradients over four micro-batches (9, 10: training.
+ * expert_wgrad_group 4). */
+enum { SIX = 6, GEMM_SWIGLU = 8, GEMMS = 11 };
 extern const char *const k_gemm_names[GEMMS];
 static inline bool gemm_is_dw(int i) {
-    return i >= 4 && i < GEMM_SWIGLU;
+    return (i >= 4 && i < GEMM_SWIGLU) || i > GEMM_SWIGLU;
 }
 
 /* The layer's tensors on `be` for `rows` per expert on average (o's widths, spread and dtype). */

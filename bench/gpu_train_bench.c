@@ -5,7 +5,7 @@
  *   gpu_train_bench [CONFIG] [--layers N] [--seq S] [--batch B] [--accum N] [--steps N]
  *                   [--warmup N] [--precision bf16|fp32] [--mem-gib G] [--peak-n N]
  *                   [--peak-reps N] [--nondeterministic] [--profile] [--profile-steps N]
- *                   [--init config|fast] [--defer-wgrad auto|on|off]
+ *                   [--init config|fast] [--defer-wgrad auto|on|off] [--wgrad-group N]
  *
  * CONFIG (default configs/qwen-gated-15a2b.json; also --config) is trained with its layers cut
  * to fit one GPU: the same widths, experts and routing, `--layers` decoder layers (default:
@@ -15,10 +15,11 @@
  * `sluice train` runs per optimizer step: zero the gradients, `--accum` micro-batches of
  * forward + backward on random tokens (fixed seed), gradient norm, clipping, AdamW, router
  * statistics, with every host read the trainer makes (and training.defer_expert_wgrad, "auto"
- * unless `--defer-wgrad` says otherwise: on with a Hopper GPU). `--warmup` untimed steps (the
- * caching allocator fills during the first), then `--steps` timed ones; the host waits for the
- * device only at the step boundaries (sl_backend_synchronize), so a step's time is the device's
- * time plus whatever the step's own host reads cost.
+ * unless `--defer-wgrad` says otherwise: on with a Hopper GPU, over groups of
+ * training.expert_wgrad_group micro-batches unless `--wgrad-group` says otherwise). `--warmup`
+ * untimed steps (the caching allocator fills during the first), then `--steps` timed ones; the host
+ * waits for the device only at the step boundaries (sl_backend_synchronize), so a step's time is
+ * the device's time plus whatever the step's own host reads cost.
  *
  * Reported: tokens/s, model FLOP/s (model/counts.h convention: 6 x the active matmul
  * parameters incl. the LM head + 6 x layers x heads x head_dim x seq per token; elementwise
@@ -68,21 +69,26 @@ static void print_estimate(const sl_fit_estimate *e, bool bf16, double budget) {
            budget / GIB);
 }
 
-/* Whether the estimate counts the deferred weight gradients' parked rows: the trainer's rule
- * (sl_defer_wgrad_decide: --defer-wgrad, else the config) with two or more micro-batches, one
- * device, and the pair taken as one pass in bf16 (the device decides that, compute capability
- * 9.x, which --estimate does not know: it counts them). */
-static bool estimate_deferred(const sl_config *cfg, const char *defer_wgrad, bool bf16, int accum) {
+/* How many micro-batches' rows the estimate counts as parked at once by the deferred weight
+ * gradients: the trainer's rule (sl_defer_wgrad_decide: --defer-wgrad, else the config) with
+ * two or more micro-batches, one device, and the group taken as one pass in bf16 (the device
+ * decides that, compute capability 9.x, which --estimate does not know: it counts them); then
+ * all but the last of a group of min(group, accum) (cfg's training.expert_wgrad_group, which
+ * --wgrad-group has set). */
+static int estimate_parked(const sl_config *cfg, const char *defer_wgrad, bool bf16, int accum) {
     const sl_defer_facts f = {.can_park = cfg->model.num_experts > 0, .one_pass = bf16};
-    return accum > 1 &&
-           sl_defer_wgrad_decide(defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad, &f);
+    if (accum < 2 ||
+        !sl_defer_wgrad_decide(defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad, &f))
+        return 0;
+    const int group = cfg->train.expert_wgrad_group;
+    return (group < accum ? group : accum) - 1;
 }
 
 /* ---- options ----------------------------------------------------------------------------- */
 
 typedef struct {
     const char *config;
-    int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps, profile_steps;
+    int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps, profile_steps, wgrad_group;
     double mem_gib;
     const char *precision, *defer_wgrad;
     bool nondeterministic, estimate_only, profile, init_fast;
@@ -95,7 +101,7 @@ static void usage(FILE *f) {
             "                       [--mem-gib G] [--peak-n N] [--peak-reps N] "
             "[--nondeterministic]\n"
             "                       [--estimate] [--profile] [--profile-steps N]\n"
-            "                       [--defer-wgrad auto|on|off]\n"
+            "                       [--defer-wgrad auto|on|off] [--wgrad-group N]\n"
             "  CONFIG          default configs/qwen-gated-15a2b.json\n"
             "  --layers N      decoder layers (default: the most whose memory estimate fits)\n"
             "  --seq, --batch  default training.seq_len, training.micro_batch_size\n"
@@ -112,6 +118,7 @@ static void usage(FILE *f) {
             "                  layers of 15A2B on the host) or a fast fill for timing only\n"
             "                  (trainer/fit_device.h; the loss then says nothing)\n"
             "  --defer-wgrad W training.defer_expert_wgrad (default: the config's)\n"
+            "  --wgrad-group N training.expert_wgrad_group, 2 to 4 (default: the config's)\n"
             "  --profile       after the timed steps, profile --profile-steps more (default 3):\n"
             "                  device time per region of the step (CUDA events), idle time,\n"
             "                  host reads; exit 1 when the rows do not add up to the step time\n"
@@ -176,6 +183,8 @@ static int parse_options(int argc, char **argv, options *o) {
             dst = &o->peak_reps;
         } else if (strcmp(a, "--profile-steps") == 0) {
             dst = &o->profile_steps;
+        } else if (strcmp(a, "--wgrad-group") == 0) {
+            dst = &o->wgrad_group;
         } else {
             fprintf(stderr, "gpu_train_bench: unknown option '%s'\n", a);
             return -1;
@@ -227,9 +236,13 @@ static int parse_options(int argc, char **argv, options *o) {
         *dst = (int)x;
     }
     if (o->steps < 1 || o->accum < 1 || o->peak_reps < 1 || o->profile_steps < 1 ||
+        (o->wgrad_group != 0 && (o->wgrad_group < 2 || o->wgrad_group > SL_DW_MAX_SEGMENTS)) ||
         (strcmp(o->precision, "bf16") != 0 && strcmp(o->precision, "fp32") != 0)) {
-        fprintf(stderr, "gpu_train_bench: need --steps >= 1, --accum >= 1, --peak-reps >= 1, "
-                        "--profile-steps >= 1 and --precision bf16 or fp32\n");
+        fprintf(stderr,
+                "gpu_train_bench: need --steps >= 1, --accum >= 1, --peak-reps >= 1, "
+                "--profile-steps >= 1, --wgrad-group 2 to %d and --precision bf16 or "
+                "fp32\n",
+                SL_DW_MAX_SEGMENTS);
         return -1;
     }
     return 0;
@@ -238,10 +251,10 @@ static int parse_options(int argc, char **argv, options *o) {
 /* --estimate: the layer count and estimate for a budget, without a GPU. */
 static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens, bool bf16) {
     const double budget = (o->mem_gib > 0 ? o->mem_gib : 139.0) * GIB;
-    const bool deferred = estimate_deferred(cfg, o->defer_wgrad, bf16, o->accum);
+    const int parked = estimate_parked(cfg, o->defer_wgrad, bf16, o->accum);
     const int layers =
-        o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, deferred, budget);
-    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16, deferred);
+        o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, parked, budget);
+    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16, parked);
     printf("gpu_train_bench --estimate: %s | %d of %d layers | %lld tokens per micro-batch | "
            "precision %s\n",
            o->config, layers, cfg->model.num_hidden_layers, (long long)tokens, o->precision);
@@ -286,6 +299,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gpu_train_bench: %s\n", err);
         goto out;
     }
+    if (o.wgrad_group) cfg.train.expert_wgrad_group = o.wgrad_group;
     const int full_layers = cfg.model.num_hidden_layers;
     const int seq = o.seq > 0 ? o.seq : cfg.train.seq_len;
     const int batch = o.batch > 0 ? o.batch : cfg.train.micro_batch_size;
@@ -318,15 +332,14 @@ int main(int argc, char **argv) {
 
     /* Layers: the most that fit, unless given. */
     const double budget = o.mem_gib > 0 ? o.mem_gib * GIB : (double)dev.total_bytes;
-    const bool deferred = estimate_deferred(&cfg, o.defer_wgrad, bf16, o.accum);
+    const int parked = estimate_parked(&cfg, o.defer_wgrad, bf16, o.accum);
     const int layers =
-        o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, deferred, budget);
+        o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, parked, budget);
     if (layers > SL_MAX_LAYERS) {
         fprintf(stderr, "gpu_train_bench: --layers %d exceeds %d\n", layers, SL_MAX_LAYERS);
         goto out;
     }
-    const sl_fit_estimate est =
-        sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16, deferred);
+    const sl_fit_estimate est = sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16, parked);
     const sl_fit_settings fs = {.layers = layers,
                                 .seq = seq,
                                 .batch = batch,
@@ -364,13 +377,13 @@ int main(int argc, char **argv) {
     if (o.defer_wgrad)
         snprintf(cfg.train.defer_expert_wgrad, sizeof cfg.train.defer_expert_wgrad, "%s",
                  o.defer_wgrad);
-    const bool defer = sl_train_defer_wgrad(&cfg.train, be, m);
     const sl_stepper stepper = {.model = m,
                                 .opt = &fm.opt,
                                 .world = world,
                                 .micro_batches = o.accum,
                                 .tokens = tokens,
-                                .defer_wgrad = defer};
+                                .wgrad_group = sl_train_wgrad_group(&cfg.train, be, m)};
+    const int group = stepper.wgrad_group < o.accum ? stepper.wgrad_group : o.accum;
     const int64_t step_tokens = tokens_mb * o.accum;
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
     long long reads_step = -1, syncs_step = -1;
@@ -466,9 +479,10 @@ int main(int argc, char **argv) {
     /* how the last step's expert GEMMs ran (moe/kernels_cuda.h: SLUICE_EXPERT_GEMM, auto's rule) */
     const char *gemm_path = sl_cuda_expert_gemm_last_path(),
                *dw_path = sl_cuda_expert_gemm_dw_path();
+    char over[64] = "";
+    if (group > 1) snprintf(over, sizeof over, " (over groups of %d micro-batches)", group);
     printf("expert GEMMs (the last calls): forward and data gradient %s, weight gradient %s%s\n",
-           gemm_path, dw_path,
-           stepper.defer_wgrad && o.accum > 1 ? " (over pairs of micro-batches)" : "");
+           gemm_path, dw_path, over);
     printf("time/step: mean %.2f ms, median %.2f ms, min %.2f ms\n", 1e3 * mean_s, 1e3 * median_s,
            1e3 * min_s);
     printf("throughput: %.1f tokens/s (at the median step %.1f, at the best step %.1f)\n", tok_s,
@@ -501,13 +515,13 @@ int main(int argc, char **argv) {
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
            "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\", "
            "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\", "
-           "\"defer_expert_wgrad\": %s",
+           "\"defer_expert_wgrad\": %s, \"expert_wgrad_group\": %d",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
            cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path,
-           stepper.defer_wgrad ? "true" : "false");
+           group > 1 ? "true" : "false", group);
     const struct {
         const char *key;
         double v;

@@ -41,11 +41,9 @@ typedef struct sl_ops_i {
     void (*grouped_matmul_dw)(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                               const sl_group_counts *counts, int groups, float beta,
                               sl_tensor *sumsq);
-    void (*grouped_matmul_dw_pair)(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const sl_group_counts *counts,
-                                   const sl_tensor *dy2, const sl_tensor *x2,
-                                   const sl_group_counts *counts2, int groups, float beta,
-                                   sl_tensor *sumsq);
+    /* the segments' counts resolved as grouped_matmul_dw's */
+    void (*grouped_matmul_dw_segments)(void *ctx, sl_tensor *dw, const sl_dw_segment *segs,
+                                       int nseg, int groups, float beta, sl_tensor *sumsq);
     /* gu = the grouped GEMM with trans_b and beta 0, h = swiglu_fwd of gu's routed rows (one
      * kernel where the backend fuses them) */
     void (*grouped_matmul_swiglu)(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,

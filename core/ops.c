@@ -217,32 +217,33 @@ void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor
     free(buf);
 }
 
-void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                                  sl_group_counts counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  sl_group_counts counts2, int groups, float beta,
-                                  sl_tensor *sumsq) {
-    need_float("grouped_matmul_dw_pair", "dw", dw);
-    need_float("grouped_matmul_dw_pair", "dy", dy);
-    need_like("grouped_matmul_dw_pair", "x", x, dy);
-    need_like("grouped_matmul_dw_pair", "dy2", dy2, dy);
-    need_like("grouped_matmul_dw_pair", "x2", x2, dy);
-    need_sumsq("grouped_matmul_dw_pair", sumsq, dw);
-    SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups,
-             "grouped_matmul_dw_pair: dw must be [groups=%d, R, S]", groups);
-    const int64_t n = counts.rows, n2 = counts2.rows;
-    SL_CHECK(sl_last_dim(dy) == dw->shape[1] && sl_last_dim(x) == dw->shape[2] &&
-                 sl_last_dim(dy2) == dw->shape[1] && sl_last_dim(x2) == dw->shape[2] &&
-                 n <= sl_rows(dy) && n <= sl_rows(x) && n2 <= sl_rows(dy2) && n2 <= sl_rows(x2),
-             "grouped_matmul_dw_pair: shapes do not match");
-    int64_t *buf, *buf2;
+void sl_op_grouped_matmul_dw_segments(sl_tensor *dw, const sl_dw_segment *segs, int nseg,
+                                      int groups, float beta, sl_tensor *sumsq) {
+    static const char *op = "grouped_matmul_dw_segments";
+    SL_CHECK(nseg >= 1 && nseg <= SL_DW_MAX_SEGMENTS, "%s: %d segments (1 to %d)", op, nseg,
+             SL_DW_MAX_SEGMENTS);
+    need_float(op, "dw", dw);
+    need_sumsq(op, sumsq, dw);
+    SL_CHECK(dw->ndim == 3 && dw->shape[0] == groups, "%s: dw must be [groups=%d, R, S]", op,
+             groups);
     const int64_t r = dw->shape[1], s = dw->shape[2];
-    const sl_group_counts k =
-        resolve_counts("grouped_matmul_dw_pair", BE(dw), counts, groups, dy->dtype, r, s, &buf);
-    const sl_group_counts k2 =
-        resolve_counts("grouped_matmul_dw_pair", BE(dw), counts2, groups, dy->dtype, r, s, &buf2);
-    DISPATCH(BE(dw), grouped_matmul_dw_pair, dw, dy, x, &k, dy2, x2, &k2, groups, beta, sumsq);
-    free(buf);
-    free(buf2);
+    sl_dw_segment k[SL_DW_MAX_SEGMENTS];
+    int64_t *buf[SL_DW_MAX_SEGMENTS];
+    for (int i = 0; i < nseg; i++) {
+        const sl_dw_segment *g = &segs[i];
+        need_float(op, "dy", g->dy);
+        need_like(op, "dy", g->dy, segs[0].dy);
+        need_like(op, "x", g->x, segs[0].dy);
+        const int64_t n = g->counts.rows;
+        SL_CHECK(sl_last_dim(g->dy) == r && sl_last_dim(g->x) == s && n <= sl_rows(g->dy) &&
+                     n <= sl_rows(g->x),
+                 "%s: segment %d's shapes do not match dw [%d, %lld, %lld]", op, i, groups,
+                 (long long)r, (long long)s);
+        k[i] = *g;
+        k[i].counts = resolve_counts(op, BE(dw), g->counts, groups, g->dy->dtype, r, s, &buf[i]);
+    }
+    DISPATCH(BE(dw), grouped_matmul_dw_segments, dw, k, nseg, groups, beta, sumsq);
+    for (int i = 0; i < nseg; i++) free(buf[i]);
 }
 
 /* ---- normalization ---- */

@@ -100,15 +100,22 @@ void sl_op_grouped_matmul(sl_tensor *c, const sl_tensor *a, const sl_tensor *b,
  * fuses it: the CUDA backend's Hopper kernel adds them up in its epilogue). */
 void sl_op_grouped_matmul_dw(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                              sl_group_counts counts, int groups, float beta, sl_tensor *sumsq);
-/* The same over two micro-batches' rows at once (the deferred weight gradient,
- * moe/experts.h): dW_g = dY_g^T X_g + dY2_g^T X2_g + beta dW_g, with dY2 [n2, R], X2 [n2, S]
- * grouped by counts2: one pass over dW where the backend has a kernel for it (the CUDA backend
- * on Hopper), else grouped_matmul_dw with beta, then with 1 (the CPU: bitwise the two calls);
- * sumsq as above, of dW after both. */
-void sl_op_grouped_matmul_dw_pair(sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                                  sl_group_counts counts, const sl_tensor *dy2, const sl_tensor *x2,
-                                  sl_group_counts counts2, int groups, float beta,
-                                  sl_tensor *sumsq);
+/* One micro-batch's rows for a weight gradient over several (sl_op_grouped_matmul_dw_segments):
+ * dY [n, R] and X [n, S], grouped by counts (n = counts.rows). */
+typedef struct {
+    const sl_tensor *dy, *x;
+    sl_group_counts counts;
+} sl_dw_segment;
+/* The most segments one call takes (training.expert_wgrad_group's largest value). */
+#define SL_DW_MAX_SEGMENTS 4
+/* The same over the rows of 1..SL_DW_MAX_SEGMENTS micro-batches at once (the deferred weight
+ * gradient, moe/experts.h): dW_g = sum_i dY_i,g^T X_i,g + beta dW_g, the segments in order:
+ * one pass over dW where the backend has a kernel for it (the CUDA backend on Hopper: each
+ * element one fp32 sum over all the segments' rows), else grouped_matmul_dw over the first with
+ * beta, then over each next with 1 (the CPU: bitwise those calls one after another); sumsq as
+ * above, of dW after all of them. */
+void sl_op_grouped_matmul_dw_segments(sl_tensor *dw, const sl_dw_segment *segs, int nseg,
+                                      int groups, float beta, sl_tensor *sumsq);
 
 /* The experts' first projection and their activation in one: gu [n, 2I] = A_g B_g^T over the
  * groups' rows (sl_op_grouped_matmul with trans_b and beta 0; B [groups, 2I, S], A [n, S]) and

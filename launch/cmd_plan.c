@@ -49,10 +49,12 @@ static void usage(FILE *f) {
             "                      wgmma where it does not apply, forward and data gradient\n"
             "                      grouped, weight gradient on the lanes below %d rows per\n"
             "                      expert, per expert from there)\n"
-            "  --defer-wgrad W     auto | on | off: the experts' weight gradients over pairs\n"
+            "  --defer-wgrad W     auto | on | off: the experts' weight gradients over groups\n"
             "                      of micro-batches, as training.defer_expert_wgrad (default:\n"
-            "                      that key): their parked rows in the memory, each pair timed\n"
-            "                      as one pass over twice the rows per expert\n"
+            "                      that key): their parked rows in the memory, each group\n"
+            "                      timed as one pass over its micro-batches' rows per expert\n"
+            "  --wgrad-group N     micro-batches per group, 2 to 4, as\n"
+            "                      training.expert_wgrad_group (default: that key)\n"
             "  --gpu-memory GiB    memory per GPU (default: the GPU's, %g for %s)\n"
             "  --gpu-tflops T      dense bf16 peak per GPU for the MFU (default: the GPU's\n"
             "                      datasheet peak, %g); another value scales every compute rate\n"
@@ -137,9 +139,14 @@ static void print_text(const sl_plan *p, const char *path) {
                sl_memory_mode_name((sl_memory_mode)i), a->per_layer_max / g, a->layers / g,
                a->shared / g, a->workspace / g, a->total / g, (int)p->mode == i ? "  <- used" : "");
     }
-    if (p->defer_wgrad)
-        printf("  parked expert rows (training.defer_expert_wgrad) %6.2f%s\n", p->deferred / g,
-               p->mode == SL_MEMORY_LAYER ? "  (none: recompute layer)" : "");
+    if (p->defer_wgrad && p->mode == SL_MEMORY_LAYER)
+        printf("  parked expert rows (training.defer_expert_wgrad) %6.2f  (none: recompute "
+               "layer)\n",
+               p->deferred / g);
+    else if (p->defer_wgrad)
+        printf("  parked expert rows (training.defer_expert_wgrad) %6.2f  (%d micro-batch%s of "
+               "each group of %d)\n",
+               p->deferred / g, p->wgrad_group - 1, p->wgrad_group > 2 ? "es" : "", p->wgrad_group);
     printf("  total                              %10.2f of %.2f usable (92%% of %.1f GiB - 2 "
            "GiB)\n",
            p->total / g, p->usable / g, p->gpu_memory_gib);
@@ -164,12 +171,15 @@ static void print_text(const sl_plan *p, const char *path) {
     printf("throughput (estimate): %.0f tokens/s in all, %.0f per GPU; MFU %.1f%%\n",
            p->tokens_per_s, p->tokens_per_s / p->gpus, 100.0 * p->mfu);
     if (p->n_parts > 0) {
+        char over[48] = " over pairs of micro-batches";
+        if (p->wgrad_group != 2)
+            snprintf(over, sizeof over, " over groups of %d micro-batches", p->wgrad_group);
         printf("\ncompute per GPU per step, by component (%.0f rows per expert, expert GEMMs "
                "%s: %s, weight grad %s%s)\n%79s\n",
                p->rows_per_expert, p->expert_gemm,
                sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]),
-               sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]),
-               p->wgrad_pairs ? " over pairs of micro-batches" : "", "ms  TFLOP/s");
+               sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]), p->wgrad_grouped ? over : "",
+               "ms  TFLOP/s");
         for (int i = 0; i < p->n_parts; i++) {
             const sl_plan_part *c = &p->parts[i];
             printf("  %-58s %9.2f", c->name, 1e3 * c->seconds);
@@ -267,7 +277,7 @@ static void print_json(const sl_plan *p, const char *path) {
                             sl_expert_strategy_name(p->expert_path[SL_PASS_FWD]));
     cJSON_AddStringToObject(o, "expert_gemm_dw_path",
                             sl_expert_strategy_name(p->expert_path[SL_PASS_WGRAD]));
-    cJSON_AddBoolToObject(o, "expert_wgrad_pairs", p->wgrad_pairs);
+    cJSON_AddNumberToObject(o, "expert_wgrad_group", p->wgrad_grouped ? p->wgrad_group : 1);
     cJSON *parts = cJSON_AddArrayToObject(o, "compute_parts");
     for (int i = 0; i < p->n_parts; i++) {
         cJSON *c = cJSON_CreateObject();
@@ -317,10 +327,10 @@ int sl_cmd_plan(int argc, char **argv) {
             continue;
         }
         static const char *valued[] = {
-            "--gpus",         "--ep",          "--seq-len",       "--micro-batch",
-            "--recompute",    "--gpu-memory",  "--gpu-tflops",    "--efficiency",
-            "--nvlink-gbs",   "--ib-gbs",      "--gpu",           "--layers",
-            "--global-batch", "--expert-gemm", "--gpus-per-node", "--defer-wgrad"};
+            "--gpus",        "--ep",         "--seq-len",      "--micro-batch", "--recompute",
+            "--gpu-memory",  "--gpu-tflops", "--efficiency",   "--nvlink-gbs",  "--ib-gbs",
+            "--gpu",         "--layers",     "--global-batch", "--expert-gemm", "--gpus-per-node",
+            "--defer-wgrad", "--wgrad-group"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) {
@@ -346,6 +356,8 @@ int sl_cmd_plan(int argc, char **argv) {
             rc = parse_int(a, v, &r.gpus_per_node);
         else if (!strcmp(a, "--layers"))
             rc = parse_int(a, v, &r.layers);
+        else if (!strcmp(a, "--wgrad-group"))
+            rc = parse_int(a, v, &r.wgrad_group);
         else if (!strcmp(a, "--global-batch")) {
             uint64_t x;
             if (sl_cli_parse_u64(v, false, &x) || x < 1 || x > ((uint64_t)1 << 50))

@@ -132,10 +132,11 @@ void sl_model_begin_step(sl_model *m, bool metrics);
 bool sl_model_can_defer_wgrad(const sl_model *m);
 /* When the next sl_model_forward_backward computes the experts' weight gradients
  * (moe/moe_block.h, sl_wgrad_when), for every MoE layer: the trainer runs its micro-batches in
- * pairs, PARK then PAIR (NOW for an odd one out). sl_model_begin_step sets NOW. sumsq: NULL,
- * or, for the backward that completes the experts' gradients (the step's last micro-batch),
- * where their weight-gradient GEMMs add the squares of those gradients ([1] fp32 on the model's
- * backend): their share of the gradient norm without another pass over them. */
+ * groups, PARK for all but the last, GROUP for the last (NOW for a last one alone).
+ * sl_model_begin_step sets NOW. sumsq: NULL, or, for the backward that completes the experts'
+ * gradients (the step's last micro-batch), where their weight-gradient GEMMs add the squares of
+ * those gradients ([1] fp32 on the model's backend): their share of the gradient norm without
+ * another pass over them. */
 void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss
  * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */

@@ -105,42 +105,54 @@ void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, sl_group_co
 
 void sl_experts_park(sl_experts *x, sl_experts_parked *p, sl_group_counts counts) {
     sl_experts_buffers *b = x->buf;
-    SL_CHECK(b == &x->own && !b->forward_only && !p->held,
+    SL_CHECK(b == &x->own && !b->forward_only && p->held < SL_DW_MAX_SEGMENTS - 1,
              "internal error: parking the rows of experts that share their buffers, are "
-             "forward-only, or already hold a micro-batch's");
-    sl_tensor_trade(&p->h, &b->h); /* of the buffers' capacity: sl_experts_reserve's rows */
-    sl_tensor_trade(&p->dgu, &b->dgu);
+             "forward-only, or already hold %d micro-batches'",
+             p->held);
+    sl_experts_parked_rows *r = &p->mb[p->held];
+    sl_tensor_trade(&r->h, &b->h); /* of the buffers' capacity: sl_experts_reserve's rows */
+    sl_tensor_trade(&r->dgu, &b->dgu);
     if (counts.host) {
-        if (!p->counts) p->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
-        memcpy(p->counts, counts.host, (size_t)x->local * sizeof(int64_t));
-        p->k = sl_counts_host(p->counts, x->local);
+        if (!r->counts) r->counts = sl_xcalloc((size_t)x->local, sizeof(int64_t));
+        memcpy(r->counts, counts.host, (size_t)x->local * sizeof(int64_t));
+        r->k = sl_counts_host(r->counts, x->local);
     } else { /* the next micro-batch's sort overwrites the dispatcher's: a copy on the device */
-        if (!p->dcounts)
-            p->dcounts = sl_tensor_new1(sl_tensor_backend(counts.dev), SL_I32, x->local);
-        sl_tensor_copy(p->dcounts, counts.dev);
-        p->k = sl_counts_device(p->dcounts, counts.rows);
+        if (!r->dcounts)
+            r->dcounts = sl_tensor_new1(sl_tensor_backend(counts.dev), SL_I32, x->local);
+        sl_tensor_copy(r->dcounts, counts.dev);
+        r->k = sl_counts_device(r->dcounts, counts.rows);
     }
-    p->held = true;
+    p->held++;
 }
 
-void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      sl_group_counts counts, const sl_tensor *dout,
-                                      sl_tensor *sumsq) {
+void sl_experts_backward_weights_group(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
+                                       sl_group_counts counts, const sl_tensor *dout,
+                                       sl_tensor *sumsq) {
     sl_experts_buffers *b = x->buf;
-    SL_CHECK(p->held, "internal error: a paired weight gradient without a parked micro-batch");
-    SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
-        sl_op_grouped_matmul_dw_pair(x->down->g, p->dout, p->h, p->k, dout, b->h, counts, x->local,
-                                     sl_param_grad_beta(x->down), sumsq);
-        sl_op_grouped_matmul_dw_pair(x->gate_up->g, p->dgu, p->in, p->k, b->dgu, in, counts,
-                                     x->local, sl_param_grad_beta(x->gate_up), sumsq);
+    SL_CHECK(p->held > 0, "internal error: a grouped weight gradient without a parked micro-batch");
+    sl_dw_segment down[SL_DW_MAX_SEGMENTS], gate_up[SL_DW_MAX_SEGMENTS];
+    const int n = p->held + 1;
+    for (int i = 0; i < n; i++) {
+        const sl_experts_parked_rows *r = i < p->held ? &p->mb[i] : NULL;
+        down[i] = (sl_dw_segment){r ? r->dout : dout, r ? r->h : b->h, r ? r->k : counts};
+        gate_up[i] = (sl_dw_segment){r ? r->dgu : b->dgu, r ? r->in : in, r ? r->k : counts};
     }
-    p->held = false;
+    SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
+        sl_op_grouped_matmul_dw_segments(x->down->g, down, n, x->local, sl_param_grad_beta(x->down),
+                                         sumsq);
+        sl_op_grouped_matmul_dw_segments(x->gate_up->g, gate_up, n, x->local,
+                                         sl_param_grad_beta(x->gate_up), sumsq);
+    }
+    p->held = 0;
 }
 
 void sl_experts_parked_free(sl_experts_parked *p) {
-    sl_tensor *ts[] = {p->in, p->dout, p->h, p->dgu, p->dcounts};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) sl_tensor_free(ts[i]);
-    free(p->counts);
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) {
+        sl_experts_parked_rows *r = &p->mb[i];
+        sl_tensor *ts[] = {r->in, r->dout, r->h, r->dgu, r->dcounts};
+        for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) sl_tensor_free(ts[j]);
+        free(r->counts);
+    }
     memset(p, 0, sizeof *p);
 }
 

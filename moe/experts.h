@@ -28,11 +28,11 @@ typedef struct {
     sl_experts_buffers *buf; /* the buffers it computes in: &own or another layer's */
 } sl_experts;
 
-/* One micro-batch's rows that the experts' weight gradients read, kept for the next
+/* One micro-batch's rows that the experts' weight gradients read, kept for a later
  * micro-batch's backward: the deferred weight gradient (training.defer_expert_wgrad), which
- * computes two micro-batches' dW in one pass over the fp32 gradients
- * (sl_op_grouped_matmul_dw_pair) instead of two read-modify-writes of them. The tensors change
- * hands with the experts' and the dispatcher's own buffers (sl_experts_park,
+ * computes up to SL_DW_MAX_SEGMENTS micro-batches' dW in one pass over the fp32 gradients
+ * (sl_op_grouped_matmul_dw_segments) instead of one read-modify-write of them each. The tensors
+ * change hands with the experts' and the dispatcher's own buffers (sl_experts_park,
  * sl_token_dispatcher_park): nothing is copied. */
 typedef struct {
     sl_tensor *in, *dout; /* the experts' input rows and output gradients [rows, hidden] */
@@ -40,7 +40,11 @@ typedef struct {
     int64_t *counts;      /* [local] rows per local expert (host counts) */
     sl_tensor *dcounts;   /* [local] I32, a copy of device counts */
     sl_group_counts k;    /* the parked counts: counts or dcounts */
-    bool held;            /* a micro-batch's rows are parked */
+} sl_experts_parked_rows;
+/* The micro-batches parked so far in a step: mb[0 .. held - 1], in the order they ran. */
+typedef struct {
+    sl_experts_parked_rows mb[SL_DW_MAX_SEGMENTS - 1];
+    int held;
 } sl_experts_parked;
 
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
@@ -60,19 +64,20 @@ void sl_experts_backward_data(sl_experts *x, sl_group_counts counts, const sl_te
                               sl_tensor *din);
 void sl_experts_backward_weights(sl_experts *x, const sl_tensor *in, sl_group_counts counts,
                                  const sl_tensor *dout, sl_tensor *sumsq);
-/* Parks this micro-batch's h and dgu in p (after sl_experts_backward_data; p must hold
- * nothing), giving the experts p's previous buffers, grown to their capacity, for the next
- * micro-batch; counts are copied (device counts on the device). The caller parks the dispatcher's
- * rows (in, dout) as well. */
+/* Parks this micro-batch's h and dgu in p->mb[p->held] (after sl_experts_backward_data; fewer
+ * than SL_DW_MAX_SEGMENTS - 1 held), giving the experts that slot's previous buffers, grown to
+ * their capacity, for the next micro-batch; counts are copied (device counts on the device).
+ * The caller parks the dispatcher's rows (in, dout) into the same slot first. */
 void sl_experts_park(sl_experts *x, sl_experts_parked *p, sl_group_counts counts);
-/* The weight gradients of the parked micro-batch and this one (after sl_experts_backward_data),
- * the parked first: on the CPU bitwise the same as sl_experts_backward_weights for each in
- * turn. p holds nothing afterwards. sumsq (both): NULL, or where the weight gradients add the
- * squares of their values once written (sl_op_grouped_matmul_dw's; for the backward that
- * completes them: the gradient norm's share of the experts). */
-void sl_experts_backward_weights_pair(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
-                                      sl_group_counts counts, const sl_tensor *dout,
-                                      sl_tensor *sumsq);
+/* The weight gradients of the parked micro-batches and this one (after
+ * sl_experts_backward_data), in the order they ran, in one op per projection: on the CPU
+ * bitwise the same as sl_experts_backward_weights for each in turn. p holds nothing
+ * afterwards. sumsq: NULL, or where the weight gradients add the squares of their values once
+ * written (sl_op_grouped_matmul_dw's; for the backward that completes them: the gradient
+ * norm's share of the experts). */
+void sl_experts_backward_weights_group(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
+                                       sl_group_counts counts, const sl_tensor *dout,
+                                       sl_tensor *sumsq);
 void sl_experts_parked_free(sl_experts_parked *p);
 void sl_experts_free(sl_experts *x);
 

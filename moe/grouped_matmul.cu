@@ -542,8 +542,9 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (dw->shape[1] == 0 || dw->shape[2] == 0) return;
     int how = strategy();
     if (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) { /* else: auto's others */
-        if (sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, k, nullptr, nullptr, nullptr, groups, beta,
-                                    sumsq, how == SL_EXPERT_GEMM_WGMMA)) {
+        const sl_dw_segment one = {dy, x, *k};
+        if (sl_cuda_grouped_dw_sm90(ctx, dw, &one, 1, groups, beta, sumsq,
+                                    how == SL_EXPERT_GEMM_WGMMA)) {
             g_dw_path = "wgmma";
             return;
         }
@@ -554,23 +555,21 @@ void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, co
     if (sumsq) sl_cuda_reduce_add(ctx, sl_ptr<float>(sumsq), sl_ptr<float>(dw), dw->numel, true);
 }
 
-/* The Hopper kernel over both segments in one pass over dW where it applies; else the two
- * micro-batches' weight gradients one after the other, on whichever path each takes. */
-void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const sl_group_counts *counts,
-                                    const sl_tensor *dy2, const sl_tensor *x2,
-                                    const sl_group_counts *counts2, int groups, float beta,
-                                    sl_tensor *sumsq) {
+/* The Hopper kernel over every segment in one pass over dW where it applies; else the
+ * micro-batches' weight gradients one after another, on whichever path each takes. */
+void sl_cuda_grouped_matmul_dw_segments(void *ctx, sl_tensor *dw, const sl_dw_segment *segs,
+                                        int nseg, int groups, float beta, sl_tensor *sumsq) {
     const int how = strategy();
     if (dw->shape[1] > 0 && dw->shape[2] > 0 &&
         (how == SL_EXPERT_GEMM_WGMMA || how == SL_EXPERT_GEMM_AUTO) &&
-        sl_cuda_grouped_dw_sm90(ctx, dw, dy, x, counts, dy2, x2, counts2, groups, beta, sumsq,
+        sl_cuda_grouped_dw_sm90(ctx, dw, segs, nseg, groups, beta, sumsq,
                                 how == SL_EXPERT_GEMM_WGMMA)) {
         g_dw_path = "wgmma";
         return;
     }
-    sl_cuda_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, nullptr);
-    sl_cuda_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
+    for (int i = 0; i < nseg; i++)
+        sl_cuda_grouped_matmul_dw(ctx, dw, segs[i].dy, segs[i].x, &segs[i].counts, groups,
+                                  i == 0 ? beta : 1.0f, i == nseg - 1 ? sumsq : nullptr);
 }
 
 bool sl_cuda_expert_gemm_swiglu_fused(void) {

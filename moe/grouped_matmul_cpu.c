@@ -191,15 +191,13 @@ void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, con
     add_sumsq(sumsq, dw);
 }
 
-/* Two passes, in the order the two micro-batches would run them one by one: the CPU's deferred
- * weight gradient is bitwise the immediate one (moe/experts.h). */
-void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const sl_group_counts *counts,
-                                   const sl_tensor *dy2, const sl_tensor *x2,
-                                   const sl_group_counts *counts2, int groups, float beta,
-                                   sl_tensor *sumsq) {
-    sl_cpu_grouped_matmul_dw(ctx, dw, dy, x, counts, groups, beta, NULL);
-    sl_cpu_grouped_matmul_dw(ctx, dw, dy2, x2, counts2, groups, 1.0f, sumsq);
+/* One pass per segment, in the order the micro-batches would run them one by one: the CPU's
+ * deferred weight gradient is bitwise the immediate one (moe/experts.h). */
+void sl_cpu_grouped_matmul_dw_segments(void *ctx, sl_tensor *dw, const sl_dw_segment *segs,
+                                       int nseg, int groups, float beta, sl_tensor *sumsq) {
+    for (int i = 0; i < nseg; i++)
+        sl_cpu_grouped_matmul_dw(ctx, dw, segs[i].dy, segs[i].x, &segs[i].counts, groups,
+                                 i == 0 ? beta : 1.0f, i == nseg - 1 ? sumsq : NULL);
 }
 
 /* The GEMM, then the activation over the routed rows: the two ops' results, bit for bit. */

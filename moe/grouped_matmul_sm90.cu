@@ -41,14 +41,15 @@
  *        group belong to the next one: the consumers zero them in shared memory before its
  *        wgmmas. Every group has the same tiles (empty ones get beta dW_g from the epilogue,
  *        nothing when beta is 1). With beta != 0 the producer prefetches each tile's old dW
- *        into L2 (cp.async.bulk.prefetch) as it starts the tile's loads (opt-in). With a second
- *        segment (dY2, X2, counts2: two micro-batches' rows, sl_op_grouped_matmul_dw_pair) a
- *        group's reduction runs over its chunks of the first, then of the second segment, each
- *        segment's last chunk zero-padded as above: one epilogue (one pass over dW) for both.
+ *        into L2 (cp.async.bulk.prefetch) as it starts the tile's loads (opt-in). With up to
+ *        four segments (dY_i, X_i, counts_i: the rows of up to four micro-batches,
+ *        sl_op_grouped_matmul_dw_segments) a group's reduction runs over its chunks of the first,
+ *        then of the next segment, ..., each segment's last chunk zero-padded as above: one
+ *        epilogue (one pass over dW) for all of them.
  * The groups' first rows and tile offsets are prefix sums of the counts, computed by each block
- * from the device array (warp 0, shuffles) into shared memory; a tile's group is a binary search
- * there. Results are deterministic: each output element is one accumulator's fixed sequence of
- * wgmmas, whatever the block that runs it.
+ * from the device array (warp 0, shuffles; dW: warp i for segment i) into shared memory; a tile's
+ * group is a binary search there. Results are deterministic: each output element is one
+ * accumulator's fixed sequence of wgmmas, whatever the block that runs it.
  */
 #include "moe/grouped_matmul_sm90.cuh"
 #include "moe/moe_vec.cuh"

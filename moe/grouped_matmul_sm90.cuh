@@ -61,9 +61,10 @@ template <int BN, bool RED = false> struct layout {
     static constexpr uint32_t a = 0, b = ST * a_bytes, red = b + ST * b_bytes,
                               bars = red + (RED ? 4 * red_bytes : 0);
     static constexpr uint32_t tables = bars + 16 * ST; /* full[ST], empty[ST] */
-    /* + row_start[groups + 1], tile_start[groups + 1] (int) */
-    static constexpr size_t bytes(int groups) {
-        return tables + 2 * sizeof(int) * (size_t)(groups + 1);
+    /* + the groups' tables of groups + 1 ints each: mm's row_start and tile_start, dW's
+     * row_start of each segment (group_tables) */
+    static constexpr size_t bytes(int groups, int n_tables = 2) {
+        return tables + (size_t)n_tables * sizeof(int) * (size_t)(groups + 1);
     }
 };
 
@@ -102,10 +103,9 @@ __device__ __forceinline__ void group_tables(const int *counts, int groups, int 
  * bytes, "empty" on the 256 consumer threads' arrivals. */
 template <int ST> struct ring {
     uint64_t *full, *empty;
-    int *row_start, *tile_start; /* the groups' tables (group_tables) */
-    /* dW with a second segment: its groups' first rows, in tile_start's place (dW needs no
-     * tile table) */
-    int *row_start2;
+    /* mm: the groups' tables (group_tables); dW: segment i's groups' first rows at row_start +
+     * i (groups + 1) (dW needs no tile table) */
+    int *row_start, *tile_start;
 
     /* The producer: waits until the consumers released the stage's previous use, expects
      * `bytes` of TMA loads on it (0: none, the stage is full at once) and returns the stage. */
@@ -141,9 +141,17 @@ __device__ __forceinline__ ring<layout<BN, RED>::ST> block_start(uint8_t *smem,
         }
         sl_fence_mbarrier_init();
     }
-    r.row_start2 = a.counts2 ? r.tile_start : nullptr;
-    group_tables(a.counts, a.groups, r.row_start, a.counts2 ? nullptr : r.tile_start, 0);
-    if (a.counts2) group_tables(a.counts2, a.groups, r.row_start2, nullptr, 1);
+    /* one warp per table, in parallel: mm's two tables, or dW's segments' row tables */
+    if (a.nseg == 0) {
+        group_tables(a.counts, a.groups, r.row_start, r.tile_start, 0);
+    } else {
+        /* unrolled: a run-time index into the parameter's array would copy it to local memory */
+        SL_UNROLL
+        for (int i = 0; i < SL_DW_MAX_SEGMENTS; i++)
+            if (i < a.nseg)
+                group_tables(a.seg_counts[i], a.groups, r.row_start + i * (a.groups + 1), nullptr,
+                             i);
+    }
     __syncthreads();
     return r;
 }

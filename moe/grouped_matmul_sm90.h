@@ -13,8 +13,11 @@
  * (fp32). */
 struct sl_gmm_sm90_args {
     void *ctx;
-    const int *counts;
-    const int *counts2; /* dW over two segments of rows (grouped_matmul_dw_pair), or null */
+    const int *counts; /* mm: the groups' rows; dW: the first segment's (seg_counts[0]) */
+    /* dW: the rows' segments (sl_op_grouped_matmul_dw_segments), each group's reduction over its
+     * rows of segment 0, then 1, ...: their counts (seg_counts[0] == counts) */
+    const int *seg_counts[SL_DW_MAX_SEGMENTS];
+    int nseg; /* dW: 1..SL_DW_MAX_SEGMENTS; mm: 0 */
     int groups, m, n, k;
     void *c;
     void *h; /* mm with the fused SwiGLU: h [rows, n] (bf16), and then C is gu [rows, 2 n] */
@@ -53,14 +56,12 @@ bool sl_cuda_grouped_mm_sm90(void *ctx, sl_tensor *c, const sl_tensor *a, const 
 bool sl_cuda_grouped_mm_swiglu_sm90(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                     const sl_tensor *b, const sl_group_counts *counts, int groups,
                                     bool loud);
-/* dy2, x2, counts2: a second segment of rows (sl_op_grouped_matmul_dw_pair), each group's
- * reduction running over its rows of the first segment, then of the second; null for one.
- * sumsq (or null): += the squares of dW after the op, from the epilogue's registers (a kept
- * tile, an empty group with beta 1, is read for them), summed per consumer warp and then in a
- * fixed order (core's sl_cuda_reduce_add). */
-bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const sl_group_counts *counts, const sl_tensor *dy2,
-                             const sl_tensor *x2, const sl_group_counts *counts2, int groups,
-                             float beta, sl_tensor *sumsq, bool loud);
+/* segs: 1..SL_DW_MAX_SEGMENTS segments of rows (sl_op_grouped_matmul_dw_segments), each group's
+ * reduction running over its rows of the first segment, then of the next, ... in one
+ * accumulator (one fp32 sum per element, one epilogue). sumsq (or null): += the squares of dW
+ * after the op, from the epilogue's registers (a kept tile, an empty group with beta 1, is read
+ * for them), summed per consumer warp and then in a fixed order (core's sl_cuda_reduce_add). */
+bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_dw_segment *segs, int nseg,
+                             int groups, float beta, sl_tensor *sumsq, bool loud);
 
 #endif

@@ -1,10 +1,10 @@
 /*
  * moe/grouped_matmul_sm90_dw.cu - the Hopper grouped GEMM's weight gradient
- * (sl_op_grouped_matmul_dw and _dw_pair: bf16 dY, X into fp32 dW, one launch per projection): its
- * kernel, its epilogues (read-modify-write, or TMA add reductions with
- * SLUICE_EXPERT_GEMM_DW_REDUCE=1), the old dW's L2 prefetch (SLUICE_EXPERT_GEMM_PREFETCH=1) and the
- * sum of squares for the gradient norm. Design: moe/grouped_matmul_sm90.cu's header ("dW"); shared
- * pieces: moe/grouped_matmul_sm90.cuh.
+ * (sl_op_grouped_matmul_dw and _dw_segments: bf16 dY, X into fp32 dW, one launch per
+ * projection): its kernel, its epilogues (read-modify-write, or TMA add reductions with
+ * SLUICE_EXPERT_GEMM_DW_REDUCE=1), the old dW's L2 prefetch (SLUICE_EXPERT_GEMM_PREFETCH=1) and
+ * the sum of squares for the gradient norm. Design: moe/grouped_matmul_sm90.cu's header ("dW");
+ * shared pieces: moe/grouped_matmul_sm90.cuh.
  */
 #include "core/kernels_cuda.h" /* sl_cuda_reduce_add */
 #include "moe/grouped_matmul_sm90.cuh"
@@ -82,37 +82,60 @@ __device__ __forceinline__ void reduce_tile(float (&acc)[BN / 2], uint8_t *stage
     }
 }
 
-/* A dW tile's reduction: its group's rows in the first segment (rows from r0, `chunks` chunks
- * of BK) and, with a second, in that one (from r2, chunks2), walked as one run of chunks. */
-struct dw_run {
-    int r0, rows, chunks, r2, rows2, chunks2;
-    __device__ __forceinline__ int total() const { return chunks + chunks2; }
-    /* chunk kc's segment (0, 1), its first row there and its rows in that segment from it */
-    __device__ __forceinline__ int seg(int kc) const { return kc >= chunks; }
-    __device__ __forceinline__ int row(int kc) const {
-        return kc < chunks ? r0 + kc * BK : r2 + (kc - chunks) * BK;
+/* A dW tile's reduction: its group's rows in each segment, walked as one run of BK-row chunks
+ * (segment 0's, then 1's, ...; empty ones skipped). The cursor is where the run is: a segment,
+ * a chunk in it, and the group's rows there, read from the segment's table in shared memory
+ * as the run enters it (no array indexed at run time in registers). */
+struct dw_cursor {
+    const int *tables; /* segment i's row table at tables + i (groups + 1) */
+    int stride, nseg, g;
+    int seg, kk, r0, rows; /* segment, chunk in it, the group's first row and rows there */
+
+    /* the first non-empty segment from seg on (seg == nseg: the run is over) */
+    __device__ __forceinline__ void enter() {
+        for (; seg < nseg; seg++) {
+            const int *t = tables + seg * stride;
+            r0 = t[g], rows = t[g + 1] - r0;
+            if (rows > 0) return;
+        }
     }
-    __device__ __forceinline__ int left(int kc) const {
-        return kc < chunks ? rows - kc * BK : rows2 - (kc - chunks) * BK;
+    __device__ __forceinline__ void next() {
+        if (++kk * BK >= rows) {
+            kk = 0, seg++;
+            enter();
+        }
     }
+    __device__ __forceinline__ int row() const { return r0 + kk * BK; }
+    __device__ __forceinline__ int left() const { return rows - kk * BK; } /* rows from row() */
 };
-template <int ST> __device__ __forceinline__ dw_run dw_run_of(const ring<ST> &R, int g) {
-    dw_run d;
-    d.r0 = R.row_start[g], d.rows = R.row_start[g + 1] - d.r0;
-    d.chunks = (d.rows + BK - 1) / BK;
-    d.r2 = d.rows2 = d.chunks2 = 0;
-    if (R.row_start2) {
-        d.r2 = R.row_start2[g], d.rows2 = R.row_start2[g + 1] - d.r2;
-        d.chunks2 = (d.rows2 + BK - 1) / BK;
-    }
+template <int ST>
+__device__ __forceinline__ dw_cursor dw_cursor_of(const ring<ST> &R, const sl_gmm_sm90_args &a,
+                                                  int g) {
+    dw_cursor d = {R.row_start, a.groups + 1, a.nseg, g, 0, 0, 0, 0};
+    d.enter();
     return d;
 }
+/* The chunks of group g's reduction over all segments. */
+template <int ST>
+__device__ __forceinline__ int dw_chunks(const ring<ST> &R, const sl_gmm_sm90_args &a, int g) {
+    int n = 0;
+    for (int i = 0; i < a.nseg; i++) {
+        const int *t = R.row_start + i * (a.groups + 1);
+        n += (t[g + 1] - t[g] + BK - 1) / BK;
+    }
+    return n;
+}
+
+/* The weight gradient's tensor maps, one kernel parameter: dY and X of each segment (those
+ * past nseg unused), and dW as the add reductions' target (else any valid map). A map is
+ * picked by its segment at run time: its address in the parameter space, as TMA takes it. */
+struct dw_maps {
+    CUtensorMap dy[SL_DW_MAX_SEGMENTS], x[SL_DW_MAX_SEGMENTS], c;
+};
 
 template <int BN, bool RED>
 __global__ void __launch_bounds__(kThreads, 1)
-    dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
-              const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap tdy2,
-              const __grid_constant__ CUtensorMap tx2, const sl_gmm_sm90_args a) {
+    dw_kernel(const __grid_constant__ dw_maps maps, const sl_gmm_sm90_args a) {
     using L = layout<BN, RED>;
     SL_DYNAMIC_SMEM_1024(uint8_t, smem);
     const auto R = block_start<BN, RED>(smem, a);
@@ -124,26 +147,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg == 0) { /* producer */
         sl_setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x != 0) return;
-        sl_tma_prefetch(&tdy);
-        sl_tma_prefetch(&tx);
-        if (a.counts2) {
-            sl_tma_prefetch(&tdy2);
-            sl_tma_prefetch(&tx2);
+        for (int i = 0; i < a.nseg; i++) {
+            sl_tma_prefetch(&maps.dy[i]);
+            sl_tma_prefetch(&maps.x[i]);
         }
         int it = 0;
         for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
             const int g = t / per_group, local = t % per_group;
             const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
-            const dw_run d = dw_run_of(R, g);
-            const int chunks = d.total();
+            const int chunks = dw_chunks(R, a, g);
             if (a.prefetch_c && !dw_kept(chunks, a.beta)) prefetch_c_tile<BN>(a, g, m0, n0);
-            for (int kc = 0; kc < chunks; kc++, it++) {
+            dw_cursor d = dw_cursor_of(R, a, g);
+            for (int kc = 0; kc < chunks; kc++, it++, d.next()) {
                 const int s = R.produce(it, left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS)
                                                 ? 0u
                                                 : L::a_bytes + L::b_bytes),
-                          row = d.row(kc);
+                          row = d.row();
                 if (left_out(a, SL_EXPERT_GEMM_ABLATE_LOADS)) continue;
-                const CUtensorMap *mdy = d.seg(kc) ? &tdy2 : &tdy, *mx = d.seg(kc) ? &tx2 : &tx;
+                const CUtensorMap *mdy = &maps.dy[d.seg], *mx = &maps.x[d.seg];
                 uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
                 for (int c = 0; c < BM / 64; c++)
                     sl_tma_load_2d(sa + c * (BK * 128), mdy, &R.full[s], m0 + 64 * c, row);
@@ -162,8 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = (int)blockIdx.x; t < total; t += (int)gridDim.x) {
         const int g = t / per_group, local = t % per_group;
         const int m0 = (local / n_tiles) * BM, n0 = (local % n_tiles) * BN;
-        const dw_run d = dw_run_of(R, g);
-        const int chunks = d.total();
+        const int chunks = dw_chunks(R, a, g);
         float *row[2];
         SL_UNROLL
         for (int x = 0; x < 2; x++) {
@@ -180,14 +200,15 @@ __global__ void __launch_bounds__(kThreads, 1)
          * branch around the wgmmas (one made ptxas serialize them, C7518) */
         SL_UNROLL
         for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
-        for (int kc = 0; kc < chunks; kc++, it++) {
+        dw_cursor d = dw_cursor_of(R, a, g);
+        for (int kc = 0; kc < chunks; kc++, it++, d.next()) {
             const int s = R.consume(it);
             uint8_t *sa = smem + L::a + s * L::a_bytes, *sb = smem + L::b + s * L::b_bytes;
             /* the last chunk of the group in a segment: the next group's rows count as zeros
              * (skipping the k-slices past the group instead made ptxas serialize the wgmmas,
              * C7520: a branch around them; the padding is at most 63 rows of the group's
              * reduction per segment) */
-            const int kv = d.left(kc);
+            const int kv = d.left();
             if (kv < BK) {
                 zero_rows_from(sa + c * (BK * 128), kv, p.t);
                 for (int cc = c; cc < BN / 64; cc += 2)
@@ -213,8 +234,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         /* epilogue: dW rows m0 + this consumer's 64 below R */
         if constexpr (RED) {
-            reduce_tile<BN>(acc, smem + L::red + 2 * c * L::red_bytes, &tc, g, m0 + 64 * c, n0, a.n,
-                            p, kBarWg + c, n_red);
+            reduce_tile<BN>(acc, smem + L::red + 2 * c * L::red_bytes, &maps.c, g, m0 + 64 * c, n0,
+                            a.n, p, kBarWg + c, n_red);
         } else {
             store_tile<BN>(acc, row, n0, a.n, a.beta, p.q);
             if (slot) tile_squares<BN>(acc, row, n0, a.n, false, slot, p);
@@ -241,18 +262,12 @@ CUtensorMap dw_map(void *p, int64_t n, int64_t m, int64_t groups, const char *op
     return t;
 }
 
-/* The weight gradient's tensor maps: dY, X (and a second segment's, else those again), and
- * dW as the add reductions' target (else any valid map). */
-struct dw_maps {
-    CUtensorMap dy, x, c, dy2, x2;
-};
-
 template <int BN, bool RED>
 void launch_dw(const dw_maps &m, const sl_gmm_sm90_args &a, int64_t tiles) {
-    const size_t smem = layout<BN, RED>::bytes(a.groups);
+    const size_t smem = layout<BN, RED>::bytes(a.groups, a.nseg > 2 ? a.nseg : 2);
     raise_smem<dw_kernel<BN, RED>>(smem, "grouped_matmul_dw");
     SL_LAUNCH((dw_kernel<BN, RED>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
-              sl_cuda_stream(a.ctx), m.dy, m.x, m.c, m.dy2, m.x2, a);
+              sl_cuda_stream(a.ctx), m, a);
 }
 
 /* Whether the weight gradient prefetches its old dW tiles (SLUICE_EXPERT_GEMM_PREFETCH=1). Off
@@ -275,51 +290,50 @@ int dw_reduce_enabled(void) {
 
 } // namespace
 
-bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                             const sl_group_counts *counts, const sl_tensor *dy2,
-                             const sl_tensor *x2, const sl_group_counts *counts2, int groups,
-                             float beta, sl_tensor *sumsq, bool loud) {
+bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_dw_segment *segs, int nseg,
+                             int groups, float beta, sl_tensor *sumsq, bool loud) {
     static const char *op = "grouped_matmul_dw";
     const int64_t r = dw->shape[1], s = dw->shape[2];
-    /* the groups' rows only, as in sl_cuda_grouped_mm_sm90 */
-    int64_t rows = counts->rows, rows2 = counts2 ? counts2->rows : 0;
-    if (rows == 0 && rows2 > 0) { /* no tensor map over no rows: the second segment alone */
-        dy = dy2, x = x2, counts = counts2, rows = rows2;
-        rows2 = 0;
-    }
-    const bool pair = rows2 > 0;
+    /* the segments with rows (no tensor map over no rows; an empty segment adds nothing) */
+    const sl_dw_segment *use[SL_DW_MAX_SEGMENTS];
+    int n = 0;
+    for (int i = 0; i < nseg && i < SL_DW_MAX_SEGMENTS; i++)
+        if (segs[i].counts.rows > 0) use[n++] = &segs[i];
     static bool said = false;
-    bool types_ok = dy->dtype == SL_BF16 && x->dtype == SL_BF16 && dw->dtype == SL_F32;
-    const char *why = why_not<dw_kernel<128, false>>(ctx, types_ok, r, s, groups, rows, dy->data,
-                                                     x->data, dw->data);
-    if (!why && pair) {
-        types_ok = dy2->dtype == SL_BF16 && x2->dtype == SL_BF16;
-        why = why_not<dw_kernel<128, false>>(ctx, types_ok, r, s, groups, rows2, dy2->data,
-                                             x2->data, dw->data);
+    const char *why = nseg > SL_DW_MAX_SEGMENTS ? "more segments than it takes" : nullptr;
+    for (int i = 0; i < n && !why; i++) {
+        const sl_dw_segment *g = use[i];
+        const bool types_ok =
+            g->dy->dtype == SL_BF16 && g->x->dtype == SL_BF16 && dw->dtype == SL_F32;
+        why = why_not<dw_kernel<128, false>>(ctx, types_ok, r, s, groups, g->counts.rows,
+                                             g->dy->data, g->x->data, dw->data);
     }
     if (!note(op, &said, why, loud)) return false;
-    if (rows == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
+    if (n == 0) return false; /* no tensor map over no rows: auto's path scales dW by beta */
     const unsigned ablate = sl_cuda_grouped_sm90_ablation();
     const int bn = s > 128 && !(ablate & SL_EXPERT_GEMM_ABLATE_WIDE_TILES) ? 256 : 128;
     const int64_t tiles = (int64_t)groups * ((r + BM - 1) / BM) * ((s + bn - 1) / bn);
     if (tiles >= INT32_MAX) return false;
     sl_gmm_sm90_args args = {};
-    args.ctx = ctx, args.counts = device_counts(ctx, counts, groups), args.groups = groups;
-    args.counts2 = pair ? device_counts(ctx, counts2, groups) : nullptr;
+    args.ctx = ctx, args.groups = groups, args.nseg = n;
+    dw_maps m;
+    for (int i = 0; i < n; i++) {
+        const sl_dw_segment *g = use[i];
+        args.seg_counts[i] = device_counts(ctx, &g->counts, groups);
+        m.dy[i] = bf16_map(g->dy->data, r, g->counts.rows, 0, BK, op);
+        m.x[i] = bf16_map(g->x->data, s, g->counts.rows, 0, BK, op);
+    }
+    for (int i = n; i < SL_DW_MAX_SEGMENTS; i++) m.dy[i] = m.dy[0], m.x[i] = m.x[0];
+    args.counts = args.seg_counts[0];
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
     args.ablate = ablate;
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */
-    dw_maps m;
-    m.dy = bf16_map(dy->data, r, rows, 0, BK, op);
-    m.x = bf16_map(x->data, s, rows, 0, BK, op);
-    m.dy2 = pair ? bf16_map(dy2->data, r, rows2, 0, BK, op) : m.dy;
-    m.x2 = pair ? bf16_map(x2->data, s, rows2, 0, BK, op) : m.x;
     /* the add-reduction epilogue adds to the old dW: beta 1 only (and not with the prefetch,
      * which serves the read-modify-write, nor with sumsq, whose squares need the sums) */
     const bool red = beta == 1.0f && dw_reduce_enabled() && !args.prefetch_c && !sumsq;
     const int64_t slots = tiles * kConsumers * 4; /* a partial per consumer warp and tile */
     if (sumsq) args.sq = (float *)sl_cuda_scratch(ctx, 3, sizeof(float) * (size_t)slots);
-    m.c = red ? dw_map(dw->data, s, r, groups, op) : m.dy;
+    m.c = red ? dw_map(dw->data, s, r, groups, op) : m.dy[0];
     if (bn == 256)
         red ? launch_dw<256, true>(m, args, tiles) : launch_dw<256, false>(m, args, tiles);
     else

@@ -12,11 +12,8 @@ void sl_cpu_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl
 void sl_cpu_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                               const sl_group_counts *counts, int groups, float beta,
                               sl_tensor *sumsq);
-void sl_cpu_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                   const sl_tensor *x, const sl_group_counts *counts,
-                                   const sl_tensor *dy2, const sl_tensor *x2,
-                                   const sl_group_counts *counts2, int groups, float beta,
-                                   sl_tensor *sumsq);
+void sl_cpu_grouped_matmul_dw_segments(void *ctx, sl_tensor *dw, const sl_dw_segment *segs,
+                                       int nseg, int groups, float beta, sl_tensor *sumsq);
 void sl_cpu_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,
                                   const sl_tensor *b, const sl_group_counts *counts, int groups);
 

@@ -18,11 +18,8 @@ void sl_cuda_grouped_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const s
 void sl_cuda_grouped_matmul_dw(void *ctx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                                const sl_group_counts *counts, int groups, float beta,
                                sl_tensor *sumsq);
-void sl_cuda_grouped_matmul_dw_pair(void *ctx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const sl_group_counts *counts,
-                                    const sl_tensor *dy2, const sl_tensor *x2,
-                                    const sl_group_counts *counts2, int groups, float beta,
-                                    sl_tensor *sumsq);
+void sl_cuda_grouped_matmul_dw_segments(void *ctx, sl_tensor *dw, const sl_dw_segment *segs,
+                                        int nseg, int groups, float beta, sl_tensor *sumsq);
 /* One launch where the Hopper kernel applies and SLUICE_EXPERT_GEMM_SWIGLU is 1
  * (moe/grouped_matmul_sm90.h); else sl_cuda_grouped_matmul and sl_cuda_swiglu_fwd. */
 void sl_cuda_grouped_matmul_swiglu(void *ctx, sl_tensor *h, sl_tensor *gu, const sl_tensor *a,

@@ -115,7 +115,7 @@ void sl_moe_block_begin_step(sl_moe_block *b, bool host_counts) {
     b->want_host_counts = host_counts;
     /* rows still parked belong to a step that stopped early (its batch failed): its gradients
      * are overwritten anyway (sl_params_begin_grads), so they are dropped, not an error */
-    b->parked.held = false;
+    b->parked.held = 0;
     b->wgrad = SL_WGRAD_NOW;
     b->grad_sumsq = NULL;
     memset(b->lbl_counts, 0, (size_t)b->router.experts * sizeof(int64_t));
@@ -179,15 +179,16 @@ bool sl_moe_block_can_defer(const sl_moe_block *b) {
 }
 
 void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq) {
+    static const char *const names[] = {"now", "park", "group"};
+    const int held = b->parked.held;
     SL_CHECK(when != SL_WGRAD_PARK || sl_moe_block_can_defer(b),
              "internal error: deferring the weight gradients of a MoE block that shares its "
              "activations or does not train");
-    SL_CHECK((when == SL_WGRAD_PAIR) == b->parked.held,
-             "internal error: MoE weight gradients set to %s with%s a parked micro-batch",
-             when == SL_WGRAD_NOW    ? "now"
-             : when == SL_WGRAD_PARK ? "park"
-                                     : "pair",
-             b->parked.held ? "" : "out");
+    SL_CHECK(when == SL_WGRAD_PARK  ? held < SL_DW_MAX_SEGMENTS - 1
+             : when == SL_WGRAD_NOW ? held == 0
+                                    : held > 0,
+             "internal error: MoE weight gradients set to %s with %d parked micro-batches",
+             names[when], held);
     SL_CHECK(!sumsq || when != SL_WGRAD_PARK,
              "internal error: a parked micro-batch's weight gradients asked for their squares");
     b->wgrad = when;
@@ -195,8 +196,8 @@ void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sums
 }
 
 /* The experts' weight gradients after their data gradients, as set_wgrad says: now, parked
- * (the dispatcher's rows and the experts' SwiGLU buffers change hands with the parked set's),
- * or for the parked micro-batch and this one. */
+ * (the dispatcher's rows and the experts' SwiGLU buffers change hands with a parked slot's),
+ * or for the parked micro-batches and this one. */
 static void expert_weights(sl_moe_block *b) {
     sl_token_dispatcher *d = b->disp;
     switch (b->wgrad) {
@@ -204,14 +205,16 @@ static void expert_weights(sl_moe_block *b) {
         sl_experts_backward_weights(&b->experts, d->expert_in, sl_token_dispatcher_counts(d),
                                     d->dexpert_out, b->grad_sumsq);
         break;
-    case SL_WGRAD_PARK:
-        sl_token_dispatcher_park(d, &b->parked.in, &b->parked.dout);
+    case SL_WGRAD_PARK: {
+        sl_experts_parked_rows *slot = &b->parked.mb[b->parked.held];
+        sl_token_dispatcher_park(d, &slot->in, &slot->dout);
         sl_experts_park(&b->experts, &b->parked, sl_token_dispatcher_counts(d));
         break;
-    case SL_WGRAD_PAIR:
-        sl_experts_backward_weights_pair(&b->experts, &b->parked, d->expert_in,
-                                         sl_token_dispatcher_counts(d), d->dexpert_out,
-                                         b->grad_sumsq);
+    }
+    case SL_WGRAD_GROUP:
+        sl_experts_backward_weights_group(&b->experts, &b->parked, d->expert_in,
+                                          sl_token_dispatcher_counts(d), d->dexpert_out,
+                                          b->grad_sumsq);
         break;
     }
 }

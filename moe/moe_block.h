@@ -56,11 +56,12 @@ typedef struct {
 } sl_moe_options;
 
 /* When a MoE layer's backward computes its experts' weight gradients (the trainer sets it per
- * micro-batch: training.defer_expert_wgrad, docs/performance.md):
- *   SL_WGRAD_NOW   in this backward (the default)
- *   SL_WGRAD_PARK  not yet: the rows they read are parked for the next micro-batch's backward
- *   SL_WGRAD_PAIR  for the parked micro-batch and this one, in one pass over the gradients */
-typedef enum { SL_WGRAD_NOW = 0, SL_WGRAD_PARK, SL_WGRAD_PAIR } sl_wgrad_when;
+ * micro-batch: training.defer_expert_wgrad and training.expert_wgrad_group,
+ * docs/performance.md):
+ *   SL_WGRAD_NOW    in this backward (the default)
+ *   SL_WGRAD_PARK   not yet: the rows they read are parked for a later micro-batch's backward
+ *   SL_WGRAD_GROUP  for the parked micro-batches and this one, in one pass over the gradients */
+typedef enum { SL_WGRAD_NOW = 0, SL_WGRAD_PARK, SL_WGRAD_GROUP } sl_wgrad_when;
 
 typedef struct {
     sl_router router;
@@ -83,7 +84,7 @@ typedef struct {
     bool want_host_counts;    /* read the counts on the host in every forward (metrics steps) */
     sl_wgrad_when wgrad;      /* this micro-batch's (sl_moe_block_set_wgrad) */
     sl_tensor *grad_sumsq;    /* and where its completed expert gradients add their squares */
-    sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_PAIR */
+    sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_GROUP */
 } sl_moe_block;
 
 /* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the
@@ -120,9 +121,10 @@ void sl_moe_block_recompute(sl_moe_block *b, const sl_tensor *xn, const sl_tenso
  * sl_moe_block_share's) and trains. */
 bool sl_moe_block_can_defer(const sl_moe_block *b);
 /* When the next backward computes the experts' weight gradients. PARK needs
- * sl_moe_block_can_defer and nothing parked; PAIR a parked micro-batch; NOW nothing parked.
- * sumsq: NULL, or (NOW, PAIR: a backward that completes the gradients) where the experts'
- * weight gradients add the squares of their values ([1] fp32, sl_op_grouped_matmul_dw). */
+ * sl_moe_block_can_defer and fewer than SL_DW_MAX_SEGMENTS - 1 micro-batches parked; GROUP at
+ * least one parked; NOW none. sumsq: NULL, or (NOW, GROUP: a backward that completes the
+ * gradients) where the experts' weight gradients add the squares of their values ([1] fp32,
+ * sl_op_grouped_matmul_dw). */
 void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq);
 /* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says). */
 void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,

@@ -1,26 +1,29 @@
 /*
- * tests/test_defer_wgrad.c - the experts' weight gradients over pairs of micro-batches
- * (training.defer_expert_wgrad, sl_stepper.defer_wgrad) against the immediate ones.
+ * tests/test_defer_wgrad.c - the experts' weight gradients over groups of 2 to 4 micro-batches
+ * (training.defer_expert_wgrad and expert_wgrad_group, sl_stepper.wgrad_group) against the
+ * immediate ones.
  *
  *   mpirun -np N test_defer_wgrad --ep EP [--steps S] [--capacity F]
  *                                 [--backend cuda [--transport nccl] [--bf16]]
  *
  * Every rank trains two copies of the same model from the same seed on the same batches, one
- * deferring (the first micro-batch of each pair parks the rows its expert weight gradients
- * read, the second computes both micro-batches' gradients in one sl_op_grouped_matmul_dw_pair)
- * and one not, with the step's micro-batches per rank as the world gives them and, where that
- * is 3 or more, one fewer (an odd count: the last micro-batch alone computes its own), and
- * on the CPU once more with recompute "attention" (the MoE layers keep their own rows). The
- * pair is the two grouped_matmul_dw calls of the immediate order on the CPU and wherever the
- * CUDA backend has no one-pass kernel for it, so there every loss, gradient norm and master
- * weight must be bitwise equal; where it has one (bf16 on Hopper, and the emulated build's
- * Hopper kernel) each dW element is one fp32 accumulation over both micro-batches' rows
- * instead of two, so losses must agree within 1e-5 relative and the weights within 1e-5 of
- * their largest magnitude. A parked row overwritten by the next micro-batch's forward would
- * break either. The deferral must not make the host wait more often. Where each expert's
- * gradient lives on one rank, the expert group's sum of squares that the last backward's
- * weight-gradient GEMMs added up (the gradient norm's share, trainer/optimizer.h) must match
- * one pass over the gradients, in both copies.
+ * deferring (all but the last micro-batch of each group park the rows their expert weight
+ * gradients read, the last computes the group's gradients in one
+ * sl_op_grouped_matmul_dw_segments) and one not. The micro-batches per rank: the world's, but
+ * at least 4 on the CPU with up to 2 ranks and at least 2 elsewhere. In pairs at that count
+ * and, where it is 3 or more, one fewer (an odd count: the last micro-batch alone computes its
+ * own); with 4 or more in groups of 3 (a group and one alone); in groups of 4 (a whole group,
+ * or fewer where the step has fewer, and at one fewer); and on the CPU once more with
+ * recompute "attention" (the MoE layers keep their own rows). The group is the grouped_matmul_dw
+ * calls of the immediate order on the CPU and wherever the CUDA backend has no one-pass kernel for
+ * it, so there every loss, gradient norm and master weight must be bitwise equal; where it has one
+ * (bf16 on Hopper, and the emulated build's Hopper kernel) each dW element is one fp32 accumulation
+ * over the group's rows instead of one per micro-batch, so losses must agree within 1e-5 relative
+ * and the weights within 1e-5 of their largest magnitude. A parked row overwritten by the next
+ * micro-batch's forward would break either. The deferral must not make the host wait more often.
+ * Where each expert's gradient lives on one rank, the expert group's sum of squares that the last
+ * backward's weight-gradient GEMMs added up (the gradient norm's share, trainer/optimizer.h) must
+ * match one pass over the gradients, in both copies.
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,9 +59,9 @@ static void check_expert_sumsq(sl_prun_model *r, int step, const char *what, dou
     g_sumsq_checked++;
 }
 
-/* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode` and
- * compares them. */
-static void compare(sl_prun *pr, int micro, sl_memory_mode mode, int32_t *tokens) {
+/* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode`, the
+ * deferring one over groups of `group`, and compares them. */
+static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int32_t *tokens) {
     const bool exact = !pr->bf16;
     const sl_model_config mc = pr->mc;
     sl_train_config tc = pr->tc;
@@ -72,7 +75,7 @@ static void compare(sl_prun *pr, int micro, sl_memory_mode mode, int32_t *tokens
                             .world = pr->dworld,
                             .micro_batches = micro,
                             .tokens = tokens,
-                            .defer_wgrad = true};
+                            .wgrad_group = group};
     const sl_stepper soff = {.model = off.model,
                              .opt = &off.opt,
                              .world = pr->dworld,
@@ -112,12 +115,13 @@ static void compare(sl_prun *pr, int micro, sl_memory_mode mode, int32_t *tokens
         CHECK(w.worst <= 1e-5 * w.largest, "master weights: largest difference %.3g (bound %.3g)",
               w.worst, 1e-5 * w.largest);
     if (pr->rank == 0)
-        printf("np %d, ep %d%s, backend %s%s, %d micro-batches, recompute %s: %lld weights on "
+        printf("np %d, ep %d%s, backend %s%s, %d micro-batches in groups of %d, recompute %s: %lld "
+               "weights on "
                "rank 0, %lld differ (largest difference %.3g, largest weight %.3g), worst relative "
                "loss difference %.3g\n",
                pr->size, pr->ep, pr->capacity > 0 ? ", capacity" : "", sl_backend_name(pr->be),
-               pr->bf16 ? " bf16" : "", micro, sl_memory_mode_name(mode), (long long)w.compared,
-               (long long)w.differ, w.worst, w.largest, worst_loss);
+               pr->bf16 ? " bf16" : "", micro, group, sl_memory_mode_name(mode),
+               (long long)w.compared, (long long)w.differ, w.worst, w.largest, worst_loss);
     sl_prun_model_free(&on);
     sl_prun_model_free(&off);
 }
@@ -128,13 +132,19 @@ int main(int argc, char **argv) {
     const int setup = sl_prun_setup(&pr, &argc, &argv);
     if (setup != 0) return setup;
     int32_t *tokens = malloc(sizeof(int32_t) * B * (S + 1));
-    /* the harness's global batch per rank, but at least a pair (its batches are a function of
-     * the sequence index, so more micro-batches are just more sequences) */
-    const int micro = GLOBAL_SEQS / (B * pr.size) >= 2 ? GLOBAL_SEQS / (B * pr.size) : 2;
-    compare(&pr, micro, SL_MEMORY_NONE, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, SL_MEMORY_NONE, tokens);
+    /* the harness's global batch per rank, but at least 4 on the CPU with up to 2 ranks (a
+     * group of 4 with the expert exchange's parked rows) and a pair elsewhere (4 ranks
+     * oversubscribe CI's cores; its batches are a function of the sequence index, so more
+     * micro-batches are just more sequences) */
+    const int least = pr.cuda || pr.size > 2 ? 2 : 4;
+    const int micro = GLOBAL_SEQS / (B * pr.size) >= least ? GLOBAL_SEQS / (B * pr.size) : least;
+    compare(&pr, micro, 2, SL_MEMORY_NONE, tokens);
+    if (micro >= 3) compare(&pr, micro - 1, 2, SL_MEMORY_NONE, tokens);
+    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, tokens);
+    compare(&pr, micro, 4, SL_MEMORY_NONE, tokens);
+    if (micro >= 3) compare(&pr, micro - 1, 4, SL_MEMORY_NONE, tokens);
     /* recompute "attention": the layers keep their own FFN activations, so they can park */
-    if (!pr.cuda) compare(&pr, micro, SL_MEMORY_ATTENTION, tokens);
+    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, tokens);
     /* each expert's gradient on one rank (EP = world): the backward summed its squares */
     if (pr.ep == pr.size)
         CHECK(g_sumsq_checked > 0, "the fused sum of the expert gradients' squares never ran");

@@ -251,9 +251,13 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
+g4 = parts.get("profile_group4", {}).get("result", {})
+if not g4 or not g4.get("defer_expert_wgrad") or g4.get("expert_wgrad_group") != min(4, g4["accum"]):
+    bad.append("profile_group4: not the weight gradients over groups of min(4, accum): %r" %
+               {k: g4.get(k) for k in ("defer_expert_wgrad", "expert_wgrad_group", "accum")})
 ab = parts.get("expert_gemm_ablate", {}).get("result") or []
-if [len(r["gemms"]) for r in ab] != [9]:
-    bad.append("expert_gemm_ablate: not the 9 GEMMs of one shape read from its table: %r" % ab)
+if [len(r["gemms"]) for r in ab] != [11]:
+    bad.append("expert_gemm_ablate: not the 11 GEMMs of one shape read from its table: %r" % ab)
 ap = parts.get("attn_bench_persistent", {}).get("result") or []
 if sorted({r.get("persistent") for r in ap}) != [0, 1]:
     bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)

@@ -213,6 +213,20 @@ static void check_deferred(const sl_config *cfg) {
     CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && !q.fits &&
               strstr(q.advice, "training.defer_expert_wgrad=off"),
           "advice '%s' should name training.defer_expert_wgrad=off", q.advice);
+    /* groups of 4 (training.expert_wgrad_group): three micro-batches' rows parked; with memory
+     * for pairs but not for groups of 3, the advice names the group of 2 */
+    r.gpu_memory_gib = 0, r.wgrad_group = 4;
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && q.accum >= 4 && q.wgrad_group == 4 &&
+              q.deferred == 3 * want,
+          "groups of 4 (accum %d): group %d, parked %.0f bytes, hand %.0f", q.accum, q.wgrad_group,
+          q.deferred, 3 * want);
+    r.gpu_memory_gib = (q.total - 1.5 * want + 2 * GIB) / 0.92 / GIB;
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && !q.fits &&
+              strstr(q.advice, "training.expert_wgrad_group=2"),
+          "advice '%s' should name training.expert_wgrad_group=2", q.advice);
+    r.gpu_memory_gib = 0, r.wgrad_group = 5;
+    CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == -1 && strstr(err, "--wgrad-group"),
+          "a group of 5: '%s'", err);
 }
 
 /* The rate table's lookups (trainer/plan_rates.c): log-linear between measured points,
@@ -309,42 +323,44 @@ static void check_expert_paths(const sl_config *bf16) {
     }
 }
 
-/* The weight gradient over pairs of micro-batches (--defer-wgrad): each pair one pass at 2R
- * rows per expert and twice the FLOPs, at that row count's rate; an odd last micro-batch alone
- * at R; unpaired with `off`, and where the pair runs as two passes (fp32: not the Hopper kernel,
- * even with `on`). Computed here from the rate table by hand. */
-static void check_wgrad_pairs(const sl_config *bf16) {
+/* The weight gradient over groups of micro-batches (--defer-wgrad, --wgrad-group): each group
+ * of n one pass at n R rows per expert and n times the FLOPs, at that row count's rate; a last
+ * micro-batch alone at R; ungrouped with `off`, and where a group runs as n passes (fp32: not
+ * the Hopper kernel, even with `on`). Computed here from the rate table by hand. */
+static void check_wgrad_groups(const sl_config *bf16) {
     static sl_config fp32;
     fp32 = *bf16;
     snprintf(fp32.train.precision, sizeof fp32.train.precision, "fp32");
     const sl_plan_gpu *g = sl_plan_gpu_find("h200");
     const double h = 2048, Im = 768, rows = 4096.0 * 8, R = rows / 128;
     const double f_gu = 2 * rows * h * 2 * Im, f_dn = 2 * rows * Im * h;
-    double one = 0, pair = 0;
-    for (int twice = 0; twice < 2; twice++) {
-        const double rr = twice ? 2 * R : R, k = twice ? 2 : 1;
-        const double s =
-            k * f_gu /
-                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_WGRAD, rr) *
+    double t[5] = {0};
+    for (int n = 1; n <= 4; n++)
+        t[n] =
+            n * f_gu /
+                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_WGRAD,
+                                       n * R) *
                  1e12) +
-            k * f_dn /
-                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, rr) *
+            n * f_dn /
+                (sl_rate_expert_tflops(g, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, n * R) *
                  1e12);
-        *(twice ? &pair : &one) = s;
-    }
-    CHECK(pair < 2 * one, "the table's pair %.3g s is not faster than two passes %.3g s", pair,
-          2 * one);
+    CHECK(t[2] < 2 * t[1] && t[4] < 2 * t[2], "the table's groups are not faster: %.3g %.3g %.3g s",
+          t[1], t[2], t[4]);
     static const struct {
         const sl_config *cfg;
         const char *setting;
-        int accum, pairs, alone;
-        bool timed_pairs;
+        int group, accum, full, size, rest; /* full groups of `size`, one of `rest` */
+        bool grouped;
     } cases[] = {
-        {NULL, NULL, 4, 2, 0, true},    /* auto: bf16 on an H200 */
-        {NULL, "on", 3, 1, 1, true},    /* an odd last micro-batch alone */
-        {NULL, "off", 4, 0, 4, false},  /* unpaired */
-        {NULL, "auto", 1, 0, 1, false}, /* one micro-batch: nothing to pair */
-        {&fp32, "on", 4, 0, 4, false},  /* parked, but two passes per pair */
+        {NULL, NULL, 0, 4, 2, 2, 0, true},    /* auto: bf16 on an H200, pairs by default */
+        {NULL, "on", 0, 3, 1, 2, 1, true},    /* an odd last micro-batch alone */
+        {NULL, "off", 0, 4, 4, 1, 0, false},  /* ungrouped */
+        {NULL, "auto", 0, 1, 1, 1, 0, false}, /* one micro-batch: nothing to group */
+        {&fp32, "on", 0, 4, 4, 1, 0, false},  /* parked, but one pass per micro-batch */
+        {NULL, NULL, 4, 4, 1, 4, 0, true},    /* one group of 4 */
+        {NULL, NULL, 4, 6, 1, 4, 2, true},    /* a group of 4 and a pair */
+        {NULL, NULL, 3, 4, 1, 3, 1, true},    /* a group of 3 and one alone */
+        {NULL, NULL, 4, 3, 1, 3, 0, true},    /* a group of 4 over 3 micro-batches: 3 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         sl_plan_request r;
@@ -352,19 +368,20 @@ static void check_wgrad_pairs(const sl_config *bf16) {
         r.gpus = 1, r.ep = 1, r.layers = 2, r.gpu = "h200";
         r.global_batch = 4096LL * cases[i].accum;
         r.defer_wgrad = cases[i].setting;
+        r.wgrad_group = cases[i].group;
         sl_plan p;
         char err[512];
         const sl_config *cfg = cases[i].cfg ? cases[i].cfg : bf16;
-        CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "pairs case %zu: %s", i, err);
+        CHECK(sl_plan_compute(cfg, &r, &p, err, sizeof err) == 0, "groups case %zu: %s", i, err);
         double got = -1;
         for (int j = 0; j < p.n_parts; j++)
             if (!strcmp(p.parts[j].name, "expert GEMMs weight grad")) got = p.parts[j].seconds;
-        /* fp32 times another strategy: only whether it pairs is checked there */
-        const double want = 2 * (cases[i].pairs * pair + cases[i].alone * one);
-        CHECK(p.wgrad_pairs == cases[i].timed_pairs && (cases[i].cfg || near(got, want, 1e-9)),
-              "pairs case %zu (%s, accum %d): pairs %d, %.4f s, expected %d, %.4f s", i,
-              cases[i].setting ? cases[i].setting : "default", cases[i].accum, p.wgrad_pairs, got,
-              cases[i].timed_pairs, want);
+        /* fp32 times another strategy: only whether it groups is checked there */
+        const double want = 2 * (cases[i].full * t[cases[i].size] + t[cases[i].rest]);
+        CHECK(p.wgrad_grouped == cases[i].grouped && (cases[i].cfg || near(got, want, 1e-9)),
+              "groups case %zu (%s, group %d, accum %d): grouped %d, %.4f s, expected %d, %.4f s",
+              i, cases[i].setting ? cases[i].setting : "default", cases[i].group, cases[i].accum,
+              p.wgrad_grouped, got, cases[i].grouped, want);
     }
     sl_plan_request r;
     sl_plan_request_defaults(&r);
@@ -387,6 +404,6 @@ int main(void) {
     check_deferred(&cfg);
     check_rates();
     check_expert_paths(&cfg);
-    check_wgrad_pairs(&cfg);
+    check_wgrad_groups(&cfg);
     return sl_test_finish("test_plan");
 }

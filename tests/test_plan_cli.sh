@@ -69,8 +69,17 @@ grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
 grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$h200_out" ||
     fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in pairs"
 json=$(h200_9 --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
-grep -q '"expert_wgrad_pairs":[[:space:]]*false' <<<"$json" ||
-    fail "JSON: --defer-wgrad off should time no pairs"
+grep -q '"expert_wgrad_group":[[:space:]]*1[,}]' <<<"$json" ||
+    fail "JSON: --defer-wgrad off should time no groups"
+# --wgrad-group: groups of 4 in the header, the JSON and the parked rows
+out=$(h200_9 --wgrad-group 4) || fail "--wgrad-group 4 exited $?"
+grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$out" ||
+    fail "--wgrad-group 4 should time the weight gradient in groups of 4"
+grep -qF "(3 micro-batches of each group of 4)" <<<"$out" ||
+    fail "--wgrad-group 4 should park 3 micro-batches' rows"
+json=$(h200_9 --wgrad-group 4 --json) || fail "--wgrad-group 4 --json exited $?"
+grep -q '"expert_wgrad_group":[[:space:]]*4[,}]' <<<"$json" ||
+    fail "JSON: --wgrad-group 4 should say groups of 4"
 "$sluice" plan --help | grep -qF "auto | grouped | per-expert | lanes | wgmma" ||
     fail "plan --help should list wgmma among the expert GEMM strategies"
 out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
@@ -100,6 +109,7 @@ check_bad --gpu "$cfg" --gpus 8 --gpu a100
 check_bad --layers "$cfg" --gpus 8 --layers 25
 check_bad --expert-gemm "$cfg" --gpus 8 --expert-gemm fast
 check_bad --defer-wgrad "$cfg" --gpus 8 --defer-wgrad sometimes
+check_bad --wgrad-group "$cfg" --gpus 8 --wgrad-group 5
 check_bad --global-batch "$cfg" --gpus 8 --global-batch 1000
 err=$("$sluice" plan /nonexistent.json --gpus 8 2>&1)
 rc=$?

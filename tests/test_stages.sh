@@ -7,7 +7,8 @@
 #  - a run killed right after a boundary, and one killed mid-stage, resume (--resume auto) to
 #    bitwise the same losses and final weights as the uninterrupted run;
 #  - bad schedules fail with a message naming the stage and the key;
-#  - training.defer_expert_wgrad = on (the CPU's pairs are two passes) gives bitwise the run.
+#  - training.defer_expert_wgrad = on with expert_wgrad_group = 4 (the CPU's groups are one
+#    pass per micro-batch) gives bitwise the run.
 # usage: test_stages.sh SLUICE_BINARY WORK_DIR
 set -euo pipefail
 sluice=$1
@@ -102,11 +103,14 @@ for l in open(sys.argv[1]):
 }
 losses_after run/metrics.jsonl 6 > full.losses
 
-# ---- the expert weight gradients over pairs of micro-batches: on the CPU bitwise the same run
-# (4 micro-batches a step in both stages; the stage boundary re-sizes the parked rows) ----
+# ---- the expert weight gradients over groups of 4 micro-batches: on the CPU bitwise the same
+# run (4 micro-batches a step in both stages: three park; the stage boundary re-sizes the parked
+# rows) ----
 "$sluice" train staged.json --set training.out_dir=deferred --set training.defer_expert_wgrad=on \
-    > deferred.log 2>&1 || { cat deferred.log; fail "the deferred run failed"; }
-check "deferred: the banner says so" grep -q 'expert weight gradients: over pairs of micro-batches' deferred.log
+    --set training.expert_wgrad_group=4 > deferred.log 2>&1 ||
+    { cat deferred.log; fail "the deferred run failed"; }
+check "deferred: the banner says so" \
+    grep -q 'expert weight gradients: over groups of 4 micro-batches' deferred.log
 check "deferred: final weights equal the run's" \
     cmp -s deferred/final/model.safetensors run/final/model.safetensors
 check "deferred: losses equal the run's" \

@@ -49,9 +49,10 @@ typedef struct {
     int64_t keep_every; /* also keep checkpoints whose step is a multiple of this (0 = none) */
     bool document_mask; /* attend within documents only; positions restart at each document */
     char recompute[16]; /* activation recomputation: "none" | "attention" | "layer" (model.h) */
-    /* The experts' weight gradients over pairs of micro-batches (train_step.h): "auto" (on
-     * with backend cuda where the model allows it) | "on" | "off" */
+    /* The experts' weight gradients over groups of micro-batches (train_step.h): "auto" (on
+     * with backend cuda where the model allows it) | "on" | "off"; the group's size, 2-4 */
     char defer_expert_wgrad[8];
+    int expert_wgrad_group;
     /* Samples during training (trainer/trainer_sample.c, docs/generate.md): every sample_every
      * steps (0 = off), sample_tokens tokens continuing sample_prompt (after the
      * end-of-document token), greedy at sample_temperature 0, else drawn with the run seed. */

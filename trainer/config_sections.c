@@ -76,6 +76,7 @@ static const sl_cfg_key train_keys[] = {
     KT(document_mask, SL_K_BOOL),
     KT(recompute, SL_K_STR),
     KT(defer_expert_wgrad, SL_K_STR),
+    KT(expert_wgrad_group, SL_K_INT),
     KT(export_format, SL_K_STR),
     KT(sample_every, SL_K_INT),
     KT(sample_prompt, SL_K_STR),
@@ -337,6 +338,9 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
                            "\"on\" keeps a micro-batch's expert rows in each MoE layer, but "
                            "recompute \"layer\" shares one set between the layers (use "
                            "\"attention\" or \"none\", or \"auto\")");
+    if (t->expert_wgrad_group < 2 || t->expert_wgrad_group > SL_DW_MAX_SEGMENTS)
+        return sl_cfg_verr(v, "expert_wgrad_group", "expected 2 to %d micro-batches, got %d",
+                           SL_DW_MAX_SEGMENTS, t->expert_wgrad_group);
     sl_hf_format fmt;
     if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
         sl_hf_format_parse(t->export_format, &fmt) != 0)

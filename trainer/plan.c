@@ -44,12 +44,12 @@ static double state_bytes(const sl_plan *p, bool zero1, int ep) {
     return params * ((p->act_bytes == 2 ? 2.0 : 0.0) + 4.0 + 4.0) + moments;
 }
 
-/* The expert rows training.defer_expert_wgrad parks (p->defer_wgrad), in memory mode `mode`
- * (none with recompute "layer", whose layers share their activations). */
+/* The expert rows training.defer_expert_wgrad parks (p->defer_wgrad: all but the last
+ * micro-batch of a group of p->wgrad_group), in memory mode `mode` (none with recompute
+ * "layer", whose layers share their activations). */
 static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memory_mode mode,
                              int64_t tokens) {
-    if (!sl_plan_pairs(p, mode)) return 0.0;
-    return sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes);
+    return (sl_plan_group(p, mode) - 1) * sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes);
 }
 
 static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
@@ -83,8 +83,17 @@ static void advise(sl_plan *p, const sl_model_config *m) {
             break;
         }
     }
-    if (p->defer_wgrad && p->mode != SL_MEMORY_LAYER && p->total - p->deferred <= p->usable)
-        ADD("%straining.defer_expert_wgrad=off", found++ ? "; " : "");
+    /* a smaller group parks fewer micro-batches: the largest that fits, else none */
+    const int group = sl_plan_group(p, p->mode);
+    const double per_mb = group > 1 ? p->deferred / (group - 1) : 0;
+    for (int gs = group - 1; gs >= 1; gs--)
+        if (p->total - (group - gs) * per_mb <= p->usable) {
+            if (gs > 1)
+                ADD("%straining.expert_wgrad_group=%d", found++ ? "; " : "", gs);
+            else
+                ADD("%straining.defer_expert_wgrad=off", found++ ? "; " : "");
+            break;
+        }
     for (int mb = p->micro_batch - 1; mb >= 1; mb--)
         if (total_bytes(p, m, p->zero1, p->ep, p->mode, (int64_t)mb * p->seq_len) <= p->usable) {
             ADD("%s--micro-batch %d (training.micro_batch_size)", found++ ? "; " : "", mb);
@@ -217,6 +226,13 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         return -1;
     }
     p->defer_wgrad = p->accum > 1 && sl_defer_wgrad_decide(dwg, &df);
+    const int group = r->wgrad_group > 0 ? r->wgrad_group : st.train.expert_wgrad_group;
+    if (group < 2 || group > SL_DW_MAX_SEGMENTS) {
+        snprintf(err, errlen, "--wgrad-group: %d (expected 2 to %d micro-batches)", group,
+                 SL_DW_MAX_SEGMENTS);
+        return -1;
+    }
+    p->wgrad_group = !p->defer_wgrad ? 1 : group < p->accum ? group : p->accum;
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;
@@ -297,8 +313,8 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
                                                  : "wgmma";
     p->expert_path[SL_PASS_FWD] = p->expert_path[SL_PASS_DGRAD] = fwd;
     p->expert_path[SL_PASS_WGRAD] = dw;
-    double t_dw = 0, t_dw_pair = 0;
-    sl_plan_time_parts(m, p, &t_dw, &t_dw_pair);
+    double t_dw[SL_DW_MAX_SEGMENTS + 1];
+    sl_plan_time_parts(m, p, t_dw);
     if (p->flat) {
         p->n_parts = 0;
         p->t_compute = p->hw_flops_step_gpu / flop_rate;
@@ -306,20 +322,23 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     /* parallel.overlap_moe (moe/ffn_block.c): each MoE layer's dispatch backward runs while
      * the experts compute their weight gradients, 2 x 3 h Im FLOPs per routed row, k T rows
      * per micro-batch on each rank when routing is balanced. It hides min(one exchange, that
-     * work) per MoE layer and micro-batch; with training.defer_expert_wgrad the first of each
-     * pair computes none and hides nothing, the second min(one exchange, the pair's work). */
+     * work) per MoE layer and micro-batch; with training.defer_expert_wgrad the micro-batches
+     * of a group that park compute none and hide nothing, its last min(one exchange, the
+     * group's work). */
     p->overlap_moe = cfg->parallel.overlap_moe;
     if (moe_layers > 0 && p->t_a2a > 0) {
         p->t_a2a_one = p->t_a2a / ((double)exchanges * moe_layers * p->accum);
         const double per_row = 3.0 * m->hidden_size * m->moe_intermediate_size; /* 3 h Im */
         p->expert_dw_flops = 2.0 * per_row * (double)p->micro_tokens * m->num_experts_per_tok;
-        if (p->flat) t_dw = p->expert_dw_flops / flop_rate, t_dw_pair = 2 * t_dw;
-        const double one = t_dw < p->t_a2a_one ? t_dw : p->t_a2a_one;
-        const double pair = t_dw_pair < p->t_a2a_one ? t_dw_pair : p->t_a2a_one;
-        if (p->overlap_moe)
-            p->t_a2a_hidden = moe_layers * (sl_plan_pairs(p, p->mode)
-                                                ? (p->accum / 2) * pair + (p->accum % 2) * one
-                                                : one * p->accum);
+        if (p->flat)
+            for (int i = 0; i <= SL_DW_MAX_SEGMENTS; i++)
+                t_dw[i] = i * p->expert_dw_flops / flop_rate;
+        const int gs = sl_plan_group(p, p->mode);
+        int full, rest;
+        sl_plan_groups(p->accum, gs, &full, &rest);
+        const double whole = t_dw[gs] < p->t_a2a_one ? t_dw[gs] : p->t_a2a_one;
+        const double part = t_dw[rest] < p->t_a2a_one ? t_dw[rest] : p->t_a2a_one;
+        if (p->overlap_moe) p->t_a2a_hidden = moe_layers * (full * whole + part);
     }
     /* The gradient reduction overlaps the last micro-batch's backward (2/3 of its compute). */
     const double hide = p->t_compute / p->accum * 2.0 / 3.0;

@@ -41,6 +41,7 @@ typedef struct {
     const char *expert_gemm;
     /* NULL: training.defer_expert_wgrad; "auto" | "on" | "off", as that key */
     const char *defer_wgrad;
+    int wgrad_group; /* 0: training.expert_wgrad_group; else 2 to 4, as that key */
     /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
      * compute rate by gpu_tflops / peak. */
     double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs;
@@ -90,8 +91,11 @@ typedef struct {
     /* training.defer_expert_wgrad as the runtime would decide it here ("auto": bf16 on a
      * compute capability 9.x GPU kind, two or more micro-batches, recompute not "layer", not
      * with expert parallelism and parallel.overlap_moe) and
-     * the expert rows it parks (sl_model_deferred_wgrad_bytes; 0 when off) */
+     * the expert rows it parks (sl_model_deferred_wgrad_bytes for each micro-batch of a group
+     * but its last; 0 when off); wgrad_group: the micro-batches whose expert weight gradients
+     * the trainer computes together (training.expert_wgrad_group, at most accum; 1 when off) */
     bool defer_wgrad;
+    int wgrad_group;
     double deferred;
     double total;  /* state + act[mode].total + deferred */
     double usable; /* 92% of the GPU memory - 2 GiB */
@@ -125,7 +129,9 @@ typedef struct {
     const char *expert_gemm; /* the --expert-gemm strategy planned: "auto", "grouped", ... */
     /* how each pass of the experts' GEMMs is timed (sl_gemm_pass: fwd, data grad, weight grad) */
     sl_expert_strategy expert_path[3];
-    bool wgrad_pairs; /* the experts' weight gradients timed over pairs of micro-batches */
+    /* the experts' weight gradients timed as one pass per group of wgrad_group micro-batches
+     * (where the Hopper kernel runs a group in one pass) */
+    bool wgrad_grouped;
     int n_parts;
     sl_plan_part parts[SL_PLAN_MAX_PARTS];
 } sl_plan;

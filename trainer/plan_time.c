@@ -21,8 +21,13 @@ static double at(double flops, double tflops) {
     return tflops > 0 ? flops / (tflops * 1e12) : 0;
 }
 
-bool sl_plan_pairs(const sl_plan *p, sl_memory_mode mode) {
-    return p->defer_wgrad && mode != SL_MEMORY_LAYER;
+int sl_plan_group(const sl_plan *p, sl_memory_mode mode) {
+    return mode != SL_MEMORY_LAYER ? p->wgrad_group : 1;
+}
+
+void sl_plan_groups(int accum, int group, int *full, int *rest) {
+    *full = group > 0 ? accum / group : 0;
+    *rest = group > 0 ? accum % group : accum;
 }
 
 /* Seconds of one pass of a MoE layer's expert GEMMs over `times` micro-batches' routed rows at
@@ -39,8 +44,8 @@ static double expert_pass_s(const sl_model_config *m, const sl_plan *p, double c
            at(2 * rows * Im * h, cs * sl_rate_expert_tflops(g, path, SL_EXPERT_DOWN, pass, r));
 }
 
-void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
-                        double *t_wgrad_pair) {
+void sl_plan_time_parts(const sl_model_config *m, sl_plan *p,
+                        double t_wgrad[SL_DW_MAX_SEGMENTS + 1]) {
     const sl_plan_gpu *g = p->gpu;
     /* --gpu-tflops other than the GPU's peak scales every compute rate */
     const double cs = p->gpu_tflops / g->peak_tflops;
@@ -51,7 +56,7 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
     const double D = m->head_dim, V = m->vocab_size, k = m->num_experts_per_tok;
     const double L = m->num_hidden_layers;
     p->n_parts = 0;
-    *t_wgrad_one = 0;
+    for (int n = 0; n <= SL_DW_MAX_SEGMENTS; n++) t_wgrad[n] = 0;
 
     /* Routed experts: k T rows per micro-batch on this GPU (balanced routing), over E / EP
      * local experts (p->rows_per_expert each); the FLOPs of one pass: 2 k T h 3 Im. */
@@ -60,22 +65,24 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_on
         expert_f = 2 * T * k * h * 3 * m->moe_intermediate_size;
         for (int pass = 0; pass < 3; pass++)
             expert_s[pass] = expert_pass_s(m, p, cs, p->expert_path[pass], (sl_gemm_pass)pass, 1);
-        *t_wgrad_one = expert_s[SL_PASS_WGRAD];
     }
-    *t_wgrad_pair = 2 * *t_wgrad_one;
+    for (int n = 1; n <= SL_DW_MAX_SEGMENTS; n++) t_wgrad[n] = n * expert_s[SL_PASS_WGRAD];
     const double n_moe = (double)p->moe_layers * mb;
-    /* training.defer_expert_wgrad with the Hopper kernel: each pair of micro-batches' weight
-     * gradients is one pass over twice the rows per expert (one pass over the fp32 gradients
-     * for both), timed at the rate measured at 2R rows; an odd last micro-batch alone. Where
-     * the pair runs as two passes (other kernels) the time is that of two micro-batches. */
+    /* training.defer_expert_wgrad with the Hopper kernel: each group of n micro-batches' weight
+     * gradients is one pass over n times the rows per expert (one pass over the fp32 gradients
+     * for all of them), timed at the rate measured at n R rows (plan_rates.c interpolates the
+     * table's row counts); a last micro-batch alone at R. Where a group runs as n passes
+     * (other kernels) its time is that of n micro-batches. */
     double wgrad_s = expert_s[SL_PASS_WGRAD] * n_moe;
-    p->wgrad_pairs = sl_plan_pairs(p, p->mode) &&
-                     p->expert_path[SL_PASS_WGRAD] == SL_EXPERTS_WGMMA && p->moe_layers > 0;
-    if (p->wgrad_pairs) {
-        const double pair_s = expert_pass_s(m, p, cs, SL_EXPERTS_WGMMA, SL_PASS_WGRAD, 2);
-        const int pairs = p->accum / 2, odd = p->accum % 2;
-        wgrad_s = p->moe_layers * (pairs * pair_s + odd * expert_s[SL_PASS_WGRAD]);
-        *t_wgrad_pair = pair_s;
+    const int group = sl_plan_group(p, p->mode);
+    p->wgrad_grouped =
+        group > 1 && p->expert_path[SL_PASS_WGRAD] == SL_EXPERTS_WGMMA && p->moe_layers > 0;
+    if (p->wgrad_grouped) {
+        for (int n = 2; n <= SL_DW_MAX_SEGMENTS; n++)
+            t_wgrad[n] = expert_pass_s(m, p, cs, SL_EXPERTS_WGMMA, SL_PASS_WGRAD, n);
+        int full, rest;
+        sl_plan_groups(p->accum, group, &full, &rest);
+        wgrad_s = p->moe_layers * (full * t_wgrad[group] + t_wgrad[rest]);
     }
     add(p, "expert GEMMs fwd", "expert GEMMs fwd", expert_f * n_moe, expert_s[0] * n_moe);
     add(p, "expert GEMMs data grad", "expert GEMMs data grad", expert_f * n_moe,

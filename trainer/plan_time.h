@@ -11,14 +11,17 @@
  * optimizer step) from p's shape (micro_tokens, seq_len, micro_batch, accum, ep, zero1, mode,
  * moe_layers, parameters, hw FLOPs, defer_wgrad), p->gpu's rates, p->gpu_tflops and
  * p->expert_path; m is the planned model (its layer count cut as planned).
- * *t_wgrad_one: the experts' weight-gradient time of one MoE layer and micro-batch;
- * *t_wgrad_pair: of one MoE layer and pair of micro-batches (p->wgrad_pairs: one pass over
- * both; else twice *t_wgrad_one). */
-/* Whether the trainer would run p's micro-batches in pairs for the experts' weight gradients in
- * memory mode `mode`: p->defer_wgrad and layers that own their rows (not recompute layer). */
-bool sl_plan_pairs(const sl_plan *p, sl_memory_mode mode);
+ * t_wgrad[n] (n = 1 .. SL_DW_MAX_SEGMENTS): the experts' weight-gradient time of one MoE layer
+ * and n micro-batches (p->wgrad_grouped: one pass over all n; else n times t_wgrad[1]);
+ * t_wgrad[0] is 0. */
+/* How many micro-batches the trainer would group for the experts' weight gradients in memory
+ * mode `mode`: p->wgrad_group where the layers own their rows (not recompute layer), else 1. */
+int sl_plan_group(const sl_plan *p, sl_memory_mode mode);
+/* The micro-batches of a step as the trainer groups them: `full` groups of `group` and one of
+ * `rest` (0: none; 1: a last micro-batch alone). */
+void sl_plan_groups(int accum, int group, int *full, int *rest);
 
-void sl_plan_time_parts(const sl_model_config *m, sl_plan *p, double *t_wgrad_one,
-                        double *t_wgrad_pair);
+void sl_plan_time_parts(const sl_model_config *m, sl_plan *p,
+                        double t_wgrad[SL_DW_MAX_SEGMENTS + 1]);
 
 #endif

@@ -35,11 +35,19 @@ bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const
     return sl_defer_wgrad_decide(tc->defer_expert_wgrad, &f);
 }
 
-/* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.defer_wgrad). */
+int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
+    return sl_train_defer_wgrad(tc, be, m) ? tc->expert_wgrad_group : 1;
+}
+
+/* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.wgrad_group): the
+ * micro-batches of a group park their rows, its last computes the group's. */
 static sl_wgrad_when wgrad_when(const sl_stepper *s, int mb) {
-    if (!s->defer_wgrad) return SL_WGRAD_NOW;
-    if (mb % 2) return SL_WGRAD_PAIR;
-    return mb + 1 < s->micro_batches ? SL_WGRAD_PARK : SL_WGRAD_NOW;
+    if (s->wgrad_group < 2) return SL_WGRAD_NOW;
+    const int first = mb - mb % s->wgrad_group;
+    const int end =
+        first + s->wgrad_group < s->micro_batches ? first + s->wgrad_group : s->micro_batches;
+    if (end - first == 1) return SL_WGRAD_NOW;
+    return mb == end - 1 ? SL_WGRAD_GROUP : SL_WGRAD_PARK;
 }
 
 int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_batch_fn next,
@@ -70,7 +78,7 @@ int sl_train_step(const sl_stepper *s, const sl_train_config *tc, int step, sl_b
     }
     if (res->counts) sl_model_read_expert_counts(m, res->counts); /* one host read */
     /* Every parameter's gradient has a writer in the step's backwards (the experts' may come
-     * only with the second micro-batch, sl_stepper.defer_wgrad); one without would keep the
+     * only with a later micro-batch, sl_stepper.wgrad_group); one without would keep the
      * previous step's values (sl_params_begin_grads). */
     const sl_param *stale = sl_params_stale_grad(&m->params);
     SL_CHECK(!stale, "internal error: parameter %s got no gradient in the backward", stale->name);

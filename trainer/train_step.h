@@ -25,10 +25,11 @@ typedef struct {
     sl_comm *world;
     int micro_batches; /* per rank per step */
     int32_t *tokens;   /* [batch, seq + 1] staging */
-    /* The MoE layers' expert weight gradients over pairs of micro-batches (1 and 2, 3 and 4,
-     * ...; an odd last one alone): each pair's in one pass over the fp32 gradients, in the
-     * second's backward (sl_train_defer_wgrad decides). */
-    bool defer_wgrad;
+    /* The MoE layers' expert weight gradients over groups of this many micro-batches (1: each
+     * its own; 2: 1 and 2, 3 and 4, ...; the last group may be shorter, a last one alone
+     * computes its own): each group's in one pass over the fp32 gradients, in its last
+     * micro-batch's backward (sl_train_wgrad_group decides). */
+    int wgrad_group;
 } sl_stepper;
 
 /* What training.defer_expert_wgrad's choice depends on besides the setting. */
@@ -49,6 +50,9 @@ bool sl_defer_wgrad_decide(const char *setting, const sl_defer_facts *f);
  * is two passes; with the one-pass kernel each expert's dW sums both micro-batches' rows in one
  * fp32 accumulation (a different rounding). */
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
+/* The stepper's wgrad_group: training.expert_wgrad_group where sl_train_defer_wgrad defers,
+ * else 1. */
+int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
 
 typedef struct {
     bool metrics; /* in: also compute lbl, zloss and gate_score (else they are NaN) */

@@ -172,10 +172,12 @@ static void print_banner(const trainer *t, const char *placement) {
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
     const int micro = sl_trainer_micro_batches(&s0->train, t->topo.size);
-    if (micro > 1 && sl_train_defer_wgrad(&s0->train, t->be, t->model))
-        sl_info("expert weight gradients: over pairs of micro-batches (training.defer_expert_wgrad "
-                "= %s)",
-                s0->train.defer_expert_wgrad);
+    const int group = sl_train_wgrad_group(&s0->train, t->be, t->model);
+    if (micro > 1 && group > 1)
+        sl_info("expert weight gradients: over groups of %d micro-batches "
+                "(training.defer_expert_wgrad = %s, expert_wgrad_group = %d)",
+                group < micro ? group : micro, s0->train.defer_expert_wgrad,
+                s0->train.expert_wgrad_group);
     if (t->prof_steps > 0)
         sl_info("profile: steps %d-%d (--profile; the table follows the window's last step)",
                 t->prof_from, t->prof_from + t->prof_steps - 1);
@@ -301,7 +303,7 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                                 .world = t->topo.world,
                                 .micro_batches = t->micro_batches,
                                 .tokens = t->tokens,
-                                .defer_wgrad = sl_train_defer_wgrad(tc, t->be, t->model)};
+                                .wgrad_group = sl_train_wgrad_group(tc, t->be, t->model)};
     for (int step = from; step < end; step++) {
         const double ts = sl_trainer_now();
         sl_trainer_profile_begin(t, step + 1);
