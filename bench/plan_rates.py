@@ -210,7 +210,10 @@ def check(d, rates_c, gpu, config):
 def results(d, gpu, date, commit, strategy, config, source=None):
     shapes = []
     for name, what in (("profile", "the measured shape"),
-                       ("profile_ep8", "the per-GPU expert load of an EP-8 deployment")):
+                       ("profile_ep8", "the per-GPU expert load of an EP-8 deployment"),
+                       ("profile_group4", "the measured shape, expert weight gradients over groups of 4")):
+        if name == "profile_group4" and not os.path.exists(os.path.join(d, name + ".json")):
+            continue  # an optional part (calls before 2026-11-28 did not run it)
         p = load_json_line(os.path.join(d, name + ".json"))
         rows_of(p, name + ".json")
         shapes.append({
@@ -226,6 +229,10 @@ def results(d, gpu, date, commit, strategy, config, source=None):
                      "defer_wgrad": "on" if p.get("defer_expert_wgrad") else "off"},
             "attention_kernel": p.get("attention_kernel"),
         })
+        if p.get("expert_wgrad_group", 2) != 2:  # the run's group (runs before the key: pairs)
+            shapes[-1]["plan"]["wgrad_group"] = p["expert_wgrad_group"]
+            shapes[-1]["command"] = shapes[-1]["command"].replace(
+                " (bench", " --wgrad-group %d (bench" % p["expert_wgrad_group"])
         if p.get("expert_gemm_path"):
             shapes[-1]["expert_gemm_paths"] = "forward and data gradient %s; weight gradient %s" % (
                 p["expert_gemm_path"], p.get("expert_gemm_dw_path", "?"))

@@ -74,6 +74,7 @@ static void check_shape(const char *src, const char *file, const cJSON *shape, d
     r.recompute = STR("recompute");
     r.expert_gemm = STR("expert_gemm");
     r.defer_wgrad = STR("defer_wgrad"); /* NULL (absent): the config's */
+    if (cJSON_GetObjectItem(req, "wgrad_group")) r.wgrad_group = INT("wgrad_group");
 #undef INT
 #undef STR
     sl_plan p;
