@@ -30,7 +30,9 @@ typedef struct {
     int check_rows; /* --check-rows N: N sampled query rows and N key rows; 0: the whole check */
     int docs[AB_MAX_DOCS];
     char kernels[AB_MAX_KERNELS][32]; /* --kernel, in order */
-    bool check, nondeterministic, shape_given;
+    /* --separate: the timed forwards back to back, then the timed backwards (else each timed
+     * forward is followed by its backward) */
+    bool check, nondeterministic, shape_given, separate;
     ab_shape s; /* the given shape (defaults for the options not given) */
 } ab_options;
 

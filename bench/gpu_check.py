@@ -60,6 +60,9 @@ cut:
   step_kernels         Nsight Compute on one step of gpu_train_bench (the measured shape at 2
                        layers), only the kernels of the QK-norm/RoPE, the router and AdamW: each
                        one's time and launches (the profile's rows add them up); SKIP without ncu
+  attn_bench_separate  attn_bench --kernel sm90,cudnn at head dim 128 (S 32768 and 4096), timed
+                       interleaved (each forward then its backward) and --separate (the
+                       forwards back to back, then the backwards)
   attn_bench_fwd192    attn_bench, kernel sm90 at head dim 64 (S 4096 and 32768), the forward's
                        query tiles of 128 rows and of 192 (SLUICE_ATTN_SM90_FWD_BM=192: three
                        consumer warpgroups; opt-in, unmeasured) back to back
@@ -114,7 +117,7 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_attn_fwd192,
+from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_attn_fwd192, part_attn_separate,
                              part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
@@ -286,6 +289,8 @@ def main():
         ("step_kernels", part_step_kernels, S),
         # the forward at head dim 64 with three consumer warpgroups (opt-in until measured)
         ("attn_bench_fwd192", part_attn_fwd192, S),
+        # the ratios to cuDNN with the passes interleaved (as measured so far) and --separate
+        ("attn_bench_separate", part_attn_separate, S),
         # the backward's dK/dV consumers in turns (opt-in until measured)
         ("attn_bench_pingpong", part_attn_pingpong, S),
         # the forward and the dQ pass as persistent blocks (opt-in until measured)

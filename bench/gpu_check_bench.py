@@ -80,6 +80,38 @@ def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, chec
     record(part, "PASS", sec, "; ".join(notes), result=rows)
 
 
+def part_attn_separate(L, budget, S):
+    """attn_bench --kernel sm90,cudnn at each shape, timed twice in one process each, back to
+    back: each forward followed by its backward (attn_bench's default, as the ratios to cuDNN were
+    measured so far), then --separate (the forwards back to back, then the backwards, as
+    FlashAttention's benchmarks time them). A GPU's clocks under sustained load depend on what
+    it runs: the forward's rate measured 603-668 TFLOP/s over processes at S 32768, D 128
+    (2026-11-26) and its kernel alone 693 under Nsight Compute (2026-11-27)."""
+    part, log = "attn_bench_separate", os.path.join(C.LOGS, "attn_bench_separate.log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    notes, rows, sec = [], [], 0.0
+    for shape in S["attn_separate"]:
+        for timing in ("interleaved", "separate"):
+            out = os.path.join(C.OUT, "attn_bench_%s_%d.out" % (timing, len(rows)))
+            args = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90,cudnn"] + shape
+            rc, t = run(args + (["--separate"] if timing == "separate" else []), budget - sec, log,
+                        stdout_path=out)
+            sec += t
+            if rc is None:
+                return record(part, "TIMEOUT", sec, "; ".join(notes))
+            if rc == 77:
+                return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+            if rc != 0:
+                return record(part, "FAIL", sec, "%s: exit %d" % (timing, rc))
+            for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+                rows.append(r)
+                notes.append("%s S %d D %d %s: fwd %.0f, bwd %.0f TFLOP/s" % (
+                    r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("timing", "?"),
+                    r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
+    record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
 def part_attn_fwd192(L, budget, S):
     """The Hopper forward at head dim 64 with query tiles of 128 rows and of 192 (three consumer
     warpgroups, SLUICE_ATTN_SM90_FWD_BM=192), one process each, back to back per shape."""

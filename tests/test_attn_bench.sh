@@ -11,7 +11,7 @@
 # the device is not compute capability 9.x, and mma in f32, must stop with the reason; cudnn
 # passes or is skipped saying why). Then the check must be able to
 # fail: --corrupt on each output must give exit 1 and a FAIL line for that output, and a bad flag
-# exit 2 with a message naming it.
+# exit 2 with a message naming it. Both timings (interleaved, --separate) run once.
 # usage: test_attn_bench.sh ATTN_BENCH cpu|cuda
 set -uo pipefail
 bench=$1
@@ -165,6 +165,21 @@ for check in whole sampled; do
             fi
         fi
     done
+done
+# Timing: interleaved by default, --separate times the forwards and then the backwards (the JSON
+# says which; each pass's median is a positive time either way).
+for timing in interleaved separate; do
+    args=(--seq 64 --heads 2 --kv-heads 1 --head-dim 64 --iters 2 --warmup 0)
+    [ $timing = separate ] && args+=(--separate)
+    if run 0 "${args[@]}"; then
+        if grep -q "\"timing\": \"$timing\"" "$log" && ! grep -q '"fwd_ms": 0,\|"bwd_ms": 0,' "$log"; then
+            echo "ok   timing $timing"
+        else
+            echo "FAIL: ${args[*]}: the JSON does not say timing $timing with both passes timed:"
+            cat "$log"
+            fail=1
+        fi
+    fi
 done
 # Bad options: exit 2, with the flag named.
 for bad in "--seq 0" "--check-rows 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob" \

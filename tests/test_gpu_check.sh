@@ -251,6 +251,9 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
+sep = parts.get("attn_bench_separate", {}).get("result") or []
+if sorted({r.get("timing") for r in sep}) != ["interleaved", "separate"]:
+    bad.append("attn_bench_separate: not both timings: %r" % [r.get("timing") for r in sep])
 g4 = parts.get("profile_group4", {}).get("result", {})
 if not g4 or not g4.get("defer_expert_wgrad") or g4.get("expert_wgrad_group") != min(4, g4["accum"]):
     bad.append("profile_group4: not the weight gradients over groups of min(4, accum): %r" %
