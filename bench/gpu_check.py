@@ -123,6 +123,7 @@ from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_a
                              part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
                               part_racecheck_expert_gemm, part_racecheck_step, part_tests)
+from gpu_check_clocks import line as clock_line, start_if as start_clocks
 from gpu_check_core import (BUDGETS, PARTS, RESULTS, Layout, part_budget, record, say, shapes,
                             wanted)
 
@@ -140,6 +141,8 @@ def parse_args():
     ap.add_argument("--python", default=os.environ.get("SLUICE_PYTHON", "python3"))
     ap.add_argument("--sanitizer", default="")
     ap.add_argument("--ncu", default="", help="Nsight Compute's ncu (default: PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
+    ap.add_argument("--smi", default="", help="nvidia-smi for the clocks sampled during the parts (default: PATH; "
+                    "the emulated build samples only with this option)")
     ap.add_argument("--tests", default="", help="only the tests whose name matches this regex")
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--test-timeout", type=float, default=120.0)
@@ -185,6 +188,11 @@ def summary(L, info):
     bad = [p for p, r in RESULTS.items() if r["status"] in ("FAIL", "TIMEOUT")]
     lines.append("")
     lines.append("total %.1f s; %s" % (total, "FAILED: " + ", ".join(bad) if bad else "no part failed"))
+    clocked = [p for p in PARTS if RESULTS.get(p, {}).get("clocks")]
+    if clocked:
+        lines.append("")
+        lines.append("clocks during each part (nvidia-smi every 250 ms, clocks.csv; the lanes' parts overlap):")
+        lines += [clock_line(p, RESULTS[p]["clocks"]) for p in clocked]
     for part in ("profile", "profile_ep8"):
         j = RESULTS.get(part, {}).get("result")
         if not j or not j.get("profile"):
@@ -231,6 +239,9 @@ def main():
     elif L.emulated:
         info["device"] = "the CPU SIMT emulator"
     say("gpu_check: %s -> %s (deadline %.0f s)" % (L.origin, C.OUT, C.ARGS.deadline))
+    clocks, why = start_clocks(C.ARGS.smi or (None if L.emulated else smi), C.OUT)
+    info["clocks"] = "sampled (clocks.csv)" if clocks else "not sampled: " + why
+    spans = {}  # part -> (start, end), time.time()
 
     def do(part, fn, *a):
         if not wanted(part):
@@ -239,7 +250,9 @@ def main():
         if b is None:
             return record(part, "SKIP", 0, "no time left before the %.0f s deadline" % C.ARGS.deadline)
         say("%s (budget %.0f s)" % (part, b))
+        t0 = time.time()
         fn(L, b, *a)
+        spans[part] = (t0, time.time())
 
     do("doctor", part_doctor)
     lanes = [threading.Thread(target=do, args=("tests", part_tests)),
@@ -312,6 +325,12 @@ def main():
     steps.sort(key=lambda st: order.index(st[0]) if st[0] in order else len(order))
     for st in steps:
         do(*st)
+    if clocks:
+        clocks.stop()
+        for part, (t0, t1) in spans.items():
+            c = clocks.span(t0, t1)
+            if c and part in RESULTS:
+                RESULTS[part]["clocks"] = c
     return summary(L, info)
 
 

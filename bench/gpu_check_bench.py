@@ -4,6 +4,7 @@ baselines; each records its result (gpu_check_core.record)."""
 import json
 import os
 import re
+import time
 
 import gpu_check_core as C
 from gpu_check_core import RESULTS, last_json, record, run, torch_cuda, torch_env
@@ -95,6 +96,7 @@ def part_attn_separate(L, budget, S):
         for timing in ("interleaved", "separate"):
             out = os.path.join(C.OUT, "attn_bench_%s_%d.out" % (timing, len(rows)))
             args = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90,cudnn"] + shape
+            t0 = time.time()
             rc, t = run(args + (["--separate"] if timing == "separate" else []), budget - sec, log,
                         stdout_path=out)
             sec += t
@@ -105,6 +107,7 @@ def part_attn_separate(L, budget, S):
             if rc != 0:
                 return record(part, "FAIL", sec, "%s: exit %d" % (timing, rc))
             for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+                r["process_span"] = [round(t0, 3), round(t0 + t, 3)]  # clocks.csv's time_s
                 rows.append(r)
                 notes.append("%s S %d D %d %s: fwd %.0f, bwd %.0f TFLOP/s" % (
                     r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("timing", "?"),

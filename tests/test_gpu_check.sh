@@ -121,6 +121,28 @@ row 4 "k_qk_bwd<__nv_bfloat16>" "42,000"
 SH
 chmod +x "$fake_ncu"
 
+# A stand-in for nvidia-smi's sampling (--smi): this driver's name for the clock event reasons
+# is refused (the sampler must fall back to the older one); -lms N prints a sample every N ms
+# until killed: 1755 MHz, 650.25 W, the SW power cap's bit.
+fake_smi=$work/nvidia-smi
+cat >"$fake_smi" <<'SH'
+#!/usr/bin/env bash
+q=
+period=
+for a in "$@"; do
+    case $a in
+    --query-gpu=*) q=${a#--query-gpu=} ;;
+    -lms) period=next ;;
+    *) [ "$period" = next ] && period=$a ;;
+    esac
+done
+case $q in *clocks_event_reasons*) echo "Field \"clocks_event_reasons.active\" is not a valid field to query."; exit 2 ;; esac
+sample() { echo "1755, 2619, 650.25, 61, 0x0000000000000004"; }
+[ -z "$period" ] && { sample; exit 0; }
+while :; do sample; sleep "$(awk "BEGIN {print $period / 1000}")"; done
+SH
+chmod +x "$fake_smi"
+
 # A stand-in for compute-sanitizer: the reports NCCL's probes make (as in gpu-facts.md), one
 # real error when FAKE_SANITIZER_ERROR is set; for racecheck a hazard inside cuBLAS's kernel (as
 # on the H200) and, when FAKE_SANITIZER_RACE is set, one in a kernel of sluice's; then the
@@ -182,7 +204,7 @@ if [ ! -f "$work/bundle/tests/programs.tar.xz" ] || [ ! -f "$work/bundle/tests/m
     exit 1
 fi
 set +e
-"$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --ncu "$fake_ncu" --python "$py" \
+"$work/bundle/bench/gpu_check.sh" "$work/a" --tiny --sanitizer "$fake" --ncu "$fake_ncu" --smi "$fake_smi" --python "$py" \
     --skip profile_prefetch,profile_dwreduce,profile_nodefer,profile_nosplitk,profile_swiglu \
     --archive "$work/a/a.tar.xz" >"$work/a.log" 2>&1
 rc=$?
@@ -251,6 +273,12 @@ if ep8 and ep8.get("attention_kernel") not in ("sm90", "mma", "simt", "cudnn", "
     bad.append(f"profile_ep8: attention kernel {ep8.get('attention_kernel')!r} not named")
 if "attention kernel " + str(ep8.get("attention_kernel")) not in text:
     bad.append("summary.txt does not name the profiled step's attention kernel")
+# the clocks sampled during the parts (--smi: the stand-in's 1755 MHz under the SW power cap)
+ck = parts.get("profile", {}).get("clocks") or {}
+if ck.get("sm_mhz_median") != 1755 or ck.get("samples", 0) < 1 or ck.get("reasons") != ["SW power cap"]:
+    bad.append("profile: clocks not sampled as the stand-in gave them: %r" % ck)
+if "clocks during each part" not in text:
+    bad.append("summary.txt has no clocks section")
 sep = parts.get("attn_bench_separate", {}).get("result") or []
 if sorted({r.get("timing") for r in sep}) != ["interleaved", "separate"]:
     bad.append("attn_bench_separate: not both timings: %r" % [r.get("timing") for r in sep])
