@@ -40,3 +40,11 @@ add_test(NAME test_profile_diff
                  $<TARGET_FILE:sluice> ${CMAKE_CURRENT_BINARY_DIR}/profile_diff)
 set_tests_properties(test_profile_diff PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                      LABELS "profile;bench" ENVIRONMENT "OMP_NUM_THREADS=1")
+# gpu_train_bench --estimate (tests/test_gpu_train_bench_estimate.sh): the layer count and the
+# parked expert rows of pairs and groups of 4, without a GPU.
+if(SLUICE_WITH_CUDA)
+  add_test(NAME test_gpu_train_bench_estimate
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_train_bench_estimate.sh
+                   $<TARGET_FILE:gpu_train_bench> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_gpu_train_bench_estimate PROPERTIES TIMEOUT 60 LABELS "profile;plan")
+endif()

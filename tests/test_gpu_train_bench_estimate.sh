@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# gpu_train_bench --estimate (no GPU needed): the layer count and memory estimate for a budget,
+# with the expert rows the deferred weight gradients park (bench/README.md): one micro-batch's
+# per MoE layer in pairs, three with --wgrad-group 4 (which then fits one layer fewer in an
+# H200's 139.8 GiB), at most accum - 1 (--accum 2: one), none with --defer-wgrad off; a group
+# of 5 is refused, naming the flag.
+# usage: test_gpu_train_bench_estimate.sh GPU_TRAIN_BENCH SOURCE_DIR
+set -uo pipefail
+bench=$1
+cfg=$2/configs/qwen-gated-15a2b.json
+fail=0
+est() { "$bench" "$cfg" --estimate --mem-gib 139.8 "$@" | tail -1; }
+pairs=$(est --accum 4) || { echo "FAIL: --estimate --accum 4 exited $?"; exit 1; }
+group4=$(est --accum 4 --wgrad-group 4) || { echo "FAIL: --wgrad-group 4 exited $?"; exit 1; }
+small=$(est --accum 2 --wgrad-group 4) || { echo "FAIL: --accum 2 --wgrad-group 4 exited $?"; exit 1; }
+off=$(est --accum 4 --defer-wgrad off) || { echo "FAIL: --defer-wgrad off exited $?"; exit 1; }
+python3 - "$pairs" "$group4" "$small" "$off" <<'PY' || fail=1
+import json, sys
+pairs, group4, small, off = (json.loads(a) for a in sys.argv[1:])
+bad = []
+# 15A2B: 24 MoE layers of which `layers` kept; k (2 h + 3 Im) bf16 values per token per layer
+per_layer = 4096 * 8 * (2 * 2048 + 3 * 768) * 2 / 2**30
+def parked(j):  # deferred_gib is printed to 6 digits
+    return j["deferred_gib"] / (j["layers"] * per_layer)
+if pairs["layers"] != 9 or abs(parked(pairs) - 1) > 1e-4:
+    bad.append("pairs: %d layers, %.3f micro-batches parked (want 9, 1)" % (pairs["layers"], parked(pairs)))
+if group4["layers"] != 8 or abs(parked(group4) - 3) > 1e-4:
+    bad.append("groups of 4: %d layers, %.3f parked (want 8, 3)" % (group4["layers"], parked(group4)))
+if abs(parked(small) - 1) > 1e-4:
+    bad.append("groups of 4 over 2 micro-batches: %.3f parked (want 1)" % parked(small))
+if off["deferred_gib"] != 0 or off["layers"] != 9:
+    bad.append("--defer-wgrad off: %g GiB parked, %d layers" % (off["deferred_gib"], off["layers"]))
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+err=$("$bench" "$cfg" --estimate --wgrad-group 5 2>&1 >/dev/null)
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q -- "--wgrad-group" <<<"$err"; then
+    echo "FAIL: --wgrad-group 5: exit $rc, '$err'"
+    fail=1
+fi
+[ "$fail" = 0 ] && echo "test_gpu_train_bench_estimate: all passed"
+exit "$fail"
