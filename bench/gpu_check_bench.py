@@ -35,6 +35,23 @@ def part_attn(L, budget, S):
     record("attn_bench", "PASS", sec, note, result=rows)
 
 
+def attn_process(part, args, budget, log, out, sec, notes, what, env=None):
+    """One attn_bench process of a part that has taken `sec` of its budget so far, its output in
+    `out`: (its JSON rows, the part's seconds), or (None, seconds) once the part's TIMEOUT, SKIP
+    (no Hopper kernel here) or FAIL (`what` names the run) is recorded."""
+    rc, t = run(args, budget - sec, log, env=env, stdout_path=out)
+    sec += t
+    if rc is None:
+        record(part, "TIMEOUT", sec, "; ".join(notes))
+    elif rc == 77:
+        record(part, "SKIP", sec, "the Hopper kernel cannot run here")
+    elif rc != 0:
+        record(part, "FAIL", sec, "%s: exit %d" % (what, rc))
+    else:
+        return [json.loads(l) for l in open(out) if l.startswith("{")], sec
+    return None, sec
+
+
 def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, check=None):
     """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
     one process each, back to back per shape: rows in out_name % (value, N), each row tagged
@@ -63,17 +80,12 @@ def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, chec
             notes.append(what + ": PASS")
         for v in values:
             out = os.path.join(C.OUT, out_name % (v, len(rows)))
-            env = dict(os.environ, **{var: v})
-            rc, t = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"] + shape,
-                        budget - sec, log, env=env, stdout_path=out)
-            sec += t
-            if rc is None:
-                return record(part, "TIMEOUT", sec, "; ".join(notes))
-            if rc == 77:
-                return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
-            if rc != 0:
-                return record(part, "FAIL", sec, "%s=%s: exit %d" % (var, v, rc))
-            for r in (json.loads(l) for l in open(out) if l.startswith("{")):
+            got, sec = attn_process(part, [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"]
+                                    + shape, budget, log, out, sec, notes, "%s=%s" % (var, v),
+                                    env=dict(os.environ, **{var: v}))
+            if got is None:
+                return
+            for r in got:
                 r[tag] = int(v)
                 rows.append(r)
                 notes.append("S %d D %s %s=%s: fwd %.0f, bwd %.0f TFLOP/s" % (
@@ -97,17 +109,12 @@ def part_attn_separate(L, budget, S):
             out = os.path.join(C.OUT, "attn_bench_%s_%d.out" % (timing, len(rows)))
             args = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90,cudnn"] + shape
             t0 = time.time()
-            rc, t = run(args + (["--separate"] if timing == "separate" else []), budget - sec, log,
-                        stdout_path=out)
-            sec += t
-            if rc is None:
-                return record(part, "TIMEOUT", sec, "; ".join(notes))
-            if rc == 77:
-                return record(part, "SKIP", sec, "the Hopper kernel cannot run here")
-            if rc != 0:
-                return record(part, "FAIL", sec, "%s: exit %d" % (timing, rc))
-            for r in (json.loads(l) for l in open(out) if l.startswith("{")):
-                r["process_span"] = [round(t0, 3), round(t0 + t, 3)]  # clocks.csv's time_s
+            got, sec = attn_process(part, args + (["--separate"] if timing == "separate" else []), budget, log,
+                                    out, sec, notes, timing)
+            if got is None:
+                return
+            for r in got:
+                r["process_span"] = [round(t0, 3), round(time.time(), 3)]  # clocks.csv's time_s
                 rows.append(r)
                 notes.append("%s S %d D %d %s: fwd %.0f, bwd %.0f TFLOP/s" % (
                     r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("timing", "?"),
