@@ -131,12 +131,14 @@ void sl_experts_backward_weights_group(sl_experts *x, sl_experts_parked *p, cons
     sl_experts_buffers *b = x->buf;
     SL_CHECK(p->held > 0, "internal error: a grouped weight gradient without a parked micro-batch");
     sl_dw_segment down[SL_DW_MAX_SEGMENTS], gate_up[SL_DW_MAX_SEGMENTS];
-    const int n = p->held + 1;
-    for (int i = 0; i < n; i++) {
-        const sl_experts_parked_rows *r = i < p->held ? &p->mb[i] : NULL;
-        down[i] = (sl_dw_segment){r ? r->dout : dout, r ? r->h : b->h, r ? r->k : counts};
-        gate_up[i] = (sl_dw_segment){r ? r->dgu : b->dgu, r ? r->in : in, r ? r->k : counts};
+    const int n = p->held + 1; /* the parked micro-batches in the order they ran, then this one */
+    for (int i = 0; i < p->held; i++) {
+        const sl_experts_parked_rows *r = &p->mb[i];
+        down[i] = (sl_dw_segment){r->dout, r->h, r->k};
+        gate_up[i] = (sl_dw_segment){r->dgu, r->in, r->k};
     }
+    down[n - 1] = (sl_dw_segment){dout, b->h, counts};
+    gate_up[n - 1] = (sl_dw_segment){b->dgu, in, counts};
     SL_PROFILE_REGION (sl_tensor_backend(in), "expert GEMMs weight grad") {
         sl_op_grouped_matmul_dw_segments(x->down->g, down, n, x->local, sl_param_grad_beta(x->down),
                                          sumsq);

@@ -13,9 +13,9 @@
  * (fp32). */
 struct sl_gmm_sm90_args {
     void *ctx;
-    const int *counts; /* mm: the groups' rows; dW: the first segment's (seg_counts[0]) */
+    const int *counts; /* mm: the groups' rows (dW: unused) */
     /* dW: the rows' segments (sl_op_grouped_matmul_dw_segments), each group's reduction over its
-     * rows of segment 0, then 1, ...: their counts (seg_counts[0] == counts) */
+     * rows of segment 0, then 1, ...: their counts */
     const int *seg_counts[SL_DW_MAX_SEGMENTS];
     int nseg; /* dW: 1..SL_DW_MAX_SEGMENTS; mm: 0 */
     int groups, m, n, k;

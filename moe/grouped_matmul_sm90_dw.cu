@@ -324,7 +324,6 @@ bool sl_cuda_grouped_dw_sm90(void *ctx, sl_tensor *dw, const sl_dw_segment *segs
         m.x[i] = bf16_map(g->x->data, s, g->counts.rows, 0, BK, op);
     }
     for (int i = n; i < SL_DW_MAX_SEGMENTS; i++) m.dy[i] = m.dy[0], m.x[i] = m.x[0];
-    args.counts = args.seg_counts[0];
     args.m = (int)r, args.n = (int)s, args.c = dw->data, args.beta = beta;
     args.ablate = ablate;
     args.prefetch_c = beta != 0.0f && prefetch_c_enabled(); /* beta 0 reads no old dW */

@@ -26,8 +26,7 @@ int sl_plan_group(const sl_plan *p, sl_memory_mode mode) {
 }
 
 void sl_plan_groups(int accum, int group, int *full, int *rest) {
-    *full = group > 0 ? accum / group : 0;
-    *rest = group > 0 ? accum % group : accum;
+    *full = accum / group, *rest = accum % group;
 }
 
 /* Seconds of one pass of a MoE layer's expert GEMMs over `times` micro-batches' routed rows at

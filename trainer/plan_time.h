@@ -18,7 +18,7 @@
  * mode `mode`: p->wgrad_group where the layers own their rows (not recompute layer), else 1. */
 int sl_plan_group(const sl_plan *p, sl_memory_mode mode);
 /* The micro-batches of a step as the trainer groups them: `full` groups of `group` and one of
- * `rest` (0: none; 1: a last micro-batch alone). */
+ * `rest` (0: none; 1: a last micro-batch alone); group >= 1. */
 void sl_plan_groups(int accum, int group, int *full, int *rest);
 
 void sl_plan_time_parts(const sl_model_config *m, sl_plan *p,
