@@ -11,6 +11,11 @@
  * dk_pre (180 MB). Between the norm and the rotation the values stay in fp32: one rounding to
  * the activation dtype instead of two.
  *
+ * Two paths, the same arithmetic. The row path (below, "the row path") serves head dims 64, 128
+ * and 256 with 16-byte aligned rows (the models sluice trains): a head row across one warp in
+ * registers, several rows' loads in flight per warp. The element path serves every other shape
+ * (head dims that are not a multiple of 32, odd gate layouts, views at odd offsets):
+ *
  * Forward: one block per token, 8 warps. The token's cos/sin (double math, as attention/rope.cu)
  * go to shared memory once and serve every head; each warp takes the token's H + KV head rows in
  * turn: loads the row (lane j, j + 32, ...), sums its squares (warp shuffles), normalizes into a
@@ -26,14 +31,17 @@
  * dx = r (g w - xh mean(g w xh)) into dqall (or dk_pre); each lane adds g xh of its columns to
  * the warp's own fp32 dw rows in shared memory (one for q, one for k). At the end the warps' rows
  * are summed in warp order into the block's partial rows, and a second kernel adds the partials
- * to dqw and dkw in a fixed order (k_qk_dw). No float atomics: deterministic.
+ * to dqw and dkw in a fixed order (k_qk_dw), for both paths. No float atomics: deterministic
+ * (the two paths sum in different orders, so their bits differ; a shape always takes the same
+ * path).
  */
 #include "attention/kernels_cuda.h"
-#include "attention/rope_angle.cuh"
-#include "core/cuda_common.cuh"
+#include "attention/qk_norm_rope.cuh"
 #include "core/log.h"
 
 namespace {
+
+using namespace sl_qk;
 
 constexpr int kFwdWarps = 8;
 /* The backward's blocks, at most: 512 of 256 threads at 64 registers (4 per SM, the registers'
@@ -42,30 +50,6 @@ constexpr int kFwdWarps = 8;
 constexpr int64_t kMaxParts = 512;
 /* k_qk_dw: row slices per block of 32 columns (a block of 32 x kDwSlices threads). */
 constexpr int kDwSlices = 16;
-
-/* A row of qall: its width (sl_qgate_width's, on the device; one expression for both kernels),
- * and below, where head h's queries start in it (core/ops.h's layouts). */
-__device__ __forceinline__ int64_t qall_width(sl_gate_mode mode, int h, int d) {
-    return mode == SL_GATE_ELEMENTWISE ? 2 * (int64_t)h * d
-           : mode == SL_GATE_HEADWISE  ? (int64_t)h * d + h
-                                       : (int64_t)h * d;
-}
-
-__device__ __forceinline__ int64_t q_offset(sl_gate_mode mode, int h, int d) {
-    return mode == SL_GATE_ELEMENTWISE ? (int64_t)h * 2 * d : (int64_t)h * d;
-}
-
-/* The rotations of n consecutive tokens (positions pos[0 .. n)) into shared memory: cs[t half
- * + i], sn[t half + i] for i < half, computed by the whole block, then a barrier. */
-__device__ __forceinline__ void rope_coefs(float *cs, float *sn, const int32_t *pos, int n,
-                                           const float *inv_freq, int half, float mscale,
-                                           int sign) {
-    for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
-        const int t = e / half, i = e % half;
-        sl_rope_coef(pos[t], inv_freq[i], mscale, sign, &cs[e], &sn[e]);
-    }
-    __syncthreads();
-}
 
 /* Column j of the rotation of row v (fp32, shared): the forward's x'[i] = x[i] c - x[i+half] s,
  * x'[i+half] = x[i+half] c + x[i] s; with sn = -s the same expressions give the backward. */
@@ -113,13 +97,9 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
     }
 }
 
-/* The backward's tokens per chunk: their rotations are computed together (by the whole block)
- * and their head rows shared out among the warps with no barrier between tokens. */
-constexpr int kBwdChunk = 8;
-
-/* Dynamic shared memory: cs, sn [kBwdChunk][half]; per warp one fp32 row [d] and its dw rows for
+/* Dynamic shared memory: cs, sn [kChunk][half]; per warp one fp32 row [d] and its dw rows for
  * q and k [2][d]; the block's partial rows come from the warps' in warp order. Block b owns
- * tokens [b * tpb, (b + 1) * tpb), in chunks of kBwdChunk: the chunk's rotation coefficients,
+ * tokens [b * tpb, (b + 1) * tpb), in chunks of kChunk: the chunk's rotation coefficients,
  * a barrier, then head row i of the chunk (token i / (h + kv), head i % (h + kv)) to warp
  * i % warps, then a barrier before the next chunk's coefficients. part [nparts][2][d]. */
 template <typename T>
@@ -130,16 +110,16 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
                          sl_gate_mode mode) {
     SL_DYNAMIC_SMEM(float, smem);
     const int warps = blockDim.x >> 5;
-    float *cs_all = smem, *sn_all = smem + kBwdChunk * half;
+    float *cs_all = smem, *sn_all = smem + kChunk * half;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float *row = smem + 2 * kBwdChunk * half + warp * 3 * d;
+    float *row = smem + 2 * kChunk * half + warp * 3 * d;
     float *dwq = row + d, *dwk = row + 2 * d;
     for (int j = lane; j < 2 * d; j += 32) dwq[j] = 0.0f; /* dwq and dwk, contiguous */
     const int64_t width = qall_width(mode, h, d);
     const int rows = h + kv;
     const int64_t r0 = blockIdx.x * tpb, r1 = r0 + tpb < tokens ? r0 + tpb : tokens;
-    for (int64_t c0 = r0; c0 < r1; c0 += kBwdChunk) {
-        const int n = (int)(r1 - c0 < kBwdChunk ? r1 - c0 : kBwdChunk);
+    for (int64_t c0 = r0; c0 < r1; c0 += kChunk) {
+        const int n = (int)(r1 - c0 < kChunk ? r1 - c0 : kChunk);
         rope_coefs(cs_all, sn_all, pos + c0, n, inv_freq, half, mscale, -1);
         for (int item = warp; item < n * rows; item += warps) {
             const int64_t r = c0 + item / rows;
@@ -176,7 +156,7 @@ __global__ void k_qk_bwd(T *dqall, T *dk_pre, float *part, const T *dq, const T 
      * made every warp's rows visible) */
     for (int j = threadIdx.x; j < 2 * d; j += blockDim.x) {
         float acc = 0.0f;
-        for (int wi = 0; wi < warps; wi++) acc += smem[2 * kBwdChunk * half + wi * 3 * d + d + j];
+        for (int wi = 0; wi < warps; wi++) acc += smem[2 * kChunk * half + wi * 3 * d + d + j];
         part[(int64_t)blockIdx.x * 2 * d + j] = acc;
     }
 }
@@ -209,7 +189,7 @@ __global__ void __launch_bounds__(32 * kDwSlices)
 /* The backward's shared memory with `warps` warps: a chunk's coefficients and each warp's three
  * fp32 rows. */
 size_t bwd_smem(int d, int half, int warps) {
-    return sizeof(float) * (2 * (size_t)kBwdChunk * half + (size_t)warps * 3 * d);
+    return sizeof(float) * (2 * (size_t)kChunk * half + (size_t)warps * 3 * d);
 }
 /* Warps of the backward's blocks: 8, or fewer where the shared memory would pass 48 KB. */
 int bwd_warps(int d, int half) {
@@ -232,13 +212,18 @@ extern "C" void sl_cuda_qk_norm_rope_fwd(void *ctx, sl_tensor *qn, sl_tensor *kn
     const int half = (int)p->inv_freq->numel;
     if (t == 0) return;
     SL_CHECK(t <= INT32_MAX, "qk_norm_rope_fwd: %lld tokens", (long long)t);
+    cudaStream_t st = sl_cuda_stream(ctx);
+    if (rows_fwd(st, qn, kn, g, q_rstd, k_rstd, qall, k, p)) {
+        SL_CUDA_LAUNCHED("qk_norm_rope_fwd");
+        return;
+    }
     const size_t smem = sizeof(float) * (2 * (size_t)half + (size_t)kFwdWarps * d);
     SL_DISPATCH_FLOAT(qn->dtype, T, {
-        SL_LAUNCH(k_qk_fwd<T>, (unsigned)t, 32 * kFwdWarps, smem, sl_cuda_stream(ctx),
-                  sl_ptr<T>(qn), sl_ptr<T>(kn), g ? sl_ptr<T>(g) : (T *)nullptr,
-                  sl_ptr<float>(q_rstd), sl_ptr<float>(k_rstd), sl_ptr<T>(qall), sl_ptr<T>(k),
-                  sl_ptr<T>(p->qw), sl_ptr<T>(p->kw), sl_ptr<int32_t>(p->pos),
-                  sl_ptr<float>(p->inv_freq), h, kv, d, half, p->eps, p->mscale, p->mode);
+        SL_LAUNCH(k_qk_fwd<T>, (unsigned)t, 32 * kFwdWarps, smem, st, sl_ptr<T>(qn), sl_ptr<T>(kn),
+                  g ? sl_ptr<T>(g) : (T *)nullptr, sl_ptr<float>(q_rstd), sl_ptr<float>(k_rstd),
+                  sl_ptr<T>(qall), sl_ptr<T>(k), sl_ptr<T>(p->qw), sl_ptr<T>(p->kw),
+                  sl_ptr<int32_t>(p->pos), sl_ptr<float>(p->inv_freq), h, kv, d, half, p->eps,
+                  p->mscale, p->mode);
     });
     SL_CUDA_LAUNCHED("qk_norm_rope_fwd");
 }
@@ -257,22 +242,25 @@ extern "C" void sl_cuda_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor 
      * on T) */
     const int64_t want = t < kMaxParts ? t : kMaxParts;
     const int64_t tpb = (t + want - 1) / want, nparts = (t + tpb - 1) / tpb;
-    const int warps = bwd_warps(d, half);
     float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)nparts * 2 * d);
-    const size_t smem = bwd_smem(d, half, warps);
-    SL_DISPATCH_FLOAT(dq->dtype, T, {
-        SL_LAUNCH(k_qk_bwd<T>, (unsigned)nparts, 32 * warps, smem, sl_cuda_stream(ctx),
-                  sl_ptr<T>(dqall), sl_ptr<T>(dk_pre), part, sl_ptr<T>(dq), sl_ptr<T>(dk),
-                  dg ? sl_ptr<T>(dg) : (const T *)nullptr, sl_ptr<T>(qall), sl_ptr<T>(k),
-                  sl_ptr<T>(p->qw), sl_ptr<T>(p->kw), sl_ptr<float>(q_rstd), sl_ptr<float>(k_rstd),
-                  sl_ptr<int32_t>(p->pos), sl_ptr<float>(p->inv_freq), t, tpb, h, kv, d, half,
-                  p->mscale, p->mode);
-    });
+    cudaStream_t st = sl_cuda_stream(ctx);
+    if (!rows_bwd(st, part, nparts, tpb, dqall, dk_pre, dq, dk, dg, qall, k, q_rstd, k_rstd, p)) {
+        const int warps = bwd_warps(d, half);
+        const size_t smem = bwd_smem(d, half, warps);
+        SL_DISPATCH_FLOAT(dq->dtype, T, {
+            SL_LAUNCH(k_qk_bwd<T>, (unsigned)nparts, 32 * warps, smem, st, sl_ptr<T>(dqall),
+                      sl_ptr<T>(dk_pre), part, sl_ptr<T>(dq), sl_ptr<T>(dk),
+                      dg ? sl_ptr<T>(dg) : (const T *)nullptr, sl_ptr<T>(qall), sl_ptr<T>(k),
+                      sl_ptr<T>(p->qw), sl_ptr<T>(p->kw), sl_ptr<float>(q_rstd),
+                      sl_ptr<float>(k_rstd), sl_ptr<int32_t>(p->pos), sl_ptr<float>(p->inv_freq), t,
+                      tpb, h, kv, d, half, p->mscale, p->mode);
+        });
+    }
     SL_CUDA_LAUNCHED("qk_norm_rope_bwd");
     const float *cpart = part;
     SL_DISPATCH_FLOAT(dqw->dtype, TW, {
-        SL_LAUNCH(k_qk_dw<TW>, sl_blocks(2 * (int64_t)d, 32), 32 * kDwSlices, 0,
-                  sl_cuda_stream(ctx), sl_ptr<TW>(dqw), sl_ptr<TW>(dkw), cpart, (int)nparts, d);
+        SL_LAUNCH(k_qk_dw<TW>, sl_blocks(2 * (int64_t)d, 32), 32 * kDwSlices, 0, st,
+                  sl_ptr<TW>(dqw), sl_ptr<TW>(dkw), cpart, (int)nparts, d);
     });
     SL_CUDA_LAUNCHED("qk_norm_rope_bwd");
 }

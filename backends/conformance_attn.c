@@ -117,7 +117,7 @@ void sl_conf_case_rope_bwd(cx *c) {
 /* QK-norm and RoPE in one: the three gate layouts, partial rotation with YaRN's mscale, head
  * dims in one warp pass and in several (320: the backward's 4-warp blocks), and T past the
  * backward's 512 blocks (two tokens per block; 4,703: ten, in a chunk of 8 and one of 2, the
- * last block three). */
+ * last block three); the first eight take CUDA's element path, the rest its row path. */
 typedef struct {
     int t, h, kv, d, half;
     sl_gate_mode mode;
@@ -133,6 +133,14 @@ static const qk_shape k_qk[] = {
     {3, 2, 1, 320, 96, SL_GATE_HEADWISE, 1.0f},
     {600, 2, 1, 16, 8, SL_GATE_ELEMENTWISE, 1.0f},
     {4703, 1, 1, 8, 2, SL_GATE_HEADWISE, 1.0f},
+    /* the CUDA row path (head dims 64, 128, 256: 2, 4, 8 columns per lane): rows in batches of
+     * 4 per warp past a chunk's end (5 and 9 rows per token), partial rotation, the headwise
+     * gate with 16-byte rows of qall (8 heads of 65), and 1,100 tokens (3 per block) */
+    {13, 4, 1, 128, 64, SL_GATE_ELEMENTWISE, 1.0f},
+    {33, 8, 1, 64, 16, SL_GATE_HEADWISE, 1.138629f},
+    {6, 2, 1, 256, 128, SL_GATE_ELEMENTWISE, 1.0f},
+    {1100, 2, 2, 64, 32, SL_GATE_ELEMENTWISE, 1.0f},
+    {4, 3, 3, 128, 32, SL_GATE_NONE, 1.138629f},
 };
 
 typedef struct {
