@@ -183,12 +183,17 @@ static void test_adamw_op(void) {
 
 /* ---- weight-decay mask through sl_optimizer_apply ----------------------------------------- */
 
-enum { NP = 4 };
+/* The dense group's parameters lie back to back in declaration order, so the optimizer's runs
+ * (one AdamW launch each) are: the layer norm; both matrices; the q norm and the final norm;
+ * and the expert group's stack: 4. */
+enum { NP = 6, NRUNS = 4 };
 static const char *const mask_names[NP] = {
     "model.layers.0.input_layernorm.weight",  /* 1-D: no decay */
     "model.layers.0.mlp.gate_up_proj.weight", /* 2-D: decay */
+    "model.layers.0.mlp.down_proj.weight",    /* 2-D: decay, in the run of the one before */
     "model.layers.0.mlp.experts.down_proj",   /* 3-D expert stack: decay */
-    "model.norm.weight",                      /* 1-D: no decay */
+    "model.layers.0.self_attn.q_norm.weight", /* 1-D: no decay */
+    "model.norm.weight",                      /* 1-D: no decay, in the run of the one before */
 };
 
 static void build_mask_params(sl_params *ps) {
@@ -196,9 +201,12 @@ static void build_mask_params(sl_params *ps) {
     sl_params_add(ps, mask_names[0], SL_PGROUP_DENSE, 1, (int64_t[]){6}, SL_INIT_ONES, 0, -1);
     sl_params_add(ps, mask_names[1], SL_PGROUP_DENSE, 2, (int64_t[]){3, 4}, SL_INIT_NORMAL, 0.5f,
                   -1);
-    sl_params_add(ps, mask_names[2], SL_PGROUP_EXPERT, 3, (int64_t[]){2, 3, 2}, SL_INIT_NORMAL,
+    sl_params_add(ps, mask_names[2], SL_PGROUP_DENSE, 2, (int64_t[]){4, 3}, SL_INIT_NORMAL, 0.5f,
+                  -1);
+    sl_params_add(ps, mask_names[3], SL_PGROUP_EXPERT, 3, (int64_t[]){2, 3, 2}, SL_INIT_NORMAL,
                   0.5f, 0);
-    sl_params_add(ps, mask_names[3], SL_PGROUP_DENSE, 1, (int64_t[]){5}, SL_INIT_ONES, 0, -1);
+    sl_params_add(ps, mask_names[4], SL_PGROUP_DENSE, 1, (int64_t[]){7}, SL_INIT_ONES, 0, -1);
+    sl_params_add(ps, mask_names[5], SL_PGROUP_DENSE, 1, (int64_t[]){5}, SL_INIT_ONES, 0, -1);
     sl_params_finalize(ps);
     for (int i = 0; i < NP; i++) {
         sl_param *p = ps->items[i];
@@ -228,6 +236,8 @@ static void test_decay_mask(sl_comm *comm) {
     /* 1. Zero gradients: AdamW's step is 0 / (0 + eps) = 0, so only the decay moves a
      *    parameter: matrices become (1 - lr wd) w, 1-D parameters stay bit-identical. */
     sl_optimizer_init(&o, &ps, &op);
+    CHECK(o.nslices == NRUNS, "%d AdamW runs, expected %d (neighbours that share the decay merge)",
+          o.nslices, NRUNS);
     sl_params_zero_grad(&ps);
     float *before[NP];
     for (int i = 0; i < NP; i++) before[i] = sl_test_host_f32(ps.items[i]->w);

@@ -59,7 +59,16 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
             if (o->layer_offset[g][l + 1] < o->layer_offset[g][l])
                 o->layer_offset[g][l] = o->layer_offset[g][l + 1];
     }
-    o->slices = sl_xcalloc((size_t)(ps->count ? ps->count : 1), sizeof *o->slices);
+    /* Each parameter's part inside the shard, merged into the open run of its group when it
+     * starts where that run ends and has its weight decay (elements are independent, so the
+     * runs compute what one launch per parameter computes, bit for bit). */
+    struct run {
+        int group;
+        bool decay;
+        int64_t lo, hi;
+    } *runs = sl_xcalloc((size_t)(ps->count ? ps->count : 1), sizeof *runs);
+    int nruns = 0, open_run[SL_PGROUP_COUNT];
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) open_run[g] = -1;
     for (int i = 0; i < ps->count; i++) {
         const sl_param *q = ps->items[i];
         const int g = q->group;
@@ -67,16 +76,29 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
         const int64_t hi_p = q->offset + q->numel, hi_s = o->shard_off[g] + o->shard_len[g];
         const int64_t hi = hi_p < hi_s ? hi_p : hi_s;
         if (hi <= lo) continue;
+        struct run *r = open_run[g] >= 0 ? &runs[open_run[g]] : NULL;
+        if (r && r->decay == q->decay && r->hi == lo) {
+            r->hi = hi;
+            continue;
+        }
+        open_run[g] = nruns;
+        runs[nruns++] = (struct run){.group = g, .decay = q->decay, .lo = lo, .hi = hi};
+    }
+    o->slices = sl_xcalloc((size_t)(nruns ? nruns : 1), sizeof *o->slices);
+    for (int i = 0; i < nruns; i++) {
+        const int g = runs[i].group;
+        const int64_t lo = runs[i].lo, n = runs[i].hi - runs[i].lo;
         struct sl_opt_slice *s = &o->slices[o->nslices++];
-        s->p = q;
-        s->w = sl_tensor_view1(ps->w[g], lo, hi - lo);
-        s->g = sl_tensor_view1(ps->g[g], lo, hi - lo);
-        s->m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], hi - lo);
-        s->v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], hi - lo);
+        s->decay = runs[i].decay;
+        s->w = sl_tensor_view1(ps->w[g], lo, n);
+        s->g = sl_tensor_view1(ps->g[g], lo, n);
+        s->m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], n);
+        s->v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], n);
         /* With ZeRO-1 the whole copy is converted after the all-gather (other ranks' shards
          * change too), so AdamW writes it only without ZeRO-1. */
-        if (ps->wc[g] && !o->zero1) s->copy = sl_tensor_view1(ps->wc[g], lo, hi - lo);
+        if (ps->wc[g] && !o->zero1) s->copy = sl_tensor_view1(ps->wc[g], lo, n);
     }
+    free(runs);
 }
 
 void sl_optimizer_begin_reduce(sl_optimizer *o) {
@@ -140,12 +162,11 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
     sl_params *ps = o->ps;
     for (int i = 0; i < o->nslices; i++) {
         const struct sl_opt_slice *s = &o->slices[i];
-        const sl_param *p = s->p;
         sl_adamw_params hp = {.lr = (float)lr,
                               .beta1 = (float)t->beta1,
                               .beta2 = (float)t->beta2,
                               .eps = (float)t->eps,
-                              .weight_decay = p->decay ? (float)t->weight_decay : 0.0f,
+                              .weight_decay = s->decay ? (float)t->weight_decay : 0.0f,
                               .grad_scale = (float)grad_scale,
                               .step = o->step};
         sl_op_adamw(s->w, s->g, s->m, s->v, s->copy, &hp);

@@ -42,11 +42,13 @@ typedef struct {
     sl_tensor *group_sumsq[SL_PGROUP_COUNT]; /* [1] views of it, made once */
     /* The expert group's sum came from the backward this step (sl_optimizer_expert_sumsq). */
     bool expert_sq_fused;
-    /* Per parameter, the part inside this rank's shard: views of the master weight, gradient,
-     * moments and compute copy (NULL when there is none or none is written here), made once
-     * so that a step allocates no tensor handles. */
+    /* The AdamW launches of a step: runs of parameters inside this rank's shard that lie back
+     * to back in their group's buffers and share the weight decay (one launch for each run
+     * instead of one per parameter: 40 instead of 102 on 15A2B cut to 9 layers). Views of the
+     * master weight, gradient, moments and compute copy (NULL when there is none or none is written
+     * here), made once so that a step allocates no tensor handles. */
     struct sl_opt_slice {
-        const sl_param *p;
+        bool decay;
         sl_tensor *w, *g, *m, *v, *copy;
     } * slices;
     int nslices;
