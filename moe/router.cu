@@ -9,10 +9,17 @@
  * winner in every lane, and its owner marks it taken. That order is the CPU's insertion order
  * exactly (descending score, ties to the lower index).
  *
- * stats are deterministic without atomics: a block owns a fixed range of ROUTER_TOKENS tokens;
- * each lane accumulates its experts' probabilities over its warp's tokens in registers, the
- * block adds its warps in warp order into a per-block partial (double), and a second kernel
- * adds the partials in block order.
+ * stats are deterministic without atomics: a block owns a fixed range of 8 tpw tokens (tpw
+ * tokens per warp, router_tpw: a function of the token count alone); each lane accumulates its
+ * experts' probabilities over its warp's tokens in registers, the block adds its warps in warp
+ * order into a per-block partial (double), and a second kernel adds the partials in block order.
+ *
+ * A warp's tokens run one after another, each a chain of dependent steps (the row's load, two
+ * warp reductions, k rounds of a 5-level argmax butterfly: about 1.5-2 us), so the kernel's time
+ * is about tpw chains. With 16 tokens per warp, as before 2026-11-28, 4,096 tokens made 32
+ * blocks: 32 of an H200's 132 SMs, each waiting on 16 chains one after another. router_tpw
+ * takes the fewest tokens per warp (at least 1, at most 16) that keep the grid within
+ * kRouterBlocks, so a micro-batch of 4,096 tokens runs 2 per warp in 256 blocks.
  */
 #include <limits.h>
 
@@ -23,11 +30,20 @@
 namespace {
 
 enum {
-    ROUTER_WARPS = 8,                                      /* warps per block */
-    ROUTER_TOKENS_PER_WARP = 16,                           /* tokens per warp in router_fwd */
-    ROUTER_TOKENS = ROUTER_WARPS * ROUTER_TOKENS_PER_WARP, /* tokens per block (stats partial) */
+    ROUTER_WARPS = 8,        /* warps per block */
+    ROUTER_MAX_TPW = 16,     /* tokens per warp in router_fwd, at most */
+    ROUTER_BLOCKS = 2 * 132, /* router_fwd's grid, at most, once tokens per warp exceed 1 */
     ROUTER_MAX_E = 32 * 32,
 };
+
+/* router_fwd's tokens per warp for n tokens: the fewest (1 to ROUTER_MAX_TPW) that keep the grid
+ * within ROUTER_BLOCKS (two per SM of an H100 or H200). A constant, not the device's SM count:
+ * the partition decides the stats' summation order, which must not depend on the GPU. */
+static int router_tpw(int64_t n) {
+    const int64_t per_block = ROUTER_WARPS * (int64_t)ROUTER_BLOCKS;
+    const int64_t tpw = (n + per_block - 1) / per_block;
+    return tpw < 1 ? 1 : tpw > ROUTER_MAX_TPW ? ROUTER_MAX_TPW : (int)tpw;
+}
 
 /* Values per lane for E experts: 1, 2, 4, ..., 32. */
 static int router_nv(int64_t e) {
@@ -48,7 +64,7 @@ __global__ void __launch_bounds__(ROUTER_WARPS * 32)
     router_fwd_kernel(float *__restrict__ probs, int32_t *__restrict__ topk_idx,
                       float *__restrict__ topk_w, double *__restrict__ partial,
                       const float *__restrict__ logits, const float *__restrict__ bias, int64_t n,
-                      int e, int k, bool norm_topk) {
+                      int e, int k, int tpw, bool norm_topk) {
     SL_DYNAMIC_SMEM(float, sh); /* [ROUTER_WARPS][e + 1]: each warp's stats */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float b[NV], acc[NV];
@@ -61,8 +77,8 @@ __global__ void __launch_bounds__(ROUTER_WARPS * 32)
         if (x >= e) invalid |= 1u << i;
     }
     float lse2 = 0.0f;
-    for (int t = 0; t < ROUTER_TOKENS_PER_WARP; t++) {
-        const int64_t r = (int64_t)blockIdx.x * ROUTER_TOKENS + t * ROUTER_WARPS + warp;
+    for (int t = 0; t < tpw; t++) {
+        const int64_t r = ((int64_t)blockIdx.x * tpw + t) * ROUTER_WARPS + warp;
         if (r >= n) continue; /* warp-uniform; no block barrier inside the loop */
         const float *l = logits + r * e;
         float p[NV];
@@ -150,23 +166,26 @@ __global__ void __launch_bounds__(ROUTER_WARPS * 32)
     }
 }
 
-/* stats[x] = sum over blocks of partial[b][x], x in [0, cols). Block: 32 columns x 8 rows of
- * threads; thread (c, y) adds the blocks y, y + 8, ... in order, then row 0 adds the 8 sums in
- * order: a fixed summation order. */
-__global__ void __launch_bounds__(256)
+/* stats[x] = sum over blocks of partial[b][x], x in [0, cols). Block: 32 columns x
+ * kStatRows rows of threads; thread (c, y) adds the blocks y, y + kStatRows, ... in order (8
+ * loads in flight), then row 0 adds the row sums in order: a fixed summation order. */
+constexpr int kStatRows = 32;
+__global__ void __launch_bounds__(32 * kStatRows)
     router_stats_kernel(float *__restrict__ stats, const double *__restrict__ partial, int64_t nblk,
                         int cols) {
-    __shared__ double sh[8][33];
+    __shared__ double sh[kStatRows][33];
     const int cx = threadIdx.x & 31, y = threadIdx.x >> 5;
     const int x = blockIdx.x * 32 + cx;
     double t = 0.0;
-    if (x < cols)
-        for (int64_t b = y; b < nblk; b += 8) t += partial[b * cols + x];
+    if (x < cols) {
+#pragma unroll 8
+        for (int64_t b = y; b < nblk; b += kStatRows) t += partial[b * cols + x];
+    }
     sh[y][cx] = t;
     __syncthreads();
     if (y == 0 && x < cols) {
         double s = 0.0;
-        for (int i = 0; i < 8; i++) s += sh[i][cx];
+        for (int i = 0; i < kStatRows; i++) s += sh[i][cx];
         stats[x] = (float)s;
     }
 }
@@ -178,16 +197,17 @@ static void router_fwd_launch(void *ctx, sl_tensor *probs, sl_tensor *topk_idx, 
     const int64_t n = sl_rows(logits);
     const int e = (int)sl_last_dim(logits), k = (int)sl_last_dim(topk_idx);
     cudaStream_t st = sl_cuda_stream(ctx);
-    const unsigned nblk = sl_blocks(n, ROUTER_TOKENS); /* >= 1: n = 0 still writes zero stats */
+    const int tpw = router_tpw(n);
+    const unsigned nblk = sl_blocks(n, ROUTER_WARPS * tpw); /* >= 1: n = 0 still writes zeros */
     double *partial =
         (double *)sl_cuda_scratch(ctx, 0, sizeof(double) * (size_t)nblk * (size_t)(e + 1));
     const size_t smem = sizeof(float) * ROUTER_WARPS * (size_t)(e + 1);
     SL_LAUNCH(router_fwd_kernel<NV>, nblk, ROUTER_WARPS * 32, smem, st, sl_ptr<float>(probs),
               sl_ptr<int32_t>(topk_idx), sl_ptr<float>(topk_w), partial, sl_ptr<float>(logits),
-              sl_ptr<float>(bias), n, e, k, norm_topk);
+              sl_ptr<float>(bias), n, e, k, tpw, norm_topk);
     SL_CUDA_LAUNCHED("router_fwd");
-    SL_LAUNCH(router_stats_kernel, sl_blocks(e + 1, 32), 256, 0, st, sl_ptr<float>(stats), partial,
-              (int64_t)nblk, e + 1);
+    SL_LAUNCH(router_stats_kernel, sl_blocks(e + 1, 32), 32 * kStatRows, 0, st,
+              sl_ptr<float>(stats), partial, (int64_t)nblk, e + 1);
     SL_CUDA_LAUNCHED("router_fwd");
 }
 
