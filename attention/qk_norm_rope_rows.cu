@@ -105,6 +105,25 @@ __device__ __forceinline__ void rotate_cols(float (&v)[C], const row_lane &L, co
     }
 }
 
+/* Row b of a warp's batch starting at item `base`: item base + b kRowWarps of a chunk of `items`
+ * head rows (rows per token: queries first, then keys) from token c0; tok its token in the
+ * chunk, r in the sequence, hr its head. valid is false past the chunk's items. */
+struct row_item {
+    bool valid;
+    int tok, hr;
+    int64_t r;
+};
+
+__device__ __forceinline__ row_item batch_item(int base, int b, int items, int rows, int64_t c0) {
+    const int item = base + b * kRowWarps;
+    row_item it;
+    it.valid = item < items;
+    it.tok = item / rows;
+    it.hr = item % rows;
+    it.r = c0 + it.tok;
+    return it;
+}
+
 /* Forward, block b: tokens [b kChunk, (b + 1) kChunk). Head row i of the chunk (token
  * i / (h + kv), head i % (h + kv)) goes to warp i % kRowWarps, kRowBatch of them loaded at a
  * time. Dynamic shared memory: cs, sn [kChunk][half]. */
@@ -134,10 +153,10 @@ __global__ void __launch_bounds__(32 * kRowWarps)
         float v[kRowBatch][C] = {}, gv[kRowBatch][C] = {};
         SL_UNROLL
         for (int b = 0; b < kRowBatch; b++) {
-            const int item = base + b * kRowWarps;
-            if (item >= items) continue;
-            const int64_t r = c0 + item / rows;
-            const int hr = item % rows;
+            const row_item it = batch_item(base, b, items, rows, c0);
+            if (!it.valid) continue; /* the same for the whole warp */
+            const int64_t r = it.r;
+            const int hr = it.hr;
             if (hr < h) {
                 const T *src = qall + r * width + q_offset(mode, hr, d) + L.j0;
                 ld_cols<C>(src, v[b]);
@@ -148,10 +167,10 @@ __global__ void __launch_bounds__(32 * kRowWarps)
         }
         SL_UNROLL
         for (int b = 0; b < kRowBatch; b++) {
-            const int item = base + b * kRowWarps;
-            if (item >= items) continue; /* the same for the whole warp */
-            const int tok = item / rows, hr = item % rows;
-            const int64_t r = c0 + tok;
+            const row_item it = batch_item(base, b, items, rows, c0);
+            if (!it.valid) continue;
+            const int tok = it.tok, hr = it.hr;
+            const int64_t r = it.r;
             const bool isq = hr < h;
             float ss = 0.0f;
             SL_UNROLL
@@ -209,10 +228,10 @@ __global__ void __launch_bounds__(32 * kRowWarps)
             float s[kRowBatch] = {};
             SL_UNROLL
             for (int b = 0; b < kRowBatch; b++) {
-                const int item = base + b * kRowWarps;
-                if (item >= items) continue;
-                const int64_t r = c0 + item / rows;
-                const int hr = item % rows;
+                const row_item it = batch_item(base, b, items, rows, c0);
+                if (!it.valid) continue; /* the same for the whole warp */
+                const int64_t r = it.r;
+                const int hr = it.hr;
                 if (hr < h) {
                     const int64_t go = (r * h + hr) * d;
                     ld_cols<C>(dq + go + L.j0, gy[b]);
@@ -228,10 +247,10 @@ __global__ void __launch_bounds__(32 * kRowWarps)
             }
             SL_UNROLL
             for (int b = 0; b < kRowBatch; b++) {
-                const int item = base + b * kRowWarps;
-                if (item >= items) continue; /* the same for the whole warp */
-                const int tok = item / rows, hr = item % rows;
-                const int64_t r = c0 + tok;
+                const row_item it = batch_item(base, b, items, rows, c0);
+                if (!it.valid) continue;
+                const int tok = it.tok, hr = it.hr;
+                const int64_t r = it.r;
                 const bool isq = hr < h;
                 /* the norm's gradient g = R^T dq; then core/rmsnorm.cu's expressions */
                 rotate_cols<C>(gy[b], L, cs_all + tok * half, sn_all + tok * half);
