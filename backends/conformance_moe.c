@@ -143,7 +143,9 @@ void sl_conf_case_router_bwd(cx *c) {
 void sl_conf_case_moe_sort(cx *c) {
     static const struct {
         int n, k, e;
-    } k_shapes[] = {{1, 1, 1}, {1, 4, 8}, {37, 3, 9}, {1000, 8, 33}, {5, 2, 64}, {600, 8, 300}};
+    } k_shapes[] = {
+        {1, 1, 1},  {1, 4, 8},     {37, 3, 9},    {1000, 8, 33},
+        {5, 2, 64}, {600, 8, 300}, {4096, 8, 128}}; /* a micro-batch of 15A2B: 64 blocks on CUDA */
     const int64_t n = PICK(c, k_shapes)->n, k = k_shapes[c->shape].k, e = k_shapes[c->shape].e;
     desc(c, "N%lld/k%lld/E%lld", (long long)n, (long long)k, (long long)e);
     /* Experts in [0, e - 1): the last one stays empty (when there is more than one). */

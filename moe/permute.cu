@@ -36,8 +36,10 @@ namespace {
 
 enum {
     SORT_MAX_WARPS = 8,
-    SORT_SMEM_INTS = 12288, /* 48 KiB of shared memory: counter rows and bucket starts */
-    SORT_MIN_TILE = 2048,   /* items per block at least (bounds the hist array) */
+    SORT_SMEM_INTS = 12288,   /* 48 KiB of shared memory: counter rows and bucket starts */
+    SORT_MIN_TILE = 512,      /* items per block at least (bounds the hist array) */
+    SORT_MAX_TILE = 2048,     /* the tile of a large sort (8 steps of 8 warps) */
+    SORT_TARGET_BLOCKS = 264, /* a smaller tile while the grid stays within this many blocks */
     SORT_THREADS_SCAN = 256,
 };
 
@@ -230,8 +232,17 @@ static sort_plan make_plan(int64_t n, int nb, uint32_t limit, int shift, uint32_
     p.key.nbits = bits_for((uint32_t)nb);
     p.warps = SORT_SMEM_INTS / nb - 1;
     p.warps = p.warps < SORT_MAX_WARPS ? p.warps : SORT_MAX_WARPS;
-    p.steps = SORT_MIN_TILE / (32 * p.warps);
-    p.steps = p.steps > 8 ? p.steps : 8;
+    /* Steps (32 items each) per warp: a block's warps walk theirs one step at a time, each step
+     * a dependent chain (the keys' load, a ballot per bucket bit, the counter's update), so few
+     * steps in more blocks spread the sort over the SMs: a micro-batch's 32,768 routing slots
+     * took 16 blocks of 8 steps per warp, now 64 of 2 (two per SM of an H100 or H200 at most,
+     * SORT_TARGET_BLOCKS). Large sorts keep tiles of SORT_MAX_TILE. Which block holds an item
+     * does not change where it lands: the sort is stable. */
+    const int64_t lo = (SORT_MIN_TILE / (32 * p.warps)) > 2 ? SORT_MIN_TILE / (32 * p.warps) : 2;
+    const int64_t hi = (SORT_MAX_TILE / (32 * p.warps)) > 8 ? SORT_MAX_TILE / (32 * p.warps) : 8;
+    const int64_t per_block = (int64_t)SORT_TARGET_BLOCKS * 32 * p.warps;
+    const int64_t want = (n + per_block - 1) / per_block;
+    p.steps = (int)(want < lo ? lo : want > hi ? hi : want);
     p.n = n;
     p.tile = (int64_t)p.warps * p.steps * 32;
     p.nblk = (n + p.tile - 1) / p.tile;
