@@ -19,7 +19,7 @@
  * is about tpw chains. With 16 tokens per warp, as before 2026-11-28, 4,096 tokens made 32
  * blocks: 32 of an H200's 132 SMs, each waiting on 16 chains one after another. router_tpw
  * takes the fewest tokens per warp (at least 1, at most 16) that keep the grid within
- * kRouterBlocks, so a micro-batch of 4,096 tokens runs 2 per warp in 256 blocks.
+ * ROUTER_BLOCKS, so a micro-batch of 4,096 tokens runs 2 per warp in 256 blocks.
  */
 #include <limits.h>
 
