@@ -192,17 +192,20 @@ def part_attn_kernels(L, budget, S):
 
 
 # The step's kernels whose rows missed their predictions on 2026-11-27 (the fused QK-norm and
-# RoPE, the router), whose rate is not the bench's (AdamW), or that take about twice their
+# RoPE, the router), whose rate is not the bench's (AdamW), that take about twice their
 # bytes' time (the RMSNorms: 4.3 ms per step over 152 calls, 28 us each where a row's bytes
-# take 10-14): Nsight Compute on them alone.
-STEP_KERNELS = "k_qk_|router_|adamw|k_rmsnorm_"
+# take 10-14), or that changed on 2026-11-28 on a count alone (the QK-norm/RoPE row path, the
+# cross-entropy's row cache, the router's grid, the routing sort's tiles, AdamW's runs):
+# Nsight Compute on them alone.
+STEP_KERNELS = "k_qk_|router_|adamw|k_rmsnorm_|k_xent|sort_"
 
 
 def part_step_kernels(L, budget, S):
     """Nsight Compute (clocks not locked) on one training step of gpu_train_bench at the
     measured shape cut to 2 layers, profiling only the kernels STEP_KERNELS names: each one's
     own time and launches, which the profile's rows add together (the QK-norm/RoPE row holds
-    three kernels, the router's two, the optimizer's one per parameter slice, the RMSNorms' three). Raw report in
+    three kernels, the router's two, the optimizer's one per run of parameters, the RMSNorms'
+    three, the LM head's cross-entropy one, the routing sort three). Raw report in
     step_kernels.csv (bench/ncu_log.py reads it)."""
     part, log = "step_kernels", os.path.join(C.LOGS, "step_kernels.log")
     ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
