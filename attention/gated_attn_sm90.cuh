@@ -318,7 +318,6 @@ inline int d64_rows(const char *var, const char *const (&values)[3], int d, int 
 }
 
 /* Opts kernel K in to `bytes` of dynamic shared memory (once per process). */
-using sl_attn_tc::raise_smem_limit;
 
 /* The deterministic dQ pass (gated_attn_sm90_dq.cu) for head dim d, after the prep pass. */
 void launch_dq(void *ctx, const args &a, int d, cudaStream_t stream);

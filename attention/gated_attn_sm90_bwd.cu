@@ -524,7 +524,7 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     }
     const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    raise_smem_limit<sm90_dkdv_kernel<D, FUSED, BM>>(L::bytes, op);
+    sl_cuda_raise_smem<sm90_dkdv_kernel<D, FUSED, BM>>(L::bytes, op);
 #ifdef SLUICE_CUDA_EMULATED
     /* the ordered dQ's blocks wait for earlier key tiles' blocks: the emulator must run them
      * in index order (emu/README.md) */

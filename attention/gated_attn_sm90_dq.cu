@@ -262,7 +262,7 @@ void launch(void *ctx, const args &a, cudaStream_t stream) {
     int *counter;
     const unsigned grid = query_tile_grid(
         ctx, (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h, PERSIST, &counter, stream, op);
-    raise_smem_limit<sm90_dq_kernel<D, PERSIST, OVL>>(L::bytes, op);
+    sl_cuda_raise_smem<sm90_dq_kernel<D, PERSIST, OVL>>(L::bytes, op);
     SL_LAUNCH((sm90_dq_kernel<D, PERSIST, OVL>), dim3(grid), dim3(kThreads), L::bytes, stream, tq,
               tdo, tk, tv, tdq, a, counter);
     SL_CUDA_LAUNCHED(op);

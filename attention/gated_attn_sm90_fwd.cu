@@ -403,7 +403,7 @@ void launch_fwd(void *ctx, const args &a, cudaStream_t stream) {
     const unsigned grid = query_tile_grid(
         ctx, (int64_t)((a.seq + L::BM - 1) / L::BM) * a.batch * a.h, PERSIST, &counter, stream, op);
     auto *const kernel = sm90_fwd_kernel<D, NC, PERSIST>;
-    raise_smem_limit<sm90_fwd_kernel<D, NC, PERSIST>>(L::bytes, op);
+    sl_cuda_raise_smem<sm90_fwd_kernel<D, NC, PERSIST>>(L::bytes, op);
     SL_LAUNCH(kernel, dim3(grid), dim3(L::threads), L::bytes, stream, tq, tk, tv, to, ty, tg, a,
               counter);
 }

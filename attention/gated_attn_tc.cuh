@@ -155,17 +155,6 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-/* Opts kernel K in to `bytes` of dynamic shared memory when that is above the default 48 KiB.
- * The attribute is per kernel and device and stays set (sluice drives one device per process
- * and never resets it), so the driver call happens once per kernel, not at every launch. */
-template <auto K> void raise_smem_limit(size_t bytes, const char *op) {
-    static bool raised = false;
-    if (raised || bytes <= 48 * 1024) return;
-    sl_cuda_check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-                  op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-    raised = true;
-}
-
 /* A query-tile block (forward, and the backward's deterministic dQ pass): blockIdx.x enumerates
  * (query tile, sequence, head) with the head fastest, latest (longest) query tiles first. Heads
  * of one GQA group are adjacent, so the blocks streaming the same K/V run together and share

@@ -405,16 +405,16 @@ template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
              (long long)q_blocks);
     void (*dkdv)(args) = atomic ? tc_bwd_dkdv_kernel<D, true> : tc_bwd_dkdv_kernel<D, false>;
     if (atomic)
-        raise_smem_limit<tc_bwd_dkdv_kernel<D, true>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
+        sl_cuda_raise_smem<tc_bwd_dkdv_kernel<D, true>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
     else
-        raise_smem_limit<tc_bwd_dkdv_kernel<D, false>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
+        sl_cuda_raise_smem<tc_bwd_dkdv_kernel<D, false>>(dkdv_smem<D>::bytes, "gated_attn_bwd");
     SL_LAUNCH(dkdv, dim3((unsigned)kv_blocks), dim3(kThreads), dkdv_smem<D>::bytes, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
     if (atomic) {
         launch_dq_convert(a, D, stream);
     } else {
         void (*dq)(args) = tc_bwd_dq_kernel<D>;
-        raise_smem_limit<tc_bwd_dq_kernel<D>>(dq_smem<D>::bytes, "gated_attn_bwd");
+        sl_cuda_raise_smem<tc_bwd_dq_kernel<D>>(dq_smem<D>::bytes, "gated_attn_bwd");
         SL_LAUNCH(dq, dim3((unsigned)q_blocks), dim3(kThreads), dq_smem<D>::bytes, stream, a);
         SL_CUDA_LAUNCHED("gated_attn_bwd");
     }

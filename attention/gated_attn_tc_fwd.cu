@@ -179,7 +179,7 @@ template <int D> void launch_tc_fwd(const args &a, cudaStream_t stream) {
     SL_CHECK(blocks <= 0x7fffffff, "gated_attn_fwd: %lld blocks exceed the grid limit",
              (long long)blocks);
     constexpr size_t smem = fwd_smem_bytes<D>();
-    raise_smem_limit<tc_fwd_kernel<D>>(smem, "gated_attn_fwd");
+    sl_cuda_raise_smem<tc_fwd_kernel<D>>(smem, "gated_attn_fwd");
     SL_LAUNCH(tc_fwd_kernel<D>, dim3((unsigned)blocks), dim3(kThreads), smem, stream, a);
 }
 

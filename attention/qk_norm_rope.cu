@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(32 * kDwSlices)
 /* The backward's shared memory with `warps` warps: a chunk's coefficients and each warp's three
  * fp32 rows. */
 size_t bwd_smem(int d, int half, int warps) {
-    return sizeof(float) * (2 * (size_t)kChunk * half + (size_t)warps * 3 * d);
+    return coef_smem(half) + sizeof(float) * (size_t)warps * 3 * d;
 }
 /* Warps of the backward's blocks: 8, or fewer where the shared memory would pass 48 KB. */
 int bwd_warps(int d, int half) {

@@ -41,6 +41,12 @@ __device__ __forceinline__ void rope_coefs(float *cs, float *sn, const int32_t *
     __syncthreads();
 }
 
+/* Shared memory of a chunk's rotation coefficients, cs and sn [kChunk][half] (the backward's
+ * and the row path's forward). */
+inline size_t coef_smem(int half) {
+    return sizeof(float) * 2 * (size_t)kChunk * (size_t)half;
+}
+
 /* The row path (qk_norm_rope_rows.cu), for the shapes it serves: head dims 64, 128 and 256, the
  * rotated half a multiple of d / 32, every row 16-byte aligned. Each returns false, having
  * launched nothing, for any other shape (the caller then runs the element path). rows_bwd

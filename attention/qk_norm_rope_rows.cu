@@ -311,11 +311,6 @@ bool rows_aligned(std::initializer_list<const void *> ptrs, int64_t width, size_
     return (width * (int64_t)elsize) % 16 == 0;
 }
 
-/* Shared memory of a chunk's rotation coefficients (both paths). */
-size_t coef_smem(int half) {
-    return sizeof(float) * 2 * (size_t)kChunk * (size_t)half;
-}
-
 template <typename T, int C>
 void fwd_rows(cudaStream_t st, sl_tensor *qn, sl_tensor *kn, sl_tensor *g, sl_tensor *q_rstd,
               sl_tensor *k_rstd, const sl_tensor *qall, const sl_tensor *k,

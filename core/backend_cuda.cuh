@@ -62,4 +62,16 @@ void *sl_cuda_upload(void *ctx, const void *host, size_t bytes);
 void sl_cuda_check(cudaError_t e, const char *op, const char *what);
 void sl_cublas_check(cublasStatus_t s, const char *op, const char *what);
 
+/* Opts kernel K in to `bytes` of dynamic shared memory (op: the sl_ops_i entry, for errors)
+ * when that is above the default 48 KiB and above what K was given before. The attribute is
+ * per kernel and device and stays set (sluice drives one device per process and never resets
+ * it), so the driver call happens once per kernel and size, not at every launch. */
+template <auto K> void sl_cuda_raise_smem(size_t bytes, const char *op) {
+    static size_t raised = 48 * 1024;
+    if (bytes <= raised) return;
+    sl_cuda_check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                  op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    raised = bytes;
+}
+
 #endif

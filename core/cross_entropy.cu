@@ -152,12 +152,7 @@ void xent_launch(void *ctx, float *losses, T *dlogits, const T *logits, const in
             const size_t cap = sl_cuda_props(ctx)->sharedMemPerBlockOptin - kStaticSmemReserve;
             const int64_t cpk = npk < (int64_t)(cap / pack) ? npk : (int64_t)(cap / pack);
             auto *const cached = k_xent<T, VEC, true>;
-            static bool raised = false; /* per kernel; sluice drives one device per process */
-            if (!raised)
-                sl_cuda_check(cudaFuncSetAttribute(
-                                  cached, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cap),
-                              "cross_entropy", "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-            raised = true;
+            sl_cuda_raise_smem<k_xent<T, VEC, true>>(cap, "cross_entropy");
             SL_LAUNCH(cached, (unsigned)n, threads, (size_t)cpk * pack, sl_cuda_stream(ctx), losses,
                       dlogits, logits, targets, v, cpk, grad_scale);
             SL_CUDA_LAUNCHED("cross_entropy");

@@ -269,7 +269,7 @@ template <int BN, int TB, bool GLU = false>
 void launch_mm(const CUtensorMap &ta, const CUtensorMap &tb, const sl_gmm_sm90_args &a,
                int64_t tiles) {
     const size_t smem = layout<BN>::bytes(a.groups);
-    raise_smem<mm_kernel<BN, TB, GLU>>(smem, "grouped_matmul");
+    sl_cuda_raise_smem<mm_kernel<BN, TB, GLU>>(smem, "grouped_matmul");
     SL_LAUNCH((mm_kernel<BN, TB, GLU>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
               sl_cuda_stream(a.ctx), ta, tb, a);
 }

@@ -279,14 +279,6 @@ inline CUtensorMap bf16_map(const void *p, int64_t width, int64_t rows, int64_t 
     return m;
 }
 
-template <auto K> void raise_smem(size_t bytes, const char *op) {
-    static size_t raised = 48 * 1024;
-    if (bytes <= raised) return;
-    sl_cuda_check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-                  op, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-    raised = bytes;
-}
-
 /* Persistent grid: one block per SM, fewer when there are fewer tiles. */
 inline unsigned grid_for(void *ctx, int64_t tiles) {
     const int64_t sms = sl_cuda_props(ctx)->multiProcessorCount;

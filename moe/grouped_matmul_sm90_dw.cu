@@ -265,7 +265,7 @@ CUtensorMap dw_map(void *p, int64_t n, int64_t m, int64_t groups, const char *op
 template <int BN, bool RED>
 void launch_dw(const dw_maps &m, const sl_gmm_sm90_args &a, int64_t tiles) {
     const size_t smem = layout<BN, RED>::bytes(a.groups, a.nseg > 2 ? a.nseg : 2);
-    raise_smem<dw_kernel<BN, RED>>(smem, "grouped_matmul_dw");
+    sl_cuda_raise_smem<dw_kernel<BN, RED>>(smem, "grouped_matmul_dw");
     SL_LAUNCH((dw_kernel<BN, RED>), dim3(grid_for(a.ctx, tiles)), dim3(kThreads), smem,
               sl_cuda_stream(a.ctx), m, a);
 }
