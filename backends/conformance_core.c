@@ -186,8 +186,20 @@ void sl_conf_case_matmul(cx *c) {
 
 /* ---- normalization, embedding, loss ------------------------------------------------------ */
 
+/* pick_rw's shapes and three of the CUDA kernels' row path (core/rmsnorm.cu): the hidden width
+ * 2,048 (bf16: 8 packs per lane, one row per warp; fp32: two column windows), the last in place,
+ * and 4,100 rows of 3 packs (more than 512 partials' worth: 9 rows per block, some warps take
+ * two). */
+static const rw_shape *pick_norm(cx *c) {
+    static const rw_shape k_norm[] = {{1, 1},     {1, 16},    {7, 33},    {130, 64},  {3, 1000},
+                                      {129, 257}, {300, 130}, {40, 2048}, {4100, 24}, {9, 2048}};
+    const rw_shape *s = PICK(c, k_norm);
+    desc(c, "%dx%d", s->rows, s->w);
+    return s;
+}
+
 void sl_conf_case_rmsnorm_fwd(cx *c) {
-    const rw_shape *sh = pick_rw(c);
+    const rw_shape *sh = pick_norm(c);
     const int64_t rows = sh->rows, d = sh->w;
     const float *x = gen_normal(c, rows * d, 1.0), *w = gen_uniform(c, d, 0.5, 1.5);
     if (!c->be) {
@@ -201,11 +213,12 @@ void sl_conf_case_rmsnorm_fwd(cx *c) {
     got(c, "rstd", tr);
 }
 
-/* The odd shapes add a residual gradient dres; the fifth (129 x 257) in place, dres being dx. */
+/* The odd shapes add a residual gradient dres; the fifth (129 x 257) and the last (9 x 2048) in
+ * place, dres being dx. */
 void sl_conf_case_rmsnorm_bwd(cx *c) {
-    const rw_shape *sh = pick_rw(c);
+    const rw_shape *sh = pick_norm(c);
     const int64_t rows = sh->rows, d = sh->w;
-    const bool res = c->shape % 2 == 1, in_place = c->shape == 5;
+    const bool res = c->shape % 2 == 1, in_place = c->shape == 5 || c->shape == 9;
     if (res) desc(c, "%dx%d+dres%s", sh->rows, sh->w, in_place ? " in place" : "");
     const float *x = gen_normal(c, rows * d, 1.0), *w = gen_uniform(c, d, 0.5, 1.5);
     const float *dy = gen_normal(c, rows * d, 1.0), *dw0 = gen_normal(c, d, 1.0);

@@ -33,6 +33,11 @@ void sl_cuda_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tens
 void sl_cuda_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
                          const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
                          const sl_tensor *dres);
+/* The RMSNorm kernels' path (rmsnorm.cu's header): "rows" (the default, where a row fits a warp's
+ * registers) or "windows" (everywhere); both write the same bits. The process-wide default comes
+ * from the environment variable SLUICE_RMSNORM (anything else stops the run); this overrides it.
+ * Returns false, changing nothing, for an unknown name. */
+bool sl_cuda_rmsnorm_set_path(const char *name);
 
 /* embedding.cu */
 void sl_cuda_embedding_fwd(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);

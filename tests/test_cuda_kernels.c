@@ -6,7 +6,8 @@
  *     in double and round once, so the bound is two fp32 roundings plus the double sums' own
  *     error, derived from n and the terms), bitwise equal run after run;
  *   - element-by-element fallbacks: views at an odd offset (not 16-byte aligned);
- *   - RMSNorm rows wider than one column window (the backward's dw registers);
+ *   - RMSNorm rows wider than one column window (the backward's dw registers), and the row
+ *     path against the window path (core/rmsnorm.cu, SLUICE_RMSNORM): the same bits;
  *   - embedding backward over a 151,936-id vocabulary (three radix passes) with many 1024-token
  *     tiles and one id taking 40% of the tokens: bitwise equal to the CPU in fp32 (both add
  *     each id's rows in token order, starting from dtable), and (`test_cuda_kernels atomic`)
@@ -204,6 +205,7 @@ static void test_unaligned(void) {
 /* ---- AdamW: every form of trainer/adamw.cu writes the same bits ----------------------------- */
 
 #ifdef SLUICE_WITH_CUDA
+#include "core/kernels_cuda.h"
 #include "trainer/kernels_cuda.h"
 
 /* n elements of p, m, v (and a bf16 copy) after one step under `form`, back on the host. */
@@ -287,6 +289,60 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
     sl_test_release();
     free(x), free(w), free(dy), free(dw0), free(dres);
 }
+
+#ifdef SLUICE_WITH_CUDA
+/* y, rstd, dx, dw of one forward and backward on the CUDA backend under `path`, on the host. */
+static void rmsnorm_path_run(const char *path, sl_dtype dt, int64_t rows, int64_t d, int res,
+                             const float *x, const float *w, const float *dy, const float *dw0,
+                             const float *dres, float *out) {
+    CHECK(sl_cuda_rmsnorm_set_path(path), "rmsnorm path %s is unknown", path);
+    sl_tensor *tx = sl_test_ftensor(g_cuda, dt, rows, d, x);
+    sl_tensor *tw = sl_test_ftensor(g_cuda, dt, d, 1, w);
+    sl_tensor *tdy = sl_test_ftensor(g_cuda, dt, rows, d, dy);
+    sl_tensor *tdw = sl_test_ftensor(g_cuda, SL_F32, d, 1, dw0);
+    sl_tensor *ty = sl_test_ftensor(g_cuda, dt, rows, d, NULL);
+    sl_tensor *tr = sl_test_ftensor(g_cuda, SL_F32, rows, 1, NULL);
+    sl_tensor *tdx = sl_test_ftensor(g_cuda, dt, rows, d, res == 2 ? dres : NULL);
+    sl_tensor *tres = res == 2 ? tdx : res ? sl_test_ftensor(g_cuda, dt, rows, d, dres) : NULL;
+    sl_op_rmsnorm_fwd(ty, tr, tx, tw, 1e-6f);
+    sl_op_rmsnorm_bwd(tdx, tdw, tdy, tx, tw, tr, tres);
+    const sl_tensor *got[4] = {ty, tr, tdx, tdw};
+    const int64_t len[4] = {rows * d, rows, rows * d, d};
+    for (int k = 0; k < 4; k++) {
+        float *h = sl_test_host_floats(got[k]);
+        memcpy(out, h, sizeof(float) * (size_t)len[k]);
+        out += len[k];
+        free(h);
+    }
+    sl_test_release();
+}
+
+/* The row path (core/rmsnorm.cu) against the window path: the same bits, forward and backward. */
+static void rmsnorm_paths_case(sl_dtype dt, int64_t rows, int64_t d, int res) {
+    float *x = normal(rows * d, 1.0f), *w = uniform(d, 0.5f, 1.5f), *dy = normal(rows * d, 1.0f);
+    float *dw0 = normal(d, 1.0f), *dres = normal(rows * d, 1.0f);
+    const int64_t n = 2 * rows * d + rows + d;
+    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    rmsnorm_path_run("windows", dt, rows, d, res, x, w, dy, dw0, dres, want);
+    rmsnorm_path_run("rows", dt, rows, d, res, x, w, dy, dw0, dres, got);
+    CHECK(same_bits(got, want, n),
+          "rmsnorm %s %lldx%lld (dres %d): the row path's y, rstd, dx or dw differ from the window "
+          "path's",
+          dt == SL_BF16 ? "bf16" : "fp32", (long long)rows, (long long)d, res);
+    free(x), free(w), free(dy), free(dw0), free(dres), free(want), free(got);
+}
+
+static void test_rmsnorm_paths(void) {
+    rmsnorm_paths_case(SL_BF16, 600, 2048, 2); /* the hidden width: 8 packs per lane, in place */
+    rmsnorm_paths_case(SL_BF16, 40, 1000, 1);  /* 125 packs: lanes with 3 and 4 */
+    rmsnorm_paths_case(SL_F32, 4100, 128, 1);  /* 9 rows per block: warps with two */
+    rmsnorm_paths_case(SL_F32, 300, 1024, 0);  /* fp32's widest row: 4 packs per lane */
+    CHECK(!sl_cuda_rmsnorm_set_path("fast"), "an unknown rmsnorm path is refused");
+    sl_cuda_rmsnorm_set_path("rows");
+}
+#else
+static void test_rmsnorm_paths(void) {}
+#endif
 
 static void test_rmsnorm(void) {
     rmsnorm_case(21, 4104, false, 1); /* fp32 packs: windows of 1024 (4x) and 8 columns */
@@ -452,6 +508,7 @@ int main(int argc, char **argv) {
     test_unaligned();
     test_adamw_forms();
     test_rmsnorm();
+    test_rmsnorm_paths();
     test_embedding();
     test_cross_entropy();
     sl_backend_free(g_cuda);
