@@ -238,11 +238,13 @@ void sl_conf_case_scatter_add_rows(cx *c) {
 
 /* gather_add_rows: n destination rows of width c, k positions each, a permutation of the n k
  * slots of which the last `drop` are past src's rows (half of those given as -1): dropped. Odd
- * shapes write (beta 0: the destination starts as junk, never read), even ones add. */
+ * shapes write (beta 0: the destination starts as junk, never read), even ones add. The last two
+ * load 16 bytes a lane: k 12 (the CUDA kernel's batches of 8 sources, a full one and a partial
+ * one, some rows with dropped positions) and k 8 written. */
 static const struct {
     int n, k, c, drop;
-} k_gadd[] = {{1, 1, 1, 0},    {9, 3, 7, 0},     {9, 3, 7, 8},
-              {500, 8, 40, 0}, {40, 32, 5, 100}, {3, 5, 33, 4}};
+} k_gadd[] = {{1, 1, 1, 0},     {9, 3, 7, 0},  {9, 3, 7, 8},      {500, 8, 40, 0},
+              {40, 32, 5, 100}, {3, 5, 33, 4}, {300, 12, 64, 50}, {64, 8, 128, 0}};
 
 void sl_conf_case_gather_add_rows(cx *c) {
     const int64_t n = PICK(c, k_gadd)->n, k = k_gadd[c->shape].k, w = k_gadd[c->shape].c;
@@ -276,15 +278,18 @@ void sl_conf_case_gather_add_rows(cx *c) {
 
 /* Tokens n, top-k, width c; extra rows in x (combine only: slot_pos then any row of x, as
  * after capacity dropping, instead of a permutation of the n*k slots). The combine adds a
- * residual res on its second to fourth shapes (rows of 7, 40 and 33: packed and elementwise). */
+ * residual res on its second to fourth shapes (rows of 7, 40 and 33: packed and elementwise) and
+ * its last; the last two load 16 bytes a lane at k 8 (one batch of the CUDA kernel's rows in
+ * flight) and k 12 (a full batch and a partial one). */
 static const struct {
     int n, k, c, extra;
-} k_comb[] = {{1, 1, 1, 0}, {9, 3, 7, 0}, {500, 4, 40, 0}, {1, 8, 33, 0}, {9, 3, 7, 5}};
+} k_comb[] = {{1, 1, 1, 0}, {9, 3, 7, 0},    {500, 4, 40, 0}, {1, 8, 33, 0},
+              {9, 3, 7, 5}, {200, 8, 64, 0}, {70, 12, 48, 3}};
 
 void sl_conf_case_moe_combine(cx *c) {
     const int64_t n = PICK(c, k_comb)->n, k = k_comb[c->shape].k, w = k_comb[c->shape].c;
     const int64_t xr = n * k + k_comb[c->shape].extra;
-    const bool res = c->shape >= 1 && c->shape <= 3;
+    const bool res = (c->shape >= 1 && c->shape <= 3) || c->shape == 6;
     desc(c, "N%lld/k%lld/C%lld%s%s", (long long)n, (long long)k, (long long)w,
          xr > n * k ? "/extra-rows" : "", res ? "+res" : "");
     const float *x = gen_normal(c, xr * w, 1.0), *wt = gen_uniform(c, n * k, 0.0, 1.0);

@@ -414,6 +414,10 @@ __global__ void SL_MOE_ROW_BOUNDS scatter_atomic_kernel(float *__restrict__ dst,
     }
 }
 
+/* Sources whose loads a lane issues before it adds the first (as moe_combine's kRowBatch,
+ * moe/permute_combine.cu): a row's k = 8 at once, one round trip per 32 x V columns. */
+constexpr int kGatherBatch = 8;
+
 /* dst[r] (= 0 first with beta 0, never read then) += src[q] over row r's valid positions q in
  * increasing order (sl_op_gather_add_rows):
  * one warp per destination row. Lane j < k holds position j (invalid ones as UINT32_MAX), its rank
@@ -449,16 +453,28 @@ __global__ void SL_MOE_ROW_BOUNDS gather_add_kernel(T *__restrict__ dst, const T
             /* every lane runs the shuffles; a lane past the row's end only passes them on */
             const int64_t c0 = it * 32 * V + (int64_t)lane * V;
             const bool in = c0 < c;
-            float acc[V] = {}, v[V];
+            float acc[V] = {};
             if (in && add) sl_moe_vload<T, V>(acc, d + c0);
-            for (int t = 0; t < k; t++) {
-                const uint32_t q = __shfl_sync(full, mine, t);
-                if (q == 0xffffffffu) break; /* the invalid ones come last */
-                if (in) {
-                    sl_moe_vload<T, V>(v, src + (int64_t)q * c + c0);
+            /* kGatherBatch sources' loads in flight before the first is added (the invalid
+             * positions come last, so a batch's valid ones are its first) */
+            for (int t0 = 0; t0 < k; t0 += kGatherBatch) {
+                sl_moe_raw<T, V> r[kGatherBatch];
+                unsigned valid = 0; /* bit u: r[u] holds a source (a mask, not an array of
+                                     * positions: 8 registers fewer, which spilled at 64) */
 #pragma unroll
-                    for (int i = 0; i < V; i++) acc[i] += v[i];
+                for (int u = 0; u < kGatherBatch; u++) {
+                    const uint32_t q = t0 + u < k ? __shfl_sync(full, mine, t0 + u) : 0xffffffffu;
+                    if (in && q != 0xffffffffu) {
+                        r[u].load(src + (int64_t)q * c + c0);
+                        valid |= 1u << u;
+                    }
                 }
+#pragma unroll
+                for (int u = 0; u < kGatherBatch; u++)
+                    if (valid >> u & 1u) {
+#pragma unroll
+                        for (int i = 0; i < V; i++) acc[i] += r[u].at(i);
+                    }
             }
             if (in) sl_moe_vstore<T, V>(d + c0, acc);
         }

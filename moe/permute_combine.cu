@@ -12,9 +12,15 @@ namespace {
 
 /* ---- combine ---------------------------------------------------------------------------- */
 
+/* Rows whose loads a lane issues before it adds the first of them: a token's k = 8 experts at
+ * once, so a warp waits for one round trip to memory per 32 x V columns, not k of them one after
+ * another (with one load in flight per warp, 4,096 tokens kept about 2 MB in flight on an H200,
+ * where its memory needs about 2.4 MB to run at speed; docs/performance.md, 2026-11-28). */
+constexpr int kRowBatch = 8;
+
 /* y[t] = res[t] + sum_j w[t, j] x[slot_pos[t k + j]], j in order, fp32, the residual (if any)
  * added last, then one rounding. One warp per token; the k weights and slot positions are read
- * by every lane (one broadcast each). */
+ * by every lane (one broadcast each), kRowBatch rows' accesses in flight. */
 template <typename T, int V>
 __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__restrict__ x,
                                                  const int32_t *__restrict__ sp,
@@ -27,13 +33,24 @@ __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__r
             float acc[V], v[V];
 #pragma unroll
             for (int i = 0; i < V; i++) acc[i] = 0.0f;
-            for (int j = 0; j < k; j++) {
-                const int64_t row = sp[t * k + j];
-                const float wj = w[t * k + j];
-                if (row < 0 || row >= xrows) continue; /* no read out of bounds */
-                sl_moe_vload<T, V>(v, x + row * c + c0);
+            for (int j0 = 0; j0 < k; j0 += kRowBatch) {
+                sl_moe_raw<T, V> r[kRowBatch];
+                unsigned ok = 0; /* bit u: r[u] holds a row (a mask: a bool array spilled) */
 #pragma unroll
-                for (int i = 0; i < V; i++) acc[i] += wj * v[i];
+                for (int u = 0; u < kRowBatch; u++) {
+                    const int64_t row = j0 + u < k ? sp[t * k + j0 + u] : -1;
+                    if (row >= 0 && row < xrows) { /* no read out of bounds */
+                        r[u].load(x + row * c + c0);
+                        ok |= 1u << u;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < kRowBatch; u++) {
+                    if (!(ok >> u & 1u)) continue;
+                    const float wj = w[t * k + j0 + u];
+#pragma unroll
+                    for (int i = 0; i < V; i++) acc[i] += wj * r[u].at(i);
+                }
             }
             if (res) {
                 sl_moe_vload<T, V>(v, res + t * c + c0);
