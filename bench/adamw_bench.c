@@ -14,9 +14,14 @@
  * Each is timed between two sl_backend_synchronize calls over --reps calls after two warm-up
  * calls; the median is printed, in ms and TB/s of the row's bytes, and as one JSON line.
  *
- * usage: adamw_bench [--params N] [--reps R] [--check]
+ * usage: adamw_bench [--params N] [--reps R] [--rows LIST] [--device-fill] [--check]
  *   --params N  parameters (default 268435456: 7.5 GiB of operands)
  *   --reps R    timed calls per row (default 10)
+ *   --rows LIST the rows to time, comma-separated, in the order above (default all six)
+ *   --device-fill  constant operands written on the device (p 0.5, g 0.01, m 0, v 1e-4)
+ *               instead of pseudo-random ones made on the host: at the 9-layer step's 6.3B
+ *               parameters (113 GiB of operands; gpu_check part adamw_full) the host's values
+ *               would take minutes. The rates do not depend on the values.
  *   --check     no timing: from the same state, one call of every form; the four AdamW forms
  *               must give the same bits (p, m, v and the copy), "streams" must not (so the
  *               switch reaches the kernel) and must leave v holding m's old values (in the
@@ -39,23 +44,63 @@ static const char *const k_forms[FORMS] = {"coalesced", "plain", "stream", "wide
 typedef struct {
     int64_t params;
     int reps;
-    bool check;
+    bool check, device_fill;
+    bool row[FORMS + 1]; /* the forms, then "copy" */
 } opts;
 
+/* The row's index (k_forms, then FORMS for "copy"), or -1. */
+static int row_index(const char *name, size_t len) {
+    for (int f = 0; f <= FORMS; f++) {
+        const char *n = f < FORMS ? k_forms[f] : "copy";
+        if (strlen(n) == len && !strncmp(n, name, len)) return f;
+    }
+    return -1;
+}
+
+/* --rows LIST into o->row; false (with a message) for an unknown or empty name. */
+static bool parse_rows(const char *list, opts *o) {
+    memset(o->row, 0, sizeof o->row);
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        const int f = row_index(p, len);
+        if (f < 0) {
+            fprintf(stderr,
+                    "adamw_bench: --rows: unknown row '%.*s' (coalesced, plain, stream, wide, "
+                    "streams, copy)\n",
+                    (int)len, p);
+            return false;
+        }
+        o->row[f] = true;
+        if (!end) return true;
+        p = end + 1;
+    }
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: adamw_bench [--params N] [--reps R] [--check]\n"
-               "  --params N  parameters (default 268435456)\n"
-               "  --reps R    timed calls per row (default 10)\n"
-               "  --check     the forms' results compared instead of timed\n");
+    fprintf(f,
+            "usage: adamw_bench [--params N] [--reps R] [--rows LIST] [--device-fill] [--check]\n"
+            "  --params N     parameters (default 268435456)\n"
+            "  --reps R       timed calls per row (default 10)\n"
+            "  --rows LIST    rows to time, comma-separated: coalesced, plain, stream, wide,\n"
+            "                 streams, copy (default all)\n"
+            "  --device-fill  constant operands written on the device, not random ones from\n"
+            "                 the host (for billions of parameters)\n"
+            "  --check        the forms' results compared instead of timed\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){.params = 268435456, .reps = 10, .check = false};
+    *o = (opts){.params = 268435456, .reps = 10, .check = false, .device_fill = false};
+    for (int f = 0; f <= FORMS; f++) o->row[f] = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--check"))
             o->check = true;
-        else if (!strcmp(a, "--params") && i + 1 < argc)
+        else if (!strcmp(a, "--device-fill"))
+            o->device_fill = true;
+        else if (!strcmp(a, "--rows") && i + 1 < argc) {
+            if (!parse_rows(argv[++i], o)) return 1;
+        } else if (!strcmp(a, "--params") && i + 1 < argc)
             o->params = strtoll(argv[++i], NULL, 10);
         else if (!strcmp(a, "--reps") && i + 1 < argc)
             o->reps = atoi(argv[++i]);
@@ -79,8 +124,15 @@ typedef struct {
     sl_tensor *p, *g, *m, *v, *copy;
 } state;
 
-/* Deterministic values of every operand (v >= 0, as AdamW's second moment is). */
-static void fill(const state *s, int64_t n) {
+/* Deterministic values of every operand (v >= 0, as AdamW's second moment is); with
+ * device_fill, constants written on the device. */
+static void fill(const state *s, int64_t n, bool device_fill) {
+    if (device_fill) {
+        sl_op_fill(s->p, 0.5f), sl_op_fill(s->g, 0.01f), sl_op_fill(s->m, 0.0f);
+        sl_op_fill(s->v, 1e-4f);
+        sl_op_convert(s->copy, s->p);
+        return;
+    }
     float *h = malloc(sizeof(float) * (size_t)n);
     sl_tensor *const ts[4] = {s->p, s->g, s->m, s->v};
     for (int t = 0; t < 4; t++) {
@@ -144,7 +196,7 @@ static int check(const state *s, int64_t n) {
     void *m_before = NULL;
     int fails = 0;
     for (int f = 0; f < FORMS; f++) {
-        fill(s, n);
+        fill(s, n, false);
         if (f == FORMS - 1) m_before = host_of(s->m, fb);
         if (!sl_cuda_adamw_set_form(k_forms[f])) {
             printf("FAIL: form %s unknown to trainer/adamw.cu\n", k_forms[f]);
@@ -200,13 +252,15 @@ int main(int argc, char **argv) {
     if (o.check) {
         rc = check(&s, n);
     } else {
-        sl_tensor *dst = sl_tensor_new1(be, SL_F32, n);
-        fill(&s, n);
+        /* the copy row's destination only where it runs (at the step's size it would not fit) */
+        sl_tensor *dst = o.row[FORMS] ? sl_tensor_new1(be, SL_F32, n) : NULL;
+        fill(&s, n, o.device_fill);
         printf("adamw_bench: %lld parameters (fp32 p, g, m, v and a bf16 copy: 30 bytes each); "
                "median of %d calls after %d\n",
                (long long)n, o.reps, WARMUP);
         printf("%-10s %10s %9s  %s\n", "row", "median ms", "TB/s", "what");
         for (int f = 0; f <= FORMS; f++) {
+            if (!o.row[f]) continue;
             const char *name = f < FORMS ? k_forms[f] : "copy";
             if (f < FORMS) sl_cuda_adamw_set_form(name);
             const double bytes = (f < FORMS ? 30.0 : 8.0) * (double)n;

@@ -84,6 +84,9 @@ cut:
                        and with neither (where its time goes, without hardware counters)
   adamw                bench/adamw_bench: AdamW's forms, its loads and stores without the
                        arithmetic ("streams") and a device copy, in TB/s, 268M parameters
+  adamw_full           adamw_bench's AdamW and streams at the measured step's parameter count
+                       (profile.json's, within 85% of the device memory), operands filled on
+                       the device: AdamW's rate at the step's size, outside the step
   torch_titan          bench/torchtitan_style_bench.py at the profile's layer count and shape
                        (its warm-up steps include torch.compile)
   torch_hf             bench/gpu_train_bench_torch.py (Hugging Face Qwen3-MoE + gate) the same
@@ -117,7 +120,8 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_bench import (part_adamw, part_attn, part_attn_dq_overlap, part_attn_fwd192, part_attn_separate,
+from gpu_check_bench import (part_adamw, part_adamw_full, part_attn, part_attn_dq_overlap,
+                             part_attn_fwd192, part_attn_separate,
                              part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
@@ -314,6 +318,8 @@ def main():
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
         # AdamW's rate against its streams' and a device copy's
         ("adamw", part_adamw, S),
+        # the same at the measured step's parameter count (after profile, whose JSON gives it)
+        ("adamw_full", part_adamw_full, S),
         # the torchtitan-style baseline first: issue 23's targets are set against it
         ("torch_titan", part_torch, S, "torch_titan", "torchtitan_style_bench.py", "torchtitan style"),
         ("torch_hf", part_torch, S, "torch_hf", "gpu_train_bench_torch.py", "Hugging Face Qwen3-MoE"),

@@ -233,7 +233,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
-        "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "adamw": "PASS",
+        "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "adamw": "PASS", "adamw_full": "PASS",
         "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
@@ -297,6 +297,9 @@ if "persistent=1 check (16 sampled rows): PASS" not in parts.get("attn_bench_per
 aw = parts.get("adamw", {}).get("result") or []
 if [r["row"] for r in aw] != ["coalesced", "plain", "stream", "wide", "streams", "copy"]:
     bad.append("adamw: not the six rows of adamw_bench: %r" % aw)
+af = parts.get("adamw_full", {}).get("result") or []
+if [r["row"] for r in af] != ["coalesced", "streams"]:
+    bad.append("adamw_full: not adamw_bench's two rows coalesced and streams: %r" % af)
 ak = parts.get("attn_kernels", {}).get("result") or []
 if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernels"]]) for r in ak] != [
         (128, 128, [("sm90_dkdv_kernel<128, 0, 64>", 0.00225), ("sm90_fwd_kernel<128, 2, false>", 0.0015),
