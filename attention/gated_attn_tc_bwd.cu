@@ -5,7 +5,7 @@
  * fragment layouts are in gated_attn_tc.cuh; the design is in docs/attention.md ("Backward").
  *
  * FlashAttention-2's backward in three or four kernels:
- *   1. prep, one warp per (token, head) row, the gate fused in: s = sigmoid(g), dO = dy s stored
+ *   1. prep, D / 8 lanes per (token, head) row, the gate fused in: s = sigmoid(g), dO = dy s stored
  *      once in bf16 (the MMA operand the next kernels stream), dg = dy O s (1 - s) (headwise:
  *      summed over D), Di = rowsum(dO O) in fp32 from that bf16 dO; in the atomic dQ mode it
  *      also zeroes the row of the fp32 dQ accumulator.
@@ -24,6 +24,8 @@
  *      the accumulator to bf16.
  * P and dS are rounded to bf16 as MMA operands (as FlashAttention-2 does); every sum is fp32.
  */
+#include <cstring>
+
 #include "attention/gated_attn_tc.cuh"
 #include "attention/kernels_cuda.h"
 #include "core/log.h"
@@ -39,40 +41,82 @@ template <int D> constexpr int kQt = D == 64 ? 64 : 32;
 /* ---- 1. prep -------------------------------------------------------------------------------- */
 
 constexpr int kPrepWarps = 8;
+/* Blocks of the prep at most: it loops over the rows (2,048 blocks of 8 warps are two per SM
+ * of 132 eight times over), so that blocks do not come and go every couple of microseconds:
+ * with a block per 8 rows (16,384 blocks at S 4096, H 32) the pass ran at about 2.6 TB/s on an
+ * H200 (Nsight Compute, 2026-11-27: 0.52 ms for its 1.35 GB at S 32768, D 128). */
+constexpr int64_t kPrepMaxBlocks = 2048;
 
+/* 8 bf16 of a 16-byte access as fp32 pairs, and back. */
+__device__ __forceinline__ void ld8_bf16(float2 (&v)[4], const sl_bf16 *p) {
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    SL_UNROLL
+    for (int i = 0; i < 4; i++) {
+        __nv_bfloat162 h;
+        memcpy(&h, &w[i], sizeof h);
+        v[i] = __bfloat1622float2(h);
+    }
+}
+__device__ __forceinline__ void st8_bf16(sl_bf16 *p, const __nv_bfloat162 (&h)[4]) {
+    uint32_t w[4];
+    SL_UNROLL
+    for (int i = 0; i < 4; i++) memcpy(&w[i], &h[i], sizeof w[i]);
+    *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* One (token, head) row per LPR = D / 8 lanes (16 bytes, 8 elements, a lane), so a warp takes
+ * 32 / LPR rows at once (2 at D = 128, 4 at D = 64) and loops over the rows with the grid's
+ * stride; the row sums are shuffles within the row's lanes. Every pointer 16-byte aligned
+ * (launch_bwd_prep checks). */
 template <int D> __global__ void __launch_bounds__(32 * kPrepWarps) tc_bwd_prep_kernel(args a) {
-    const int lane = threadIdx.x & 31;
+    constexpr int LPR = D / 8, RPW = 32 / LPR;
+    const int lane = threadIdx.x & 31, l = lane % LPR;
     const int64_t rows = (int64_t)a.batch * a.seq * a.h;
-    for (int64_t r = (int64_t)blockIdx.x * kPrepWarps + (threadIdx.x >> 5); r < rows;
-         r += (int64_t)gridDim.x * kPrepWarps) {
-        const float sh = a.gate == 1 ? sigmoid(__bfloat162float(a.g[r])) : 1.0f;
-        float dot = 0.0f, dyo = 0.0f;
-        /* each lane takes bf16 pairs 2 lane, 2 lane + 64, ... */
-        SL_UNROLL
-        for (int c = 2 * lane; c < D; c += 64) {
-            const int64_t e = r * D + c;
-            const float2 dy = __bfloat1622float2(*(const __nv_bfloat162 *)(a.dy + e));
-            const float2 o = __bfloat1622float2(*(const __nv_bfloat162 *)(a.o + e));
-            float s0 = sh, s1 = sh;
-            if (a.gate == 2) {
-                const float2 g = __bfloat1622float2(*(const __nv_bfloat162 *)(a.g + e));
-                s0 = sigmoid(g.x), s1 = sigmoid(g.y);
-                *(__nv_bfloat162 *)(a.dg + e) = __floats2bfloat162_rn(
-                    dy.x * o.x * s0 * (1.0f - s0), dy.y * o.y * s1 * (1.0f - s1));
-            } else {
-                dyo += dy.x * o.x + dy.y * o.y;
+    const int64_t stride = (int64_t)gridDim.x * kPrepWarps * RPW;
+    for (int64_t r0 = ((int64_t)blockIdx.x * kPrepWarps + (threadIdx.x >> 5)) * RPW; r0 < rows;
+         r0 += stride) { /* r0 is the warp's: the shuffles below see every lane */
+        const int64_t r = r0 + lane / LPR;
+        const bool in = r < rows;
+        float dot = 0.0f, dyo = 0.0f, sh = 1.0f;
+        if (in) {
+            const int64_t e = r * D + l * 8;
+            float2 dy[4], o[4], g[4];
+            ld8_bf16(dy, a.dy + e);
+            ld8_bf16(o, a.o + e);
+            if (a.gate == 2) ld8_bf16(g, a.g + e);
+            if (a.gate == 1) sh = sigmoid(__bfloat162float(a.g[r]));
+            __nv_bfloat162 dob[4], dgv[4];
+            SL_UNROLL
+            for (int i = 0; i < 4; i++) {
+                float s0 = sh, s1 = sh;
+                if (a.gate == 2) {
+                    s0 = sigmoid(g[i].x), s1 = sigmoid(g[i].y);
+                    dgv[i] = __floats2bfloat162_rn(dy[i].x * o[i].x * s0 * (1.0f - s0),
+                                                   dy[i].y * o[i].y * s1 * (1.0f - s1));
+                } else {
+                    dyo += dy[i].x * o[i].x + dy[i].y * o[i].y;
+                }
+                /* Di from dO as rounded for the MMAs: then Di = rowsum(P dP) up to O's own
+                 * error, and dS = P (dP - Di) cancels where it should (a row that sees one
+                 * key: dS = 0). */
+                dob[i] = __floats2bfloat162_rn(dy[i].x * s0, dy[i].y * s1);
+                const float2 d = __bfloat1622float2(dob[i]);
+                dot += d.x * o[i].x + d.y * o[i].y;
             }
-            /* Di from dO as rounded for the MMAs: then Di = rowsum(P dP) up to O's own error,
-             * and dS = P (dP - Di) cancels where it should (a row that sees one key: dS = 0). */
-            const __nv_bfloat162 dob = __floats2bfloat162_rn(dy.x * s0, dy.y * s1);
-            const float2 d = __bfloat1622float2(dob);
-            dot += d.x * o.x + d.y * o.y;
-            *(__nv_bfloat162 *)(a.dobw + e) = dob;
-            if (a.dqacc) *(float2 *)(a.dqacc + e) = make_float2(0.0f, 0.0f);
+            st8_bf16(a.dobw + e, dob);
+            if (a.gate == 2) st8_bf16(a.dg + e, dgv);
+            if (a.dqacc) {
+                float4 *z = reinterpret_cast<float4 *>(a.dqacc + e);
+                z[0] = z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
         }
-        dot = sl_warp_sum(dot);
-        if (a.gate == 1) dyo = sl_warp_sum(dyo);
-        if (lane == 0) {
+        SL_UNROLL
+        for (int off = LPR / 2; off > 0; off >>= 1) { /* within the row's lanes */
+            dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            if (a.gate == 1) dyo += __shfl_xor_sync(0xffffffffu, dyo, off);
+        }
+        if (in && l == 0) {
             a.diw[r] = dot;
             if (a.gate == 1) a.dg[r] = __float2bfloat16_rn(dyo * sh * (1.0f - sh));
         }
@@ -424,10 +468,15 @@ template <int D> void launch(const args &a, bool atomic, cudaStream_t stream) {
 
 void sl_attn_tc::launch_bwd_prep(const args &a, int d, cudaStream_t stream) {
     const int64_t rows = (int64_t)a.batch * a.seq * a.h;
-    const int64_t pblocks = (rows + kPrepWarps - 1) / kPrepWarps;
+    const int64_t rows_per_block = (int64_t)kPrepWarps * (32 / (d / 8));
+    const int64_t pblocks = (rows + rows_per_block - 1) / rows_per_block;
+    /* rows of d bf16 from 16-byte aligned bases: every row starts on 16 bytes */
+    const uintptr_t al = (uintptr_t)a.dy | (uintptr_t)a.o | (uintptr_t)a.dobw |
+                         (a.gate == 2 ? (uintptr_t)a.g | (uintptr_t)a.dg : 0) | (uintptr_t)a.dqacc;
+    SL_CHECK(al % 16 == 0, "gated_attn_bwd: the prep pass needs 16-byte aligned dy, O, dO, g, dg");
     void (*prep)(args) = d == 64 ? tc_bwd_prep_kernel<64> : tc_bwd_prep_kernel<128>;
-    SL_LAUNCH(prep, dim3((unsigned)(pblocks < 65535 ? pblocks : 65535)), dim3(32 * kPrepWarps), 0,
-              stream, a);
+    SL_LAUNCH(prep, dim3((unsigned)(pblocks < kPrepMaxBlocks ? pblocks : kPrepMaxBlocks)),
+              dim3(32 * kPrepWarps), 0, stream, a);
     SL_CUDA_LAUNCHED("gated_attn_bwd");
 }
 
