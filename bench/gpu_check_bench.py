@@ -195,9 +195,10 @@ def part_attn_kernels(L, budget, S):
 # RoPE, the router), whose rate is not the bench's (AdamW), that take about twice their
 # bytes' time (the RMSNorms: 4.3 ms per step over 152 calls, 28 us each where a row's bytes
 # take 10-14), or that changed on 2026-11-28 on a count alone (the QK-norm/RoPE row path, the
-# cross-entropy's row cache, the router's grid, the routing sort's tiles, AdamW's runs):
+# cross-entropy's row cache, the router's grid, the routing sort's tiles, AdamW's runs; then the
+# RMSNorm row path, the attention backward's prep, the combine and the gather-add):
 # Nsight Compute on them alone.
-STEP_KERNELS = "k_qk_|router_|adamw|k_rmsnorm_|k_xent|sort_"
+STEP_KERNELS = "k_qk_|router_|adamw|k_rmsnorm_|k_xent|sort_|bwd_prep|combine_kernel|gather_add"
 
 
 def part_step_kernels(L, budget, S):
