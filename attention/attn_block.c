@@ -202,7 +202,7 @@ void sl_attn_block_backward(sl_attn_block *b, const sl_attn_inputs *in, sl_attn_
     /* input norm, the residual path's gradient added in the same pass */
     SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
         sl_param_grad_prepare(b->norm);
-        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd, dout);
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, NULL, x, b->norm->w, b->rstd, dout);
     }
 }
 

@@ -62,8 +62,8 @@ void sl_cpu_qk_norm_rope_bwd(void *ctx, sl_tensor *dqall, sl_tensor *dk_pre, sl_
     memcpy(dkr.data, dk->data, (size_t)nk * sizeof(float));
     sl_cpu_rope_bwd(ctx, &dqr, p->pos, p->inv_freq, p->mscale);
     sl_cpu_rope_bwd(ctx, &dkr, p->pos, p->inv_freq, p->mscale);
-    sl_cpu_rmsnorm_bwd(ctx, &dqp, dqw, &dqr, &q, p->qw, q_rstd, NULL);
-    sl_cpu_rmsnorm_bwd(ctx, dk_pre, dkw, &dkr, k, p->kw, k_rstd, NULL);
+    sl_cpu_rmsnorm_bwd(ctx, &dqp, dqw, &dqr, NULL, &q, p->qw, q_rstd, NULL);
+    sl_cpu_rmsnorm_bwd(ctx, dk_pre, dkw, &dkr, NULL, k, p->kw, k_rstd, NULL);
     sl_cpu_qgate_merge(ctx, dqall, &dqp, dg, p->mode);
     free(buf);
 }

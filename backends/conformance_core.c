@@ -214,19 +214,30 @@ void sl_conf_case_rmsnorm_fwd(cx *c) {
 }
 
 /* The odd shapes add a residual gradient dres; the fifth (129 x 257) and the last (9 x 2048) in
- * place, dres being dx. */
+ * place, dres being dx. Shapes 2, 7, 8 and 9 add an fp32 dy_add to dy (elements; the CUDA row
+ * path with dres, alone, and in place). */
 void sl_conf_case_rmsnorm_bwd(cx *c) {
     const rw_shape *sh = pick_norm(c);
     const int64_t rows = sh->rows, d = sh->w;
     const bool res = c->shape % 2 == 1, in_place = c->shape == 5 || c->shape == 9;
-    if (res) desc(c, "%dx%d+dres%s", sh->rows, sh->w, in_place ? " in place" : "");
+    const bool add = c->shape == 2 || c->shape >= 7;
+    if (res || add)
+        desc(c, "%dx%d%s%s%s", sh->rows, sh->w, res ? "+dres" : "", in_place ? " in place" : "",
+             add ? "+dy_add" : "");
     const float *x = gen_normal(c, rows * d, 1.0), *w = gen_uniform(c, d, 0.5, 1.5);
-    const float *dy = gen_normal(c, rows * d, 1.0), *dw0 = gen_normal(c, d, 1.0);
+    const float *dy0 = gen_normal(c, rows * d, 1.0), *dw0 = gen_normal(c, d, 1.0);
     const float *dres = res ? gen_normal(c, rows * d, 1.0) : NULL;
+    /* dy_add = t - dy for a t of the dtype under test: dy + dy_add is t exactly in fp32, so the
+     * op's rounding of the sum to dy's dtype (which an fp32 reference cannot mirror) is exact;
+     * that rounding is checked bitwise against sl_op_add by test_cuda_kernels */
+    float *dy_add = add ? gen_normal(c, rows * d, 1.0) : NULL;
+    for (int64_t i = 0; add && i < rows * d; i++) dy_add[i] -= dy0[i];
     double *ry = halloc(c, sizeof(double) * (size_t)(rows * d));
     double *rr = halloc(c, sizeof(double) * (size_t)rows);
     sl_ref_rmsnorm_fwd(ry, rr, x, w, rows, d, 1e-6);
     const float *rstd = derived(c, rr, rows, false);
+    float *dy = halloc(c, sizeof(float) * (size_t)(rows * d)); /* dy + dy_add */
+    for (int64_t i = 0; i < rows * d; i++) dy[i] = dy0[i] + (add ? dy_add[i] : 0.0f);
     if (!c->be) {
         double *dx = want(c, "dx", rows * d), *dw = want(c, "dw", d);
         for (int64_t i = 0; i < d; i++) dw[i] = dw0[i];
@@ -236,8 +247,8 @@ void sl_conf_case_rmsnorm_bwd(cx *c) {
         sl_tensor *tdx = ACT(c, in_place ? dres : junk(c, rows * d), rows, d),
                   *tdw = GRAD(c, dw0, d);
         const sl_tensor *tres = !res ? NULL : in_place ? tdx : ACT(c, dres, rows, d);
-        sl_op_rmsnorm_bwd(tdx, tdw, ACT(c, dy, rows, d), ACT(c, x, rows, d), ACT(c, w, d),
-                          F32(c, rstd, rows), tres);
+        sl_op_rmsnorm_bwd(tdx, tdw, ACT(c, dy0, rows, d), add ? F32(c, dy_add, rows, d) : NULL,
+                          ACT(c, x, rows, d), ACT(c, w, d), F32(c, rstd, rows), tres);
         got(c, "dx", tdx);
         got(c, "dw", tdw);
     }

@@ -52,8 +52,8 @@ typedef struct sl_ops_i {
     void (*rmsnorm_fwd)(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);
     void (*rmsnorm_bwd)(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
-                        const sl_tensor *dres);
+                        const sl_tensor *dy_add, const sl_tensor *x, const sl_tensor *w,
+                        const sl_tensor *rstd, const sl_tensor *dres);
 
     void (*embedding_fwd)(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
     void (*embedding_bwd)(void *ctx, sl_tensor *dtable, const sl_tensor *dout,

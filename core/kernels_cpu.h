@@ -23,8 +23,8 @@ void sl_cpu_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor 
 void sl_cpu_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                         const sl_tensor *w, float eps);
 void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
-                        const sl_tensor *dres);
+                        const sl_tensor *dy_add, const sl_tensor *x, const sl_tensor *w,
+                        const sl_tensor *rstd, const sl_tensor *dres);
 
 void sl_cpu_embedding_fwd(void *ctx, sl_tensor *out, const sl_tensor *ids, const sl_tensor *table);
 void sl_cpu_embedding_bwd(void *ctx, sl_tensor *dtable, const sl_tensor *dout,

@@ -31,8 +31,8 @@ void sl_cuda_matmul(void *ctx, sl_tensor *c, const sl_tensor *a, const sl_tensor
 void sl_cuda_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tensor *x,
                          const sl_tensor *w, float eps);
 void sl_cuda_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                         const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
-                         const sl_tensor *dres);
+                         const sl_tensor *dy_add, const sl_tensor *x, const sl_tensor *w,
+                         const sl_tensor *rstd, const sl_tensor *dres);
 /* The RMSNorm kernels' path (rmsnorm.cu's header): "rows" (the default, where a row fits a warp's
  * registers) or "windows" (everywhere); both write the same bits. The process-wide default comes
  * from the environment variable SLUICE_RMSNORM (anything else stops the run); this overrides it.

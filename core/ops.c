@@ -261,8 +261,9 @@ void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const 
     DISPATCH(BE(y), rmsnorm_fwd, y, rstd, x, w, eps);
 }
 
-void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                       const sl_tensor *w, const sl_tensor *rstd, const sl_tensor *dres) {
+void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *dy_add,
+                       const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
+                       const sl_tensor *dres) {
     need_float("rmsnorm_bwd", "x", x);
     need_like("rmsnorm_bwd", "dx", dx, x);
     need_like("rmsnorm_bwd", "dy", dy, x);
@@ -277,7 +278,12 @@ void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const 
         need_like("rmsnorm_bwd", "dres", dres, x);
         need_numel("rmsnorm_bwd", "dres", dres, x->numel);
     }
-    DISPATCH(BE(dx), rmsnorm_bwd, dx, dw, dy, x, w, rstd, dres);
+    if (dy_add) {
+        need_same_backend("rmsnorm_bwd", dx, dy_add);
+        need_dtype("rmsnorm_bwd", "dy_add", dy_add, SL_F32);
+        need_numel("rmsnorm_bwd", "dy_add", dy_add, x->numel);
+    }
+    DISPATCH(BE(dx), rmsnorm_bwd, dx, dw, dy, dy_add, x, w, rstd, dres);
 }
 
 /* ---- embedding and loss ---- */

@@ -133,9 +133,13 @@ void sl_op_rmsnorm_fwd(sl_tensor *y, sl_tensor *rstd, const sl_tensor *x, const 
                        float eps);
 /* dx = dres + the norm's input gradient (written; dres NULL: the gradient alone), dw
  * accumulated. dres, shaped as x, is the residual path's gradient, added in the same pass instead
- * of an axpy after it (one read and one write of dx fewer); it may be dx itself. */
-void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
-                       const sl_tensor *w, const sl_tensor *rstd, const sl_tensor *dres);
+ * of an axpy after it (one read and one write of dx fewer); it may be dx itself. The output
+ * gradient is dy, or with dy_add (fp32, shaped as dy) dy + dy_add rounded to dy's dtype: what
+ * sl_op_add(dy, dy, dy_add) would leave in dy (which is not written), without that pass over
+ * memory (the router's fp32 input gradient, moe/router.h). */
+void sl_op_rmsnorm_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *dy_add,
+                       const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
+                       const sl_tensor *dres);
 
 /* ---- embedding and loss --------------------------------------------------------------- */
 

@@ -10,7 +10,9 @@
  * Backward, with r = rstd, xh = x r:  dx = r (dy w - xh mean(dy w xh)) (+ dres, the residual
  * path's gradient, added in fp32 before the one rounding to T: the axpy that followed the norm
  * in the decoder's backward, without its read and write of dx) (written) and
- * dw += sum over rows of dy xh (accumulated), deterministically and without float atomics:
+ * dw += sum over rows of dy xh (accumulated), deterministically and without float atomics; with
+ * the optional fp32 dy_add, dy is T(dy + dy_add) throughout (the add the router's gradient
+ * needed before the norm, folded in: core/ops.h);
  * block b owns a contiguous chunk of rows, its 8 warps take the chunk's rows in turn, each warp
  * sums dy xh over its rows column by column, the block adds its warps' sums in warp order into
  * one partial dw row, and k_rmsnorm_dw adds the partial rows to dw column by column in a fixed
@@ -92,6 +94,18 @@ __device__ __forceinline__ void unpack(const raw8<sl_bf16> &r, float (&v)[SL_PAC
     }
 }
 
+/* The inverse of unpack for values T holds exactly (rounded to T before). */
+__device__ __forceinline__ void repack(raw8<float> &r, const float (&v)[SL_PACK]) {
+    SL_UNROLL
+    for (int e = 0; e < SL_PACK; e++) r.u[e] = __float_as_uint(v[e]);
+}
+
+__device__ __forceinline__ void repack(raw8<sl_bf16> &r, const float (&v)[SL_PACK]) {
+    SL_UNROLL
+    for (int i = 0; i < SL_PACK / 2; i++)
+        r.u[i] = (__float_as_uint(v[2 * i]) >> 16) | (__float_as_uint(v[2 * i + 1]) & 0xffff0000u);
+}
+
 /* The element arithmetic both paths share, each operation rounded on its own: nvcc contracts
  * a * b + c into an fma wherever it sees one, and how depends on the code around it, so two
  * kernels written with plain operators may round differently (AdamW's forms did, on an H200). */
@@ -105,6 +119,10 @@ __device__ __forceinline__ float bwd_dot(float dot, float g, float w, float x, f
 /* r (dy w - xh mean) */
 __device__ __forceinline__ float bwd_dx(float g, float w, float xh, float mean, float r) {
     return __fmul_rn(r, __fsub_rn(__fmul_rn(g, w), __fmul_rn(xh, mean)));
+}
+/* dy + dy_add rounded to T: what the add that the fold replaces stored in dy */
+template <typename T> __device__ __forceinline__ float dy_plus(float g, float a) {
+    return sl_ld(sl_st<T>(g + a));
 }
 /* acc + dy xh */
 __device__ __forceinline__ float bwd_dw(float acc, float g, float xh) {
@@ -193,8 +211,9 @@ __global__ void __launch_bounds__(kThreads)
  * the window's packs l + 32 k, k < NP. Dynamic shared memory: cw floats. */
 template <typename T, int VEC, int NP>
 __global__ void __launch_bounds__(kThreads)
-    k_rmsnorm_bwd(T *dx, float *part, const T *dy, const T *x, const T *w, const float *rstd,
-                  const T *dres, int64_t rows, int64_t rpb, int d, int c0, int cw) {
+    k_rmsnorm_bwd(T *dx, float *part, const T *dy, const float *dy_add, const T *x, const T *w,
+                  const float *rstd, const T *dres, int64_t rows, int64_t rpb, int d, int c0,
+                  int cw) {
     SL_DYNAMIC_SMEM(float, sdw);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int npk = d / VEC, wpk = cw / VEC;
@@ -216,11 +235,16 @@ __global__ void __launch_bounds__(kThreads)
             sl_ldv<VEC>(xr + p * VEC, xv);
             sl_ldv<VEC>(dyr + p * VEC, gv);
             sl_ldv<VEC>(w + p * VEC, wv);
+            if (dy_add) {
+                float av[VEC];
+                sl_ldv<VEC>(dy_add + row * d + p * VEC, av);
+                SL_UNROLL
+                for (int e = 0; e < VEC; e++) gv[e] = dy_plus<T>(gv[e], av[e]);
+            }
             SL_UNROLL
             for (int e = 0; e < VEC; e++) dot = bwd_dot(dot, gv[e], wv[e], xv[e], s);
         }
         const float mean = sl_warp_sum(dot) / (float)d;
-        if (dres) sl_cp_async_wait<0>();
         SL_UNROLL
         for (int k = 0; k < NP; k++) {
             const int p = lane + 32 * k;
@@ -230,6 +254,11 @@ __global__ void __launch_bounds__(kThreads)
                 sl_ldv<VEC>(xr + col, xv);
                 sl_ldv<VEC>(dyr + col, gv);
                 sl_ldv<VEC>(w + col, wv);
+                if (dy_add) { /* into out, written below */
+                    sl_ldv<VEC>(dy_add + row * d + col, out);
+                    SL_UNROLL
+                    for (int e = 0; e < VEC; e++) gv[e] = dy_plus<T>(gv[e], out[e]);
+                }
                 SL_UNROLL
                 for (int e = 0; e < VEC; e++) {
                     const float xh = xv[e] * s;
@@ -273,16 +302,20 @@ __global__ void __launch_bounds__(kThreads)
  * read before it is written, and only this warp writes the row. The lane then writes dx and adds
  * dy xh into its warp's row of column sums in shared memory. The block's partial
  * part[b * d + j] is the sum of its warps' rows in warp order: the window path's sum, in the
- * same order. Dynamic shared memory: kWarps x d floats (the sums), then kWarps x d T (dres). */
+ * same order. dy_add's row comes by cp.async too and is folded into the registers' dy (rounded
+ * to T, as stored by the add it replaces) before the dot product. Dynamic shared memory: kWarps
+ * x d floats (the sums), with dy_add kWarps x d floats, with dres kWarps x d T. */
 template <typename T, int NP>
 __global__ void __launch_bounds__(kThreads, 2)
-    k_rmsnorm_bwd_row(T *dx, float *part, const T *dy, const T *x, const T *w, const float *rstd,
-                      const T *dres, int64_t rows, int64_t rpb, int d) {
+    k_rmsnorm_bwd_row(T *dx, float *part, const T *dy, const float *dy_add, const T *x, const T *w,
+                      const float *rstd, const T *dres, int64_t rows, int64_t rpb, int d) {
     SL_DYNAMIC_SMEM(float, sums);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int npk = d / SL_PACK;
     float *acc = sums + (int64_t)warp * d; /* this warp's column sums; lane-owned packs */
-    T *res = reinterpret_cast<T *>(sums + (int64_t)kWarps * d) + (int64_t)warp * d;
+    float *add = sums + (int64_t)(kWarps + warp) * d; /* with dy_add: this warp's row of it */
+    T *res =
+        reinterpret_cast<T *>(sums + (int64_t)kWarps * d * (dy_add ? 2 : 1)) + (int64_t)warp * d;
     SL_UNROLL
     for (int k = 0; k < NP; k++) {
         const int p = lane + 32 * k;
@@ -295,7 +328,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r1 = r0 + rpb < rows ? r0 + rpb : rows;
     for (int64_t row = r0 + warp; row < r1; row += kWarps) {
         const T *xr = x + row * d, *dyr = dy + row * d;
-        if (dres) { /* each lane reads back only the bytes it copied: no barrier */
+        if (dy_add) { /* each lane reads back only the bytes it copied: no barrier */
+            SL_UNROLL
+            for (int k = 0; k < NP; k++) {
+                const int p = lane + 32 * k;
+                if (p < npk)
+                    for (int b = 0; b < (int)(SL_PACK * sizeof(float)); b += 16)
+                        sl_cp_async_16((char *)(add + p * SL_PACK) + b,
+                                       (const char *)(dy_add + row * d + p * SL_PACK) + b);
+            }
+            sl_cp_async_commit();
+        }
+        if (dres) { /* as dy_add's */
             SL_UNROLL
             for (int k = 0; k < NP; k++) {
                 const int p = lane + 32 * k;
@@ -313,6 +357,24 @@ __global__ void __launch_bounds__(kThreads, 2)
             if (p < npk) {
                 xs[k] = ld_raw(xr + p * SL_PACK);
                 gs[k] = ld_raw(dyr + p * SL_PACK);
+            }
+        }
+        if (dy_add) { /* dy = T(dy + dy_add), in the registers as loaded */
+            if (dres)
+                sl_cp_async_wait<1>(); /* dy_add's group (the older); dres may still travel */
+            else
+                sl_cp_async_wait<0>();
+            SL_UNROLL
+            for (int k = 0; k < NP; k++) {
+                const int p = lane + 32 * k;
+                if (p < npk) {
+                    float gv[SL_PACK], av[SL_PACK];
+                    unpack(gs[k], gv);
+                    sl_ld8(add + p * SL_PACK, av);
+                    SL_UNROLL
+                    for (int e = 0; e < SL_PACK; e++) gv[e] = dy_plus<T>(gv[e], av[e]);
+                    repack(gs[k], gv);
+                }
             }
         }
         const float s = rstd[row];
@@ -401,35 +463,37 @@ __global__ void __launch_bounds__(32 * kGroups)
 /* The window kernel with the fewest packs per lane (NP = 1, 2, 4, ..., max_np) that hold np: only
  * the widths a window can have are instantiated. */
 template <typename T, int VEC, int NP = 1>
-void bwd_window_launch(int np, void *ctx, T *dx, float *part, const T *dy, const T *x, const T *w,
-                       const float *rstd, const T *dres, int64_t rows, int64_t rpb, int nparts,
-                       int d, int c0, int cw) {
+void bwd_window_launch(int np, void *ctx, T *dx, float *part, const T *dy, const float *dy_add,
+                       const T *x, const T *w, const float *rstd, const T *dres, int64_t rows,
+                       int64_t rpb, int nparts, int d, int c0, int cw) {
     if constexpr (NP < max_np<T, VEC>()) {
         if (np > NP)
-            return bwd_window_launch<T, VEC, 2 * NP>(np, ctx, dx, part, dy, x, w, rstd, dres, rows,
-                                                     rpb, nparts, d, c0, cw);
+            return bwd_window_launch<T, VEC, 2 * NP>(np, ctx, dx, part, dy, dy_add, x, w, rstd,
+                                                     dres, rows, rpb, nparts, d, c0, cw);
     }
     auto *const bwd_kernel = k_rmsnorm_bwd<T, VEC, NP>;
     SL_LAUNCH(bwd_kernel, (unsigned)nparts, kThreads, sizeof(float) * (size_t)cw,
-              sl_cuda_stream(ctx), dx, part, dy, x, w, rstd, dres, rows, rpb, d, c0, cw);
+              sl_cuda_stream(ctx), dx, part, dy, dy_add, x, w, rstd, dres, rows, rpb, d, c0, cw);
     SL_CUDA_LAUNCHED("rmsnorm_bwd");
 }
 
 /* The row path's backward with the fewest packs per lane that hold np (at most max_np). */
 template <typename T, int NP = 1>
-void bwd_row_launch(int np, void *ctx, T *dx, float *part, const T *dy, const T *x, const T *w,
-                    const float *rstd, const T *dres, int64_t rows, int64_t rpb, int nparts,
-                    int d) {
+void bwd_row_launch(int np, void *ctx, T *dx, float *part, const T *dy, const float *dy_add,
+                    const T *x, const T *w, const float *rstd, const T *dres, int64_t rows,
+                    int64_t rpb, int nparts, int d) {
     if constexpr (NP < max_np<T, SL_PACK>()) {
         if (np > NP)
-            return bwd_row_launch<T, 2 * NP>(np, ctx, dx, part, dy, x, w, rstd, dres, rows, rpb,
-                                             nparts, d);
+            return bwd_row_launch<T, 2 * NP>(np, ctx, dx, part, dy, dy_add, x, w, rstd, dres, rows,
+                                             rpb, nparts, d);
     }
     auto *const kernel = k_rmsnorm_bwd_row<T, NP>;
-    const size_t smem = (sizeof(float) + (dres ? sizeof(T) : 0)) * (size_t)kWarps * d;
+    const size_t per_col =
+        sizeof(float) * (dy_add ? 2 : 1) + (dres ? sizeof(T) : 0); /* bytes per warp and column */
+    const size_t smem = per_col * (size_t)kWarps * d;
     sl_cuda_raise_smem<k_rmsnorm_bwd_row<T, NP>>(smem, "rmsnorm_bwd");
-    SL_LAUNCH(kernel, (unsigned)nparts, kThreads, smem, sl_cuda_stream(ctx), dx, part, dy, x, w,
-              rstd, dres, rows, rpb, d);
+    SL_LAUNCH(kernel, (unsigned)nparts, kThreads, smem, sl_cuda_stream(ctx), dx, part, dy, dy_add,
+              x, w, rstd, dres, rows, rpb, d);
     SL_CUDA_LAUNCHED("rmsnorm_bwd");
 }
 
@@ -452,8 +516,8 @@ bool fwd_row_launch(void *ctx, T *y, float *rstd, const T *x, const T *w, int64_
 }
 
 template <typename T, typename TW, int VEC>
-void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const T *x, const T *w, const float *rstd,
-                const T *dres, int64_t rows, int d) {
+void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const float *dy_add, const T *x, const T *w,
+                const float *rstd, const T *dres, int64_t rows, int d) {
     /* Blocks: one per 8 rows, at most kMaxPartials, each a contiguous chunk of rows. */
     const int64_t want = (rows + kWarps - 1) / kWarps;
     const int64_t g0 = want < kMaxPartials ? want : kMaxPartials;
@@ -465,10 +529,11 @@ void bwd_launch(void *ctx, T *dx, TW *dw, const T *dy, const T *x, const T *w, c
         float *part = (float *)sl_cuda_scratch(ctx, 0, sizeof(float) * (size_t)nparts * cw);
         const int np = (cw / VEC + 31) / 32; /* packs per lane */
         if (VEC == SL_PACK && c0 == 0 && cw == d && row_path())
-            bwd_row_launch<T>(np, ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d);
+            bwd_row_launch<T>(np, ctx, dx, part, dy, dy_add, x, w, rstd, dres, rows, rpb, nparts,
+                              d);
         else
-            bwd_window_launch<T, VEC>(np, ctx, dx, part, dy, x, w, rstd, dres, rows, rpb, nparts, d,
-                                      c0, cw);
+            bwd_window_launch<T, VEC>(np, ctx, dx, part, dy, dy_add, x, w, rstd, dres, rows, rpb,
+                                      nparts, d, c0, cw);
         const float *cpart = part;
         auto *const dw_kernel = k_rmsnorm_dw<TW>;
         SL_LAUNCH(dw_kernel, sl_blocks(cw, 32), 32 * kGroups, 0, sl_cuda_stream(ctx), dw, cpart,
@@ -517,23 +582,24 @@ extern "C" void sl_cuda_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, co
 }
 
 extern "C" void sl_cuda_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                                    const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
-                                    const sl_tensor *dres) {
+                                    const sl_tensor *dy_add, const sl_tensor *x, const sl_tensor *w,
+                                    const sl_tensor *rstd, const sl_tensor *dres) {
     const int64_t d64 = w->numel, rows = x->numel / d64;
     SL_CHECK(d64 <= INT32_MAX, "rmsnorm_bwd: rows of %lld elements", (long long)d64);
     if (rows == 0) return; /* dx is empty and dw gains nothing */
     const int d = (int)d64;
-    SL_DISPATCH_FLOAT(x->dtype, T, SL_DISPATCH_FLOAT(dw->dtype, TW, {
-                          T *pdx = sl_ptr<T>(dx);
-                          TW *pdw = sl_ptr<TW>(dw);
-                          const T *pdy = sl_ptr<T>(dy), *px = sl_ptr<T>(x), *pw = sl_ptr<T>(w);
-                          const float *pr = sl_ptr<float>(rstd);
-                          const T *pres = dres ? sl_ptr<T>(dres) : NULL;
-                          if (d % SL_PACK == 0 && sl_aligned16(pdx) && sl_aligned16(pdy) &&
-                              sl_aligned16(px) && sl_aligned16(pw) && sl_aligned16(pres))
-                              bwd_launch<T, TW, SL_PACK>(ctx, pdx, pdw, pdy, px, pw, pr, pres, rows,
-                                                         d);
-                          else
-                              bwd_launch<T, TW, 1>(ctx, pdx, pdw, pdy, px, pw, pr, pres, rows, d);
-                      }));
+    const float *padd = dy_add ? sl_ptr<float>(dy_add) : NULL;
+    SL_DISPATCH_FLOAT(
+        x->dtype, T, SL_DISPATCH_FLOAT(dw->dtype, TW, {
+            T *pdx = sl_ptr<T>(dx);
+            TW *pdw = sl_ptr<TW>(dw);
+            const T *pdy = sl_ptr<T>(dy), *px = sl_ptr<T>(x), *pw = sl_ptr<T>(w);
+            const float *pr = sl_ptr<float>(rstd);
+            const T *pres = dres ? sl_ptr<T>(dres) : NULL;
+            if (d % SL_PACK == 0 && sl_aligned16(pdx) && sl_aligned16(pdy) && sl_aligned16(px) &&
+                sl_aligned16(pw) && sl_aligned16(pres) && sl_aligned16(padd))
+                bwd_launch<T, TW, SL_PACK>(ctx, pdx, pdw, pdy, padd, px, pw, pr, pres, rows, d);
+            else
+                bwd_launch<T, TW, 1>(ctx, pdx, pdw, pdy, padd, px, pw, pr, pres, rows, d);
+        }));
 }

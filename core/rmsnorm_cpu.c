@@ -31,10 +31,11 @@ void sl_cpu_rmsnorm_fwd(void *ctx, sl_tensor *y, sl_tensor *rstd, const sl_tenso
 }
 
 void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
-                        const sl_tensor *x, const sl_tensor *w, const sl_tensor *rstd,
-                        const sl_tensor *dres) {
+                        const sl_tensor *dy_add, const sl_tensor *x, const sl_tensor *w,
+                        const sl_tensor *rstd, const sl_tensor *dres) {
     const int64_t d = w->numel, rows = x->numel / d;
     const float *px = sl_f32(x), *pw = sl_f32(w), *pdy = sl_f32(dy), *pr = sl_f32(rstd);
+    const float *padd = dy_add ? sl_f32(dy_add) : NULL;
     const float *pres = dres ? sl_f32(dres) : NULL;
     float *pdx = sl_f32(dx), *pdw = sl_f32(dw);
     const int nt = omp_get_max_threads();
@@ -44,10 +45,15 @@ void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor
 #pragma omp parallel num_threads(nt)
     {
         float *mydw = partial + (size_t)omp_get_thread_num() * (size_t)d;
+        float *sum = padd ? sl_xmalloc(sizeof(float) * (size_t)d) : NULL; /* dy + dy_add */
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = px + r * d, *dyr = pdy + r * d;
             float *dxr = pdx + r * d;
+            if (padd) { /* fp32 already: the sum's rounding to dy's dtype is none */
+                for (int64_t i = 0; i < d; i++) sum[i] = dyr[i] + padd[r * d + i];
+                dyr = sum;
+            }
             const float s = pr[r];
             double dot = 0.0;
             for (int64_t i = 0; i < d; i++) {
@@ -63,6 +69,7 @@ void sl_cpu_rmsnorm_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor
                 dxr[i] = pres ? g + pres[r * d + i] : g;
             }
         }
+        free(sum);
     }
     for (int t = 0; t < nt; t++)
         for (int64_t i = 0; i < d; i++) pdw[i] += partial[(size_t)t * (size_t)d + (size_t)i];

@@ -210,7 +210,7 @@ void sl_model_forward_backward(sl_model *m, const int32_t *tokens, float ce_scal
     }
     SL_PROFILE_REGION (m->be, SL_PROFILE_NORMS) {
         sl_param_grad_prepare(m->final_norm); /* norms and the embedding add to their gradients */
-        sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, m->x[c->num_hidden_layers],
+        sl_op_rmsnorm_bwd(m->dx, m->final_norm->g, m->dxf, NULL, m->x[c->num_hidden_layers],
                           m->final_norm->w, m->xf_rstd, NULL);
     }
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {

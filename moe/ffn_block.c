@@ -83,16 +83,18 @@ void sl_ffn_block_recompute(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out)
 void sl_ffn_block_backward(sl_ffn_block *b, sl_ffn_workspace *ws, const sl_tensor *x,
                            const sl_tensor *dout, const sl_moe_loss_coefs *coefs, sl_tensor *dx) {
     sl_backend *be = sl_tensor_backend(x);
+    const sl_tensor *dxn_add = NULL; /* the router's fp32 part of dxn, for the norm to add */
     if (b->is_moe) {
-        sl_moe_block_backward(&b->moe, b->xn, dout, coefs, ws->dxn);
+        dxn_add = sl_moe_block_backward(&b->moe, b->xn, dout, coefs, ws->dxn);
     } else {
         SL_PROFILE_REGION (be, SL_PROFILE_RESIDUAL) sl_tensor_zero(ws->dxn);
         sl_swiglu_mlp_backward(&b->mlp, b->xn, dout, ws->dxn);
     }
-    /* the norm's gradient plus the residual path's, in one pass */
+    /* the norm's gradient plus the residual path's, in one pass (with the router's part of its
+     * output gradient) */
     SL_PROFILE_REGION (be, SL_PROFILE_NORMS) {
         sl_param_grad_prepare(b->norm); /* the weight gradient adds up */
-        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, x, b->norm->w, b->rstd, dout);
+        sl_op_rmsnorm_bwd(dx, b->norm->g, ws->dxn, dxn_add, x, b->norm->w, b->rstd, dout);
     }
 }
 

@@ -219,8 +219,8 @@ static void expert_weights(sl_moe_block *b) {
     }
 }
 
-static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
-                     const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
+static const sl_tensor *backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                                 const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
     sl_router *r = &b->router;
     sl_token_dispatcher *d = b->disp;
     sl_token_dispatcher_combine_backward(d, dy, r->topk_w, r->dtopk_w);
@@ -266,7 +266,7 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
             sl_op_moe_counts(NULL, r->lbl_grad, d->counts, scale);
         }
     }
-    sl_router_backward(r, xn, lbl, (float)(coefs->z_coef / n), dxn);
+    const sl_tensor *rest = sl_router_backward(r, xn, lbl, (float)(coefs->z_coef / n), dxn);
     if (b->has_shared) {
         sl_op_rowgate_bwd(b->dshared_out, b->dshared_logit, dy, b->shared_out, b->shared_logit);
         sl_op_matmul(b->shared_gate->g, b->dshared_logit, xn, true, false, 1.0f,
@@ -274,11 +274,14 @@ static void backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
         sl_op_matmul(dxn, b->dshared_logit, b->shared_gate->w, false, false, 1.0f, 1.0f);
         sl_swiglu_mlp_backward(&b->shared, xn, b->dshared_out, dxn);
     }
+    return rest;
 }
 
-void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
-                           const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
-    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) backward(b, xn, dy, coefs, dxn);
+const sl_tensor *sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                                       const sl_moe_loss_coefs *coefs, sl_tensor *dxn) {
+    const sl_tensor *rest = NULL;
+    SL_PROFILE_REGION (sl_tensor_backend(xn), R_MOE) rest = backward(b, xn, dy, coefs, dxn);
+    return rest;
 }
 
 void sl_moe_aux_stats(int experts, int64_t tokens, const int64_t *counts, const float *stats,

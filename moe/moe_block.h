@@ -126,9 +126,11 @@ bool sl_moe_block_can_defer(const sl_moe_block *b);
  * gradients) where the experts' weight gradients add the squares of their values ([1] fp32,
  * sl_op_grouped_matmul_dw). */
 void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq);
-/* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says). */
-void sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
-                           const sl_moe_loss_coefs *coefs, sl_tensor *dxn);
+/* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says).
+ * Returns NULL, or an fp32 part of dL/dxn that the caller adds to dxn (the router's, where the
+ * activations are not fp32: sl_router_backward), valid until the block's next backward. */
+const sl_tensor *sl_moe_block_backward(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy,
+                                       const sl_moe_loss_coefs *coefs, sl_tensor *dxn);
 /* The auxiliary-loss statistics of a forward from its router statistics (stats [E + 1], as
  * router_fwd writes them, copied to the host) and this rank's per-expert counts: lbl =
  * E * sum_i f_i P_i (k under uniform routing) and zloss = mean lse^2. Metrics only: the

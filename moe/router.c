@@ -72,8 +72,8 @@ void sl_router_forward(sl_router *r, const sl_tensor *xn) {
     sl_profile_end(be);
 }
 
-void sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale,
-                        sl_tensor *dxn) {
+const sl_tensor *sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale,
+                                    sl_tensor *dxn) {
     sl_backend *be = sl_tensor_backend(xn);
     sl_profile_begin(be, "router bwd");
     sl_op_router_bwd(r->dlogits, r->dtopk_w, r->probs, r->topk_idx, r->topk_w, r->logits,
@@ -82,13 +82,13 @@ void sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_sca
         sl_op_matmul(r->weight->g, r->dlogits, r->x32, true, false, 1.0f,
                      sl_param_grad_beta(r->weight));
         sl_op_matmul(r->dx32, r->dlogits, r->weight->master, false, false, 1.0f, 0.0f);
-        sl_op_add(dxn, dxn, r->dx32);
     } else {
         sl_op_matmul(r->weight->g, r->dlogits, xn, true, false, 1.0f,
                      sl_param_grad_beta(r->weight));
         sl_op_matmul(dxn, r->dlogits, r->weight->master, false, false, 1.0f, 1.0f);
     }
     sl_profile_end(be);
+    return r->x32 ? r->dx32 : NULL;
 }
 
 void sl_router_update_bias(sl_router *r, const int64_t *counts, double rate) {

@@ -45,8 +45,12 @@ void sl_router_forward(sl_router *r, const sl_tensor *xn);
 /* Backward from r->dtopk_w (filled by the dispatcher) plus the auxiliary losses:
  * lbl: r->lbl_grad[e] = dL/dprobs[n, e] (the caller filled it: uploaded, or from the expert
  * counts on the device, sl_op_moe_counts), else no load-balancing loss; z_scale = coefficient
- * of sum_n lse_n^2. Accumulates the weight gradient and adds dL/dxn into dxn. */
-void sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale, sl_tensor *dxn);
+ * of sum_n lse_n^2. Accumulates the weight gradient. dL/dxn: added into dxn where xn is fp32
+ * (returns NULL); where it is not, the fp32 GEMM's dL/dxn is returned instead ([T, C] fp32,
+ * valid until the next backward), for the caller to add to dxn: the norm's backward folds it in
+ * (sl_op_rmsnorm_bwd's dy_add) without a pass of its own. */
+const sl_tensor *sl_router_backward(sl_router *r, const sl_tensor *xn, bool lbl, float z_scale,
+                                    sl_tensor *dxn);
 void sl_router_free(sl_router *r);
 
 #endif

@@ -66,14 +66,14 @@ static void test_rmsnorm(void) {
     sl_tensor *dy = sl_test_tensor(SL_F32, 2, sx, c.r), *dx = sl_test_tensor(SL_F32, 2, sx, NULL);
     sl_tensor *dw = sl_test_tensor(SL_F32, 1, sx + 1, NULL);
     sl_op_rmsnorm_fwd(y, rs, x, w, 1e-6f);
-    sl_op_rmsnorm_bwd(dx, dw, dy, x, w, rs, NULL);
+    sl_op_rmsnorm_bwd(dx, dw, dy, NULL, x, w, rs, NULL);
     float *gx = sl_test_host_f32(dx), *gw = sl_test_host_f32(dw);
     CHECK(sl_test_fd_check("rmsnorm dx", c.x, gx, R * D, norm_loss, &c, 1e-2, 2e-3, 2e-2, 96) == 0,
           "rmsnorm dx finite differences");
     CHECK(sl_test_fd_check("rmsnorm dw", c.w, gw, D, norm_loss, &c, 1e-2, 2e-3, 2e-2, 16) == 0,
           "rmsnorm dw finite differences");
     /* Parameter gradients accumulate: a second backward doubles dw. */
-    sl_op_rmsnorm_bwd(dx, dw, dy, x, w, rs, NULL);
+    sl_op_rmsnorm_bwd(dx, dw, dy, NULL, x, w, rs, NULL);
     float *gw2 = sl_test_host_f32(dw);
     for (int i = 0; i < D; i++) gw[i] *= 2;
     CHECK(sl_test_compare("rmsnorm dw accumulate", gw2, gw, D, 1e-6, 1e-5) <= 1.0,

@@ -274,7 +274,7 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
         t[k][6] = sl_test_matrix(be[k], SL_F32, rows, 1, 0);
         t[k][7] = res == 2 ? t[k][5] : res == 1 ? norm_rows(be[k], odd, rows, d, dres) : NULL;
         sl_op_rmsnorm_fwd(t[k][4], t[k][6], t[k][0], t[k][1], 1e-6f);
-        sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], t[k][0], t[k][1], t[k][6], t[k][7]);
+        sl_op_rmsnorm_bwd(t[k][5], t[k][3], t[k][2], NULL, t[k][0], t[k][1], t[k][6], t[k][7]);
     }
     const char *how = res == 2 ? " +dres in place" : res ? " +dres" : "";
     snprintf(what, sizeof what, "rmsnorm %lldx%lld%s y", (long long)rows, (long long)d,
@@ -293,8 +293,8 @@ static void rmsnorm_case(int64_t rows, int64_t d, bool odd, int res) {
 #ifdef SLUICE_WITH_CUDA
 /* y, rstd, dx, dw of one forward and backward on the CUDA backend under `path`, on the host. */
 static void rmsnorm_path_run(const char *path, sl_dtype dt, int64_t rows, int64_t d, int res,
-                             const float *x, const float *w, const float *dy, const float *dw0,
-                             const float *dres, float *out) {
+                             const float *x, const float *w, const float *dy, const float *dy_add,
+                             const float *dw0, const float *dres, float *out) {
     CHECK(sl_cuda_rmsnorm_set_path(path), "rmsnorm path %s is unknown", path);
     sl_tensor *tx = sl_test_ftensor(g_cuda, dt, rows, d, x);
     sl_tensor *tw = sl_test_ftensor(g_cuda, dt, d, 1, w);
@@ -305,7 +305,8 @@ static void rmsnorm_path_run(const char *path, sl_dtype dt, int64_t rows, int64_
     sl_tensor *tdx = sl_test_ftensor(g_cuda, dt, rows, d, res == 2 ? dres : NULL);
     sl_tensor *tres = res == 2 ? tdx : res ? sl_test_ftensor(g_cuda, dt, rows, d, dres) : NULL;
     sl_op_rmsnorm_fwd(ty, tr, tx, tw, 1e-6f);
-    sl_op_rmsnorm_bwd(tdx, tdw, tdy, tx, tw, tr, tres);
+    sl_tensor *tadd = dy_add ? sl_test_ftensor(g_cuda, SL_F32, rows, d, dy_add) : NULL;
+    sl_op_rmsnorm_bwd(tdx, tdw, tdy, tadd, tx, tw, tr, tres);
     const sl_tensor *got[4] = {ty, tr, tdx, tdw};
     const int64_t len[4] = {rows * d, rows, rows * d, d};
     for (int k = 0; k < 4; k++) {
@@ -317,26 +318,44 @@ static void rmsnorm_path_run(const char *path, sl_dtype dt, int64_t rows, int64_
     sl_test_release();
 }
 
-/* The row path (core/rmsnorm.cu) against the window path: the same bits, forward and backward. */
-static void rmsnorm_paths_case(sl_dtype dt, int64_t rows, int64_t d, int res) {
+/* The row path (core/rmsnorm.cu) against the window path: the same bits, forward and backward;
+ * with `add`, an fp32 dy_add folded into dy (the row path through shared memory) and, in bf16,
+ * also against the add it replaces: sl_op_add(dy, dy, dy_add), then the norm without it. */
+static void rmsnorm_paths_case(sl_dtype dt, int64_t rows, int64_t d, int res, bool add) {
     float *x = normal(rows * d, 1.0f), *w = uniform(d, 0.5f, 1.5f), *dy = normal(rows * d, 1.0f);
     float *dw0 = normal(d, 1.0f), *dres = normal(rows * d, 1.0f);
+    float *dy_add = add ? normal(rows * d, 1.0f) : NULL;
     const int64_t n = 2 * rows * d + rows + d;
     float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
-    rmsnorm_path_run("windows", dt, rows, d, res, x, w, dy, dw0, dres, want);
-    rmsnorm_path_run("rows", dt, rows, d, res, x, w, dy, dw0, dres, got);
+    rmsnorm_path_run("windows", dt, rows, d, res, x, w, dy, dy_add, dw0, dres, want);
+    rmsnorm_path_run("rows", dt, rows, d, res, x, w, dy, dy_add, dw0, dres, got);
+    if (add) { /* the fold is the add it replaces: dy's sum as the add stores it, bitwise */
+        sl_tensor *tdy = sl_test_ftensor(g_cuda, dt, rows, d, dy);
+        sl_op_add(tdy, tdy, sl_test_ftensor(g_cuda, SL_F32, rows, d, dy_add));
+        float *summed = sl_test_host_floats(tdy);
+        sl_test_release();
+        float *plain = malloc(sizeof(float) * (size_t)n);
+        rmsnorm_path_run("rows", dt, rows, d, res, x, w, summed, NULL, dw0, dres, plain);
+        CHECK(same_bits(got, plain, n),
+              "rmsnorm %s %lldx%lld: dy_add folded differs from sl_op_add and the norm",
+              dt == SL_BF16 ? "bf16" : "fp32", (long long)rows, (long long)d);
+        free(summed), free(plain);
+    }
     CHECK(same_bits(got, want, n),
           "rmsnorm %s %lldx%lld (dres %d): the row path's y, rstd, dx or dw differ from the window "
           "path's",
           dt == SL_BF16 ? "bf16" : "fp32", (long long)rows, (long long)d, res);
-    free(x), free(w), free(dy), free(dw0), free(dres), free(want), free(got);
+    free(x), free(w), free(dy), free(dy_add), free(dw0), free(dres), free(want), free(got);
 }
 
 static void test_rmsnorm_paths(void) {
-    rmsnorm_paths_case(SL_BF16, 600, 2048, 2); /* the hidden width: 8 packs per lane, in place */
-    rmsnorm_paths_case(SL_BF16, 40, 1000, 1);  /* 125 packs: lanes with 3 and 4 */
-    rmsnorm_paths_case(SL_F32, 4100, 128, 1);  /* 9 rows per block: warps with two */
-    rmsnorm_paths_case(SL_F32, 300, 1024, 0);  /* fp32's widest row: 4 packs per lane */
+    /* the hidden width: 8 packs per lane, in place, with and without dy_add */
+    rmsnorm_paths_case(SL_BF16, 600, 2048, 2, true);
+    rmsnorm_paths_case(SL_BF16, 600, 2048, 2, false);
+    rmsnorm_paths_case(SL_BF16, 40, 1000, 1, false); /* 125 packs: lanes with 3 and 4 */
+    rmsnorm_paths_case(SL_BF16, 40, 2048, 1, true);  /* dres apart, dy_add: both copied */
+    rmsnorm_paths_case(SL_F32, 4100, 128, 1, true);  /* 9 rows per block: warps with two */
+    rmsnorm_paths_case(SL_F32, 300, 1024, 0, true);  /* fp32's widest row: 4 packs per lane */
     CHECK(!sl_cuda_rmsnorm_set_path("fast"), "an unknown rmsnorm path is refused");
     sl_cuda_rmsnorm_set_path("rows");
 }
