@@ -295,6 +295,22 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = threadIdx.x; j < cw; j += blockDim.x) part[(int64_t)blockIdx.x * cw + j] = sdw[j];
 }
 
+/* Starts copying a lane's packs (lane + 32 k, k < NP, below npk) of a row from src to the same
+ * places of dst in shared memory, as one cp.async group: registers stay free while they
+ * travel, and the lane waits for the group before it reads them. */
+template <int NP, typename U>
+__device__ __forceinline__ void copy_packs_async(U *dst, const U *src, int npk, int lane) {
+    SL_UNROLL
+    for (int k = 0; k < NP; k++) {
+        const int p = lane + 32 * k;
+        if (p < npk)
+            for (int b = 0; b < (int)(SL_PACK * sizeof(U)); b += 16)
+                sl_cp_async_16((char *)(dst + p * SL_PACK) + b,
+                               (const char *)(src + p * SL_PACK) + b);
+    }
+    sl_cp_async_commit();
+}
+
 /* The row path's backward: rows [b * rpb, (b + 1) * rpb) of block b, the whole row (NP packs per
  * lane at most). Per row a lane starts copying its packs of dres into its warp's row of shared
  * memory (cp.async: no registers held while they travel), loads its packs of x and dy into
@@ -328,28 +344,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r1 = r0 + rpb < rows ? r0 + rpb : rows;
     for (int64_t row = r0 + warp; row < r1; row += kWarps) {
         const T *xr = x + row * d, *dyr = dy + row * d;
-        if (dy_add) { /* each lane reads back only the bytes it copied: no barrier */
-            SL_UNROLL
-            for (int k = 0; k < NP; k++) {
-                const int p = lane + 32 * k;
-                if (p < npk)
-                    for (int b = 0; b < (int)(SL_PACK * sizeof(float)); b += 16)
-                        sl_cp_async_16((char *)(add + p * SL_PACK) + b,
-                                       (const char *)(dy_add + row * d + p * SL_PACK) + b);
-            }
-            sl_cp_async_commit();
-        }
-        if (dres) { /* as dy_add's */
-            SL_UNROLL
-            for (int k = 0; k < NP; k++) {
-                const int p = lane + 32 * k;
-                if (p < npk)
-                    for (int b = 0; b < (int)sizeof(raw8<T>); b += 16)
-                        sl_cp_async_16((char *)(res + p * SL_PACK) + b,
-                                       (const char *)(dres + row * d + p * SL_PACK) + b);
-            }
-            sl_cp_async_commit();
-        }
+        /* each lane reads back only the bytes it copied: no barrier */
+        if (dy_add) copy_packs_async<NP>(add, dy_add + row * d, npk, lane);
+        if (dres) copy_packs_async<NP>(res, dres + row * d, npk, lane);
         raw8<T> xs[NP], gs[NP];
         SL_UNROLL
         for (int k = 0; k < NP; k++) {
