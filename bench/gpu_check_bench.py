@@ -286,21 +286,27 @@ def part_expert_gemm(L, budget, S):
     record("expert_gemm", "PASS", sec, "; ".join("%s %s ms" % (a[2], a[3]) for a in alls))
 
 
-def part_adamw(L, budget, S):
-    """bench/adamw_bench: AdamW's forms, its loads and stores without the arithmetic ("streams")
-    and a device copy, in TB/s: whether the optimizer row is at the memory's rate for its
-    streams (docs/performance.md, "AdamW against its streams")."""
-    part, exe = "adamw", os.path.join(L.build, "bench", "adamw_bench")
-    out = os.path.join(C.OUT, "adamw.out")
+def run_adamw_bench(L, part, args, budget, what):
+    """adamw_bench with args, its rows (JSON lines of <part>.out) recorded as the part's result,
+    each named in the note by what(row)."""
+    exe = os.path.join(L.build, "bench", "adamw_bench")
+    out = os.path.join(C.OUT, part + ".out")
     if not os.path.exists(exe):
         return record(part, "SKIP", 0, "no adamw_bench (bundle made without --with-tests)")
-    rc, sec = run([exe] + S["adamw"], budget, os.path.join(C.LOGS, part + ".log"), stdout_path=out)
+    rc, sec = run([exe] + args, budget, os.path.join(C.LOGS, part + ".log"), stdout_path=out)
     if rc == 77:
         return record(part, "SKIP", sec, "no CUDA device")
     if rc is None or rc != 0:
         return record(part, "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
     rows = [json.loads(l) for l in open(out) if l.startswith("{")]
-    record(part, "PASS", sec, ", ".join("%s %.2f TB/s" % (r["row"], r["tbps"]) for r in rows), result=rows)
+    record(part, "PASS", sec, ", ".join(what(r) for r in rows), result=rows)
+
+
+def part_adamw(L, budget, S):
+    """bench/adamw_bench: AdamW's forms, its loads and stores without the arithmetic ("streams")
+    and a device copy, in TB/s: whether the optimizer row is at the memory's rate for its
+    streams (docs/performance.md, "AdamW against its streams")."""
+    run_adamw_bench(L, "adamw", S["adamw"], budget, lambda r: "%s %.2f TB/s" % (r["row"], r["tbps"]))
 
 
 # The measured shape's parameters (15A2B cut to 9 layers) where no profile.json says otherwise.
@@ -314,10 +320,6 @@ def part_adamw_full(L, budget, S):
     rate in the step (3.52 TB/s on 2026-11-27, where adamw_bench at 268M parameters gave 3.93)
     is the rate at that size or something of the step's (docs/performance.md, "AdamW against its
     streams")."""
-    part, exe = "adamw_full", os.path.join(L.build, "bench", "adamw_bench")
-    out = os.path.join(C.OUT, "adamw_full.out")
-    if not os.path.exists(exe):
-        return record(part, "SKIP", 0, "no adamw_bench (bundle made without --with-tests)")
     args = list(S["adamw_full"])
     if "--params" not in args:
         prof = os.path.join(C.OUT, "profile.json")
@@ -328,14 +330,8 @@ def part_adamw_full(L, budget, S):
         if mem:
             params = min(params, int(0.85 * mem * 2**30 / 18))
         args = ["--params", str(params)] + args
-    rc, sec = run([exe] + args, budget, os.path.join(C.LOGS, part + ".log"), stdout_path=out)
-    if rc == 77:
-        return record(part, "SKIP", sec, "no CUDA device")
-    if rc is None or rc != 0:
-        return record(part, "TIMEOUT" if rc is None else "FAIL", sec, "" if rc is None else "exit %d" % rc)
-    rows = [json.loads(l) for l in open(out) if l.startswith("{")]
-    record(part, "PASS", sec, ", ".join("%s %.2f TB/s at %d parameters" % (r["row"], r["tbps"], r["params"])
-                                        for r in rows), result=rows)
+    run_adamw_bench(L, "adamw_full", args, budget,
+                    lambda r: "%s %.2f TB/s at %d parameters" % (r["row"], r["tbps"], r["params"]))
 
 
 def part_expert_gemm_ablate(L, budget, S):

@@ -48,13 +48,6 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2
     m = mx;
 }
 
-/* A pack's bits as loaded: converted to fp32 only where used, so the kUnroll packs a thread
- * holds cost half the registers in bf16 (fp32 copies of four bf16 packs spilled at 512 threads). */
-template <typename T, int VEC>
-struct alignas(VEC * sizeof(T) >= 16 ? 16 : VEC * sizeof(T)) raw_pack {
-    T v[VEC];
-};
-
 /* CACHE: the row's first cpk packs go to dynamic shared memory in pass 1 and come from there in
  * pass 2 (cpk = 0 without it). */
 template <typename T, int VEC, bool CACHE>
@@ -83,21 +76,22 @@ __global__ void __launch_bounds__(kMaxThreads)
 
     float m = -INFINITY, s = 0.0f;
     for (int64_t p0 = threadIdx.x; p0 < npk; p0 += kUnroll * (int64_t)blockDim.x) {
-        typedef raw_pack<T, VEC> pack;
-        pack r[kUnroll];
+        /* packs as loaded (core/cuda_pack.cuh), converted only where used: the kUnroll packs a
+         * thread holds cost half the registers in bf16 (fp32 copies of four bf16 packs spilled at
+         * 512 threads) */
+        sl_raw<T, VEC> r[kUnroll];
         SL_UNROLL
         for (int u = 0; u < kUnroll; u++) {
             const int64_t p = p0 + u * (int64_t)blockDim.x;
-            if (p < npk) r[u] = *reinterpret_cast<const pack *>(l + p * VEC);
+            if (p < npk) r[u].load(l + p * VEC);
         }
         SL_UNROLL
         for (int u = 0; u < kUnroll; u++) {
             const int64_t p = p0 + u * (int64_t)blockDim.x;
             if (p >= npk) break;
-            if (CACHE && p < cpk) *reinterpret_cast<pack *>(cache + p * VEC) = r[u];
+            if (CACHE && p < cpk) r[u].store(cache + p * VEC);
             float x[VEC];
-            SL_UNROLL
-            for (int e = 0; e < VEC; e++) x[e] = sl_ld(r[u].v[e]);
+            r[u].unpack(x);
             float pm = x[0];
             SL_UNROLL
             for (int e = 1; e < VEC; e++) pm = fmaxf(pm, x[e]);

@@ -8,8 +8,9 @@
  * otherwise (views at odd offsets, rows of odd width).
  *
  * sl_ldv<VEC>/sl_stv<VEC> pick the pack (VEC = 8) or one element (VEC = 1), so a kernel written
- * once over "VEC elements" serves both paths. Also here: a deterministic block sum in double
- * for the reductions whose CPU twins accumulate in double.
+ * once over "VEC elements" serves both paths. sl_raw keeps packs as loaded, for kernels with
+ * several in flight. Also here: a deterministic block sum in double for the reductions whose CPU
+ * twins accumulate in double.
  */
 #ifndef SL_CUDA_PACK_CUH
 #define SL_CUDA_PACK_CUH
@@ -72,6 +73,71 @@ template <int VEC, typename T> __device__ __forceinline__ void sl_stv(T *p, cons
         p[0] = sl_st<T>(v[0]);
     }
 }
+
+/* V elements of T as loaded, converted to fp32 one at a time where used: for kernels that keep
+ * several accesses in flight before computing (core/rmsnorm.cu's rows, core/cross_entropy.cu's
+ * unrolled packs, moe/permute*.cu's batches of rows). Whole 16-byte accesses are kept as 32-bit
+ * words: nvcc splits bf16 held as sl_bf16 into 16-bit registers, each of which takes a 32-bit
+ * register of its own (twice the registers: the RMSNorm backward and the combine spilled so).
+ * Other widths (single elements) keep T. Every conversion is exact. */
+template <typename T, int V> struct sl_raw {
+    static constexpr int kBytes = V * (int)sizeof(T);
+    static constexpr bool kWords = kBytes % 16 == 0;
+    uint32_t w[kWords ? kBytes / 4 : 1];
+    T e[kWords ? 1 : V];
+    /* p aligned to 16 bytes when kWords */
+    __device__ __forceinline__ void load(const T *p) {
+        if constexpr (kWords) {
+            SL_UNROLL
+            for (int q = 0; q < kBytes / 16; q++) {
+                const uint4 u = reinterpret_cast<const uint4 *>(p)[q];
+                w[4 * q] = u.x, w[4 * q + 1] = u.y, w[4 * q + 2] = u.z, w[4 * q + 3] = u.w;
+            }
+        } else {
+            SL_UNROLL
+            for (int i = 0; i < V; i++) e[i] = p[i];
+        }
+    }
+    __device__ __forceinline__ void store(T *p) const {
+        if constexpr (kWords) {
+            SL_UNROLL
+            for (int q = 0; q < kBytes / 16; q++)
+                reinterpret_cast<uint4 *>(p)[q] =
+                    make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+        } else {
+            SL_UNROLL
+            for (int i = 0; i < V; i++) p[i] = e[i];
+        }
+    }
+    /* element i (a constant after unrolling) as fp32 */
+    __device__ __forceinline__ float at(int i) const {
+        if constexpr (!kWords)
+            return sl_ld(e[i]);
+        else if constexpr (sizeof(T) == 4)
+            return __uint_as_float(w[i]);
+        else /* bf16, little-endian: element 2j is word j's low half */
+            return __uint_as_float(i % 2 ? w[i / 2] & 0xffff0000u : w[i / 2] << 16);
+    }
+    __device__ __forceinline__ void unpack(float (&v)[V]) const {
+        SL_UNROLL
+        for (int i = 0; i < V; i++) v[i] = at(i);
+    }
+    /* the inverse of unpack, for values T holds exactly (rounded to T before) */
+    __device__ __forceinline__ void set(const float (&v)[V]) {
+        if constexpr (!kWords) {
+            SL_UNROLL
+            for (int i = 0; i < V; i++) e[i] = sl_st<T>(v[i]);
+        } else if constexpr (sizeof(T) == 4) {
+            SL_UNROLL
+            for (int i = 0; i < V; i++) w[i] = __float_as_uint(v[i]);
+        } else {
+            SL_UNROLL
+            for (int i = 0; i < V / 2; i++)
+                w[i] = (__float_as_uint(v[2 * i]) >> 16) |
+                       (__float_as_uint(v[2 * i + 1]) & 0xffff0000u);
+        }
+    }
+};
 
 /* Sum over the block of one double per thread, in a fixed order (a shared-memory tree), so
  * the result does not depend on scheduling. blockDim.x must be a power of two and `sh` hold

@@ -71,40 +71,8 @@ template <typename T, int VEC> constexpr int max_np() {
     return VEC == SL_PACK ? (sizeof(T) == 4 ? 4 : 8) : 32;
 }
 
-/* A pack's bits as loaded, in 32-bit words, converted to fp32 where used. Words, not T: nvcc
- * splits bf16 packs kept as sl_bf16 into 16-bit registers at the load, and ptxas gives each its
- * own 32-bit register, twice the registers a pack needs (the bf16 backward at 2,048 columns
- * spilled). The conversion is exact either way (a bf16 is the top half of its fp32). */
-template <typename T> struct alignas(16) raw8 { uint32_t u[SL_PACK * sizeof(T) / 4]; };
-
-template <typename T> __device__ __forceinline__ raw8<T> ld_raw(const T *p) {
-    return *reinterpret_cast<const raw8<T> *>(p);
-}
-
-__device__ __forceinline__ void unpack(const raw8<float> &r, float (&v)[SL_PACK]) {
-    SL_UNROLL
-    for (int e = 0; e < SL_PACK; e++) v[e] = __uint_as_float(r.u[e]);
-}
-
-__device__ __forceinline__ void unpack(const raw8<sl_bf16> &r, float (&v)[SL_PACK]) {
-    SL_UNROLL
-    for (int i = 0; i < SL_PACK / 2; i++) { /* little-endian: element 2i is the low half */
-        v[2 * i] = __uint_as_float(r.u[i] << 16);
-        v[2 * i + 1] = __uint_as_float(r.u[i] & 0xffff0000u);
-    }
-}
-
-/* The inverse of unpack for values T holds exactly (rounded to T before). */
-__device__ __forceinline__ void repack(raw8<float> &r, const float (&v)[SL_PACK]) {
-    SL_UNROLL
-    for (int e = 0; e < SL_PACK; e++) r.u[e] = __float_as_uint(v[e]);
-}
-
-__device__ __forceinline__ void repack(raw8<sl_bf16> &r, const float (&v)[SL_PACK]) {
-    SL_UNROLL
-    for (int i = 0; i < SL_PACK / 2; i++)
-        r.u[i] = (__float_as_uint(v[2 * i]) >> 16) | (__float_as_uint(v[2 * i + 1]) & 0xffff0000u);
-}
+/* A pack as loaded (core/cuda_pack.cuh): the row path's registers. */
+template <typename T> using raw8 = sl_raw<T, SL_PACK>;
 
 /* The element arithmetic both paths share, each operation rounded on its own: nvcc contracts
  * a * b + c into an fma wherever it sees one, and how depends on the code around it, so two
@@ -176,13 +144,13 @@ __global__ void __launch_bounds__(kThreads)
     raw8<T> xs[NP];
     SL_UNROLL
     for (int k = 0; k < NP; k++)
-        if (lane + 32 * k < npk) xs[k] = ld_raw(xr + (lane + 32 * k) * SL_PACK);
+        if (lane + 32 * k < npk) xs[k].load(xr + (lane + 32 * k) * SL_PACK);
     float ss = 0.0f;
     SL_UNROLL
     for (int k = 0; k < NP; k++) {
         if (lane + 32 * k < npk) {
             float v[SL_PACK];
-            unpack(xs[k], v);
+            xs[k].unpack(v);
             SL_UNROLL
             for (int e = 0; e < SL_PACK; e++) ss = fwd_sumsq(ss, v[e]);
         }
@@ -195,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
         const int p = lane + 32 * k;
         if (p < npk) {
             float v[SL_PACK], wv[SL_PACK];
-            unpack(xs[k], v);
+            xs[k].unpack(v);
             sl_ld8(w + p * SL_PACK, wv);
             SL_UNROLL
             for (int e = 0; e < SL_PACK; e++) v[e] = v[e] * s * wv[e];
@@ -352,8 +320,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int k = 0; k < NP; k++) {
             const int p = lane + 32 * k;
             if (p < npk) {
-                xs[k] = ld_raw(xr + p * SL_PACK);
-                gs[k] = ld_raw(dyr + p * SL_PACK);
+                xs[k].load(xr + p * SL_PACK);
+                gs[k].load(dyr + p * SL_PACK);
             }
         }
         if (dy_add) { /* dy = T(dy + dy_add), in the registers as loaded */
@@ -366,11 +334,11 @@ __global__ void __launch_bounds__(kThreads, 2)
                 const int p = lane + 32 * k;
                 if (p < npk) {
                     float gv[SL_PACK], av[SL_PACK];
-                    unpack(gs[k], gv);
+                    gs[k].unpack(gv);
                     sl_ld8(add + p * SL_PACK, av);
                     SL_UNROLL
                     for (int e = 0; e < SL_PACK; e++) gv[e] = dy_plus<T>(gv[e], av[e]);
-                    repack(gs[k], gv);
+                    gs[k].set(gv);
                 }
             }
         }
@@ -381,8 +349,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int p = lane + 32 * k;
             if (p < npk) {
                 float xv[SL_PACK], gv[SL_PACK], wv[SL_PACK];
-                unpack(xs[k], xv);
-                unpack(gs[k], gv);
+                xs[k].unpack(xv);
+                gs[k].unpack(gv);
                 sl_ld8(w + p * SL_PACK, wv);
                 SL_UNROLL
                 for (int e = 0; e < SL_PACK; e++) dot = bwd_dot(dot, gv[e], wv[e], xv[e], s);
@@ -395,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int p = lane + 32 * k;
             if (p < npk) {
                 float xv[SL_PACK], gv[SL_PACK], wv[SL_PACK], out[SL_PACK], a[SL_PACK];
-                unpack(xs[k], xv);
-                unpack(gs[k], gv);
+                xs[k].unpack(xv);
+                gs[k].unpack(gv);
                 sl_ld8(w + p * SL_PACK, wv);
                 sl_ld8(acc + p * SL_PACK, a);
                 SL_UNROLL
@@ -406,7 +374,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                     a[e] = bwd_dw(a[e], gv[e], xh);
                 }
                 if (dres) {
-                    unpack(ld_raw(res + p * SL_PACK), xv); /* xv is dead by now */
+                    raw8<T> rv; /* into xv, dead by now */
+                    rv.load(res + p * SL_PACK);
+                    rv.unpack(xv);
                     SL_UNROLL
                     for (int e = 0; e < SL_PACK; e++) out[e] += xv[e];
                 }

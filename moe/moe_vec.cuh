@@ -10,7 +10,7 @@
 #ifndef SL_MOE_VEC_CUH
 #define SL_MOE_VEC_CUH
 
-#include "core/cuda_common.cuh"
+#include "core/cuda_pack.cuh" /* sl_raw; cuda_common.cuh */
 
 template <typename T, int V> struct alignas(sizeof(T) * V) sl_moe_vec { T v[V]; };
 
@@ -21,35 +21,6 @@ __device__ __forceinline__ void sl_moe_vload(float (&f)[V], const T *p) {
 #pragma unroll
     for (int i = 0; i < V; i++) f[i] = sl_ld(x.v[i]);
 }
-
-/* V elements of T as loaded, converted to fp32 one at a time where used: for kernels that hold
- * several rows' accesses in flight. A 16-byte access is kept as four 32-bit words: nvcc splits
- * a pack of bf16 held as sl_bf16 into 16-bit registers, each of which takes a 32-bit register
- * of its own (twice the registers; the combine spilled at 64). The conversion is exact. */
-template <typename T, int V> struct sl_moe_raw {
-    static constexpr bool kWords = V * sizeof(T) == 16;
-    uint32_t w[kWords ? 4 : 1];
-    T e[kWords ? 1 : V];
-    __device__ __forceinline__ void load(const T *p) {
-        if constexpr (kWords) {
-            const uint4 u = *reinterpret_cast<const uint4 *>(p);
-            w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
-        } else {
-            const sl_moe_vec<T, V> x = *reinterpret_cast<const sl_moe_vec<T, V> *>(p);
-#pragma unroll
-            for (int i = 0; i < V; i++) e[i] = x.v[i];
-        }
-    }
-    /* element i (a constant after unrolling) as fp32 */
-    __device__ __forceinline__ float at(int i) const {
-        if constexpr (!kWords)
-            return sl_ld(e[i]);
-        else if constexpr (sizeof(T) == 4)
-            return __uint_as_float(w[i]);
-        else /* bf16, little-endian: element 2j is word j's low half */
-            return __uint_as_float(i % 2 ? w[i / 2] & 0xffff0000u : w[i / 2] << 16);
-    }
-};
 
 /* p[0..V) = f[0..V) rounded to T. */
 template <typename T, int V>

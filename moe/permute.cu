@@ -458,7 +458,7 @@ __global__ void SL_MOE_ROW_BOUNDS gather_add_kernel(T *__restrict__ dst, const T
             /* kGatherBatch sources' loads in flight before the first is added (the invalid
              * positions come last, so a batch's valid ones are its first) */
             for (int t0 = 0; t0 < k; t0 += kGatherBatch) {
-                sl_moe_raw<T, V> r[kGatherBatch];
+                sl_raw<T, V> r[kGatherBatch];
                 unsigned valid = 0; /* bit u: r[u] holds a source (a mask, not an array of
                                      * positions: 8 registers fewer, which spilled at 64) */
 #pragma unroll

@@ -34,7 +34,7 @@ __global__ void SL_MOE_ROW_BOUNDS combine_kernel(T *__restrict__ y, const T *__r
 #pragma unroll
             for (int i = 0; i < V; i++) acc[i] = 0.0f;
             for (int j0 = 0; j0 < k; j0 += kRowBatch) {
-                sl_moe_raw<T, V> r[kRowBatch];
+                sl_raw<T, V> r[kRowBatch];
                 unsigned ok = 0; /* bit u: r[u] holds a row (a mask: a bool array spilled) */
 #pragma unroll
                 for (int u = 0; u < kRowBatch; u++) {
