@@ -308,25 +308,34 @@ void sl_conf_case_moe_combine(cx *c) {
 }
 
 void sl_conf_case_moe_combine_bwd(cx *c) {
-    /* slot_pos must be a permutation here: dx rows no slot points at are left undefined. */
+    /* slot_pos must be a permutation here: dx rows no slot points at are left undefined. The
+     * last two shapes ask for dx alone (dw and x NULL: the rows the deferred expert weight
+     * gradients regather), packed and elementwise. */
     static const struct {
         int n, k, c;
-    } k_shapes[] = {{1, 1, 1}, {9, 3, 7}, {500, 4, 40}, {1, 8, 33}};
+        bool dx_only;
+    } k_shapes[] = {{1, 1, 1, false},  {9, 3, 7, false},   {500, 4, 40, false},
+                    {1, 8, 33, false}, {200, 8, 64, true}, {9, 3, 7, true}};
     const int64_t n = PICK(c, k_shapes)->n, k = k_shapes[c->shape].k, w = k_shapes[c->shape].c;
-    desc(c, "N%lld/k%lld/C%lld", (long long)n, (long long)k, (long long)w);
+    const bool dx_only = k_shapes[c->shape].dx_only;
+    desc(c, "N%lld/k%lld/C%lld%s", (long long)n, (long long)k, (long long)w,
+         dx_only ? "/dx-alone" : "");
     const float *x = gen_normal(c, n * k * w, 1.0), *wt = gen_uniform(c, n * k, 0.0, 1.0);
     const float *dy = gen_normal(c, n * w, 1.0);
     const int32_t *sp = gen_perm(c, n * k);
     if (!c->be) {
-        double *dx = want(c, "dx", n * k * w), *dw = want(c, "dw", n * k);
-        sl_ref_moe_combine_bwd(dx, dw, dy, x, sp, wt, n, k, w);
+        double *dx = want(c, "dx", n * k * w), *dw = dx_only ? NULL : want(c, "dw", n * k);
+        double *scratch = dx_only ? sl_xmalloc((size_t)(n * k) * sizeof(double)) : NULL;
+        sl_ref_moe_combine_bwd(dx, dw ? dw : scratch, dy, x, sp, wt, n, k, w);
+        free(scratch);
         return;
     }
-    sl_tensor *tdx = ACT(c, junk(c, n * k * w), n * k, w), *tdw = F32(c, junk(c, n * k), n, k);
-    sl_op_moe_combine_bwd(tdx, tdw, ACT(c, dy, n, w), ACT(c, x, n * k, w), I32(c, sp, n * k),
-                          F32(c, wt, n, k));
+    sl_tensor *tdx = ACT(c, junk(c, n * k * w), n * k, w);
+    sl_tensor *tdw = dx_only ? NULL : F32(c, junk(c, n * k), n, k);
+    sl_op_moe_combine_bwd(tdx, tdw, ACT(c, dy, n, w), dx_only ? NULL : ACT(c, x, n * k, w),
+                          I32(c, sp, n * k), F32(c, wt, n, k));
     got(c, "dx", tdx);
-    got(c, "dw", tdw);
+    if (tdw) got(c, "dw", tdw);
 }
 
 void sl_conf_case_swiglu_fwd(cx *c) {

@@ -35,7 +35,10 @@ cut:
                        expert weight gradients in its own backward (profile defers them over
                        pairs of micro-batches where auto does, training.defer_expert_wgrad)
   profile_group4       the measured shape again with --wgrad-group 4: the expert weight
-                       gradients of all four micro-batches in one pass (profile's: pairs)
+                       gradients of all four micro-batches in one pass (profile's: pairs), the
+                       three parked ones kept as tokens (training.park_expert_rows auto), so
+                       that the same layers fit; their copies and regathers are a row of their
+                       own
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   profile_prefetch     the measured shape again with SLUICE_EXPERT_GEMM_PREFETCH=1: the Hopper
@@ -279,8 +282,9 @@ def main():
          "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"]),
         ("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load"),
         # the weight gradients over groups of 4 micro-batches (training.expert_wgrad_group 4;
-        # profile's are over pairs): this row against profile's is the prediction's test
-        # (docs/performance.md, "The weight gradient over all four micro-batches")
+        # profile's are over pairs), the parked micro-batches kept as tokens (park_expert_rows
+        # auto): this row against profile's is the predictions' test (docs/performance.md, "The
+        # weight gradient over all four micro-batches", "Parked micro-batches kept as tokens")
         ("profile_group4", part_profile, S, "profile_group4", "measured",
          "measured shape, weight gradients over groups of 4", None, ["--wgrad-group", "4"]),
         # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by

@@ -187,7 +187,8 @@ def part_profile(L, budget, S, part, shape, what, extra_env=None, extra_args=())
            "(weight gradient %s%s); %.1f ms/step, %.0f tokens/s, %.1f%% of peak; profile rows %.1f%% of the step" % (
                what, j["layers"], j["accum"], j["batch"], j["seq"], rows, j.get("attention_kernel", "?"),
                j.get("expert_gemm_path", "?"), j.get("expert_gemm_dw_path", "?"),
-               (", over groups of %d micro-batches" % j.get("expert_wgrad_group", 2))
+               (", over groups of %d micro-batches, parked as %s" % (
+                   j.get("expert_wgrad_group", 2), j.get("park_expert_rows", "rows")))
                if j.get("defer_expert_wgrad") and j["accum"] > 1 else "",
                j["ms_per_step"], j["tokens_per_s"], 100 * (j.get("peak_fraction") or 0), share)
     record(part, "PASS", sec, note, result=j)

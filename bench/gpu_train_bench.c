@@ -6,6 +6,7 @@
  *                   [--warmup N] [--precision bf16|fp32] [--mem-gib G] [--peak-n N]
  *                   [--peak-reps N] [--nondeterministic] [--profile] [--profile-steps N]
  *                   [--init config|fast] [--defer-wgrad auto|on|off] [--wgrad-group N]
+ *                   [--park auto|rows|tokens]
  *
  * CONFIG (default configs/qwen-gated-15a2b.json; also --config) is trained with its layers cut
  * to fit one GPU: the same widths, experts and routing, `--layers` decoder layers (default:
@@ -16,7 +17,8 @@
  * forward + backward on random tokens (fixed seed), gradient norm, clipping, AdamW, router
  * statistics, with every host read the trainer makes (and training.defer_expert_wgrad, "auto"
  * unless `--defer-wgrad` says otherwise: on with a Hopper GPU, over groups of
- * training.expert_wgrad_group micro-batches unless `--wgrad-group` says otherwise). `--warmup`
+ * training.expert_wgrad_group micro-batches unless `--wgrad-group` says otherwise, the parked
+ * ones kept as training.park_expert_rows says unless `--park` does). `--warmup`
  * untimed steps (the caching allocator fills during the first), then `--steps` timed ones; the host
  * waits for the device only at the step boundaries (sl_backend_synchronize), so a step's time is
  * the device's time plus whatever the step's own host reads cost.
@@ -84,13 +86,19 @@ static int estimate_parked(const sl_config *cfg, const char *defer_wgrad, bool b
     return (group < accum ? group : accum) - 1;
 }
 
+/* Whether those parked micro-batches keep tokens (the trainer's rule, sl_park_tokens_decide,
+ * for cfg's training.park_expert_rows, which --park has set; one device: no exchange). */
+static bool estimate_by_tokens(const sl_config *cfg, int parked) {
+    return parked > 0 && sl_park_tokens_decide(cfg->train.park_expert_rows, parked + 1);
+}
+
 /* ---- options ----------------------------------------------------------------------------- */
 
 typedef struct {
     const char *config;
     int layers, seq, batch, accum, steps, warmup, peak_n, peak_reps, profile_steps, wgrad_group;
     double mem_gib;
-    const char *precision, *defer_wgrad;
+    const char *precision, *defer_wgrad, *park;
     bool nondeterministic, estimate_only, profile, init_fast;
 } options;
 
@@ -119,6 +127,7 @@ static void usage(FILE *f) {
             "                  (trainer/fit_device.h; the loss then says nothing)\n"
             "  --defer-wgrad W training.defer_expert_wgrad (default: the config's)\n"
             "  --wgrad-group N training.expert_wgrad_group, 2 to 4 (default: the config's)\n"
+            "  --park auto|rows|tokens  training.park_expert_rows (default: the config's)\n"
             "  --profile       after the timed steps, profile --profile-steps more (default 3):\n"
             "                  device time per region of the step (CUDA events), idle time,\n"
             "                  host reads; exit 1 when the rows do not add up to the step time\n"
@@ -134,7 +143,8 @@ static int parse_options(int argc, char **argv, options *o) {
                    .peak_reps = 21,
                    .profile_steps = 3,
                    .precision = "bf16",
-                   .defer_wgrad = NULL};
+                   .defer_wgrad = NULL,
+                   .park = NULL};
     bool have_config = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -163,7 +173,7 @@ static int parse_options(int argc, char **argv, options *o) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--config") == 0 || strcmp(a, "--precision") == 0 ||
             strcmp(a, "--mem-gib") == 0 || strcmp(a, "--init") == 0 ||
-            strcmp(a, "--defer-wgrad") == 0) {
+            strcmp(a, "--defer-wgrad") == 0 || strcmp(a, "--park") == 0) {
             /* string-valued options */
         } else if (strcmp(a, "--layers") == 0) {
             dst = &o->layers;
@@ -211,6 +221,14 @@ static int parse_options(int argc, char **argv, options *o) {
             }
             o->defer_wgrad = v;
             continue;
+        } else if (strcmp(a, "--park") == 0) {
+            if (strcmp(v, "auto") && strcmp(v, "rows") && strcmp(v, "tokens")) {
+                fprintf(stderr,
+                        "gpu_train_bench: --park: expected auto, rows or tokens, got '%s'\n", v);
+                return -1;
+            }
+            o->park = v;
+            continue;
         } else if (strcmp(a, "--init") == 0) {
             if (strcmp(v, "fast") != 0 && strcmp(v, "config") != 0) {
                 fprintf(stderr, "gpu_train_bench: --init: expected config or fast, got '%s'\n", v);
@@ -252,9 +270,12 @@ static int parse_options(int argc, char **argv, options *o) {
 static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens, bool bf16) {
     const double budget = (o->mem_gib > 0 ? o->mem_gib : 139.0) * GIB;
     const int parked = estimate_parked(cfg, o->defer_wgrad, bf16, o->accum);
-    const int layers =
-        o->layers > 0 ? o->layers : sl_fit_layers(&cfg->model, tokens, bf16, parked, budget);
-    const sl_fit_estimate e = sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16, parked);
+    const bool by_tokens = estimate_by_tokens(cfg, parked);
+    const int layers = o->layers > 0
+                           ? o->layers
+                           : sl_fit_layers(&cfg->model, tokens, bf16, parked, by_tokens, budget);
+    const sl_fit_estimate e =
+        sl_fit_estimate_memory(&cfg->model, layers, tokens, bf16, parked, by_tokens);
     printf("gpu_train_bench --estimate: %s | %d of %d layers | %lld tokens per micro-batch | "
            "precision %s\n",
            o->config, layers, cfg->model.num_hidden_layers, (long long)tokens, o->precision);
@@ -262,10 +283,10 @@ static int estimate_only(const sl_config *cfg, const options *o, int64_t tokens,
     printf("{\"config\": \"%s\", \"layers\": %d, \"tokens\": %lld, \"precision\": \"%s\", "
            "\"budget_gib\": %.6g, \"usable_gib\": %.6g, \"state_gib\": %.6g, "
            "\"activations_gib\": %.6g, \"workspace_gib\": %.6g, \"deferred_gib\": %.6g, "
-           "\"mem_estimate_gib\": %.6g}\n",
+           "\"parked\": %d, \"park_tokens\": %s, \"mem_estimate_gib\": %.6g}\n",
            o->config, layers, (long long)tokens, o->precision, budget / GIB,
            sl_fit_usable_bytes(budget) / GIB, e.state / GIB, e.activations / GIB, e.workspace / GIB,
-           e.deferred / GIB, e.total / GIB);
+           e.deferred / GIB, parked, by_tokens ? "true" : "false", e.total / GIB);
     return 0;
 }
 
@@ -300,6 +321,8 @@ int main(int argc, char **argv) {
         goto out;
     }
     if (o.wgrad_group) cfg.train.expert_wgrad_group = o.wgrad_group;
+    if (o.park)
+        snprintf(cfg.train.park_expert_rows, sizeof cfg.train.park_expert_rows, "%s", o.park);
     const int full_layers = cfg.model.num_hidden_layers;
     const int seq = o.seq > 0 ? o.seq : cfg.train.seq_len;
     const int batch = o.batch > 0 ? o.batch : cfg.train.micro_batch_size;
@@ -333,13 +356,16 @@ int main(int argc, char **argv) {
     /* Layers: the most that fit, unless given. */
     const double budget = o.mem_gib > 0 ? o.mem_gib * GIB : (double)dev.total_bytes;
     const int parked = estimate_parked(&cfg, o.defer_wgrad, bf16, o.accum);
-    const int layers =
-        o.layers > 0 ? o.layers : sl_fit_layers(&cfg.model, tokens_mb, bf16, parked, budget);
+    const bool by_tokens = estimate_by_tokens(&cfg, parked);
+    const int layers = o.layers > 0
+                           ? o.layers
+                           : sl_fit_layers(&cfg.model, tokens_mb, bf16, parked, by_tokens, budget);
     if (layers > SL_MAX_LAYERS) {
         fprintf(stderr, "gpu_train_bench: --layers %d exceeds %d\n", layers, SL_MAX_LAYERS);
         goto out;
     }
-    const sl_fit_estimate est = sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16, parked);
+    const sl_fit_estimate est =
+        sl_fit_estimate_memory(&cfg.model, layers, tokens_mb, bf16, parked, by_tokens);
     const sl_fit_settings fs = {.layers = layers,
                                 .seq = seq,
                                 .batch = batch,
@@ -382,7 +408,7 @@ int main(int argc, char **argv) {
                                 .world = world,
                                 .micro_batches = o.accum,
                                 .tokens = tokens,
-                                .wgrad_group = sl_train_wgrad_group(&cfg.train, be, m)};
+                                .wgrad_group = sl_train_prepare_wgrad(&cfg.train, be, m, o.accum)};
     const int group = stepper.wgrad_group < o.accum ? stepper.wgrad_group : o.accum;
     const int64_t step_tokens = tokens_mb * o.accum;
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
@@ -515,13 +541,14 @@ int main(int argc, char **argv) {
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
            "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\", "
            "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\", "
-           "\"defer_expert_wgrad\": %s, \"expert_wgrad_group\": %d",
+           "\"defer_expert_wgrad\": %s, \"expert_wgrad_group\": %d, \"park_expert_rows\": \"%s\"",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
            cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path,
-           group > 1 ? "true" : "false", group);
+           group > 1 ? "true" : "false", group,
+           sl_park_tokens_decide(cfg.train.park_expert_rows, group) ? "tokens" : "rows");
     const struct {
         const char *key;
         double v;

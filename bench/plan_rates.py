@@ -233,6 +233,10 @@ def results(d, gpu, date, commit, strategy, config, source=None):
             shapes[-1]["plan"]["wgrad_group"] = p["expert_wgrad_group"]
             shapes[-1]["command"] = shapes[-1]["command"].replace(
                 " (bench", " --wgrad-group %d (bench" % p["expert_wgrad_group"])
+        if p.get("defer_expert_wgrad"):  # what its parked micro-batches kept (runs before: rows)
+            park = p.get("park_expert_rows", "rows")
+            shapes[-1]["plan"]["park"] = park
+            shapes[-1]["command"] = shapes[-1]["command"].replace(" (bench", " --park %s (bench" % park)
         if p.get("expert_gemm_path"):
             shapes[-1]["expert_gemm_paths"] = "forward and data gradient %s; weight gradient %s" % (
                 p["expert_gemm_path"], p.get("expert_gemm_dw_path", "?"))

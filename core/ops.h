@@ -318,7 +318,8 @@ void sl_op_gather_add_rows(sl_tensor *dst, const sl_tensor *src, const sl_tensor
 void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_pos,
                        const sl_tensor *w, const sl_tensor *res);
 /* Backward of moe_combine: dx[slot_pos[n*k+j]] = w[n,j] dy[n] (written);
- * dw[n, j] = <dy[n], x[slot_pos[n*k+j]]> (written). */
+ * dw[n, j] = <dy[n], x[slot_pos[n*k+j]]> (written). dw and x both NULL: dx alone, the same
+ * bits (the rows the MoE experts' deferred weight gradients regather, moe/moe_block.c). */
 void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                            const sl_tensor *slot_pos, const sl_tensor *w);
 /* SwiGLU: gu [M, 2I] holds [gate | up] per row; h [M, I] = silu(gate) * up. */

@@ -119,15 +119,18 @@ void sl_op_moe_combine(sl_tensor *y, const sl_tensor *x, const sl_tensor *slot_p
 void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, const sl_tensor *x,
                            const sl_tensor *slot_pos, const sl_tensor *w) {
     need_dtype("moe_combine_bwd", "slot_pos", slot_pos, SL_I32);
-    need_float("moe_combine_bwd", "x", x);
-    need_like("moe_combine_bwd", "dx", dx, x);
-    need_like("moe_combine_bwd", "dy", dy, x);
+    need_float("moe_combine_bwd", "dx", dx);
+    need_like("moe_combine_bwd", "dy", dy, dx);
     need_dtype("moe_combine_bwd", "w", w, SL_F32);
-    need_dtype("moe_combine_bwd", "dw", dw, SL_F32);
-    need_numel("moe_combine_bwd", "dw", dw, w->numel);
-    need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(x));
-    SL_CHECK(sl_rows(dx) >= w->numel && sl_last_dim(dx) == sl_last_dim(x),
-             "moe_combine_bwd: dx shape does not match");
+    need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(dx));
+    SL_CHECK((dw == NULL) == (x == NULL),
+             "moe_combine_bwd: dw and x go together (both given, or both NULL for dx alone)");
+    if (dw) {
+        need_like("moe_combine_bwd", "x", x, dx);
+        need_dtype("moe_combine_bwd", "dw", dw, SL_F32);
+        need_numel("moe_combine_bwd", "dw", dw, w->numel);
+        SL_CHECK(sl_last_dim(dx) == sl_last_dim(x), "moe_combine_bwd: dx shape does not match");
+    }
     DISPATCH(BE(dx), moe_combine_bwd, dx, dw, dy, x, slot_pos, w);
 }
 

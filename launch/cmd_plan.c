@@ -55,6 +55,8 @@ static void usage(FILE *f) {
             "                      timed as one pass over its micro-batches' rows per expert\n"
             "  --wgrad-group N     micro-batches per group, 2 to 4, as\n"
             "                      training.expert_wgrad_group (default: that key)\n"
+            "  --park P            auto | rows | tokens: what a group's parked micro-batches\n"
+            "                      keep, as training.park_expert_rows (default: that key)\n"
             "  --gpu-memory GiB    memory per GPU (default: the GPU's, %g for %s)\n"
             "  --gpu-tflops T      dense bf16 peak per GPU for the MFU (default: the GPU's\n"
             "                      datasheet peak, %g); another value scales every compute rate\n"
@@ -145,8 +147,9 @@ static void print_text(const sl_plan *p, const char *path) {
                p->deferred / g);
     else if (p->defer_wgrad)
         printf("  parked expert rows (training.defer_expert_wgrad) %6.2f  (%d micro-batch%s of "
-               "each group of %d)\n",
-               p->deferred / g, p->wgrad_group - 1, p->wgrad_group > 2 ? "es" : "", p->wgrad_group);
+               "each group of %d, kept as %s)\n",
+               p->deferred / g, p->wgrad_group - 1, p->wgrad_group > 2 ? "es" : "", p->wgrad_group,
+               p->park_tokens ? "tokens" : "rows");
     printf("  total                              %10.2f of %.2f usable (92%% of %.1f GiB - 2 "
            "GiB)\n",
            p->total / g, p->usable / g, p->gpu_memory_gib);
@@ -240,6 +243,7 @@ static void print_json(const sl_plan *p, const char *path) {
         cJSON_AddItemToObject(acts, sl_memory_mode_name((sl_memory_mode)i), act_json(&p->act[i]));
     cJSON_AddBoolToObject(o, "defer_expert_wgrad", p->defer_wgrad);
     NUM("deferred_bytes", p->deferred);
+    cJSON_AddBoolToObject(o, "park_tokens", p->park_tokens);
     NUM("total_bytes", p->total);
     NUM("usable_bytes", p->usable);
     cJSON_AddBoolToObject(o, "fits", p->fits);
@@ -327,10 +331,10 @@ int sl_cmd_plan(int argc, char **argv) {
             continue;
         }
         static const char *valued[] = {
-            "--gpus",        "--ep",         "--seq-len",      "--micro-batch", "--recompute",
-            "--gpu-memory",  "--gpu-tflops", "--efficiency",   "--nvlink-gbs",  "--ib-gbs",
-            "--gpu",         "--layers",     "--global-batch", "--expert-gemm", "--gpus-per-node",
-            "--defer-wgrad", "--wgrad-group"};
+            "--gpus",        "--ep",          "--seq-len",      "--micro-batch", "--recompute",
+            "--gpu-memory",  "--gpu-tflops",  "--efficiency",   "--nvlink-gbs",  "--ib-gbs",
+            "--gpu",         "--layers",      "--global-batch", "--expert-gemm", "--gpus-per-node",
+            "--defer-wgrad", "--wgrad-group", "--park"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) {
@@ -371,6 +375,8 @@ int sl_cmd_plan(int argc, char **argv) {
             r.expert_gemm = v;
         else if (!strcmp(a, "--defer-wgrad"))
             r.defer_wgrad = v;
+        else if (!strcmp(a, "--park"))
+            r.park = v;
         else if (!strcmp(a, "--gpu-memory"))
             rc = parse_num(a, v, 0, &r.gpu_memory_gib);
         else if (!strcmp(a, "--gpu-tflops"))

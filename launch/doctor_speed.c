@@ -207,7 +207,7 @@ static void train_row(sl_doctor *d, int dev, sl_backend *be, double peak) {
         sl_dr_add(d, "speed", key, label, SL_DR_FAIL, NAN, "TFLOP/s", "%s", err);
         return;
     }
-    const int fit = sl_fit_layers(&cfg.model, seq, true, 0, (double)g.free_bytes);
+    const int fit = sl_fit_layers(&cfg.model, seq, true, 0, false, (double)g.free_bytes);
     const int layers = d->layers < fit ? d->layers : fit;
     const sl_fit_settings fs = {
         .layers = layers, .seq = seq, .batch = 1, .accum = 1, .precision = "bf16"};

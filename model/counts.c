@@ -170,12 +170,17 @@ int64_t sl_logits_chunk_rows(int64_t tokens, int64_t vocab, int elem_bytes, bool
     return (tokens + chunks - 1) / chunks;
 }
 
-double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes) {
-    const double per_token = (double)m->num_experts_per_tok *
-                             (2.0 * m->hidden_size + 3.0 * m->moe_intermediate_size) * act_bytes;
+double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes,
+                                     bool by_tokens) {
+    const double k = m->num_experts_per_tok, h = m->hidden_size;
+    const double swiglu = k * 3.0 * m->moe_intermediate_size * act_bytes; /* h, dgu */
+    const double per_token =
+        by_tokens ? 2.0 * h * act_bytes + k * 12.0 + swiglu : k * 2.0 * h * act_bytes + swiglu;
     double bytes = 0;
+    int moe = 0;
     for (int l = 0; l < layer_total(m); l++)
-        if (sl_layer_is_moe(m, l)) bytes += per_token * (double)tokens;
+        if (sl_layer_is_moe(m, l)) bytes += per_token * (double)tokens, moe++;
+    if (by_tokens && moe > 0) bytes += k * 2.0 * h * act_bytes * (double)tokens; /* regathered */
     return bytes;
 }
 

@@ -111,10 +111,15 @@ typedef struct {
 } sl_activation_bytes;
 void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
                                int act_bytes, int ep, sl_activation_bytes *out);
-/* What training.defer_expert_wgrad keeps on top (moe/experts.h, sl_experts_parked): in each
- * MoE layer one micro-batch's routed rows and their output gradients (h each), the SwiGLU
- * output (Im) and gate_up's gradient (2 Im): k (2 h + 3 Im) act_bytes per token (with expert
- * parallelism the received rows, k per token under balanced routing). */
-double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes);
+/* What training.defer_expert_wgrad keeps on top for each parked micro-batch (moe/experts.h,
+ * sl_experts_parked): in each MoE layer its routed rows and their output gradients (h each),
+ * the SwiGLU output (Im) and gate_up's gradient (2 Im): k (2 h + 3 Im) act_bytes per token
+ * (with expert parallelism the received rows, k per token under balanced routing). by_tokens
+ * (training.park_expert_rows "tokens", moe/parked_tokens.h): instead of the rows, the layer's
+ * input and output gradient (2 h act_bytes per token) and the routing (12 bytes per slot),
+ * plus the buffers the rows are regathered into, which the layers share: 2 k h act_bytes per
+ * token once. */
+double sl_model_deferred_wgrad_bytes(const sl_model_config *m, int64_t tokens, int act_bytes,
+                                     bool by_tokens);
 
 #endif

@@ -278,6 +278,13 @@ void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq) {
         if (m->ffn[l].is_moe) sl_moe_block_set_wgrad(&m->ffn[l].moe, when, sumsq);
 }
 
+bool sl_model_set_park_tokens(sl_model *m, bool tokens) {
+    bool any = false;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe && sl_moe_block_set_park_tokens(&m->ffn[l].moe, tokens)) any = true;
+    return any;
+}
+
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st) {
     SL_PROFILE_REGION (m->be, R_STATS) read_slots(m, 0, m->stat_mb, st);
 }

@@ -67,8 +67,9 @@ typedef struct sl_model {
     sl_ffn_block *ffn;                      /* [layers] */
     sl_attn_workspace attn_ws;
     sl_ffn_workspace ffn_ws;
-    sl_tensor **x, **h; /* residual stream: x[0..L], h[0..L-1] after attention */
-    sl_tensor *dx, *dh; /* residual-stream gradients */
+    sl_regather_rows regather; /* the MoE layers' rows parked as tokens, regathered */
+    sl_tensor **x, **h;        /* residual stream: x[0..L], h[0..L-1] after attention */
+    sl_tensor *dx, *dh;        /* residual-stream gradients */
     sl_tensor *ids, *targets, *pos, *inv_freq;
     float mscale;
     sl_tensor *xf, *xf_rstd, *dxf; /* final norm output and its gradient */
@@ -138,6 +139,11 @@ bool sl_model_can_defer_wgrad(const sl_model *m);
  * those gradients ([1] fp32 on the model's backend): their share of the gradient norm without
  * another pass over them. */
 void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq);
+/* How the MoE layers park a micro-batch for their deferred weight gradients
+ * (training.park_expert_rows; moe/moe_block.h, sl_moe_block_set_park_tokens): tokens where a
+ * layer has no expert parallelism, else its rows. Returns whether any layer parks tokens. Set
+ * before a step, not inside one. */
+bool sl_model_set_park_tokens(sl_model *m, bool tokens);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss
  * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);

@@ -113,6 +113,7 @@ static void allocate(sl_model *m) {
     sl_comm *ep = m->ep;
     sl_moe_options opts = m->moe_opts;
     opts.forward_only = m->memory == SL_MEMORY_FORWARD_ONLY;
+    opts.regather = &m->regather; /* one set for every layer (moe/parked_tokens.h) */
     const bool share = shares_layers(m->memory), train = !opts.forward_only;
     const int64_t t = m->tokens, hid = c->hidden_size;
     sl_backend *be = m->be;
@@ -181,6 +182,7 @@ static void free_activations(sl_model *m) {
     }
     sl_attn_workspace_free(&m->attn_ws);
     sl_ffn_workspace_free(&m->ffn_ws);
+    sl_regather_rows_free(&m->regather);
     memset(&m->attn_ws, 0, sizeof m->attn_ws); /* a forward-only model has none */
     memset(&m->ffn_ws, 0, sizeof m->ffn_ws);
     for (int l = 0; l < distinct_x(m); l++) sl_tensor_free(m->x[l]);

@@ -13,6 +13,8 @@
 /* What the router, the dispatcher, the experts and the shared expert leave: zeroing, the LBL
  * gradient's upload, the shared expert's gate (core/profile.h). */
 #define R_MOE "MoE block other (zeroing, LBL gradient, shared-expert gate)"
+/* training.park_expert_rows "tokens": the copies when parking, the gathers before the group */
+#define R_PARK_TOKENS "expert rows parked as tokens (copy, regather)"
 
 void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *m, int layer, sl_params *ps,
                           int ep_rank, int ep_size) {
@@ -64,6 +66,7 @@ void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *m, sl_backend *be,
     b->experts.own.forward_only = opts->forward_only;
     sl_experts_reserve(&b->experts, be, t * m->topk);
     b->lbl_comm = opts->lbl_comm;
+    b->regather = opts->regather ? opts->regather : &b->own_regather;
     b->lbl_counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)m->experts, sizeof(int64_t));
     /* the last forward's counts in fp32 on the device: exact, a count is at most t <= 2^24 */
@@ -100,6 +103,7 @@ void sl_moe_block_share(sl_moe_block *b, sl_moe_block *o, sl_backend *be,
     b->borrowed = true;
     b->overlap_exchange = opts->overlap_exchange;
     b->lbl_comm = opts->lbl_comm;
+    b->regather = opts->regather ? opts->regather : &b->own_regather;
     b->lbl_counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
     b->counts = sl_xcalloc((size_t)b->router.experts, sizeof(int64_t));
     b->dcounts = sl_tensor_new1(be, SL_F32, b->router.experts);
@@ -195,27 +199,61 @@ void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sums
     b->grad_sumsq = sumsq;
 }
 
+bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens) {
+    SL_CHECK(b->parked.held == 0,
+             "internal error: changing how a MoE block parks with %d "
+             "micro-batches parked",
+             b->parked.held);
+    b->park_tokens = tokens && b->disp && b->disp->ep_size == 1;
+    /* what the other form kept from earlier steps: tokens leave the slots' rows unused (and
+     * point the slots at the shared buffers during a group), rows the token copies */
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) {
+        if (b->park_tokens) {
+            sl_tensor_free(b->parked.mb[i].in);
+            sl_tensor_free(b->parked.mb[i].dout);
+            b->parked.mb[i].in = b->parked.mb[i].dout = NULL;
+        } else {
+            sl_parked_tokens_free(&b->ptok[i]);
+        }
+    }
+    return b->park_tokens;
+}
+
 /* The experts' weight gradients after their data gradients, as set_wgrad says: now, parked
- * (the dispatcher's rows and the experts' SwiGLU buffers change hands with a parked slot's),
- * or for the parked micro-batches and this one. */
-static void expert_weights(sl_moe_block *b) {
+ * (the dispatcher's rows and the experts' SwiGLU buffers change hands with a parked slot's;
+ * with park_tokens the dispatcher keeps its rows and xn, dy and the routing are copied), or
+ * for the parked micro-batches and this one (with park_tokens their rows regathered first,
+ * into the shared buffers, which the parked slots hold only for the group's pass). */
+static void expert_weights(sl_moe_block *b, const sl_tensor *xn, const sl_tensor *dy) {
     sl_token_dispatcher *d = b->disp;
+    sl_experts_parked *p = &b->parked;
     switch (b->wgrad) {
     case SL_WGRAD_NOW:
         sl_experts_backward_weights(&b->experts, d->expert_in, sl_token_dispatcher_counts(d),
                                     d->dexpert_out, b->grad_sumsq);
         break;
     case SL_WGRAD_PARK: {
-        sl_experts_parked_rows *slot = &b->parked.mb[b->parked.held];
-        sl_token_dispatcher_park(d, &slot->in, &slot->dout);
-        sl_experts_park(&b->experts, &b->parked, sl_token_dispatcher_counts(d));
+        sl_experts_parked_rows *slot = &p->mb[p->held];
+        if (b->park_tokens)
+            SL_PROFILE_REGION (d->be, R_PARK_TOKENS)
+                sl_token_dispatcher_park_tokens(d, &b->ptok[p->held], xn, dy, b->router.topk_w);
+        else
+            sl_token_dispatcher_park(d, &slot->in, &slot->dout);
+        sl_experts_park(&b->experts, p, sl_token_dispatcher_counts(d));
         break;
     }
-    case SL_WGRAD_GROUP:
-        sl_experts_backward_weights_group(&b->experts, &b->parked, d->expert_in,
+    case SL_WGRAD_GROUP: {
+        const int held = p->held;
+        for (int i = 0; b->park_tokens && i < held; i++)
+            SL_PROFILE_REGION (d->be, R_PARK_TOKENS)
+                sl_parked_tokens_regather(&b->ptok[i], b->regather, i, &p->mb[i].in,
+                                          &p->mb[i].dout);
+        sl_experts_backward_weights_group(&b->experts, p, d->expert_in,
                                           sl_token_dispatcher_counts(d), d->dexpert_out,
                                           b->grad_sumsq);
+        for (int i = 0; b->park_tokens && i < held; i++) p->mb[i].in = p->mb[i].dout = NULL;
         break;
+    }
     }
 }
 
@@ -231,12 +269,12 @@ static const sl_tensor *backward(sl_moe_block *b, const sl_tensor *xn, const sl_
         sl_experts_backward_data(&b->experts, sl_token_dispatcher_counts(d), d->dexpert_out,
                                  d->dexpert_in);
         sl_comm_request *back = sl_token_dispatcher_dispatch_backward_start(d);
-        expert_weights(b);
+        expert_weights(b, xn, dy);
         sl_token_dispatcher_dispatch_backward_finish(d, back, dxn, 0.0f); /* dxn's first writer */
     } else {
         sl_experts_backward_data(&b->experts, sl_token_dispatcher_counts(d), d->dexpert_out,
                                  d->dexpert_in);
-        expert_weights(b);
+        expert_weights(b, xn, dy);
         sl_token_dispatcher_dispatch_backward(d, dxn, 0.0f); /* dxn's first writer */
     }
     /* d(lbl_coef * E/k * sum_i f_i P_i)/dp[n, i] = lbl_coef * E * f_i / (k N) with
@@ -318,6 +356,8 @@ const int64_t *sl_moe_block_counts(sl_moe_block *b) {
 void sl_moe_block_free(sl_moe_block *b) {
     sl_router_free(&b->router);
     sl_experts_parked_free(&b->parked);
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) sl_parked_tokens_free(&b->ptok[i]);
+    sl_regather_rows_free(&b->own_regather);
     sl_experts_free(&b->experts);
     free(b->lbl_counts);
     free(b->counts);

@@ -17,6 +17,7 @@
 
 #include "core/comm.h"
 #include "moe/experts.h"
+#include "moe/parked_tokens.h"
 #include "moe/router.h"
 #include "moe/swiglu_mlp.h"
 #include "moe/token_dispatcher.h"
@@ -53,6 +54,9 @@ typedef struct {
      * weight gradients while it runs (parallel.overlap_moe). The same kernels on the same
      * data either way: results are bitwise equal. */
     bool overlap_exchange;
+    /* Where the blocks regather rows parked as tokens (sl_moe_block_set_park_tokens): one set
+     * the model's layers share (NULL: each block its own). */
+    sl_regather_rows *regather;
 } sl_moe_options;
 
 /* When a MoE layer's backward computes its experts' weight gradients (the trainer sets it per
@@ -85,6 +89,10 @@ typedef struct {
     sl_wgrad_when wgrad;      /* this micro-batch's (sl_moe_block_set_wgrad) */
     sl_tensor *grad_sumsq;    /* and where its completed expert gradients add their squares */
     sl_experts_parked parked; /* SL_WGRAD_PARK's rows, until SL_WGRAD_GROUP */
+    bool park_tokens;         /* parks tokens and routing instead of the rows (set_park_tokens) */
+    sl_parked_tokens ptok[SL_DW_MAX_SEGMENTS - 1]; /* parked.mb[i]'s, with park_tokens */
+    sl_regather_rows own_regather;                 /* where opts->regather was NULL */
+    sl_regather_rows *regather;                    /* opts->regather or &own_regather */
 } sl_moe_block;
 
 /* Declares layer `layer`'s router, this rank's experts (ep_rank's 1/ep_size of them) and the
@@ -126,6 +134,12 @@ bool sl_moe_block_can_defer(const sl_moe_block *b);
  * gradients) where the experts' weight gradients add the squares of their values ([1] fp32,
  * sl_op_grouped_matmul_dw). */
 void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sumsq);
+/* How SL_WGRAD_PARK keeps a micro-batch (training.park_expert_rows): its routed rows (the
+ * default), or with tokens its input and output gradient per token and its routing, from which
+ * SL_WGRAD_GROUP regathers the rows (moe/parked_tokens.h: 1 / k of the memory, the same bits,
+ * two passes more per parked micro-batch). Tokens apply only where the dispatcher has no expert
+ * parallelism; the return value says whether they do. Not while micro-batches are parked. */
+bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens);
 /* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says).
  * Returns NULL, or an fp32 part of dL/dxn that the caller adds to dxn (the router's, where the
  * activations are not fp32: sl_router_backward), valid until the block's next backward. */

@@ -52,6 +52,19 @@ __device__ __forceinline__ float sl_moe_scale_dot_row(T *dx, const T *dy, const 
     return dot;
 }
 
+/* sl_moe_scale_dot_row without the dot product: dx = scale * dy, the same bits. */
+template <typename T, int V>
+__device__ __forceinline__ void sl_moe_scale_row(T *dx, const T *dy, int64_t c, float scale,
+                                                 int lane) {
+    for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
+        float a[V];
+        sl_moe_vload<T, V>(a, dy + c0);
+#pragma unroll
+        for (int i = 0; i < V; i++) a[i] *= scale;
+        sl_moe_vstore<T, V>(dx + c0, a);
+    }
+}
+
 /* Elements per 16-byte access of T. */
 template <typename T> constexpr int sl_moe_vec16() {
     return (int)(16 / sizeof(T));

@@ -86,7 +86,8 @@ namespace {
 
 /* Backward, one warp per slot p = t k + j: dx[slot_pos[p]] = w[p] dy[t] and dw[p] = <dy[t],
  * x[slot_pos[p]]> (fp32, each lane's elements in order, then the warp's butterfly: a fixed
- * order). The k warps of a token read the same dy row, mostly from cache. */
+ * order). The k warps of a token read the same dy row, mostly from cache. dw null (x too): dx
+ * alone, x never read. */
 template <typename T, int V>
 __global__ void SL_MOE_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *__restrict__ dw,
                                                      const T *__restrict__ dy,
@@ -98,6 +99,11 @@ __global__ void SL_MOE_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *
     SL_MOE_FOR_WARP_ROWS(p, slots) {
         const int64_t row = sp[p], tok = p / k;
         const float wj = w[p];
+        if (!dw) {
+            if (row >= 0 && row < rows)
+                sl_moe_scale_row<T, V>(dx + row * c, dy + tok * c, c, wj, lane);
+            continue;
+        }
         float dot = 0.0f;
         if (row >= 0 && row < rows)
             dot = sl_moe_scale_dot_row<T, V>(dx + row * c, dy + tok * c, x + row * c, c, wj, lane);
@@ -109,12 +115,13 @@ __global__ void SL_MOE_ROW_BOUNDS combine_bwd_kernel(T *__restrict__ dx, float *
 template <typename T>
 static void combine_bwd_launch(cudaStream_t st, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
                                const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w) {
-    const int64_t slots = w->numel, c = sl_last_dim(x);
-    const int64_t rows = sl_rows(x) < sl_rows(dx) ? sl_rows(x) : sl_rows(dx);
-    SL_MOE_ROW_LAUNCH(combine_bwd_kernel, T, sl_moe_rows_vec16<T>(c, dx->data, dy->data, x->data),
-                      "moe_combine_bwd", st, slots, sl_ptr<T>(dx), sl_ptr<float>(dw), sl_ptr<T>(dy),
-                      sl_ptr<T>(x), sl_ptr<int32_t>(slot_pos), sl_ptr<float>(w), slots,
-                      (int)sl_last_dim(w), c, rows);
+    const int64_t slots = w->numel, c = sl_last_dim(dx);
+    const int64_t rows = x && sl_rows(x) < sl_rows(dx) ? sl_rows(x) : sl_rows(dx);
+    SL_MOE_ROW_LAUNCH(combine_bwd_kernel, T,
+                      sl_moe_rows_vec16<T>(c, dx->data, dy->data, x ? x->data : nullptr),
+                      "moe_combine_bwd", st, slots, sl_ptr<T>(dx), dw ? sl_ptr<float>(dw) : nullptr,
+                      sl_ptr<T>(dy), x ? sl_ptr<T>(x) : nullptr, sl_ptr<int32_t>(slot_pos),
+                      sl_ptr<float>(w), slots, (int)sl_last_dim(w), c, rows);
 }
 
 } // namespace

@@ -172,22 +172,27 @@ void sl_cpu_moe_combine(void *ctx, sl_tensor *y, const sl_tensor *x, const sl_te
 void sl_cpu_moe_combine_bwd(void *ctx, sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy,
                             const sl_tensor *x, const sl_tensor *slot_pos, const sl_tensor *w) {
     (void)ctx;
-    SL_CHECK(dx->dtype == SL_F32 && dw->dtype == SL_F32 && dy->dtype == SL_F32 &&
-                 x->dtype == SL_F32 && w->dtype == SL_F32,
+    SL_CHECK(dx->dtype == SL_F32 && (!dw || dw->dtype == SL_F32) && dy->dtype == SL_F32 &&
+                 (!x || x->dtype == SL_F32) && w->dtype == SL_F32,
              "cpu moe_combine_bwd: only f32");
-    const int64_t n = sl_rows(w), c = sl_last_dim(x), k = sl_last_dim(w);
+    const int64_t n = sl_rows(w), c = sl_last_dim(dx), k = sl_last_dim(w);
     const int32_t *psp = sl_i32(slot_pos);
-    const float *pdy = sl_f32(dy), *px = sl_f32(x), *pw = sl_f32(w);
-    float *pdx = sl_f32(dx), *pdw = sl_f32(dw);
-    check_index(psp, n * k, sl_rows(x) < sl_rows(dx) ? sl_rows(x) : sl_rows(dx), "moe_combine_bwd");
+    const float *pdy = sl_f32(dy), *px = x ? sl_f32(x) : NULL, *pw = sl_f32(w);
+    float *pdx = sl_f32(dx), *pdw = dw ? sl_f32(dw) : NULL;
+    check_index(psp, n * k, x && sl_rows(x) < sl_rows(dx) ? sl_rows(x) : sl_rows(dx),
+                "moe_combine_bwd");
 #pragma omp parallel for schedule(static) if (n * k * c > PERM_PAR_MIN)
     for (int64_t t = 0; t < n; t++) {
         const float *dyr = pdy + t * c;
         for (int64_t j = 0; j < k; j++) {
             const int64_t row = psp[t * k + j];
             const float wj = pw[t * k + j];
-            const float *xr = px + row * c;
             float *dxr = pdx + row * c;
+            if (!pdw) { /* dx alone (no x) */
+                for (int64_t i = 0; i < c; i++) dxr[i] = wj * dyr[i];
+                continue;
+            }
+            const float *xr = px + row * c;
             double dot = 0.0;
             for (int64_t i = 0; i < c; i++) {
                 dot += (double)dyr[i] * xr[i];

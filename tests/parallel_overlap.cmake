@@ -28,6 +28,9 @@ target_link_libraries(test_defer_wgrad PRIVATE sluice_parallel_run)
 sluice_mpi_test(test_defer_wgrad_np1 1 test_defer_wgrad)
 sluice_mpi_test(test_defer_wgrad_np2_ep2 2 test_defer_wgrad --ep 2)
 sluice_mpi_test(test_defer_wgrad_np2_ep2_capacity 2 test_defer_wgrad --ep 2 --capacity 1.0)
+# capacity drops without expert parallelism: the parked tokens' regather through gather_idx and
+# combine_pos (dropped slots included)
+sluice_mpi_test(test_defer_wgrad_np1_capacity 1 test_defer_wgrad --capacity 1.0)
 # expert gradients all-reduced over EDP 2 in buckets during the last (paired) backward
 sluice_mpi_test(test_defer_wgrad_np4_ep2 4 test_defer_wgrad --ep 2)
 if(SLUICE_WITH_CUDA)

@@ -14,7 +14,12 @@
  * and, where it is 3 or more, one fewer (an odd count: the last micro-batch alone computes its
  * own); with 4 or more in groups of 3 (a group and one alone); in groups of 4 (a whole group,
  * or fewer where the step has fewer, and at one fewer); and on the CPU once more with
- * recompute "attention" (the MoE layers keep their own rows). The group is the grouped_matmul_dw
+ * recompute "attention" (the MoE layers keep their own rows). Groups of 3 and 4, and pairs once,
+ * run again with the parked micro-batches kept as tokens (training.park_expert_rows,
+ * moe/parked_tokens.h: their rows regathered before the group's pass) against the same groups
+ * kept as rows, which they must match bit for bit on every backend (the one-pass kernel too);
+ * with expert parallelism the layers keep rows whatever is asked (sl_model_set_park_tokens says
+ * so). Otherwise the group is the grouped_matmul_dw
  * calls of the immediate order on the CPU and wherever the CUDA backend has no one-pass kernel for
  * it, so there every loss, gradient norm and master weight must be bitwise equal; where it has one
  * (bf16 on Hopper, and the emulated build's Hopper kernel) each dW element is one fp32 accumulation
@@ -60,9 +65,14 @@ static void check_expert_sumsq(sl_prun_model *r, int step, const char *what, dou
 }
 
 /* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode`, the
- * deferring one over groups of `group`, and compares them. */
-static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int32_t *tokens) {
-    const bool exact = !pr->bf16;
+ * deferring one over groups of `group`, and compares them; with park_tokens the first parks
+ * tokens (where there is no expert parallelism) and the second, the reference, defers over the
+ * same groups keeping rows: then bitwise equal everywhere. */
+static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, bool park_tokens,
+                    int32_t *tokens) {
+    const bool exact = !pr->bf16 || park_tokens;
+    const char *name_on = park_tokens ? "tokens" : "deferred",
+               *name_off = park_tokens ? "rows" : "immediate";
     const sl_model_config mc = pr->mc;
     sl_train_config tc = pr->tc;
     tc.global_batch_tokens = (int64_t)micro * B * S * pr->size;
@@ -70,6 +80,10 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int3
     sl_prun_model_init(pr, &on, (sl_moe_options){0}, mode, 57);
     sl_prun_model_init(pr, &off, (sl_moe_options){0}, mode, 57);
     CHECK(sl_model_can_defer_wgrad(on.model), "the model cannot defer its weight gradients");
+    const bool tokens_kept = sl_model_set_park_tokens(on.model, park_tokens);
+    CHECK(tokens_kept == (park_tokens && pr->ep == 1),
+          "park tokens asked %d with EP %d: the layers say %d (tokens only without EP)",
+          park_tokens, pr->ep, tokens_kept);
     const sl_stepper son = {.model = on.model,
                             .opt = &on.opt,
                             .world = pr->dworld,
@@ -80,7 +94,8 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int3
                              .opt = &off.opt,
                              .world = pr->dworld,
                              .micro_batches = micro,
-                             .tokens = tokens};
+                             .tokens = tokens,
+                             .wgrad_group = park_tokens ? group : 0};
     double worst_loss = 0;
     for (int step = 0; step < pr->steps; step++) {
         sl_prun_feed f = {.seed = 3000,
@@ -89,19 +104,19 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int3
                           .world = pr->size,
                           .vocab = mc.vocab_size};
         sl_step_result a = {.metrics = true}, b = {.metrics = true};
-        if (sl_prun_step_both(pr, &son, &soff, &tc, step, &f, &a, &b, "deferred", "immediate"))
-            break;
-        check_expert_sumsq(&on, step, "deferred", exact ? 1e-6 : 1e-5);
-        check_expert_sumsq(&off, step, "immediate", exact ? 1e-6 : 1e-5);
+        if (sl_prun_step_both(pr, &son, &soff, &tc, step, &f, &a, &b, name_on, name_off)) break;
+        check_expert_sumsq(&on, step, name_on, pr->bf16 ? 1e-5 : 1e-6);
+        check_expert_sumsq(&off, step, name_off, pr->bf16 ? 1e-5 : 1e-6);
         const double rel = fabs(a.loss - b.loss) / fabs(b.loss);
         if (rel > worst_loss) worst_loss = rel;
         if (exact) {
-            CHECK(a.loss == b.loss, "step %d: loss %.9g deferred, %.9g immediate", step, a.loss,
-                  b.loss);
-            CHECK(a.grad_norm == b.grad_norm, "step %d: grad norm %.9g deferred, %.9g immediate",
-                  step, a.grad_norm, b.grad_norm);
+            CHECK(a.loss == b.loss, "step %d: loss %.9g %s, %.9g %s", step, a.loss, name_on, b.loss,
+                  name_off);
+            CHECK(a.grad_norm == b.grad_norm, "step %d: grad norm %.9g %s, %.9g %s", step,
+                  a.grad_norm, name_on, b.grad_norm, name_off);
         } else {
-            CHECK(rel <= 1e-5, "step %d: loss %.9g deferred, %.9g immediate", step, a.loss, b.loss);
+            CHECK(rel <= 1e-5, "step %d: loss %.9g %s, %.9g %s", step, a.loss, name_on, b.loss,
+                  name_off);
         }
         if (pr->rank == 0)
             printf("micro-batches %d, step %d: loss %.7f / %.7f, grad norm %.6f / %.6f\n", micro,
@@ -109,18 +124,19 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, int3
     }
     const sl_prun_weights w = sl_prun_compare_weights(on.model, off.model);
     if (exact)
-        CHECK(w.differ == 0, "%lld of %lld master weights differ when deferred",
-              (long long)w.differ, (long long)w.compared);
+        CHECK(w.differ == 0, "%lld of %lld master weights differ, %s against %s",
+              (long long)w.differ, (long long)w.compared, name_on, name_off);
     else
         CHECK(w.worst <= 1e-5 * w.largest, "master weights: largest difference %.3g (bound %.3g)",
               w.worst, 1e-5 * w.largest);
     if (pr->rank == 0)
-        printf("np %d, ep %d%s, backend %s%s, %d micro-batches in groups of %d, recompute %s: %lld "
-               "weights on "
+        printf("np %d, ep %d%s, backend %s%s, %d micro-batches in groups of %d (parked as %s, "
+               "against %s), recompute %s: %lld weights on "
                "rank 0, %lld differ (largest difference %.3g, largest weight %.3g), worst relative "
                "loss difference %.3g\n",
                pr->size, pr->ep, pr->capacity > 0 ? ", capacity" : "", sl_backend_name(pr->be),
-               pr->bf16 ? " bf16" : "", micro, group, sl_memory_mode_name(mode),
+               pr->bf16 ? " bf16" : "", micro, group, tokens_kept ? "tokens" : "rows",
+               park_tokens ? "rows" : "the immediate gradients", sl_memory_mode_name(mode),
                (long long)w.compared, (long long)w.differ, w.worst, w.largest, worst_loss);
     sl_prun_model_free(&on);
     sl_prun_model_free(&off);
@@ -138,13 +154,18 @@ int main(int argc, char **argv) {
      * micro-batches are just more sequences) */
     const int least = pr.cuda || pr.size > 2 ? 2 : 4;
     const int micro = GLOBAL_SEQS / (B * pr.size) >= least ? GLOBAL_SEQS / (B * pr.size) : least;
-    compare(&pr, micro, 2, SL_MEMORY_NONE, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, 2, SL_MEMORY_NONE, tokens);
-    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, tokens);
-    compare(&pr, micro, 4, SL_MEMORY_NONE, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, 4, SL_MEMORY_NONE, tokens);
+    compare(&pr, micro, 2, SL_MEMORY_NONE, false, tokens);
+    if (micro >= 3) compare(&pr, micro - 1, 2, SL_MEMORY_NONE, false, tokens);
+    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, false, tokens);
+    compare(&pr, micro, 4, SL_MEMORY_NONE, false, tokens);
+    if (micro >= 3) compare(&pr, micro - 1, 4, SL_MEMORY_NONE, false, tokens);
+    /* the parked micro-batches as tokens: a pair, groups of 3 (with one alone), of 4 */
+    compare(&pr, micro, 2, SL_MEMORY_NONE, true, tokens);
+    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, true, tokens);
+    compare(&pr, micro, 4, SL_MEMORY_NONE, true, tokens);
     /* recompute "attention": the layers keep their own FFN activations, so they can park */
-    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, tokens);
+    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, true, tokens);
+    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, false, tokens);
     /* each expert's gradient on one rank (EP = world): the backward summed its squares */
     if (pr.ep == pr.size)
         CHECK(g_sumsq_checked > 0, "the fused sum of the expert gradients' squares never ran");

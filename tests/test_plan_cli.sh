@@ -75,8 +75,25 @@ grep -q '"expert_wgrad_group":[[:space:]]*1[,}]' <<<"$json" ||
 out=$(h200_9 --wgrad-group 4) || fail "--wgrad-group 4 exited $?"
 grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$out" ||
     fail "--wgrad-group 4 should time the weight gradient in groups of 4"
-grep -qF "(3 micro-batches of each group of 4)" <<<"$out" ||
-    fail "--wgrad-group 4 should park 3 micro-batches' rows"
+grep -qF "(3 micro-batches of each group of 4, kept as tokens)" <<<"$out" ||
+    fail "--wgrad-group 4 should park 3 micro-batches, as tokens (park_expert_rows auto)"
+grep -qF "expert rows parked as tokens" <<<"$out" ||
+    fail "--wgrad-group 4 should time the parked tokens' copies and regathers"
+# park_expert_rows: tokens take less memory than rows for the same group; pairs keep rows
+mem_of() { sed -n 's/.*"deferred_bytes":[[:space:]]*\([0-9.e+]*\).*/\1/p' <<<"$1"; }
+jt=$(h200_9 --wgrad-group 4 --json) || fail "--wgrad-group 4 --json exited $?"
+jr=$(h200_9 --wgrad-group 4 --park rows --json) || fail "--park rows exited $?"
+grep -q '"park_tokens":[[:space:]]*true' <<<"$jt" || fail "JSON: group 4 should park tokens"
+grep -q '"park_tokens":[[:space:]]*false' <<<"$jr" || fail "JSON: --park rows should park rows"
+# (15A2B: the routed rows are 64% of a parked micro-batch's bytes, h and dgu the rest)
+awk -v t="$(mem_of "$jt")" -v r="$(mem_of "$jr")" 'BEGIN { exit !(t > 0 && t < 0.6 * r) }' ||
+    fail "group 4: tokens ($(mem_of "$jt") bytes) should take under 0.6 of the rows' ($(mem_of "$jr"))"
+out=$(h200_9) || fail "h200 9 layers exited $?"
+grep -qF "(1 micro-batch of each group of 2, kept as rows)" <<<"$out" ||
+    fail "pairs should keep rows under park_expert_rows auto"
+grep -qF "expert rows parked as tokens" <<<"$out" && fail "pairs time no parked tokens"
+check_bad_park=$("$sluice" plan "$cfg" --park maybe 2>&1 >/dev/null)
+[[ $check_bad_park == *--park* ]] || fail "--park maybe should name the flag: $check_bad_park"
 json=$(h200_9 --wgrad-group 4 --json) || fail "--wgrad-group 4 --json exited $?"
 grep -q '"expert_wgrad_group":[[:space:]]*4[,}]' <<<"$json" ||
     fail "JSON: --wgrad-group 4 should say groups of 4"

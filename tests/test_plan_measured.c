@@ -75,6 +75,7 @@ static void check_shape(const char *src, const char *file, const cJSON *shape, d
     r.expert_gemm = STR("expert_gemm");
     r.defer_wgrad = STR("defer_wgrad"); /* NULL (absent): the config's */
     if (cJSON_GetObjectItem(req, "wgrad_group")) r.wgrad_group = INT("wgrad_group");
+    r.park = STR("park"); /* NULL (absent): the config's */
 #undef INT
 #undef STR
     sl_plan p;

@@ -53,6 +53,9 @@ typedef struct {
      * with backend cuda where the model allows it) | "on" | "off"; the group's size, 2-4 */
     char defer_expert_wgrad[8];
     int expert_wgrad_group;
+    /* What a group's parked micro-batches keep in each MoE layer (moe/parked_tokens.h): "auto"
+     * (tokens for groups of 3 or more, rows for pairs) | "rows" | "tokens" */
+    char park_expert_rows[8];
     /* Samples during training (trainer/trainer_sample.c, docs/generate.md): every sample_every
      * steps (0 = off), sample_tokens tokens continuing sample_prompt (after the
      * end-of-document token), greedy at sample_temperature 0, else drawn with the run seed. */

@@ -77,6 +77,7 @@ static const sl_cfg_key train_keys[] = {
     KT(recompute, SL_K_STR),
     KT(defer_expert_wgrad, SL_K_STR),
     KT(expert_wgrad_group, SL_K_INT),
+    KT(park_expert_rows, SL_K_STR),
     KT(export_format, SL_K_STR),
     KT(sample_every, SL_K_INT),
     KT(sample_prompt, SL_K_STR),
@@ -341,6 +342,11 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
     if (t->expert_wgrad_group < 2 || t->expert_wgrad_group > SL_DW_MAX_SEGMENTS)
         return sl_cfg_verr(v, "expert_wgrad_group", "expected 2 to %d micro-batches, got %d",
                            SL_DW_MAX_SEGMENTS, t->expert_wgrad_group);
+    const char *pr = t->park_expert_rows;
+    if (!sl_cfg_terminated(pr, sizeof t->park_expert_rows) ||
+        (strcmp(pr, "auto") && strcmp(pr, "rows") && strcmp(pr, "tokens")))
+        return sl_cfg_verr(v, "park_expert_rows",
+                           "expected \"auto\", \"rows\" or \"tokens\", got \"%.8s\"", pr);
     sl_hf_format fmt;
     if (!sl_cfg_terminated(t->export_format, sizeof t->export_format) ||
         sl_hf_format_parse(t->export_format, &fmt) != 0)

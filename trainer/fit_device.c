@@ -17,7 +17,7 @@ double sl_fit_state_bytes_per_param(bool bf16) {
 }
 
 sl_fit_estimate sl_fit_estimate_memory(const sl_model_config *full, int layers, int64_t tokens,
-                                       bool bf16, int parked) {
+                                       bool bf16, int parked, bool by_tokens) {
     sl_model_config m = *full;
     m.num_hidden_layers = layers;
     int64_t total = 0;
@@ -29,7 +29,7 @@ sl_fit_estimate sl_fit_estimate_memory(const sl_model_config *full, int layers, 
     sl_model_activation_bytes(&m, SL_MEMORY_NONE, tokens, bf16 ? 2 : 4, 1, &a);
     e.activations = a.layers;
     e.workspace = a.shared + a.workspace; /* x[L] and the buffers the layers share */
-    e.deferred = parked * sl_model_deferred_wgrad_bytes(&m, tokens, bf16 ? 2 : 4);
+    e.deferred = parked * sl_model_deferred_wgrad_bytes(&m, tokens, bf16 ? 2 : 4, by_tokens);
     e.total = e.state + e.activations + e.workspace + e.deferred;
     return e;
 }
@@ -38,10 +38,12 @@ double sl_fit_usable_bytes(double device_bytes) {
     return 0.92 * device_bytes - 2.0 * GIB;
 }
 
-int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, int parked, double budget) {
+int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, int parked, bool by_tokens,
+                  double budget) {
     int layers = 1;
     for (int n = 1; n <= m->num_hidden_layers; n++)
-        if (sl_fit_estimate_memory(m, n, tokens, bf16, parked).total <= sl_fit_usable_bytes(budget))
+        if (sl_fit_estimate_memory(m, n, tokens, bf16, parked, by_tokens).total <=
+            sl_fit_usable_bytes(budget))
             layers = n;
     return layers;
 }

@@ -32,14 +32,16 @@ typedef struct {
 /* The device memory of `full` cut to `layers` decoder layers, with `tokens` per micro-batch,
  * every layer's activations kept (memory mode none), on one device (no expert exchange), and
  * the expert rows the deferred weight gradients park for `parked` micro-batches at once
- * (sl_model_deferred_wgrad_bytes each; 0: no deferral, 1 for pairs, group size - 1). */
+ * (sl_model_deferred_wgrad_bytes each, as rows or by_tokens; 0: no deferral, 1 for pairs,
+ * group size - 1). */
 sl_fit_estimate sl_fit_estimate_memory(const sl_model_config *full, int layers, int64_t tokens,
-                                       bool bf16, int parked);
+                                       bool bf16, int parked, bool by_tokens);
 /* What the model may use of `device_bytes`: 92% less 2 GiB (the CUDA context, cuBLAS
  * workspaces and the caching allocator's slack take the rest). */
 double sl_fit_usable_bytes(double device_bytes);
 /* The most layers (1 up to the config's) whose estimate fits `budget` device bytes. */
-int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, int parked, double budget);
+int sl_fit_layers(const sl_model_config *m, int64_t tokens, bool bf16, int parked, bool by_tokens,
+                  double budget);
 
 /* ---- the model --------------------------------------------------------------------------- */
 

@@ -44,12 +44,19 @@ static double state_bytes(const sl_plan *p, bool zero1, int ep) {
     return params * ((p->act_bytes == 2 ? 2.0 : 0.0) + 4.0 + 4.0) + moments;
 }
 
+/* What groups of `group` micro-batches park: all but the last, as rows or (training.
+ * park_expert_rows, never with expert parallelism) as tokens. */
+static double parked_bytes(const sl_plan *p, const sl_model_config *m, int group, int64_t tokens) {
+    const bool by_tokens = p->ep == 1 && sl_park_tokens_decide(p->park_expert_rows, group);
+    return (group - 1) * sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes, by_tokens);
+}
+
 /* The expert rows training.defer_expert_wgrad parks (p->defer_wgrad: all but the last
  * micro-batch of a group of p->wgrad_group), in memory mode `mode` (none with recompute
  * "layer", whose layers share their activations). */
 static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memory_mode mode,
                              int64_t tokens) {
-    return (sl_plan_group(p, mode) - 1) * sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes);
+    return parked_bytes(p, m, sl_plan_group(p, mode), tokens);
 }
 
 static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
@@ -85,9 +92,8 @@ static void advise(sl_plan *p, const sl_model_config *m) {
     }
     /* a smaller group parks fewer micro-batches: the largest that fits, else none */
     const int group = sl_plan_group(p, p->mode);
-    const double per_mb = group > 1 ? p->deferred / (group - 1) : 0;
     for (int gs = group - 1; gs >= 1; gs--)
-        if (p->total - (group - gs) * per_mb <= p->usable) {
+        if (p->total - p->deferred + parked_bytes(p, m, gs, t) <= p->usable) {
             if (gs > 1)
                 ADD("%straining.expert_wgrad_group=%d", found++ ? "; " : "", gs);
             else
@@ -233,6 +239,14 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         return -1;
     }
     p->wgrad_group = !p->defer_wgrad ? 1 : group < p->accum ? group : p->accum;
+    const char *park = r->park ? r->park : st.train.park_expert_rows;
+    if (strcmp(park, "auto") && strcmp(park, "rows") && strcmp(park, "tokens")) {
+        snprintf(err, errlen, "--park: unknown '%s' (expected auto, rows or tokens)", park);
+        return -1;
+    }
+    snprintf(p->park_expert_rows, sizeof p->park_expert_rows, "%s", park);
+    p->park_tokens =
+        p->ep == 1 && sl_park_tokens_decide(p->park_expert_rows, sl_plan_group(p, p->mode));
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;

@@ -41,7 +41,8 @@ typedef struct {
     const char *expert_gemm;
     /* NULL: training.defer_expert_wgrad; "auto" | "on" | "off", as that key */
     const char *defer_wgrad;
-    int wgrad_group; /* 0: training.expert_wgrad_group; else 2 to 4, as that key */
+    int wgrad_group;  /* 0: training.expert_wgrad_group; else 2 to 4, as that key */
+    const char *park; /* NULL: training.park_expert_rows; "auto" | "rows" | "tokens", as it */
     /* 0: the GPU's (plan_rates.c). gpu_tflops other than the GPU's peak scales every
      * compute rate by gpu_tflops / peak. */
     double gpu_memory_gib, gpu_tflops, nvlink_gbs, ib_gbs;
@@ -60,7 +61,7 @@ typedef struct {
     const char *regions;
     double flops, seconds;
 } sl_plan_part;
-#define SL_PLAN_MAX_PARTS 12
+#define SL_PLAN_MAX_PARTS 14
 
 /* Fills a request with "the GPU's" and "the config's" for everything. */
 void sl_plan_request_defaults(sl_plan_request *r);
@@ -96,6 +97,10 @@ typedef struct {
      * the trainer computes together (training.expert_wgrad_group, at most accum; 1 when off) */
     bool defer_wgrad;
     int wgrad_group;
+    /* training.park_expert_rows, and whether the group's parked micro-batches keep tokens
+     * (sl_park_tokens_decide; rows with expert parallelism): deferred counts them so */
+    char park_expert_rows[8];
+    bool park_tokens;
     double deferred;
     double total;  /* state + act[mode].total + deferred */
     double usable; /* 92% of the GPU memory - 2 GiB */

@@ -87,6 +87,17 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p,
     add(p, "expert GEMMs data grad", "expert GEMMs data grad", expert_f * n_moe,
         expert_s[1] * n_moe);
     add(p, "expert GEMMs weight grad", "expert GEMMs weight grad", expert_f * n_moe, wgrad_s);
+    /* training.park_expert_rows "tokens" (moe/parked_tokens.h): per parked micro-batch and MoE
+     * layer, the copies of xn and dy (read and write T h each) and the two regathers (each
+     * reads T h and writes k T h), at the streaming rate */
+    if (p->park_tokens && group > 1 && p->moe_layers > 0) {
+        int full, rest;
+        sl_plan_groups(p->accum, group, &full, &rest);
+        const double parked = full * (group - 1) + (rest > 1 ? rest - 1 : 0);
+        const double bytes = (4 + 2 + 2 * k) * T * h * p->act_bytes;
+        add(p, "expert rows parked as tokens", "expert rows parked as tokens (copy, regather)", 0,
+            parked * p->moe_layers * bytes / stream);
+    }
 
     /* Attention kernel, attn_bench's count: forward 4 B H D S^2/2 = 2 T H D S, backward 2.5x. */
     const double attn_f = 2 * T * H * D * p->seq_len;

@@ -39,6 +39,19 @@ int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const 
     return sl_train_defer_wgrad(tc, be, m) ? tc->expert_wgrad_group : 1;
 }
 
+bool sl_park_tokens_decide(const char *setting, int group) {
+    return group >= 2 && (!strcmp(setting, "tokens") || (!strcmp(setting, "auto") && group >= 3));
+}
+
+int sl_train_prepare_wgrad(const sl_train_config *tc, const sl_backend *be, sl_model *m,
+                           int micro_batches) {
+    const int group = sl_train_wgrad_group(tc, be, m);
+    const int eff = group < micro_batches ? group : micro_batches;
+    if (sl_model_can_defer_wgrad(m))
+        sl_model_set_park_tokens(m, sl_park_tokens_decide(tc->park_expert_rows, eff));
+    return group;
+}
+
 /* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.wgrad_group): the
  * micro-batches of a group park their rows, its last computes the group's. */
 static sl_wgrad_when wgrad_when(const sl_stepper *s, int mb) {

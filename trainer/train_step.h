@@ -53,6 +53,16 @@ bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const
 /* The stepper's wgrad_group: training.expert_wgrad_group where sl_train_defer_wgrad defers,
  * else 1. */
 int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
+/* Whether a group of `group` micro-batches (the effective size: at most the step's) parks
+ * tokens rather than rows (training.park_expert_rows, one rule for the trainer, `sluice plan`
+ * and gpu_train_bench): "tokens" always, "auto" for groups of 3 or more (pairs keep their rows:
+ * one parked micro-batch costs less memory than the two passes it would add per layer cost
+ * time), "rows" never. Layers with expert parallelism keep rows whatever this says. */
+bool sl_park_tokens_decide(const char *setting, int group);
+/* The stepper's wgrad_group for model m (sl_train_wgrad_group), with the MoE layers told how
+ * to park (sl_park_tokens_decide for the effective group of micro_batches per step). */
+int sl_train_prepare_wgrad(const sl_train_config *tc, const sl_backend *be, sl_model *m,
+                           int micro_batches);
 
 typedef struct {
     bool metrics; /* in: also compute lbl, zloss and gate_score (else they are NaN) */

@@ -173,11 +173,16 @@ static void print_banner(const trainer *t, const char *placement) {
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
     const int micro = sl_trainer_micro_batches(&s0->train, t->topo.size);
     const int group = sl_train_wgrad_group(&s0->train, t->be, t->model);
-    if (micro > 1 && group > 1)
-        sl_info("expert weight gradients: over groups of %d micro-batches "
-                "(training.defer_expert_wgrad = %s, expert_wgrad_group = %d)",
-                group < micro ? group : micro, s0->train.defer_expert_wgrad,
-                s0->train.expert_wgrad_group);
+    if (micro > 1 && group > 1) {
+        const int eff = group < micro ? group : micro;
+        const bool tokens = sl_park_tokens_decide(s0->train.park_expert_rows, eff) &&
+                            (!t->model->ep || sl_comm_size(t->model->ep) == 1);
+        sl_info("expert weight gradients: over groups of %d micro-batches, the parked ones "
+                "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %d, "
+                "park_expert_rows = %s)",
+                eff, tokens ? "tokens" : "rows", s0->train.defer_expert_wgrad,
+                s0->train.expert_wgrad_group, s0->train.park_expert_rows);
+    }
     if (t->prof_steps > 0)
         sl_info("profile: steps %d-%d (--profile; the table follows the window's last step)",
                 t->prof_from, t->prof_from + t->prof_steps - 1);
@@ -303,7 +308,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                                 .world = t->topo.world,
                                 .micro_batches = t->micro_batches,
                                 .tokens = t->tokens,
-                                .wgrad_group = sl_train_wgrad_group(tc, t->be, t->model)};
+                                .wgrad_group =
+                                    sl_train_prepare_wgrad(tc, t->be, t->model, t->micro_batches)};
     for (int step = from; step < end; step++) {
         const double ts = sl_trainer_now();
         sl_trainer_profile_begin(t, step + 1);
