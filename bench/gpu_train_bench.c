@@ -541,14 +541,18 @@ int main(int argc, char **argv) {
            "\"active_params\": %lld, \"gemm_peak_n\": %d, \"init\": \"%s\", "
            "\"experts\": %d, \"topk\": %d, \"attention_kernel\": \"%s\", "
            "\"expert_gemm_path\": \"%s\", \"expert_gemm_dw_path\": \"%s\", "
-           "\"defer_expert_wgrad\": %s, \"expert_wgrad_group\": %d, \"park_expert_rows\": \"%s\"",
+           "\"defer_expert_wgrad\": %s, \"expert_wgrad_group\": %d, \"park_expert_rows\": \"%s\", "
+           "\"optimizer_bytes_per_param\": %d",
            o.config, dev.name, o.precision, ran_dtype, nl, full_layers, batch, seq, o.accum,
            o.warmup, o.steps, (long long)step_tokens, reads_step, syncs_step,
            (long long)total_params, (long long)active_params,
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
            cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path,
            group > 1 ? "true" : "false", group,
-           sl_park_tokens_decide(cfg.train.park_expert_rows, group) ? "tokens" : "rows");
+           sl_park_tokens_decide(cfg.train.park_expert_rows, group) ? "tokens" : "rows",
+           /* what AdamW moves (one rank: every parameter is its shard): the fp32 master, m, v
+            * read and written, the fp32 gradient read, and the bf16 compute copy written */
+           m->params.wc[SL_PGROUP_DENSE] || m->params.wc[SL_PGROUP_EXPERT] ? 30 : 28);
     const struct {
         const char *key;
         double v;

@@ -126,8 +126,12 @@ def derive(d, config):
         "dense_tflops": (p1["gemm_peak_tflops"], "profile.json gemm_peak_tflops (cublasGemmEx 8192^3)"),
         "stream_gbs": (params * 4 / r1["gradient reduction + norm"] / 1e6,
                        "parameters x 4 B / 'gradient reduction + norm' ms"),
-        "adamw_gbs": (params * 30 / r1["optimizer: AdamW (+ router bias)"] / 1e6,
-                      "parameters x 30 B / 'optimizer: AdamW (+ router bias)' ms"),
+        # the bytes the run's optimizer moved per parameter: 30 in bf16 (fp32 master, m, v read
+        # and written, fp32 gradient read, bf16 copy written); runs before 2026-11-28 (no key)
+        # wrote the copy in a conversion pass of its own under ZeRO-1, one GPU included: 34
+        "adamw_gbs": (params * p1.get("optimizer_bytes_per_param", 34)
+                      / r1["optimizer: AdamW (+ router bias)"] / 1e6,
+                      "parameters x the bytes moved per parameter / 'optimizer: AdamW (+ router bias)' ms"),
     }
     other = sum(ms for region, ms in r1.items() if region not in MODELLED)
     tl = p1["layers"] * p1["batch"] * p1["seq"] * p1["accum"]

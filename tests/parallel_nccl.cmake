@@ -22,6 +22,10 @@ if(SLUICE_WITH_CUDA)
                    --capacity 1.0 ${NCCL_EQ})
   sluice_nccl_test(test_parallel_nccl_np2_ep2_bf16 2 test_parallel_equivalence --ep 2 --bf16
                    ${NCCL_EQ})
+  # bf16 with ZeRO-1: the compute copy from AdamW's shard and the gathered dense shard (EDP 1:
+  # the expert group has one rank, nothing to gather)
+  sluice_nccl_test(test_parallel_nccl_np2_ep2_zero1_bf16 2 test_parallel_equivalence --ep 2
+                   --zero1 --bf16 ${NCCL_EQ})
   # A rank that crashes or errors during training on the nccl transport ends every rank within
   # 30 s, naming the rank (tests/test_nccl_fault.sh). A device per rank (SLUICE_EMU_DEVICES: the
   # emulated build; on a real machine, fewer GPUs than ranks make the script skip).

@@ -121,6 +121,27 @@ int main(int argc, char **argv) {
         free(a), free(bq);
     }
     CHECK(worst <= (bf16 ? 2e-2 : 2e-5), "parameters differ by up to %.3g", worst);
+    /* The compute copy is the master weights rounded, bit for bit, however it was written:
+     * AdamW's fused copy of this rank's shard, the conversion of the shards gathered from the
+     * other ranks (ZeRO-1; none in a group of one rank). */
+    for (int g = 0; g < SL_PGROUP_COUNT; g++) {
+        const sl_params *ps = &dist->params;
+        if (!ps->wc[g] || ps->size[g] == 0) continue;
+        sl_tensor *want = sl_tensor_new1(dbe, sl_tensor_dtype(ps->wc[g]), ps->size[g]);
+        sl_op_convert(want, ps->w[g]);
+        const size_t bytes = sl_tensor_nbytes(want);
+        unsigned char *hw = malloc(bytes), *hg = malloc(bytes);
+        sl_tensor_to_host(want, hw);
+        sl_tensor_to_host_range(ps->wc[g], 0, ps->size[g], hg);
+        int64_t differ = 0;
+        const size_t es = bytes / (size_t)ps->size[g];
+        for (int64_t k = 0; k < ps->size[g]; k++)
+            differ += memcmp(hw + (size_t)k * es, hg + (size_t)k * es, es) != 0;
+        CHECK(differ == 0, "group %d: %lld of %lld compute-copy values are not the master's", g,
+              (long long)differ, (long long)ps->size[g]);
+        free(hw), free(hg);
+        sl_tensor_free(want);
+    }
     double w = worst;
     sl_comm_allreduce_max_f64(world, &w, 1);
     if (rank == 0)

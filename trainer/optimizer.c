@@ -94,11 +94,13 @@ void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params
         s->g = sl_tensor_view1(ps->g[g], lo, n);
         s->m = sl_tensor_view1(o->m[g], lo - o->shard_off[g], n);
         s->v = sl_tensor_view1(o->v[g], lo - o->shard_off[g], n);
-        /* With ZeRO-1 the whole copy is converted after the all-gather (other ranks' shards
-         * change too), so AdamW writes it only without ZeRO-1. */
-        if (ps->wc[g] && !o->zero1) s->copy = sl_tensor_view1(ps->wc[g], lo, n);
+        /* AdamW writes the compute copy of what it updates in the same pass (2 bytes a
+         * parameter where a conversion afterwards reads 4 and writes 2); with ZeRO-1 the other
+         * ranks' shards are converted after the all-gather (sl_optimizer_apply). */
+        if (ps->wc[g]) s->copy = sl_tensor_view1(ps->wc[g], lo, n);
     }
     free(runs);
+    for (int i = 0; i < 2; i++) o->hv[i] = sl_tensor_view_handle();
 }
 
 void sl_optimizer_begin_reduce(sl_optimizer *o) {
@@ -171,13 +173,20 @@ void sl_optimizer_apply(sl_optimizer *o, const sl_train_config *t, double lr, do
                               .step = o->step};
         sl_op_adamw(s->w, s->g, s->m, s->v, s->copy, &hp);
     }
-    if (o->zero1)
-        for (int g = 0; g < SL_PGROUP_COUNT; g++)
-            if (ps->size[g] > 0) {
-                sl_comm_allgather_segments(o->group_comm[g], ps->w[g], o->seg_off[g],
-                                           o->seg_len[g]);
-                if (ps->wc[g]) sl_op_convert(ps->wc[g], ps->w[g]);
-            }
+    /* ZeRO-1: the other ranks' shards of the master weights, and of the compute copy from
+     * them (this rank's AdamW wrote its own); a group of one rank has nothing to gather. The
+     * copy's bits are AdamW's either way (both round the same fp32 value to nearest). */
+    for (int g = 0; o->zero1 && g < SL_PGROUP_COUNT; g++) {
+        sl_comm *c = o->group_comm[g];
+        const int size = sl_comm_size(c), rank = sl_comm_rank(c);
+        if (ps->size[g] == 0 || size == 1) continue;
+        sl_comm_allgather_segments(c, ps->w[g], o->seg_off[g], o->seg_len[g]);
+        for (int r = 0; ps->wc[g] && r < size; r++)
+            if (r != rank && o->seg_len[g][r] > 0)
+                sl_op_convert(
+                    sl_tensor_view_set1(o->hv[0], ps->wc[g], o->seg_off[g][r], o->seg_len[g][r]),
+                    sl_tensor_view_set1(o->hv[1], ps->w[g], o->seg_off[g][r], o->seg_len[g][r]));
+    }
 }
 
 void sl_optimizer_reset(sl_optimizer *o) {
@@ -200,6 +209,8 @@ void sl_optimizer_free(sl_optimizer *o) {
         sl_tensor_free(o->shard_g[g]);
     }
     sl_tensor_free(o->sumsq);
+    sl_tensor_free(o->hv[0]);
+    sl_tensor_free(o->hv[1]);
     for (int g = 0; g < SL_PGROUP_COUNT; g++) {
         sl_grad_reducer_free(&o->reducer[g]);
         sl_tensor_free(o->m[g]);

@@ -12,7 +12,8 @@
  *      moments of one contiguous shard of each group (1/ranks of the memory), updates only
  *      that shard and all-gathers the updated parameters. AdamW updates the fp32 master
  *      weights and, in bf16 training, writes their bf16 compute copy in the same kernel
- *      (with ZeRO-1 the copy is refreshed from the gathered master instead).
+ *      (with ZeRO-1 its shard's; the other ranks' shards of the copy are converted from the
+ *      gathered master, and a group of one rank has none).
  */
 #ifndef SL_OPTIMIZER_H
 #define SL_OPTIMIZER_H
@@ -52,6 +53,7 @@ typedef struct {
         sl_tensor *w, *g, *m, *v, *copy;
     } * slices;
     int nslices;
+    sl_tensor *hv[2]; /* view handles: the gathered shards' conversion to the compute copy */
 } sl_optimizer;
 
 typedef struct {

@@ -123,10 +123,14 @@ static const sl_plan_gpu h200 = {
      * per parameter): 6.306e9 x 4 B / 6.024 ms = 4187 GB/s (the EP-8 run: 4111). */
     .stream_gbs = 4187.2,
     /* "optimizer: AdamW (+ router bias)" row, AdamW's coalesced form (the default since
-     * 98c0a75; SLUICE_ADAMW): 6.306e9 parameters x 30 B (fp32 master, m, v read and written,
-     * fp32 gradient read, bf16 copy written) / 53.988 ms = 3504 GB/s (the EP-8 run: 3.780e9 x
-     * 30 B / 32.398 ms = 3500). The old form (plain) measured 3154 GB/s (59.98 ms, call 2). */
-    .adamw_gbs = 3504.1,
+     * 98c0a75; SLUICE_ADAMW): 6.306e9 parameters x 34 B / 53.988 ms = 3971 GB/s. The row moved
+     * 34 B per parameter, not the 30 the plan counts (fp32 master, m, v read and written, fp32
+     * gradient read, bf16 copy written): the config's ZeRO-1 had AdamW skip the copy and a
+     * conversion pass write it from the master afterwards (4 B read, 2 written), on one GPU
+     * too; since 2026-11-28 AdamW writes it (trainer/optimizer.c), so the plan's 30 B at this
+     * rate are the prediction for the row now (docs/performance.md, "AdamW's compute copy
+     * under ZeRO-1"). The EP-8 run: 3.780e9 x 34 B / 32.398 ms = 3967. */
+    .adamw_gbs = 3971.3,
     /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
      * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
      * of the 4 x 1 x 4096 profile, 44.48 ms, over 9 layers x 16384 tokens = 301.6 ns per token

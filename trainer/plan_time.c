@@ -132,12 +132,16 @@ void sl_plan_time_parts(const sl_model_config *m, sl_plan *p,
         at(head_f, dense) + (2.0 * p->act_bytes * T * V + chunks * 8 * V * h) / stream;
     add(p, "LM head + cross-entropy", "LM head + cross-entropy", head_f * mb, head_s * mb);
 
-    /* Optimizer over the parameters this GPU updates (with ZeRO-1 its shard), 30 bytes each;
+    /* Optimizer over the parameters this GPU updates (with ZeRO-1 its shard), 30 bytes each
+     * (the bf16 compute copy written in the same pass); with ZeRO-1 over several GPUs the
+     * gathered rest of the copy converted from the master weights (read 4, write 2 bytes);
      * the gradient norm reads every fp32 gradient once, but the experts' where their squares
      * come from the Hopper kernel's weight-gradient epilogue (each expert's gradient on one
      * GPU: EDP 1; trainer/optimizer.h, sl_optimizer_expert_sumsq). */
     const double updated = p->zero1 ? p->adam_zero1 / 8 : (double)p->gpu_params;
-    add(p, "optimizer: AdamW", "optimizer: AdamW (+ router bias)", 0, updated * 30 / adamw);
+    const double gathered = p->act_bytes == 2 ? (double)p->gpu_params - updated : 0;
+    add(p, "optimizer: AdamW", "optimizer: AdamW (+ router bias)", 0,
+        updated * 30 / adamw + gathered * 6 / stream);
     const bool fused_sq = p->edp == 1 && p->expert_path[SL_PASS_WGRAD] == SL_EXPERTS_WGMMA;
     const double normed = fused_sq ? (double)p->gpu_params_dense : (double)p->gpu_params;
     add(p, "gradient norm", "gradient reduction + norm", 0, normed * 4 / stream);
