@@ -52,7 +52,8 @@ __device__ __forceinline__ float sl_moe_scale_dot_row(T *dx, const T *dy, const 
     return dot;
 }
 
-/* sl_moe_scale_dot_row without the dot product: dx = scale * dy, the same bits. */
+/* sl_moe_scale_dot_row without the dot product: dx = scale * dy, the same bits (the combine's
+ * backward for dx alone; the row gate's forward). */
 template <typename T, int V>
 __device__ __forceinline__ void sl_moe_scale_row(T *dx, const T *dy, int64_t c, float scale,
                                                  int lane) {

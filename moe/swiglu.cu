@@ -65,16 +65,7 @@ __global__ void SL_MOE_ROW_BOUNDS rowgate_fwd_kernel(T *__restrict__ y, const T 
                                                      int64_t c) {
     const int lane = threadIdx.x & 31;
     SL_MOE_FOR_WARP_ROWS(r, n) {
-        const float gate = sl_moe_sigmoidf(sl_ld(s[r]));
-        const T *xr = x + r * c;
-        T *yr = y + r * c;
-        for (int64_t c0 = (int64_t)lane * V; c0 < c; c0 += 32 * V) {
-            float v[V];
-            sl_moe_vload<T, V>(v, xr + c0);
-#pragma unroll
-            for (int i = 0; i < V; i++) v[i] *= gate;
-            sl_moe_vstore<T, V>(yr + c0, v);
-        }
+        sl_moe_scale_row<T, V>(y + r * c, x + r * c, c, sl_moe_sigmoidf(sl_ld(s[r])), lane);
     }
 }
 
