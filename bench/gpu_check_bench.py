@@ -316,10 +316,10 @@ STEP_PARAMS = 6305915136
 def part_adamw_full(L, budget, S):
     """adamw_bench at the measured step's parameter count (profile.json's total_params where the
     profile part ran, else STEP_PARAMS), capped to 85% of the device's memory at 18 bytes a
-    parameter, operands filled on the device, AdamW and its streams: whether the optimizer row's
-    rate in the step (3.52 TB/s on 2026-11-27, where adamw_bench at 268M parameters gave 3.93)
-    is the rate at that size or something of the step's (docs/performance.md, "AdamW against its
-    streams")."""
+    parameter, operands filled on the device, AdamW and its streams: the rate at that size, which
+    the step's optimizer row should match now that AdamW writes the compute copy under ZeRO-1
+    too (30 bytes a parameter; the row of 2026-11-27 moved 34: docs/performance.md, "AdamW's
+    compute copy under ZeRO-1")."""
     args = list(S["adamw_full"])
     if "--params" not in args:
         prof = os.path.join(C.OUT, "profile.json")
