@@ -85,6 +85,10 @@ jt=$(h200_9 --wgrad-group 4 --json) || fail "--wgrad-group 4 --json exited $?"
 jr=$(h200_9 --wgrad-group 4 --park rows --json) || fail "--park rows exited $?"
 grep -q '"park_tokens":[[:space:]]*true' <<<"$jt" || fail "JSON: group 4 should park tokens"
 grep -q '"park_tokens":[[:space:]]*false' <<<"$jr" || fail "JSON: --park rows should park rows"
+# rows at groups of 4 break the 9 layers' budget; the advice names tokens first
+out=$(h200_9 --wgrad-group 4 --park rows)
+grep -qF "would fit with: --recompute attention; training.park_expert_rows=tokens; training.expert_wgrad_group=3" <<<"$out" ||
+    fail "groups of 4 as rows: the advice should name park_expert_rows=tokens: $(grep -F "would fit" <<<"$out")"
 # (15A2B: the routed rows are 64% of a parked micro-batch's bytes, h and dgu the rest)
 awk -v t="$(mem_of "$jt")" -v r="$(mem_of "$jr")" 'BEGIN { exit !(t > 0 && t < 0.6 * r) }' ||
     fail "group 4: tokens ($(mem_of "$jt") bytes) should take under 0.6 of the rows' ($(mem_of "$jr"))"

@@ -90,8 +90,15 @@ static void advise(sl_plan *p, const sl_model_config *m) {
             break;
         }
     }
-    /* a smaller group parks fewer micro-batches: the largest that fits, else none */
+    /* the same group parked as tokens (no expert parallelism); a smaller group parks fewer
+     * micro-batches: the largest that fits, else none */
     const int group = sl_plan_group(p, p->mode);
+    if (group > 1 && p->ep == 1 && !p->park_tokens) {
+        const double rows = p->deferred;
+        const double tokens = (group - 1) * sl_model_deferred_wgrad_bytes(m, t, p->act_bytes, true);
+        if (p->total - rows + tokens <= p->usable)
+            ADD("%straining.park_expert_rows=tokens", found++ ? "; " : "");
+    }
     for (int gs = group - 1; gs >= 1; gs--)
         if (p->total - p->deferred + parked_bytes(p, m, gs, t) <= p->usable) {
             if (gs > 1)
