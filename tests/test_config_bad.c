@@ -99,6 +99,8 @@ void test_bad_configs(void) {
          "expected 2 to 4 micro-batches, got 5"},
         {"{\"training\": {\"expert_wgrad_group\": 1}}", 0, "training.expert_wgrad_group",
          "expected 2 to 4 micro-batches, got 1"},
+        {"{\"training\": {\"park_expert_rows\": \"slots\"}}", 0, "training.park_expert_rows",
+         "expected \"auto\", \"rows\" or \"tokens\", got \"slots\""},
         {"{\"training\": {\"precision\": \"fp16\"}}", 0, "training.precision",
          "unknown precision \"fp16\""},
         {"{\"training\": {\"precision\": \"bf16\"}}", 0, "training.precision",

@@ -286,6 +286,10 @@ g4 = parts.get("profile_group4", {}).get("result", {})
 if not g4 or not g4.get("defer_expert_wgrad") or g4.get("expert_wgrad_group") != min(4, g4["accum"]):
     bad.append("profile_group4: not the weight gradients over groups of min(4, accum): %r" %
                {k: g4.get(k) for k in ("defer_expert_wgrad", "expert_wgrad_group", "accum")})
+# park_expert_rows auto: tokens for groups of 3 or more, so the group's parked rows fit
+if g4 and g4.get("park_expert_rows") != ("tokens" if min(4, g4["accum"]) >= 3 else "rows"):
+    bad.append("profile_group4: parked as %r, want tokens for groups of 3 or more (accum %r)" %
+               (g4.get("park_expert_rows"), g4.get("accum")))
 ab = parts.get("expert_gemm_ablate", {}).get("result") or []
 if [len(r["gemms"]) for r in ab] != [11]:
     bad.append("expert_gemm_ablate: not the 11 GEMMs of one shape read from its table: %r" % ab)
