@@ -8,7 +8,8 @@
 #    bitwise the same losses and final weights as the uninterrupted run;
 #  - bad schedules fail with a message naming the stage and the key;
 #  - training.defer_expert_wgrad = on with expert_wgrad_group = 4 (the CPU's groups are one
-#    pass per micro-batch) gives bitwise the run.
+#    pass per micro-batch; the parked micro-batches kept as tokens, park_expert_rows auto)
+#    gives bitwise the run.
 # usage: test_stages.sh SLUICE_BINARY WORK_DIR
 set -euo pipefail
 sluice=$1
@@ -104,13 +105,14 @@ for l in open(sys.argv[1]):
 losses_after run/metrics.jsonl 6 > full.losses
 
 # ---- the expert weight gradients over groups of 4 micro-batches: on the CPU bitwise the same
-# run (4 micro-batches a step in both stages: three park; the stage boundary re-sizes the parked
-# rows) ----
+# run (4 micro-batches a step in both stages: three park, as tokens under park_expert_rows auto,
+# their rows regathered; the stage boundary re-sizes the parked buffers) ----
 "$sluice" train staged.json --set training.out_dir=deferred --set training.defer_expert_wgrad=on \
     --set training.expert_wgrad_group=4 > deferred.log 2>&1 ||
     { cat deferred.log; fail "the deferred run failed"; }
 check "deferred: the banner says so" \
-    grep -q 'expert weight gradients: over groups of 4 micro-batches' deferred.log
+    grep -q 'expert weight gradients: over groups of 4 micro-batches, the parked ones kept as tokens' \
+    deferred.log
 check "deferred: final weights equal the run's" \
     cmp -s deferred/final/model.safetensors run/final/model.safetensors
 check "deferred: losses equal the run's" \
