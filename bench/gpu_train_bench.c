@@ -549,7 +549,7 @@ int main(int argc, char **argv) {
            peak_before.n ? peak_before.n : peak_after.n, o.init_fast ? "fast" : "config", ne,
            cfg.model.num_experts_per_tok, attn_ran, gemm_path, dw_path,
            group > 1 ? "true" : "false", group,
-           sl_park_tokens_decide(cfg.train.park_expert_rows, group) ? "tokens" : "rows",
+           sl_train_park_tokens(&cfg.train, be, m, o.accum) ? "tokens" : "rows",
            /* what AdamW moves (one rank: every parameter is its shard): the fp32 master, m, v
             * read and written, the fp32 gradient read, and the bf16 compute copy written */
            m->params.wc[SL_PGROUP_DENSE] || m->params.wc[SL_PGROUP_EXPERT] ? 30 : 28);

@@ -44,10 +44,15 @@ static double state_bytes(const sl_plan *p, bool zero1, int ep) {
     return params * ((p->act_bytes == 2 ? 2.0 : 0.0) + 4.0 + 4.0) + moments;
 }
 
-/* What groups of `group` micro-batches park: all but the last, as rows or (training.
- * park_expert_rows, never with expert parallelism) as tokens. */
-static double parked_bytes(const sl_plan *p, const sl_model_config *m, int group, int64_t tokens) {
-    const bool by_tokens = p->ep == 1 && sl_park_tokens_decide(p->park_expert_rows, group);
+/* Whether groups of `group` micro-batches park tokens here: training.park_expert_rows' rule,
+ * never with expert parallelism (the trainer's, sl_train_park_tokens). */
+static bool parks_tokens(const sl_plan *p, int group) {
+    return p->ep == 1 && sl_park_tokens_decide(p->park_expert_rows, group);
+}
+
+/* What groups of `group` micro-batches park: all but the last, as tokens or rows. */
+static double parked_bytes(const sl_plan *p, const sl_model_config *m, int group, bool by_tokens,
+                           int64_t tokens) {
     return (group - 1) * sl_model_deferred_wgrad_bytes(m, tokens, p->act_bytes, by_tokens);
 }
 
@@ -56,7 +61,8 @@ static double parked_bytes(const sl_plan *p, const sl_model_config *m, int group
  * "layer", whose layers share their activations). */
 static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memory_mode mode,
                              int64_t tokens) {
-    return parked_bytes(p, m, sl_plan_group(p, mode), tokens);
+    const int group = sl_plan_group(p, mode);
+    return parked_bytes(p, m, group, parks_tokens(p, group), tokens);
 }
 
 static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
@@ -93,14 +99,11 @@ static void advise(sl_plan *p, const sl_model_config *m) {
     /* the same group parked as tokens (no expert parallelism); a smaller group parks fewer
      * micro-batches: the largest that fits, else none */
     const int group = sl_plan_group(p, p->mode);
-    if (group > 1 && p->ep == 1 && !p->park_tokens) {
-        const double rows = p->deferred;
-        const double tokens = (group - 1) * sl_model_deferred_wgrad_bytes(m, t, p->act_bytes, true);
-        if (p->total - rows + tokens <= p->usable)
-            ADD("%straining.park_expert_rows=tokens", found++ ? "; " : "");
-    }
+    if (group > 1 && p->ep == 1 && !p->park_tokens &&
+        p->total - p->deferred + parked_bytes(p, m, group, true, t) <= p->usable)
+        ADD("%straining.park_expert_rows=tokens", found++ ? "; " : "");
     for (int gs = group - 1; gs >= 1; gs--)
-        if (p->total - p->deferred + parked_bytes(p, m, gs, t) <= p->usable) {
+        if (p->total - p->deferred + parked_bytes(p, m, gs, parks_tokens(p, gs), t) <= p->usable) {
             if (gs > 1)
                 ADD("%straining.expert_wgrad_group=%d", found++ ? "; " : "", gs);
             else
@@ -252,8 +255,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         return -1;
     }
     snprintf(p->park_expert_rows, sizeof p->park_expert_rows, "%s", park);
-    p->park_tokens =
-        p->ep == 1 && sl_park_tokens_decide(p->park_expert_rows, sl_plan_group(p, p->mode));
+    p->park_tokens = parks_tokens(p, sl_plan_group(p, p->mode));
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;

@@ -175,8 +175,7 @@ static void print_banner(const trainer *t, const char *placement) {
     const int group = sl_train_wgrad_group(&s0->train, t->be, t->model);
     if (micro > 1 && group > 1) {
         const int eff = group < micro ? group : micro;
-        const bool tokens = sl_park_tokens_decide(s0->train.park_expert_rows, eff) &&
-                            (!t->model->ep || sl_comm_size(t->model->ep) == 1);
+        const bool tokens = sl_train_park_tokens(&s0->train, t->be, t->model, micro);
         sl_info("expert weight gradients: over groups of %d micro-batches, the parked ones "
                 "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %d, "
                 "park_expert_rows = %s)",
