@@ -2,7 +2,8 @@
  * tests/test_config.c - the configuration module: defaults, the shipped configs, --set
  * overrides, JSON round trips and stages; with tests/test_config_bad.c (a catalog of bad
  * configs, each must fail naming its key path) and tests/test_config_model.c (Hugging Face
- * round trips, parameter / FLOP counts checked against hand arithmetic), one test program.
+ * round trips, parameter / FLOP counts checked against hand arithmetic) and
+ * tests/test_config_docs.c (docs/config.md against the keys), one test program.
  */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -487,5 +488,6 @@ int main(void) {
     test_counts_dense();
     test_counts_variants();
     test_logits_chunks();
+    test_keys_documented();
     return sl_test_finish("test_config");
 }

@@ -1,5 +1,6 @@
 /* tests/test_config.h - what the files of test_config share (tests/test_config.c,
- * test_config_bad.c, test_config_model.c): the helpers and each file's test functions. */
+ * test_config_bad.c, test_config_model.c,
+ * test_config_docs.c): the helpers and each file's test functions. */
 #ifndef SL_TEST_CONFIG_H
 #define SL_TEST_CONFIG_H
 
@@ -29,5 +30,7 @@ void test_counts_15a2b(void);
 void test_counts_dense(void);
 void test_counts_variants(void);
 void test_logits_chunks(void);
+/* test_config_docs.c */
+void test_keys_documented(void);
 
 #endif

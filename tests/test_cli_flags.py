@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""tests/test_cli_flags.py SLUICE SRCDIR: every flag a command parses is in its --help.
+
+A command's flags are the "--name" string literals of its source files (launch/cmd_NAME*.c,
+comments left out); its help is `sluice NAME --help` plus each subcommand's `--help` (those the
+command's own help lists, e.g. `sluice data build --help`). A flag parsed but not listed in any
+of them fails, naming the command, the flag and the file. Also: `sluice --help` lists every
+command that has a source file, and an unknown flag is refused with a non-zero exit and one
+line naming it.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+
+def strip_comments(src):
+    """C source without /* */ and // comments (string literals kept; sluice's sources have no
+    comment markers inside strings that matter here)."""
+    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", src)
+
+
+def run(sluice, args):
+    r = subprocess.run([sluice] + args, capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def main():
+    sluice, src = sys.argv[1], sys.argv[2]
+    failures, checked = [], 0
+    rc, top = run(sluice, ["--help"])
+    commands = {}
+    for path in sorted(glob.glob(os.path.join(src, "launch", "cmd_*.c"))):
+        name = os.path.basename(path)[len("cmd_"):-2].split("_")[0]
+        commands.setdefault(name, []).append(path)
+    for name, paths in sorted(commands.items()):
+        if not re.search(r"^\s+%s\s" % re.escape(name), top, re.M):
+            failures.append("sluice --help does not list the command %s" % name)
+        rc, text = run(sluice, [name, "--help"])
+        if rc != 0:
+            failures.append("sluice %s --help exits %d" % (name, rc))
+        # subcommands: "usage: sluice NAME <a|b|c> ..."
+        m = re.search(r"usage: sluice %s <([a-z|]+)>" % re.escape(name), text)
+        for sub in (m.group(1).split("|") if m else []):
+            rc, t = run(sluice, [name, sub, "--help"])
+            if rc != 0:
+                failures.append("sluice %s %s --help exits %d" % (name, sub, rc))
+            text += t
+        for path in paths:
+            code = strip_comments(open(path).read())
+            for flag in sorted(set(re.findall(r'"(--[a-z][a-z0-9-]*)[="]', code))):
+                checked += 1
+                if not re.search(re.escape(flag) + r"(?![a-z0-9-])", text):
+                    failures.append("sluice %s: %s is parsed in %s but not in its --help"
+                                    % (name, flag, os.path.relpath(path, src)))
+        # an unknown flag: refused, once, naming it
+        rc, text = run(sluice, [name, "--no-such-flag"])
+        lines = [l for l in text.splitlines() if "--no-such-flag" in l]
+        if rc == 0 or len(lines) != 1:
+            failures.append("sluice %s --no-such-flag: exit %d, %d line(s) naming it:\n%s"
+                            % (name, rc, len(lines), text[:400]))
+    for f in failures:
+        print("FAIL " + f)
+    print("test_cli_flags: %d commands, %d flags checked, %d failed"
+          % (len(commands), checked, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
