@@ -27,6 +27,8 @@ __global__ void dkdv_reduce_kernel(sl_bf16 *dk, sl_bf16 *dv, const float *part, 
         const bool isv = i >= n4;
         const int64_t e = 4 * (isv ? i - n4 : i);
         const float *src = part + (isv ? hsplit * slice : 0) + e;
+        SL_CHECK_ALIGNED(src, 16);
+        SL_CHECK_ALIGNED((isv ? dv : dk) + e, 8);
         float4 sum = *(const float4 *)src;
         for (int c = 1; c < hsplit; c++) {
             const float4 t = *(const float4 *)(src + c * slice);

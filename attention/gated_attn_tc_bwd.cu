@@ -49,6 +49,7 @@ constexpr int64_t kPrepMaxBlocks = 2048;
 
 /* 8 bf16 of a 16-byte access as fp32 pairs, and back. */
 __device__ __forceinline__ void ld8_bf16(float2 (&v)[4], const sl_bf16 *p) {
+    SL_CHECK_ALIGNED(p, 16);
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
     SL_UNROLL
@@ -62,6 +63,7 @@ __device__ __forceinline__ void st8_bf16(sl_bf16 *p, const __nv_bfloat162 (&h)[4
     uint32_t w[4];
     SL_UNROLL
     for (int i = 0; i < 4; i++) memcpy(&w[i], &h[i], sizeof w[i]);
+    SL_CHECK_ALIGNED(p, 16);
     *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -108,6 +110,7 @@ template <int D> __global__ void __launch_bounds__(32 * kPrepWarps) tc_bwd_prep_
             if (a.gate == 2) st8_bf16(a.dg + e, dgv);
             if (a.dqacc) {
                 float4 *z = reinterpret_cast<float4 *>(a.dqacc + e);
+                SL_CHECK_ALIGNED(z, 16);
                 z[0] = z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
         }

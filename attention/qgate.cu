@@ -30,6 +30,9 @@ __global__ void qgate_kernel(W *all, W *q, W *g, const qgate_geom m) {
     for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < m.rows;
          r += (int64_t)gridDim.x * blockDim.y) {
         W *a = all + r * m.row_w, *qr = q + r * qrow, *gr = g ? g + r * m.gw : nullptr;
+        SL_CHECK_ALIGNED(a, sizeof(W));
+        SL_CHECK_ALIGNED(qr, sizeof(W));
+        if (gr) SL_CHECK_ALIGNED(gr, sizeof(W));
         for (int c = threadIdx.x; c < m.row_w; c += blockDim.x) {
             W *other;
             if (m.mode == SL_GATE_ELEMENTWISE) { /* per head [q_h | g_h] */

@@ -32,6 +32,7 @@ constexpr int kRowBatch = 4; /* head rows a warp loads before it computes the fi
  * size: rows_aligned checks the operands). */
 template <int C, typename T> __device__ __forceinline__ void ld_cols(const T *p, float (&v)[C]) {
     constexpr int kBytes = C * (int)sizeof(T);
+    SL_CHECK_ALIGNED(p, kBytes >= 16 ? 16 : kBytes);
     T h[C];
     if constexpr (kBytes >= 16) {
         uint4 u[kBytes / 16];
@@ -55,6 +56,7 @@ template <int C, typename T> __device__ __forceinline__ void st_cols(T *p, const
     T h[C];
     SL_UNROLL
     for (int c = 0; c < C; c++) h[c] = sl_st<T>(v[c]);
+    SL_CHECK_ALIGNED(p, kBytes >= 16 ? 16 : kBytes);
     if constexpr (kBytes >= 16) {
         uint4 u[kBytes / 16];
         memcpy(u, (const void *)h, kBytes);

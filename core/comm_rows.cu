@@ -41,6 +41,8 @@ __global__ void __launch_bounds__(kThreads) k_copy_rows(const row_batch b, int64
     const int64_t r = row - b.first[lo];
     const U *s = reinterpret_cast<const U *>(b.src[lo]) + r * units;
     U *d = reinterpret_cast<U *>(b.dst[lo]) + r * units;
+    SL_CHECK_ALIGNED(s, sizeof(U));
+    SL_CHECK_ALIGNED(d, sizeof(U));
     for (int64_t j = lane; j < units; j += 32) d[j] = s[j];
 }
 

@@ -32,6 +32,17 @@
 #define SL_UNROLL _Pragma("unroll")
 #endif
 
+/* SL_CHECK_ALIGNED(p, bytes): before a vector access of `bytes` bytes (uint4, float4, uint2,
+ * float2) through a cast pointer. The GPU raises a misaligned-address fault where p is not a
+ * multiple of `bytes`, which ends the process; the host's loads do not care, so the emulated
+ * build checks here and stops the launch naming the site. Nothing on the GPU. */
+#ifdef SLUICE_CUDA_EMULATED
+#define SL_CHECK_ALIGNED(p, bytes)                                                                 \
+    sl_emu_check_aligned((const void *)(p), (bytes), __FILE__, __LINE__)
+#else
+#define SL_CHECK_ALIGNED(p, bytes) ((void)0)
+#endif
+
 #ifdef SLUICE_CUDA_EMULATED
 #include "sl_emu.h"
 /* SL_LAUNCH(kernel, grid, block, shared_bytes, stream, args...): kernel<<<...>>>(args...).

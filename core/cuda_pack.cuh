@@ -27,6 +27,7 @@ static inline bool sl_aligned16(const void *p) {
 }
 
 __device__ __forceinline__ void sl_ld8(const float *p, float (&v)[8]) {
+    SL_CHECK_ALIGNED(p, 16);
     const float4 a = reinterpret_cast<const float4 *>(p)[0];
     const float4 b = reinterpret_cast<const float4 *>(p)[1];
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
@@ -34,6 +35,7 @@ __device__ __forceinline__ void sl_ld8(const float *p, float (&v)[8]) {
 }
 
 __device__ __forceinline__ void sl_ld8(const sl_bf16 *p, float (&v)[8]) {
+    SL_CHECK_ALIGNED(p, 16);
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
     sl_bf16 h[8];
     memcpy((void *)h, &u, sizeof u); /* register moves once optimized; no aliasing question */
@@ -42,11 +44,13 @@ __device__ __forceinline__ void sl_ld8(const sl_bf16 *p, float (&v)[8]) {
 }
 
 __device__ __forceinline__ void sl_st8(float *p, const float (&v)[8]) {
+    SL_CHECK_ALIGNED(p, 16);
     reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
     reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 __device__ __forceinline__ void sl_st8(sl_bf16 *p, const float (&v)[8]) {
+    SL_CHECK_ALIGNED(p, 16);
     sl_bf16 h[8];
     SL_UNROLL
     for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(v[k]);
@@ -88,6 +92,7 @@ template <typename T, int V> struct sl_raw {
     /* p aligned to 16 bytes when kWords */
     __device__ __forceinline__ void load(const T *p) {
         if constexpr (kWords) {
+            SL_CHECK_ALIGNED(p, 16);
             SL_UNROLL
             for (int q = 0; q < kBytes / 16; q++) {
                 const uint4 u = reinterpret_cast<const uint4 *>(p)[q];
@@ -100,6 +105,7 @@ template <typename T, int V> struct sl_raw {
     }
     __device__ __forceinline__ void store(T *p) const {
         if constexpr (kWords) {
+            SL_CHECK_ALIGNED(p, 16);
             SL_UNROLL
             for (int q = 0; q < kBytes / 16; q++)
                 reinterpret_cast<uint4 *>(p)[q] =

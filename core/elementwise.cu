@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(kThreads) k_fill_i32(int32_t *x, int64_t n, in
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t nquads = vec ? n / 4 : 0;
+    if (nquads > 0) SL_CHECK_ALIGNED(x, 16);
     for (int64_t q = tid; q < nquads; q += stride)
         reinterpret_cast<int4 *>(x)[q] = make_int4(v, v, v, v);
     for (int64_t i = nquads * 4 + tid; i < n; i += stride) x[i] = v;

@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     const U *src = reinterpret_cast<const U *>(table + id * (int64_t)c);
     U *dst = reinterpret_cast<U *>(out + tok * c);
+    SL_CHECK_ALIGNED(src, sizeof(U));
+    SL_CHECK_ALIGNED(dst, sizeof(U));
     for (int j = lane; j < units; j += 32) dst[j] = src[j];
 }
 

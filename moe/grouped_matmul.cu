@@ -177,6 +177,8 @@ void run_lanes(void *ctx, const char *op, const std::vector<problem> &ps, sl_dty
  * strategy (16 bytes per thread step). */
 __global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, const int64_t *count,
                            int kmax, int w8) {
+    SL_CHECK_ALIGNED(dst, 16);
+    SL_CHECK_ALIGNED(src, 16);
     const int g = (int)blockIdx.y;
     const int64_t n = (int64_t)kmax * w8, c = count[g], r0 = row0[g];
     uint4 *d = dst + (int64_t)g * n;
@@ -191,6 +193,8 @@ __global__ void k_pad_rows(uint4 *dst, const uint4 *src, const int64_t *row0, co
  * src [groups][kmax][w8 x 16 bytes]. */
 __global__ void k_unpad_rows(uint4 *dst, const uint4 *src, const int64_t *row0,
                              const int64_t *count, int kmax, int w8) {
+    SL_CHECK_ALIGNED(dst, 16);
+    SL_CHECK_ALIGNED(src, 16);
     const int g = (int)blockIdx.y;
     const int64_t n = count[g] * w8;
     const uint4 *sg = src + (int64_t)g * kmax * w8;

@@ -104,7 +104,10 @@ __device__ __forceinline__ void store_row(const uint32_t (&pk)[J], sl_bf16 *out,
         const uint32_t p[4] = {pk[jb], pk[jb + 1], pk[jb + 2], pk[jb + 3]};
         const uint4 v = quad_transpose(p, q);
         const int col = n0 + 8 * (jb + q);
-        if (out && col < n) *(uint4 *)(out + col) = v;
+        if (out && col < n) {
+            SL_CHECK_ALIGNED(out + col, 16);
+            *(uint4 *)(out + col) = v;
+        }
     }
 }
 

@@ -189,17 +189,21 @@ __device__ __forceinline__ bool left_out(const sl_gmm_sm90_args &a, unsigned par
 
 /* Pairs of columns as one access: bf16x2 in 4 bytes, fp32 pairs in 8. */
 __device__ __forceinline__ float2 load_pair(const sl_bf16 *p) {
+    SL_CHECK_ALIGNED(p, 4);
     float2 v;
     sl_unpack_bf16x2(*(const uint32_t *)p, &v.x, &v.y);
     return v;
 }
 __device__ __forceinline__ float2 load_pair(const float *p) {
+    SL_CHECK_ALIGNED(p, 8);
     return *(const float2 *)p;
 }
 __device__ __forceinline__ void store_pair(sl_bf16 *p, float a, float b) {
+    SL_CHECK_ALIGNED(p, 4);
     *(uint32_t *)p = sl_pack_bf16x2(a, b);
 }
 __device__ __forceinline__ void store_pair(float *p, float a, float b) {
+    SL_CHECK_ALIGNED(p, 8);
     *(float2 *)p = make_float2(a, b);
 }
 

@@ -322,6 +322,8 @@ __global__ void SL_MOE_ROW_BOUNDS gather_kernel(U *__restrict__ dst, const U *__
         if (r < 0 || r >= rows) continue;
         const U *s = src + r * upr;
         U *d = dst + i * upr;
+        SL_CHECK_ALIGNED(s, sizeof(U));
+        SL_CHECK_ALIGNED(d, sizeof(U));
         for (int64_t j = lane; j < upr; j += 32) d[j] = s[j];
     }
 }

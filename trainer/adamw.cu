@@ -99,12 +99,14 @@ __global__ void __launch_bounds__(kThreads) k_adamw(float *p, const float *g, fl
 /* ---- the coalesced forms: 16-byte units of 4 elements, U per operand and iteration -------- */
 
 template <bool CS> __device__ __forceinline__ float4 ld4(const float *p) {
+    SL_CHECK_ALIGNED(p, 16);
     if constexpr (CS)
         return __ldcs(reinterpret_cast<const float4 *>(p));
     else
         return *reinterpret_cast<const float4 *>(p);
 }
 template <bool CS> __device__ __forceinline__ void st4(float *p, float4 v) {
+    SL_CHECK_ALIGNED(p, 16);
     if constexpr (CS)
         __stcs(reinterpret_cast<float4 *>(p), v);
     else
@@ -115,6 +117,7 @@ template <bool CS> __device__ __forceinline__ void st4(sl_bf16 *p, float4 v) {
                     __float2bfloat16_rn(v.w)};
     uint2 u;
     memcpy(&u, (const void *)h, sizeof u);
+    SL_CHECK_ALIGNED(p, 8);
     if constexpr (CS)
         __stcs(reinterpret_cast<uint2 *>(p), u);
     else

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -203,6 +204,17 @@ inline void __threadfence_system() {
  * under the emulator (and is not something sluice's kernels do). */
 inline void __nanosleep(unsigned ns) {
     (void)ns;
+}
+/* A vector access of `bytes` bytes at p (core/cuda_common.cuh's SL_CHECK_ALIGNED, the
+ * cache-hinted loads and stores): on the GPU an address that is not a multiple of `bytes`
+ * raises a misaligned-address fault; the host's loads would not, so the emulator stops the
+ * launch there, naming the call site (line 0: no site known). */
+inline void sl_emu_check_aligned(const void *p, size_t bytes, const char *file, int line) {
+    if (((uintptr_t)p & (bytes - 1)) == 0) return;
+    static thread_local char msg[320];
+    snprintf(msg, sizeof msg, "misaligned address: a %zu-byte access at %p (%s:%d)", bytes, p, file,
+             line);
+    sl_emu::device_fault(msg);
 }
 [[noreturn]] inline void __trap() {
     sl_emu::device_fault("__trap()");

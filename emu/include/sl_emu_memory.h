@@ -159,38 +159,43 @@ template <class T, class U> inline T atomicAdd_system(T *a, U v) {
     return atomicAdd(a, (T)v);
 }
 
-/* ---- cache-hinted loads and stores: plain accesses on the CPU ----------------------------------
- */
+/* ---- cache-hinted loads and stores: plain accesses on the CPU, alignment checked -------------
+ * The GPU faults on an access that is not aligned to its type's size (a float4 at an address
+ * that is 8 mod 16, say); the host's loads do not, so the emulator checks it. */
 
+template <class T> inline const T *sl_emu_aligned(const T *p) {
+    sl_emu_check_aligned(p, alignof(T), "a cache-hinted access", 0);
+    return p;
+}
 template <class T> inline T __ldg(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline T __ldcg(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline T __ldca(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline T __ldcs(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline T __ldlu(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline T __ldcv(const T *p) {
-    return *p;
+    return *sl_emu_aligned(p);
 }
 template <class T> inline void __stwb(T *p, T v) {
-    *p = v;
+    *const_cast<T *>(sl_emu_aligned(p)) = v;
 }
 template <class T> inline void __stcg(T *p, T v) {
-    *p = v;
+    *const_cast<T *>(sl_emu_aligned(p)) = v;
 }
 template <class T> inline void __stcs(T *p, T v) {
-    *p = v;
+    *const_cast<T *>(sl_emu_aligned(p)) = v;
 }
 template <class T> inline void __stwt(T *p, T v) {
-    *p = v;
+    *const_cast<T *>(sl_emu_aligned(p)) = v;
 }
 
 #endif

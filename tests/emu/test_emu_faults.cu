@@ -6,7 +6,7 @@
  * child died of SIGABRT and that its stderr says what went wrong. A case whose kernel is NOT
  * flagged exits 0, which fails the check. The "correct" twins of some cases (the same kernel
  * with the barrier in place) must run clean, so that the checks cannot pass for the wrong
- * reason.
+ * reason. Also: a vector access at an address the GPU would fault on (misaligned).
  */
 #include <cstdint>
 #include <vector>
@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 
 #include "core/cuda_common.cuh"
+#include "core/cuda_pack.cuh"
 #include "tests/emu/emu_test.h"
 
 /* ---- faulty kernels ---------------------------------------------------------------------- */
@@ -84,6 +85,18 @@ __global__ void interblock_kernel(float *y) {
  * SLUICE_EMU_ORDERS > 2. */
 __global__ void middle_kernel(int *counter, int *out) {
     if (atomicAdd(counter, 1) == 1) *out = (int)threadIdx.x;
+}
+
+/* A pack of 8 bf16 read from `offset` elements into a buffer: a 16-byte access, misaligned
+ * unless offset is a multiple of 8 (core/cuda_pack.cuh's sl_ld8); and an fp32 element stored
+ * through the cache-hinted store at a byte offset. */
+__global__ void misaligned_pack_kernel(const sl_bf16 *x, int offset, float *out) {
+    float v[8];
+    sl_ld8(x + offset, v);
+    out[threadIdx.x] = v[0] + v[7];
+}
+__global__ void misaligned_hint_kernel(char *out, int byte_offset) {
+    __stcs(reinterpret_cast<float *>(out + byte_offset), 1.0f);
 }
 
 __global__ void trap_kernel(int *flag) {
@@ -178,6 +191,20 @@ static int run_case(const char *name) {
         cudaMemcpy(&h, out, 4, cudaMemcpyDeviceToHost);
         return h == 1 ? 0 : 11;
     }
+    if (c == "misaligned" || c == "aligned") {
+        sl_bf16 *x;
+        cudaMalloc((void **)&x, 64 * sizeof(sl_bf16));
+        cudaMemset(x, 0, 64 * sizeof(sl_bf16));
+        float *out = dev_floats(32, 0.0f);
+        SL_LAUNCH(misaligned_pack_kernel, 1, 32, 0, 0, x, c == "aligned" ? 8 : 4, out);
+        return 0;
+    }
+    if (c == "misaligned_hint") {
+        char *out;
+        cudaMalloc((void **)&out, 64);
+        SL_LAUNCH(misaligned_hint_kernel, 1, 1, 0, 0, out, 2);
+        return 0;
+    }
     if (c == "trap") {
         int *flag;
         cudaMalloc((void **)&flag, 64 * 4);
@@ -262,6 +289,18 @@ int main(int argc, char **argv) {
         const char *n[] = {"oob_write_kernel", "out-of-bounds write", "4000 bytes", "offset 4000",
                            nullptr};
         expect_memory_fault(self, "oob", "use-after-poison", "oob_write_kernel", n);
+    }
+    {
+        /* a 16-byte pack at 8 bytes past an aligned allocation: the GPU's misaligned address */
+        const char *n[] = {"misaligned_pack_kernel", "misaligned address", "16-byte access",
+                           "cuda_pack.cuh", nullptr};
+        expect_fault(self, "misaligned", n);
+        const char *h[] = {"misaligned_hint_kernel", "misaligned address", "4-byte access",
+                           nullptr};
+        expect_fault(self, "misaligned_hint", h);
+        const emu_child r = emu_run_child(self, "aligned");
+        CHECK(r.exited && r.code == 0, "the same pack at 16 bytes runs clean: exit %d, %s", r.code,
+              r.err.c_str());
     }
     {
         const char *n[] = {"early_exit_shfl_kernel", "lane 5", "has exited", "__shfl_xor_sync",
