@@ -16,8 +16,11 @@ cut:
   tests                the gpu-, cuda- and emu-labelled tests of the build (the bundle's test
                        programs, tests/manifest.json), --jobs at a time, each capped at
                        --test-timeout; test_doctor_gpu is left out (the doctor part runs it)
-  memcheck             compute-sanitizer memcheck on one training step of the 15A2B shape cut to
-                       2 layers, seq 1024 (gpu_train_bench: one process, no NCCL); reports of
+  memcheck             compute-sanitizer memcheck on the Hopper attention kernel
+                       (test_attention_tc deterministic sm90, then atomic sm90: the tests'
+                       shapes, both dQ modes; skipped before 9.x), then one training step of
+                       the 15A2B shape cut to 2 layers, seq 1024 (gpu_train_bench: one
+                       process, no NCCL); reports of
                        NCCL's own start-up probes (cudaErrorNoKernelImageForDevice from
                        ncclInitKernelsForDevice) would be filtered out
   racecheck_attention  compute-sanitizer racecheck on the attention kernels: the Hopper kernel

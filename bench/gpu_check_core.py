@@ -21,7 +21,7 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "attn_bench_fwd192", "attn_bench_separate",
          "attn_bench_pingpong", "attn_bench_persistent", "attn_bench_dq_overlap", "attn_kernels", "step_kernels",
          "expert_gemm", "expert_gemm_ablate", "adamw", "adamw_full", "torch_titan", "torch_hf", "attn_long"]
-BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 90, "racecheck_attention": 120,
+BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 150, "racecheck_attention": 120,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75, "profile_group4": 75,
            "profile_nosplitk": 75, "profile_swiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_separate": 60, "attn_bench_pingpong": 60,
