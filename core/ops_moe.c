@@ -125,6 +125,7 @@ void sl_op_moe_combine_bwd(sl_tensor *dx, sl_tensor *dw, const sl_tensor *dy, co
     need_numel("moe_combine_bwd", "dy", dy, sl_rows(w) * sl_last_dim(dx));
     SL_CHECK((dw == NULL) == (x == NULL),
              "moe_combine_bwd: dw and x go together (both given, or both NULL for dx alone)");
+    SL_CHECK(sl_rows(dx) >= w->numel, "moe_combine_bwd: dx has fewer rows than slots");
     if (dw) {
         need_like("moe_combine_bwd", "x", x, dx);
         need_dtype("moe_combine_bwd", "dw", dw, SL_F32);

@@ -278,10 +278,12 @@ void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq) {
         if (m->ffn[l].is_moe) sl_moe_block_set_wgrad(&m->ffn[l].moe, when, sumsq);
 }
 
-bool sl_model_set_park_tokens(sl_model *m, bool tokens) {
+bool sl_model_set_park_tokens(sl_model *m, bool tokens, int group) {
     bool any = false;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        if (m->ffn[l].is_moe && sl_moe_block_set_park_tokens(&m->ffn[l].moe, tokens)) any = true;
+        if (m->ffn[l].is_moe && sl_moe_block_set_park_tokens(&m->ffn[l].moe, tokens, group))
+            any = true;
+    sl_regather_rows_trim(&m->regather, any ? group - 1 : 0);
     return any;
 }
 

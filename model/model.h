@@ -141,9 +141,12 @@ bool sl_model_can_defer_wgrad(const sl_model *m);
 void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq);
 /* How the MoE layers park a micro-batch for their deferred weight gradients
  * (training.park_expert_rows; moe/moe_block.h, sl_moe_block_set_park_tokens): tokens where a
- * layer has no expert parallelism, else its rows. Returns whether any layer parks tokens. Set
- * before a step, not inside one. */
-bool sl_model_set_park_tokens(sl_model *m, bool tokens);
+ * layer has no expert parallelism, else its rows. `group`: micro-batches per group of the
+ * deferred weight gradients (1: none deferred). Memory that the setting no longer uses is freed
+ * (the shared regathered rows past group - 1 slots, all of them without tokens; a staged run
+ * that goes from groups of 4 to pairs or rows gets it back). Returns whether any layer parks
+ * tokens. Set before a step, not inside one. */
+bool sl_model_set_park_tokens(sl_model *m, bool tokens, int group);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss
  * sum and tokens always; lbl, zloss and gate score on metrics steps, NaN otherwise). */
 void sl_model_read_stats(sl_model *m, sl_fwd_stats *st);

@@ -199,22 +199,22 @@ void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sums
     b->grad_sumsq = sumsq;
 }
 
-bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens) {
+bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens, int group) {
     SL_CHECK(b->parked.held == 0,
              "internal error: changing how a MoE block parks with %d "
              "micro-batches parked",
              b->parked.held);
     b->park_tokens = tokens && b->disp && b->disp->ep_size == 1;
     /* what the other form kept from earlier steps: tokens leave the slots' rows unused (and
-     * point the slots at the shared buffers during a group), rows the token copies */
+     * point the slots at the shared buffers during a group), rows the token copies; slots past
+     * the group's group - 1 parked micro-batches hold nothing */
     for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) {
         if (b->park_tokens) {
             sl_tensor_free(b->parked.mb[i].in);
             sl_tensor_free(b->parked.mb[i].dout);
             b->parked.mb[i].in = b->parked.mb[i].dout = NULL;
-        } else {
-            sl_parked_tokens_free(&b->ptok[i]);
         }
+        if (!b->park_tokens || i >= group - 1) sl_parked_tokens_free(&b->ptok[i]);
     }
     return b->park_tokens;
 }

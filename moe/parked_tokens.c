@@ -87,10 +87,14 @@ void sl_parked_tokens_free(sl_parked_tokens *p) {
     memset(p, 0, sizeof *p);
 }
 
-void sl_regather_rows_free(sl_regather_rows *r) {
-    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) {
+void sl_regather_rows_trim(sl_regather_rows *r, int keep) {
+    for (int i = keep < 0 ? 0 : keep; i < SL_DW_MAX_SEGMENTS - 1; i++) {
         sl_tensor_free(r->in[i]);
         sl_tensor_free(r->dout[i]);
+        r->in[i] = r->dout[i] = NULL;
     }
-    memset(r, 0, sizeof *r);
+}
+
+void sl_regather_rows_free(sl_regather_rows *r) {
+    sl_regather_rows_trim(r, 0);
 }

@@ -50,6 +50,8 @@ void sl_token_dispatcher_park_tokens(const sl_token_dispatcher *d, sl_parked_tok
 void sl_parked_tokens_regather(const sl_parked_tokens *p, sl_regather_rows *r, int i,
                                sl_tensor **in, sl_tensor **dout);
 void sl_parked_tokens_free(sl_parked_tokens *p);
+/* Frees r's slots from `keep` on (a group that parks fewer micro-batches, or none: keep 0). */
+void sl_regather_rows_trim(sl_regather_rows *r, int keep);
 void sl_regather_rows_free(sl_regather_rows *r);
 
 #endif

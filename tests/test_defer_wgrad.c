@@ -64,6 +64,34 @@ static void check_expert_sumsq(sl_prun_model *r, int step, const char *what, dou
     g_sumsq_checked++;
 }
 
+/* After a run that parked tokens in groups of `group`: the shared regathered rows hold the
+ * group's group - 1 slots; a setting that parks fewer (a stage with pairs) frees the slots and
+ * the layers' token copies past them, and rows free them all. */
+static void check_parking_freed(sl_model *m, int group) {
+    const sl_regather_rows *r = &m->regather;
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++)
+        CHECK((r->in[i] != NULL) == (i < group - 1), "groups of %d: regathered rows slot %d %s",
+              group, i, r->in[i] ? "allocated" : "not allocated");
+    CHECK(sl_model_set_park_tokens(m, true, 2), "pairs as tokens after groups of %d", group);
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++)
+        CHECK((r->in[i] != NULL) == (i < 1 && group > 1),
+              "pairs after groups of %d: regathered rows slot %d %s", group, i,
+              r->in[i] ? "kept" : "freed");
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe)
+            for (int i = 1; i < SL_DW_MAX_SEGMENTS - 1; i++)
+                CHECK(m->ffn[l].moe.ptok[i].xn == NULL,
+                      "pairs after groups of %d: layer %d keeps parked tokens slot %d", group, l,
+                      i);
+    CHECK(!sl_model_set_park_tokens(m, false, 2), "rows after tokens");
+    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++)
+        CHECK(r->in[i] == NULL && r->dout[i] == NULL,
+              "rows after tokens: regathered rows slot %d still allocated", i);
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->ffn[l].is_moe)
+            CHECK(m->ffn[l].moe.ptok[0].xn == NULL, "rows after tokens: layer %d keeps tokens", l);
+}
+
 /* Trains both copies `steps` steps at `micro` micro-batches per rank in memory mode `mode`, the
  * deferring one over groups of `group`, and compares them; with park_tokens the first parks
  * tokens (where there is no expert parallelism) and the second, the reference, defers over the
@@ -80,7 +108,7 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, bool
     sl_prun_model_init(pr, &on, (sl_moe_options){0}, mode, 57);
     sl_prun_model_init(pr, &off, (sl_moe_options){0}, mode, 57);
     CHECK(sl_model_can_defer_wgrad(on.model), "the model cannot defer its weight gradients");
-    const bool tokens_kept = sl_model_set_park_tokens(on.model, park_tokens);
+    const bool tokens_kept = sl_model_set_park_tokens(on.model, park_tokens, group);
     CHECK(tokens_kept == (park_tokens && pr->ep == 1),
           "park tokens asked %d with EP %d: the layers say %d (tokens only without EP)",
           park_tokens, pr->ep, tokens_kept);
@@ -129,6 +157,7 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, bool
     else
         CHECK(w.worst <= 1e-5 * w.largest, "master weights: largest difference %.3g (bound %.3g)",
               w.worst, 1e-5 * w.largest);
+    if (tokens_kept) check_parking_freed(on.model, group < micro ? group : micro);
     if (pr->rank == 0)
         printf("np %d, ep %d%s, backend %s%s, %d micro-batches in groups of %d (parked as %s, "
                "against %s), recompute %s: %lld weights on "

@@ -53,9 +53,11 @@ bool sl_train_park_tokens(const sl_train_config *tc, const sl_backend *be, const
 
 int sl_train_prepare_wgrad(const sl_train_config *tc, const sl_backend *be, sl_model *m,
                            int micro_batches) {
+    const int group = sl_train_wgrad_group(tc, be, m);
     if (sl_model_can_defer_wgrad(m))
-        sl_model_set_park_tokens(m, sl_train_park_tokens(tc, be, m, micro_batches));
-    return sl_train_wgrad_group(tc, be, m);
+        sl_model_set_park_tokens(m, sl_train_park_tokens(tc, be, m, micro_batches),
+                                 group < micro_batches ? group : micro_batches);
+    return group;
 }
 
 /* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.wgrad_group): the
