@@ -142,9 +142,10 @@ void sl_model_set_wgrad(sl_model *m, sl_wgrad_when when, sl_tensor *sumsq);
 /* How the MoE layers park a micro-batch for their deferred weight gradients
  * (training.park_expert_rows; moe/moe_block.h, sl_moe_block_set_park_tokens): tokens where a
  * layer has no expert parallelism, else its rows. `group`: micro-batches per group of the
- * deferred weight gradients (1: none deferred). Memory that the setting no longer uses is freed
- * (the shared regathered rows past group - 1 slots, all of them without tokens; a staged run
- * that goes from groups of 4 to pairs or rows gets it back). Returns whether any layer parks
+ * deferred weight gradients (1: none deferred). Memory that the setting no longer uses is freed:
+ * the layers' parking slots past group - 1 (rows, token copies, SwiGLU rows) and the shared
+ * regathered rows past them (all of them without tokens), so a staged run that goes from
+ * groups of 4 to pairs, rows or no deferral gets it back. Returns whether any layer parks
  * tokens. Set before a step, not inside one. */
 bool sl_model_set_park_tokens(sl_model *m, bool tokens, int group);
 /* The step's one host read: the statistics of the micro-batches run since begin_step (loss

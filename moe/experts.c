@@ -148,14 +148,21 @@ void sl_experts_backward_weights_group(sl_experts *x, sl_experts_parked *p, cons
     p->held = 0;
 }
 
-void sl_experts_parked_free(sl_experts_parked *p) {
-    for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++) {
+void sl_experts_parked_trim(sl_experts_parked *p, int keep) {
+    SL_CHECK(p->held == 0, "internal error: freeing parking slots with %d micro-batches parked",
+             p->held);
+    for (int i = keep < 0 ? 0 : keep; i < SL_DW_MAX_SEGMENTS - 1; i++) {
         sl_experts_parked_rows *r = &p->mb[i];
         sl_tensor *ts[] = {r->in, r->dout, r->h, r->dgu, r->dcounts};
         for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) sl_tensor_free(ts[j]);
         free(r->counts);
+        memset(r, 0, sizeof *r);
     }
-    memset(p, 0, sizeof *p);
+}
+
+void sl_experts_parked_free(sl_experts_parked *p) {
+    p->held = 0;
+    sl_experts_parked_trim(p, 0);
 }
 
 void sl_experts_free(sl_experts *x) {

@@ -78,6 +78,9 @@ void sl_experts_park(sl_experts *x, sl_experts_parked *p, sl_group_counts counts
 void sl_experts_backward_weights_group(sl_experts *x, sl_experts_parked *p, const sl_tensor *in,
                                        sl_group_counts counts, const sl_tensor *dout,
                                        sl_tensor *sumsq);
+/* Frees the slots from `keep` on (their buffers; the experts and the dispatcher allocate their
+ * own again where a trade handed them none). Not while micro-batches are parked. */
+void sl_experts_parked_trim(sl_experts_parked *p, int keep);
 void sl_experts_parked_free(sl_experts_parked *p);
 void sl_experts_free(sl_experts *x);
 

@@ -216,6 +216,7 @@ bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens, int group) {
         }
         if (!b->park_tokens || i >= group - 1) sl_parked_tokens_free(&b->ptok[i]);
     }
+    sl_experts_parked_trim(&b->parked, group - 1);
     return b->park_tokens;
 }
 

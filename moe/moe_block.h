@@ -139,8 +139,8 @@ void sl_moe_block_set_wgrad(sl_moe_block *b, sl_wgrad_when when, sl_tensor *sums
  * SL_WGRAD_GROUP regathers the rows (moe/parked_tokens.h: 1 / k of the memory, the same bits,
  * two passes more per parked micro-batch). Tokens apply only where the dispatcher has no expert
  * parallelism; the return value says whether they do. `group`: the micro-batches of a group,
- * so at most group - 1 are parked at once; the token copies of slots past that are freed (a
- * stage whose groups shrank). Not while micro-batches are parked. */
+ * so at most group - 1 are parked at once; the slots past that are freed (rows, token copies,
+ * SwiGLU rows: a stage whose groups shrank). Not while micro-batches are parked. */
 bool sl_moe_block_set_park_tokens(sl_moe_block *b, bool tokens, int group);
 /* dxn written; parameter gradients accumulate (the experts' as sl_moe_block_set_wgrad says).
  * Returns NULL, or an fp32 part of dL/dxn that the caller adds to dxn (the router's, where the

@@ -80,9 +80,10 @@ static void check_parking_freed(sl_model *m, int group) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->ffn[l].is_moe)
             for (int i = 1; i < SL_DW_MAX_SEGMENTS - 1; i++)
-                CHECK(m->ffn[l].moe.ptok[i].xn == NULL,
-                      "pairs after groups of %d: layer %d keeps parked tokens slot %d", group, l,
-                      i);
+                CHECK(m->ffn[l].moe.ptok[i].xn == NULL && m->ffn[l].moe.parked.mb[i].h == NULL,
+                      "pairs after groups of %d: layer %d keeps parked tokens or SwiGLU rows in "
+                      "slot %d",
+                      group, l, i);
     CHECK(!sl_model_set_park_tokens(m, false, 2), "rows after tokens");
     for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++)
         CHECK(r->in[i] == NULL && r->dout[i] == NULL,
@@ -158,6 +159,16 @@ static void compare(sl_prun *pr, int micro, int group, sl_memory_mode mode, bool
         CHECK(w.worst <= 1e-5 * w.largest, "master weights: largest difference %.3g (bound %.3g)",
               w.worst, 1e-5 * w.largest);
     if (tokens_kept) check_parking_freed(on.model, group < micro ? group : micro);
+    if (!park_tokens && pr->rank == 0) { /* rows, then no deferral (a stage of one micro-batch) */
+        sl_model_set_park_tokens(on.model, false, 1);
+        for (int l = 0; l < mc.num_hidden_layers; l++)
+            if (on.model->ffn[l].is_moe)
+                for (int i = 0; i < SL_DW_MAX_SEGMENTS - 1; i++)
+                    CHECK(on.model->ffn[l].moe.parked.mb[i].in == NULL &&
+                              on.model->ffn[l].moe.parked.mb[i].h == NULL,
+                          "no deferral after groups of %d as rows: layer %d keeps slot %d", group,
+                          l, i);
+    }
     if (pr->rank == 0)
         printf("np %d, ep %d%s, backend %s%s, %d micro-batches in groups of %d (parked as %s, "
                "against %s), recompute %s: %lld weights on "
