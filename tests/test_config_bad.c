@@ -251,6 +251,8 @@ void test_bad_configs(void) {
          "parallel.expert_parallel", "needs an MoE model"},
         {"{\"parallel\": {\"capacity_factor\": -1}}", 0, "parallel.capacity_factor",
          "must be >= 0"},
+        {"{\"parallel\": {\"bucket_mb\": 8192}}", 0, "parallel.bucket_mb",
+         "8192 exceeds the supported maximum 4096"},
         {"{\"backend\": {\"name\": \"tpu\"}}", 0, "backend.name", "unknown backend \"tpu\""},
         {"{\"backend\": {\"threads\": -1}}", 0, "backend.threads", "must be >= 0"},
         {"{\"backend\": {\"name\": \"cuda\", \"device\": 0}}", 0, "backend.device", "unknown key"},

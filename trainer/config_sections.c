@@ -394,7 +394,9 @@ static int validate_parallel(const sl_cfg_vctx *v, const sl_parallel_config *p,
     if (strcmp(p->drop_policy, "probs") != 0 && strcmp(p->drop_policy, "position") != 0)
         return sl_cfg_verr(v, "drop_policy", "expected \"probs\" or \"position\", got \"%s\"",
                            p->drop_policy);
-    if (sl_cfg_check_range(v, "bucket_mb", p->bucket_mb, 1, 1 << 16)) return -1;
+    /* 4 GiB at most: a bucket of fp32 gradients is one MPI request, whose count is an int
+     * (8 GiB would be 2^31 elements); larger buckets only delay the first all-reduce */
+    if (sl_cfg_check_range(v, "bucket_mb", p->bucket_mb, 1, 4096)) return -1;
     sl_transport tr;
     if (!sl_cfg_terminated(p->transport, sizeof p->transport) ||
         sl_transport_parse(p->transport, &tr) != 0)
