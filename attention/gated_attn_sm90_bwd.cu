@@ -204,7 +204,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int first = a.seg ? a.seg[tok0 + i0] / BN : 0;
                     counter = order + ((int64_t)b * a.h + h) * nqt_all + i0 / BM;
                     wait_turn(counter, kt - first);
-                    sl_fence_proxy_async();
+                    sl_fence_proxy_async_global(); /* the flag (generic) before the reduce (async)
+                                                    */
                 }
                 for (int c = 0; c < D / 32; c++)
                     sl_tma_reduce_add_4d(&tdq, sdq + c * (BM * 128), 32 * c, h, i0, b);
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 sl_mbar_arrive(&dq_empty[qb]);
                 if (counter) { /* the additions done (not just read), then the next key tile */
                     sl_tma_store_wait<0>();
-                    sl_fence_proxy_async();
+                    sl_fence_proxy_async_global(); /* the reduce (async) before the flag */
                     __threadfence();
                     atomicAdd(counter, 1);
                 }

@@ -314,6 +314,8 @@ __device__ __forceinline__ void sl_mbar_wait(uint64_t *bar, uint32_t parity,
 __device__ __forceinline__ void sl_fence_proxy_async() {
     sl_emu::fence_proxy_async();
 }
+/* Global memory has one proxy here: TMA stores and reductions are performed as plain accesses. */
+__device__ __forceinline__ void sl_fence_proxy_async_global() {}
 
 __device__ __forceinline__ void sl_tma_prefetch(const CUtensorMap *map) {
     (void)map;

@@ -272,6 +272,17 @@ __device__ __forceinline__ void sl_fence_proxy_async() {
 #endif
 }
 
+/* fence.proxy.async.global: the same between this thread's ordinary accesses to global memory
+ * and the async proxy's (TMA stores and reductions into global memory): where a generic-proxy
+ * flag in global memory orders TMA reductions of different blocks (the ordered fused dQ). */
+__device__ __forceinline__ void sl_fence_proxy_async_global() {
+#if SL_SM90_MISSING
+    __trap();
+#else
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
+
 /* prefetch.tensormap: fetches the tensor map into the cache ahead of the first load. */
 __device__ __forceinline__ void sl_tma_prefetch(const CUtensorMap *map) {
 #if SL_SM90_MISSING
