@@ -8,7 +8,7 @@ import threading
 import time
 
 import gpu_check_core as C
-from gpu_check_core import EXCLUDED_TESTS, LOCK, RESULTS, last_json, record, run, say
+from gpu_check_core import EXCLUDED_TESTS, LOCK, RESULTS, TEST_SECONDS, last_json, record, run, say
 from sanitizer_log import sanitizer_report, vendor_note  # bench/sanitizer_log.py
 
 def part_doctor(L, budget):
@@ -42,7 +42,7 @@ def part_tests(L, budget):
         todo.append(t)
     os.makedirs(os.path.join(C.LOGS, "tests"), exist_ok=True)
     start = time.time()
-    queue = list(todo)
+    queue = sorted(todo, key=lambda t: -TEST_SECONDS.get(t["name"], 0.0))  # stable: longest first
 
     def worker():
         while True:

@@ -29,6 +29,12 @@ BUDGETS = {"doctor": 120, "tests": 180, "memcheck": 150, "racecheck_attention": 
            "expert_gemm": 30, "expert_gemm_ablate": 60, "adamw": 30, "adamw_full": 60,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
+# The tests lane's longest tests on an H200 (seconds, bench/results/h200-2026-11-27/call1/tests.tsv;
+# test_gpu_smoke was cut at 31 s there): started first, longest first, so that the lane ends with
+# short tests instead of waiting on a long one started last. Others keep the manifest's order.
+TEST_SECONDS = {"test_gpu_smoke": 60, "test_attn_bench_cuda": 40.1, "test_attention_cudnn_train": 38.5,
+                "test_attention_sm90_train": 32.5, "test_cuda_train": 29.8, "test_cuda_moe": 8.9,
+                "test_attention_cudnn": 8.4, "test_ptx_sm90": 7.6, "test_profile_cuda": 5.7}
 T0 = time.time()
 
 ARGS = None  # the driver's parsed arguments (init)
