@@ -92,6 +92,7 @@ void sl_attn_block_gate_score(const sl_attn_block *b, sl_tensor *out);
 void sl_attn_block_first_token_share(const sl_attn_block *b, const sl_attn_inputs *in,
                                      sl_tensor *out);
 
+/* Frees the block's activations (not its parameters: the sl_params own them), and a workspace. */
 void sl_attn_block_free(sl_attn_block *b);
 void sl_attn_workspace_free(sl_attn_workspace *ws);
 

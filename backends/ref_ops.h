@@ -16,6 +16,7 @@
 
 #include "core/ops.h"
 
+/* 1 / (1 + e^-x) in double. */
 double sl_ref_sigmoid(double x);
 /* dst[i] = (float)src[i], for comparing with sl_test_compare. */
 void sl_ref_f32(float *dst, const double *src, int64_t n);
@@ -32,12 +33,14 @@ void sl_ref_grouped_matmul(double *c, const float *a, const float *b, const floa
 void sl_ref_grouped_matmul_dw(double *dw, const float *dy, const float *x, const int64_t *counts,
                               int groups, int64_t r, int64_t s);
 
+/* y = x rstd w per row of d, rstd = 1 / sqrt(mean(x^2) + eps). */
 void sl_ref_rmsnorm_fwd(double *y, double *rstd, const float *x, const float *w, int64_t rows,
                         int64_t d, double eps);
 /* dx written, dw accumulated; rstd is the forward's saved value, as the kernel receives it. */
 void sl_ref_rmsnorm_bwd(double *dx, double *dw, const float *dy, const float *x, const float *w,
                         const float *rstd, int64_t rows, int64_t d);
 
+/* out [n, c] = the table's rows ids; and its backward, dtable's rows ids accumulating dout. */
 void sl_ref_embedding_fwd(double *out, const int32_t *ids, const float *table, int64_t n,
                           int64_t c);
 void sl_ref_embedding_bwd(double *dtable, const float *dout, const int32_t *ids, int64_t n,

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The backend's compute stream (every kernel of it runs there), its cuBLAS handle (bound to
+ * that stream) and its device's properties. */
 cudaStream_t sl_cuda_stream(void *ctx);
 cublasHandle_t sl_cuda_cublas(void *ctx);
 const cudaDeviceProp *sl_cuda_props(void *ctx);

@@ -47,6 +47,8 @@ void sl_comm_set_name(sl_comm *c, const char *name);
 const char *sl_comm_name(const sl_comm *c);
 void sl_comm_free(sl_comm *c);
 
+/* Returns once every rank of c has entered it: a barrier of the host threads (device work
+ * queued before it is not waited for, on either transport). */
 void sl_comm_barrier(sl_comm *c);
 
 /* In-place sum of a float tensor over the ranks of c. */

@@ -28,6 +28,8 @@
         return be_->ops->op(be_->ctx, __VA_ARGS__);                                                \
     } while (0)
 
+/* The ops' argument checks: each stops the run with a message naming the op and the argument
+ * (a program error, not bad input). */
 static inline void need_dtype(const char *op, const char *arg, const sl_tensor *t, sl_dtype dt) {
     SL_CHECK(t != NULL, "%s: %s is NULL", op, arg);
     SL_CHECK(t->dtype == dt, "%s: %s has dtype %s, expected %s", op, arg, sl_dtype_name(t->dtype),

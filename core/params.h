@@ -67,6 +67,8 @@ static inline sl_dtype sl_param_dtype(const sl_param *p) {
     return sl_tensor_dtype(p->w);
 }
 
+/* An empty parameter set on be: parameters are declared with sl_params_add, then allocated
+ * in one flat buffer per group by the finalize. */
 void sl_params_init(sl_params *ps, sl_backend *be);
 /* Declares a parameter (before finalize). Matrices (ndim >= 2) get weight decay. */
 sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int ndim,

@@ -25,6 +25,7 @@ uint64_t sl_mix64(uint64_t z);
 /* Mixes two 64-bit values into one (for (seed, stream) and sub-streams). */
 uint64_t sl_hash_mix(uint64_t a, uint64_t b);
 
+/* A generator for (seed, stream): independent streams of one seed; the next 64 random bits. */
 void sl_rng_init(sl_rng *r, uint64_t seed, uint64_t stream);
 uint64_t sl_rng_u64(sl_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */

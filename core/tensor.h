@@ -32,6 +32,7 @@ typedef enum {
 
 #define SL_MAX_DIMS 4
 
+/* Bytes per element of dt, and its name ("f32", "bf16", "i32", ...). */
 size_t sl_dtype_size(sl_dtype dt);
 const char *sl_dtype_name(sl_dtype dt);
 /* f rounded to bf16 (nearest even) and back, as a device's convert rounds it; f finite. For
@@ -74,6 +75,7 @@ void sl_tensor_free(sl_tensor *t);
  * weight gradients) and its owner goes on in the spare, without a copy. */
 void sl_tensor_trade(sl_tensor **spare, sl_tensor **live);
 
+/* The shape: dimensions, one dimension's extent, elements. */
 int sl_tensor_ndim(const sl_tensor *t);
 int64_t sl_tensor_dim(const sl_tensor *t, int i); /* negative i counts from the end */
 int64_t sl_tensor_numel(const sl_tensor *t);

@@ -25,6 +25,8 @@ struct sl_tensor {
     bool is_view; /* views do not own `data` */
 };
 
+/* A host-memory tensor's data as fp32 or int32 (the CPU backend's kernels), and its last
+ * dimension. */
 static inline float *sl_f32(const sl_tensor *t) {
     return (float *)t->data;
 }

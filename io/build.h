@@ -67,9 +67,12 @@ typedef struct {
     char tokenizer[33]; /* the recorded tokenizer hash in hex, "" when none */
 } sl_build_result;
 
+/* `sluice data build`: tokenizes or imports the n_inputs input files as o says into shards;
+ * 0 with res filled, or -1 with the first problem (file, line or offset) in err. */
 int sl_data_build(const sl_build_opts *o, char *const *inputs, int n_inputs, sl_build_result *res,
                   char *err, size_t errlen);
 
+/* The input format's name as --format spells it. */
 const char *sl_input_format_name(sl_input_format f);
 
 #endif

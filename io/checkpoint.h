@@ -134,6 +134,7 @@ typedef struct sl_ckpt sl_ckpt;
 sl_ckpt *sl_ckpt_open(const char *path, char *err, size_t errlen);
 void sl_ckpt_close(sl_ckpt *c);
 
+/* The checkpoint's directory, and the optimizer step it was saved after. */
 const char *sl_ckpt_dir(const sl_ckpt *c);
 int64_t sl_ckpt_step(const sl_ckpt *c);
 /* How many ranks wrote it. */
@@ -154,6 +155,7 @@ typedef struct {
     int64_t numel;
     int pieces; /* how many pieces it was saved in */
 } sl_ckpt_tensor;
+/* How many tensors the checkpoint holds. */
 int sl_ckpt_tensor_count(const sl_ckpt *c);
 /* Tensor i (0 <= i < count) into *t. */
 void sl_ckpt_tensor_at(const sl_ckpt *c, int i, sl_ckpt_tensor *t);

@@ -84,6 +84,9 @@ typedef struct {
     bool eval; /* read data.eval_path in order: no shuffle, no loop, partitioned over ranks */
 } sl_reader_opts;
 
+/* Opens the corpora of o (shards, directories or globs), checks them and starts the background
+ * thread that assembles this rank's sequences. NULL with the first problem in err (naming the
+ * file and, for a damaged shard, the offset). */
 sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen);
 
 /* This rank's next packed sequence: tokens[seq_len + 1]; doc_start[] (room for seq_len + 1
@@ -148,6 +151,7 @@ typedef struct {
     uint64_t tokens_decoded;           /* tokens in those frames */
     uint64_t waits;                    /* times next() found the queue empty and waited */
 } sl_reader_stats;
+/* The reader's position and counters now (what the tests check the order and the decoding by). */
 void sl_reader_get_stats(const sl_reader *r, sl_reader_stats *s);
 
 #endif

@@ -81,6 +81,8 @@ sl_shard *sl_shard_open_mem(const void *data, size_t size, const char *name, cha
                             size_t errlen);
 void sl_shard_close(sl_shard *s);
 
+/* An open shard's header, its frame index (header's frame count entries) and the name it was
+ * opened under (path, or the name given to sl_shard_open_mem). */
 const sl_shard_header *sl_shard_hdr(const sl_shard *s);
 const sl_shard_frame *sl_shard_frames(const sl_shard *s);
 const char *sl_shard_name(const sl_shard *s);
@@ -135,6 +137,8 @@ typedef struct {
 
 typedef struct sl_shard_writer sl_shard_writer;
 
+/* Starts a shard at path (written under a temporary name, renamed by the close that commits
+ * it, so a crash never leaves a partial shard under its name). NULL with the reason in err. */
 sl_shard_writer *sl_shard_writer_open(const char *path, const sl_shard_writer_opts *o, char *err,
                                       size_t errlen);
 /* The next token added begins a document. */

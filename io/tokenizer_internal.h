@@ -29,6 +29,7 @@ typedef struct {
     size_t used, bcap;
 } tok_strmap;
 
+/* An empty map; and its memory freed (the map is empty again). */
 void tok_strmap_init(tok_strmap *m);
 void tok_strmap_free(tok_strmap *m);
 /* Sets key -> val (replacing an existing value). */

@@ -38,6 +38,7 @@ typedef struct {
     long long original;
 } sl_rope_flags;
 
+/* No RoPE flag given: the saved configuration's RoPE as it is. */
 void sl_rope_flags_init(sl_rope_flags *f);
 /* When argv[*i] is a RoPE flag, takes it and its value (advancing *i) and returns 1; 0 when it
  * is not one; 2 after printing "sluice <cmd>: error: ..." for a bad or missing value. */

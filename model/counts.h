@@ -109,6 +109,8 @@ typedef struct {
     double workspace;     /* backward workspaces, final norm, ids, one logits chunk */
     double total;         /* layers + shared + workspace */
 } sl_activation_bytes;
+/* The activation memory of one micro-batch of `tokens` tokens per rank in memory mode `mode`,
+ * activations of act_bytes bytes, expert parallelism ep (the routed rows a rank holds). */
 void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
                                int act_bytes, int ep, sl_activation_bytes *out);
 /* What training.defer_expert_wgrad keeps on top for each parked micro-batch (moe/experts.h,

@@ -41,6 +41,8 @@ typedef struct {
     int nblocks;
 } sl_hf_layout;
 
+/* The tensor layout of format f for model m (how sluice's tensors map to the format's names and
+ * shapes); freed with sl_hf_layout_free. */
 void sl_hf_layout_init(sl_hf_layout *l, sl_hf_format f, const sl_model_config *m);
 void sl_hf_layout_free(sl_hf_layout *l);
 /* The Hugging Face tensors cut from one sluice tensor `name` of shape[0..ndim) (by name and

@@ -47,6 +47,9 @@ typedef struct {
     int held;
 } sl_experts_parked;
 
+/* Declares layer `layer`'s expert weights in ps: this rank's `local` experts from global index
+ * `first` (gate_up [local, 2 ffn, hidden], down [local, hidden, ffn], normal init of std
+ * init_std); buffers come later (sl_experts_reserve). */
 void sl_experts_declare(sl_experts *x, sl_params *ps, int layer, int first, int local,
                         int64_t hidden, int64_t ffn, float init_std);
 /* Makes the buffers hold at least `rows` rows. */

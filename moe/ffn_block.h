@@ -37,8 +37,12 @@ typedef struct {
     sl_tensor *dxn;
 } sl_ffn_workspace;
 
+/* Declares layer `layer`'s FFN parameters in ps (its norm, and the MoE block's router and this
+ * EP rank's experts, or the dense SwiGLU's weights). */
 void sl_ffn_block_declare(sl_ffn_block *b, const sl_ffn_config *c, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
+/* Allocates b's activations for micro-batches of `tokens` tokens per rank on be (ep: the
+ * expert-parallel group the MoE block exchanges rows with). */
 void sl_ffn_block_alloc(sl_ffn_block *b, const sl_ffn_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
 /* Makes b compute in owner's activations (an allocated block of the same kind and shape, MoE

@@ -26,6 +26,8 @@ typedef struct {
     bool borrowed; /* the activation tensors belong to another layer's router (sl_router_share) */
 } sl_router;
 
+/* Declares layer `layer`'s router weight [experts, hidden] in ps (fp32 always): top-`topk` of
+ * `experts`, renormalized when norm_topk. */
 void sl_router_declare(sl_router *r, sl_params *ps, int layer, int hidden, int experts, int topk,
                        bool norm_topk, float init_std);
 /* `act`: the dtype of the inputs it will route; backward = false: no backward temporaries

@@ -80,6 +80,8 @@ typedef struct {
     bool counts_on_device;
 } sl_dispatcher_params;
 
+/* A dispatcher on be for p's experts, top-k, expert-parallel group and capacity; its buffers
+ * grow at the first dispatch of each size. */
 void sl_token_dispatcher_init(sl_token_dispatcher *d, sl_backend *be,
                               const sl_dispatcher_params *p);
 /* Routes xn [N, C] by topk_idx [N, k] (weights topk_w [N, k] rank slots for the "probs"

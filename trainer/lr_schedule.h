@@ -12,6 +12,7 @@
 
 #include "trainer/config.h"
 
+/* The learning rate of 0-based optimizer step `step` under t's schedule (above). */
 double sl_lr_at(const sl_train_config *t, int step);
 
 #endif

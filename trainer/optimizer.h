@@ -66,6 +66,9 @@ typedef struct {
     int layers;
 } sl_optimizer_params;
 
+/* Sets up AdamW over ps (finalized): each parameter group's communicator, this rank's ZeRO-1
+ * shard of each group (the whole group without zero1), the moments over that shard, and the
+ * gradient reduction's buckets of p->bucket_bytes in layer order. */
 void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params *p);
 /* Starts a step's gradient reduction (before the last micro-batch's backward). */
 void sl_optimizer_begin_reduce(sl_optimizer *o);
