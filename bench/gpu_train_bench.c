@@ -409,7 +409,7 @@ int main(int argc, char **argv) {
                                 .micro_batches = o.accum,
                                 .tokens = tokens,
                                 .wgrad_group = sl_train_prepare_wgrad(&cfg.train, be, m, o.accum)};
-    const int group = stepper.wgrad_group < o.accum ? stepper.wgrad_group : o.accum;
+    const int group = sl_train_wgrad_group_in_step(&cfg.train, be, m, o.accum);
     const int64_t step_tokens = tokens_mb * o.accum;
     double loss_first = NAN, loss_last = NAN, t_timed = 0.0;
     long long reads_step = -1, syncs_step = -1;

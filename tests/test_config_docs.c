@@ -99,19 +99,52 @@ static bool mentions(const char *text, const char *key) {
     return text && strstr(text, pat) != NULL;
 }
 
+/* Records that a config was written with `key` in `section` (seen: section -> key set). */
+static void note_key(cJSON *seen, const char *section, const char *key) {
+    cJSON *mine = cJSON_GetObjectItemCaseSensitive(seen, section);
+    if (!mine) mine = cJSON_AddObjectToObject(seen, section);
+    if (!cJSON_GetObjectItemCaseSensitive(mine, key)) cJSON_AddTrueToObject(mine, key);
+}
+
 /* rope_scaling objects (the model's or a stage's) against "### model.rope_scaling". */
 static void check_rope_scaling(const cJSON *rs, const char *where, const char *doc_rs,
                                cJSON *seen) {
-    cJSON *mine = cJSON_GetObjectItemCaseSensitive(seen, "rope_scaling");
-    if (!mine) mine = cJSON_AddObjectToObject(seen, "rope_scaling");
     for (const cJSON *k = rs->child; k; k = k->next) {
         CHECK(has_row(doc_rs, k->string),
               "%s.rope_scaling.%s is written by the parser but has no row under "
               "\"### model.rope_scaling\" in docs/config.md",
               where, k->string);
-        if (!cJSON_GetObjectItemCaseSensitive(mine, k->string))
-            cJSON_AddTrueToObject(mine, k->string);
+        note_key(seen, "rope_scaling", k->string);
     }
+}
+
+/* Keys documented inside one row of a section (`text`): the corpora's objects of data.train,
+ * the stages' keys (with their rope_scaling and data objects). */
+static void check_inline_rows(const cJSON *sec, const char *text, const char *doc_rs, cJSON *seen) {
+    const cJSON *train = cJSON_GetObjectItemCaseSensitive(sec, "train");
+    if (strcmp(sec->string, "data") == 0 && cJSON_IsArray(train)) {
+        char *row = row_of(text, "train");
+        for (const cJSON *it = train->child; it; it = it->next)
+            for (const cJSON *k = it->child; k; k = k->next)
+                CHECK(mentions(row, k->string),
+                      "data.train[].%s is not named in docs/config.md's data.train row", k->string);
+        free(row);
+    }
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(sec, "stages");
+    if (strcmp(sec->string, "training") != 0 || !cJSON_IsArray(stages)) return;
+    char *row = row_of(text, "stages");
+    for (const cJSON *st = stages->child; st; st = st->next)
+        for (const cJSON *k = st->child; k; k = k->next) {
+            CHECK(mentions(row, k->string),
+                  "training.stages[].%s is not named in docs/config.md's stages row", k->string);
+            if (strcmp(k->string, "rope_scaling") == 0 && cJSON_IsObject(k))
+                check_rope_scaling(k, "training.stages[]", doc_rs, seen);
+            if (strcmp(k->string, "data") == 0 && cJSON_IsObject(k))
+                for (const cJSON *d = k->child; d; d = d->next)
+                    CHECK(mentions(row, d->string),
+                          "training.stages[].data.%s is not named in the stages row", d->string);
+        }
+    free(row);
 }
 
 /* One config's keys: each is documented; `seen` collects them per section ("rope_scaling" for
@@ -144,42 +177,9 @@ static void check_config(const char *file, const char *const *sets, int nsets, c
                   sec->string, k->string);
             if (strcmp(k->string, "rope_scaling") == 0 && cJSON_IsObject(k))
                 check_rope_scaling(k, sec->string, doc_rs, seen);
+            note_key(seen, sec->string, k->string); /* for the other direction, after all */
         }
-        /* the other way (after all configs): the keys seen in this section */
-        cJSON *mine = cJSON_GetObjectItemCaseSensitive(seen, sec->string);
-        if (!mine) mine = cJSON_AddObjectToObject(seen, sec->string);
-        for (const cJSON *k = sec->child; k; k = k->next)
-            if (!cJSON_GetObjectItemCaseSensitive(mine, k->string))
-                cJSON_AddTrueToObject(mine, k->string);
-        /* keys documented inside one row: the corpora's objects, the stages' keys */
-        const cJSON *train = cJSON_GetObjectItemCaseSensitive(sec, "train");
-        if (strcmp(sec->string, "data") == 0 && cJSON_IsArray(train)) {
-            char *row = row_of(text, "train");
-            for (const cJSON *it = train->child; it; it = it->next)
-                for (const cJSON *k = it->child; k; k = k->next)
-                    CHECK(mentions(row, k->string),
-                          "data.train[].%s is not named in docs/config.md's data.train row",
-                          k->string);
-            free(row);
-        }
-        const cJSON *stages = cJSON_GetObjectItemCaseSensitive(sec, "stages");
-        if (strcmp(sec->string, "training") == 0 && cJSON_IsArray(stages)) {
-            char *row = row_of(text, "stages");
-            for (const cJSON *st = stages->child; st; st = st->next)
-                for (const cJSON *k = st->child; k; k = k->next) {
-                    CHECK(mentions(row, k->string),
-                          "training.stages[].%s is not named in docs/config.md's stages row",
-                          k->string);
-                    if (strcmp(k->string, "rope_scaling") == 0 && cJSON_IsObject(k))
-                        check_rope_scaling(k, "training.stages[]", doc_rs, seen);
-                    if (strcmp(k->string, "data") == 0 && cJSON_IsObject(k))
-                        for (const cJSON *d = k->child; d; d = d->next)
-                            CHECK(mentions(row, d->string),
-                                  "training.stages[].data.%s is not named in the stages row",
-                                  d->string);
-                }
-            free(row);
-        }
+        check_inline_rows(sec, text, doc_rs, seen);
         free(text);
     }
     free(doc_rs);

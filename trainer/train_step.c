@@ -43,21 +43,25 @@ bool sl_park_tokens_decide(const char *setting, int group) {
     return group >= 2 && (!strcmp(setting, "tokens") || (!strcmp(setting, "auto") && group >= 3));
 }
 
+int sl_train_wgrad_group_in_step(const sl_train_config *tc, const sl_backend *be, const sl_model *m,
+                                 int micro_batches) {
+    const int group = sl_train_wgrad_group(tc, be, m);
+    return group < micro_batches ? group : micro_batches;
+}
+
 bool sl_train_park_tokens(const sl_train_config *tc, const sl_backend *be, const sl_model *m,
                           int micro_batches) {
-    const int group = sl_train_wgrad_group(tc, be, m);
     return sl_park_tokens_decide(tc->park_expert_rows,
-                                 group < micro_batches ? group : micro_batches) &&
+                                 sl_train_wgrad_group_in_step(tc, be, m, micro_batches)) &&
            (!m->ep || sl_comm_size(m->ep) == 1);
 }
 
 int sl_train_prepare_wgrad(const sl_train_config *tc, const sl_backend *be, sl_model *m,
                            int micro_batches) {
-    const int group = sl_train_wgrad_group(tc, be, m);
     if (sl_model_can_defer_wgrad(m))
         sl_model_set_park_tokens(m, sl_train_park_tokens(tc, be, m, micro_batches),
-                                 group < micro_batches ? group : micro_batches);
-    return group;
+                                 sl_train_wgrad_group_in_step(tc, be, m, micro_batches));
+    return sl_train_wgrad_group(tc, be, m);
 }
 
 /* Micro-batch mb's weight-gradient timing for the MoE experts (sl_stepper.wgrad_group): the

@@ -59,8 +59,12 @@ int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const 
  * one parked micro-batch costs less memory than the two passes it would add per layer cost
  * time), "rows" never. Layers with expert parallelism keep rows whatever this says. */
 bool sl_park_tokens_decide(const char *setting, int group);
-/* Whether model m's MoE layers park tokens (sl_park_tokens_decide for the effective group of
- * sl_train_wgrad_group over micro_batches per step), none with expert parallelism. */
+/* The largest group a step of micro_batches micro-batches forms: sl_train_wgrad_group, at most
+ * micro_batches. */
+int sl_train_wgrad_group_in_step(const sl_train_config *tc, const sl_backend *be, const sl_model *m,
+                                 int micro_batches);
+/* Whether model m's MoE layers park tokens (sl_park_tokens_decide for
+ * sl_train_wgrad_group_in_step), none with expert parallelism. */
 bool sl_train_park_tokens(const sl_train_config *tc, const sl_backend *be, const sl_model *m,
                           int micro_batches);
 /* The stepper's wgrad_group for model m (sl_train_wgrad_group), with the MoE layers told how

@@ -172,9 +172,8 @@ static void print_banner(const trainer *t, const char *placement) {
             "(seq %d)",
             total / 1e6, active / 1e6, flops, s0->train.seq_len);
     const int micro = sl_trainer_micro_batches(&s0->train, t->topo.size);
-    const int group = sl_train_wgrad_group(&s0->train, t->be, t->model);
-    if (micro > 1 && group > 1) {
-        const int eff = group < micro ? group : micro;
+    const int eff = sl_train_wgrad_group_in_step(&s0->train, t->be, t->model, micro);
+    if (eff > 1) {
         const bool tokens = sl_train_park_tokens(&s0->train, t->be, t->model, micro);
         sl_info("expert weight gradients: over groups of %d micro-batches, the parked ones "
                 "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %d, "
