@@ -155,7 +155,7 @@ def parse_args():
                     "the emulated build samples only with this option)")
     ap.add_argument("--tests", default="", help="only the tests whose name matches this regex")
     ap.add_argument("--jobs", type=int, default=3)
-    ap.add_argument("--test-timeout", type=float, default=120.0)
+    ap.add_argument("--test-timeout", type=float, default=180.0)
     ap.add_argument("--only", default="", help="these parts only, in this order (after doctor and the lanes)")
     ap.add_argument("--skip", default="")
     ap.add_argument("--budget", action="append", default=[], metavar="PART=S")

@@ -122,10 +122,22 @@ def derive(d, config):
     p8 = load_json_line(os.path.join(d, "profile_ep8.json"))
     r1, r8 = rows_of(p1, "profile.json"), rows_of(p8, "profile_ep8.json")
     params = p1["total_params"]
+    # The norm pass reads every fp32 gradient, but the routed experts' where the Hopper weight
+    # gradient's epilogue sums their squares (since 2026-11-27; trainer/plan_time.c counts the
+    # same): then only the dense parameters' bytes stream. The runs do not say which they did;
+    # a row faster than 10 TB/s over every parameter (no GPU's memory streams that; 2026-11-28:
+    # 29 TB/s, 2026-11-26: 4.2) is read as the fused form.
+    normed, what = params, "parameters"
+    if (p1.get("expert_gemm_dw_path") == "wgmma"
+            and params * 4 / r1["gradient reduction + norm"] / 1e6 > 10000):
+        m = json.load(open(config))["model"]
+        moe_layers = p1["layers"] - sum(1 for i in m.get("mlp_only_layers", []) if i < p1["layers"])
+        normed -= moe_layers * m["num_experts"] * 3 * m["hidden_size"] * m["moe_intermediate_size"]
+        what = "dense parameters (the experts' squares come from the wgmma dW epilogue)"
     rates = {
         "dense_tflops": (p1["gemm_peak_tflops"], "profile.json gemm_peak_tflops (cublasGemmEx 8192^3)"),
-        "stream_gbs": (params * 4 / r1["gradient reduction + norm"] / 1e6,
-                       "parameters x 4 B / 'gradient reduction + norm' ms"),
+        "stream_gbs": (normed * 4 / r1["gradient reduction + norm"] / 1e6,
+                       "%s x 4 B / 'gradient reduction + norm' ms" % what),
         # the bytes the run's optimizer moved per parameter: 30 in bf16 (fp32 master, m, v read
         # and written, fp32 gradient read, bf16 copy written); runs before 2026-11-28 (no key)
         # wrote the copy in a conversion pass of its own under ZeRO-1, one GPU included: 34
@@ -233,7 +245,9 @@ def results(d, gpu, date, commit, strategy, config, source=None):
                      "defer_wgrad": "on" if p.get("defer_expert_wgrad") else "off"},
             "attention_kernel": p.get("attention_kernel"),
         })
-        if p.get("expert_wgrad_group", 2) != 2:  # the run's group (runs before the key: pairs)
+        # the run's group (runs before the key: pairs); a run that defers nothing (one
+        # micro-batch, or deferral off) reports a group of 1, which plan has no flag for
+        if p.get("defer_expert_wgrad") and p.get("expert_wgrad_group", 2) != 2:
             shapes[-1]["plan"]["wgrad_group"] = p["expert_wgrad_group"]
             shapes[-1]["command"] = shapes[-1]["command"].replace(
                 " (bench", " --wgrad-group %d (bench" % p["expert_wgrad_group"])

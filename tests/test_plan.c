@@ -237,38 +237,43 @@ static void check_rates(void) {
           "GPU kinds by name");
     if (!h200 || !h100) return;
     const sl_expert_strategy g = SL_EXPERTS_GROUPED;
-    /* gate_up forward, grouped: 276.3 at 256 rows, 305.1 at 512, 326.4 at 2048 (the last);
+    /* gate_up forward, grouped: 277.0 at 256 rows, 305.1 at 512, 329.9 at 2048 (the last);
      * sqrt(256 x 512) is the middle in log(rows) */
     const double mid = sqrt(256.0 * 512.0);
     CHECK(near(sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, mid),
-               (276.3 + 305.1) / 2, 1e-12) &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 276.3 &&
-              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 326.4,
+               (277.0 + 305.1) / 2, 1e-12) &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 64) == 277.0 &&
+              sl_rate_expert_tflops(h200, g, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1e6) == 329.9,
           "expert rate interpolation");
-    /* the lanes and the Hopper kernel have rates of their own: down weight gradient 102.1 on
-     * the lanes and 141.4 on wgmma at 256 rows; the H100 takes the H200's wgmma rates */
+    /* the lanes and the Hopper kernel have rates of their own: down weight gradient 104.4 on
+     * the lanes and 139.9 on wgmma at 256 rows; the H100 takes the H200's wgmma rates */
     CHECK(sl_rate_expert_tflops(h200, SL_EXPERTS_LANES, SL_EXPERT_DOWN, SL_PASS_WGRAD, 256) ==
-              102.1,
+              104.4,
           "lanes rates");
     CHECK(sl_rate_expert_tflops(h200, SL_EXPERTS_WGMMA, SL_EXPERT_DOWN, SL_PASS_WGRAD, 256) ==
-                  141.4 &&
+                  139.9 &&
               sl_rate_expert_tflops(h100, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_FWD, 2048) ==
-                  594.6,
+                  687.9,
           "wgmma rates");
-    /* attention, D 128: bwd B 1 S 4096 411.52, B 8 S 4096 339.93 (held for larger B), fwd
-     * B 1 S 32768 611.15 (held for longer S); D 64 has rows of its own */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 411.52, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 339.93, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 339.93, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 611.15, 1e-12) &&
-              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 238.52, 1e-12),
+    /* the wgmma forward has no rows between 256 (535.5) and 2,048 (687.9): 1,024 rows are
+     * two thirds of the way in log(rows) */
+    CHECK(near(sl_rate_expert_tflops(h200, SL_EXPERTS_WGMMA, SL_EXPERT_GATE_UP, SL_PASS_FWD, 1024),
+               535.5 + (687.9 - 535.5) * 2 / 3, 1e-9),
+          "wgmma forward between its two measured row counts");
+    /* attention, D 128: bwd B 1 S 4096 427.00, B 8 S 4096 363.55 (held for larger B), fwd
+     * B 1 S 32768 630.15 (held for longer S); D 64 has rows of its own */
+    CHECK(near(sl_rate_attention_tflops(h200, true, 1, 4096, 128), 427.00, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 8, 4096, 128), 363.55, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 16, 4096, 128), 363.55, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, false, 1, 65536, 128), 630.15, 1e-12) &&
+              near(sl_rate_attention_tflops(h200, true, 1, 4096, 64), 317.39, 1e-12),
           "attention rate lookup");
     /* B 8 at S 32768: the B 8 table has only S 4096 (held), B 1 interpolated in log(B) */
-    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 339.93, 1e-12),
+    CHECK(near(sl_rate_attention_tflops(h200, true, 8, 32768, 128), 363.55, 1e-12),
           "attention B 8, S 32768: %.2f", sl_rate_attention_tflops(h200, true, 8, 32768, 128));
-    CHECK(near(sl_rate_adamw_gbs(h100), 3971.3 * 3350 / 4800, 1e-12) &&
-              near(sl_rate_dense_tflops(h100), 792.9, 1e-12) &&
-              near(sl_rate_other_ns(h100), 301.6 * 4800 / 3350, 1e-12),
+    CHECK(near(sl_rate_adamw_gbs(h100), 3951.4 * 3350 / 4800, 1e-12) &&
+              near(sl_rate_dense_tflops(h100), 821.5, 1e-12) &&
+              near(sl_rate_other_ns(h100), 222.9 * 4800 / 3350, 1e-12),
           "H100 derived rates");
 }
 

@@ -34,7 +34,7 @@ grep -qF "gradient all-reduce" <<<"$out" || fail "without ZeRO-1 the gradients a
 # h200_9: the measured shape, 9 layers of 4 micro-batches of 4,096 tokens, plus the options given
 h200_9() { "$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 "$@"; }
 h200_out=$(h200_9) || fail "--gpu h200 exited $?"
-for want in "H200 SXM" "measured on an H200, 2026-11-26" "by component (256 rows per expert" \
+for want in "H200 SXM" "measured on an H200, 2026-11-28" "by component (256 rows per expert" \
     "expert GEMMs weight grad" "attention kernel bwd" "optimizer: AdamW" "139.8 GiB"; do
     grep -qF -- "$want" <<<"$h200_out" || fail "--gpu h200 output lacks '$want'"
 done

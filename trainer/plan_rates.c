@@ -2,27 +2,27 @@
  * trainer/plan_rates.c - THE table of hardware figures `sluice plan` uses (plan_rates.h).
  *
  * Every number says where it came from. "Measured" numbers come from one bench/gpu_check.sh
- * session on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-26, from bundles of
- * the tree whose expert GEMM `auto` runs sluice's Hopper grouped GEMM (wgmma, moe/kernels_cuda.h)
- * for the forward, data gradient and weight gradient (commit 0d59184):
- *   - call 1 (15:15 UTC): attn_bench (sluice's sm90 kernel, deterministic, and cuDNN; bf16,
- *     causal, H 32, KV 4);
- *   - call 2 (15:32 UTC): expert_gemm_bench (128 experts, hidden 2048, ffn 768, bf16, rows spread
- *     over [R/2, 3R/2), every strategy);
- *   - call 3 (15:47 UTC, the final defaults: 0d59184 plus 98c0a75, AdamW's coalesced form):
- *     gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9 layers, 4 micro-batches
- *     of 1 x 4096 tokens (256 rows per expert): 342.93 ms per step; the EP-8 expert load, 5
- *     layers, 1 micro-batch of 8 x 4096 (2,048 rows per expert): 341.27 ms; both with every
- *     expert GEMM pass on wgmma, attention kernel sm90. (Call 2's profiles, 342.98 and 338.81 ms
- *     with AdamW's old form, are superseded; the directory keeps them as profile_call2.json and
- *     profile_ep8_call2.json.)
- * Those raw outputs are in bench/results/h200-2026-11-26c/ (its README names each file's run),
- * both steps with their per-region rows and provenance in bench/results/h200-2026-11-26c.json.
+ * call on one NVIDIA H200 (143,771 MiB, driver 580.159.04) on 2026-11-28 (13:40 UTC), from a
+ * bundle of commit a12893b, whose expert GEMM `auto` runs sluice's Hopper grouped GEMM (wgmma,
+ * moe/kernels_cuda.h) for the forward, data gradient and weight gradient (the weight gradient
+ * over pairs of micro-batches): its parts attn_bench (sluice's sm90 kernel, deterministic, and
+ * cuDNN; bf16, causal, H 32, KV 4), expert_gemm (expert_gemm_bench: 128 experts, hidden 2048,
+ * ffn 768, bf16, rows spread over [R/2, 3R/2), every strategy, at 256 and 2,048 rows per
+ * expert) and the profiles (gpu_train_bench --profile on configs/qwen-gated-15a2b.json cut to 9
+ * layers, 4 micro-batches of 1 x 4096 tokens, 256 rows per expert: 284.45 ms per step; the
+ * EP-8 expert load, 5 layers, 1 micro-batch of 8 x 4096, 2,048 rows per expert: 302.29 ms).
+ * Those raw outputs are in bench/results/h200-2026-11-28/call1/ (its README names each run),
+ * the steps with their per-region rows and provenance in bench/results/h200-2026-11-28.json.
+ * The rows at 512 and 1,024 rows per expert come from the call of 2026-11-26 (15:32 UTC,
+ * bench/results/h200-2026-11-26c/expert_gemm.out), which measured four row counts: cuBLAS's
+ * (grouped, per-expert, lanes) and the wgmma weight gradient, whose kernel has not changed in
+ * speed since (at 256 and 2,048 rows it measured within 6% of then). The wgmma forward and data
+ * gradient at those counts are left out: their kernel gained 16-26% since (16-byte epilogue
+ * stores), so the plan interpolates them between 256 and 2,048 rows.
  * `bench/plan_rates.py derive DIR` prints every rate below from such a directory and `check`
  * compares this table with it (test_plan_rates_source). docs/plan.md, "Rates", maps each number
- * to its bench output line and lists the steps of an update after a re-measurement. The day's
- * earlier runs (bench/results/h200-2026-11-26/, before the split attention backward, and
- * h200-2026-11-26b/, the cuBLAS `auto` of commit 307d9eb) are kept as history.
+ * to its bench output line and lists the steps of an update after a re-measurement. Earlier
+ * runs (bench/results/h200-2026-11-26*, h200-2026-11-27) are kept as history.
  */
 #include "trainer/plan_rates.h"
 
@@ -37,69 +37,63 @@
 #define LN SL_EXPERTS_LANES
 #define WG SL_EXPERTS_WGMMA
 
-/* H200, 2026-11-26 call 2, expert_gemm_bench (bench/results/h200-2026-11-26c/expert_gemm.out):
- * the "median ms / TFLOP/s" column of each GEMM and strategy row at 256, 512, 1,024 and 2,048
- * rows per expert, for the strategies the plan times (grouped, per-expert, lanes, wgmma). The
+/* H200 expert_gemm_bench (2026-11-28, bench/results/h200-2026-11-28/call1/expert_gemm.out;
+ * 512 and 1,024 rows: 2026-11-26, above): the "median ms / TFLOP/s" column of each GEMM and
+ * strategy row, for the strategies the plan times (grouped, per-expert, lanes, wgmma). The
  * grouped strategy's weight gradients run per expert (cuBLAS refuses the grouped bf16-into-fp32
  * call; the bench's path column says so), so they are the per-expert rows; its `auto` rows ran
- * wgmma (path column) and are not a strategy of their own. The expert GEMM code did not change
- * between calls 2 and 3. */
+ * wgmma (path column) and are not a strategy of their own. */
 static const sl_rate_expert h200_expert[] = {
-    {GR, GU, SL_PASS_FWD, 256, 276.3},    {GR, DN, SL_PASS_FWD, 256, 244.9},
-    {GR, GU, SL_PASS_DGRAD, 256, 269.9},  {GR, DN, SL_PASS_DGRAD, 256, 258.4},
+    {GR, GU, SL_PASS_FWD, 256, 277.0},    {GR, DN, SL_PASS_FWD, 256, 239.6},
+    {GR, GU, SL_PASS_DGRAD, 256, 272.2},  {GR, DN, SL_PASS_DGRAD, 256, 260.8},
     {GR, GU, SL_PASS_FWD, 512, 305.1},    {GR, DN, SL_PASS_FWD, 512, 253.5},
     {GR, GU, SL_PASS_DGRAD, 512, 278.8},  {GR, DN, SL_PASS_DGRAD, 512, 277.1},
     {GR, GU, SL_PASS_FWD, 1024, 321.9},   {GR, DN, SL_PASS_FWD, 1024, 218.5},
     {GR, GU, SL_PASS_DGRAD, 1024, 253.5}, {GR, DN, SL_PASS_DGRAD, 1024, 275.7},
-    {GR, GU, SL_PASS_FWD, 2048, 326.4},   {GR, DN, SL_PASS_FWD, 2048, 216.2},
-    {GR, GU, SL_PASS_DGRAD, 2048, 286.3}, {GR, DN, SL_PASS_DGRAD, 2048, 296.0},
-    {PE, GU, SL_PASS_FWD, 256, 196.1},    {PE, DN, SL_PASS_FWD, 256, 107.0},
-    {PE, GU, SL_PASS_DGRAD, 256, 212.9},  {PE, DN, SL_PASS_DGRAD, 256, 108.4},
-    {PE, GU, SL_PASS_WGRAD, 256, 108.7},  {PE, DN, SL_PASS_WGRAD, 256, 87.0},
+    {GR, GU, SL_PASS_FWD, 2048, 329.9},   {GR, DN, SL_PASS_FWD, 2048, 235.1},
+    {GR, GU, SL_PASS_DGRAD, 2048, 287.3}, {GR, DN, SL_PASS_DGRAD, 2048, 286.6},
+    {PE, GU, SL_PASS_FWD, 256, 196.2},    {PE, DN, SL_PASS_FWD, 256, 106.0},
+    {PE, GU, SL_PASS_DGRAD, 256, 209.6},  {PE, DN, SL_PASS_DGRAD, 256, 105.9},
+    {PE, GU, SL_PASS_WGRAD, 256, 108.8},  {PE, DN, SL_PASS_WGRAD, 256, 86.8},
     {PE, GU, SL_PASS_FWD, 512, 251.0},    {PE, DN, SL_PASS_FWD, 512, 203.3},
     {PE, GU, SL_PASS_DGRAD, 512, 337.2},  {PE, DN, SL_PASS_DGRAD, 512, 184.7},
     {PE, GU, SL_PASS_WGRAD, 512, 190.9},  {PE, DN, SL_PASS_WGRAD, 512, 159.9},
     {PE, GU, SL_PASS_FWD, 1024, 470.2},   {PE, DN, SL_PASS_FWD, 1024, 322.0},
     {PE, GU, SL_PASS_DGRAD, 1024, 469.9}, {PE, DN, SL_PASS_DGRAD, 1024, 296.5},
     {PE, GU, SL_PASS_WGRAD, 1024, 320.0}, {PE, DN, SL_PASS_WGRAD, 1024, 263.8},
-    {PE, GU, SL_PASS_FWD, 2048, 611.1},   {PE, DN, SL_PASS_FWD, 2048, 431.4},
-    {PE, GU, SL_PASS_DGRAD, 2048, 573.8}, {PE, DN, SL_PASS_DGRAD, 2048, 461.9},
-    {PE, GU, SL_PASS_WGRAD, 2048, 490.0}, {PE, DN, SL_PASS_WGRAD, 2048, 409.6},
-    {LN, GU, SL_PASS_FWD, 256, 205.6},    {LN, DN, SL_PASS_FWD, 256, 101.9},
-    {LN, GU, SL_PASS_DGRAD, 256, 211.8},  {LN, DN, SL_PASS_DGRAD, 256, 104.5},
-    {LN, GU, SL_PASS_WGRAD, 256, 167.1},  {LN, DN, SL_PASS_WGRAD, 256, 102.1},
+    {PE, GU, SL_PASS_FWD, 2048, 617.1},   {PE, DN, SL_PASS_FWD, 2048, 438.5},
+    {PE, GU, SL_PASS_DGRAD, 2048, 586.9}, {PE, DN, SL_PASS_DGRAD, 2048, 464.6},
+    {PE, GU, SL_PASS_WGRAD, 2048, 492.7}, {PE, DN, SL_PASS_WGRAD, 2048, 368.1},
+    {LN, GU, SL_PASS_FWD, 256, 199.5},    {LN, DN, SL_PASS_FWD, 256, 101.8},
+    {LN, GU, SL_PASS_DGRAD, 256, 205.8},  {LN, DN, SL_PASS_DGRAD, 256, 103.4},
+    {LN, GU, SL_PASS_WGRAD, 256, 165.7},  {LN, DN, SL_PASS_WGRAD, 256, 104.4},
     {LN, GU, SL_PASS_FWD, 512, 373.6},    {LN, DN, SL_PASS_FWD, 512, 206.6},
     {LN, GU, SL_PASS_DGRAD, 512, 329.8},  {LN, DN, SL_PASS_DGRAD, 512, 207.3},
     {LN, GU, SL_PASS_WGRAD, 512, 289.5},  {LN, DN, SL_PASS_WGRAD, 512, 203.8},
     {LN, GU, SL_PASS_FWD, 1024, 509.2},   {LN, DN, SL_PASS_FWD, 1024, 408.4},
     {LN, GU, SL_PASS_DGRAD, 1024, 528.7}, {LN, DN, SL_PASS_DGRAD, 1024, 366.2},
     {LN, GU, SL_PASS_WGRAD, 1024, 475.2}, {LN, DN, SL_PASS_WGRAD, 1024, 376.5},
-    {LN, GU, SL_PASS_FWD, 2048, 650.2},   {LN, DN, SL_PASS_FWD, 2048, 561.1},
-    {LN, GU, SL_PASS_DGRAD, 2048, 651.4}, {LN, DN, SL_PASS_DGRAD, 2048, 518.6},
-    {LN, GU, SL_PASS_WGRAD, 2048, 628.2}, {LN, DN, SL_PASS_WGRAD, 2048, 522.4},
-    {WG, GU, SL_PASS_FWD, 256, 423.3},    {WG, DN, SL_PASS_FWD, 256, 369.9},
-    {WG, GU, SL_PASS_DGRAD, 256, 425.1},  {WG, DN, SL_PASS_DGRAD, 256, 425.9},
-    {WG, GU, SL_PASS_WGRAD, 256, 147.8},  {WG, DN, SL_PASS_WGRAD, 256, 141.4},
-    {WG, GU, SL_PASS_FWD, 512, 496.1},    {WG, DN, SL_PASS_FWD, 512, 415.7},
-    {WG, GU, SL_PASS_DGRAD, 512, 489.1},  {WG, DN, SL_PASS_DGRAD, 512, 500.1},
+    {LN, GU, SL_PASS_FWD, 2048, 663.7},   {LN, DN, SL_PASS_FWD, 2048, 562.7},
+    {LN, GU, SL_PASS_DGRAD, 2048, 652.2}, {LN, DN, SL_PASS_DGRAD, 2048, 521.0},
+    {LN, GU, SL_PASS_WGRAD, 2048, 640.8}, {LN, DN, SL_PASS_WGRAD, 2048, 530.7},
+    {WG, GU, SL_PASS_FWD, 256, 535.5},    {WG, DN, SL_PASS_FWD, 256, 489.5},
+    {WG, GU, SL_PASS_DGRAD, 256, 526.6},  {WG, DN, SL_PASS_DGRAD, 256, 514.7},
+    {WG, GU, SL_PASS_WGRAD, 256, 144.7},  {WG, DN, SL_PASS_WGRAD, 256, 139.9},
     {WG, GU, SL_PASS_WGRAD, 512, 253.1},  {WG, DN, SL_PASS_WGRAD, 512, 242.4},
-    {WG, GU, SL_PASS_FWD, 1024, 556.1},   {WG, DN, SL_PASS_FWD, 1024, 464.7},
-    {WG, GU, SL_PASS_DGRAD, 1024, 537.6}, {WG, DN, SL_PASS_DGRAD, 1024, 567.0},
     {WG, GU, SL_PASS_WGRAD, 1024, 400.2}, {WG, DN, SL_PASS_WGRAD, 1024, 380.3},
-    {WG, GU, SL_PASS_FWD, 2048, 594.6},   {WG, DN, SL_PASS_FWD, 2048, 481.4},
-    {WG, GU, SL_PASS_DGRAD, 2048, 552.6}, {WG, DN, SL_PASS_DGRAD, 2048, 586.0},
-    {WG, GU, SL_PASS_WGRAD, 2048, 490.5}, {WG, DN, SL_PASS_WGRAD, 2048, 514.3},
+    {WG, GU, SL_PASS_FWD, 2048, 687.9},   {WG, DN, SL_PASS_FWD, 2048, 637.5},
+    {WG, GU, SL_PASS_DGRAD, 2048, 659.4}, {WG, DN, SL_PASS_DGRAD, 2048, 698.0},
+    {WG, GU, SL_PASS_WGRAD, 2048, 520.2}, {WG, DN, SL_PASS_WGRAD, 2048, 525.4},
 };
 
-/* H200, 2026-11-26, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
- * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s (call 1, bench/results/h200-2026-11-26c/
- * attn_bench.out; the kernel did not change between calls 1 and 3). B = 8: no attn_bench row;
- * measured inside the EP-8 profile (call 3, profile_ep8.json, gpu_train_bench --profile
- * --batch 8): "attention kernel fwd" 13.971 ms and "attention kernel bwd" 40.432 ms for 5 calls
- * of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
+/* H200, 2026-11-28, sluice's Hopper attention kernel (sm90), deterministic. B = 1: attn_bench
+ * "sm90 1 S 32 4 D" rows, fwd and bwd TFLOP/s (bench/results/h200-2026-11-28/call1/
+ * attn_bench.out). B = 8: no attn_bench row; measured inside the EP-8 profile (profile_ep8.json,
+ * gpu_train_bench --profile --batch 8): "attention kernel fwd" 12.024 ms and "attention kernel
+ * bwd" 37.804 ms for 5 calls of 1.0995e12 (fwd) and 2.7488e12 (bwd) FLOPs. */
 static const sl_rate_attention h200_attention[] = {
-    {1, 4096, 128, 409.26, 411.52}, {1, 32768, 128, 611.15, 441.79}, {1, 4096, 64, 284.61, 238.52},
-    {1, 32768, 64, 438.02, 287.43}, {8, 4096, 128, 393.50, 339.93},
+    {1, 4096, 128, 483.46, 427.00}, {1, 32768, 128, 630.15, 448.92}, {1, 4096, 64, 343.30, 317.39},
+    {1, 32768, 64, 495.61, 370.22}, {8, 4096, 128, 457.23, 363.55},
 };
 
 static const sl_plan_gpu h200 = {
@@ -112,30 +106,29 @@ static const sl_plan_gpu h200 = {
     .ib_gbs = 50.0,           /* one 400 Gb/s NDR port per GPU, HGX H200 */
     .gpus_per_node = 8,       /* HGX H200 */
     .compute_capability = 90, /* sm_90: the expert GEMMs' `auto` runs wgmma (bf16) */
-    .rates_source = "measured on an H200, 2026-11-26 (gpu_train_bench --profile, attn_bench, "
-                    "expert_gemm_bench)",
-    /* The 4 x 1 x 4096 profile (call 3, bench/results/h200-2026-11-26c/profile.json):
+    .rates_source = "measured on an H200, 2026-11-28 (gpu_train_bench --profile, attn_bench, "
+                    "expert_gemm_bench; 512 and 1,024 rows per expert: 2026-11-26)",
+    /* The 4 x 1 x 4096 profile (bench/results/h200-2026-11-28/call1/profile.json):
      * gpu_train_bench's "bf16 GEMM peak" (cublasGemmEx 8192^3, median of 11), the larger of its
-     * two lines: 792.9 before the steps (791.0 after; the EP-8 run: 792.5). Call 2 measured
-     * 802.7: the peak varies by about 1% between calls. */
-    .dense_tflops = 792.9,
-    /* "gradient reduction + norm" row on one GPU (a norm pass over fp32 gradients, 4 bytes
-     * per parameter): 6.306e9 x 4 B / 6.024 ms = 4187 GB/s (the EP-8 run: 4111). */
-    .stream_gbs = 4187.2,
-    /* "optimizer: AdamW (+ router bias)" row, AdamW's coalesced form (the default since
-     * 98c0a75; SLUICE_ADAMW): 6.306e9 parameters x 34 B / 53.988 ms = 3971 GB/s. The row moved
-     * 34 B per parameter, not the 30 the plan counts (fp32 master, m, v read and written, fp32
-     * gradient read, bf16 copy written): the config's ZeRO-1 had AdamW skip the copy and a
-     * conversion pass write it from the master afterwards (4 B read, 2 written), on one GPU
-     * too; since 2026-11-28 AdamW writes it (trainer/optimizer.c), so the plan's 30 B at this
-     * rate are the prediction for the row now (docs/performance.md, "AdamW's compute copy
-     * under ZeRO-1"). The EP-8 run: 3.780e9 x 34 B / 32.398 ms = 3967. */
-    .adamw_gbs = 3971.3,
+     * two lines: 821.5 before the steps (820.1 after). 2026-11-26 measured 792.9 and 802.7,
+     * 2026-11-27 815.7: the peak varies by a few % between calls. */
+    .dense_tflops = 821.5,
+    /* "gradient reduction + norm" row on one GPU: a norm pass over the fp32 gradients of the
+     * dense parameters (4 bytes each; the routed experts' squares come from the wgmma weight
+     * gradient's epilogue): 8.701e8 x 4 B / 0.856 ms = 4065 GB/s (2026-11-26, every
+     * parameter read: 4187). */
+    .stream_gbs = 4064.6,
+    /* "optimizer: AdamW (+ router bias)" row: 6.306e9 parameters x 30 B (fp32 master, m, v
+     * read and written, fp32 gradient read, bf16 copy written) / 47.876 ms = 3951 GB/s (the
+     * EP-8 run: 3.780e9 x 30 B / 28.716 ms = 3949); adamw_full measured 3.96 TB/s for AdamW
+     * alone at the same count in the same call. */
+    .adamw_gbs = 3951.4,
     /* Everything not modelled on its own (norms, q/gate split and RoPE, router, SwiGLU,
      * permute/unpermute, residual adds, embedding, idle and host waits): the sum of those rows
-     * of the 4 x 1 x 4096 profile, 44.48 ms, over 9 layers x 16384 tokens = 301.6 ns per token
-     * and layer (the EP-8 profile: 232.9, larger kernels). */
-    .other_ns_token_layer = 301.6,
+     * of the 4 x 1 x 4096 profile, 32.86 ms, over 9 layers x 16384 tokens = 222.9 ns per token
+     * and layer (2026-11-26: 301.6, before the row paths; the EP-8 profile: 185.4, larger
+     * kernels). */
+    .other_ns_token_layer = 222.9,
     .expert = h200_expert,
     .n_expert = (int)(sizeof h200_expert / sizeof *h200_expert),
     .attention = h200_attention,
