@@ -38,10 +38,13 @@ cut:
                        expert weight gradients in its own backward (profile defers them over
                        pairs of micro-batches where auto does, training.defer_expert_wgrad)
   profile_group4       the measured shape again with --wgrad-group 4: the expert weight
-                       gradients of all four micro-batches in one pass (profile's: pairs), the
-                       three parked ones kept as tokens (training.park_expert_rows auto), so
-                       that the same layers fit; their copies and regathers are a row of their
-                       own
+                       gradients of all four micro-batches in one pass, the three parked ones
+                       kept as tokens (training.park_expert_rows auto), so that the same layers
+                       fit; their copies and regathers are a row of their own (since 2026-11-28
+                       the automatic group, so profile's too where nothing overrides it)
+  profile_pairs        the measured shape again with --wgrad-group 2: the weight gradients over
+                       pairs, the parked micro-batch kept as rows (the default until
+                       2026-11-28): this row against profile's is what the groups of 4 give
   profile_ep8          the same at the per-GPU expert load of an EP-8 deployment: one micro-batch
                        of 8 x 4096 = 32,768 tokens, 8 of 128 experts each: 2,048 rows per expert
   profile_prefetch     the measured shape again with SLUICE_EXPERT_GEMM_PREFETCH=1: the Hopper
@@ -290,6 +293,10 @@ def main():
         # weight gradient over all four micro-batches", "Parked micro-batches kept as tokens")
         ("profile_group4", part_profile, S, "profile_group4", "measured",
          "measured shape, weight gradients over groups of 4", None, ["--wgrad-group", "4"]),
+        # pairs (the default until 2026-11-28, groups of 4 since where they park tokens): what
+        # the groups give is profile's row against this one's
+        ("profile_pairs", part_profile, S, "profile_pairs", "measured",
+         "measured shape, weight gradients over pairs", None, ["--wgrad-group", "2"]),
         # the Hopper grouped GEMM's weight gradient with its L2 prefetch of the old dW (off by
         # default: an H200 measured no gain, 2026-11-26): what it gives is this row against
         # profile's

@@ -15,7 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert_gemm",
-         "racecheck_step", "profile", "profile_nodefer", "profile_group4", "profile_ep8",
+         "racecheck_step", "profile", "profile_nodefer", "profile_group4", "profile_pairs", "profile_ep8",
          "profile_prefetch",
          "profile_dwreduce", "profile_nosplitk", "profile_swiglu", "attn_bench",
          "attn_bench_fwd192", "attn_bench_separate",
@@ -24,6 +24,7 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
 BUDGETS = {"doctor": 120, "tests": 200, "memcheck": 150, "racecheck_attention": 120,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75, "profile_group4": 75,
+           "profile_pairs": 75,
            "profile_nosplitk": 75, "profile_swiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_separate": 60, "attn_bench_pingpong": 60,
            "attn_bench_persistent": 60, "attn_bench_dq_overlap": 60, "attn_kernels": 60, "step_kernels": 60, "attn_long": 280,
            "expert_gemm": 30, "expert_gemm_ablate": 60, "adamw": 30, "adamw_full": 60,

@@ -82,7 +82,8 @@ static int estimate_parked(const sl_config *cfg, const char *defer_wgrad, bool b
     if (accum < 2 ||
         !sl_defer_wgrad_decide(defer_wgrad ? defer_wgrad : cfg->train.defer_expert_wgrad, &f))
         return 0;
-    const int group = cfg->train.expert_wgrad_group;
+    const int group =
+        sl_wgrad_group_decide(cfg->train.expert_wgrad_group, cfg->train.park_expert_rows, false);
     return (group < accum ? group : accum) - 1;
 }
 

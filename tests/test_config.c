@@ -141,7 +141,7 @@ static void test_defaults(void) {
     CHECK(c.backend.deterministic, "deterministic kernels by default");
     CHECK(strcmp(c.train.recompute, "none") == 0, "default recompute: none");
     CHECK(strcmp(c.train.defer_expert_wgrad, "auto") == 0, "default defer_expert_wgrad: auto");
-    CHECK(c.train.expert_wgrad_group == 2, "default expert_wgrad_group: 2");
+    CHECK(c.train.expert_wgrad_group == 0, "default expert_wgrad_group: 0 (auto)");
     CHECK(strcmp(c.attention.kernel, "auto") == 0, "default attention kernel: auto");
     sl_config_defaults(&c);
 

@@ -357,8 +357,10 @@ static void check_wgrad_groups(const sl_config *bf16) {
         int group, accum, full, size, rest; /* full groups of `size`, one of `rest` */
         bool grouped;
     } cases[] = {
-        {NULL, NULL, 0, 4, 2, 2, 0, true},    /* auto: bf16 on an H200, pairs by default */
-        {NULL, "on", 0, 3, 1, 2, 1, true},    /* an odd last micro-batch alone */
+        {NULL, NULL, 0, 4, 1, 4, 0, true},    /* auto: bf16 on an H200, groups of 4 (tokens) */
+        {NULL, "on", 0, 3, 1, 3, 0, true},    /* the group of 4 over 3 micro-batches */
+        {NULL, "on", 2, 3, 1, 2, 1, true},    /* pairs: an odd last micro-batch alone */
+        {NULL, NULL, 2, 4, 2, 2, 0, true},    /* two pairs */
         {NULL, "off", 0, 4, 4, 1, 0, false},  /* ungrouped */
         {NULL, "auto", 0, 1, 1, 1, 0, false}, /* one micro-batch: nothing to group */
         {&fp32, "on", 0, 4, 4, 1, 0, false},  /* parked, but one pass per micro-batch */

@@ -65,9 +65,14 @@ grep -q '"expert_gemm_dw_path":[[:space:]]*"lanes"' <<<"$json" ||
 out=$(h200_9 --expert-gemm wgmma) || fail "--expert-gemm wgmma exited $?"
 grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
     fail "--expert-gemm wgmma should time every pass on wgmma"
-# --defer-wgrad: the pairs in the weight gradient's timing (header line, JSON), or not
-grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$h200_out" ||
-    fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in pairs"
+# --defer-wgrad: the groups in the weight gradient's timing (header line, JSON), or not;
+# training.expert_wgrad_group auto: groups of 4 kept as tokens, pairs where they would be rows
+grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$h200_out" ||
+    fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in groups of 4"
+grep -qF "(3 micro-batches of each group of 4, kept as tokens)" <<<"$h200_out" ||
+    fail "the default groups of 4 should park 3 micro-batches as tokens"
+grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$(h200_9 --park rows)" ||
+    fail "with --park rows the automatic group should be a pair"
 json=$(h200_9 --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
 grep -q '"expert_wgrad_group":[[:space:]]*1[,}]' <<<"$json" ||
     fail "JSON: --defer-wgrad off should time no groups"
@@ -92,7 +97,7 @@ grep -qF "would fit with: --recompute attention; training.park_expert_rows=token
 # (15A2B: the routed rows are 64% of a parked micro-batch's bytes, h and dgu the rest)
 awk -v t="$(mem_of "$jt")" -v r="$(mem_of "$jr")" 'BEGIN { exit !(t > 0 && t < 0.6 * r) }' ||
     fail "group 4: tokens ($(mem_of "$jt") bytes) should take under 0.6 of the rows' ($(mem_of "$jr"))"
-out=$(h200_9) || fail "h200 9 layers exited $?"
+out=$(h200_9 --wgrad-group 2) || fail "h200 9 layers, pairs exited $?"
 grep -qF "(1 micro-batch of each group of 2, kept as rows)" <<<"$out" ||
     fail "pairs should keep rows under park_expert_rows auto"
 grep -qF "expert rows parked as tokens" <<<"$out" && fail "pairs time no parked tokens"

@@ -65,7 +65,7 @@ void sl_config_defaults(sl_config *cfg) {
     snprintf(cfg->train.precision, sizeof cfg->train.precision, "auto");
     snprintf(cfg->train.recompute, sizeof cfg->train.recompute, "none");
     snprintf(cfg->train.defer_expert_wgrad, sizeof cfg->train.defer_expert_wgrad, "auto");
-    cfg->train.expert_wgrad_group = 2;
+    cfg->train.expert_wgrad_group = 0; /* auto: sl_wgrad_group_decide */
     snprintf(cfg->train.park_expert_rows, sizeof cfg->train.park_expert_rows, "auto");
     cfg->train.sample_tokens = 64;
     snprintf(cfg->train.export_format, sizeof cfg->train.export_format, "qwen3_moe");

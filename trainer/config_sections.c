@@ -339,9 +339,11 @@ int sl_config_validate_train(const sl_cfg_vctx *v, const sl_train_config *t,
                            "\"on\" keeps a micro-batch's expert rows in each MoE layer, but "
                            "recompute \"layer\" shares one set between the layers (use "
                            "\"attention\" or \"none\", or \"auto\")");
-    if (t->expert_wgrad_group < 2 || t->expert_wgrad_group > SL_DW_MAX_SEGMENTS)
-        return sl_cfg_verr(v, "expert_wgrad_group", "expected 2 to %d micro-batches, got %d",
-                           SL_DW_MAX_SEGMENTS, t->expert_wgrad_group);
+    if (t->expert_wgrad_group != 0 &&
+        (t->expert_wgrad_group < 2 || t->expert_wgrad_group > SL_DW_MAX_SEGMENTS))
+        return sl_cfg_verr(v, "expert_wgrad_group",
+                           "expected 0 (auto) or 2 to %d micro-batches, got %d", SL_DW_MAX_SEGMENTS,
+                           t->expert_wgrad_group);
     const char *pr = t->park_expert_rows;
     if (!sl_cfg_terminated(pr, sizeof t->park_expert_rows) ||
         (strcmp(pr, "auto") && strcmp(pr, "rows") && strcmp(pr, "tokens")))

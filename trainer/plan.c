@@ -242,18 +242,19 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         return -1;
     }
     p->defer_wgrad = p->accum > 1 && sl_defer_wgrad_decide(dwg, &df);
-    const int group = r->wgrad_group > 0 ? r->wgrad_group : st.train.expert_wgrad_group;
+    const char *park = r->park ? r->park : st.train.park_expert_rows;
+    if (strcmp(park, "auto") && strcmp(park, "rows") && strcmp(park, "tokens")) {
+        snprintf(err, errlen, "--park: unknown '%s' (expected auto, rows or tokens)", park);
+        return -1;
+    }
+    const int group = sl_wgrad_group_decide(
+        r->wgrad_group > 0 ? r->wgrad_group : st.train.expert_wgrad_group, park, p->ep > 1);
     if (group < 2 || group > SL_DW_MAX_SEGMENTS) {
         snprintf(err, errlen, "--wgrad-group: %d (expected 2 to %d micro-batches)", group,
                  SL_DW_MAX_SEGMENTS);
         return -1;
     }
     p->wgrad_group = !p->defer_wgrad ? 1 : group < p->accum ? group : p->accum;
-    const char *park = r->park ? r->park : st.train.park_expert_rows;
-    if (strcmp(park, "auto") && strcmp(park, "rows") && strcmp(park, "tokens")) {
-        snprintf(err, errlen, "--park: unknown '%s' (expected auto, rows or tokens)", park);
-        return -1;
-    }
     snprintf(p->park_expert_rows, sizeof p->park_expert_rows, "%s", park);
     p->park_tokens = parks_tokens(p, sl_plan_group(p, p->mode));
     p->deferred = deferred_bytes(p, m, p->mode, p->micro_tokens);

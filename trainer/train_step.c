@@ -35,8 +35,15 @@ bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const
     return sl_defer_wgrad_decide(tc->defer_expert_wgrad, &f);
 }
 
+int sl_wgrad_group_decide(int setting, const char *park_setting, bool expert_parallel) {
+    if (setting > 0) return setting;
+    return !expert_parallel && strcmp(park_setting, "rows") ? 4 : 2;
+}
+
 int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
-    return sl_train_defer_wgrad(tc, be, m) ? tc->expert_wgrad_group : 1;
+    if (!sl_train_defer_wgrad(tc, be, m)) return 1;
+    return sl_wgrad_group_decide(tc->expert_wgrad_group, tc->park_expert_rows,
+                                 m->ep && sl_comm_size(m->ep) > 1);
 }
 
 bool sl_park_tokens_decide(const char *setting, int group) {

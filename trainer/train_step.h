@@ -46,11 +46,20 @@ typedef struct {
  * docs/parallelism.md); "off" never. */
 bool sl_defer_wgrad_decide(const char *setting, const sl_defer_facts *f);
 
+/* training.expert_wgrad_group's size of a group, one rule for the trainer, `sluice plan` and
+ * gpu_train_bench: the setting where it names one (2 to 4); 0 ("auto", the default) 4 where
+ * the parked micro-batches can be kept as tokens (no expert parallelism, and
+ * training.park_expert_rows not "rows"), else 2. Four micro-batches in one pass measured 11.2
+ * ms (3.9%) less per step than pairs on an H200 (2026-11-28) for 0.21 GiB more per layer as
+ * tokens; as rows (expert parallelism) three parked micro-batches would cost three times the
+ * pairs' memory, unmeasured in time (docs/performance.md). */
+int sl_wgrad_group_decide(int setting, const char *park_setting, bool expert_parallel);
+
 /* sl_defer_wgrad_decide for model m on backend be. The results: bitwise the same where the pair
  * is two passes; with the one-pass kernel each expert's dW sums both micro-batches' rows in one
  * fp32 accumulation (a different rounding). */
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
-/* The stepper's wgrad_group: training.expert_wgrad_group where sl_train_defer_wgrad defers,
+/* The stepper's wgrad_group: sl_wgrad_group_decide's size where sl_train_defer_wgrad defers,
  * else 1. */
 int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m);
 /* Whether a group of `group` micro-batches (the effective size: at most the step's) parks

@@ -175,11 +175,14 @@ static void print_banner(const trainer *t, const char *placement) {
     const int eff = sl_train_wgrad_group_in_step(&s0->train, t->be, t->model, micro);
     if (eff > 1) {
         const bool tokens = sl_train_park_tokens(&s0->train, t->be, t->model, micro);
+        char group[16];
+        snprintf(group, sizeof group, s0->train.expert_wgrad_group ? "%d" : "auto",
+                 s0->train.expert_wgrad_group);
         sl_info("expert weight gradients: over groups of %d micro-batches, the parked ones "
-                "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %d, "
+                "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %s, "
                 "park_expert_rows = %s)",
-                eff, tokens ? "tokens" : "rows", s0->train.defer_expert_wgrad,
-                s0->train.expert_wgrad_group, s0->train.park_expert_rows);
+                eff, tokens ? "tokens" : "rows", s0->train.defer_expert_wgrad, group,
+                s0->train.park_expert_rows);
     }
     if (t->prof_steps > 0)
         sl_info("profile: steps %d-%d (--profile; the table follows the window's last step)",
