@@ -14,17 +14,15 @@
  * logits. A row whose target is < 0 gets loss 0 and a zero gradient without being read; a
  * target >= V (which stops the CPU) gives a NaN loss and a NaN gradient row.
  *
- * Rows of 64 KiB or more (the LM head's: 151,936 bf16 logits, 297 KiB) keep their first packs
- * in shared memory (the row cache: as much as a block may have, 226 KiB on an H100 or H200),
- * so pass 2 reads those from there and only the rest from memory. Without it pass 2 read every
- * row again from DRAM: with four blocks of such rows per SM, 528 rows are in flight
- * on an H200 (160 MB, three times its L2). With it a block holds the SM alone (132 rows in
- * flight) and the uncached tails, 9.6 MB, stay in L2: the LM head's cross-entropy moves 2.5 GB per
- * micro-batch of 4,096 tokens instead of 3.7. Each thread loads kUnroll packs before it uses
- * the first (a block of 512 threads is all the SM runs), and the packs, their order per
- * thread and the arithmetic are the same with and without the cache: the same bits.
+ * Pass 2 reads the LM head's rows (151,936 bf16 logits, 297 KiB) from DRAM again: with several
+ * blocks per SM more rows are in flight than the L2 holds. A form that kept each row's first
+ * 226 KiB in shared memory between the passes (one block per SM, four packs loaded per thread
+ * before use; 2026-11-28, sixteenth session) moved a third fewer bytes but measured slower on an
+ * H200 (2026-11-28): the LM head's row rose by 0.37 ms per 4,096 rows at 4 x 1 x 4096 and 0.41
+ * at 1 x 8 x 4096 with its GEMMs unchanged, the kernel 1.15 ms per 4,096 rows, about 2.2 TB/s:
+ * one block of 16 warps per SM kept too few loads in flight. This is the form measured before
+ * it (docs/performance.md, "Measured on an H200 (2026-11-28)"); the bits are the same.
  */
-#include "core/backend_cuda.cuh"
 #include "core/cuda_pack.cuh"
 #include "core/kernels_cuda.h"
 #include "core/log.h"
@@ -32,9 +30,6 @@
 namespace {
 
 constexpr int kMaxThreads = 512;
-constexpr int kUnroll = 4;                  /* packs a thread loads before using the first */
-constexpr int64_t kCacheMinRow = 64 * 1024; /* row bytes from which the row cache is used */
-constexpr size_t kStaticSmemReserve = 1024; /* the block's static shared memory, at most */
 
 /* (m, s) <- the logsumexp pair of the union of (m, s) and (m2, s2). m = -inf: empty. */
 __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
@@ -48,14 +43,11 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2
     m = mx;
 }
 
-/* CACHE: the row's first cpk packs go to dynamic shared memory in pass 1 and come from there in
- * pass 2 (cpk = 0 without it). */
-template <typename T, int VEC, bool CACHE>
+template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads)
     k_xent(float *losses, T *dlogits, const T *logits, const int32_t *targets, int64_t v,
-           int64_t cpk, float grad_scale) {
+           float grad_scale) {
     __shared__ float sm[32], ss[32];
-    SL_DYNAMIC_SMEM(T, cache);
     const int64_t row = blockIdx.x;
     const int32_t t = targets[row];
     const T *l = logits + row * v;
@@ -75,34 +67,19 @@ __global__ void __launch_bounds__(kMaxThreads)
     const float lt = threadIdx.x == 0 ? sl_ld(l[t]) : 0.0f; /* before anything is written */
 
     float m = -INFINITY, s = 0.0f;
-    for (int64_t p0 = threadIdx.x; p0 < npk; p0 += kUnroll * (int64_t)blockDim.x) {
-        /* packs as loaded (core/cuda_pack.cuh), converted only where used: the kUnroll packs a
-         * thread holds cost half the registers in bf16 (fp32 copies of four bf16 packs spilled at
-         * 512 threads) */
-        sl_raw<T, VEC> r[kUnroll];
+    for (int64_t p = threadIdx.x; p < npk; p += blockDim.x) {
+        float x[VEC];
+        sl_ldv<VEC>(l + p * VEC, x);
+        float pm = x[0];
         SL_UNROLL
-        for (int u = 0; u < kUnroll; u++) {
-            const int64_t p = p0 + u * (int64_t)blockDim.x;
-            if (p < npk) r[u].load(l + p * VEC);
+        for (int e = 1; e < VEC; e++) pm = fmaxf(pm, x[e]);
+        if (pm > m) {
+            s *= expf(m - pm); /* 0 while m = -inf and s = 0 */
+            m = pm;
         }
-        SL_UNROLL
-        for (int u = 0; u < kUnroll; u++) {
-            const int64_t p = p0 + u * (int64_t)blockDim.x;
-            if (p >= npk) break;
-            if (CACHE && p < cpk) r[u].store(cache + p * VEC);
-            float x[VEC];
-            r[u].unpack(x);
-            float pm = x[0];
+        if (m != -INFINITY) { /* else every logit so far is -inf: nothing to add */
             SL_UNROLL
-            for (int e = 1; e < VEC; e++) pm = fmaxf(pm, x[e]);
-            if (pm > m) {
-                s *= expf(m - pm); /* 0 while m = -inf and s = 0 */
-                m = pm;
-            }
-            if (m != -INFINITY) { /* else every logit so far is -inf: nothing to add */
-                SL_UNROLL
-                for (int e = 0; e < VEC; e++) s += expf(x[e] - m);
-            }
+            for (int e = 0; e < VEC; e++) s += expf(x[e] - m);
         }
     }
     /* Combine: lanes by butterfly (every lane ends with the warp's pair), then warps in order. */
@@ -121,8 +98,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (!d) return;
     for (int64_t p = threadIdx.x; p < npk; p += blockDim.x) {
         float x[VEC];
-        /* the thread's own packs: what it stored into the cache in pass 1 */
-        sl_ldv<VEC>((CACHE && p < cpk ? cache : l) + p * VEC, x);
+        sl_ldv<VEC>(l + p * VEC, x);
         SL_UNROLL
         for (int e = 0; e < VEC; e++) {
             x[e] = expf(x[e] - lse) * grad_scale;
@@ -139,23 +115,9 @@ void xent_launch(void *ctx, float *losses, T *dlogits, const T *logits, const in
     const int64_t npk = v / VEC;
     int threads = (int)(npk < kMaxThreads ? (npk + 31) / 32 * 32 : kMaxThreads);
     if (threads < 32) threads = 32;
-    const size_t pack = VEC * sizeof(T);
-    if constexpr (VEC == SL_PACK) {
-        if (dlogits && (int64_t)(npk * pack) >= kCacheMinRow) {
-            /* the row cache: as many packs as the block may hold (all of a row that fits) */
-            const size_t cap = sl_cuda_props(ctx)->sharedMemPerBlockOptin - kStaticSmemReserve;
-            const int64_t cpk = npk < (int64_t)(cap / pack) ? npk : (int64_t)(cap / pack);
-            auto *const cached = k_xent<T, VEC, true>;
-            sl_cuda_raise_smem<k_xent<T, VEC, true>>(cap, "cross_entropy");
-            SL_LAUNCH(cached, (unsigned)n, threads, (size_t)cpk * pack, sl_cuda_stream(ctx), losses,
-                      dlogits, logits, targets, v, cpk, grad_scale);
-            SL_CUDA_LAUNCHED("cross_entropy");
-            return;
-        }
-    }
-    auto *const xent_kernel = k_xent<T, VEC, false>;
+    auto *const xent_kernel = k_xent<T, VEC>;
     SL_LAUNCH(xent_kernel, (unsigned)n, threads, 0, sl_cuda_stream(ctx), losses, dlogits, logits,
-              targets, v, (int64_t)0, grad_scale);
+              targets, v, grad_scale);
     SL_CUDA_LAUNCHED("cross_entropy");
 }
 
