@@ -319,9 +319,10 @@ void sl_conf_case_cross_entropy(cx *c) {
                     {5, 11, 2, 0.25f},
                     {37, 1000, 0, 0.5f},
                     {64, 50, 2, 1.0f},
-                    /* CUDA's row cache: rows of 64 KiB or more, whole (40,000 in place) and
-                     * cut (the LM head's 151,936: its first 226 KiB; a scale that lifts its
-                     * gradients of about 1e-6 above the tolerance's floor) */
+                    /* long rows: 40,000 in place, and the LM head's 151,936 (a scale that
+                     * lifts its gradients of about 1e-6 above the tolerance's floor); they
+                     * came with a row cache in shared memory that an H200 measured slower
+                     * (2026-11-28, reverted) and stay as the LM head's shape */
                     {2, 40000, 2, 1.0f},
                     {3, 151936, 0, 4096.0f}};
     const int64_t n = PICK(c, k_shapes)->n, v = k_shapes[c->shape].v;

@@ -36,7 +36,8 @@ cut:
   profile              gpu_train_bench --profile, the measured shape: 4 micro-batches of 1 x 4096
   profile_nodefer      the measured shape again with --defer-wgrad off: every micro-batch's
                        expert weight gradients in its own backward (profile defers them over
-                       pairs of micro-batches where auto does, training.defer_expert_wgrad)
+                       the automatic group, 4 at that shape, where auto does,
+                       training.defer_expert_wgrad)
   profile_group4       the measured shape again with --wgrad-group 4: the expert weight
                        gradients of all four micro-batches in one pass, the three parked ones
                        kept as tokens (training.park_expert_rows auto), so that the same layers
@@ -282,15 +283,15 @@ def main():
     steps = [
         ("profile", part_profile, S, "profile", "measured", "measured shape"),
         # every micro-batch's expert weight gradients in its own backward: what the deferral over
-        # pairs of micro-batches (on in profile where auto turns it on) gives is profile's row
+        # groups of micro-batches (on in profile where auto turns it on) gives is profile's row
         # against this one's
         ("profile_nodefer", part_profile, S, "profile_nodefer", "measured",
          "measured shape, weight gradients not deferred", None, ["--defer-wgrad", "off"]),
         ("profile_ep8", part_profile, S, "profile_ep8", "ep8", "EP-8 expert load"),
-        # the weight gradients over groups of 4 micro-batches (training.expert_wgrad_group 4;
-        # profile's are over pairs), the parked micro-batches kept as tokens (park_expert_rows
-        # auto): this row against profile's is the predictions' test (docs/performance.md, "The
-        # weight gradient over all four micro-batches", "Parked micro-batches kept as tokens")
+        # the weight gradients over groups of 4 micro-batches (training.expert_wgrad_group 4, the
+        # automatic group since 2026-11-28, so profile's too where nothing overrides it), the
+        # parked micro-batches kept as tokens (park_expert_rows auto; docs/performance.md,
+        # "Groups of 4 measured, and the default")
         ("profile_group4", part_profile, S, "profile_group4", "measured",
          "measured shape, weight gradients over groups of 4", None, ["--wgrad-group", "4"]),
         # pairs (the default until 2026-11-28, groups of 4 since where they park tokens): what

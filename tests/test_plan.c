@@ -224,6 +224,34 @@ static void check_deferred(const sl_config *cfg) {
     CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == 0 && !q.fits &&
               strstr(q.advice, "training.expert_wgrad_group=2"),
           "advice '%s' should name training.expert_wgrad_group=2", q.advice);
+    /* one GPU, the automatic group with rows (pairs: park_expert_rows rows) over the budget by
+     * its parked rows but not as tokens: the advice pins the pair, since tokens alone would
+     * make the automatic group 4 (three micro-batches parked, more than the rows it replaces) */
+    sl_plan_request one;
+    sl_plan_request_defaults(&one);
+    one.gpus = 1, one.ep = 1, one.layers = 9, one.gpu = "h200", one.global_batch = 4 * 4096;
+    one.park = "rows";
+    CHECK(sl_plan_compute(&c, &one, &q, err, sizeof err) == 0 && q.wgrad_auto &&
+              q.wgrad_group == 2 && !q.park_tokens,
+          "automatic group with rows: group %d, tokens %d: %s", q.wgrad_group, q.park_tokens, err);
+    const double rows1 = q.deferred;
+    one.park = "tokens", one.wgrad_group = 2; /* one micro-batch's tokens */
+    CHECK(sl_plan_compute(&c, &one, &q, err, sizeof err) == 0 && q.park_tokens && q.deferred > 0 &&
+              q.deferred < rows1,
+          "pairs as tokens: %.0f bytes against the rows' %.0f", q.deferred, rows1);
+    const double tokens1 = q.deferred;
+    one.park = "rows", one.wgrad_group = 0;
+    CHECK(sl_plan_compute(&c, &one, &q, err, sizeof err) == 0, "plan failed: %s", err);
+    one.gpu_memory_gib = (q.total - rows1 + (rows1 + tokens1) / 2 + 2 * GIB) / 0.92 / GIB;
+    CHECK(
+        sl_plan_compute(&c, &one, &q, err, sizeof err) == 0 && !q.fits &&
+            strstr(q.advice, "training.park_expert_rows=tokens with training.expert_wgrad_group=2"),
+        "advice '%s' should pin the pair with tokens", q.advice);
+    one.wgrad_group = 2; /* a group named: nothing to pin */
+    CHECK(sl_plan_compute(&c, &one, &q, err, sizeof err) == 0 && !q.fits && !q.wgrad_auto &&
+              strstr(q.advice, "training.park_expert_rows=tokens") &&
+              !strstr(q.advice, "with training.expert_wgrad_group"),
+          "advice '%s' with --wgrad-group 2", q.advice);
     r.gpu_memory_gib = 0, r.wgrad_group = 5;
     CHECK(sl_plan_compute(&c, &r, &q, err, sizeof err) == -1 && strstr(err, "--wgrad-group"),
           "a group of 5: '%s'", err);

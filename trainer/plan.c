@@ -96,12 +96,15 @@ static void advise(sl_plan *p, const sl_model_config *m) {
             break;
         }
     }
-    /* the same group parked as tokens (no expert parallelism); a smaller group parks fewer
-     * micro-batches: the largest that fits, else none */
+    /* the same group parked as tokens (no expert parallelism; an automatic group would grow
+     * with tokens, so the advice pins it); a smaller group parks fewer micro-batches: the
+     * largest that fits, else none */
     const int group = sl_plan_group(p, p->mode);
     if (group > 1 && p->ep == 1 && !p->park_tokens &&
-        p->total - p->deferred + parked_bytes(p, m, group, true, t) <= p->usable)
+        p->total - p->deferred + parked_bytes(p, m, group, true, t) <= p->usable) {
         ADD("%straining.park_expert_rows=tokens", found++ ? "; " : "");
+        if (p->wgrad_auto) ADD(" with training.expert_wgrad_group=%d", group);
+    }
     for (int gs = group - 1; gs >= 1; gs--)
         if (p->total - p->deferred + parked_bytes(p, m, gs, parks_tokens(p, gs), t) <= p->usable) {
             if (gs > 1)
@@ -247,8 +250,9 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         snprintf(err, errlen, "--park: unknown '%s' (expected auto, rows or tokens)", park);
         return -1;
     }
-    const int group = sl_wgrad_group_decide(
-        r->wgrad_group > 0 ? r->wgrad_group : st.train.expert_wgrad_group, park, p->ep > 1);
+    const int group_setting = r->wgrad_group > 0 ? r->wgrad_group : st.train.expert_wgrad_group;
+    p->wgrad_auto = group_setting == 0;
+    const int group = sl_wgrad_group_decide(group_setting, park, p->ep > 1);
     if (group < 2 || group > SL_DW_MAX_SEGMENTS) {
         snprintf(err, errlen, "--wgrad-group: %d (expected 2 to %d micro-batches)", group,
                  SL_DW_MAX_SEGMENTS);

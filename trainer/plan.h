@@ -101,6 +101,9 @@ typedef struct {
      * (sl_park_tokens_decide; rows with expert parallelism): deferred counts them so */
     char park_expert_rows[8];
     bool park_tokens;
+    /* the group is automatic (training.expert_wgrad_group 0 and no --wgrad-group): it follows
+     * park_expert_rows (sl_wgrad_group_decide), so advice that changes that key names the group */
+    bool wgrad_auto;
     double deferred;
     double total;  /* state + act[mode].total + deferred */
     double usable; /* 92% of the GPU memory - 2 GiB */

@@ -17,7 +17,7 @@
  * bench/results/h200-2026-11-26c/expert_gemm.out), which measured four row counts: cuBLAS's
  * (grouped, per-expert, lanes) and the wgmma weight gradient, whose kernel has not changed in
  * speed since (at 256 and 2,048 rows it measured within 6% of then). The wgmma forward and data
- * gradient at those counts are left out: their kernel gained 16-26% since (16-byte epilogue
+ * gradient at those counts are left out: their kernel gained 16-32% since (16-byte epilogue
  * stores), so the plan interpolates them between 256 and 2,048 rows.
  * `bench/plan_rates.py derive DIR` prints every rate below from such a directory and `check`
  * compares this table with it (test_plan_rates_source). docs/plan.md, "Rates", maps each number
