@@ -67,10 +67,14 @@ grep -qF "expert GEMMs wgmma: wgmma, weight grad wgmma" <<<"$out" ||
     fail "--expert-gemm wgmma should time every pass on wgmma"
 # --defer-wgrad: the groups in the weight gradient's timing (header line, JSON), or not;
 # training.expert_wgrad_group auto: groups of 4 kept as tokens, pairs where they would be rows
-grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$h200_out" ||
-    fail "auto on an H200 in bf16 with 4 micro-batches should time the weight gradient in groups of 4"
-grep -qF "(3 micro-batches of each group of 4, kept as tokens)" <<<"$h200_out" ||
-    fail "the default groups of 4 should park 3 micro-batches as tokens"
+# groups_of_4 OUTPUT WHAT: the weight gradient timed over groups of 4, 3 parked as tokens
+groups_of_4() {
+    grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$1" ||
+        fail "$2 should time the weight gradient in groups of 4"
+    grep -qF "(3 micro-batches of each group of 4, kept as tokens)" <<<"$1" ||
+        fail "$2 should park 3 micro-batches, as tokens (park_expert_rows auto)"
+}
+groups_of_4 "$h200_out" "auto on an H200 in bf16 with 4 micro-batches"
 grep -qF "weight grad wgmma over pairs of micro-batches" <<<"$(h200_9 --park rows)" ||
     fail "with --park rows the automatic group should be a pair"
 json=$(h200_9 --defer-wgrad off --json) || fail "--defer-wgrad off exited $?"
@@ -78,10 +82,7 @@ grep -q '"expert_wgrad_group":[[:space:]]*1[,}]' <<<"$json" ||
     fail "JSON: --defer-wgrad off should time no groups"
 # --wgrad-group: groups of 4 in the header, the JSON and the parked rows
 out=$(h200_9 --wgrad-group 4) || fail "--wgrad-group 4 exited $?"
-grep -qF "weight grad wgmma over groups of 4 micro-batches" <<<"$out" ||
-    fail "--wgrad-group 4 should time the weight gradient in groups of 4"
-grep -qF "(3 micro-batches of each group of 4, kept as tokens)" <<<"$out" ||
-    fail "--wgrad-group 4 should park 3 micro-batches, as tokens (park_expert_rows auto)"
+groups_of_4 "$out" "--wgrad-group 4"
 grep -qF "expert rows parked as tokens" <<<"$out" ||
     fail "--wgrad-group 4 should time the parked tokens' copies and regathers"
 # park_expert_rows: tokens take less memory than rows for the same group; pairs keep rows
