@@ -112,9 +112,7 @@ void sl_params_sync_compute(sl_params *ps) {
 }
 
 static void fill_normal(float *dst, int64_t n, uint64_t seed, const char *stream_name, float std) {
-    sl_rng r;
-    sl_rng_init(&r, seed, sl_hash_str(stream_name));
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)(std * sl_rng_normal(&r));
+    (void)sl_rng_fill_normal(dst, n, seed, sl_hash_str(stream_name), std);
 }
 
 void sl_params_randomize(sl_params *ps, uint64_t seed) {

@@ -89,7 +89,8 @@ void sl_params_finalize_shared(sl_params *ps, const sl_params *src);
 /* Refreshes the compute copies from the master weights (after they were written other than
  * by the optimizer: initialization, loading, a test); a no-op in fp32. */
 void sl_params_sync_compute(sl_params *ps);
-/* Fills every parameter from its own RNG stream (seed, name, global expert index). */
+/* Fills every parameter from its own RNG stream (seed, name, global expert index), the large
+ * ones on the OpenMP threads with the bits of one thread (sl_rng_fill_normal). */
 void sl_params_randomize(sl_params *ps, uint64_t seed);
 /* Sets every gradient to zero now (one fill per group), for callers that accumulate by hand. */
 void sl_params_zero_grad(sl_params *ps);

@@ -9,6 +9,7 @@
 #ifndef SL_RNG_H
 #define SL_RNG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -34,5 +35,17 @@ double sl_rng_uniform(sl_rng *r);
 double sl_rng_normal(sl_rng *r);
 /* Uniform integer in [0, n). */
 uint64_t sl_rng_below(sl_rng *r, uint64_t n);
+
+/* Advances r past `draws` 64-bit draws (those sl_rng_u64 would return), in O(1): splitmix64's
+ * state moves by one constant per draw. A spare normal r holds is dropped. */
+void sl_rng_skip(sl_rng *r, uint64_t draws);
+/* dst[i] = std * the i-th sl_rng_normal of a fresh (seed, stream) generator, for i < n: the
+ * same bits as that loop, filled on OpenMP threads for large n. Chunks of whole pairs start
+ * where the loop would be had it drawn two values per pair; a pair whose first uniform was 0
+ * (redrawn, probability 2^-53) shifts every later draw, so each chunk checks that it ended
+ * where the next began, and any mismatch refills dst in one sequence. Returns true where the
+ * chunks' values were kept, false where dst was filled in one sequence (n under 2^20, one
+ * thread, or that redraw). */
+bool sl_rng_fill_normal(float *dst, int64_t n, uint64_t seed, uint64_t stream, float std);
 
 #endif

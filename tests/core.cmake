@@ -1,5 +1,7 @@
 # core/: tensors, backend dispatch, core CPU kernels.
 sluice_test(test_core_ops SOURCES test_core_ops.c LABELS core)
+# core/rng.c: the skip and the parallel normal fill against the one-thread loop.
+sluice_test(test_rng SOURCES test_rng.c LABELS core)
 sluice_test(test_cuda_backend SOURCES test_cuda_backend.c LABELS "core;gpu")
 add_test(NAME test_clang_format COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_format.sh)
 set_tests_properties(test_clang_format PROPERTIES LABELS "style" SKIP_RETURN_CODE 77)

@@ -65,7 +65,8 @@ typedef struct {
 } sl_fit_model;
 
 /* How the weights are filled: the config's initialization (sl_params_randomize: Box-Muller
- * on the host, about 12 ns per parameter, a minute for a 15A2B cut to 9 layers), or
+ * on the host, about 16 ns per parameter on one core, split over the OpenMP threads since
+ * 2026-11-28 (8.5 ns on two), a minute for a 15A2B cut to 9 layers on one core), or
  * SL_FIT_INIT_FAST: every parameter filled from a pool of 2^22 normal values of the config's
  * init std at a random offset (one upload per parameter; a few seconds), for timing only: the
  * experts' weights repeat the pool, the routers still get distinct values. */
