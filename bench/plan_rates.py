@@ -245,17 +245,15 @@ def results(d, gpu, date, commit, strategy, config, source=None):
                      "defer_wgrad": "on" if p.get("defer_expert_wgrad") else "off"},
             "attention_kernel": p.get("attention_kernel"),
         })
-        # the run's group, always named (runs before the key: pairs; the config's default is
-        # automatic since 2026-11-28); a run that defers nothing (one micro-batch, or deferral
-        # off) reports a group of 1, which plan has no flag for
+        # a run that deferred: its group, always named (runs before the key: pairs; the config's
+        # default is automatic since 2026-11-28), and what its parked micro-batches kept (runs
+        # before the key: rows); a run that defers nothing (one micro-batch, or deferral off)
+        # reports a group of 1, which plan has no flag for
         if p.get("defer_expert_wgrad"):
-            shapes[-1]["plan"]["wgrad_group"] = p.get("expert_wgrad_group", 2)
+            group, park = p.get("expert_wgrad_group", 2), p.get("park_expert_rows", "rows")
+            shapes[-1]["plan"].update({"wgrad_group": group, "park": park})
             shapes[-1]["command"] = shapes[-1]["command"].replace(
-                " (bench", " --wgrad-group %d (bench" % p.get("expert_wgrad_group", 2))
-        if p.get("defer_expert_wgrad"):  # what its parked micro-batches kept (runs before: rows)
-            park = p.get("park_expert_rows", "rows")
-            shapes[-1]["plan"]["park"] = park
-            shapes[-1]["command"] = shapes[-1]["command"].replace(" (bench", " --park %s (bench" % park)
+                " (bench", " --wgrad-group %d --park %s (bench" % (group, park))
         if p.get("expert_gemm_path"):
             shapes[-1]["expert_gemm_paths"] = "forward and data gradient %s; weight gradient %s" % (
                 p["expert_gemm_path"], p.get("expert_gemm_dw_path", "?"))

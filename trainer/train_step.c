@@ -25,13 +25,17 @@ bool sl_defer_wgrad_decide(const char *setting, const sl_defer_facts *f) {
     return !strcmp(setting, "on") || (f->one_pass && !f->ep_overlap);
 }
 
+/* Whether m's MoE layers exchange tokens with other ranks (expert parallelism). */
+static bool expert_parallel(const sl_model *m) {
+    return m->ep && sl_comm_size(m->ep) > 1;
+}
+
 bool sl_train_defer_wgrad(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
     sl_device_info dev;
     const sl_defer_facts f = {.can_park = sl_model_can_defer_wgrad(m),
                               .one_pass = sl_backend_device(be, &dev) && dev.cc_major == 9 &&
                                           sl_tensor_dtype(m->x[0]) == SL_BF16,
-                              .ep_overlap =
-                                  m->ep && sl_comm_size(m->ep) > 1 && m->moe_opts.overlap_exchange};
+                              .ep_overlap = expert_parallel(m) && m->moe_opts.overlap_exchange};
     return sl_defer_wgrad_decide(tc->defer_expert_wgrad, &f);
 }
 
@@ -42,8 +46,7 @@ int sl_wgrad_group_decide(int setting, const char *park_setting, bool expert_par
 
 int sl_train_wgrad_group(const sl_train_config *tc, const sl_backend *be, const sl_model *m) {
     if (!sl_train_defer_wgrad(tc, be, m)) return 1;
-    return sl_wgrad_group_decide(tc->expert_wgrad_group, tc->park_expert_rows,
-                                 m->ep && sl_comm_size(m->ep) > 1);
+    return sl_wgrad_group_decide(tc->expert_wgrad_group, tc->park_expert_rows, expert_parallel(m));
 }
 
 bool sl_park_tokens_decide(const char *setting, int group) {
@@ -60,7 +63,7 @@ bool sl_train_park_tokens(const sl_train_config *tc, const sl_backend *be, const
                           int micro_batches) {
     return sl_park_tokens_decide(tc->park_expert_rows,
                                  sl_train_wgrad_group_in_step(tc, be, m, micro_batches)) &&
-           (!m->ep || sl_comm_size(m->ep) == 1);
+           !expert_parallel(m);
 }
 
 int sl_train_prepare_wgrad(const sl_train_config *tc, const sl_backend *be, sl_model *m,

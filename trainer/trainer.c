@@ -175,9 +175,9 @@ static void print_banner(const trainer *t, const char *placement) {
     const int eff = sl_train_wgrad_group_in_step(&s0->train, t->be, t->model, micro);
     if (eff > 1) {
         const bool tokens = sl_train_park_tokens(&s0->train, t->be, t->model, micro);
-        char group[16];
-        snprintf(group, sizeof group, s0->train.expert_wgrad_group ? "%d" : "auto",
-                 s0->train.expert_wgrad_group);
+        char group[16] = "auto";
+        if (s0->train.expert_wgrad_group)
+            snprintf(group, sizeof group, "%d", s0->train.expert_wgrad_group);
         sl_info("expert weight gradients: over groups of %d micro-batches, the parked ones "
                 "kept as %s (training.defer_expert_wgrad = %s, expert_wgrad_group = %s, "
                 "park_expert_rows = %s)",
