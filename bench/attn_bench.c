@@ -180,6 +180,7 @@ static int parse_options(int argc, char **argv, ab_options *o) {
             count = &o->check_rows;
         } else if (strcmp(a, "--nondeterministic") == 0) {
             o->nondeterministic = true;
+            continue;
         } else if (strcmp(a, "--separate") == 0) {
             o->separate = true;
             continue;

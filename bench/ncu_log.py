@@ -61,6 +61,37 @@ def kernel_times(text, metric="gpu__time_duration.sum"):
                   key=lambda k: -k["ms"])
 
 
+def launch_metrics(text):
+    """[{"id", "name", "metrics": {"Section/Metric": (value, unit)}}] per kernel launch, in launch
+    order, from a `--page details --csv` report (sections and `--metrics`; the command-line
+    metrics' section is "Command line profiler metrics"). A value is a float where it reads as
+    one (thousands separators dropped), else its text. Raises ValueError where the text holds no
+    report."""
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID",')), None)
+    if start is None:
+        raise ValueError("no Nsight Compute CSV report (no header line starting \"ID\")")
+    launches = {}
+    for r in csv.DictReader(lines[start:]):
+        if not r.get("ID", "").isdigit() or not r.get("Metric Name"):
+            continue
+        k = launches.setdefault(int(r["ID"]), {"id": int(r["ID"]), "name": short_name(r["Kernel Name"]),
+                                               "metrics": {}})
+        v = r.get("Metric Value", "")
+        try:
+            v = float(v.replace(",", ""))
+        except ValueError:
+            pass
+        k["metrics"]["%s/%s" % (r.get("Section Name", ""), r["Metric Name"])] = (v, r.get("Metric Unit", ""))
+    return [launches[i] for i in sorted(launches)]
+
+
+def metric(launch, name):
+    """(value, unit) of the launch's metric whose "Section/Metric" key ends with "/name" (the
+    first in the report's order), or None."""
+    return next((v for k, v in launch["metrics"].items() if k.endswith("/" + name)), None)
+
+
 def main(argv):
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--match"):
         sys.stderr.write("usage: ncu_log.py FILE [--match TEXT]\n")

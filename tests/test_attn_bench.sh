@@ -181,6 +181,21 @@ for timing in interleaved separate; do
         fi
     fi
 done
+# --nondeterministic is a flag without a value, wherever it stands (it once took the next
+# argument as its value: "needs a value" at the end, the next flag swallowed before another).
+for place in first last; do
+    args=(--seq 64 --heads 2 --kv-heads 1 --head-dim 64 --iters 1 --warmup 0)
+    [ $place = first ] && args=(--nondeterministic "${args[@]}") || args+=(--nondeterministic)
+    if run 0 "${args[@]}"; then
+        if grep -q '"nondeterministic": true' "$log" && grep -q '"seq": 64,' "$log"; then
+            echo "ok   --nondeterministic ($place)"
+        else
+            echo "FAIL: ${args[*]}: the JSON does not say nondeterministic at seq 64:"
+            cat "$log"
+            fail=1
+        fi
+    fi
+done
 # Bad options: exit 2, with the flag named.
 for bad in "--seq 0" "--check-rows 0" "--gate sideways" "--doc-lengths 3,,4" "--heads 6 --kv-heads 4" "--frob" \
     "--kernel frob" "--kernel mma,,simt"; do
