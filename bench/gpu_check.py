@@ -67,6 +67,11 @@ cut:
                        --kernel sm90 at head dims 128 and 64, S 4096 and 32768, one pass each:
                        every kernel's own time (the forward; the backward's prep, dK/dV, dQ and
                        reduce apart); SKIP without ncu
+  attn_anatomy         Nsight Compute's sections (speed of light, memory, compute, warp states,
+                       schedulers; clocks not locked) on attn_bench at S 32768, D 128: sm90 with
+                       the dQ pass, sm90 with the fused dQ (--nondeterministic), cudnn: per
+                       kernel its time, SM clock, wgmma cycles, throughputs, L2 hit rate, DRAM
+                       bytes; the reports and their details and raw pages; SKIP without ncu
   step_kernels         Nsight Compute on one step of gpu_train_bench (the measured shape at 2
                        layers), only the kernels of the QK-norm/RoPE, the router and AdamW: each
                        one's time and launches (the profile's rows add them up); SKIP without ncu
@@ -132,7 +137,7 @@ import time
 import gpu_check_core as C
 from gpu_check_bench import (part_adamw, part_adamw_full, part_attn, part_attn_dq_overlap,
                              part_attn_fwd192, part_attn_separate,
-                             part_attn_kernels, part_attn_long, part_attn_persistent,
+                             part_attn_anatomy, part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
@@ -316,6 +321,9 @@ def main():
         ("attn_bench", part_attn, S),
         # each attention kernel's own time (Nsight Compute): the backward's passes apart
         ("attn_kernels", part_attn_kernels, S),
+        # what bounds each backward kernel at S 32768, D 128 (issue 22's missed target), against
+        # cuDNN's (Nsight Compute's sections)
+        ("attn_anatomy", part_attn_anatomy, S),
         # the step's kernels whose rows missed their predictions (QK-norm/RoPE, router) or rates
         # (AdamW), each apart
         ("step_kernels", part_step_kernels, S),

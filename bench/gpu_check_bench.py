@@ -8,7 +8,7 @@ import time
 
 import gpu_check_core as C
 from gpu_check_core import RESULTS, last_json, record, run, torch_cuda, torch_env
-from ncu_log import kernel_times
+from ncu_log import UNIT_MS, kernel_times, launch_metrics, metric
 
 def part_attn(L, budget, S):
     log, out = os.path.join(C.LOGS, "attn_bench.log"), os.path.join(C.OUT, "attn_bench.out")
@@ -189,6 +189,98 @@ def part_attn_kernels(L, budget, S):
         notes.append("S %s D %s: %s" % (seq, d, ", ".join("%s %.3f ms" % (k["name"].split("<")[0], k["ms"])
                                                         for k in kernels)))
     record(part, "PASS", sec, "; ".join(notes), result=rows)
+
+
+# What Nsight Compute collects on each kernel of part attn_anatomy: sections (stable names on
+# every ncu since 2021) and three metrics of their own (the tensor pipe's wgmma cycles, DRAM bytes)
+ANATOMY_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
+                    "WarpStateStats", "SchedulerStats"]
+ANATOMY_METRICS = ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,"
+                   "dram__bytes_read.sum,dram__bytes_write.sum")
+# the summary's figures per kernel: (metric as the report names it, label, format); "%s" in a
+# format takes the metric's unit
+ANATOMY_SHOWN = [("Duration", "", "%.3g %s"), ("SM Frequency", "SM", "%.3g %s"),
+                 ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "wgmma", "%.0f%%"),
+                 ("Compute (SM) Throughput", "SM", "%.0f%%"), ("L1/TEX Cache Throughput", "L1", "%.0f%%"),
+                 ("L2 Hit Rate", "L2 hit", "%.0f%%"), ("DRAM Throughput", "DRAM", "%.0f%%"),
+                 ("dram__bytes_read.sum", "read", "%.3g %s"), ("dram__bytes_write.sum", "written", "%.3g %s"),
+                 ("Warp Cycles Per Issued Instruction", "cycles/issue", "%.3g")]
+
+
+def anatomy_line(launch):
+    """One kernel launch of a details report as "name: 26.2 ms, SM 1.98 GHz, wgmma 70%, ...":
+    the figures of ANATOMY_SHOWN it has."""
+    parts = []
+    for name, label, fmt in ANATOMY_SHOWN:
+        m = metric(launch, name)
+        if m is None or not isinstance(m[0], float):
+            continue
+        text = fmt % ((m[0], m[1]) if "%s" in fmt else m[0])
+        parts.append((label + " " + text).strip())
+    return "%s: %s" % (launch["name"].split("<")[0], ", ".join(parts))
+
+
+def part_attn_anatomy(L, budget, S):
+    """Nsight Compute's sections (ANATOMY_SECTIONS, clocks not locked) on one forward and backward
+    at S 32768, D 128, where the forward + backward is short of issue 22's 0.9x cuDNN: sluice's
+    kernels with the deterministic dQ pass, with the unordered fused dQ (--nondeterministic),
+    and cuDNN's. Per kernel of 0.1 ms or more: time, SM clock, the tensor pipe's wgmma cycles,
+    SM, L1 and DRAM throughput, L2 hit rate, DRAM bytes, cycles per issued instruction: whether
+    the dK/dV pass is bound by the tensor pipe, shared memory or stalls, whether the fused dQ's
+    reductions go to DRAM, and how cuDNN's backward compares. The reports
+    (attn_anatomy_RUN.ncu-rep) and their details and raw pages (attn_anatomy_RUN_details.csv,
+    _raw.csv: the stall reasons) come back whole."""
+    part, log = "attn_anatomy", os.path.join(C.LOGS, "attn_anatomy.log")
+    if not os.path.exists(L.attn_bench):
+        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
+    if not ncu:
+        return record(part, "SKIP", 0, why)
+    runs = [("sm90_pass", ["--kernel", "sm90"]), ("sm90_fused", ["--kernel", "sm90", "--nondeterministic"]),
+            ("cudnn", ["--kernel", "cudnn"])]
+    sections = [a for s in ANATOMY_SECTIONS for a in ("--section", s)]
+    notes, rows, sec = [], [], 0.0
+    for tag, args in runs:
+        rep = os.path.join(C.OUT, "attn_anatomy_" + tag)
+        bench = [L.attn_bench, "--backend", "cuda", "--dtype", "bf16"] + args + S["attn_anatomy"]
+        rc, t = run([ncu, "--clock-control", "none", "-f", "--export", rep] + sections +
+                    ["--metrics", ANATOMY_METRICS] + bench, budget - sec, log)
+        sec += t
+        if rc not in (0, 77, None):  # an ncu that does not know a metric refuses the whole run
+            notes.append("%s: exit %d with the metrics, sections only" % (tag, rc))
+            rc, t = run([ncu, "--clock-control", "none", "-f", "--export", rep] + sections + bench,
+                        budget - sec, log)
+            sec += t
+        if rc is None:
+            return record(part, "TIMEOUT", sec, "; ".join(notes))
+        if rc == 77:  # cuDNN not on this node, or no Hopper kernel here
+            notes.append("%s: skipped (exit 77, %s)" % (tag, log))
+            continue
+        if rc != 0:
+            return record(part, "FAIL", sec, "; ".join(notes + ["%s: exit %d (%s)" % (tag, rc, log)]))
+        for page in ("details", "raw"):
+            rc, t = run([ncu, "--import", rep + ".ncu-rep", "--csv", "--page", page], budget - sec, log,
+                        stdout_path="%s_%s.csv" % (rep, page))
+            sec += t
+            if rc != 0:
+                return record(part, "FAIL", sec, "; ".join(notes + ["%s: ncu --import --page %s: exit %s"
+                                                                    % (tag, page, rc)]))
+        try:
+            launches = launch_metrics(open(rep + "_details.csv", errors="replace").read())
+        except ValueError as e:
+            return record(part, "FAIL", sec, "; ".join(notes + ["%s: %s" % (tag, e)]))
+        big = [k for k in launches if to_ms(*(metric(k, "Duration") or (0.0, ""))) >= 0.1]
+        if not big:
+            return record(part, "FAIL", sec, "; ".join(notes + ["%s: no kernel of 0.1 ms or more in the report"
+                                                                % tag]))
+        rows.append(dict(run=tag, kernels=[dict(name=k["name"], metrics=k["metrics"]) for k in big]))
+        notes.append("%s: %s" % (tag, "; ".join(anatomy_line(k) for k in big)))
+    record(part, "PASS", sec, " | ".join(notes), result=rows)
+
+
+def to_ms(value, unit):
+    """A duration in Nsight Compute's unit as milliseconds (0 where the unit is not a time)."""
+    return value * UNIT_MS.get(unit, 0.0) if isinstance(value, float) else 0.0
 
 
 # The step's kernels whose rows missed their predictions on 2026-11-27 (the fused QK-norm and

@@ -19,14 +19,16 @@ PARTS = ["doctor", "tests", "memcheck", "racecheck_attention", "racecheck_expert
          "profile_prefetch",
          "profile_dwreduce", "profile_nosplitk", "profile_swiglu", "attn_bench",
          "attn_bench_fwd192", "attn_bench_separate",
-         "attn_bench_pingpong", "attn_bench_persistent", "attn_bench_dq_overlap", "attn_kernels", "step_kernels",
+         "attn_bench_pingpong", "attn_bench_persistent", "attn_bench_dq_overlap", "attn_kernels", "attn_anatomy",
+         "step_kernels",
          "expert_gemm", "expert_gemm_ablate", "adamw", "adamw_full", "torch_titan", "torch_hf", "attn_long"]
 BUDGETS = {"doctor": 120, "tests": 200, "memcheck": 150, "racecheck_attention": 120,
            "racecheck_expert_gemm": 60, "racecheck_step": 150, "profile": 75, "profile_ep8": 75,
            "profile_prefetch": 75, "profile_dwreduce": 75, "profile_nodefer": 75, "profile_group4": 75,
            "profile_pairs": 75,
            "profile_nosplitk": 75, "profile_swiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_separate": 60, "attn_bench_pingpong": 60,
-           "attn_bench_persistent": 60, "attn_bench_dq_overlap": 60, "attn_kernels": 60, "step_kernels": 60, "attn_long": 280,
+           "attn_bench_persistent": 60, "attn_bench_dq_overlap": 60, "attn_kernels": 60, "attn_anatomy": 120,
+           "step_kernels": 60, "attn_long": 280,
            "expert_gemm": 30, "expert_gemm_ablate": 60, "adamw": 30, "adamw_full": 60,
            "torch_hf": 100, "torch_titan": 150}
 EXCLUDED_TESTS = {"test_doctor_gpu": "the doctor part runs sluice doctor itself"}
@@ -212,6 +214,8 @@ def shapes(L):
                               "--iters", "1", "--warmup", "0"]],
                     attn_kernels=[["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
                                    "--iters", "1", "--warmup", "0"]],
+                    attn_anatomy=["--seq", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "128",
+                                  "--iters", "1", "--warmup", "0"],
                     attn_long=(["--seq", "300", "--heads", "2", "--kv-heads", "1"], ["64"], "8",
                                ["--iters", "1", "--warmup", "0"]),
                     gemm=["--rows", "8", "--experts", "8", "--hidden", "64", "--ffn", "32", "--reps", "2"],
@@ -240,6 +244,7 @@ def shapes(L):
                          for d in ("128", "64") for seq in ("32768", "4096")],
                 attn_kernels=[["--seq", seq, "--head-dim", d, "--iters", "1", "--warmup", "0"]
                               for d in ("128", "64") for seq in ("4096", "32768")],
+                attn_anatomy=["--seq", "32768", "--head-dim", "128", "--iters", "1", "--warmup", "0"],
                 attn_long=(["--seq", "131072"], ["128", "64"], "32", ["--iters", "3", "--warmup", "1"]),
                 gemm=[], gemm_ablate=["--rows", "256,2048", "--reps", "5"], adamw=[],
                 adamw_full=["--reps", "3", "--rows", "coalesced,streams", "--device-fill"],

@@ -99,17 +99,45 @@ sys.exit(1 if bad else 0)
 PY
 
 # A stand-in for Nsight Compute: runs the program, then prints a report of three Hopper attention
-# kernels (the program's kernels are not profiled: the plumbing is what is tested)
+# kernels (the program's kernels are not profiled: the plumbing is what is tested). With
+# --export REP it writes REP.ncu-rep instead; --import REP --page details prints a sections
+# report of two kernels (one of 0.05 ms, under attn_anatomy's 0.1), --page raw a line.
 fake_ncu=$work/ncu
 cat >"$fake_ncu" <<'SH'
 #!/usr/bin/env bash
+export_to= import_from= page=
 while [ $# -gt 0 ]; do
     case $1 in
-    --clock-control | --metrics | --kernel-name) shift 2 ;;
-    --csv) shift ;;
+    --clock-control | --metrics | --kernel-name | --section) shift 2 ;;
+    --export) export_to=$2; shift 2 ;;
+    --import) import_from=$2; shift 2 ;;
+    --page) page=$2; shift 2 ;;
+    --csv | -f) shift ;;
     *) break ;;
     esac
 done
+if [ -n "$import_from" ]; then
+    [ -f "$import_from" ] || { echo "==ERROR== no report $import_from" >&2; exit 1; }
+    if [ "$page" = raw ]; then
+        echo '"ID","Kernel Name","smsp__average_warp_latency_issue_stalled_barrier.ratio"'
+        echo '"0","sm90_dkdv_kernel","0.5"'
+        exit 0
+    fi
+    echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+    m() { echo "\"$1\",\"1\",\"attn_bench\",\"h\",\"void <unnamed>::$2(CUtensorMap_st, args)\",\"1\",\"13\",\"(384, 1, 1)\",\"(8, 1, 1)\",\"0\",\"9.0\",\"$3\",\"$4\",\"$5\",\"$6\""; }
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "GPU Speed Of Light Throughput" "Duration" "msecond" "26.24"
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "GPU Speed Of Light Throughput" "SM Frequency" "Ghz" "1.98"
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "Memory Workload Analysis" "L2 Hit Rate" "%" "91.5"
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "Command line profiler metrics" "dram__bytes_read.sum" "Gbyte" "1,234.5"
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "Warp State Statistics" "Warp Cycles Per Issued Instruction" "cycle" "n/a"
+    m 1 "k_ew<4>" "GPU Speed Of Light Throughput" "Duration" "usecond" "50"
+    exit 0
+fi
+if [ -n "$export_to" ]; then
+    "$@" || exit $?
+    : >"$export_to.ncu-rep"
+    exit 0
+fi
 "$@" || exit $?
 echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
 row() { echo "\"$1\",\"1\",\"attn_bench\",\"h\",\"void <unnamed>::$2(CUtensorMap_st, args)\",\"1\",\"13\",\"(384, 1, 1)\",\"(8, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"$3\""; }
@@ -233,7 +261,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
-        "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "adamw": "PASS", "adamw_full": "PASS",
+        "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "attn_anatomy": "PASS", "adamw": "PASS", "adamw_full": "PASS",
         "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
         "torch_hf": "SKIP", "torch_titan": "SKIP"}
@@ -309,6 +337,18 @@ if [(r["seq"], r["head_dim"], [(k["name"], round(k["ms"], 6)) for k in r["kernel
         (128, 128, [("sm90_dkdv_kernel<128, 0, 64>", 0.00225), ("sm90_fwd_kernel<128, 2, false>", 0.0015),
                     ("sm90_dq_kernel<128>", 0.001)])]:
     bad.append("attn_kernels: not the stand-in's three kernels at the tiny shape: %r" % ak)
+# attn_anatomy: sm90 with the dQ pass and with the fused dQ read from the stand-in's report (its
+# kernel of 0.05 ms left out, a value that is not a number left out of the line), cuDNN skipped
+an = parts.get("attn_anatomy", {})
+if [(r["run"], [k["name"] for k in r["kernels"]]) for r in an.get("result") or []] != [
+        ("sm90_pass", ["sm90_dkdv_kernel<128, 0, 64>"]), ("sm90_fused", ["sm90_dkdv_kernel<128, 0, 64>"])]:
+    bad.append("attn_anatomy: not the stand-in's dK/dV kernel in two runs: %r" % an.get("result"))
+want_line = "sm90_pass: sm90_dkdv_kernel: 26.2 msecond, SM 1.98 Ghz, L2 hit 92%, read 1.23e+03 Gbyte |"
+if want_line not in an.get("note", "") or "cudnn: skipped (exit 77" not in an.get("note", ""):
+    bad.append("attn_anatomy: note %r lacks %r or cuDNN's skip" % (an.get("note"), want_line))
+for f in ("attn_anatomy_sm90_pass.ncu-rep", "attn_anatomy_sm90_fused_details.csv", "attn_anatomy_sm90_fused_raw.csv"):
+    if not os.path.exists(os.path.join(out, f)):
+        bad.append(f"attn_anatomy: {f} not written")
 sk = parts.get("step_kernels", {}).get("result") or []
 if [(k["name"], round(k["ms"], 6), k["launches"]) for k in sk] != [("k_qk_bwd<__nv_bfloat16>", 0.082, 2)]:
     bad.append("step_kernels: not the stand-in's QK-norm/RoPE kernel alone, two launches: %r" % sk)
