@@ -58,6 +58,8 @@ typedef struct {
 
 /* Declares the parameters of decoder layer `layer` (Hugging Face names model.layers.N.*). */
 void sl_attn_block_declare(sl_attn_block *b, const sl_attn_config *c, int layer, sl_params *ps);
+/* Allocates b's activations (normed input, q/k/v/gate, kernel outputs, the log-sum-exp) for
+ * `tokens` tokens per micro-batch on be. */
 void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t tokens);
 /* Makes b compute in owner's activations (an allocated block of the same shape that never
  * runs at the same time as b): the layers of a recomputing or forward-only model share one
@@ -66,6 +68,8 @@ void sl_attn_block_alloc(sl_attn_block *b, sl_backend *be, int64_t tokens);
  * (O(T)) and never reruns the O(T^2) kernel. */
 void sl_attn_block_share(sl_attn_block *b, const sl_attn_block *owner, sl_backend *be,
                          int64_t tokens, bool keep_kernel_out);
+/* Allocates the backward's gradients, which the layers share (one backward runs at a time),
+ * for `tokens` tokens of attention shape c. */
 void sl_attn_workspace_alloc(sl_attn_workspace *ws, const sl_attn_config *c, sl_backend *be,
                              int64_t tokens);
 

@@ -176,7 +176,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3 || (strcmp(argv[1], "save") != 0 && strcmp(argv[1], "load") != 0)) {
-        fprintf(stderr, "usage: ckpt_bench save|load DIR [options] | ckpt_bench evict PATH...\n");
+        fprintf(stderr,
+                "usage: ckpt_bench save DIR [--mb MB] [--ranks N] [--tensors N] [--step S]\n"
+                "       ckpt_bench load DIR [--warm]\n"
+                "       ckpt_bench evict PATH...\n"
+                "  save: a checkpoint of MB MiB (default 1024) of float32 in N tensors (default\n"
+                "        64), each split over the ranks (the MPI ranks, or --ranks N played by\n"
+                "        one process; default 4), as step S (default 1)\n"
+                "  load: read the newest checkpoint under DIR, its files evicted from the page\n"
+                "        cache first unless --warm\n"
+                "  evict: drop the files from the page cache\n"
+                "(bench/ckpt_bench.sh times both against cp; docs/checkpoint-format.md)\n");
         return 2;
     }
     sl_comm *world = sl_comm_init_world(&argc, &argv);

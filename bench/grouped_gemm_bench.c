@@ -2,12 +2,14 @@
  * bench/grouped_gemm_bench.c - threading strategies of the CPU grouped GEMM.
  *
  * For expert-like shapes, times sl_op_grouped_matmul (the gate_up projection, trans_b) and
- * sl_op_grouped_matmul_dw under each strategy of moe/grouped_gemm_cpu.c and prints the median
+ * sl_op_grouped_matmul_dw under each strategy of moe/grouped_matmul_cpu.c and prints the median
  * and the minimum time (the minimum resists interference from other processes) and GFLOP/s
- * at the minimum. Usage: bench_grouped_gemm [threads (0 = all cores)] [repetitions].
+ * at the minimum. Usage: bench_grouped_gemm [THREADS [REPS]] (bench/README.md, "CPU grouped
+ * GEMM strategies").
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backends/backends.h"
@@ -72,10 +74,34 @@ static void run(sl_backend *be, const shape *sh, int reps) {
     sl_tensor_free(a), sl_tensor_free(b), sl_tensor_free(c);
 }
 
+/* argv[i] as a whole number in [lo, hi], or dflt where absent; -1 after a message where bad */
+static int count_arg(int argc, char **argv, int i, const char *what, int lo, int hi, int dflt) {
+    if (i >= argc) return dflt;
+    char *end;
+    const long v = strtol(argv[i], &end, 10);
+    if (end == argv[i] || *end || v < lo || v > hi) {
+        fprintf(stderr, "bench_grouped_gemm: %s: expected a whole number in [%d, %d], got '%s'\n",
+                what, lo, hi, argv[i]);
+        return -1;
+    }
+    return (int)v;
+}
+
 int main(int argc, char **argv) {
     char err[256];
-    sl_backend_params p = {.threads = argc > 1 ? atoi(argv[1]) : 0, .device = -1};
-    const int reps = argc > 2 ? atoi(argv[2]) : 21;
+    if (argc > 3 || (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))) {
+        fprintf(argc > 3 ? stderr : stdout,
+                "usage: bench_grouped_gemm [THREADS [REPS]]\n"
+                "  THREADS  CPU threads (default 0: all cores)\n"
+                "  REPS     repetitions per strategy and shape (default 21)\n"
+                "Times the CPU grouped GEMM (gate_up projection and weight gradient) under each\n"
+                "threading strategy at four expert-like shapes: median, minimum, GFLOP/s.\n");
+        return argc > 3 ? 2 : 0;
+    }
+    const int threads = count_arg(argc, argv, 1, "THREADS", 0, 4096, 0),
+              reps = count_arg(argc, argv, 2, "REPS", 1, 100000, 21);
+    if (threads < 0 || reps < 0) return 2;
+    sl_backend_params p = {.threads = threads, .device = -1};
     sl_backend *be = sl_backend_create("cpu", &p, err, sizeof err);
     if (!be) {
         fprintf(stderr, "bench_grouped_gemm: %s\n", err);

@@ -1,5 +1,6 @@
 /* core/kernels_cpu.h - the CPU kernels of core/ (listed in the CPU operation table,
- * backends/cpu.c). */
+ * backends/cpu.c). Semantics: the op of the same name in core/ops.h (sl_cpu_X implements
+ * sl_op_X); the first argument is the backend's context. */
 #ifndef SL_KERNELS_CPU_H
 #define SL_KERNELS_CPU_H
 

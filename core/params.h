@@ -106,6 +106,7 @@ void sl_params_begin_grads(sl_params *ps);
 float sl_param_grad_beta(sl_param *p);
 void sl_param_grad_prepare(sl_param *p);
 const sl_param *sl_params_stale_grad(const sl_params *ps);
+/* The parameter declared as `name` (its Hugging Face name), or NULL where there is none. */
 sl_param *sl_params_find(const sl_params *ps, const char *name);
 /* Number of elements held by this rank, per group and in total. */
 int64_t sl_params_numel(const sl_params *ps);

@@ -110,6 +110,7 @@ int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t e
  * its current shuffle window (at the position itself in stream order); the global batch keeps its
  * number of sequences. 0, or -1 (the reader then fails every call). */
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
+/* The vocabulary size the shards declare (their headers agree; checked at open). */
 int sl_reader_vocab_size(const sl_reader *r);
 /* The first shard of the data (for messages naming a file). */
 const char *sl_reader_first_shard(const sl_reader *r);

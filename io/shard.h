@@ -148,6 +148,7 @@ int sl_shard_writer_add(sl_shard_writer *w, const uint32_t *tokens, size_t n, ch
                         size_t errlen);
 /* Bytes written to the file so far (grows as batches of frames are compressed). */
 uint64_t sl_shard_writer_bytes(const sl_shard_writer *w);
+/* Tokens added so far. */
 uint64_t sl_shard_writer_tokens(const sl_shard_writer *w);
 /* Finishes the file (index, header, fsync, rename); frees w. 0 or -1. */
 int sl_shard_writer_close(sl_shard_writer *w, sl_shard_header *out, char *err, size_t errlen);

@@ -66,7 +66,7 @@ static void usage_export(FILE *f) {
             "                       transformers' Qwen3NextForCausalLM runs; docs/safetensors.md)\n"
             "  --dtype fp32|bf16    dtype of the floating-point tensors (default fp32;\n"
             "                       bf16 rounds to nearest even)\n"
-            "  --shard-size SIZE    most bytes per file, K/M/G suffixes (default 2G; a tensor\n"
+            "  --shard-size SIZE    most bytes per file, K/M/G/T suffixes (default 2G; a tensor\n"
             "                       larger than that gets a file of its own)\n"
             "  --tokenizer PATH     copy this tokenizer.json (or directory) instead of the run's\n"
             "  --no-tokenizer       copy no tokenizer\n"

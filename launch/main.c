@@ -28,7 +28,8 @@ static void usage(FILE *f) {
                "Pretrains gated-attention Mixture-of-Experts language models.\n\ncommands:\n");
     for (const command *c = k_commands; c->name; c++)
         fprintf(f, "  %-8s %s\n", c->name, c->summary);
-    fprintf(f, "\nRun 'sluice <command> --help' for the options of a command.\nbackends built in:");
+    fprintf(f, "\nRun 'sluice <command> --help' for the options of a command; 'sluice --version'\n"
+               "prints the version.\nbackends built in:");
     for (int i = 0; i < sl_backend_count(); i++) {
         fprintf(f, " %s", sl_backend_name_at(i));
 #ifdef SLUICE_CUDA_EMULATED

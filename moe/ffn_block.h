@@ -53,6 +53,7 @@ void sl_ffn_block_share(sl_ffn_block *b, sl_ffn_block *owner, sl_backend *be,
 /* Sized for `hidden`, the residual width shared by every layer. */
 void sl_ffn_workspace_alloc(sl_ffn_workspace *ws, int hidden, sl_dtype act, sl_backend *be,
                             int64_t tokens);
+/* out = x + ffn(x): the layer's dense SwiGLU or MoE block after its RMSNorm. */
 void sl_ffn_block_forward(sl_ffn_block *b, const sl_tensor *x, sl_tensor *out);
 /* The forward again before the backward of a recomputing model: bitwise the same outputs, and
  * the MoE bookkeeping of the first forward is kept (sl_moe_block_recompute). */

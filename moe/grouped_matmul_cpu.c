@@ -1,5 +1,5 @@
 /*
- * moe/grouped_gemm_cpu.c - one GEMM per expert group (OpenBLAS cblas_sgemm, fp32).
+ * moe/grouped_matmul_cpu.c - one GEMM per expert group (OpenBLAS cblas_sgemm, fp32).
  *
  * The rows of A/C (or dY/X for the weight gradient) are `groups` consecutive blocks of
  * counts[g] rows; group g multiplies with B_g = B[g] ([R, S]). Each group is exactly one

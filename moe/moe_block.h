@@ -99,6 +99,8 @@ typedef struct {
  * shared expert. */
 void sl_moe_block_declare(sl_moe_block *b, const sl_moe_config *c, int layer, sl_params *ps,
                           int ep_rank, int ep_size);
+/* Allocates b's activations, routing state, token dispatcher (over ep) and expert buffers for
+ * `tokens` tokens per micro-batch, as opts asks (precision, parking, EP options). */
 void sl_moe_block_alloc(sl_moe_block *b, const sl_moe_config *c, sl_backend *be, sl_comm *ep,
                         int64_t tokens, const sl_moe_options *opts);
 /* Makes b compute in owner's activations, dispatcher and expert buffers (a block of the same
