@@ -52,16 +52,20 @@ constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 static_assert(sl_setmaxnreg_fits(kWgThreads, kBwdProducerRegs, kConsumerThreads, kBwdConsumerRegs),
               "setmaxnreg: the warpgroups' registers exceed the block's");
 
-template <int D, bool FUSED, int BM_> struct dkdv_layout {
+template <int D, bool FUSED, int BM_, int ST_ = 2> struct dkdv_layout {
     /* BN keys per block (64 per consumer); BM queries per step: 64 at D = 128 (S^T, dP^T: 32
      * registers each, dK and dV: 64 each); at D = 64 either 64 (32 each: room for the unmasked
      * tile's own branch; the default, see bwd_bm) or 128 (64 each, dK and dV 32 each;
      * FlashAttention-3's choice). A stage's statistics: lse log2 e, Di and the document start of BM
      * rows (16 more bytes keep the mbarriers aligned). The fused dQ's fp32 tile, BM x D in boxes of
      * 32 columns (128-byte rows, 128B swizzle), has DQST buffers: two (224 KiB in all at D = 128),
-     * one at D = 64 with BM = 128, where a second would pass the 227 KiB a block may have. */
+     * one at D = 64 with BM = 128, where a second would pass the 227 KiB a block may have.
+     * ST stages of Q, dO and statistics: 2, or more without the fused dQ
+     * (SLUICE_ATTN_SM90_BWD_STAGES, bwd_stages: the loads of step s + ST - 1 issued while step
+     * s runs, ST - 1 steps ahead of their use). */
     static_assert(BM_ == 64 || (BM_ == 128 && D == 64), "BM: 64, or 128 at D = 64");
-    static constexpr int BN = kConsumers * kRows, BM = BM_, ST = 2,
+    static_assert(ST_ >= 2 && ST_ <= 4, "stages: 2 to 4");
+    static constexpr int BN = kConsumers * kRows, BM = BM_, ST = ST_,
                          DQST = D == 64 && BM == 128 ? 1 : 2;
     static constexpr uint32_t kv_bytes = BN * D * 2, q_bytes = BM * D * 2,
                               ds_bytes = FUSED ? BN * BM * 2 : 0, dq_bytes = FUSED ? BM * D * 4 : 0,
@@ -72,6 +76,7 @@ template <int D, bool FUSED, int BM_> struct dkdv_layout {
     /* mbarriers: K and V full, Q/dO full and empty of each stage; with the fused dQ also the dQ
      * tiles' and the dS^T buffers' full and empty */
     static constexpr uint32_t bytes = bars + 8 * (1 + 2 * ST + (FUSED ? 2 * DQST + 4 : 0));
+    static_assert(bytes <= 227 * 1024, "the dK/dV pass's shared memory exceeds the SM's 227 KiB");
 };
 
 /* The fused deterministic dQ's order: the key tile that adds to a (query tile, head) waits
@@ -98,14 +103,14 @@ __device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
     return j <= i && j >= lo && i < seq;
 }
 
-template <int D, bool FUSED, int BM_>
+template <int D, bool FUSED, int BM_, int ST_>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                      const __grid_constant__ CUtensorMap tdq, const args a, const int hsplit,
                      float *const part, int *const order, const int pingpong) {
-    using L = dkdv_layout<D, FUSED, BM_>;
+    using L = dkdv_layout<D, FUSED, BM_, ST_>;
     constexpr int BN = L::BN, BM = L::BM, ST = L::ST, DQST = L::DQST;
     /* the fused dQ's halves, one per consumer: query rows at BM = 128, else head-dim columns
      * (NH of them) */
@@ -501,10 +506,25 @@ bool bwd_pingpong(void) {
     return sl_env_choice("SLUICE_ATTN_SM90_BWD_PINGPONG", values, 2) == 1;
 }
 
+/* SLUICE_ATTN_SM90_BWD_STAGES: the dK/dV pass's stages of Q, dO and statistics, "2", "3" or
+ * "4"; unset, "" or "auto": kBwdStages. The producer loads step s + ST - 1 while step s runs: with
+ * 2 the loads of a step (32 KB by TMA at D = 128, and the statistics warp's scattered lse and Di
+ * reads) have one step's time, about 1.7 us at S 32768, D 128 on an H200, to land. More stages
+ * take shared memory the block leaves unused (one block per SM: 166 KB with 3 at D = 128, 200
+ * KB with 4). Without the fused dQ and with BM = 64 only (the fused dQ's tiles leave no room at
+ * D = 128); elsewhere 2. Opt-in, not yet measured on a GPU (docs/attention.md, "The dK/dV pass's
+ * stages"). Read at every backward. */
+constexpr int kBwdStages = 2;
+int bwd_stages(void) {
+    static const char *const values[] = {"2", "3", "4", "auto"};
+    const int i = sl_env_choice("SLUICE_ATTN_SM90_BWD_STAGES", values, 4);
+    return i < 0 || i == 3 ? kBwdStages : 2 + i;
+}
+
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
-template <int D, bool FUSED, int BM>
+template <int D, bool FUSED, int BM, int ST = 2>
 void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
-    using L = dkdv_layout<D, FUSED, BM>;
+    using L = dkdv_layout<D, FUSED, BM, ST>;
     const char *op = "gated_attn_bwd";
     const CUtensorMap tq = head_map(a.q, a, a.h, D, L::BM, op),
                       tdo = head_map(a.dob, a, a.h, D, L::BM, op),
@@ -525,15 +545,15 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     }
     const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    sl_cuda_raise_smem<sm90_dkdv_kernel<D, FUSED, BM>>(L::bytes, op);
+    sl_cuda_raise_smem<sm90_dkdv_kernel<D, FUSED, BM, ST>>(L::bytes, op);
 #ifdef SLUICE_CUDA_EMULATED
     /* the ordered dQ's blocks wait for earlier key tiles' blocks: the emulator must run them
      * in index order (emu/README.md) */
-    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM>);
+    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM, ST>);
 #endif
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const args, const int, float *const, int *const, const int) =
-        sm90_dkdv_kernel<D, FUSED, BM>;
+        sm90_dkdv_kernel<D, FUSED, BM, ST>;
     SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
               tdq, a, hsplit, part, order, (int)(!FUSED && bwd_pingpong()));
     SL_CUDA_LAUNCHED(op);
@@ -554,8 +574,13 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
             launch_dkdv<D, true, 64>(ctx, a, deterministic, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
+        const int stages = bwd_stages();
         if (big)
             launch_dkdv<D, false, BIG>(ctx, a, false, stream);
+        else if (stages == 3)
+            launch_dkdv<D, false, 64, 3>(ctx, a, false, stream);
+        else if (stages == 4)
+            launch_dkdv<D, false, 64, 4>(ctx, a, false, stream);
         else
             launch_dkdv<D, false, 64>(ctx, a, false, stream);
         launch_dq(ctx, a, D, stream);

@@ -154,6 +154,15 @@ def part_attn_dq_overlap(L, budget, S):
                               ("0", "1"), S["attn_pp"], "attn_bench_dq_overlap%s_%d.out", "dq_overlap")
 
 
+def part_attn_bwd_stages(L, budget, S):
+    """The Hopper backward's dK/dV pass with 2, 3 and 4 stages of Q, dO and statistics
+    (SLUICE_ATTN_SM90_BWD_STAGES; the change shows in bwd), one process each, back to back per
+    shape, S 32768 first: where its loads have the least time to land relative to what they feed
+    is unknown, the longest sequence is where issue 22's target is missed."""
+    return part_attn_variants(L, budget, "attn_bench_bwd_stages", "SLUICE_ATTN_SM90_BWD_STAGES",
+                              ("2", "3", "4"), S["attn_pp"], "attn_bench_bwd_stages%s_%d.out", "bwd_stages")
+
+
 def part_attn_kernels(L, budget, S):
     """Each Hopper attention kernel's own time under Nsight Compute (gpu__time_duration, clocks
     not locked), one forward and backward per shape: the forward, the backward's prep, dK/dV,

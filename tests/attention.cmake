@@ -118,6 +118,17 @@ set_tests_properties(test_attention_sm90_pingpong PROPERTIES TIMEOUT 300 SKIP_RE
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_PINGPONG=1")
 sm90_env_refused(test_attention_sm90_pingpong_bad SLUICE_ATTN_SM90_BWD_PINGPONG 2 "0 or 1")
+# The dK/dV pass with 3 and 4 stages of Q, dO and statistics (SLUICE_ATTN_SM90_BWD_STAGES; the
+# default is 2): the deterministic cases (the dQ pass; the fused dQ and BM 128 keep 2), every
+# D = 64 and D = 128 case through each ring, whose queries' tiles wrap it (up to 9 steps a
+# block), race-checked by the emulator; a value other than 2, 3, 4 or auto stops the backward
+# with a message naming the variable.
+add_test(NAME test_attention_sm90_stages
+         COMMAND bash -c "SLUICE_ATTN_SM90_BWD_STAGES=3 $0 deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=4 $0 deterministic sm90"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_stages PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+sm90_env_refused(test_attention_sm90_stages_bad SLUICE_ATTN_SM90_BWD_STAGES 5 "2, 3, 4 or auto")
 # The dK/dV pass's split of the GQA group (SLUICE_ATTN_SM90_HSPLIT, docs/attention.md): the two
 # tests above run "auto", which at these shapes takes one query head per block (fp32 partials
 # summed by the ordered reduce; deterministic: the same bits twice). hsplit1: the unsplit path

@@ -260,7 +260,7 @@ text = open(os.path.join(out, "summary.txt")).read()
 parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
-        "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_long": "PASS",
+        "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_bench_bwd_stages": "PASS", "attn_long": "PASS",
         "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "attn_anatomy": "PASS", "adamw": "PASS", "adamw_full": "PASS",
         "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
@@ -326,6 +326,9 @@ if sorted({r.get("persistent") for r in ap}) != [0, 1]:
     bad.append("attn_bench_persistent: not one row per value of the variable: %r" % ap)
 if "persistent=1 check (16 sampled rows): PASS" not in parts.get("attn_bench_persistent", {}).get("note", ""):
     bad.append("attn_bench_persistent: no sampled check of the persistent form before the timing")
+bs = parts.get("attn_bench_bwd_stages", {}).get("result") or []
+if sorted({r.get("bwd_stages") for r in bs}) != [2, 3, 4]:
+    bad.append("attn_bench_bwd_stages: not one row per stage count: %r" % bs)
 aw = parts.get("adamw", {}).get("result") or []
 if [r["row"] for r in aw] != ["coalesced", "plain", "stream", "wide", "streams", "copy"]:
     bad.append("adamw: not the six rows of adamw_bench: %r" % aw)
