@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fsutil.h"
@@ -30,6 +32,7 @@ typedef struct {
     uint64_t target;
     sl_build_result *res;
     char stage[4096]; /* shards are written here, then moved into out_dir when all succeeded */
+    int stage_lock;   /* the staging directory, flock-ed while the build runs (remove_stale) */
     char path[8192];
 } sink;
 
@@ -175,6 +178,31 @@ static void remove_stage(const char *stage) {
     rmdir(stage);
 }
 
+/* The staging directories (.sluice-build-*) that killed builds left in out_dir: a running build
+ * holds an exclusive flock on its own, which goes with its process however that ends, so one
+ * that can be locked and is older than a minute (a build locks its directory right after
+ * creating it) belongs to no build: removed, and said. */
+static void remove_stale(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, ".sluice-build-", 14) != 0) continue;
+        snprintf(p, sizeof p, "%s/%s", out_dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode) || time(NULL) - st.st_mtime < 60) continue;
+        const int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            remove_stage(p);
+            sl_info("data build: removed %s, left by an interrupted build", p);
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
 /* The first directory of `dir`'s path that does not exist yet ("" when dir exists): what a
  * build creates, so that a failed build can leave the file system as it found it. */
 static void first_missing_dir(const char *dir, char *out, size_t n) {
@@ -303,6 +331,7 @@ static int build(const sl_build_opts *op, sl_input_format fmt, const sl_tokenize
         return -1;
     }
     if (check_existing(&o, err, errlen) != 0) return -1;
+    remove_stale(o.out_dir);
 
     sink *k = sl_xcalloc(1, sizeof *k);
     snprintf(k->stage, sizeof k->stage, "%s/.sluice-build-XXXXXX", o.out_dir);
@@ -313,6 +342,8 @@ static int build(const sl_build_opts *op, sl_input_format fmt, const sl_tokenize
         remove_created_dirs(o.out_dir, created);
         return -1;
     }
+    k->stage_lock = open(k->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (k->stage_lock >= 0) (void)flock(k->stage_lock, LOCK_EX | LOCK_NB);
     k->in.o = &o;
     k->in.vocab = (uint32_t)vocab;
     k->res = res;
@@ -349,6 +380,7 @@ static int build(const sl_build_opts *op, sl_input_format fmt, const sl_tokenize
     if (rc != 0 && k->w) sl_shard_writer_abort(k->w);
     if (rc == 0) rc = publish(k, err, errlen);
     remove_stage(k->stage);
+    if (k->stage_lock >= 0) close(k->stage_lock);
     free(k);
     /* a failed build into a new directory leaves no directory behind (docs/data.md) */
     if (rc != 0) remove_created_dirs(o.out_dir, created);

@@ -5,7 +5,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -225,6 +229,27 @@ static void test_text(void) {
     CHECK(load(out, &s) == 0 && same(&s, &e, "after --force") && s.shards == 1,
           "--force removes the old shards the new build did not write");
     stream_free(&s);
+    /* staging directories of killed builds: one over a minute old that nobody locks is removed
+     * by the next build; one a running build holds (flock), and one just created, stay */
+    char stale[600], held[600], fresh_stage[600], inside[700];
+    snprintf(stale, sizeof stale, "%s/.sluice-build-stale1", out);
+    snprintf(held, sizeof held, "%s/.sluice-build-held01", out);
+    snprintf(fresh_stage, sizeof fresh_stage, "%s/.sluice-build-fresh1", out);
+    const struct timeval old[2] = {{time(NULL) - 600, 0}, {time(NULL) - 600, 0}};
+    for (int i = 0; i < 3; i++) {
+        const char *d = i == 0 ? stale : i == 1 ? held : fresh_stage;
+        mkdir(d, 0755);
+        snprintf(inside, sizeof inside, "%s/shard-00000.shard.zst.tmp", d);
+        spit(inside, "x", 1);
+        if (i < 2) utimes(d, old);
+    }
+    const int lock = open(held, O_RDONLY | O_DIRECTORY);
+    CHECK(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0, "the test locks its staging directory");
+    CHECK(RUN("data", "build", "--quiet", "--force", "-o", out, a) == 0, "--force again");
+    CHECK(stat(stale, &st) != 0, "a killed build's staging directory is removed by the next build");
+    CHECK(stat(held, &st) == 0, "a staging directory a build holds stays");
+    CHECK(stat(fresh_stage, &st) == 0, "a staging directory under a minute old stays");
+    if (lock >= 0) close(lock);
 }
 
 static void test_jsonl(void) {
