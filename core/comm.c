@@ -123,6 +123,16 @@ void sl_comm_allreduce_max_f64(sl_comm *c, double *buf, int n) {
     if (c->size > 1) c->iface->allreduce_host(c->ctx, buf, n, 0, 1);
 }
 
+bool sl_comm_agree(sl_comm *c, bool failed) {
+    const int n = sl_comm_size(c), me = sl_comm_rank(c);
+    /* [0]: minus the lowest failing rank (a max), [1]: the failing ranks (summed after) */
+    double lo = failed ? -(double)me : -(double)n, count = failed ? 1.0 : 0.0;
+    sl_comm_allreduce_max_f64(c, &lo, 1);
+    sl_comm_allreduce_sum_f64(c, &count, 1);
+    sl_error_release(failed && me == (int)-lo, (int)count, n);
+    return count > 0;
+}
+
 void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n) {
     c->iface->alltoall_i64(c->ctx, send, recv, n);
 }

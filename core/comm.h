@@ -74,6 +74,11 @@ sl_comm_request *sl_comm_ireduce_scatter_sum(sl_comm *c, sl_tensor *t, const int
 void sl_comm_allgather_segments(sl_comm *c, sl_tensor *t, const int64_t *offsets,
                                 const int64_t *counts);
 
+/* Whether any rank of c failed (collective; every rank passes its own `failed`): the lowest
+ * failing rank prints the error it held (sl_error_hold, core/log.h), every rank forgets its
+ * own. So an error all ranks find alike is printed once, and one only some find is not lost. */
+bool sl_comm_agree(sl_comm *c, bool failed);
+
 /* Host-side reductions of small arrays (metrics, expert counts). */
 void sl_comm_allreduce_sum_f64(sl_comm *c, double *buf, int n);
 void sl_comm_allreduce_sum_i64(sl_comm *c, int64_t *buf, int n);

@@ -121,6 +121,33 @@ char *sl_xstrdup(const char *s) {
     return d;
 }
 
+static char g_held[4096];
+static int g_held_at_exit = 0;
+
+static void print_unreleased(void) {
+    if (g_held[0]) fprintf(stderr, "sluice[rank %d]: error: %s\n", g_rank, g_held);
+}
+
+void sl_error_hold(const char *fmt, ...) {
+    if (g_held[0]) return; /* the first cause; what follows from it adds nothing */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_held, sizeof g_held, fmt, ap);
+    va_end(ap);
+    if (!g_held_at_exit) g_held_at_exit = atexit(print_unreleased) == 0;
+}
+
+void sl_error_release(int print, int failed, int world) {
+    if (print && g_held[0]) {
+        if (failed >= world || world <= 1)
+            fprintf(stderr, "sluice: error: %s\n", g_held);
+        else
+            fprintf(stderr, "sluice[rank %d]: error: %s\n", g_rank, g_held);
+        fflush(stderr);
+    }
+    g_held[0] = 0;
+}
+
 void sl_error_once(const char *fmt, ...) {
     if (g_rank != 0) return;
     va_list ap;

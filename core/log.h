@@ -40,6 +40,15 @@ void sl_error(const char *fmt, ...) SL_PRINTF(1, 2);
 /* An error every rank finds alike (bad config, bad flag): printed by rank 0 only, so a job of
  * N ranks prints it once; every rank still returns its non-zero status. */
 void sl_error_once(const char *fmt, ...) SL_PRINTF(1, 2);
+/* An error the ranks agree on before it is printed (sl_comm_agree, core/comm.h): held, not
+ * printed, so that a failure every rank finds alike (a path, a shape, a checkpoint) is printed
+ * once, by the lowest failing rank, and one that only some ranks find still by one of them.
+ * A process keeps the first message it holds until the agreement; one never agreed on is
+ * printed at exit, so none is lost. */
+void sl_error_hold(const char *fmt, ...) SL_PRINTF(1, 2);
+/* The agreement's end (sl_comm_agree): prints the held message when `print` (without a rank
+ * tag when all `world` ranks failed: `failed` of them did), then forgets it. */
+void sl_error_release(int print, int failed, int world);
 
 /* Prints "sluice: fatal: file:line: msg" and aborts every rank (MPI_Abort when MPI is up). */
 SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) SL_PRINTF(3, 4);

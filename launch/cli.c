@@ -6,6 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+FILE *sl_cli_error_stream(void) {
+    static FILE *quiet = NULL;
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v) continue;
+        if (strcmp(v, "0") == 0) return stderr;
+        if (!quiet) quiet = fopen("/dev/null", "w");
+        return quiet ? quiet : stderr;
+    }
+    return stderr;
+}
+
 bool sl_cli_is_help(const char *a) {
     return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
 }

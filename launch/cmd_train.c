@@ -35,7 +35,9 @@ static void usage(FILE *f) {
             "                   continue from a checkpoint: auto = the newest committed one\n"
             "                   under training.out_dir (a fresh start when there is none), or\n"
             "                   a checkpoint directory; training continues at its step with\n"
-            "                   the identical data, weights and optimizer state\n"
+            "                   the identical data, weights and optimizer state. Without it,\n"
+            "                   an out_dir that holds a committed checkpoint is an error (the\n"
+            "                   new run would replace that run's checkpoints)\n"
             "  --profile N      time where the step goes for N steps: per region of the step\n"
             "                   (attention, expert GEMMs, the reader's host work, the\n"
             "                   optimizer, ...), device and host time, host reads and the\n"
@@ -68,8 +70,9 @@ static int parse_steps(const char *flag, const char *v, int *out) {
     char *end = NULL;
     const long n = v ? strtol(v, &end, 10) : 0;
     if (!v || !*v || *end || n < 1 || n > 1000000000) {
-        fprintf(stderr, "sluice train: error: %s needs a positive number of steps, got '%s'\n",
-                flag, v ? v : "");
+        fprintf(sl_cli_error_stream(),
+                "sluice train: error: %s needs a positive number of steps, got '%s'\n", flag,
+                v ? v : "");
         return -1;
     }
     *out = (int)n;
@@ -88,7 +91,7 @@ int sl_cmd_train(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--set") == 0) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "sluice train: error: --set needs KEY=VALUE\n");
+                fprintf(sl_cli_error_stream(), "sluice train: error: --set needs KEY=VALUE\n");
                 free(sets);
                 return 2;
             }
@@ -97,7 +100,8 @@ int sl_cmd_train(int argc, char **argv) {
             sets[nsets++] = argv[i] + 6;
         } else if (strcmp(argv[i], "--resume") == 0) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "sluice train: error: --resume needs auto or a checkpoint path\n");
+                fprintf(sl_cli_error_stream(),
+                        "sluice train: error: --resume needs auto or a checkpoint path\n");
                 free(sets);
                 return 2;
             }
@@ -116,25 +120,26 @@ int sl_cmd_train(int argc, char **argv) {
                 return 2;
             }
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "sluice train: error: unknown option '%s'\n", argv[i]);
-            usage(stderr);
+            fprintf(sl_cli_error_stream(), "sluice train: error: unknown option '%s'\n", argv[i]);
+            usage(sl_cli_error_stream());
             free(sets);
             return 2;
         } else if (!config_path) {
             config_path = argv[i];
         } else {
-            fprintf(stderr, "sluice train: error: unexpected argument '%s'\n", argv[i]);
+            fprintf(sl_cli_error_stream(), "sluice train: error: unexpected argument '%s'\n",
+                    argv[i]);
             free(sets);
             return 2;
         }
     }
     if (profile_from > 0 && profile_steps == 0) {
-        fprintf(stderr, "sluice train: error: --profile-from needs --profile N\n");
+        fprintf(sl_cli_error_stream(), "sluice train: error: --profile-from needs --profile N\n");
         free(sets);
         return 2;
     }
     if (!config_path) {
-        usage(stderr);
+        usage(sl_cli_error_stream());
         free(sets);
         return 2;
     }

@@ -7,6 +7,7 @@
 #define SL_COMMANDS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int sl_cmd_train(int argc, char **argv);     /* launch/cmd_train.c */
@@ -24,5 +25,10 @@ bool sl_cli_is_help(const char *a);
 /* A non-negative decimal integer; with `suffix` also K, M, G, T (binary, optionally followed
  * by "i" and/or "B": 64K, 2GiB, 1MB). 0, or -1 for anything else or an overflow. */
 int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out);
+/* Where a command writes the errors of its flags, which it finds before MPI starts: stderr,
+ * except in the processes of a launch (mpirun, srun) that are not its rank 0 (the launcher's
+ * OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID), which write to /dev/null, so that
+ * a job of N ranks prints a bad flag once. */
+FILE *sl_cli_error_stream(void);
 
 #endif

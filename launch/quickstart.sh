@@ -49,6 +49,12 @@ ep=$np
 [ $((128 % ep)) -eq 0 ] || ep=1
 args=(--set "parallel.expert_parallel=$ep" --set training.out_dir=runs/quickstart)
 [ -z "$steps" ] || args+=(--set "training.max_steps=$steps" --set "training.warmup_steps=$((steps / 10))")
+# the quickstart's own run starts over each time (sluice train refuses to start a new run in
+# an out_dir that holds one)
+if [ -d runs/quickstart ]; then
+    echo "(replacing the previous runs/quickstart)"
+    rm -rf runs/quickstart
+fi
 launch/mpirun.sh "$np" "$sluice" train configs/tiny.json "${args[@]}"
 echo "weights: runs/quickstart/final (safetensors + config.json); metrics: runs/quickstart/metrics.jsonl"
 echo "evaluate again: $sluice eval --weights runs/quickstart/final --data $data/eval"

@@ -74,7 +74,23 @@ run bad_ep4_np2 2 ep2.json --set parallel.expert_parallel=4 --set training.out_d
 check "EP 4 on 2 ranks must fail (exit $rc)" failed_cleanly "$rc"
 check "EP 4 on 2 ranks: the error names parallel.expert_parallel and the 2 ranks" \
     grep -qE 'parallel\.expert_parallel.*(ranks|world).*\b2\b' bad_ep4_np2.out
+# every rank finds it alike: printed once (sl_comm_agree), without a rank tag
+check "EP 4 on 2 ranks: the error is printed exactly once" \
+    [ "$(grep -c 'parallel\.expert_parallel' bad_ep4_np2.out)" -eq 1 ]
+check "EP 4 on 2 ranks: the error has no rank tag (every rank failed)" \
+    grep -q '^sluice: error: .*parallel\.expert_parallel' bad_ep4_np2.out
 [ "$failures" -eq "$f0" ] || show bad_ep4_np2.out
+# a bad flag (found before MPI starts) and a checkpoint that is not there: once each
+f0=$failures
+run bad_flag_np2 2 ep2.json --bogus
+check "an unknown flag under 2 ranks must fail (exit $rc)" failed_cleanly "$rc"
+check "an unknown flag under 2 ranks is reported exactly once" \
+    [ "$(grep -c "unknown option '--bogus'" bad_flag_np2.out)" -eq 1 ]
+run bad_resume_np2 2 ep2.json --resume /nonexistent/ckpt --set training.out_dir=runs/badresume
+check "--resume of a missing checkpoint under 2 ranks must fail (exit $rc)" failed_cleanly "$rc"
+check "--resume of a missing checkpoint under 2 ranks is reported exactly once" \
+    [ "$(grep -c -- '--resume: .*/nonexistent/ckpt' bad_resume_np2.out)" -eq 1 ]
+[ "$failures" -eq "$f0" ] || { show bad_flag_np2.out; show bad_resume_np2.out; }
 
 for np in - 3; do
     f0=$failures
@@ -171,6 +187,19 @@ check "index: expert 7 of layer 0 in the second shard" \
     "$final/model.safetensors.index.json"
 check "sluice eval loads the sharded weights" \
     timeout 60 "$sluice" eval --weights "$final" --data data/eval --seq-len 32 --batch 2
+
+# ---- d. a fresh start into the finished run's out_dir: refused, the run left as it was ----
+f0=$failures
+before=$(cd runs/ok && find checkpoints final -type f -exec md5sum {} + | sort)
+run again_np2 2 ep2.json --set training.out_dir=runs/ok --set training.seed=7
+check "a fresh start into a run's out_dir must fail (exit $rc)" failed_cleanly "$rc"
+check "the refusal names the out_dir and --resume auto, once" \
+    [ "$(grep -c 'training\.out_dir = runs/ok already holds a run.*--resume auto' again_np2.out)" -eq 1 ]
+check "the refused start must leave the run's checkpoints and weights as they were" \
+    [ "$before" = "$(cd runs/ok && find checkpoints final -type f -exec md5sum {} + | sort)" ]
+check "the refused start must not append to the run's metrics" \
+    [ "$(grep -c '"rank_load": \[' "$metrics")" -eq 6 ]
+[ "$failures" -eq "$f0" ] || show again_np2.out
 
 echo "test_parallel_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -180,7 +180,8 @@ check "... and not where the first stage's data was" [ "$own_hash" != "$(hash_of
 # ---- bad schedules name the stage and the key ----
 bad() { # what expected-substring stages-json
     local what=$1 want=$2 stages=$3 out rc=0
-    out=$("$sluice" train staged.json --set "training.stages=$stages" 2>&1) || rc=$?
+    out=$("$sluice" train staged.json --set training.out_dir=bad --set "training.stages=$stages" 2>&1) ||
+        rc=$?
     checks=$((checks + 1))
     if [ "$rc" -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
         fail "$what: want an error containing '$want', got (exit $rc): $out"
@@ -205,6 +206,20 @@ bad "missing budget" 'training.stages[0]: a stage needs "tokens"' '[{"name":"a",
 bad "no stage trains" 'training.stages: no stage trains' '[{"name":"a","tokens":0,"seq_len":32}]'
 bad "batch not divisible" 'training.stages[0].global_batch_tokens: 500 is not a multiple' \
     '[{"name":"a","tokens":1000,"seq_len":32,"global_batch_tokens":500}]'
+# a later stage's data is opened at the start: the run fails before its first step
+bad "a later stage's missing data" 'training.stages[1] ("b"): data.train: /nope/x' \
+    '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":32,"data":{"train":"/nope/x"}}]'
+check "a later stage's missing data: nothing trained, no checkpoint written" [ ! -e bad/checkpoints ]
+
+# ---- a resume keeps the model: another architecture is refused, naming the key ----
+rc=0
+out=$("$sluice" train staged.json --set training.out_dir=arch --resume run/checkpoints/step-6 \
+    --set model.num_experts_per_tok=3 2>&1) || rc=$?
+checks=$((checks + 1))
+if [ "$rc" -eq 0 ] || ! grep -qF 'model.num_experts_per_tok (checkpoint 4, config 3)' <<<"$out"; then
+    fail "a resume with another top-k: want an error naming model.num_experts_per_tok, got (exit $rc): $out"
+fi
+check "the refused resume wrote no checkpoint" [ ! -e arch/checkpoints ]
 
 echo "test_stages: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -39,7 +39,7 @@
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
     const sl_config *c = t->cfg;
     if (sl_reader_vocab_size(r) > st->model.vocab_size) {
-        sl_error_once("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
+        sl_error_hold("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
                       "every token id must be below it",
                       sl_reader_first_shard(r), what, sl_reader_vocab_size(r), st->model.vocab_size,
                       c->path);
@@ -51,7 +51,7 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
         char a[33], b[33];
         sl_shard_tokenizer_hex(h, a);
         sl_shard_tokenizer_hex(t->tok_hash, b);
-        sl_error_once("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
+        sl_error_hold("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
                       "is sha256 %s...",
                       shard, what, a, c->data.tokenizer, c->path, b);
         return -1;
@@ -87,7 +87,7 @@ static int setup(trainer *t) {
     t->reader_stage = -1;
     if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel, c->model.num_experts,
                          t->err, sizeof t->err) != 0) {
-        sl_error("%s: %s", c->path, t->err);
+        sl_error_hold("%s: %s", c->path, t->err);
         return -1;
     }
     if (check_tokenizer(t) != 0) return -1;
@@ -108,7 +108,7 @@ static int setup(trainer *t) {
                             &mo, sl_config_compute_dtype(c),
                             sl_memory_mode_of_recompute(tc->recompute), t->err, sizeof t->err);
     if (!t->model) {
-        sl_error("%s: %s", c->path, t->err);
+        sl_error_hold("%s: %s", c->path, t->err);
         return -1;
     }
     sl_params_randomize(&t->model->params, tc->seed);
@@ -119,11 +119,14 @@ static int setup(trainer *t) {
                               .bucket_bytes = (int64_t)c->parallel.bucket_mb << 20,
                               .layers = c->model.num_hidden_layers};
     sl_optimizer_init(&t->opt, &t->model->params, &op);
+    /* rank 0 alone from here on: after every collective of the set-up, so that its failing
+     * leaves no rank waiting in one */
+    if (sl_trainer_check_stage_data(t) != 0) return -1;
     /* training.metrics_file is never empty: the config derives it from out_dir */
     if (t->topo.rank == 0) {
         if (sl_mkdirs(tc->out_dir, t->err, sizeof t->err) != 0 ||
             sl_metrics_open(&t->metrics, tc->metrics_file, t->err, sizeof t->err) != 0) {
-            sl_error("%s", t->err);
+            sl_error_hold("%s", t->err);
             return -1;
         }
     }
@@ -450,6 +453,27 @@ static int run_schedule(trainer *t) {
     return rc;
 }
 
+/* A fresh start (no --resume) into an out_dir that holds a committed checkpoint would replace
+ * that run's checkpoints one by one (a step-N of the same number is swapped out on save) and
+ * its final/ weights: refused, naming the ways on. Rank 0 looks (one warning, if any, about a
+ * damaged `latest`); -1 with the error held (sl_comm_agree prints it). */
+static int refuse_existing_run(const trainer *t, const sl_train_opts *o) {
+    if ((o->resume && *o->resume) || t->topo.rank != 0) return 0;
+    const char *out = t->cfg->train.out_dir;
+    char dir[SL_PATH_MAX + 64], err[512];
+    const int found = sl_ckpt_find_latest(out, dir, sizeof dir, err, sizeof err);
+    if (found == 0) return 0;
+    if (found < 0) {
+        sl_error_hold("training.out_dir = %s: %s", out, err);
+        return -1;
+    }
+    sl_error_hold("training.out_dir = %s already holds a run (its newest checkpoint: %s); "
+                  "continue it with --resume auto, or start this one in another out_dir "
+                  "(--set training.out_dir=...) or after removing that directory",
+                  out, dir);
+    return -1;
+}
+
 int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_train_opts *o) {
     const sl_train_opts none = {0};
     if (!o) o = &none;
@@ -458,17 +482,13 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     t.cfg = cfg;
     t.topo.world = world;
     t.be = be;
-    int rc = setup(&t);
     /* Every rank must agree before the first collective of the loop, or the healthy ones
-     * would wait forever for the one that failed. */
-    double fail = rc != 0;
-    sl_comm_allreduce_max_f64(world, &fail, 1);
-    rc = fail > 0 ? -1 : 0;
-    if (rc == 0 && o->resume && *o->resume) {
-        fail = sl_trainer_resume(&t, o->resume) != 0;
-        sl_comm_allreduce_max_f64(world, &fail, 1);
-        rc = fail > 0 ? -1 : 0;
-    }
+     * would wait forever for the one that failed; an error every rank finds is printed once. */
+    t.topo.rank = sl_comm_rank(world);
+    int rc = sl_comm_agree(world, refuse_existing_run(&t, o) != 0) ? -1 : 0;
+    if (rc == 0) rc = sl_comm_agree(world, setup(&t) != 0) ? -1 : 0;
+    if (rc == 0 && o->resume && *o->resume)
+        rc = sl_comm_agree(world, sl_trainer_resume(&t, o->resume) != 0) ? -1 : 0;
     /* every rank has the same schedule and start: all decide alike, the error printed once */
     if (rc == 0) rc = sl_trainer_profile_set(&t, o->profile_steps, o->profile_from);
     if (rc == 0) {

@@ -107,14 +107,62 @@ int sl_trainer_save(trainer *t, int step, bool last) {
     return 0;
 }
 
+/* The model keys that define what the weights compute: a checkpoint resumed under another
+ * value would train a different model from its weights, silently where no tensor's shape
+ * changes (top-k, a tied LM head, the gate's kind, the norm of the top-k weights, ...). The
+ * other model keys may change (RoPE and context length, as stages do; the loss coefficients;
+ * the norms' epsilon), with a warning. */
+static bool architecture_key(const char *k) {
+    static const char *const keys[] = {"vocab_size",
+                                       "hidden_size",
+                                       "num_hidden_layers",
+                                       "num_attention_heads",
+                                       "num_key_value_heads",
+                                       "head_dim",
+                                       "partial_rotary_factor",
+                                       "num_experts",
+                                       "num_experts_per_tok",
+                                       "moe_intermediate_size",
+                                       "shared_expert_intermediate_size",
+                                       "intermediate_size",
+                                       "norm_topk_prob",
+                                       "mlp_only_layers",
+                                       "tie_word_embeddings",
+                                       "attn_output_gate"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(k, keys[i]) == 0) return true;
+    return false;
+}
+
 /* Lists, in a warning, the run settings that differ from those the checkpoint was saved with:
- * allowed (a new learning rate, schedule or batch size is how runs are steered), but said. */
-static void warn_changed_settings(const trainer *t, const cJSON *saved_cfg) {
+ * allowed (a new learning rate, schedule or batch size is how runs are steered), but said.
+ * A changed architecture key (architecture_key) is an error instead: -1 with it held. */
+static int check_changed_settings(const trainer *t, const sl_ckpt *ck, const cJSON *saved_cfg) {
     char *now_s = sl_config_to_json(t->cfg);
     cJSON *now = cJSON_Parse(now_s);
     free(now_s);
+    char arch[1024] = "";
+    const cJSON *am = cJSON_GetObjectItemCaseSensitive(saved_cfg, "model");
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(now, "model");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, bm) {
+        const cJSON *old = cJSON_GetObjectItemCaseSensitive(am, it->string);
+        if (!architecture_key(it->string) || !old || cJSON_Compare(old, it, true)) continue;
+        char *a = cJSON_PrintUnformatted(old), *b = cJSON_PrintUnformatted(it);
+        const size_t n = strlen(arch);
+        snprintf(arch + n, sizeof arch - n, "%smodel.%s (checkpoint %s, config %s)", n ? ", " : "",
+                 it->string, a ? a : "?", b ? b : "?");
+        free(a), free(b);
+    }
+    if (arch[0]) {
+        cJSON_Delete(now);
+        sl_error_hold("--resume: %s was trained as another model: %s. A resumed run keeps its "
+                      "architecture; start a new run (another training.out_dir) to change it",
+                      sl_ckpt_dir(ck), arch);
+        return -1;
+    }
     char list[1024] = "";
-    const char *sections[] = {"training", "parallel", "data", "backend"};
+    const char *sections[] = {"model", "training", "parallel", "data", "backend"};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved_cfg, sections[i]);
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(now, sections[i]);
@@ -130,6 +178,7 @@ static void warn_changed_settings(const trainer *t, const cJSON *saved_cfg) {
     cJSON_Delete(now);
     if (list[0] && t->topo.rank == 0)
         sl_warn("--resume: settings changed since the checkpoint: %s", list);
+    return 0;
 }
 
 /* The training stage whose reader wrote a cursor at step `step`: the one holding step - 1. */
@@ -147,7 +196,7 @@ int sl_trainer_resume(trainer *t, const char *resume) {
         const int found =
             sl_ckpt_find_latest(tc->out_dir, path, sizeof path, t->err, sizeof t->err);
         if (found < 0) {
-            sl_error("--resume auto: %s", t->err);
+            sl_error_hold("--resume auto: %s", t->err);
             return -1;
         }
         if (found == 0) {
@@ -159,7 +208,7 @@ int sl_trainer_resume(trainer *t, const char *resume) {
     }
     sl_ckpt *ck = sl_ckpt_open(path, t->err, sizeof t->err);
     if (!ck) {
-        sl_error("--resume: %s", t->err);
+        sl_error_hold("--resume: %s", t->err);
         return -1;
     }
     const cJSON *st = sl_ckpt_train_state(ck);
@@ -169,22 +218,22 @@ int sl_trainer_resume(trainer *t, const char *resume) {
     const int total = t->first_step[t->n_stages];
     int rc = 0;
     if (!cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) || !cJSON_IsObject(cursor)) {
-        sl_error("%s/train_state.json: step, optimizer_step or data_cursor missing",
-                 sl_ckpt_dir(ck));
+        sl_error_hold("%s/train_state.json: step, optimizer_step or data_cursor missing",
+                      sl_ckpt_dir(ck));
         rc = -1;
     } else if (step->valuedouble < 0 || step->valuedouble > total) {
-        sl_error("--resume: %s is at step %.0f, past the schedule's %d steps", sl_ckpt_dir(ck),
-                 step->valuedouble, total);
+        sl_error_hold("--resume: %s is at step %.0f, past the schedule's %d steps", sl_ckpt_dir(ck),
+                      step->valuedouble, total);
         rc = -1;
     }
     const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
     if (rc == 0 && sl_train_ckpt_load(&parts, ck, t->err, sizeof t->err) != 0) {
-        sl_error("--resume: %s", t->err);
+        sl_error_hold("--resume: %s", t->err);
         rc = -1;
     }
+    const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
+    if (rc == 0 && cJSON_IsObject(saved) && check_changed_settings(t, ck, saved) != 0) rc = -1;
     if (rc == 0) {
-        const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
-        if (cJSON_IsObject(saved)) warn_changed_settings(t, saved);
         t->start_step = (int)step->valuedouble;
         t->opt.step = (int)ostep->valuedouble;
         t->resume_cursor = cJSON_PrintUnformatted(cursor);

@@ -31,10 +31,9 @@ double sl_trainer_evaluate(trainer *t) {
                         .seq_len = tc->seq_len,
                         .eval = true};
     sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
-    double fail = r == NULL || sl_trainer_check_data(t, st, r, "evaluation data") != 0;
-    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail > 0) {
-        if (!r) sl_error("evaluation data: %s", t->err);
+    if (!r) sl_error_hold("evaluation data: %s", t->err);
+    if (sl_comm_agree(t->topo.world,
+                      r == NULL || sl_trainer_check_data(t, st, r, "evaluation data") != 0)) {
         if (r) sl_reader_close(r);
         return -1.0;
     }

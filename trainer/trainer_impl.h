@@ -69,7 +69,8 @@ typedef struct {
 
 /* Checks a reader's shards against the model and the tokenizer: every id must be below
  * model.vocab_size, and the tokenizer the shards record (if any) must be data.tokenizer (if
- * set). `what` names the data in messages. 0, or -1 (printed once). */
+ * set). `what` names the data in messages. 0, or -1 with the error held (the caller's
+ * sl_comm_agree prints it once). */
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what);
 
 /* Seconds on the monotonic clock. */
@@ -103,6 +104,10 @@ static inline const sl_stage *sl_trainer_stage(const trainer *t) {
  * a stage that starts there). evaluate_event: the current stage's held-out loss as an "eval"
  * event (NaN without an eval set, -1 on error; collective). */
 int sl_trainer_plan_schedule(trainer *t);
+/* Every later stage's data (training corpora and eval set) resolved and each shard's header and
+ * index read, on rank 0, before the first step: a bad path in stage 3 fails at the start, not
+ * after stages 1 and 2 have trained. 0, or -1 with the error held (sl_error_hold). */
+int sl_trainer_check_stage_data(trainer *t);
 int sl_trainer_stage_at(const trainer *t, int step);
 double sl_trainer_step_flops(const trainer *t, int i);
 int sl_trainer_micro_batches(const sl_train_config *tc, int ranks);

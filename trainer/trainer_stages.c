@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "io/paths.h"
+#include "io/shard.h"
 #include "model/counts.h"
 #include "trainer/trainer_impl.h"
 
@@ -31,15 +33,63 @@ int sl_trainer_plan_schedule(trainer *t) {
         if (st->steps > 0 && tc->global_batch_tokens % per_micro != 0) {
             char key[64] = "training";
             if (c->stages_given) snprintf(key, sizeof key, "training.stages[%d]", i);
-            sl_error("%s: %s.global_batch_tokens = %lld is not a multiple of seq_len x "
-                     "micro_batch_size x ranks = %d x %d x %d",
-                     c->path, key, (long long)tc->global_batch_tokens, tc->seq_len,
-                     tc->micro_batch_size, t->topo.size);
+            sl_error_hold("%s: %s.global_batch_tokens = %lld is not a multiple of seq_len x "
+                          "micro_batch_size x ranks = %d x %d x %d",
+                          c->path, key, (long long)tc->global_batch_tokens, tc->seq_len,
+                          tc->micro_batch_size, t->topo.size);
             return -1;
         }
         t->first_step[i + 1] = t->first_step[i] + st->steps;
         t->first_tokens[i + 1] = t->first_tokens[i] + (int64_t)st->steps * tc->global_batch_tokens;
         if (st->steps > 0) t->keep_steps[t->n_keep_steps++] = t->first_step[i + 1];
+    }
+    return 0;
+}
+
+/* Resolves `spec` and opens every shard it names (header and index, nothing decompressed):
+ * 0, or -1 with the error held, naming the stage's key. */
+static int check_data_path(const sl_config *c, int i, const char *name, const char *key,
+                           const char *spec) {
+    char err[1024], where[160];
+    snprintf(where, sizeof where, "training.stages[%d] (\"%s\"): data.%s", i, name, key);
+    char **files = NULL;
+    int n = 0;
+    if (sl_data_resolve(spec, &files, &n, err, sizeof err) != 0) {
+        sl_error_hold("%s: %s: %s", c->path, where, err);
+        return -1;
+    }
+    int rc = 0;
+    for (int f = 0; f < n && rc == 0; f++) {
+        sl_shard *s = sl_shard_open(files[f], err, sizeof err);
+        if (!s) {
+            sl_error_hold("%s: %s: %s", c->path, where, err);
+            rc = -1;
+        }
+        sl_shard_close(s);
+    }
+    sl_data_paths_free(files, n);
+    return rc;
+}
+
+int sl_trainer_check_stage_data(trainer *t) {
+    if (t->topo.rank != 0) return 0;
+    for (int i = 1; i < t->n_stages; i++) {
+        const sl_stage *st = &t->stages[i];
+        /* what an earlier stage names is checked there (stage 0's at its start) */
+        bool seen_eval = !st->data.eval_path[0];
+        for (int j = 0; j < i && !seen_eval; j++)
+            seen_eval = strcmp(t->stages[j].data.eval_path, st->data.eval_path) == 0;
+        if (!seen_eval && check_data_path(t->cfg, i, st->name, "eval", st->data.eval_path) != 0)
+            return -1;
+        if (st->steps == 0) continue;
+        for (int k = 0; k < st->data.n_train; k++) {
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                for (int m = 0; m < t->stages[j].data.n_train && !seen; m++)
+                    seen = strcmp(t->stages[j].data.train[m].path, st->data.train[k].path) == 0;
+            if (!seen && check_data_path(t->cfg, i, st->name, "train", st->data.train[k].path) != 0)
+                return -1;
+        }
     }
     return 0;
 }
@@ -98,12 +148,12 @@ static int open_stage_reader(trainer *t, int i) {
     char what[160];
     snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
     if (!t->train_reader) {
-        sl_error("%s: %s", what, t->err);
+        sl_error_hold("%s: %s", what, t->err);
         rc = -1;
     } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
         rc = -1;
     } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
-        sl_error("stage \"%s\": data cursor: %s", st->name, t->err);
+        sl_error_hold("stage \"%s\": %s", st->name, t->err);
         rc = -1;
     }
     free(cursor);
@@ -137,7 +187,7 @@ int sl_trainer_enter_stage(trainer *t, int i, int step) {
     if (sl_model_set_rope(t->model, t->err, sizeof t->err) != 0 ||
         sl_model_set_shape(t->model, tc->micro_batch_size, tc->seq_len, t->err, sizeof t->err) !=
             0) {
-        sl_error("stage \"%s\": %s", st->name, t->err);
+        sl_error_hold("stage \"%s\": %s", st->name, t->err);
         fail = 1;
     }
     const size_t rows = (size_t)tc->micro_batch_size, row_len = (size_t)tc->seq_len + 1;
@@ -150,8 +200,7 @@ int sl_trainer_enter_stage(trainer *t, int i, int step) {
     t->n_docs = tc->document_mask ? sl_xmalloc(rows * sizeof(int)) : NULL;
     t->micro_batches = sl_trainer_micro_batches(tc, t->topo.size);
     if (fail == 0 && st->steps > 0 && open_stage_reader(t, i) != 0) fail = 1;
-    sl_comm_allreduce_max_f64(t->topo.world, &fail, 1);
-    if (fail > 0) return -1;
+    if (sl_comm_agree(t->topo.world, fail > 0)) return -1;
     if (st->reset_optimizer && st->steps > 0 && step == t->first_step[i]) {
         sl_optimizer_reset(&t->opt);
         sl_info("stage \"%s\": AdamW moments reset", st->name);
