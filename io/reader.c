@@ -105,6 +105,12 @@ int sl_reader_vocab_size(const sl_reader *r) {
     return (int)r->vocab;
 }
 
+uint64_t sl_reader_tokens(const sl_reader *r) {
+    uint64_t n = 0;
+    for (int i = 0; i < r->n; i++) n += r->c[i].n_tokens;
+    return n;
+}
+
 const char *sl_reader_first_shard(const sl_reader *r) {
     return r->vocab_shard;
 }

@@ -112,6 +112,10 @@ int sl_reader_restore(sl_reader *r, const char *cursor_json, char *err, size_t e
 int sl_reader_set_seq_len(sl_reader *r, int seq_len);
 /* The vocabulary size the shards declare (their headers agree; checked at open). */
 int sl_reader_vocab_size(const sl_reader *r);
+/* The tokens the data's shards hold, every corpus's together (an eval reader: the eval set,
+ * every rank's slice). With one rank, an eval reader returns floor((tokens - 1) / seq_len)
+ * sequences: callers check that a batch fits before allocating for it. */
+uint64_t sl_reader_tokens(const sl_reader *r);
 /* The first shard of the data (for messages naming a file). */
 const char *sl_reader_first_shard(const sl_reader *r);
 /* The tokenizer the shards record (the first SL_SHARD_TOKENIZER_HASH bytes of its SHA-256;

@@ -3,6 +3,7 @@
  * weights on a token shard (or directory of shards) or on a plain text file (byte-level
  * tokenizer: bytes 0-255, then the end-of-document token 256).
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -41,8 +42,9 @@ static void usage(FILE *f) {
                "                    training checkpoint (checkpoints/step-N, or a run directory:\n"
                "                    its newest checkpoint)\n"
                "  --data PATH       shard, shard directory, or text file\n"
-               "  --seq-len N       tokens per sequence (default 256)\n"
-               "  --batch N         sequences per forward pass (default 8)\n"
+               "  --seq-len N       tokens per sequence (default 256, at most 2^24)\n"
+               "  --batch N         sequences per forward pass (default 8, at most 2^20); the\n"
+               "                    data must hold one batch, N x seq-len + 1 tokens\n"
                "  --max-tokens N    stop after N tokens (default: all)\n"
                "  --threads N       CPU threads (default: all cores)\n"
                "  --backend NAME    cpu (default) or cuda\n"
@@ -141,6 +143,30 @@ static int dump_write(const logits_dump *d, const char *path, char *err, size_t 
     return sl_st_writer_close(w, err, errlen);
 }
 
+/* The largest --seq-len and --batch: the config's bounds on a sequence (model.
+ * max_position_embeddings, 2^24) and on a micro-batch (training.micro_batch_size, 2^20). */
+#define EVAL_MAX_SEQ   (1 << 24)
+#define EVAL_MAX_BATCH (1 << 20)
+
+/* The flags that take a value; any other "-..." is an unknown option (told as such, never as
+ * a flag missing its value). */
+static bool takes_value(const char *a) {
+    static const char *const k_valued[] = {
+        "--weights", "--data",       "--backend",     "--seq-len", "--batch",
+        "--threads", "--max-tokens", "--dump-logits", "--bucket",  "--plot"};
+    for (size_t k = 0; k < sizeof k_valued / sizeof *k_valued; k++)
+        if (strcmp(a, k_valued[k]) == 0) return true;
+    return false;
+}
+
+/* An int flag's value in [lo, hi] into *out: 0, or 2 after the message naming the flag. */
+static int int_flag(const char *flag, const char *v, long long lo, long long hi, int *out) {
+    long long n;
+    if (sl_cli_int_flag("eval", flag, v, lo, hi, &n) != 0) return 2;
+    *out = (int)n;
+    return 0;
+}
+
 int sl_cmd_eval(int argc, char **argv) {
     const char *weights = NULL, *data = NULL, *backend = "cpu", *plot = NULL;
     int seq = 256, batch = 8, threads = 0, bucket = 0;
@@ -168,42 +194,44 @@ int sl_cmd_eval(int argc, char **argv) {
             doc_mask = true;
             continue;
         }
+        if (a[0] != '-') {
+            fprintf(stderr,
+                    "sluice eval: error: unexpected argument '%s' (PATH goes after --data)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!takes_value(a)) {
+            fprintf(stderr, "sluice eval: error: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
         if (!v) {
             fprintf(stderr, "sluice eval: error: %s needs a value\n", a);
             return 2;
         }
-        char *end = NULL;
+        i++;
+        int bad = 0;
         if (strcmp(a, "--weights") == 0)
             weights = v;
         else if (strcmp(a, "--data") == 0)
             data = v;
         else if (strcmp(a, "--backend") == 0)
             backend = v;
-        else if (strcmp(a, "--seq-len") == 0)
-            seq = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--batch") == 0)
-            batch = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--threads") == 0)
-            threads = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--max-tokens") == 0)
-            max_tokens = strtoll(v, &end, 10);
         else if (strcmp(a, "--dump-logits") == 0)
             dump = v;
-        else if (strcmp(a, "--bucket") == 0)
-            bucket = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--plot") == 0)
             plot = v;
-        else {
-            fprintf(stderr, "sluice eval: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (end && (*end || end == v || seq < 1 || batch < 1 || threads < 0 || max_tokens < 0 ||
-                    bucket < 0)) {
-            fprintf(stderr, "sluice eval: error: %s: invalid value '%s'\n", a, v);
-            return 2;
-        }
-        i++;
+        else if (strcmp(a, "--seq-len") == 0)
+            bad = int_flag(a, v, 1, EVAL_MAX_SEQ, &seq);
+        else if (strcmp(a, "--batch") == 0)
+            bad = int_flag(a, v, 1, EVAL_MAX_BATCH, &batch);
+        else if (strcmp(a, "--threads") == 0)
+            bad = int_flag(a, v, 0, 4096, &threads); /* backend.threads' bound */
+        else if (strcmp(a, "--bucket") == 0)
+            bad = int_flag(a, v, 0, EVAL_MAX_SEQ, &bucket);
+        else /* --max-tokens: counts up to 2^53 are exact in the JSON report */
+            bad = sl_cli_int_flag("eval", a, v, 0, 1ll << 53, &max_tokens);
+        if (bad) return bad;
     }
     if (!weights || !data) {
         fprintf(stderr, "sluice eval: error: --weights and --data are required\n");
@@ -264,7 +292,17 @@ int sl_cmd_eval(int argc, char **argv) {
             sl_error("%s", err);
             goto done;
         }
-        if ((size_t)seq + 1 > src.len + 1) batch = 1;
+    }
+    /* One batch must fit in the data (a partial last batch is not evaluated): checked before
+     * the model's activations are allocated for batch x seq tokens, which may not fit. */
+    const uint64_t have = src.reader ? sl_reader_tokens(src.reader) : (uint64_t)src.len + 1;
+    const uint64_t need = (uint64_t)batch * (uint64_t)seq + 1;
+    if (have < need) {
+        sl_error("%s: %" PRIu64 " tokens, fewer than the %" PRIu64
+                 " of one batch (--batch %d x --seq-len %d + 1): nothing to evaluate (lower "
+                 "--seq-len/--batch)",
+                 data, have, need, batch, seq);
+        goto done;
     }
     /* evaluation keeps nothing for a backward (docs/memory.md) */
     m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,
@@ -312,8 +350,8 @@ int sl_cmd_eval(int argc, char **argv) {
         if (max_tokens > 0 && counted >= max_tokens) break;
     }
     if (counted == 0) {
-        sl_error("%s: fewer than %d tokens: nothing to evaluate (lower --seq-len/--batch)", data,
-                 batch * seq + 1);
+        sl_error("%s: fewer than %lld tokens: nothing to evaluate (lower --seq-len/--batch)", data,
+                 (long long)batch * seq + 1);
         goto done;
     }
     if (dump && dump_write(&dl, dump, err, sizeof err) != 0) {

@@ -30,5 +30,10 @@ int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out);
  * OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID), which write to /dev/null, so that
  * a job of N ranks prints a bad flag once. */
 FILE *sl_cli_error_stream(void);
+/* The value v of an integer flag of `sluice <cmd>`: a decimal integer in [lo, hi] (0 <= lo),
+ * stored in *out: 0; else (junk, a sign, an overflow, out of range; v NULL: no value) 2, the
+ * usage error status, after printing "sluice <cmd>: error: <flag>..." with the range. */
+int sl_cli_int_flag(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
+                    long long *out);
 
 #endif

@@ -21,6 +21,17 @@ check() { # check DESCRIPTION COMMAND...
     checks=$((checks + 1))
     "$@" || fail "$what"
 }
+# expect_exit STATUS PATTERN COMMAND...: runs COMMAND and counts a failure unless it exits with
+# STATUS (2 a usage error, 1 bad input) and its output (stdout and stderr) holds PATTERN.
+expect_exit() {
+    local want=$1 pat=$2 out st=0
+    shift 2
+    checks=$((checks + 1))
+    out=$("$@" 2>&1) || st=$?
+    if [ "$st" -ne "$want" ] || ! grep -q -- "$pat" <<<"$out"; then
+        fail "$* exited $st (want $want) without '$pat': $(head -c 600 <<<"$out")"
+    fi
+}
 # show FILE: a run's output for the log, without its step lines
 show() { sed 's/^/    | /' "$1" | grep -v '| step ' >&2; }
 # none_running PATTERN: no process's command line matches PATTERN

@@ -130,4 +130,28 @@ expect_fail "--plot" ev --plot x.png
 expect_fail "--bucket" ev --diagnostics --bucket x
 expect_fail "-o FILE.png" "$sluice" plot run
 expect_fail "metrics.jsonl" "$sluice" plot nowhere -o x.png
-echo "test_eval_diag: OK"
+# numbers: junk, a sign, values that wrap a 32-bit int (2^32 + 64 once ran as 64) and values
+# beyond the bounds are refused naming the flag (2), before anything is allocated
+for bad in 4294967360 99999999999 16777217 0 -5 64x 0x40 ""; do
+    expect_exit 2 "--seq-len: expected an integer in \[1, 16777216\], got '$bad'" ev --seq-len "$bad"
+done
+expect_exit 2 "--batch: expected an integer in \[1, 1048576\]" ev --batch 100000000
+expect_exit 2 "--batch: expected an integer" ev --batch 4294967297
+expect_exit 2 "--threads: expected an integer" ev --threads -1
+expect_exit 2 "--max-tokens: expected an integer" ev --max-tokens 1e6
+expect_exit 2 "--bucket: expected an integer" ev --bucket 99999999999
+# a batch larger than the data (12,000-odd tokens): refused before the model's activations are
+# allocated for it (this one died out of memory in the allocation, under MPI_ABORT)
+expect_exit 1 "eval: [0-9]* tokens, fewer than the 64000001 of one batch (--batch 1000000 x --seq-len 64 + 1)" \
+    ev --batch 1000000
+printf 'abcdefghij' >ten.txt # 11 tokens with the end of the document
+expect_exit 0 "tokens 10 " ev --data ten.txt --seq-len 10 --batch 1
+expect_exit 1 "ten.txt: 11 tokens, fewer than the 12 of one batch" ev --data ten.txt --seq-len 11 --batch 1
+# an unknown option or a stray argument is named as such, last or not (was: "needs a value")
+expect_exit 2 "unknown option '--bogus'" ev --diagnostics --bogus
+expect_exit 2 "unknown option '--bogus'" ev --bogus --diagnostics
+expect_exit 2 "unexpected argument 'extra'" ev extra
+expect_exit 2 "unexpected argument 'extra'" "$sluice" eval --data d extra
+expect_exit 2 "--seq-len needs a value" ev --seq-len
+[ "$failures" -eq 0 ] || exit 1
+echo "test_eval_diag: OK ($checks checks of the exit status)"
