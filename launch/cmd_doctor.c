@@ -46,13 +46,11 @@ static void usage(FILE *f) {
             "check (a build without the CUDA backend, or no device visible).\n");
 }
 
+/* A count of `flag` (a plain decimal integer: '' or '1x' is not 0 or 1): 0, or -1 after the
+ * message naming the flag. */
 static int parse_count(const char *flag, const char *v, int *out) {
-    char *end = NULL;
-    const long x = v ? strtol(v, &end, 10) : -1;
-    if (!v || !end || *end || x < 0 || x > 100000) {
-        fprintf(stderr, "sluice doctor: error: %s needs a count, not '%s'\n", flag, v ? v : "");
-        return -1;
-    }
+    long long x;
+    if (sl_cli_int_flag("doctor", flag, v, 0, 100000, &x) != 0) return -1;
     *out = (int)x;
     return 0;
 }

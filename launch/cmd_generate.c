@@ -147,6 +147,18 @@ static int usage_error(const char *flag, const char *v) {
     return 2;
 }
 
+/* The flags that take a value; any other "--..." is an unknown option (told as such, never as
+ * a flag missing its value). */
+static bool takes_value(const char *a) {
+    static const char *const k_valued[] = {"--weights", "--prompt",    "--prompts", "--tokenizer",
+                                           "--backend", "--precision", "--max-new", "--top-k",
+                                           "--seed",    "--threads",   "--chunk",   "--temperature",
+                                           "--top-p"};
+    for (size_t k = 0; k < sizeof k_valued / sizeof *k_valued; k++)
+        if (strcmp(a, k_valued[k]) == 0) return true;
+    return false;
+}
+
 int sl_cmd_generate(int argc, char **argv) {
     const char *weights = NULL, *backend = "cpu", *tokenizer = NULL, *precision = "fp32";
     const char *prompts_file = NULL;
@@ -171,6 +183,11 @@ int sl_cmd_generate(int argc, char **argv) {
         if (rope == 1) continue;
         if (a[0] != '-' || a[1] != '-') {
             fprintf(stderr, "sluice generate: error: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!takes_value(a)) {
+            fprintf(stderr, "sluice generate: error: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
@@ -208,13 +225,9 @@ int sl_cmd_generate(int argc, char **argv) {
             if (!parse_int(v, 0, 4096, &threads)) return usage_error(a, v);
         } else if (strcmp(a, "--chunk") == 0) {
             if (!parse_int(v, 1, 1 << 20, &chunk)) return usage_error(a, v);
-        } else if (strcmp(a, "--temperature") == 0 || strcmp(a, "--top-p") == 0) {
+        } else { /* --temperature or --top-p */
             if (!parse_num(v, a[2] == 't' && a[3] == 'e' ? &temperature : &top_p))
                 return usage_error(a, v);
-        } else {
-            fprintf(stderr, "sluice generate: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
         }
     }
     const sl_sampler_params sp = {

@@ -5,8 +5,8 @@ A command's flags are the "--name" string literals of its source files (launch/c
 comments left out); its help is `sluice NAME --help` plus each subcommand's `--help` (those the
 command's own help lists, e.g. `sluice data build --help`). A flag parsed but not listed in any
 of them fails, naming the command, the flag and the file. Also: `sluice --help` lists every
-command that has a source file, and an unknown flag is refused with a non-zero exit and one
-line naming it.
+command that has a source file, and an unknown flag (last on the line) is refused with exit 2
+and one line naming it as unknown, by every command and subcommand.
 """
 import glob
 import os
@@ -55,12 +55,15 @@ def main():
                 if not re.search(re.escape(flag) + r"(?![a-z0-9-])", text):
                     failures.append("sluice %s: %s is parsed in %s but not in its --help"
                                     % (name, flag, os.path.relpath(path, src)))
-        # an unknown flag: refused, once, naming it
-        rc, text = run(sluice, [name, "--no-such-flag"])
-        lines = [l for l in text.splitlines() if "--no-such-flag" in l]
-        if rc == 0 or len(lines) != 1:
-            failures.append("sluice %s --no-such-flag: exit %d, %d line(s) naming it:\n%s"
-                            % (name, rc, len(lines), text[:400]))
+        # an unknown flag, last (where it once read as a flag missing its value): refused as a
+        # usage error (2), once, naming it as unknown
+        for args in [[name]] + [[name, sub] for sub in (m.group(1).split("|") if m else [])]:
+            rc, text = run(sluice, args + ["--no-such-flag"])
+            lines = [l for l in text.splitlines() if "--no-such-flag" in l]
+            if rc != 2 or len(lines) != 1 or "unknown" not in lines[0]:
+                failures.append("sluice %s --no-such-flag: exit %d, %d line(s) naming it "
+                                "(want exit 2 and one 'unknown ...' line):\n%s"
+                                % (" ".join(args), rc, len(lines), text[:400]))
     for f in failures:
         print("FAIL " + f)
     print("test_cli_flags: %d commands, %d flags checked, %d failed"
