@@ -78,6 +78,12 @@ char *sl_read_file(const char *path, size_t *len, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat st; /* fopen opens a directory for reading; its read fails */
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a file", path);
+        fclose(f);
+        return NULL;
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = sl_xmalloc(cap);
     for (;;) {
@@ -87,7 +93,7 @@ char *sl_read_file(const char *path, size_t *len, char *err, size_t errlen) {
         if (r == 0) break;
     }
     if (ferror(f)) {
-        snprintf(err, errlen, "%s: read failed", path);
+        snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
         fclose(f);
         free(buf);
         return NULL;

@@ -191,7 +191,14 @@ static char *resolve(const char *path, char *err, size_t errlen) {
     ck_path(p, sizeof p, "%s/" CK_COMMIT_FILE, path);
     if (is_file(p)) return sl_xstrdup(path);
     if (!is_dir(path)) {
-        sl_fail(err, errlen, "%s: no such checkpoint directory", path);
+        struct stat st;
+        if (stat(path, &st) == 0) /* a checkpoint is a directory: say what this one is not */
+            sl_fail(err, errlen,
+                    "%s: not a directory (a checkpoint is a directory, checkpoints/step-N, or a "
+                    "run or checkpoints directory holding them)",
+                    path);
+        else
+            sl_fail(err, errlen, "%s: no such checkpoint directory", path);
         return NULL;
     }
     /* the last component, trailing slashes ignored */
@@ -201,7 +208,9 @@ static char *resolve(const char *path, char *err, size_t errlen) {
     while (n > 1 && last[n - 1] == '/') last[--n] = 0;
     const char *base = strrchr(last, '/');
     base = base ? base + 1 : last;
-    if (step_of(base) >= 0 || strncmp(base, ".tmp-", 5) == 0) {
+    /* a checkpoint's own files without its COMMIT: a save cut short, whatever its name */
+    ck_path(p, sizeof p, "%s/" CK_STATE_FILE, path);
+    if (step_of(base) >= 0 || strncmp(base, ".tmp-", 5) == 0 || is_file(p)) {
         sl_fail(err, errlen,
                 "%s: not a committed checkpoint (no " CK_COMMIT_FILE
                 "): the save was interrupted, it is never loaded",

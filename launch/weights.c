@@ -15,7 +15,9 @@
 #include "trainer/checkpoint.h"
 
 bool sl_weights_is_checkpoint(const char *path) {
-    const char *marks[] = {"COMMIT", "latest", "checkpoints"};
+    /* train_state.json without COMMIT: an uncommitted checkpoint, which sl_ckpt_open refuses
+     * saying so (not a weights directory missing its config.json) */
+    const char *marks[] = {"COMMIT", "latest", "checkpoints", "train_state.json"};
     char p[4096];
     struct stat st;
     for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {

@@ -21,7 +21,8 @@ typedef struct {
 } sl_weights;
 
 /* Whether path is a training checkpoint (docs/checkpoint-format.md): a step-N directory with its
- * COMMIT, or a run or checkpoints directory whose newest checkpoint is meant. */
+ * COMMIT (or without it, uncommitted: it has train_state.json), or a run or checkpoints
+ * directory whose newest checkpoint is meant. */
 bool sl_weights_is_checkpoint(const char *path);
 /* Opens path and reads the model's configuration: the checkpoint's train state "hf_config", or
  * <path>/config.json. 0, or -1 with a message naming the file. */

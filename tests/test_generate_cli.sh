@@ -9,8 +9,9 @@
 #     (--dump-logits, a full forward without a cache) over the prompt and the bytes before it;
 #   - seeded sampling repeats with the same seed and differs with another; two prompts in one
 #     batch (--prompt twice, --prompts FILE) give what each gives alone;
-#   - the YaRN flags run; bad flags fail with a message naming the flag; a model that is not
-#     byte-level without a tokenizer, and a tokenizer.json that does not load, are refused.
+#   - the YaRN flags run; bad flags fail with a message naming the flag (an unknown one as
+#     unknown); a model that is not byte-level without a tokenizer, a tokenizer.json that does not
+#     load, a directory for --prompts and an uncommitted checkpoint are refused saying so.
 # usage: test_generate_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, logits file): missing, it skips (77), or fails under
 # CI=true (tests/skip_or_fail.sh).
@@ -163,6 +164,16 @@ expect_fail "--prompts" "${w[@]}" --prompts missing.txt
 expect_fail "--rope-scaling" "${w[@]}" --prompt x --rope-scaling linear
 expect_fail "--factor" "${w[@]}" --prompt x --rope-scaling yarn
 expect_fail "unknown option '--bogus'" "${w[@]}" --prompt x --bogus 1
+# an unknown option last, or before a flag without a value, is unknown (was "needs a value")
+expect_exit 2 "unknown option '--bogus'" "$sluice" generate "${w[@]}" --prompt x --bogus
+expect_exit 2 "unknown option '--bogus'" "$sluice" generate "${w[@]}" --prompt x --bogus --ignore-eod
+expect_exit 2 "unexpected argument 'extra'" "$sluice" generate "${w[@]}" --prompt x extra
+# a directory for the prompts file; a checkpoint directory without its COMMIT (a save cut short)
+# for the weights: said so (were "read failed" and "<dir>/config.json: cannot open")
+expect_exit 2 "--prompts: run: is a directory, not a file" "$sluice" generate "${w[@]}" --prompts run
+cp -r run/checkpoints/step-4 uncommitted && rm uncommitted/COMMIT
+expect_exit 1 "uncommitted: not a committed checkpoint (no COMMIT)" \
+    "$sluice" generate --weights uncommitted --prompt x
 expect_fail "--prompt needs a value" "${w[@]}" --prompt
 expect_fail "nowhere/config.json" --weights nowhere --prompt x
 expect_fail "--backend" "${w[@]}" --prompt x --backend bogus

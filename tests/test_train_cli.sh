@@ -103,4 +103,9 @@ expect_fail 1 "nowhere" "$sluice" train tiny.json --set data.train=nowhere --set
 expect_fail 1 "training.out_dir = run already holds a run .*--resume auto" "$sluice" train tiny.json
 expect_fail 2 "unknown command" "$sluice" frobnicate
 expect_fail 1 "config.json" "$sluice" eval --weights nowhere --data eval
+# a directory given for the CONFIG file, a file given for a checkpoint (a directory): said so
+# (were "read failed" and "no such checkpoint directory")
+expect_fail 1 "run: is a directory, not a file" "$sluice" train run
+expect_fail 1 "tiny.json: not a directory (a checkpoint is a directory" \
+    "$sluice" train tiny.json --resume tiny.json
 echo "test_train_cli: all checks passed"
