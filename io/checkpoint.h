@@ -242,12 +242,21 @@ typedef struct {
     const char *skip_prefix;   /* tensors whose name starts with this are left out ("optim.") */
     sl_ckpt_export_map_fn map; /* NULL: names as stored */
     void *map_user;
+    /* Called before the tensors with the directory the export is being written to (beside
+     * dir, see below): the files it writes there (the tokenizer's) are part of the export.
+     * 0, or -1 with a message, which fails the export. NULL: none. */
+    int (*extra_files)(void *user, const char *stage, char *err, size_t errlen);
+    void *extra_user;
 } sl_ckpt_export_opts;
-/* Writes a Hugging Face weights directory `dir` (created; existing model*.safetensors files
- * and the index in it are replaced): model.safetensors, or model-0000i-of-0000K.safetensors
- * shards of at most max_shard_bytes each (a larger tensor gets a shard of its own), always
- * model.safetensors.index.json, and config.json. Tensors are streamed (bounded memory).
- * Returns the number of tensors written, or -1 with a message. */
+/* Writes a Hugging Face weights directory `dir`: model.safetensors, or
+ * model-0000i-of-0000K.safetensors shards of at most max_shard_bytes each (a larger tensor gets
+ * a shard of its own), always model.safetensors.index.json, and config.json. Tensors are
+ * streamed (bounded memory). Everything is written into `.<name>.export-tmp` beside dir (the
+ * same file system), synced and the shards' headers read back; what an existing dir holds
+ * besides an earlier export's model*.safetensors and index is carried over (hard links), and
+ * only then does the new directory replace dir, in one atomic exchange (ck_replace_dir). On
+ * any failure dir is left as it was (not created when it did not exist). Returns the number
+ * of tensors written, or -1 with a message. */
 int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o, char *err,
                       size_t errlen);
 

@@ -3,14 +3,17 @@
  * safetensors files, model.safetensors.index.json and config.json (see checkpoint.h).
  *
  * Tensors are streamed from the checkpoint (8 MiB of source elements at a time) through the
- * dtype conversion into the output files, so memory does not depend on the model size.
+ * dtype conversion into the output files, so memory does not depend on the model size. The
+ * files are written into a directory beside the output one, which replaces it once complete.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/fsutil.h"
@@ -194,26 +197,208 @@ static void shard_name(char *buf, size_t n, int shard, int count) {
         snprintf(buf, n, "model-%05d-of-%05d.safetensors", shard + 1, count);
 }
 
-/* Removes the weights of an earlier export from dir (a different shard count would leave stale
- * files that the new index does not name). */
-static int remove_old(const char *dir, char *err, size_t errlen) {
-    DIR *d = opendir(dir);
-    if (!d) return sl_fail(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
-    struct dirent *e;
+/* ---- the output directory: the export is written beside it, then exchanged for it ----
+ * A failed export (a damaged checkpoint, a full disk) leaves an earlier export in dir as it was:
+ * dir is replaced in one rename only after every file is written, synced and read back. */
+
+typedef struct {
+    char *final;  /* dir, resolved (symlinks, "."): the directory replaced */
+    char *stage;  /* <parent>/.<name>.export-tmp: the new export is written here */
+    char *aside;  /* <parent>/.<name>.export-old: the old one, on file systems without exchange */
+    bool created; /* dir did not exist: created empty here, removed again on failure */
+    mode_t mode;  /* dir's permissions, which the stage gets before it replaces dir */
+} xdir;
+
+/* An export cut short between the two renames of ck_replace_dir's fallback leaves the old
+ * directory at its aside name and nothing at dir: it is put back first, never removed. */
+static void restore_aside(const char *dir) {
+    char p[CK_PATH_MAX], aside[CK_PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    const char *slash = strrchr(p, '/');
+    const char *name = slash ? slash + 1 : p;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return;
+    if (!ck_path(aside, sizeof aside, "%.*s.%s.export-old", (int)(name - p), p, name)) return;
+    struct stat st;
+    if (lstat(aside, &st) == 0 && S_ISDIR(st.st_mode) && rename(aside, p) == 0)
+        sl_warn("%s: put back from %s, where an interrupted export had left it", p, aside);
+}
+
+static void xdir_free(xdir *x) {
+    free(x->final);
+    free(x->stage);
+    free(x->aside);
+}
+
+/* Resolves dir (created when missing) and makes an empty stage beside it. */
+static int xdir_open(xdir *x, const char *dir, char *err, size_t errlen) {
+    struct stat st, up;
+    if (stat(dir, &st) != 0) restore_aside(dir);
+    x->created = stat(dir, &st) != 0;
+    if (!x->created && !S_ISDIR(st.st_mode))
+        return sl_fail(err, errlen, "%s: not a directory", dir);
+    if (x->created && sl_mkdirs(dir, err, errlen) != 0) return -1;
+    x->final = realpath(dir, NULL);
+    if (!x->final || stat(x->final, &st) != 0)
+        return sl_fail(err, errlen, "%s: %s", dir, strerror(errno));
+    x->mode = st.st_mode & 07777;
+    const char *slash = strrchr(x->final, '/');
+    const size_t n = strlen(x->final) + 32;
+    if (n > CK_PATH_MAX - 300)
+        return sl_fail(err, errlen, "export: output directory path too long: %s", x->final);
+    x->stage = sl_xmalloc(n);
+    x->aside = sl_xmalloc(n);
+    const int pl = (int)(slash - x->final);
+    snprintf(x->stage, n, "%.*s/.%s.export-tmp", pl, x->final, slash + 1);
+    snprintf(x->aside, n, "%.*s/.%s.export-old", pl, x->final, slash + 1);
+    /* a mount point (or /) cannot be renamed, and the stage beside it would be written on
+     * another file system: refused before anything is written */
+    char parent[CK_PATH_MAX];
+    snprintf(parent, sizeof parent, "%.*s", pl > 0 ? pl : 1, x->final);
+    if (!slash[1] || stat(parent, &up) != 0 || up.st_dev != st.st_dev)
+        return sl_fail(err, errlen,
+                       "%s: a mount point: an export replaces its directory in one rename, which a "
+                       "mount point cannot be; export into a directory inside it",
+                       dir);
+    /* leftovers of an interrupted export: dir exists, so they are not its only copy */
+    ck_rmtree(x->stage);
+    ck_rmtree(x->aside);
+    if (mkdir(x->stage, 0700) != 0)
+        return sl_fail(err, errlen, "%s: cannot create: %s", x->stage, strerror(errno));
+    return 0;
+}
+
+/* After a failure: the stage removed, dir as it was. */
+static void xdir_discard(const xdir *x) {
+    if (x->stage) ck_rmtree(x->stage);
+    if (x->created && x->final) rmdir(x->final);
+}
+
+static int fsync_path(const char *dir) {
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int rc = fd >= 0 ? fsync(fd) : -1;
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* A copy of a file or symlink where the file system has no hard links. */
+static int copy_entry(const char *src, const char *dst, const struct stat *st, char *err,
+                      size_t errlen) {
+    if (S_ISLNK(st->st_mode)) {
+        char target[CK_PATH_MAX];
+        const ssize_t n = readlink(src, target, sizeof target - 1);
+        if (n < 0) return sl_fail(err, errlen, "%s: %s", src, strerror(errno));
+        target[n] = 0;
+        if (symlink(target, dst) != 0) return sl_fail(err, errlen, "%s: %s", dst, strerror(errno));
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode))
+        return sl_fail(err, errlen, "%s: neither a file, a symlink nor a directory: not kept", src);
+    const int in = open(src, O_RDONLY | O_CLOEXEC);
+    const int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int rc = in < 0 || out < 0 ? -1 : 0;
+    char *buf = sl_xmalloc(CK_EXPORT_CHUNK);
+    for (ssize_t n; rc == 0 && (n = read(in, buf, CK_EXPORT_CHUNK)) != 0;)
+        rc = n < 0 ? -1 : sl_write_all(out, buf, (size_t)n);
+    if (rc == 0 && (fchmod(out, st->st_mode & 07777) != 0 || fsync(out) != 0)) rc = -1;
+    if (rc != 0) sl_fail(err, errlen, "copying %s to %s: %s", src, dst, strerror(errno));
+    free(buf);
+    if (in >= 0) close(in);
+    if (out >= 0 && close(out) != 0 && rc == 0)
+        rc = sl_fail(err, errlen, "%s: %s", dst, strerror(errno));
+    return rc;
+}
+
+/* src (a file, a symlink or a directory tree) at dst without copying data: hard links (a copy
+ * where the file system has none; symlinks are linked, never followed); directories created
+ * and synced. */
+static int carry_tree(const char *src, const char *dst, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(src, &st) != 0) return sl_fail(err, errlen, "%s: %s", src, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        if (linkat(AT_FDCWD, src, AT_FDCWD, dst, 0) == 0) return 0;
+        if (errno != EPERM && errno != EXDEV && errno != EMLINK && errno != ENOTSUP)
+            return sl_fail(err, errlen, "linking %s to %s: %s", src, dst, strerror(errno));
+        return copy_entry(src, dst, &st, err, errlen);
+    }
+    if (mkdir(dst, 0700) != 0) return sl_fail(err, errlen, "%s: %s", dst, strerror(errno));
+    DIR *d = opendir(src);
+    if (!d) return sl_fail(err, errlen, "%s: cannot list: %s", src, strerror(errno));
     int rc = 0;
-    while ((e = readdir(d)) != NULL) {
+    const size_t na = strlen(src) + 258, nb = strlen(dst) + 258; /* + "/", a name, NUL */
+    char *a = sl_xmalloc(na), *b = sl_xmalloc(nb);
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(a, na, "%s/%s", src, e->d_name);
+        snprintf(b, nb, "%s/%s", dst, e->d_name);
+        rc = carry_tree(a, b, err, errlen);
+    }
+    free(a);
+    free(b);
+    closedir(d);
+    if (rc == 0 && (chmod(dst, st.st_mode & 07777) != 0 || fsync_path(dst) != 0))
+        rc = sl_fail(err, errlen, "%s: %s", dst, strerror(errno));
+    return rc;
+}
+
+/* Weights of an earlier export, which the new one replaces: not kept (a different shard count
+ * would leave files that the new index does not name). */
+static bool old_weights(const char *s) {
+    const size_t n = strlen(s);
+    return (strncmp(s, "model", 5) == 0 && n > 12 && strcmp(s + n - 12, ".safetensors") == 0) ||
+           strcmp(s, "model.safetensors.index.json") == 0;
+}
+
+/* What dir holds beside the export (a README, a .git directory, an earlier export's tokenizer
+ * files the new one does not write) into the stage, as an export in place kept them. */
+static int carry_over(const xdir *x, char *err, size_t errlen) {
+    DIR *d = opendir(x->final);
+    if (!d) return sl_fail(err, errlen, "%s: cannot list: %s", x->final, strerror(errno));
+    int rc = 0;
+    char from[CK_PATH_MAX], to[CK_PATH_MAX];
+    struct stat st;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
         const char *s = e->d_name;
-        size_t n = strlen(s);
-        bool weights =
-            strncmp(s, "model", 5) == 0 && n > 12 && strcmp(s + n - 12, ".safetensors") == 0;
-        if (!weights && strcmp(s, "model.safetensors.index.json") != 0) continue;
-        char p[CK_PATH_MAX];
-        ck_path(p, sizeof p, "%s/%s", dir, s);
-        if (unlink(p) != 0 && rc == 0)
-            rc = sl_fail(err, errlen, "%s: cannot remove: %s", p, strerror(errno));
+        if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || old_weights(s)) continue;
+        if (!ck_path(from, sizeof from, "%s/%s", x->final, s) ||
+            !ck_path(to, sizeof to, "%s/%s", x->stage, s)) {
+            rc = sl_fail(err, errlen, "%s/%s: path too long", x->final, s);
+            break;
+        }
+        if (lstat(to, &st) == 0) continue; /* the new export writes it */
+        rc = carry_tree(from, to, err, errlen);
     }
     closedir(d);
     return rc;
+}
+
+/* The written shards read back (their headers against what was declared): dir is replaced by
+ * a complete export only. */
+static int verify_shards(const char *dir, const xentry *xs, int nx, int nshards, char *err,
+                         size_t errlen) {
+    char file[64], path[CK_PATH_MAX];
+    for (int s = 0; s < nshards; s++) {
+        shard_name(file, sizeof file, s, nshards);
+        ck_path(path, sizeof path, "%s/%s", dir, file);
+        sl_st_file *f = sl_st_open(path, err, errlen);
+        if (!f) return -1;
+        int want = 0, rc = 0;
+        for (int i = 0; i < nx && rc == 0; i++) {
+            if (xs[i].shard != s) continue;
+            want++;
+            const int j = sl_st_find(f, xs[i].e.name);
+            if (j < 0 || sl_st_nbytes(f, j) != xs[i].bytes)
+                rc = sl_fail(err, errlen, "%s: read back, tensor '%s' is %s", path, xs[i].e.name,
+                             j < 0 ? "missing" : "not of the size written");
+        }
+        if (rc == 0 && sl_st_count(f) != want)
+            rc = sl_fail(err, errlen, "%s: read back, %d tensors where %d were written", path,
+                         sl_st_count(f), want);
+        sl_st_close(f);
+        if (rc != 0) return -1;
+    }
+    return 0;
 }
 
 static int write_shard(sl_ckpt *c, const char *path, xentry *xs, int nx, int shard,
@@ -280,6 +465,7 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
     if (!dir || strlen(dir) > CK_PATH_MAX - 300)
         return sl_fail(err, errlen, "export: output directory path too long or missing");
     const uint64_t max_shard = o->max_shard_bytes ? o->max_shard_bytes : CK_DEFAULT_SHARD;
+    xdir out = {0};
     const int nt = sl_ckpt_tensor_count(c);
     xentry *xs = NULL;
     int nx = 0, cap = 0;
@@ -360,13 +546,15 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
         total += xs[i].bytes;
     }
     if (nshards == 0) nshards = 1; /* no tensors: one empty file */
-    if (sl_mkdirs(dir, err, errlen) != 0 || remove_old(dir, err, errlen) != 0) goto done;
+    if (xdir_open(&out, dir, err, errlen) != 0) goto done;
+    const char *sd = out.stage; /* everything is written here, then exchanged for dir */
+    if (o->extra_files && o->extra_files(o->extra_user, sd, err, errlen) != 0) goto done;
     unsigned char *sbuf = sl_xmalloc(CK_EXPORT_CHUNK), *dbuf = sl_xmalloc(CK_EXPORT_CHUNK * 2);
     char file[64], path[CK_PATH_MAX];
     int wrc = 0;
     for (int s = 0; s < nshards && wrc == 0; s++) {
         shard_name(file, sizeof file, s, nshards);
-        ck_path(path, sizeof path, "%s/%s", dir, file);
+        ck_path(path, sizeof path, "%s/%s", sd, file);
         wrc = write_shard(c, path, xs, nx, s, sbuf, dbuf, err, errlen);
     }
     free(sbuf);
@@ -382,17 +570,26 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
     }
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
-    ck_path(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    ck_path(path, sizeof path, "%s/model.safetensors.index.json", sd);
     wrc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     cJSON_free(json);
     if (wrc != 0) goto done;
     if (o->config_json) {
-        ck_path(path, sizeof path, "%s/config.json", dir);
+        ck_path(path, sizeof path, "%s/config.json", sd);
         if (sl_write_file_atomic(path, o->config_json, strlen(o->config_json), err, errlen) != 0)
             goto done;
     }
+    if (verify_shards(sd, xs, nx, nshards, err, errlen) != 0 || carry_over(&out, err, errlen) != 0)
+        goto done;
+    if (chmod(sd, out.mode) != 0 || fsync_path(sd) != 0) {
+        sl_fail(err, errlen, "%s: %s", sd, strerror(errno));
+        goto done;
+    }
+    if (ck_replace_dir(out.final, sd, out.aside, "export", err, errlen) != 0) goto done;
     rc = nx;
 done:
+    if (rc < 0) xdir_discard(&out);
+    xdir_free(&out);
     free(tmp);
     free(xs);
     return rc;

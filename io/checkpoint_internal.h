@@ -156,6 +156,19 @@ bool ck_path(char *buf, size_t n, const char *fmt, ...) __attribute__((format(pr
  * directory, malloc'ed (NULL when there is none or the directory cannot be listed). */
 int64_t *ck_committed_steps(const char *ckdir, int *count);
 
+/* ---- directories (io/checkpoint_publish.c): the checkpoint writer's and the export's ---- */
+
+/* rm -rf of path, a directory tree or a single file (symlinks removed, never followed). */
+int ck_rmtree(const char *path);
+/* Puts the directory tmp in place as dir (both in one directory, so on one file system): a
+ * rename when dir does not exist; else the two are exchanged in one atomic rename
+ * (renameat2 RENAME_EXCHANGE) and the old one, now at tmp, is removed (a warning naming `what`
+ * when it cannot be). On a file system without the exchange, dir is first renamed to `aside`
+ * (a crash between the two renames leaves the old one there and nothing at dir). The
+ * directory holding dir is fsynced. 0, or -1 with a message (dir and tmp then as they were). */
+int ck_replace_dir(const char *dir, const char *tmp, const char *aside, const char *what, char *err,
+                   size_t errlen);
+
 /* "[2, 3]" into buf. */
 const char *ck_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/checkpoint_save_internal.h"
 
@@ -72,36 +73,48 @@ int ck_clean_leftovers(const char *ckdir, char *err, size_t errlen) {
     return rc;
 }
 
-int ck_install(sl_ckpt_writer *w) {
+int ck_replace_dir(const char *dir, const char *tmp, const char *aside, const char *what, char *err,
+                   size_t errlen) {
     struct stat st;
-    if (lstat(w->final, &st) != 0) {
-        if (rename(w->tmpdir, w->final) != 0)
-            return ck_wfail(w, "renaming %s to %s: %s", w->tmpdir, w->final, strerror(errno)), -1;
-    } else if (renameat2(AT_FDCWD, w->tmpdir, AT_FDCWD, w->final, RENAME_EXCHANGE) == 0) {
-        /* the old step-<N> now sits at the temporary name */
-        if (fsync_dir(w->ckdir) != 0 || ck_rmtree(w->tmpdir) != 0)
-            sl_warn("checkpoint: %s: could not remove the replaced checkpoint: %s", w->tmpdir,
-                    strerror(errno));
+    if (lstat(dir, &st) != 0) {
+        if (rename(tmp, dir) != 0)
+            return sl_fail(err, errlen, "renaming %s to %s: %s", tmp, dir, strerror(errno));
+    } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+        /* the old one now sits at the temporary name */
+        if (sl_fsync_parent_dir(dir) != 0 || ck_rmtree(tmp) != 0)
+            sl_warn("%s: %s: could not remove the replaced one: %s", what, tmp, strerror(errno));
     } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
         /* a file system without atomic exchange: move the old one aside first (a crash in
-         * between leaves `latest` naming the old one, which sl_ckpt_find_latest then misses
-         * and falls back to the newest committed checkpoint) */
-        char *aside = sl_xmalloc(strlen(w->final) + 32);
-        sprintf(aside, "%s/.tmp-replaced-step-%" PRId64, w->ckdir, w->step);
+         * between leaves it at `aside` and nothing at `dir`) */
         ck_rmtree(aside);
-        if (rename(w->final, aside) != 0 || rename(w->tmpdir, w->final) != 0) {
-            ck_wfail(w, "replacing %s: %s", w->final, strerror(errno));
-            free(aside);
-            return -1;
+        if (rename(dir, aside) != 0)
+            return sl_fail(err, errlen, "replacing %s: %s", dir, strerror(errno));
+        if (rename(tmp, dir) != 0) {
+            const int e = errno;
+            rename(aside, dir); /* the old one back where it was */
+            return sl_fail(err, errlen, "replacing %s: %s", dir, strerror(e));
         }
         ck_rmtree(aside);
-        free(aside);
     } else {
-        return ck_wfail(w, "replacing %s by %s: %s", w->final, w->tmpdir, strerror(errno)), -1;
+        return sl_fail(err, errlen, "replacing %s by %s: %s", dir, tmp, strerror(errno));
     }
-    if (fsync_dir(w->ckdir) != 0)
-        return ck_wfail(w, "%s: fsync after the rename: %s", w->ckdir, strerror(errno)), -1;
+    if (sl_fsync_parent_dir(dir) != 0)
+        return sl_fail(err, errlen, "%s: fsync of its directory after the rename: %s", dir,
+                       strerror(errno));
     return 0;
+}
+
+int ck_install(sl_ckpt_writer *w) {
+    /* the aside name is a .tmp-* one: if a crash leaves it, `latest` names a step-<N> that
+     * sl_ckpt_find_latest then misses, falling back to the newest committed checkpoint, and
+     * the next save removes it */
+    char *aside = sl_xmalloc(strlen(w->ckdir) + 48);
+    sprintf(aside, "%s/.tmp-replaced-step-%" PRId64, w->ckdir, w->step);
+    char e[2048];
+    const int rc = ck_replace_dir(w->final, w->tmpdir, aside, "checkpoint", e, sizeof e);
+    free(aside);
+    if (rc != 0) ck_wfail(w, "%s", e);
+    return rc;
 }
 
 static int cmp_desc(const void *a, const void *b) {

@@ -53,11 +53,10 @@ void ck_wfail(sl_ckpt_writer *w, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* ---- the checkpoints directory (io/checkpoint_publish.c) ---- */
 
-/* rm -rf of path, a directory tree or a single file (rmtree_at). */
-int ck_rmtree(const char *path);
 /* Rank 0: removes what interrupted saves left in the checkpoints directory. */
 int ck_clean_leftovers(const char *ckdir, char *err, size_t errlen);
-/* Puts the temporary directory in place as step-<N>, replacing an existing one atomically. */
+/* Puts the temporary directory in place as step-<N>, replacing an existing one atomically
+ * (ck_replace_dir, io/checkpoint_internal.h). */
 int ck_install(sl_ckpt_writer *w);
 /* keep_last / keep_every / keep_steps, after the new checkpoint is committed and `latest` names
  * it. */

@@ -55,10 +55,13 @@ static void usage_export(FILE *f) {
             "directory: model.safetensors, or model-0000i-of-0000K.safetensors shards, plus\n"
             "model.safetensors.index.json and config.json. config.json is the trainer state's\n"
             "\"hf_config\" object when present, else made from its \"config\".\"model\" section;\n"
-            "without either, no config.json is written (a warning says so). Existing weight\n"
-            "files in DIR are replaced. The run's tokenizer (data.tokenizer, recorded in the\n"
-            "trainer state with its SHA-256, which must still match) is copied beside them:\n"
-            "tokenizer.json and the companion files next to it (tokenizer_config.json, ...).\n\n"
+            "without either, no config.json is written (a warning says so). The run's\n"
+            "tokenizer (data.tokenizer, recorded in the trainer state with its SHA-256, which\n"
+            "must still match) is copied beside them: tokenizer.json and the companion files\n"
+            "next to it (tokenizer_config.json, ...).\n\n"
+            "The export is written beside DIR and replaces it in one rename once complete: a\n"
+            "failed export leaves DIR as it was. An earlier export's weights in DIR are\n"
+            "replaced; its other files are kept (docs/checkpoint-format.md, \"Tools\").\n\n"
             "options:\n"
             "  -o, --output DIR     output directory (created if missing)\n"
             "  --format F           qwen3_moe (default: Qwen3-MoE names, what sluice reads\n"
@@ -294,14 +297,23 @@ static int hf_map(void *user, const sl_ckpt_tensor *t, sl_ckpt_export_entry *out
 }
 
 /* The tokenizer files for the export: --tokenizer PATH, else the trainer state's "tokenizer"
- * (path and SHA-256, which the file must still have). 0 (also when there is none), or -1. */
-static int export_tokenizer(const sl_ckpt *c, const char *override, const char *out) {
-    char err[1024];
-    const char *src = override;
+ * (path and SHA-256, which the file must still have). */
+typedef struct {
+    const sl_ckpt *c;
+    const char *override;
+    const char *src; /* set when copied */
+    int copied;      /* files */
+} export_tok;
+
+/* The export's extra_files: the tokenizer's into the directory being written. 0 (also when
+ * there is none), or -1 with a message. */
+static int export_tokenizer(void *user, const char *stage, char *err, size_t errlen) {
+    export_tok *t = user;
+    const char *src = t->override;
     uint8_t want[SL_TOKENIZER_HASH_BYTES];
     const uint8_t *expect = NULL;
     if (!src) {
-        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(c), "tokenizer");
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(t->c), "tokenizer");
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(tk, "path");
         const cJSON *h = cJSON_GetObjectItemCaseSensitive(tk, "sha256");
         if (!cJSON_IsString(p)) return 0; /* the run had no data.tokenizer */
@@ -313,17 +325,14 @@ static int export_tokenizer(const sl_ckpt *c, const char *override, const char *
             expect = want;
         }
     }
-    if (sl_mkdirs(out, err, sizeof err) != 0) {
-        sl_error("%s", err);
-        return -1;
-    }
-    int n = sl_tokenizer_copy_files(src, out, expect, err, sizeof err);
-    if (n < 0) {
-        sl_error("the tokenizer%s: %s (--tokenizer PATH copies another, --no-tokenizer none)",
-                 override ? "" : " the run trained with", err);
-        return -1;
-    }
-    printf("copied the tokenizer %s to %s (%d file%s)\n", src, out, n, n == 1 ? "" : "s");
+    char e[1024];
+    const int n = sl_tokenizer_copy_files(src, stage, expect, e, sizeof e);
+    if (n < 0)
+        return sl_fail(err, errlen,
+                       "the tokenizer%s: %s (--tokenizer PATH copies another, --no-tokenizer none)",
+                       t->override ? "" : " the run trained with", e);
+    t->src = src;
+    t->copied = n;
     return 0;
 }
 
@@ -398,10 +407,7 @@ static int cmd_export(int argc, char **argv) {
         sl_error("%s", err);
         return 1;
     }
-    if (!no_tokenizer && export_tokenizer(c, tokenizer, out) != 0) {
-        sl_ckpt_close(c);
-        return 1;
-    }
+    export_tok tok = {.c = c, .override = tokenizer};
     sl_model_config mc;
     char *stored = NULL, *config = NULL;
     sl_hf_layout layout;
@@ -421,13 +427,19 @@ static int cmd_export(int argc, char **argv) {
                              .config_json = config,
                              .skip_prefix = "optim.",
                              .map = hf_map,
-                             .map_user = &layout};
+                             .map_user = &layout,
+                             .extra_files = no_tokenizer ? NULL : export_tokenizer,
+                             .extra_user = &tok};
     int n = sl_ckpt_export_hf(c, out, &o, err, sizeof err);
-    if (n < 0)
+    if (n < 0) {
         sl_error("%s", err);
-    else
+    } else {
+        if (tok.src)
+            printf("copied the tokenizer %s to %s (%d file%s)\n", tok.src, out, tok.copied,
+                   tok.copied == 1 ? "" : "s");
         printf("exported %d tensors of step %" PRId64 " to %s (%s, %s)\n", n, sl_ckpt_step(c), out,
                sl_hf_format_name(format), strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
+    }
     if (config != stored) free(config);
     free(stored);
     sl_hf_layout_free(&layout);

@@ -6,7 +6,9 @@
 # passes on the sound checkpoint and fails with one line naming the file and tensor per problem
 # on damaged copies; export writes Hugging Face directories (bf16 in several shards, fp32 in
 # one) that /usr/bin/python3 + PyTorch read with a small safetensors parser (Debian ships no
-# safetensors package), with values equal to the checkpoint's (bf16: torch's own rounding).
+# safetensors package), with values equal to the checkpoint's (bf16: torch's own rounding); a
+# failed export (a damaged checkpoint) leaves the output directory as it was, and an export
+# over an earlier one keeps the user's files in it.
 set -u
 . "$(dirname "$0")/skip_or_fail.sh"
 SLUICE=$1
@@ -125,6 +127,45 @@ expect_rc 2 "export --dtype fp16"
 out=$("$SLUICE" ckpt export "$RUN" 2>&1)
 rc=$?
 expect_rc 2 "export without -o"
+
+# A failed export leaves the directory as it was: the export is written beside it and replaces
+# it only when complete (it used to remove the earlier export's weights first, so a damaged
+# checkpoint left only config.json). Files of the user's in it survive every export.
+sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+# a flipped byte in a model weight's piece (the flip above is in optimizer state, not exported)
+cp -r "$STEP" "$WORK/flipw"
+off=$(awk '/"tensor":.*gate_up_proj/ {f = 1} f && /"offset"/ {gsub(/[^0-9]/, ""); print; exit}' \
+    "$WORK/flipw/rank-00001.manifest.json")
+printf '\x55' | dd of="$WORK/flipw/rank-00001.safetensors" bs=1 seek=$((off + 5)) conv=notrunc status=none
+out=$("$SLUICE" ckpt export "$RUN" -o "$WORK/keep" --shard-size 4K 2>&1)
+rc=$?
+expect_rc 0 "export into keep/"
+echo "my notes" >"$WORK/keep/README.md"
+mkdir -p "$WORK/keep/sub" && echo "mine" >"$WORK/keep/sub/file"
+before=$(sums "$WORK/keep")
+out=$("$SLUICE" ckpt export "$WORK/flipw" -o "$WORK/keep" 2>&1)
+rc=$?
+expect_rc 1 "export of a damaged checkpoint over keep/"
+has "rank-00001.safetensors: tensor 'layers.0.mlp.experts.gate_up_proj'" \
+    "export of a damaged checkpoint over keep/"
+[ "$(sums "$WORK/keep")" = "$before" ] || fail "a failed export changed keep/: $(sums "$WORK/keep")"
+[ "$(ls -A "$WORK" | grep -c export-)" -eq 0 ] || fail "a failed export left $(ls -A "$WORK")"
+out=$("$SLUICE" ckpt export "$WORK/flipw" -o "$WORK/fresh" 2>&1)
+rc=$?
+expect_rc 1 "export of a damaged checkpoint into a new directory"
+[ ! -e "$WORK/fresh" ] || fail "a failed export created fresh/: $(ls -A "$WORK/fresh")"
+# a good export replaces the weights (4 KiB shards by one file) and keeps the user's files;
+# through a symlink, the directory it names is replaced and the symlink stays
+ln -s keep "$WORK/keep-link"
+out=$("$SLUICE" ckpt export "$RUN" -o "$WORK/keep-link" 2>&1)
+rc=$?
+expect_rc 0 "export over keep/ through a symlink"
+[ -L "$WORK/keep-link" ] || fail "the export replaced the symlink keep-link"
+[ -f "$WORK/keep/model.safetensors" ] || fail "the new export's model.safetensors is missing"
+ls "$WORK/keep" | grep -q '^model-' && fail "the earlier export's shards remain: $(ls "$WORK/keep")"
+[ "$(cat "$WORK/keep/README.md" "$WORK/keep/sub/file" 2>&1)" = "my notes
+mine" ] || fail "the user's files in keep/ were not kept: $(ls -AR "$WORK/keep")"
+[ "$(ls -A "$WORK" | grep -c export-)" -eq 0 ] || fail "an export left $(ls -A "$WORK")"
 
 CHECK_PY='
 import json, os, struct, sys
