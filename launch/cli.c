@@ -50,14 +50,15 @@ int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out) {
 int sl_cli_int_flag(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
                     long long *out) {
     if (!v) {
-        fprintf(stderr, "sluice %s: error: %s needs a value\n", cmd, flag);
+        fprintf(sl_cli_error_stream(), "sluice %s: error: %s needs a value\n", cmd, flag);
         return 2;
     }
     uint64_t x;
     /* parsed as unsigned: a wrapped or negative value never passes as a small one */
     if (sl_cli_parse_u64(v, false, &x) != 0 || x < (uint64_t)lo || x > (uint64_t)hi) {
-        fprintf(stderr, "sluice %s: error: %s: expected an integer in [%lld, %lld], got '%s'\n",
-                cmd, flag, lo, hi, v);
+        fprintf(sl_cli_error_stream(),
+                "sluice %s: error: %s: expected an integer in [%lld, %lld], got '%s'\n", cmd, flag,
+                lo, hi, v);
         return 2;
     }
     *out = (long long)x;

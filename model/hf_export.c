@@ -1,12 +1,15 @@
 /* model/hf_export.c - Hugging Face naming of sluice's parameters (see hf_export.h). */
 #include "model/hf_export.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -290,6 +293,38 @@ int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_
     return sl_hf_save_format(m, SL_HF_QWEN3_MOE, dir, ep, err, errlen);
 }
 
+/* After a save into a directory that held another layout's weights (one file, then shards of an
+ * expert-parallel run, or the other way): the weight files and index this save did not write.
+ * Left there, a loader would find them first (Hugging Face reads model.safetensors before an
+ * index; sluice reads a stale index). Removed only once the new files are complete, so the
+ * directory always holds a whole set. 0, or -1 with err set. */
+static int remove_stale_weights(const char *dir, int shards, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) return sl_fail(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    int rc = 0;
+    char keep[64], path[4400];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *s = e->d_name;
+        const size_t n = strlen(s);
+        const bool weights =
+            strncmp(s, "model", 5) == 0 && n > 12 && strcmp(s + n - 12, ".safetensors") == 0;
+        const bool index = strcmp(s, "model.safetensors.index.json") == 0;
+        if (!weights && !index) continue;
+        bool written = shards > 1 ? index : strcmp(s, "model.safetensors") == 0;
+        for (int r = 0; r < shards && shards > 1 && !written; r++) {
+            shard_name(keep, sizeof keep, r, shards);
+            written = strcmp(s, keep) == 0;
+        }
+        if (written) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, s);
+        if (unlink(path) != 0 && rc == 0)
+            rc = sl_fail(err, errlen, "%s: cannot remove the previous weights: %s", path,
+                         strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
 static int save(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep, char *err,
                 size_t errlen) {
     const int size = ep ? sl_comm_size(ep) : 1, rank = ep ? sl_comm_rank(ep) : 0;
@@ -299,6 +334,7 @@ static int save(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         if (rc == 0) rc = write_tensors(m, l, path, false, true, err, errlen);
         if (rc == 0) rc = write_config(l, dir, err, errlen);
+        if (rc == 0) rc = remove_stale_weights(dir, 1, err, errlen);
         return rc;
     }
     /* Expert parallelism: shard r holds EP rank r's experts (and rank 0's the dense
@@ -315,6 +351,7 @@ static int save(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep
     }
     rc = write_index(m, l, dir, ep, err, errlen);
     if (rc == 0 && rank == 0) rc = write_config(l, dir, err, errlen);
+    if (rc == 0 && rank == 0) rc = remove_stale_weights(dir, size, err, errlen);
     return rc;
 }
 
@@ -437,11 +474,13 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
         const int64_t *shape = sl_st_shape(f, idx);
         if (strcmp(sl_st_dtype(f, idx), "F32") != 0 || sl_st_ndim(f, idx) != e->ndim ||
             shape[0] != e->shape[0] || (e->ndim > 1 && shape[1] != e->shape[1])) {
-            snprintf(err, errlen,
-                     "%s: tensor '%s' is %s with %d dims [%lld, ...], the model expects F32 "
-                     "[%lld%s%lld]",
-                     wf.weight_map ? wf.dir : wf.single, e->name, sl_st_dtype(f, idx),
-                     sl_st_ndim(f, idx), (long long)(sl_st_ndim(f, idx) > 0 ? shape[0] : 0),
+            /* every dimension of the file's tensor, so that the one that differs shows */
+            char dims[160] = "";
+            for (int d = 0, used = 0; d < sl_st_ndim(f, idx) && used < (int)sizeof dims; d++)
+                used += snprintf(dims + used, sizeof dims - (size_t)used, "%s%lld", d ? ", " : "",
+                                 (long long)shape[d]);
+            snprintf(err, errlen, "%s: tensor '%s' is %s [%s], the model expects F32 [%lld%s%lld]",
+                     wf.weight_map ? wf.dir : wf.single, e->name, sl_st_dtype(f, idx), dims,
                      (long long)e->shape[0], e->ndim > 1 ? ", " : "",
                      (long long)(e->ndim > 1 ? e->shape[1] : 0));
             rc = -1;

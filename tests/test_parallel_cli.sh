@@ -200,6 +200,18 @@ check "the refused start must leave the run's checkpoints and weights as they we
 check "the refused start must not append to the run's metrics" \
     [ "$(grep -c '"rank_load": \[' "$metrics")" -eq 6 ]
 [ "$failures" -eq "$f0" ] || show again_np2.out
+# ... and resumed in one process (no expert parallelism) for two more steps: final/ gets one
+# file, and the EP run's shards and index are gone (a loader would find them before it)
+f0=$failures
+run resume_np1 - ep2.json --set training.out_dir=runs/ok --resume auto \
+    --set parallel.expert_parallel=1 --set training.max_steps=8
+check "resuming the EP-2 run in one process must succeed (exit $rc)" [ "$rc" -eq 0 ]
+check "final/ after the one-process resume: model.safetensors" [ -s "$final/model.safetensors" ]
+check "final/ after the one-process resume: no EP shards or index left" \
+    [ -z "$(cd "$final" && ls model-0000*-of-*.safetensors model.safetensors.index.json 2>/dev/null)" ]
+check "sluice eval loads the one-file weights" \
+    timeout 60 "$sluice" eval --weights "$final" --data data/eval --seq-len 32 --batch 2
+[ "$failures" -eq "$f0" ] || show resume_np1.out
 
 echo "test_parallel_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
