@@ -163,17 +163,28 @@ def part_attn_bwd_stages(L, budget, S):
                               ("2", "3", "4"), S["attn_pp"], "attn_bench_bwd_stages%s_%d.out", "bwd_stages")
 
 
+def ncu_on_attn_bench(L, part):
+    """(Nsight Compute, the part's log) for a part that profiles attn_bench; (None, None) once
+    the part's SKIP is recorded (a bundle without attn_bench, no ncu here)."""
+    if not os.path.exists(L.attn_bench):
+        record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
+        return None, None
+    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
+    if not ncu:
+        record(part, "SKIP", 0, why)
+        return None, None
+    return ncu, os.path.join(C.LOGS, part + ".log")
+
+
 def part_attn_kernels(L, budget, S):
     """Each Hopper attention kernel's own time under Nsight Compute (gpu__time_duration, clocks
     not locked), one forward and backward per shape: the forward, the backward's prep, dK/dV,
     dQ and reduce passes apart, which attn_bench's two totals do not show. Raw reports in
     attn_kernels_S_D.csv (bench/ncu_log.py reads them)."""
-    part, log = "attn_kernels", os.path.join(C.LOGS, "attn_kernels.log")
-    if not os.path.exists(L.attn_bench):
-        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
-    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
+    part = "attn_kernels"
+    ncu, log = ncu_on_attn_bench(L, part)
     if not ncu:
-        return record(part, "SKIP", 0, why)
+        return
     notes, rows, sec = [], [], 0.0
     for shape in S["attn_kernels"]:
         seq, d = shape[shape.index("--seq") + 1], shape[shape.index("--head-dim") + 1]
@@ -239,12 +250,10 @@ def part_attn_anatomy(L, budget, S):
     reductions go to DRAM, and how cuDNN's backward compares. The reports
     (attn_anatomy_RUN.ncu-rep) and their details and raw pages (attn_anatomy_RUN_details.csv,
     _raw.csv: the stall reasons) come back whole."""
-    part, log = "attn_anatomy", os.path.join(C.LOGS, "attn_anatomy.log")
-    if not os.path.exists(L.attn_bench):
-        return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
-    ncu, why = C.find_cuda_tool("ncu", C.ARGS.ncu, L.emulated, "profile")
+    part = "attn_anatomy"
+    ncu, log = ncu_on_attn_bench(L, part)
     if not ncu:
-        return record(part, "SKIP", 0, why)
+        return
     runs = [("sm90_pass", ["--kernel", "sm90"]), ("sm90_fused", ["--kernel", "sm90", "--nondeterministic"]),
             ("cudnn", ["--kernel", "cudnn"])]
     sections = [a for s in ANATOMY_SECTIONS for a in ("--section", s)]

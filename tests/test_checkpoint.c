@@ -556,6 +556,24 @@ static void test_export(void) {
     sl_ckpt_close(c);
 }
 
+/* Integers up to 2^53 survive printing: cJSON's own number printing wrote 7999999999999999 as
+ * 8e+15 (found by the checkpoint fuzzer, 2026-11-28), so a step read back differed. */
+static void test_big_integers(void) {
+    const int64_t steps[] = {0, 1, 2147483647, 2147483648, 7999999999999999, INT64_C(1) << 53};
+    char err[256];
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        cJSON *trainer = cJSON_CreateObject();
+        char *text = ck_state_print(steps[i], 3, "0.1.0", trainer);
+        ck_state s;
+        const int rc = ck_state_parse(text, strlen(text), "test", &s, err, sizeof err);
+        CHECK(rc == 0 && s.step == steps[i], "step %lld printed as %s reads back",
+              (long long)steps[i], text);
+        if (rc == 0) ck_state_free(&s);
+        free(text);
+        cJSON_Delete(trainer);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "--torture") == 0) return tck_torture(atoi(argv[2]), argv[3]);
     if (argc >= 4 && strcmp(argv[1], "--example") == 0)
@@ -580,5 +598,6 @@ int main(int argc, char **argv) {
     test_write_failure();
     test_fetch();
     test_export();
+    test_big_integers();
     return sl_test_finish("test_checkpoint");
 }
