@@ -123,29 +123,43 @@ char *sl_xstrdup(const char *s) {
 
 static char g_held[4096];
 static int g_held_at_exit = 0;
+static int g_held_shared = 0; /* the held message speaks for every rank (sl_error_hold_shared) */
 
 static void print_unreleased(void) {
     if (g_held[0]) fprintf(stderr, "sluice[rank %d]: error: %s\n", g_rank, g_held);
 }
 
-void sl_error_hold(const char *fmt, ...) {
+static void vhold(int shared, const char *fmt, va_list ap) {
     if (g_held[0]) return; /* the first cause; what follows from it adds nothing */
+    vsnprintf(g_held, sizeof g_held, fmt, ap);
+    g_held_shared = shared;
+    if (!g_held_at_exit) g_held_at_exit = atexit(print_unreleased) == 0;
+}
+
+void sl_error_hold(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_held, sizeof g_held, fmt, ap);
+    vhold(0, fmt, ap);
     va_end(ap);
-    if (!g_held_at_exit) g_held_at_exit = atexit(print_unreleased) == 0;
+}
+
+void sl_error_hold_shared(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vhold(1, fmt, ap);
+    va_end(ap);
 }
 
 void sl_error_release(int print, int failed, int world) {
     if (print && g_held[0]) {
-        if (failed >= world || world <= 1)
+        if (failed >= world || world <= 1 || g_held_shared)
             fprintf(stderr, "sluice: error: %s\n", g_held);
         else
             fprintf(stderr, "sluice[rank %d]: error: %s\n", g_rank, g_held);
         fflush(stderr);
     }
     g_held[0] = 0;
+    g_held_shared = 0;
 }
 
 void sl_error_once(const char *fmt, ...) {

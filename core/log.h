@@ -46,6 +46,9 @@ void sl_error_once(const char *fmt, ...) SL_PRINTF(1, 2);
  * A process keeps the first message it holds until the agreement; one never agreed on is
  * printed at exit, so none is lost. */
 void sl_error_hold(const char *fmt, ...) SL_PRINTF(1, 2);
+/* The same for what one rank checks on behalf of all (the run directory, every stage's data on
+ * rank 0): printed without a rank tag, as the job's error, although only that rank failed. */
+void sl_error_hold_shared(const char *fmt, ...) SL_PRINTF(1, 2);
 /* The agreement's end (sl_comm_agree): prints the held message when `print` (without a rank
  * tag when all `world` ranks failed: `failed` of them did), then forgets it. */
 void sl_error_release(int print, int failed, int world);

@@ -193,8 +193,8 @@ f0=$failures
 before=$(cd runs/ok && find checkpoints final -type f -exec md5sum {} + | sort)
 run again_np2 2 ep2.json --set training.out_dir=runs/ok --set training.seed=7
 check "a fresh start into a run's out_dir must fail (exit $rc)" failed_cleanly "$rc"
-check "the refusal names the out_dir and --resume auto, once" \
-    [ "$(grep -c 'training\.out_dir = runs/ok already holds a run.*--resume auto' again_np2.out)" -eq 1 ]
+check "the refusal names the out_dir and --resume auto, once, as the job's error (no rank tag)" \
+    [ "$(grep -c '^sluice: error: training\.out_dir = runs/ok already holds a run.*--resume auto' again_np2.out)" -eq 1 ]
 check "the refused start must leave the run's checkpoints and weights as they were" \
     [ "$before" = "$(cd runs/ok && find checkpoints final -type f -exec md5sum {} + | sort)" ]
 check "the refused start must not append to the run's metrics" \

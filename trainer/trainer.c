@@ -464,13 +464,13 @@ static int refuse_existing_run(const trainer *t, const sl_train_opts *o) {
     const int found = sl_ckpt_find_latest(out, dir, sizeof dir, err, sizeof err);
     if (found == 0) return 0;
     if (found < 0) {
-        sl_error_hold("training.out_dir = %s: %s", out, err);
+        sl_error_hold_shared("training.out_dir = %s: %s", out, err);
         return -1;
     }
-    sl_error_hold("training.out_dir = %s already holds a run (its newest checkpoint: %s); "
-                  "continue it with --resume auto, or start this one in another out_dir "
-                  "(--set training.out_dir=...) or after removing that directory",
-                  out, dir);
+    sl_error_hold_shared("training.out_dir = %s already holds a run (its newest checkpoint: %s); "
+                         "continue it with --resume auto, or start this one in another out_dir "
+                         "(--set training.out_dir=...) or after removing that directory",
+                         out, dir);
     return -1;
 }
 

@@ -55,14 +55,14 @@ static int check_data_path(const sl_config *c, int i, const char *name, const ch
     char **files = NULL;
     int n = 0;
     if (sl_data_resolve(spec, &files, &n, err, sizeof err) != 0) {
-        sl_error_hold("%s: %s: %s", c->path, where, err);
+        sl_error_hold_shared("%s: %s: %s", c->path, where, err);
         return -1;
     }
     int rc = 0;
     for (int f = 0; f < n && rc == 0; f++) {
         sl_shard *s = sl_shard_open(files[f], err, sizeof err);
         if (!s) {
-            sl_error_hold("%s: %s: %s", c->path, where, err);
+            sl_error_hold_shared("%s: %s: %s", c->path, where, err);
             rc = -1;
         }
         sl_shard_close(s);
