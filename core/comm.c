@@ -125,12 +125,11 @@ void sl_comm_allreduce_max_f64(sl_comm *c, double *buf, int n) {
 
 bool sl_comm_agree(sl_comm *c, bool failed) {
     const int n = sl_comm_size(c), me = sl_comm_rank(c);
-    /* [0]: minus the lowest failing rank (a max), [1]: the failing ranks (summed after) */
-    double lo = failed ? -(double)me : -(double)n, count = failed ? 1.0 : 0.0;
-    sl_comm_allreduce_max_f64(c, &lo, 1);
-    sl_comm_allreduce_sum_f64(c, &count, 1);
-    sl_error_release(failed && me == (int)-lo, (int)count, n);
-    return count > 0;
+    /* one max over: minus the lowest failing rank, some rank failed, some rank did not */
+    double v[3] = {failed ? -(double)me : -(double)n, failed ? 1.0 : 0.0, failed ? 0.0 : 1.0};
+    sl_comm_allreduce_max_f64(c, v, 3);
+    sl_error_release(failed && me == (int)-v[0], v[2] == 0.0);
+    return v[1] > 0.0;
 }
 
 void sl_comm_alltoall_i64(sl_comm *c, const int64_t *send, int64_t *recv, int n) {

@@ -12,15 +12,17 @@
 
 #include "core/log.h"
 
+int sl_fsync_dir(const char *dir) {
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
 int sl_fsync_parent_dir(const char *path) {
     char *copy = sl_xstrdup(path);
-    const char *dir = dirname(copy);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    int rc = -1;
-    if (fd >= 0) {
-        rc = fsync(fd);
-        close(fd);
-    }
+    const int rc = sl_fsync_dir(dirname(copy));
     free(copy);
     return rc;
 }

@@ -26,6 +26,9 @@ int sl_write_all(int fd, const void *data, size_t n);
  * directory. */
 int sl_mkdirs(const char *path, char *err, size_t errlen);
 
+/* fsyncs the directory `dir` (makes the entries created, renamed or removed in it durable).
+ * 0, or -1 with errno. */
+int sl_fsync_dir(const char *dir);
 /* fsyncs the directory containing `path` (makes a rename durable). */
 int sl_fsync_parent_dir(const char *path);
 

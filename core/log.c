@@ -150,9 +150,9 @@ void sl_error_hold_shared(const char *fmt, ...) {
     va_end(ap);
 }
 
-void sl_error_release(int print, int failed, int world) {
+void sl_error_release(int print, int every_rank) {
     if (print && g_held[0]) {
-        if (failed >= world || world <= 1 || g_held_shared)
+        if (every_rank || g_world <= 1 || g_held_shared)
             fprintf(stderr, "sluice: error: %s\n", g_held);
         else
             fprintf(stderr, "sluice[rank %d]: error: %s\n", g_rank, g_held);

@@ -50,8 +50,8 @@ void sl_error_hold(const char *fmt, ...) SL_PRINTF(1, 2);
  * rank 0): printed without a rank tag, as the job's error, although only that rank failed. */
 void sl_error_hold_shared(const char *fmt, ...) SL_PRINTF(1, 2);
 /* The agreement's end (sl_comm_agree): prints the held message when `print` (without a rank
- * tag when all `world` ranks failed: `failed` of them did), then forgets it. */
-void sl_error_release(int print, int failed, int world);
+ * tag when every rank failed), then forgets it. */
+void sl_error_release(int print, int every_rank);
 
 /* Prints "sluice: fatal: file:line: msg" and aborts every rank (MPI_Abort when MPI is up). */
 SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) SL_PRINTF(3, 4);

@@ -190,13 +190,6 @@ static int cmp_xentry(const void *a, const void *b) {
     return strcmp(((const xentry *)a)->e.name, ((const xentry *)b)->e.name);
 }
 
-static void shard_name(char *buf, size_t n, int shard, int count) {
-    if (count == 1)
-        snprintf(buf, n, "model.safetensors");
-    else
-        snprintf(buf, n, "model-%05d-of-%05d.safetensors", shard + 1, count);
-}
-
 /* ---- the output directory: the export is written beside it, then exchanged for it ----
  * A failed export (a damaged checkpoint, a full disk) leaves an earlier export in dir as it was:
  * dir is replaced in one rename only after every file is written, synced and read back. */
@@ -275,13 +268,6 @@ static void xdir_discard(const xdir *x) {
     if (x->created && x->final) rmdir(x->final);
 }
 
-static int fsync_path(const char *dir) {
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const int rc = fd >= 0 ? fsync(fd) : -1;
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
 /* A copy of a file or symlink where the file system has no hard links. */
 static int copy_entry(const char *src, const char *dst, const struct stat *st, char *err,
                       size_t errlen) {
@@ -337,17 +323,9 @@ static int carry_tree(const char *src, const char *dst, char *err, size_t errlen
     free(a);
     free(b);
     closedir(d);
-    if (rc == 0 && (chmod(dst, st.st_mode & 07777) != 0 || fsync_path(dst) != 0))
+    if (rc == 0 && (chmod(dst, st.st_mode & 07777) != 0 || sl_fsync_dir(dst) != 0))
         rc = sl_fail(err, errlen, "%s: %s", dst, strerror(errno));
     return rc;
-}
-
-/* Weights of an earlier export, which the new one replaces: not kept (a different shard count
- * would leave files that the new index does not name). */
-static bool old_weights(const char *s) {
-    const size_t n = strlen(s);
-    return (strncmp(s, "model", 5) == 0 && n > 12 && strcmp(s + n - 12, ".safetensors") == 0) ||
-           strcmp(s, "model.safetensors.index.json") == 0;
 }
 
 /* What dir holds beside the export (a README, a .git directory, an earlier export's tokenizer
@@ -360,7 +338,9 @@ static int carry_over(const xdir *x, char *err, size_t errlen) {
     struct stat st;
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
         const char *s = e->d_name;
-        if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || old_weights(s)) continue;
+        /* an earlier export's weights are not kept: a different shard count would leave files
+         * that the new index does not name */
+        if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || sl_st_hf_weights_file(s)) continue;
         if (!ck_path(from, sizeof from, "%s/%s", x->final, s) ||
             !ck_path(to, sizeof to, "%s/%s", x->stage, s)) {
             rc = sl_fail(err, errlen, "%s/%s: path too long", x->final, s);
@@ -379,7 +359,7 @@ static int verify_shards(const char *dir, const xentry *xs, int nx, int nshards,
                          size_t errlen) {
     char file[64], path[CK_PATH_MAX];
     for (int s = 0; s < nshards; s++) {
-        shard_name(file, sizeof file, s, nshards);
+        sl_st_hf_shard_name(file, sizeof file, s, nshards);
         ck_path(path, sizeof path, "%s/%s", dir, file);
         sl_st_file *f = sl_st_open(path, err, errlen);
         if (!f) return -1;
@@ -553,7 +533,7 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
     char file[64], path[CK_PATH_MAX];
     int wrc = 0;
     for (int s = 0; s < nshards && wrc == 0; s++) {
-        shard_name(file, sizeof file, s, nshards);
+        sl_st_hf_shard_name(file, sizeof file, s, nshards);
         ck_path(path, sizeof path, "%s/%s", sd, file);
         wrc = write_shard(c, path, xs, nx, s, sbuf, dbuf, err, errlen);
     }
@@ -565,12 +545,12 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
     cJSON_AddNumberToObject(meta, "total_size", (double)total);
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
     for (int i = 0; i < nx; i++) {
-        shard_name(file, sizeof file, xs[i].shard, nshards);
+        sl_st_hf_shard_name(file, sizeof file, xs[i].shard, nshards);
         cJSON_AddStringToObject(map, xs[i].e.name, file);
     }
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
-    ck_path(path, sizeof path, "%s/model.safetensors.index.json", sd);
+    ck_path(path, sizeof path, "%s/" SL_ST_HF_INDEX, sd);
     wrc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
     cJSON_free(json);
     if (wrc != 0) goto done;
@@ -581,7 +561,7 @@ int sl_ckpt_export_hf(sl_ckpt *c, const char *dir, const sl_ckpt_export_opts *o,
     }
     if (verify_shards(sd, xs, nx, nshards, err, errlen) != 0 || carry_over(&out, err, errlen) != 0)
         goto done;
-    if (chmod(sd, out.mode) != 0 || fsync_path(sd) != 0) {
+    if (chmod(sd, out.mode) != 0 || sl_fsync_dir(sd) != 0) {
         sl_fail(err, errlen, "%s: %s", sd, strerror(errno));
         goto done;
     }

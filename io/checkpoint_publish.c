@@ -45,14 +45,6 @@ int ck_rmtree(const char *path) {
     return rmtree_at(AT_FDCWD, path);
 }
 
-static int fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int ck_clean_leftovers(const char *ckdir, char *err, size_t errlen) {
     DIR *d = opendir(ckdir);
     if (!d) return sl_fail(err, errlen, "%s: cannot list: %s", ckdir, strerror(errno));
@@ -154,6 +146,6 @@ void ck_retention(sl_ckpt_writer *w) {
             sl_warn("checkpoint: %s: cannot remove: %s (removed at the next save)", to,
                     strerror(errno));
     }
-    if (removed) fsync_dir(w->ckdir);
+    if (removed) sl_fsync_dir(w->ckdir);
     free(steps);
 }

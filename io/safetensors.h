@@ -35,6 +35,7 @@
 #ifndef SL_SAFETENSORS_H
 #define SL_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,17 @@
  * Known: BOOL U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 (1 byte), I16 U16 F16 BF16 (2), I32 U32 F32 (4),
  * I64 U64 F64 (8). Sub-byte types (F4, F6_*) are not supported. */
 size_t sl_st_dtype_size(const char *dtype);
+
+/* ---- Hugging Face's names for a model's weight files (`sluice ckpt export`, a run's final/) ----
+ */
+
+#define SL_ST_HF_INDEX "model.safetensors.index.json"
+/* Shard `shard` (from 0) of `count`: "model.safetensors" when count is 1, else
+ * "model-00001-of-00004.safetensors" and so on. */
+void sl_st_hf_shard_name(char *buf, size_t n, int shard, int count);
+/* Whether `name` is a weights file of such a layout (model*.safetensors, or the index): what a
+ * save of another layout into the same directory replaces. */
+bool sl_st_hf_weights_file(const char *name);
 
 /* ---- writer ---- */
 

@@ -16,6 +16,20 @@ static const struct {
     {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8},
 };
 
+void sl_st_hf_shard_name(char *buf, size_t n, int shard, int count) {
+    if (count == 1)
+        snprintf(buf, n, "model.safetensors");
+    else
+        snprintf(buf, n, "model-%05d-of-%05d.safetensors", shard + 1, count);
+}
+
+bool sl_st_hf_weights_file(const char *name) {
+    const size_t n = strlen(name);
+    return (strncmp(name, "model", 5) == 0 && n > 12 &&
+            strcmp(name + n - 12, ".safetensors") == 0) ||
+           strcmp(name, SL_ST_HF_INDEX) == 0;
+}
+
 const char *sl_st_dtype_lookup(const char *dtype, size_t *size) {
     if (!dtype) return NULL;
     for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)

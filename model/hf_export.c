@@ -228,10 +228,6 @@ static int write_config(const sl_hf_layout *l, const char *dir, char *err, size_
     return rc;
 }
 
-static void shard_name(char *buf, size_t len, int shard, int count) {
-    snprintf(buf, len, "model-%05d-of-%05d.safetensors", shard + 1, count);
-}
-
 /* The names of the tensors this rank writes, one per line. */
 static char *name_list(const sl_model *m, sl_hf_layout *l, bool with_dense) {
     sl_hf_entry *ents = NULL;
@@ -271,7 +267,7 @@ static int write_index(const sl_model *m, sl_hf_layout *l, const char *dir, sl_c
         sl_comm_broadcast_bytes(ep, names, len, r);
         if (map) {
             char file[64];
-            shard_name(file, sizeof file, r, size);
+            sl_st_hf_shard_name(file, sizeof file, r, size);
             for (char *line = strtok(names, "\n"); line; line = strtok(NULL, "\n"))
                 cJSON_AddStringToObject(map, line, file);
         }
@@ -281,7 +277,7 @@ static int write_index(const sl_model *m, sl_hf_layout *l, const char *dir, sl_c
     if (root) {
         char *json = cJSON_Print(root);
         char path[4096];
-        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        snprintf(path, sizeof path, "%s/" SL_ST_HF_INDEX, dir);
         rc = sl_write_file_atomic(path, json, strlen(json), err, errlen);
         free(json);
         cJSON_Delete(root);
@@ -305,14 +301,10 @@ static int remove_stale_weights(const char *dir, int shards, char *err, size_t e
     char keep[64], path[4400];
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const char *s = e->d_name;
-        const size_t n = strlen(s);
-        const bool weights =
-            strncmp(s, "model", 5) == 0 && n > 12 && strcmp(s + n - 12, ".safetensors") == 0;
-        const bool index = strcmp(s, "model.safetensors.index.json") == 0;
-        if (!weights && !index) continue;
-        bool written = shards > 1 ? index : strcmp(s, "model.safetensors") == 0;
-        for (int r = 0; r < shards && shards > 1 && !written; r++) {
-            shard_name(keep, sizeof keep, r, shards);
+        if (!sl_st_hf_weights_file(s)) continue;
+        bool written = shards > 1 && strcmp(s, SL_ST_HF_INDEX) == 0;
+        for (int r = 0; r < shards && !written; r++) {
+            sl_st_hf_shard_name(keep, sizeof keep, r, shards);
             written = strcmp(s, keep) == 0;
         }
         if (written) continue;
@@ -339,7 +331,7 @@ static int save(const sl_model *m, sl_hf_layout *l, const char *dir, sl_comm *ep
     }
     /* Expert parallelism: shard r holds EP rank r's experts (and rank 0's the dense
      * parameters), written by that rank: nothing is gathered to one rank. */
-    shard_name(file, sizeof file, rank, size);
+    sl_st_hf_shard_name(file, sizeof file, rank, size);
     snprintf(path, sizeof path, "%s/%s", dir, file);
     if (rc == 0) rc = write_tensors(m, l, path, false, rank == 0, err, errlen);
     double fail = rc != 0;
@@ -392,7 +384,7 @@ static int weight_files_open(weight_files *w, const char *path, char *err, size_
     }
     snprintf(w->dir, sizeof w->dir, "%s", path);
     char index[4200];
-    snprintf(index, sizeof index, "%s/model.safetensors.index.json", path);
+    snprintf(index, sizeof index, "%s/" SL_ST_HF_INDEX, path);
     if (stat(index, &st) != 0) {
         snprintf(w->single, sizeof w->single, "%s/model.safetensors", path);
         return 0;

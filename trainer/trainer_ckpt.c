@@ -141,27 +141,7 @@ static int check_changed_settings(const trainer *t, const sl_ckpt *ck, const cJS
     char *now_s = sl_config_to_json(t->cfg);
     cJSON *now = cJSON_Parse(now_s);
     free(now_s);
-    char arch[1024] = "";
-    const cJSON *am = cJSON_GetObjectItemCaseSensitive(saved_cfg, "model");
-    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(now, "model");
-    const cJSON *it;
-    cJSON_ArrayForEach(it, bm) {
-        const cJSON *old = cJSON_GetObjectItemCaseSensitive(am, it->string);
-        if (!architecture_key(it->string) || !old || cJSON_Compare(old, it, true)) continue;
-        char *a = cJSON_PrintUnformatted(old), *b = cJSON_PrintUnformatted(it);
-        const size_t n = strlen(arch);
-        snprintf(arch + n, sizeof arch - n, "%smodel.%s (checkpoint %s, config %s)", n ? ", " : "",
-                 it->string, a ? a : "?", b ? b : "?");
-        free(a), free(b);
-    }
-    if (arch[0]) {
-        cJSON_Delete(now);
-        sl_error_hold("--resume: %s was trained as another model: %s. A resumed run keeps its "
-                      "architecture; start a new run (another training.out_dir) to change it",
-                      sl_ckpt_dir(ck), arch);
-        return -1;
-    }
-    char list[1024] = "";
+    char arch[1024] = "", list[1024] = "";
     const char *sections[] = {"model", "training", "parallel", "data", "backend"};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved_cfg, sections[i]);
@@ -170,12 +150,26 @@ static int check_changed_settings(const trainer *t, const sl_ckpt *ck, const cJS
         cJSON_ArrayForEach(item, b) {
             const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, item->string);
             if (old && cJSON_Compare(old, item, true)) continue;
+            if (old && i == 0 && architecture_key(item->string)) {
+                char *was = cJSON_PrintUnformatted(old), *is = cJSON_PrintUnformatted(item);
+                const size_t n = strlen(arch);
+                snprintf(arch + n, sizeof arch - n, "%smodel.%s (checkpoint %s, config %s)",
+                         n ? ", " : "", item->string, was ? was : "?", is ? is : "?");
+                free(was), free(is);
+                continue;
+            }
             const size_t n = strlen(list);
             snprintf(list + n, sizeof list - n, "%s%s.%s", n ? ", " : "", sections[i],
                      item->string);
         }
     }
     cJSON_Delete(now);
+    if (arch[0]) {
+        sl_error_hold("--resume: %s was trained as another model: %s. A resumed run keeps its "
+                      "architecture; start a new run (another training.out_dir) to change it",
+                      sl_ckpt_dir(ck), arch);
+        return -1;
+    }
     if (list[0] && t->topo.rank == 0)
         sl_warn("--resume: settings changed since the checkpoint: %s", list);
     return 0;

@@ -71,25 +71,30 @@ static int check_data_path(const sl_config *c, int i, const char *name, const ch
     return rc;
 }
 
+/* Whether a stage before i names `path` as its eval set (eval) or as a training corpus: checked
+ * there (stage 0's at its start). */
+static bool named_before(const trainer *t, int i, const char *path, bool eval) {
+    for (int j = 0; j < i; j++) {
+        const sl_data_config *d = &t->stages[j].data;
+        if (eval && strcmp(d->eval_path, path) == 0) return true;
+        for (int m = 0; !eval && m < d->n_train; m++)
+            if (strcmp(d->train[m].path, path) == 0) return true;
+    }
+    return false;
+}
+
 int sl_trainer_check_stage_data(trainer *t) {
     if (t->topo.rank != 0) return 0;
     for (int i = 1; i < t->n_stages; i++) {
         const sl_stage *st = &t->stages[i];
-        /* what an earlier stage names is checked there (stage 0's at its start) */
-        bool seen_eval = !st->data.eval_path[0];
-        for (int j = 0; j < i && !seen_eval; j++)
-            seen_eval = strcmp(t->stages[j].data.eval_path, st->data.eval_path) == 0;
-        if (!seen_eval && check_data_path(t->cfg, i, st->name, "eval", st->data.eval_path) != 0)
+        const sl_data_config *d = &st->data;
+        if (d->eval_path[0] && !named_before(t, i, d->eval_path, true) &&
+            check_data_path(t->cfg, i, st->name, "eval", d->eval_path) != 0)
             return -1;
-        if (st->steps == 0) continue;
-        for (int k = 0; k < st->data.n_train; k++) {
-            bool seen = false;
-            for (int j = 0; j < i && !seen; j++)
-                for (int m = 0; m < t->stages[j].data.n_train && !seen; m++)
-                    seen = strcmp(t->stages[j].data.train[m].path, st->data.train[k].path) == 0;
-            if (!seen && check_data_path(t->cfg, i, st->name, "train", st->data.train[k].path) != 0)
+        for (int k = 0; st->steps > 0 && k < d->n_train; k++)
+            if (!named_before(t, i, d->train[k].path, false) &&
+                check_data_path(t->cfg, i, st->name, "train", d->train[k].path) != 0)
                 return -1;
-        }
     }
     return 0;
 }
