@@ -46,6 +46,9 @@ namespace {
 
 using namespace sl_attn_sm90;
 
+/* sm90_dkdv_kernel's opts: bits chosen at launch (bwd_pingpong, bwd_tiles_down) */
+constexpr int kOptPingpong = 1, kOptTilesDown = 2;
+
 /* The producer runs an index loop and the stats warp's loads: 40 registers (FlashAttention-3's
  * figure for a producer that does more than issue TMA), the consumers get 232. */
 constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
@@ -109,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap tdo,
                      const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                      const __grid_constant__ CUtensorMap tdq, const args a, const int hsplit,
-                     float *const part, int *const order, const int pingpong) {
+                     float *const part, int *const order, const int opts) {
     using L = dkdv_layout<D, FUSED, BM_, ST_>;
     constexpr int BN = L::BN, BM = L::BM, ST = L::ST, DQST = L::DQST;
     /* the fused dQ's halves, one per consumer: query rows at BM = 128, else head-dim columns
@@ -137,10 +140,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     int qt1 = qt0 + 1;
     while (qt1 < nqt && !(a.seg && a.seg[tok0 + qt1 * BM] >= j0 + nk)) qt1++;
     const int per_head = qt1 - qt0, steps = gh * per_head;
-    /* step s: head h0 + s / per_head, query tile qt0 + s % per_head, stage s % ST */
+    /* step s, stage s % ST. By heads (the default): head h0 + s / per_head, query tile qt0 + s %
+     * per_head, each head's tiles from the diagonal up. By tiles (kOptTilesDown,
+     * SLUICE_ATTN_SM90_BWD_ORDER=tiles): query tile qt1 - 1 - s / gh, head h0 + s % gh, every
+     * head of the chunk at a tile, from the last tile down, so that the blocks of a wave read
+     * the same rows of Q and dO at the same step instead of drifting apart by their diagonals
+     * (bench/l2_reuse_model.py: fewer L2 misses only where the L2 holds less than about 40 MB
+     * for them). Same steps, same masks; dK and dV are summed in another (fixed) order. */
     const int h0 = kvh * a.grp + chunk_of() * gh;
-    auto head_of = [&](int s) { return h0 + s / per_head; };
-    auto row_of = [&](int s) { return (qt0 + s % per_head) * BM; };
+    const bool down = (opts & kOptTilesDown) != 0;
+    auto head_of = [&](int s) { return down ? h0 + s % gh : h0 + s / per_head; };
+    auto row_of = [&](int s) { return (down ? qt1 - 1 - s / gh : qt0 + s % per_head) * BM; };
 
     if (threadIdx.x == 0) {
         sl_mbar_init(kv_full, 1);
@@ -288,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1)
      * dS run beside the other's GEMMs instead of both consumers, fed by the same stage, doing
      * the same phase at once. Uniform per block: every thread takes the same branches. */
     using turn = turns<kConsumers, kBarTurn>;
-    const bool pp = !FUSED && pingpong;
+    const bool pp = !FUSED && (opts & kOptPingpong) != 0;
     if (pp) turn::start(c);
     for (int s = 0; s < steps; s++) {
         const int st = s % ST, i0 = row_of(s);
@@ -521,6 +531,18 @@ int bwd_stages(void) {
     return i < 0 || i == 3 ? kBwdStages : 2 + i;
 }
 
+/* SLUICE_ATTN_SM90_BWD_ORDER: the order of a dK/dV block's steps. Unset, "" or "heads": each
+ * query head's tiles from the diagonal up, head after head (the default, as measured); "tiles":
+ * from the sequence's last query tile down to the diagonal, every head of the block's chunk at
+ * each tile (sm90_dkdv_kernel, kOptTilesDown). The blocks of a kv head that start together then
+ * read the same Q and dO rows together instead of up to a whole sequence apart (their diagonals
+ * differ, and head by head their starts drift further). Opt-in, not yet measured on a GPU
+ * (docs/attention.md, "The dK/dV pass's stages and step order"). Read at every backward. */
+bool bwd_tiles_down(void) {
+    static const char *const values[] = {"heads", "tiles"};
+    return sl_env_choice("SLUICE_ATTN_SM90_BWD_ORDER", values, 2) == 1;
+}
+
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
 template <int D, bool FUSED, int BM, int ST = 2>
 void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
@@ -554,8 +576,10 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const args, const int, float *const, int *const, const int) =
         sm90_dkdv_kernel<D, FUSED, BM, ST>;
+    const int opts =
+        (!FUSED && bwd_pingpong() ? kOptPingpong : 0) | (bwd_tiles_down() ? kOptTilesDown : 0);
     SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
-              tdq, a, hsplit, part, order, (int)(!FUSED && bwd_pingpong()));
+              tdq, a, hsplit, part, order, opts);
     SL_CUDA_LAUNCHED(op);
     if (hsplit > 1) launch_dkdv_reduce(a, D, part, hsplit, stream);
 }

@@ -92,6 +92,11 @@ cut:
                        the same shapes, the backward's dK/dV pass with 2, 3 and 4 stages of Q, dO
                        and statistics (SLUICE_ATTN_SM90_BWD_STAGES; opt-in, unmeasured), one
                        process each, back to back
+  attn_bench_bwd_order
+                       the same shapes, the dK/dV pass's steps head by head from the diagonal up
+                       and by query tile from the sequence's end down
+                       (SLUICE_ATTN_SM90_BWD_ORDER=heads and tiles; opt-in, unmeasured), after a
+                       sampled check of the tile order, one process each, back to back
   attn_bench_dq_overlap
                        the same shapes, the dQ pass waiting for each dQ GEMM and with the next
                        step's S and dP issued behind it (SLUICE_ATTN_SM90_DQ_OVERLAP=0 and 1;
@@ -141,7 +146,7 @@ import time
 import gpu_check_core as C
 from gpu_check_bench import (part_adamw, part_adamw_full, part_attn, part_attn_dq_overlap,
                              part_attn_fwd192, part_attn_separate,
-                             part_attn_anatomy, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
+                             part_attn_anatomy, part_attn_bwd_order, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
@@ -343,6 +348,8 @@ def main():
         ("attn_bench_dq_overlap", part_attn_dq_overlap, S),
         # the dK/dV pass's deeper rings of Q, dO and statistics (opt-in until measured)
         ("attn_bench_bwd_stages", part_attn_bwd_stages, S),
+        # the dK/dV pass's steps by query tile from the end down (opt-in until measured)
+        ("attn_bench_bwd_order", part_attn_bwd_order, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
         # AdamW's rate against its streams' and a device copy's

@@ -55,7 +55,7 @@ def attn_process(part, args, budget, log, out, sec, notes, what, env=None):
 def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, check=None):
     """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
     one process each, back to back per shape: rows in out_name % (value, N), each row tagged
-    with `tag` = the value. check = (value, N): first, at each shape, attn_bench --check-rows N
+    with `tag` = the value (a number where it is one). check = (value, N): first, at each shape, attn_bench --check-rows N
     under that value (the variant's results against double-precision sums, at a cost linear in
     S: on a GPU the test shapes are too small to exercise what the variant changes)."""
     log = os.path.join(C.LOGS, part + ".log")
@@ -86,7 +86,7 @@ def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, chec
             if got is None:
                 return
             for r in got:
-                r[tag] = int(v)
+                r[tag] = int(v) if v.isdigit() else v
                 rows.append(r)
                 notes.append("S %d D %s %s=%s: fwd %.0f, bwd %.0f TFLOP/s" % (
                     r["seq"], r.get("head_dim", "?"), tag, v, r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
@@ -163,6 +163,17 @@ def part_attn_bwd_stages(L, budget, S):
                               ("2", "3", "4"), S["attn_pp"], "attn_bench_bwd_stages%s_%d.out", "bwd_stages")
 
 
+def part_attn_bwd_order(L, budget, S):
+    """The Hopper backward's dK/dV pass with each block's steps head by head from the diagonal up
+    and by query tile from the sequence's end down (SLUICE_ATTN_SM90_BWD_ORDER=heads and tiles:
+    the blocks running at once then read the same rows of Q and dO together; the change shows in
+    bwd), one process each, back to back per shape, after a sampled check of the tile order at
+    the shape (the tests' shapes have a few tiles per block)."""
+    return part_attn_variants(L, budget, "attn_bench_bwd_order", "SLUICE_ATTN_SM90_BWD_ORDER",
+                              ("heads", "tiles"), S["attn_pp"], "attn_bench_bwd_order_%s_%d.out", "bwd_order",
+                              check=("tiles", 16))
+
+
 def ncu_on_attn_bench(L, part):
     """(Nsight Compute, the part's log) for a part that profiles attn_bench; (None, None) once
     the part's SKIP is recorded (a bundle without attn_bench, no ncu here)."""
@@ -212,16 +223,23 @@ def part_attn_kernels(L, budget, S):
 
 
 # What Nsight Compute collects on each kernel of part attn_anatomy: sections (stable names on
-# every ncu since 2021) and three metrics of their own (the tensor pipe's wgmma cycles, DRAM bytes)
-ANATOMY_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
-                    "WarpStateStats", "SchedulerStats"]
+# every ncu since 2021; the memory tables have shared memory's wavefronts and bank conflicts) and
+# metrics of their own: the tensor pipe's wgmma cycles, DRAM bytes, and the shared-memory banks'
+# reads and writes against their peak, which count wgmma's operand reads too (docs/attention.md,
+# "Shared-memory traffic per tile product": the dK/dV pass's count is 88% of the banks' peak)
+ANATOMY_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables",
+                    "ComputeWorkloadAnalysis", "WarpStateStats", "SchedulerStats"]
 ANATOMY_METRICS = ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,"
-                   "dram__bytes_read.sum,dram__bytes_write.sum")
+                   "dram__bytes_read.sum,dram__bytes_write.sum,"
+                   "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,"
+                   "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed")
 # the summary's figures per kernel: (metric as the report names it, label, format); "%s" in a
 # format takes the metric's unit
 ANATOMY_SHOWN = [("Duration", "", "%.3g %s"), ("SM Frequency", "SM", "%.3g %s"),
                  ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "wgmma", "%.0f%%"),
                  ("Compute (SM) Throughput", "SM", "%.0f%%"), ("L1/TEX Cache Throughput", "L1", "%.0f%%"),
+                 ("l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed", "smem reads", "%.0f%%"),
+                 ("l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed", "smem writes", "%.0f%%"),
                  ("L2 Hit Rate", "L2 hit", "%.0f%%"), ("DRAM Throughput", "DRAM", "%.0f%%"),
                  ("dram__bytes_read.sum", "read", "%.3g %s"), ("dram__bytes_write.sum", "written", "%.3g %s"),
                  ("Warp Cycles Per Issued Instruction", "cycles/issue", "%.3g")]

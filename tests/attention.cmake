@@ -149,6 +149,19 @@ set_tests_properties(test_attention_sm90_hsplit2 PROPERTIES TIMEOUT 300 SKIP_RET
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0;SLUICE_ATTN_SM90_HSPLIT=2")
 sm90_env_refused(test_attention_sm90_hsplit_bad SLUICE_ATTN_SM90_HSPLIT 3 "1, 2, 4, 8 or auto")
+# The dK/dV pass's steps by query tile, from the sequence's last tile down to the diagonal,
+# every head of the block's chunk at each tile (SLUICE_ATTN_SM90_BWD_ORDER=tiles; the default
+# walks head by head from the diagonal up): whole GQA groups per block (HSPLIT=1, so that a
+# tile's steps change heads), deterministic with the dQ pass, with 3 stages, with the ordered
+# fused dQ (its key-tile turns taken in the new order), then the atomic fused dQ; race-checked
+# but the atomic run. Another value stops the backward with a message naming the variable.
+add_test(NAME test_attention_sm90_order
+         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=3 $0 deterministic sm90 && SLUICE_ATTN_SM90_DQ=fused $0 deterministic sm90 && SLUICE_EMU_RACECHECK=0 $0 atomic sm90"
+                 $<TARGET_FILE:test_attention_tc>)
+set_tests_properties(test_attention_sm90_order PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "attention;cuda"
+                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_HSPLIT=1;SLUICE_ATTN_SM90_BWD_ORDER=tiles")
+sm90_env_refused(test_attention_sm90_order_bad SLUICE_ATTN_SM90_BWD_ORDER down "heads or tiles")
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
@@ -199,3 +212,9 @@ if(TARGET sluice_cudnn_emu)
   set_tests_properties(test_attention_cudnn_train_emu PROPERTIES
                        ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
 endif()
+# bench/l2_reuse_model.py's counts at a small shape: the dK/dV pass's Q and dO reads
+# under an LRU L2 per step order (tests/test_l2_reuse_model.sh).
+add_test(NAME test_l2_reuse_model
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_l2_reuse_model.sh ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/l2_reuse_model)
+set_tests_properties(test_l2_reuse_model PROPERTIES TIMEOUT 60 LABELS "attention;bench")

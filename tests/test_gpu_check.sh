@@ -129,6 +129,7 @@ if [ -n "$import_from" ]; then
     m 0 "sm90_dkdv_kernel<128, 0, 64>" "GPU Speed Of Light Throughput" "SM Frequency" "Ghz" "1.98"
     m 0 "sm90_dkdv_kernel<128, 0, 64>" "Memory Workload Analysis" "L2 Hit Rate" "%" "91.5"
     m 0 "sm90_dkdv_kernel<128, 0, 64>" "Command line profiler metrics" "dram__bytes_read.sum" "Gbyte" "1,234.5"
+    m 0 "sm90_dkdv_kernel<128, 0, 64>" "Command line profiler metrics" "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed" "%" "87.6"
     m 0 "sm90_dkdv_kernel<128, 0, 64>" "Warp State Statistics" "Warp Cycles Per Issued Instruction" "cycle" "n/a"
     m 1 "k_ew<4>" "GPU Speed Of Light Throughput" "Duration" "usecond" "50"
     exit 0
@@ -260,7 +261,7 @@ text = open(os.path.join(out, "summary.txt")).read()
 parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
-        "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_bench_bwd_stages": "PASS", "attn_long": "PASS",
+        "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_bench_bwd_stages": "PASS", "attn_bench_bwd_order": "PASS", "attn_long": "PASS",
         "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "attn_anatomy": "PASS", "adamw": "PASS", "adamw_full": "PASS",
         "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
@@ -329,6 +330,10 @@ if "persistent=1 check (16 sampled rows): PASS" not in parts.get("attn_bench_per
 bs = parts.get("attn_bench_bwd_stages", {}).get("result") or []
 if sorted({r.get("bwd_stages") for r in bs}) != [2, 3, 4]:
     bad.append("attn_bench_bwd_stages: not one row per stage count: %r" % bs)
+bo = parts.get("attn_bench_bwd_order", {})
+if sorted({r.get("bwd_order") for r in bo.get("result") or []}) != ["heads", "tiles"] or \
+        "bwd_order=tiles check (16 sampled rows): PASS" not in bo.get("note", ""):
+    bad.append("attn_bench_bwd_order: not a checked row per order: %r" % bo)
 aw = parts.get("adamw", {}).get("result") or []
 if [r["row"] for r in aw] != ["coalesced", "plain", "stream", "wide", "streams", "copy"]:
     bad.append("adamw: not the six rows of adamw_bench: %r" % aw)
@@ -346,7 +351,7 @@ an = parts.get("attn_anatomy", {})
 if [(r["run"], [k["name"] for k in r["kernels"]]) for r in an.get("result") or []] != [
         ("sm90_pass", ["sm90_dkdv_kernel<128, 0, 64>"]), ("sm90_fused", ["sm90_dkdv_kernel<128, 0, 64>"])]:
     bad.append("attn_anatomy: not the stand-in's dK/dV kernel in two runs: %r" % an.get("result"))
-want_line = "sm90_pass: sm90_dkdv_kernel: 26.2 msecond, SM 1.98 Ghz, L2 hit 92%, read 1.23e+03 Gbyte |"
+want_line = "sm90_pass: sm90_dkdv_kernel: 26.2 msecond, SM 1.98 Ghz, smem reads 88%, L2 hit 92%, read 1.23e+03 Gbyte |"
 if want_line not in an.get("note", "") or "cudnn: skipped (exit 77" not in an.get("note", ""):
     bad.append("attn_anatomy: note %r lacks %r or cuDNN's skip" % (an.get("note"), want_line))
 for f in ("attn_anatomy_sm90_pass.ncu-rep", "attn_anatomy_sm90_fused_details.csv", "attn_anatomy_sm90_fused_raw.csv"):
