@@ -15,6 +15,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# shellcheck source=tests/skip_or_fail.sh
+. tests/skip_or_fail.sh
 launch/install-deps.sh --tests
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
@@ -25,11 +27,29 @@ status=0
 
 [ "${SLUICE_SKIP_EMU:-0}" = 1 ] && exit $status
 
-# emulated_run DIR LABEL_REGEX [cmake args...]: configures DIR as an emulated build, builds the
-# targets of the tests whose labels match, runs them.
+# no_unexpected_skips LOG ALLOWED_REGEX: under CI, a failure (status 1, each test named) when
+# the ctest output in LOG lists a skipped test whose name ALLOWED_REGEX does not match. In an
+# emulated build the CUDA device is the emulator, which always exists: a test there that skips
+# (a backend that cannot be created, a probe that finds no device) ran no kernel, and a green
+# CI run must mean that every kernel test ran. Outside CI, a missing tool may still skip a test.
+no_unexpected_skips() {
+    local log=$1 allowed=$2 name bad=0
+    sl_under_ci || return 0
+    while read -r name; do
+        if [ -z "$allowed" ] || ! grep -Eqx "$allowed" <<<"$name"; then
+            echo "FAIL: $name was skipped in the emulated build (it must run there under CI)"
+            bad=1
+        fi
+    done < <(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (Skipped)$/\1/p' "$log")
+    [ "$bad" = 0 ] || status=1
+}
+
+# emulated_run DIR LABEL_REGEX ALLOWED_SKIPS [cmake args...]: configures DIR as an emulated
+# build, builds the targets of the tests whose labels match, runs them; a skipped test whose name
+# the regex ALLOWED_SKIPS does not match fails the run under CI (no_unexpected_skips).
 emulated_run() {
-    local emu=$1 labels=$2
-    shift 2
+    local emu=$1 labels=$2 allowed=$3
+    shift 3
     cmake -S . -B "$emu" -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=EMULATED "$@"
     # The targets those tests run: every argument of their commands that names a file in the
     # build tree (read from the generated CTestTestfile.cmake files: ctest cannot show the
@@ -62,17 +82,21 @@ PY
         if [ -n "$t" ] && grep -qx "$t" <<<"$known"; then targets+=(--target "$t"); fi
     done < <(sort -u <<<"$wanted")
     cmake --build "$emu" -j "$jobs" "${targets[@]}"
-    (cd "$emu" && ctest --output-on-failure -j "$jobs" -L "$labels") || status=$?
+    if ! (cd "$emu" && ctest --output-on-failure -j "$jobs" -L "$labels") 2>&1 | tee "$emu/ctest-run.log"; then
+        status=1
+    fi
+    no_unexpected_skips "$emu/ctest-run.log" "$allowed"
 }
 
 # The kernels, executed: every test of the emulator and of the cuda backend.
-emulated_run "${EMU_BUILD_DIR:-build-emu}" 'emu|cuda'
+# test_emu_asan runs in the sanitizer build only (it skips elsewhere).
+emulated_run "${EMU_BUILD_DIR:-build-emu}" 'emu|cuda' 'test_emu_asan'
 # The same sources under AddressSanitizer and UBSan: the emulator's own tests (an out-of-bounds
 # write to shared or device memory must be reported) and the conformance test of every kernel
 # (label asan; none may report).
 # Leak checking is off: Open MPI's initialization leaks by design.
 if [ "${SLUICE_SKIP_ASAN:-0}" != 1 ]; then
-    ASAN_OPTIONS=detect_leaks=0 emulated_run "${EMU_ASAN_BUILD_DIR:-build-emu-asan}" 'emu|asan' \
+    ASAN_OPTIONS=detect_leaks=0 emulated_run "${EMU_ASAN_BUILD_DIR:-build-emu-asan}" 'emu|asan' '' \
         -DSLUICE_SANITIZE=ON
 fi
 exit $status
