@@ -31,7 +31,9 @@
  *   backward FLOPs = 2.5 x the forward (FlashAttention-2: five matmuls for the forward's two).
  * The gate, the softmax and the masking are not counted. Without a shape option the paper's
  * shapes run: H 32, KV 4, D 128 and 64, S 4096 and 32768, batch 1; a shape whose tensors do not
- * fit the backend's free memory is skipped with a message. Each shape prints a table row and a
+ * fit the backend's free memory is skipped with a message. Each shape prints a table row, on a GPU
+ * a `clocks:` line (the SM clock read through NVML after each timed pass, outside the timing: the
+ * medians after the forwards and after the backwards, and the clock event reasons seen), a
  * JSON line (for bench/run_gpu_bench.sh), then the device memory the run took beyond the shape's
  * tensors (free memory before the tensors minus after the passes, minus the tensors: the
  * kernels' workspaces and the allocator's cache; the "memory linear in the sequence length"
@@ -64,6 +66,7 @@
 #include "core/tensor.h"
 #ifdef SLUICE_WITH_CUDA
 #include "attention/attn_kernels.h"
+#include "core/cuda_clock.h"
 #include "core/cuda_peak.h"
 #endif
 
@@ -321,11 +324,44 @@ typedef struct {
     double fwd, bwd, both, extra; /* extra: extra_bytes, or -1 */
 } speed;
 
+/* The SM clock read right after each timed pass (core/cuda_clock.h, NVML): the median per pass
+ * and every clock event reason seen; ok false where it cannot be read (the cpu backend, the
+ * emulated device, no NVML), with the reason in why. */
+typedef struct {
+    double *fwd, *bwd; /* one per timed pass */
+    unsigned long long reasons;
+    bool ok;
+    char why[160];
+} pass_clocks;
+
+/* Samples the clock into *to (a pass just ended, synchronized), or marks the run unreadable. */
+static void read_clock(const ab_options *o, pass_clocks *pc, double *to) {
+    if (!pc->ok) return;
+#ifdef SLUICE_WITH_CUDA
+    unsigned mhz = 0;
+    unsigned long long why = 0;
+    if (strcmp(o->backend, "cuda") == 0 &&
+        sl_cuda_sm_clock(&mhz, &why, pc->why, sizeof pc->why) == 0) {
+        *to = mhz;
+        pc->reasons |= why;
+        return;
+    }
+#else
+    (void)o, (void)to;
+    snprintf(pc->why, sizeof pc->why, "no CUDA backend in this build");
+#endif
+    if (strcmp(o->backend, "cuda") != 0) snprintf(pc->why, sizeof pc->why, "not a GPU backend");
+    pc->ok = false;
+}
+
 static speed time_shape(const ab_options *o, ab_set *a, const char *device, const char *choice,
                         double mem_before) {
     sl_backend *be = sl_tensor_backend(a->q);
     double *tf = sl_xmalloc(sizeof(double) * (size_t)o->iters);
     double *tb = sl_xmalloc(sizeof(double) * (size_t)o->iters);
+    pass_clocks pc = {.fwd = sl_xmalloc(sizeof(double) * (size_t)o->iters),
+                      .bwd = sl_xmalloc(sizeof(double) * (size_t)o->iters),
+                      .ok = true};
     for (int i = 0; i < o->warmup; i++) ab_forward(a), ab_backward(a);
     sl_backend_synchronize(be);
     for (int i = 0; i < o->iters; i++) {
@@ -334,18 +370,28 @@ static speed time_shape(const ab_options *o, ab_set *a, const char *device, cons
         sl_backend_synchronize(be);
         const double t1 = sl_bench_now();
         tf[i] = t1 - t0;
-        if (o->separate) continue; /* the backwards below, after every forward */
+        read_clock(o, &pc, &pc.fwd[i]); /* outside the timing (about 0.1 ms) */
+        if (o->separate) continue;      /* the backwards below, after every forward */
+        const double t2 = sl_bench_now();
         ab_backward(a);
         sl_backend_synchronize(be);
-        tb[i] = sl_bench_now() - t1;
+        tb[i] = sl_bench_now() - t2;
+        read_clock(o, &pc, &pc.bwd[i]);
     }
     for (int i = 0; o->separate && i < o->iters; i++) { /* on the last forward's outputs */
         const double t0 = sl_bench_now();
         ab_backward(a);
         sl_backend_synchronize(be);
         tb[i] = sl_bench_now() - t0;
+        read_clock(o, &pc, &pc.bwd[i]);
     }
     const double mf = sl_bench_median(tf, o->iters), mb = sl_bench_median(tb, o->iters);
+    const double cf = pc.ok ? sl_bench_median(pc.fwd, o->iters) : 0.0,
+                 cb = pc.ok ? sl_bench_median(pc.bwd, o->iters) : 0.0;
+    char reasons[160] = "";
+#ifdef SLUICE_WITH_CUDA
+    if (pc.ok) sl_cuda_clock_reason_names(pc.reasons, reasons, sizeof reasons);
+#endif
     const double extra = extra_bytes(o, a, mem_before);
     const ab_shape *s = &a->s;
     const double fwd = 4.0 * s->batch * s->heads * (double)s->d * pairs_per_sequence(o, s->seq);
@@ -355,6 +401,18 @@ static speed time_shape(const ab_options *o, ab_set *a, const char *device, cons
     const speed sp = {1e-12 * fwd / mf, 1e-12 * bwd / mb, 1e-12 * (fwd + bwd) / (mf + mb), extra};
     printf("%-6s %5d %6d %4d %3d %4d %10.3f %9.2f %10.3f %9.2f %11.2f\n", ran, s->batch, s->seq,
            s->heads, s->kv, s->d, 1e3 * mf, sp.fwd, 1e3 * mb, sp.bwd, sp.both);
+    /* the clocks as JSON values: numbers and a string, or null where they could not be read */
+    char jf[32] = "null", jb[32] = "null", jr[200] = "null";
+    if (pc.ok) {
+        snprintf(jf, sizeof jf, "%.0f", cf);
+        snprintf(jb, sizeof jb, "%.0f", cb);
+        snprintf(jr, sizeof jr, "\"%s\"", reasons);
+        printf("clocks: SM %.0f MHz after the forwards, %.0f after the backwards (medians); "
+               "event reasons seen: %s\n",
+               cf, cb, reasons);
+    } else if (strcmp(o->backend, "cuda") == 0) {
+        printf("clocks: not read (%s)\n", pc.why);
+    }
     printf("{\"impl\": \"%s\", \"kernel\": \"%s\", \"choice\": \"%s\", \"backend\": \"%s\", "
            "\"device\": \"%s\", \"dtype\": \"%s\", "
            "\"gate\": \"%s\", \"batch\": %d, \"seq\": %d, \"heads\": %d, \"kv_heads\": %d, "
@@ -362,16 +420,20 @@ static speed time_shape(const ab_options *o, ab_set *a, const char *device, cons
            "\"timing\": \"%s\", "
            "\"fwd_flops\": %.6g, \"bwd_flops\": %.6g, \"fwd_ms\": %.6g, \"bwd_ms\": %.6g, "
            "\"fwd_tflops\": %.6g, \"bwd_tflops\": %.6g, \"fwd_bwd_tflops\": %.6g, "
-           "\"tensor_gib\": %.6g, \"extra_gib\": %.6g}\n",
+           "\"tensor_gib\": %.6g, \"extra_gib\": %.6g, \"fwd_sm_mhz\": %s, \"bwd_sm_mhz\": %s, "
+           "\"clock_reasons\": %s}\n",
            strcmp(ran, "cudnn") == 0 ? "cudnn" : "sluice", ran, choice, o->backend, device,
            sl_dtype_name(o->dt), sl_gate_mode_name(o->gate), s->batch, s->seq, s->heads, s->kv,
            s->d, o->ndocs ? "true" : "false",
            o->nondeterministic || strcmp(ran, "cudnn") == 0 ? "true" : "false", o->iters,
            o->separate ? "separate" : "interleaved", fwd, bwd, 1e3 * mf, 1e3 * mb, sp.fwd, sp.bwd,
-           sp.both, ab_set_bytes(s, o->gate, o->dt) / GIB, extra < 0 ? -1.0 : extra / GIB);
+           sp.both, ab_set_bytes(s, o->gate, o->dt) / GIB, extra < 0 ? -1.0 : extra / GIB, jf, jb,
+           jr);
     fflush(stdout);
     free(tf);
     free(tb);
+    free(pc.fwd);
+    free(pc.bwd);
     return sp;
 }
 

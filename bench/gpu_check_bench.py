@@ -116,9 +116,11 @@ def part_attn_separate(L, budget, S):
             for r in got:
                 r["process_span"] = [round(t0, 3), round(time.time(), 3)]  # clocks.csv's time_s
                 rows.append(r)
-                notes.append("%s S %d D %d %s: fwd %.0f, bwd %.0f TFLOP/s" % (
+                clocks = (" (SM %s / %s MHz after them; %s)" % (r["fwd_sm_mhz"], r["bwd_sm_mhz"], r.get("clock_reasons"))
+                          if r.get("fwd_sm_mhz") else "")
+                notes.append("%s S %d D %d %s: fwd %.0f, bwd %.0f TFLOP/s%s" % (
                     r.get("kernel", "?"), r["seq"], r["head_dim"], r.get("timing", "?"),
-                    r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
+                    r.get("fwd_tflops", 0), r.get("bwd_tflops", 0), clocks))
     record(part, "PASS", sec, "; ".join(notes), result=rows)
 
 

@@ -172,7 +172,14 @@ for timing in interleaved separate; do
     args=(--seq 64 --heads 2 --kv-heads 1 --head-dim 64 --iters 2 --warmup 0)
     [ $timing = separate ] && args+=(--separate)
     if run 0 "${args[@]}"; then
-        if grep -q "\"timing\": \"$timing\"" "$log" && ! grep -q '"fwd_ms": 0,\|"bwd_ms": 0,' "$log"; then
+        # the SM clock after each pass (NVML): numbers and the reasons on a GPU, which the
+        # "clocks: SM" line then gives too; null where it cannot be read (cpu, the emulator)
+        if ! grep -Eq '"fwd_sm_mhz": (null|[1-9][0-9]*), "bwd_sm_mhz": (null|[1-9][0-9]*), "clock_reasons": (null|"[^"]+")\}' "$log" ||
+            { grep -q '^clocks: SM' "$log" && grep -q '"fwd_sm_mhz": null' "$log"; }; then
+            echo "FAIL: ${args[*]}: no SM clocks in the JSON, or the JSON and the clocks line disagree:"
+            cat "$log"
+            fail=1
+        elif grep -q "\"timing\": \"$timing\"" "$log" && ! grep -q '"fwd_ms": 0,\|"bwd_ms": 0,' "$log"; then
             echo "ok   timing $timing"
         else
             echo "FAIL: ${args[*]}: the JSON does not say timing $timing with both passes timed:"
