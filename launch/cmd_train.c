@@ -62,7 +62,15 @@ static void usage(FILE *f) {
             "4k tokens at RoPE base 10k, 32k at base 1M, YaRN to 128k evaluated), saving a\n"
             "checkpoint at the end of each training stage; --resume auto continues mid-stage\n"
             "or at a boundary (docs/stages.md). Memory for long sequences: training.recompute\n"
-            "(docs/memory.md); packed documents: training.document_mask (docs/attention.md).\n");
+            "(docs/memory.md); packed documents: training.document_mask (docs/attention.md).\n"
+            "\n"
+            "stopping: SIGTERM, SIGINT or SIGUSR1 (under mpirun: SIGUSR1 or SIGTERM to mpirun;\n"
+            "Slurm: --signal=USR1@SECONDS) stops the run after its current step with a\n"
+            "committed checkpoint; a second such signal ends it at once.\n"
+            "\n"
+            "exit status: 0 the schedule ran to its end; 75 stopped by a signal after a\n"
+            "checkpoint (continue with --resume auto); 1 an error (printed once); 2 a bad\n"
+            "option.\n");
 }
 
 /* A positive step count of `flag`: 0, or -1 after printing why not. */

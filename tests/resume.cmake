@@ -12,3 +12,11 @@ add_test(NAME test_resume_torture
                  ${CMAKE_CURRENT_BINARY_DIR}/resume_torture 20)
 set_tests_properties(test_resume_torture PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "checkpoint" ENVIRONMENT "OMP_NUM_THREADS=1")
+# A stop signal (SIGTERM to one process, SIGUSR1 to mpirun -np 2, SIGTERM to one rank of two)
+# ends the run after a committed checkpoint with exit 75; --resume auto finishes it
+# (tests/test_stop_signal.sh).
+add_test(NAME test_stop_signal
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_stop_signal.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/stop_signal ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_stop_signal PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                     LABELS "checkpoint;parallel" ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/profile.h"
 #include "core/device_peak.h"
+#include "trainer/stop_signal.h"
 #include "io/shard.h"
 #include "io/text_codec.h"
 #include "model/counts.h"
@@ -298,7 +299,12 @@ static double flops_left(const trainer *t, int done) {
     return left;
 }
 
-/* The steps of the current stage from global step `from` to its end. */
+/* run_stage_steps' status when a stop signal ended the stage early (after a checkpoint) */
+enum { STAGE_STOPPED = 1 };
+
+/* The steps of the current stage from global step `from` to its end: 0 at its end, -1 after an
+ * error, STAGE_STOPPED when a stop signal (stop_signal.h) reached a rank: after the step in which
+ * the ranks learned of it, a checkpoint of that step is committed and the stage ends. */
 static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
     const sl_config *c = t->cfg;
     const sl_stage *st = sl_trainer_stage(t);
@@ -335,11 +341,13 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
         int committed = 0;
         SL_PROFILE_REGION (t->be, R_COMMIT) committed = sl_trainer_finish_pending(t);
         if (committed != 0) return -1;
-        int64_t hash_parts[2];
+        int64_t hash_parts[3];
         SL_PROFILE_REGION (t->be, R_BOOKKEEPING) {
-            /* the hash of the step's global batch: the ranks' shares add up (docs/data.md) */
+            /* the hash of the step's global batch: the ranks' shares add up (docs/data.md); the
+             * same sum tells every rank whether any received a stop signal */
             sl_hash_split(sl_reader_take_hash(t->train_reader), hash_parts);
-            sl_comm_allreduce_sum_i64(t->topo.world, hash_parts, 2);
+            hash_parts[2] = sl_stop_signal_received() != 0;
+            sl_comm_allreduce_sum_i64(t->topo.world, hash_parts, 3);
             summarize_load(t, ls->load_max, ls->load_mean, ls->counts);
             /* tokens each expert-parallel rank received per step, summed over MoE layers and
              * averaged over the expert-parallel groups */
@@ -402,7 +410,26 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             return -1;
         /* the end of a stage is a checkpoint; the run's last step saves synchronously */
         const bool save = done == end || (tc->save_every > 0 && in_stage % tc->save_every == 0);
-        if (save && sl_trainer_save(t, done, done == total) != 0) return -1;
+        /* a stop signal on any rank: this step's checkpoint, committed now (the run's last step
+         * just finishes the run) */
+        const bool stop = hash_parts[2] > 0 && done < total;
+        if ((save || stop) && sl_trainer_save(t, done, done == total || stop) != 0) return -1;
+        if (stop) {
+            /* the signal to name: what the ranks that received one got (the largest number) */
+            double got = sl_stop_signal_received();
+            sl_comm_allreduce_max_f64(t->topo.world, &got, 1);
+            const char *sig = sl_stop_signal_name((int)got);
+            sl_info("stopping after step %d of %d (%s on %lld rank%s): checkpoint %s/checkpoints/"
+                    "step-%d committed; continue with --resume auto",
+                    done, total, sig, (long long)hash_parts[2], hash_parts[2] == 1 ? "" : "s",
+                    c->train.out_dir, done);
+            if (t->topo.rank == 0) {
+                char fields[96];
+                snprintf(fields, sizeof fields, "\"step\": %d, \"signal\": \"%s\"", done, sig);
+                sl_metrics_event(&t->metrics, "stop", fields);
+            }
+            return STAGE_STOPPED;
+        }
         if (done == end && sm.has_eval)
             sl_info("held-out loss at %s%s%s: %.4f (perplexity %.2f) after %d steps, %s",
                     done == total ? "end" : "the end of stage \"", done == total ? "" : st->name,
@@ -446,6 +473,7 @@ static int run_schedule(trainer *t) {
     if (sl_trainer_finish_pending(t) != 0) rc = -1;
     if (rc == 0) sl_trainer_profile_finish(t);
     if (rc == 0) rc = sl_trainer_save_final(t);
+    if (rc == STAGE_STOPPED) rc = SL_TRAIN_STOPPED; /* no final/: the run is not done */
     free(ls.counts);
     free(ls.load_max);
     free(ls.load_mean);
@@ -494,7 +522,9 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     if (rc == 0) {
         resolve_peak(&t);
         print_banner(&t, o->placement);
+        sl_stop_signal_install();
         rc = run_schedule(&t);
+        sl_stop_signal_restore();
     }
     if (t.train_reader) sl_reader_close(t.train_reader);
     sl_text_codec_free(t.sample_codec);
@@ -510,5 +540,5 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     free(t.first_step);
     free(t.first_tokens);
     free(t.keep_steps);
-    return rc == 0 ? 0 : 1;
+    return rc == 0 || rc == SL_TRAIN_STOPPED ? rc : 1;
 }

@@ -23,9 +23,16 @@ typedef struct {
     int profile_steps, profile_from;
 } sl_train_opts;
 
+/* sl_train's status when a stop signal (SIGTERM, SIGINT, SIGUSR1; trainer/stop_signal.h) ended
+ * the run early after committing a checkpoint: 75, EX_TEMPFAIL of sysexits.h ("try again":
+ * `--resume auto` continues it), which `sluice train` exits with. */
+#define SL_TRAIN_STOPPED 75
+
 /* Runs cfg to completion on the ranks of `world`, computing on backend `be` (created by the
  * launcher from cfg->backend; the caller frees it), as `o` asks (NULL: a fresh start, no
- * profile). Returns 0, or 1 after printing an error that names the failing file/key/flag. */
+ * profile). Returns 0; SL_TRAIN_STOPPED when a stop signal reached a rank and the run stopped
+ * after a checkpoint of its current step (no final/ weights); or 1 after printing an error that
+ * names the failing file/key/flag. */
 int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_train_opts *o);
 
 #endif
