@@ -126,7 +126,7 @@ expect_fail "--beta-fast" ev --rope-scaling yarn --factor 4 --beta-slow 40
 expect_fail "--attention-factor" ev --rope-scaling yarn --factor 4 --attention-factor -1
 expect_fail "--rope-theta" ev --rope-theta 1
 expect_fail "--rope-scaling none" ev --rope-scaling none --factor 2
-expect_fail "--plot" ev --plot x.png
+expect_fail "sluice eval: error: --plot needs --diagnostics" ev --plot x.png
 expect_fail "--bucket" ev --diagnostics --bucket x
 expect_fail "-o FILE.png" "$sluice" plot run
 expect_fail "metrics.jsonl" "$sluice" plot nowhere -o x.png

@@ -137,32 +137,36 @@ check "each prompt of a batch gives what it gives alone" cmp -s batch.txt batch_
 gen --weights run/final --prompt "the king" --rope-scaling yarn --factor 2 --original-max 32 >yarn.txt
 check "YaRN runs" grep -q "^the king" yarn.txt
 
-expect_fail() { # pattern args...
-    local pat=$1
+expect_fail() { # message args...: a usage error (exit 2) printing "sluice generate: error: MESSAGE"
+    local pat="sluice generate: error: $1"
     shift
     checks=$((checks + 1))
     local out st=0
     out=$("$sluice" generate "$@" 2>&1) || st=$?
-    if [ $st -eq 0 ] || ! grep -q -- "$pat" <<<"$out"; then
-        fail "generate $* (exit $st) did not fail with '$pat': $out"
+    if [ $st -ne 2 ] || ! grep -qF -- "$pat" <<<"$out"; then
+        fail "generate $* (exit $st, want 2) did not fail with '$pat': $out"
     fi
 }
 w=(--weights run/final)
 expect_fail "--weights is required" --prompt x
-expect_fail "give a prompt" "${w[@]}"
-expect_fail "--temperature" "${w[@]}" --prompt x --temperature -1
-expect_fail "--temperature" "${w[@]}" --prompt x --temperature abc
-expect_fail "--top-p" "${w[@]}" --prompt x --top-p 0
-expect_fail "--top-p" "${w[@]}" --prompt x --top-p 1.5
-expect_fail "--top-k" "${w[@]}" --prompt x --top-k -1
-expect_fail "--max-new" "${w[@]}" --prompt x --max-new ten
-expect_fail "--seed" "${w[@]}" --prompt x --seed -3
-expect_fail "--chunk" "${w[@]}" --prompt x --chunk 0
-expect_fail "--precision" "${w[@]}" --prompt x --precision fp16
-expect_fail "--precision bf16 needs --backend cuda" "${w[@]}" --prompt x --precision bf16
-expect_fail "--prompts" "${w[@]}" --prompts missing.txt
-expect_fail "--rope-scaling" "${w[@]}" --prompt x --rope-scaling linear
-expect_fail "--factor" "${w[@]}" --prompt x --rope-scaling yarn
+expect_fail "give a prompt: --prompt TEXT or --prompts FILE" "${w[@]}"
+expect_fail "--temperature must be a finite number >= 0, got -1" "${w[@]}" --prompt x --temperature -1
+expect_fail "--temperature: invalid value 'abc'" "${w[@]}" --prompt x --temperature abc
+expect_fail "--top-p must be in (0, 1] (1: off), got 0" "${w[@]}" --prompt x --top-p 0
+expect_fail "--top-p must be in (0, 1] (1: off), got 1.5" "${w[@]}" --prompt x --top-p 1.5
+expect_fail "--top-k: invalid value '-1'" "${w[@]}" --prompt x --top-k -1
+expect_fail "--max-new: invalid value 'ten'" "${w[@]}" --prompt x --max-new ten
+expect_fail "--seed: invalid value '-3'" "${w[@]}" --prompt x --seed -3
+expect_fail "--chunk: invalid value '0'" "${w[@]}" --prompt x --chunk 0
+expect_fail "--precision: expected fp32 or bf16, got 'fp16'" "${w[@]}" --prompt x --precision fp16
+expect_fail "--precision bf16 needs --backend cuda (the cpu backend computes in fp32)" "${w[@]}" \
+    --prompt x --precision bf16
+expect_fail "--prompts: missing.txt: cannot open: No such file or directory" "${w[@]}" \
+    --prompts missing.txt
+expect_fail "--rope-scaling: expected yarn or none, got 'linear'" "${w[@]}" --prompt x \
+    --rope-scaling linear
+expect_fail "--rope-scaling yarn needs --factor (the saved model has no YaRN)" "${w[@]}" \
+    --prompt x --rope-scaling yarn
 expect_fail "unknown option '--bogus'" "${w[@]}" --prompt x --bogus 1
 # an unknown option last, or before a flag without a value, is unknown (was "needs a value")
 expect_exit 2 "unknown option '--bogus'" "$sluice" generate "${w[@]}" --prompt x --bogus
@@ -175,17 +179,22 @@ cp -r run/checkpoints/step-4 uncommitted && rm uncommitted/COMMIT
 expect_exit 1 "uncommitted: not a committed checkpoint (no COMMIT)" \
     "$sluice" generate --weights uncommitted --prompt x
 expect_fail "--prompt needs a value" "${w[@]}" --prompt
-expect_fail "nowhere/config.json" --weights nowhere --prompt x
-expect_fail "--backend" "${w[@]}" --prompt x --backend bogus
-expect_fail "prompt 1 is empty" "${w[@]}" --prompt "" --no-eod-prefix
+expect_exit 1 "sluice: error: --weights: nowhere/config.json: cannot open: No such file or directory" \
+    "$sluice" generate --weights nowhere --prompt x
+expect_exit 1 "sluice: error: --backend: unknown backend 'bogus' (this build has: " \
+    "$sluice" generate "${w[@]}" --prompt x --backend bogus
+expect_exit 1 "sluice: error: prompt 1 is empty (and --no-eod-prefix leaves no token to start from)" \
+    "$sluice" generate "${w[@]}" --prompt "" --no-eod-prefix
 # a vocabulary that is not byte-level needs a tokenizer
 mkdir -p big && cp run/final/model.safetensors big/
 sed -E "s/(\"vocab_size\":[[:space:]]*)257/\1300/" run/final/config.json >big/config.json
-expect_fail "no tokenizer was given" --weights big --prompt x
+expect_exit 1 "sluice: error: the model's vocabulary has 300 tokens, not the byte-level 257, and no tokenizer was given" \
+    "$sluice" generate --weights big --prompt x
 # a tokenizer that does not load, and one whose vocabulary is larger than the model's (generation
 # with a BPE tokenizer: test_tokenizer_cli.sh)
 echo '{}' >tokenizer.json
-expect_fail "tokenizer.json" "${w[@]}" --prompt x --tokenizer tokenizer.json
+expect_exit 1 "sluice: error: tokenizer.json: model: must be an object or null" \
+    "$sluice" generate "${w[@]}" --prompt x --tokenizer tokenizer.json
 
 echo "test_generate_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
