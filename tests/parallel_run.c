@@ -150,11 +150,18 @@ sl_prun_weights sl_prun_compare_weights(const sl_model *a, const sl_model *b) {
         CHECK(strcmp(p->name, q->name) == 0 && p->numel == q->numel, "parameter %d: %s vs %s", i,
               p->name, q->name);
         float *x = sl_test_host_f32(p->master), *y = sl_test_host_f32(q->master);
+        int64_t nonfinite = 0;
         for (int64_t k = 0; k < p->numel; k++) {
             w.differ += memcmp(&x[k], &y[k], sizeof(float)) != 0;
-            w.worst = fmax(w.worst, fabs((double)x[k] - y[k]));
+            nonfinite += !isfinite(x[k]) || !isfinite(y[k]);
+            /* !(d <= worst): a NaN is the worst difference (fmax would drop it) */
+            const double d = fabs((double)x[k] - y[k]);
+            if (!(d <= w.worst)) w.worst = isnan(d) ? INFINITY : d;
             w.largest = fmax(w.largest, fabs((double)y[k]));
         }
+        /* equal NaNs compare bitwise equal: a run that diverged in both models is no match */
+        CHECK(nonfinite == 0, "parameter %s: %lld weights are not finite", p->name,
+              (long long)nonfinite);
         w.compared += p->numel;
         free(x), free(y);
     }

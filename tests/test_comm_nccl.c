@@ -47,8 +47,9 @@ static void compare(const char *what, const float *a, const float *b, int64_t n,
     for (int64_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - b[i]);
         const double lim = tol < 0 ? 0.0 : tol * (fabs((double)b[i]) + 1.0);
-        if (d > lim && bad < 0) bad = i;
-        if (d > worst) worst = d;
+        /* !(d <= x): a NaN on either side is a difference, never a match */
+        if (!(d <= lim) && bad < 0) bad = i;
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
     }
     CHECK(bad < 0, "%s: element %lld is %.9g, the reference gives %.9g (largest difference %.3g)",
           what, (long long)bad, bad >= 0 ? a[bad] : 0.0, bad >= 0 ? b[bad] : 0.0, worst);

@@ -87,10 +87,18 @@ static float *forward_logits(sl_model *m, const int32_t *tokens) {
     return h;
 }
 
+/* max |x|: infinite when an element is not finite (fmax would drop a NaN) */
 static double max_abs(const float *x, int64_t n) {
     double m = 0.0;
-    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs((double)x[i]) <= m)) m = isfinite(x[i]) ? fabs((double)x[i]) : INFINITY;
     return m;
+}
+
+/* worst after one more pair: a NaN is an infinite difference (fmax would drop it) */
+static double worse(double worst, float got, float want) {
+    const double d = fabs((double)got - want);
+    return d <= worst ? worst : isnan(d) ? INFINITY : d;
 }
 
 /* Feeds the sequences in the pieces below and compares each piece's logits with the forward. */
@@ -120,6 +128,7 @@ static void compare_decode(sl_backend *be, const variant *v, sl_dtype dt) {
     int fed[B] = {0};
     double worst = 0.0, worst_last = 0.0;
     const double scale = max_abs(want, (int64_t)B * LEN * vocab);
+    CHECK(isfinite(scale), "%s: the forward's logits are not finite", v->name);
     const double tol = dt == SL_F32 ? 2e-5 * scale + 1e-6 : 5e-3 * scale;
     for (size_t p = 0; d && p < sizeof pieces / sizeof pieces[0]; p++) {
         const int32_t *src[B];
@@ -133,10 +142,10 @@ static void compare_decode(sl_backend *be, const variant *v, sl_dtype dt) {
             for (int i = 0; i < n[b]; i++, r++) {
                 const float *w = want + ((int64_t)b * LEN + fed[b] + i) * vocab;
                 const float *g = got + r * vocab;
-                for (int k = 0; k < vocab; k++) worst = fmax(worst, fabs((double)g[k] - w[k]));
+                for (int k = 0; k < vocab; k++) worst = worse(worst, g[k], w[k]);
                 if (i == n[b] - 1) /* `last` got the same row, from a GEMM of other rows */
                     for (int k = 0; k < vocab; k++)
-                        worst_last = fmax(worst_last, fabs((double)g[k] - last[b * vocab + k]));
+                        worst_last = worse(worst_last, g[k], last[b * vocab + k]);
             }
         for (int b = 0; b < B; b++) {
             fed[b] += n[b];
