@@ -65,11 +65,13 @@ grep -q 'transport nccl' <<<"$out" || {
 # run NAME NP MARKER ENV ARGS...: sluice train under mpirun with the variable assignment ENV (output NAME.out, exit status $rc);
 # $fault_ms: milliseconds from the first output line matching the extended regex MARKER (the
 # failing rank's announcement) to the end of mpirun, -1 when no line matched. A hang is cut
-# at 240 s (the emulated backend starts slowly; the 30 s bound is checked from the fault on).
+# at 240 s (the emulated backend starts slowly; the 30 s bound is checked from the fault on);
+# $job_ms: the job's wall time (a job the timeout ended ran 240 s or more).
 run() {
     local name=$1 np=$2 marker=$3 envset=$4
     shift 4
-    local t_fault=-1 pid
+    local t_fault=-1 pid t_start
+    t_start=$(date +%s%N)
     env "$envset" timeout -k 5 240 "$mpiexec" -np "$np" --oversubscribe "$sluice" train "$@" >"$name.out" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
@@ -85,6 +87,7 @@ run() {
     # the marker may have been written in the last poll interval
     if [ "$t_fault" = -1 ] && grep -qsE "$marker" "$name.out"; then t_fault=$t_end; fi
     if [ "$t_fault" = -1 ]; then fault_ms=-1; else fault_ms=$(((t_end - t_fault) / 1000000)); fi
+    job_ms=$(((t_end - t_start) / 1000000))
     echo "$name: exit $rc, ${fault_ms} ms after the fault" >&2
 }
 
@@ -95,7 +98,12 @@ fault_case() {
     local f0=$failures
     run "$name" "$np" "$marker" "$envset" fault.json --set "training.out_dir=runs/$name" "$@"
     check "$name: the job must exit non-zero" [ "$rc" -ne 0 ]
-    check "$name: the job hung (cut by timeout)" [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ]
+    # A hang: timeout's TERM gives 124; a job that ignores it gets KILL 5 s later, exit 137,
+    # which mpirun also returns for a rank killed by SIGKILL (the crash case), so that one is
+    # told by the wall time. One check each (`check A [ x ] && [ y ]` ran [ y ] uncounted).
+    check "$name: the job hung (cut by timeout: exit 124)" [ "$rc" -ne 124 ]
+    check "$name: the job hung (ran into the 240 s timeout: ${job_ms} ms, exit $rc)" \
+        [ "$job_ms" -lt 240000 ]
     check "$name: the failing rank never announced its fault" [ "$fault_ms" -ge 0 ]
     check "$name: every rank must be gone within 30 s of the fault (took ${fault_ms} ms)" \
         [ "$fault_ms" -le 30000 ]

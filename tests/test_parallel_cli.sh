@@ -180,8 +180,10 @@ fi
 # The saved weights are sharded by EP rank (Hugging Face index layout) and load as a whole:
 # a single-process eval reads every expert from both shards.
 final=runs/ok/final
-check "weights: two shards and an index" [ -s "$final/model-00001-of-00002.safetensors" ] &&
-    [ -s "$final/model-00002-of-00002.safetensors" ] && [ -s "$final/model.safetensors.index.json" ]
+# one check per file: `check A [ x ] && [ y ]` would run [ y ] outside check, uncounted
+check "weights: the first of two shards" [ -s "$final/model-00001-of-00002.safetensors" ]
+check "weights: the second of two shards" [ -s "$final/model-00002-of-00002.safetensors" ]
+check "weights: the index" [ -s "$final/model.safetensors.index.json" ]
 check "index: expert 7 of layer 0 in the second shard" \
     grep -q '"model.layers.0.mlp.experts.7.down_proj.weight":[[:space:]]*"model-00002-of-00002.safetensors"' \
     "$final/model.safetensors.index.json"
