@@ -5,8 +5,9 @@ add_test(NAME test_resume
                  ${CMAKE_CURRENT_BINARY_DIR}/resume ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_resume PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "checkpoint;parallel" ENVIRONMENT "OMP_NUM_THREADS=1")
-# SIGKILL at random moments (often inside a save), 20 times, then the run finishes with the
-# uninterrupted run's final weights (tests/test_resume_torture.sh).
+# SIGKILL at random moments over a run's length (often inside a save), 20 rounds or more: at
+# least 5 kills resumed from the middle of the run and 1 landed in a save, and every run that
+# completes ends with the uninterrupted run's final weights (tests/test_resume_torture.sh).
 add_test(NAME test_resume_torture
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_resume_torture.sh $<TARGET_FILE:sluice>
                  ${CMAKE_CURRENT_BINARY_DIR}/resume_torture 20)

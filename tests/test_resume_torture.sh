@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Torture (issue 10, section 6): a training run that saves a checkpoint every step is killed
 # with SIGKILL at random moments, many times, often in the middle of a save; every restart with
-# `--resume auto` continues from the newest committed checkpoint, and the run that finally
-# completes ends with final weights bitwise identical to an uninterrupted run's.
+# `--resume auto` continues from the newest committed checkpoint, and every run that completes
+# ends with final weights bitwise identical to an uninterrupted run's.
+#
+# Rounds: start `sluice train --resume auto`, SIGKILL it after a delay drawn uniformly over the
+# timed uninterrupted run's wall time (fixed seed). A run that completes before its kill ends
+# the attempt: its final weights are compared and checkpoints verified, and the next round
+# starts a new attempt in a fresh out_dir. At least KILLS rounds, then more (up to 4 KILLS)
+# until these hold, which the test asserts:
+#   - at least 5 kills were followed by a resume from a step strictly between 0 and the last
+#     (40): the kill landed in training, after a checkpoint, and the restart continued there;
+#   - at least 1 kill landed in a save (a .tmp-* directory the round did not find left behind);
+#   - within an attempt the resumed steps never go back.
+# On a loaded machine the runs may be slower or faster than the reference: slower makes more
+# kills land in start-up, faster more runs complete; either way more rounds make up for it.
 # usage: test_resume_torture.sh SLUICE_BINARY WORK_DIR [KILLS]
 set -euo pipefail
 sluice=$1
@@ -28,35 +40,98 @@ cat > run.json <<'JSON'
  "data": {"train": "train"},
  "backend": {"threads": 1}}
 JSON
+ref_t0=$(date +%s%N)
 "$sluice" train run.json --set training.out_dir=ref > ref.log 2>&1 || { cat ref.log; exit 1; }
+ref_ms=$((($(date +%s%N) - ref_t0) / 1000000))
+final_step=40
 
-# Random kill delays from a fixed seed, spread over a run's length (measured from the
-# reference run's wall time), so that kills land in steps, in saves and in start-up.
+max_rounds=$((4 * kills))
+# Kill delays: uniform over the reference run's wall time, from a fixed seed.
 read -r -a delays < <(/usr/bin/python3 -c "
-import random, sys
+import random
 r = random.Random(11)
-print(' '.join(f'{r.uniform(0.05, 0.6):.3f}' for _ in range($kills)))")
-in_save=0 resumed=0
-for d in "${delays[@]}"; do
-    "$sluice" train run.json --set training.out_dir=cut --resume auto > cut.log 2>&1 &
+print(' '.join(f'{r.uniform(0, $ref_ms) / 1000:.3f}' for _ in range($max_rounds)))")
+
+# tmp_names DIR: the .tmp-* names under DIR/checkpoints, one a line
+tmp_names() { (cd "$1/checkpoints" 2>/dev/null && compgen -G ".tmp-*" | sort) || true; }
+# finish_attempt DIR LOG: the attempt in DIR completed (LOG its last run's output): its final
+# weights must equal the reference's and its checkpoints verify
+finish_attempt() {
+    if ! cmp -s ref/final/model.safetensors "$1/final/model.safetensors"; then
+        echo "FAIL: $1: final weights differ from the uninterrupted run's"
+        cat "$2"
+        exit 1
+    fi
+    "$sluice" ckpt verify "$1/checkpoints" > verify.log 2>&1 || { cat verify.log; exit 1; }
+    completed=$((completed + 1))
+}
+
+rounds=0 killed=0 mid=0 in_save=0 completed=0 attempt=1 last_resume=0 prev_killed=0
+out=cut1
+while [ "$rounds" -lt "$max_rounds" ]; do
+    if [ "$rounds" -ge "$kills" ] && [ "$mid" -ge 5 ] && [ "$in_save" -ge 1 ]; then break; fi
+    d=${delays[$rounds]}
+    rounds=$((rounds + 1))
+    before=$(tmp_names "$out")
+    "$sluice" train run.json --set "training.out_dir=$out" --resume auto > cut.log 2>&1 &
     pid=$!
     sleep "$d"
-    if kill -9 "$pid" 2>/dev/null; then
-        wait "$pid" 2>/dev/null || true
+    kill -9 "$pid" 2>/dev/null || true
+    st=0
+    wait "$pid" 2>/dev/null || st=$?
+    if [ "$st" = 137 ]; then # killed (a run that ended first is not: kill -9 of a zombie works)
+        killed=$((killed + 1))
         # a save in flight leaves a temporary directory behind; the next save removes it
-        compgen -G "cut/checkpoints/.tmp-*" > /dev/null && in_save=$((in_save + 1))
+        after=$(tmp_names "$out")
+        [ -n "$(comm -13 <(echo "$before") <(echo "$after"))" ] && in_save=$((in_save + 1))
+        now_killed=1
+    elif [ "$st" = 0 ]; then # finished before the kill
+        now_killed=0
     else
-        wait "$pid" || { cat cut.log; exit 1; } # finished before the kill
+        echo "FAIL: $out: the run exited $st"
+        cat cut.log
+        exit 1
     fi
-    grep -q "resumed from" cut.log && resumed=$((resumed + 1))
+    # the step this run resumed from (its log may end before it said so)
+    step=$(sed -n "s/^.*resumed from .* at step \([0-9]*\)$/\1/p" cut.log | tail -1)
+    if [ -n "$step" ]; then
+        if [ "$step" -lt "$last_resume" ]; then
+            echo "FAIL: $out: resumed from step $step after a resume from step $last_resume"
+            exit 1
+        fi
+        last_resume=$step
+        # the previous round's kill led here: a resume from the middle of the run
+        if [ "$prev_killed" = 1 ] && [ "$step" -gt 0 ] && [ "$step" -lt "$final_step" ]; then
+            mid=$((mid + 1))
+        fi
+    fi
+    prev_killed=$now_killed
+    if [ "$now_killed" = 0 ]; then
+        finish_attempt "$out" cut.log
+        rm -rf "$out"
+        attempt=$((attempt + 1)) out=cut$attempt last_resume=0 prev_killed=0
+    fi
 done
-"$sluice" train run.json --set training.out_dir=cut --resume auto > last.log 2>&1 ||
-    { cat last.log; exit 1; }
-echo "$kills kills ($in_save during a save, $resumed restarts resumed from a checkpoint)"
-if cmp -s ref/final/model.safetensors cut/final/model.safetensors; then
-    echo "OK   final weights bitwise identical to the uninterrupted run"
-else
-    echo "FAIL: final weights differ from the uninterrupted run"
-    exit 1
+# the last attempt, to its end (also when no attempt completed: at least one run is compared)
+if [ -d "$out" ] || [ "$completed" -eq 0 ]; then
+    "$sluice" train run.json --set "training.out_dir=$out" --resume auto > last.log 2>&1 ||
+        { cat last.log; exit 1; }
+    step=$(sed -n "s/^.*resumed from .* at step \([0-9]*\)$/\1/p" last.log | tail -1)
+    if [ "$prev_killed" = 1 ] && [ -n "$step" ] && [ "$step" -gt 0 ] && [ "$step" -lt "$final_step" ]; then
+        mid=$((mid + 1))
+    fi
+    finish_attempt "$out" last.log
 fi
-"$sluice" ckpt verify cut/checkpoints > verify.log 2>&1 || { cat verify.log; exit 1; }
+echo "reference run ${ref_ms} ms; $rounds rounds: $killed kills ($in_save during a save," \
+    "$mid followed by a resume from a step in 1..$((final_step - 1))), $completed runs completed"
+echo "OK   every completed run's final weights bitwise identical to the uninterrupted run's"
+status=0
+if [ "$mid" -lt 5 ]; then
+    echo "FAIL: only $mid kills were followed by a resume from the middle of the run (want 5)"
+    status=1
+fi
+if [ "$in_save" -lt 1 ]; then
+    echo "FAIL: no kill landed in a save"
+    status=1
+fi
+exit $status
