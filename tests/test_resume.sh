@@ -72,6 +72,14 @@ for layout in "1" "2 --set parallel.expert_parallel=2" \
         { cat "$tag-resume.log"; exit 1; }
     grep -q "resumed from .*checkpoints/step-3 at step 3" "$tag-resume.log" ||
         { echo "FAIL: $tag did not resume from step 3"; cat "$tag-resume.log"; exit 1; }
+    # metrics.jsonl: the resume as one event line (rank 0 writes it), docs/metrics.md
+    ev="{\"event\": \"resume\", \"step\": 3, \"checkpoint\": \"$tag-cut/checkpoints/step-3\"}"
+    if [ "$(grep -cxF "$ev" "$tag-cut/metrics.jsonl")" != 1 ] ||
+        [ "$(grep -c '"event": "resume"' "$tag-cut/metrics.jsonl")" != 1 ]; then
+        echo "FAIL: $tag: $tag-cut/metrics.jsonl must hold exactly one resume event, $ev"
+        grep '"event"' "$tag-cut/metrics.jsonl"
+        exit 1
+    fi
     if cmp -s "$tag-full/final/model.safetensors" "$tag-cut/final/model.safetensors" ||
         { [ -f "$tag-full/final/model.safetensors.index.json" ] &&
             diff -rq "$tag-full/final" "$tag-cut/final" > /dev/null; }; then
@@ -81,6 +89,30 @@ for layout in "1" "2 --set parallel.expert_parallel=2" \
         exit 1
     fi
 done
+
+# A resume with changed settings is allowed and says which, once (rank 0); a checkpoint past
+# the schedule's end is refused. On a copy of the np 2 run (its saved out_dir differs too).
+resume_failures=0
+cp -r np2-cut np2-warn
+launch 2 np2-warn --set parallel.expert_parallel=2 --set training.lr=0.02 \
+    --resume np2-warn/checkpoints/step-6 > warn.log 2>&1 || { cat warn.log; exit 1; }
+warning="sluice[rank 0]: warning: --resume: settings changed since the checkpoint: training.lr, training.out_dir"
+if [ "$(grep -c "settings changed since the checkpoint" warn.log)" != 1 ] ||
+    ! grep -qxF "$warning" warn.log; then
+    echo "FAIL: resuming with another training.lr must warn once: $warning"
+    cat warn.log
+    resume_failures=$((resume_failures + 1))
+fi
+st=0
+launch 1 past --set training.max_steps=4 --resume np1-cut/checkpoints/step-8 > past.log 2>&1 || st=$?
+past_error="sluice: error: --resume: np1-cut/checkpoints/step-8 is at step 8, past the schedule's 4 steps"
+if [ "$st" != 1 ] || ! grep -qxF "$past_error" past.log; then
+    echo "FAIL: resuming step 8 with max_steps 4 must fail (exit 1, got $st) with: $past_error"
+    cat past.log
+    resume_failures=$((resume_failures + 1))
+fi
+[ "$resume_failures" = 0 ] || exit 1
+echo "OK   resume event in metrics.jsonl, the changed-settings warning, the past-the-end error"
 
 # The final checkpoint exported to Hugging Face names (sluice ckpt export) holds the same model
 # as the final/ weights the trainer writes: sluice eval gives the same loss on both.
