@@ -393,10 +393,11 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             .batch_hash = sl_hash_join(hash_parts),
         };
         sm.lbl_normalized = mc->num_experts_per_tok > 0 ? sm.lbl / mc->num_experts_per_tok : 0;
+        /* the loss and the norm are the global batch's, the same on every rank: one message */
         if (!isfinite(res.grad_norm) || !isfinite(sm.loss)) {
-            sl_error("step %d: the loss or gradient is not finite (loss %g, grad norm %g); "
-                     "stopping. Try a lower training.lr.",
-                     done, sm.loss, res.grad_norm);
+            sl_error_once("step %d: the loss or gradient is not finite (loss %g, grad norm %g); "
+                          "stopping. Try a lower training.lr.",
+                          done, sm.loss, res.grad_norm);
             return -1;
         }
         if (do_eval) {
