@@ -16,3 +16,10 @@ add_test(NAME test_parallel_cli
                  ${CMAKE_CURRENT_BINARY_DIR}/parallel_cli ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_parallel_cli PROPERTIES TIMEOUT 300 LABELS "parallel;cli" PROCESSORS 2
                      ENVIRONMENT "${SLUICE_MPI_ENV}")
+# A loss or gradient that is not finite stops `sluice train` at 1 and 2 ranks: exit 1, the
+# message once, no checkpoint, metrics record or final/ of that step (tests/test_nonfinite_stop.sh).
+add_test(NAME test_nonfinite_stop
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_nonfinite_stop.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/nonfinite_stop ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_nonfinite_stop PROPERTIES TIMEOUT 120 LABELS "parallel;cli" PROCESSORS 2
+                     ENVIRONMENT "${SLUICE_MPI_ENV}")
