@@ -1,7 +1,8 @@
 /* tests/test_io_build.c - `sluice data build` round trips for every input format (text in its
  * three document modes, JSONL, raw uint16/uint32, llm.c versions 1 and 7, Megatron .bin/.idx),
- * shard rotation, importer errors that name the file and offset, and the info/verify exit
- * statuses. */
+ * shard rotation, importer errors that name the file and offset, `data info`'s numbers (text
+ * and JSON, per shard and in total) against the corpus, and `data verify` naming a damaged
+ * frame ("FILE: frame N (byte offset B): ..."), with the info/verify exit statuses. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,36 @@ static int run_v(char **argv) {
 }
 /* RUN("data", "build", ...): sl_cmd_data on these arguments. */
 #define RUN(...) run_v((char *[]){__VA_ARGS__, NULL})
+
+/* sl_cmd_data on argv with stdout and stderr into a file; its status, and what it printed in
+ * out (NUL-terminated, at most cap - 1 bytes). */
+static int run_capture(char *out, size_t cap, char **argv) {
+    char path[512];
+    pathf(path, sizeof path, "capture.txt");
+    fflush(stdout), fflush(stderr);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int o1 = dup(1), o2 = dup(2);
+    dup2(fd, 1), dup2(fd, 2), close(fd);
+    const int rc = run_v(argv);
+    fflush(stdout), fflush(stderr);
+    dup2(o1, 1), dup2(o2, 2), close(o1), close(o2);
+    FILE *f = fopen(path, "rb");
+    const size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    return rc;
+}
+/* RUN_OUT(buf, "data", "info", ...): RUN with the output in the char array buf. */
+#define RUN_OUT(buf, ...) run_capture(buf, sizeof buf, (char *[]){__VA_ARGS__, NULL})
+
+/* out holds the line `want` (a whole line), else says what it holds */
+static bool has_line(const char *out, const char *want, const char *what) {
+    const size_t n = strlen(want);
+    for (const char *p = out; (p = strstr(p, want)) != NULL; p++)
+        if ((p == out || p[-1] == '\n') && (p[n] == '\n' || p[n] == 0)) return true;
+    fprintf(stderr, "  %s: no line \"%s\" in:\n%s\n", what, want, out);
+    return false;
+}
 
 static int build_err(sl_build_opts o, const char *input, char *err, size_t errlen) {
     sl_build_result res;
@@ -555,20 +586,80 @@ static void test_rotation_and_cli(void) {
     }
     sl_data_paths_free(files, nf);
 
-    CHECK(RUN("data", "info", out) == 0, "info exit 0");
-    CHECK(RUN("data", "info", "--json", p0) == 0, "info --json exit 0");
+    /* info's numbers against the corpus: tokens (bytes + one end-of-document each) and
+     * documents from the input, bytes from stat, frames from the shards' indexes */
+    static char text[65536];
+    char want[1024];
+    unsigned long long frames = 0, bytes = 0, frames0 = 0, bytes0 = 0;
+    for (int i = 0; i < nf; i++) {
+        /* sl_data_resolve's list was freed above: the names again, in order */
+        char name[600];
+        snprintf(name, sizeof name, "%s/part-%05d.shard.zst", out, i);
+        sl_shard *sh = sl_shard_open(name, err, sizeof err);
+        CHECK(sh != NULL && stat(name, &st) == 0, "shard %s: %s", name, err);
+        if (!sh) continue;
+        frames += sl_shard_hdr(sh)->n_frames, bytes += (unsigned long long)st.st_size;
+        if (i == 0) frames0 = sl_shard_hdr(sh)->n_frames, bytes0 = (unsigned long long)st.st_size;
+        sl_shard_close(sh);
+    }
+    CHECK(RUN_OUT(text, "data", "info", out) == 0, "info exit 0");
+    snprintf(want, sizeof want,
+             "total: %d shards, %zu tokens, %zu documents, %llu frames, %llu bytes, compression "
+             "ratio %.3f",
+             nf, total, (size_t)40, frames, bytes, (double)total * 2 / (double)bytes);
+    CHECK(e.n == total && e.nd == 40 && has_line(text, want, "info"), "info's total line");
+    stream s0;
+    CHECK(load(p0, &s0) == 0, "load %s", p0);
+    snprintf(want, sizeof want, "  tokens %zu, documents %zu, frames %llu (up to 64 tokens each)",
+             s0.n, s0.nd, frames0);
+    CHECK(has_line(text, want, "info"), "info's counts of %s", p0);
+    snprintf(want, sizeof want,
+             "  file %llu bytes, compression ratio %.3f (token bytes / file bytes)", bytes0,
+             (double)s0.n * 2 / (double)bytes0);
+    CHECK(has_line(text, want, "info"), "info's size of %s", p0);
+    CHECK(RUN_OUT(text, "data", "info", "--json", p0) == 0, "info --json exit 0");
+    snprintf(want, sizeof want,
+             "{\"total\":true,\"shards\":1,\"tokens\":%zu,\"documents\":%zu,\"frames\":%llu,"
+             "\"file_bytes\":%llu,\"compression_ratio\":%.4f}",
+             s0.n, s0.nd, frames0, bytes0, (double)s0.n * 2 / (double)bytes0);
+    CHECK(has_line(text, want, "info --json"), "info --json's total record of %s", p0);
+    snprintf(want, sizeof want,
+             "\"tokens\":%zu,\"documents\":%zu,\"frames\":%llu,\"frame_tokens\":64,"
+             "\"file_bytes\":%llu,\"compression_ratio\":%.4f}\n",
+             s0.n, s0.nd, frames0, bytes0, (double)s0.n * 2 / (double)bytes0);
+    CHECK(strstr(text, want) != NULL, "info --json's record of %s: %s", p0, text);
+    stream_free(&s0);
     CHECK(RUN("data", "verify", out) == 0, "verify a sound corpus: exit 0");
     char glob[600];
     snprintf(glob, sizeof glob, "%s/part-0000[12].shard.zst", out);
     CHECK(RUN("data", "verify", "--quiet", glob) == 0, "verify a glob");
-    /* damage one shard */
+    /* damage one shard: byte 150 lies in its first frame (the header takes 136 bytes) */
+    sl_shard *sh0 = sl_shard_open(p0, err, sizeof err);
+    CHECK(sh0 != NULL, "open %s: %s", p0, err);
+    long long fno = -1, foff = -1;
+    for (uint64_t fi = 0; sh0 && fi < sl_shard_hdr(sh0)->n_frames; fi++) {
+        const sl_shard_frame *fr = &sl_shard_frames(sh0)[fi];
+        if (fr->offset <= 150 && 150 < fr->offset + sl_shard_frame_span(fr))
+            fno = (long long)fi, foff = (long long)fr->offset;
+    }
+    if (sh0) sl_shard_close(sh0);
+    CHECK(fno >= 0, "byte 150 of %s is in no frame", p0);
     f = fopen(p0, "r+b");
     fseek(f, 150, SEEK_SET);
     int ch = fgetc(f);
     fseek(f, 150, SEEK_SET);
     fputc(ch ^ 0x40, f);
     fclose(f);
-    CHECK(RUN("data", "verify", out) == 1, "verify a damaged corpus: exit 1");
+    CHECK(RUN_OUT(text, "data", "verify", out) == 1, "verify a damaged corpus: exit 1");
+    /* "FILE: frame N (byte offset B): ..." naming the damaged frame, and the verdicts */
+    snprintf(want, sizeof want, "sluice: error: %s: frame %lld (byte offset %lld): ", p0, fno,
+             foff);
+    CHECK(strstr(text, want) != NULL && strstr(text, want) == strstr(text, "sluice: error:"),
+          "verify names the damaged frame first (\"%s\"): %s", want, text);
+    snprintf(want, sizeof want, "%s: DAMAGED (1 problem)", p0);
+    CHECK(has_line(text, want, "verify"), "verify's verdict on %s", p0);
+    snprintf(want, sizeof want, "verified %d shards: FAILED", nf);
+    CHECK(has_line(text, want, "verify"), "verify's summary");
     char missing[512];
     pathf(missing, sizeof missing, "nothing_here");
     CHECK(RUN("data", "verify", missing) == 1, "verify a missing path: exit 1");
