@@ -5,3 +5,10 @@ add_test(NAME test_cli_flags
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_flags.py
                  $<TARGET_FILE:sluice> ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_cli_flags PROPERTIES TIMEOUT 120 LABELS "cli")
+# launch/quickstart.sh --np N: the batch it sets fits N ranks (--dry-run), and sluice train's batch
+# error suggests a micro_batch_size or global_batch_tokens that fits (tests/test_quickstart_batch.sh).
+add_test(NAME test_quickstart_batch
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_quickstart_batch.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/quickstart_batch)
+set_tests_properties(test_quickstart_batch PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "cli"
+                     ENVIRONMENT "OMP_NUM_THREADS=1")

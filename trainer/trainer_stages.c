@@ -16,6 +16,47 @@
 
 /* ---- the schedule ------------------------------------------------------------------------- */
 
+/* What would make a stage's batch fit `ranks` ranks, for the error: the micro_batch_size values
+ * up to the configured one that divide global_batch_tokens / (seq_len x ranks), or when none
+ * does, a global_batch_tokens that works. */
+static void batch_suggestion(const char *key, const sl_train_config *tc, int ranks, char *out,
+                             size_t n) {
+    const int64_t gbt = tc->global_batch_tokens, row = (int64_t)tc->seq_len * ranks;
+    int used = 0;
+    if (gbt % row == 0) {
+        const int64_t q = gbt / row; /* micro-batches x micro_batch_size per rank and step */
+        int64_t fits[4];
+        int k = 0;
+        for (int64_t d = tc->micro_batch_size; d >= 1 && k < 4; d--)
+            if (q % d == 0) fits[k++] = d;
+        used = snprintf(out, n, "%s.micro_batch_size = ", key);
+        for (int j = 0; j < k && used >= 0 && (size_t)used < n; j++)
+            used += snprintf(out + used, n - (size_t)used, "%s%lld",
+                             j == 0       ? ""
+                             : j + 1 == k ? " or "
+                                          : ", ",
+                             (long long)fits[j]);
+        if (used >= 0 && (size_t)used < n && strcmp(key, "training") == 0)
+            snprintf(out + used, n - (size_t)used,
+                     " would divide it (e.g. --set training.micro_batch_size=%lld)",
+                     (long long)fits[0]);
+        else if (used >= 0 && (size_t)used < n)
+            snprintf(out + used, n - (size_t)used, " would divide it");
+        return;
+    }
+    /* no micro-batch size divides it: the nearest global batch below with a micro-batch size up
+     * to the configured one, and the next multiple of the configured micro-batch */
+    int64_t m = gbt / row;
+    m = m < 1 ? 1 : m > tc->micro_batch_size ? tc->micro_batch_size : m;
+    const int64_t per = row * tc->micro_batch_size;
+    snprintf(out, n,
+             "no micro_batch_size divides it (seq_len x ranks = %lld does not); "
+             "%s.micro_batch_size = %lld with global_batch_tokens = %lld would, or, keeping "
+             "micro_batch_size = %d, a global_batch_tokens that is a multiple of %lld (e.g. %lld)",
+             (long long)row, key, (long long)m, (long long)(row * m), tc->micro_batch_size,
+             (long long)per, (long long)((gbt / per + 1) * per));
+}
+
 /* Resolves the stages and their step and token offsets; checks every stage's batch against
  * the number of ranks up front, so that no stage fails hours into a run. */
 int sl_trainer_plan_schedule(trainer *t) {
@@ -33,10 +74,12 @@ int sl_trainer_plan_schedule(trainer *t) {
         if (st->steps > 0 && tc->global_batch_tokens % per_micro != 0) {
             char key[64] = "training";
             if (c->stages_given) snprintf(key, sizeof key, "training.stages[%d]", i);
+            char fix[320];
+            batch_suggestion(key, tc, t->topo.size, fix, sizeof fix);
             sl_error_hold("%s: %s.global_batch_tokens = %lld is not a multiple of seq_len x "
-                          "micro_batch_size x ranks = %d x %d x %d",
+                          "micro_batch_size x ranks = %d x %d x %d; %s",
                           c->path, key, (long long)tc->global_batch_tokens, tc->seq_len,
-                          tc->micro_batch_size, t->topo.size);
+                          tc->micro_batch_size, t->topo.size, fix);
             return -1;
         }
         t->first_step[i + 1] = t->first_step[i] + st->steps;
