@@ -1,7 +1,8 @@
 /*
- * trainer/cmd_eval.c - `sluice eval --weights DIR --data PATH`: loss and perplexity of saved
- * weights on a token shard (or directory of shards) or on a plain text file (byte-level
- * tokenizer: bytes 0-255, then the end-of-document token 256).
+ * launch/cmd_eval.c - `sluice eval --weights DIR --data PATH`: loss and perplexity of saved
+ * weights on a token shard (or directory of shards) or on a plain text file, tokenized with the
+ * model's tokenizer (--tokenizer, or the tokenizer.json beside config.json), or for a byte-level
+ * model (vocabulary 257) as bytes 0-255 then the end-of-document token 256 (io/text_codec.h).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 #include "core/log.h"
 #include "io/reader.h"
 #include "io/shard.h"
+#include "io/text_codec.h"
 #include "launch/commands.h"
 #include "io/safetensors.h"
 #include "launch/eval_report.h"
@@ -28,20 +30,22 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 
-#define SL_EOD_TOKEN 256
-
 static void usage(FILE *f) {
     fprintf(f, "usage: sluice eval --weights DIR --data PATH [options]\n"
                "\n"
                "Reports the mean cross-entropy (nats per token) and perplexity of the weights in\n"
                "DIR (model.safetensors + config.json, as written by sluice train) on PATH: a\n"
-               "token shard, a directory of shards, or a UTF-8 text file (byte tokenizer).\n"
+               "token shard, a directory of shards, or a UTF-8 text file (one document, tokenized\n"
+               "with the model's tokenizer; a byte-level model, vocabulary 257, reads bytes).\n"
                "\n"
                "options:\n"
                "  --weights DIR     directory holding model.safetensors and config.json, or a\n"
                "                    training checkpoint (checkpoints/step-N, or a run directory:\n"
                "                    its newest checkpoint)\n"
                "  --data PATH       shard, shard directory, or text file\n"
+               "  --tokenizer PATH  tokenizer.json (or its directory) for a text file (default:\n"
+               "                    DIR/tokenizer.json when present; a model whose vocabulary\n"
+               "                    is not the byte-level 257 needs one)\n"
                "  --seq-len N       tokens per sequence (default 256, at most 2^24)\n"
                "  --batch N         sequences per forward pass (default 8, at most 2^20); the\n"
                "                    data must hold one batch, N x seq-len + 1 tokens\n"
@@ -86,8 +90,8 @@ static bool is_shard_path(const char *path) {
 }
 
 typedef struct {
-    /* text source */
-    unsigned char *text;
+    /* text source: its tokens, then the end-of-document token (when the tokenizer has one) */
+    int32_t *ids;
     size_t len, pos;
     /* shard source */
     sl_reader *reader;
@@ -99,14 +103,10 @@ typedef struct {
 static int next_seq(eval_source *s, int seq, int32_t *out, int32_t *doc_start, int *n_docs,
                     char *err, size_t errlen) {
     if (s->reader) return sl_reader_next(s->reader, out, doc_start, n_docs, err, errlen);
-    const size_t total = s->len + 1; /* the text, then one end-of-document token */
-    if (s->pos + (size_t)seq + 1 > total) return 0;
+    if (s->pos + (size_t)seq + 1 > s->len) return 0;
     *n_docs = s->pos == 0; /* the text is one document */
     doc_start[0] = 0;
-    for (int i = 0; i <= seq; i++) {
-        size_t p = s->pos + (size_t)i;
-        out[i] = p < s->len ? s->text[p] : SL_EOD_TOKEN;
-    }
+    memcpy(out, s->ids + s->pos, ((size_t)seq + 1) * sizeof *out);
     s->pos += (size_t)seq;
     return 1;
 }
@@ -143,6 +143,45 @@ static int dump_write(const logits_dump *d, const char *path, char *err, size_t 
     return sl_st_writer_close(w, err, errlen);
 }
 
+/* The text file at `path` as the model's tokens, then its end-of-document token: with the
+ * tokenizer (--tokenizer, or the one beside config.json), else as bytes, which a model whose
+ * vocabulary is not the byte-level 257 cannot read. 0, or -1 after the error. */
+static int read_text(eval_source *src, const char *path, const sl_weights *w, const char *given,
+                     int vocab) {
+    char err[2048], buf[4200];
+    const char *tok = sl_weights_tokenizer(w, given, buf, sizeof buf);
+    if (!tok && vocab != SL_TEXT_EOD_BYTE + 1) {
+        sl_error("%s: a text file is read with the model's tokenizer, and the model's vocabulary "
+                 "(%d tokens) is not the byte-level 257, but no tokenizer was given and %s/"
+                 "tokenizer.json does not exist (--tokenizer PATH names it; or evaluate on "
+                 "shards built with `sluice data build --tokenizer`)",
+                 path, vocab, w->path);
+        return -1;
+    }
+    sl_text_codec *codec = sl_text_codec_open(tok, vocab, err, sizeof err);
+    if (!codec) {
+        sl_error("--tokenizer: %s", err);
+        return -1;
+    }
+    size_t len = 0;
+    char *text = sl_read_file(path, &len, err, sizeof err);
+    int n = 0, rc = -1;
+    if (!text)
+        sl_error("%s", err);
+    else if (sl_text_codec_encode(codec, text, len, &src->ids, &n, err, sizeof err) != 0)
+        sl_error("%s: %s", path, err);
+    else
+        rc = 0;
+    if (rc == 0 && sl_text_codec_eod(codec) >= 0) { /* encode leaves room for one more id */
+        if (!src->ids) src->ids = sl_xmalloc(sizeof *src->ids);
+        src->ids[n++] = sl_text_codec_eod(codec);
+    }
+    src->len = (size_t)n;
+    free(text);
+    sl_text_codec_free(codec);
+    return rc;
+}
+
 /* The largest --seq-len and --batch: the config's bounds on a sequence (model.
  * max_position_embeddings, 2^24) and on a micro-batch (training.micro_batch_size, 2^20). */
 #define EVAL_MAX_SEQ   (1 << 24)
@@ -152,8 +191,8 @@ static int dump_write(const logits_dump *d, const char *path, char *err, size_t 
  * a flag missing its value). */
 static bool takes_value(const char *a) {
     static const char *const k_valued[] = {
-        "--weights", "--data",       "--backend",     "--seq-len", "--batch",
-        "--threads", "--max-tokens", "--dump-logits", "--bucket",  "--plot"};
+        "--weights",    "--data",        "--backend", "--seq-len", "--batch",    "--threads",
+        "--max-tokens", "--dump-logits", "--bucket",  "--plot",    "--tokenizer"};
     for (size_t k = 0; k < sizeof k_valued / sizeof *k_valued; k++)
         if (strcmp(a, k_valued[k]) == 0) return true;
     return false;
@@ -168,7 +207,7 @@ static int int_flag(const char *flag, const char *v, long long lo, long long hi,
 }
 
 int sl_cmd_eval(int argc, char **argv) {
-    const char *weights = NULL, *data = NULL, *backend = "cpu", *plot = NULL;
+    const char *weights = NULL, *data = NULL, *backend = "cpu", *plot = NULL, *tokenizer = NULL;
     int seq = 256, batch = 8, threads = 0, bucket = 0;
     long long max_tokens = 0;
     bool diagnostics = false, json_out = false;
@@ -221,6 +260,8 @@ int sl_cmd_eval(int argc, char **argv) {
             dump = v;
         else if (strcmp(a, "--plot") == 0)
             plot = v;
+        else if (strcmp(a, "--tokenizer") == 0)
+            tokenizer = v;
         else if (strcmp(a, "--seq-len") == 0)
             bad = int_flag(a, v, 1, EVAL_MAX_SEQ, &seq);
         else if (strcmp(a, "--batch") == 0)
@@ -286,16 +327,12 @@ int sl_cmd_eval(int argc, char **argv) {
                      mc.vocab_size, wts.path);
             goto done;
         }
-    } else {
-        src.text = (unsigned char *)sl_read_file(data, &src.len, err, sizeof err);
-        if (!src.text) {
-            sl_error("%s", err);
-            goto done;
-        }
+    } else if (read_text(&src, data, &wts, tokenizer, mc.vocab_size) != 0) {
+        goto done;
     }
     /* One batch must fit in the data (a partial last batch is not evaluated): checked before
      * the model's activations are allocated for batch x seq tokens, which may not fit. */
-    const uint64_t have = src.reader ? sl_reader_tokens(src.reader) : (uint64_t)src.len + 1;
+    const uint64_t have = src.reader ? sl_reader_tokens(src.reader) : (uint64_t)src.len;
     const uint64_t need = (uint64_t)batch * (uint64_t)seq + 1;
     if (have < need) {
         sl_error("%s: %" PRIu64 " tokens, fewer than the %" PRIu64
@@ -384,7 +421,7 @@ done:
     free(dl.logits);
     free(dl.ids);
     sl_tensor_free(dl.rows);
-    free(src.text);
+    free(src.ids);
     if (src.reader) sl_reader_close(src.reader);
     sl_model_free(m);
     if (be) sl_backend_free(be);

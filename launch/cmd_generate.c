@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "backends/backends.h"
@@ -267,7 +266,6 @@ int sl_cmd_generate(int argc, char **argv) {
     int32_t **ids = sl_xcalloc((size_t)pl.n, sizeof *ids), **out = NULL;
     int *n_ids = sl_xcalloc((size_t)pl.n, sizeof *n_ids), *out_n = NULL;
     char tok_path[4200];
-    struct stat st;
     if (sl_comm_size(world) > 1) {
         sl_error("sluice generate runs in one process (%d were started)", sl_comm_size(world));
         goto done;
@@ -280,8 +278,7 @@ int sl_cmd_generate(int argc, char **argv) {
     if ((rc = sl_rope_flags_apply(&rf, "generate", &mc)) != 0) goto done;
     rc = 1;
     /* the tokenizer: --tokenizer, else one exported beside config.json, else bytes */
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", weights);
-    if (!tokenizer && !wts.ck && stat(tok_path, &st) == 0) tokenizer = tok_path;
+    tokenizer = sl_weights_tokenizer(&wts, tokenizer, tok_path, sizeof tok_path);
     codec = sl_text_codec_open(tokenizer, mc.vocab_size, err, sizeof err);
     if (!codec) {
         sl_error("%s", err);

@@ -62,6 +62,14 @@ void sl_weights_close(sl_weights *w) {
     w->ck = NULL;
 }
 
+const char *sl_weights_tokenizer(const sl_weights *w, const char *given, char *buf, size_t n) {
+    if (given) return given;
+    struct stat st;
+    snprintf(buf, n, "%s/tokenizer.json", w->path);
+    if (!w->ck && stat(buf, &st) == 0) return buf;
+    return NULL;
+}
+
 /* ---- the RoPE flags ---- */
 
 void sl_rope_flags_init(sl_rope_flags *f) {

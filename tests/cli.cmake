@@ -12,3 +12,10 @@ add_test(NAME test_quickstart_batch
                  ${CMAKE_CURRENT_BINARY_DIR}/quickstart_batch)
 set_tests_properties(test_quickstart_batch PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "cli"
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+# sluice eval and generate: --weights (directory, file, checkpoint, bf16), the tokenizer of text and
+# prompts, --max-tokens, --prompts, one process (tests/test_weights_cli.sh).
+add_test(NAME test_weights_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_weights_cli.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/weights_cli)
+set_tests_properties(test_weights_cli PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "model;cli" ENVIRONMENT "OMP_NUM_THREADS=2")

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What `sluice eval` and `sluice generate` read (--weights, --data, --tokenizer, --prompts) on
+# two tiny models trained here: a byte-level one and one with a small BPE tokenizer
+# (data.tokenizer; docs/evaluation.md, docs/generate.md).
+#   - eval of a text file tokenizes it with the model's tokenizer (the tokenizer.json beside
+#     config.json, or --tokenizer): the loss equals that of a shard built from the same text with
+#     `sluice data build --tokenizer`; a model that is not byte-level without a tokenizer is
+#     refused, naming the text file and the missing tokenizer.json.
+# usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
+# Needs /usr/bin/python3 (corpus, tokenizer): skipped (77) without it, a failure under CI=true.
+set -euo pipefail
+sluice=$(realpath "$1")
+work=$2
+. "$(dirname "$0")/cli_lib.sh"
+python_test_start "$work"
+
+# tok/: a byte-level BPE tokenizer (byte b has id b), merges t+h, th+e, " "+the, and an added
+# <|endoftext|> = 300 (as tests/test_tokenizer_cli.sh's)
+/usr/bin/python3 - <<'PY'
+import json, os
+def byte_char(b):
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    extra = [x for x in range(256) if x not in keep]
+    return chr(b) if b in keep else chr(256 + extra.index(b))
+def bl(s): return "".join(byte_char(b) for b in s.encode())
+merges = [("t", "h"), ("th", "e"), (" ", "the")]
+vocab = {byte_char(b): b for b in range(256)}
+for i, (a, b) in enumerate(merges): vocab[bl(a + b)] = 256 + i
+lvl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+tj = {"version": "1.0", "truncation": None, "padding": None,
+      "added_tokens": [{"id": 300, "content": "<|endoftext|>", "single_word": False,
+                        "lstrip": False, "rstrip": False, "normalized": False, "special": True}],
+      "normalizer": {"type": "NFC"}, "pre_tokenizer": dict(lvl, use_regex=True),
+      "post_processor": lvl, "decoder": lvl,
+      "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                "byte_fallback": False, "vocab": vocab,
+                "merges": [[bl(a), bl(b)] for a, b in merges]}}
+os.makedirs("tok", exist_ok=True)
+json.dump(tj, open("tok/tokenizer.json", "w"), ensure_ascii=False)
+PY
+/usr/bin/python3 "$sl_tests_dir/grammar_corpus.py" 5 1500 200
+"$sluice" data build --quiet --frame-tokens 8192 -o bytes train.txt
+"$sluice" data build --quiet --tokenizer tok --text-docs line --frame-tokens 8192 -o bpe train.txt
+# model VOCAB: a tiny MoE's model section
+model() {
+    echo "{\"vocab_size\": $1, \"hidden_size\": 32, \"num_hidden_layers\": 2,
+     \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16,
+     \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16}"
+}
+# train NAME VOCAB DATA [KEY=VALUE...]: 4 steps of 128 tokens, a checkpoint every 2
+train() {
+    local name=$1 vocab=$2 data=$3
+    shift 3
+    cat >"$name.json" <<JSON
+{"model": $(model "$vocab"),
+ "training": {"seq_len": 32, "micro_batch_size": 4, "global_batch_tokens": 128, "max_steps": 4,
+              "warmup_steps": 1, "log_every": 1, "save_every": 2, "out_dir": "$name"},
+ "data": {"train": "$data"}, "backend": {"threads": 2}}
+JSON
+    local sets=()
+    for kv in "$@"; do sets+=(--set "$kv"); done
+    "$sluice" train "$name.json" "${sets[@]}" >"$name.log" 2>&1 || { cat "$name.log"; exit 1; }
+}
+train byte 257 bytes
+train bpe 320 bpe data.tokenizer=tok
+head -c 4000 eval.txt >e.txt
+
+# ---- eval of a text file with the model's tokenizer ----
+loss() { "$@" | grep -o "loss [0-9.]*"; }
+ev() { "$sluice" eval --seq-len 16 --batch 2 "$@"; }
+"$sluice" data build --quiet --tokenizer tok -o e_bpe e.txt # the whole file, one document
+want=$(loss ev --weights bpe/final --data e_bpe)
+got=$(loss ev --weights bpe/final --data e.txt || true)
+check "eval of text with the tokenizer beside config.json ($got) = of its shard ($want)" \
+    [ -n "$want" -a "$got" = "$want" ]
+mkdir -p notok && cp bpe/final/config.json bpe/final/model.safetensors notok/
+got=$(loss ev --weights notok --data e.txt --tokenizer tok/tokenizer.json || true)
+check "eval of text with --tokenizer ($got) = of its shard ($want)" [ "$got" = "$want" ]
+expect_exit 1 "e.txt: a text file is read with the model's tokenizer.*(320 tokens).*notok/tokenizer.json does not exist" \
+    ev --weights notok --data e.txt
+check "the byte-level model still reads text as bytes" ev --weights byte/final --data e.txt --max-tokens 64 >/dev/null
+
+echo "test_weights_cli: $checks checks, $failures failed"
+[ "$failures" -eq 0 ]
