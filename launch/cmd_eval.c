@@ -49,7 +49,8 @@ static void usage(FILE *f) {
                "  --seq-len N       tokens per sequence (default 256, at most 2^24)\n"
                "  --batch N         sequences per forward pass (default 8, at most 2^20); the\n"
                "                    data must hold one batch, N x seq-len + 1 tokens\n"
-               "  --max-tokens N    stop after N tokens (default: all)\n"
+               "  --max-tokens N    evaluate the first N tokens only (default: all): whole\n"
+               "                    batches, the last one counted up to N\n"
                "  --threads N       CPU threads (default: all cores)\n"
                "  --backend NAME    cpu (default) or cuda\n"
                "\n"
@@ -119,16 +120,17 @@ typedef struct {
     sl_tensor *rows; /* [tokens of a forward, vocab] */
 } logits_dump;
 
-static void dump_add(logits_dump *d, sl_model *m, const int32_t *tokens) {
+/* Adds the first `keep` rows of the forward's logits (all but the last batch: all of them). */
+static void dump_add(logits_dump *d, sl_model *m, const int32_t *tokens, int64_t keep) {
     const int64_t t = m->tokens, v = m->cfg.vocab_size;
     if (!d->rows) d->rows = sl_tensor_new2(m->be, SL_F32, t, v);
     sl_model_logits(m, 0, t, d->rows);
     d->logits = sl_xrealloc(d->logits, (size_t)((d->n + t) * v) * sizeof(float));
     d->ids = sl_xrealloc(d->ids, (size_t)(d->n + t) * sizeof(int32_t));
     sl_tensor_to_host(d->rows, d->logits + d->n * v);
-    for (int64_t r = 0; r < t; r++) /* row b * seq + i is input i of sequence b */
+    for (int64_t r = 0; r < keep; r++) /* row b * seq + i is input i of sequence b */
         d->ids[d->n + r] = tokens[r / m->seq * (m->seq + 1) + r % m->seq];
-    d->n += t;
+    d->n += keep;
 }
 
 static int dump_write(const logits_dump *d, const char *path, char *err, size_t errlen) {
@@ -355,9 +357,10 @@ int sl_cmd_eval(int argc, char **argv) {
     rep.seq = seq, rep.batch = batch, rep.cfg = mc, rep.mscale = m->mscale;
     if (diagnostics) {
         m->diag = sl_model_diagnostics_create(m);
-        host_losses = sl_xmalloc((size_t)m->tokens * sizeof(float));
         host_table = sl_xmalloc((size_t)mc.num_hidden_layers * SL_DIAG_COLS * sizeof(float));
     }
+    if (diagnostics || max_tokens > 0) /* the per-token losses: buckets, a cut last batch */
+        host_losses = sl_xmalloc((size_t)m->tokens * sizeof(float));
     starts = sl_xmalloc((size_t)batch * (seq + 1) * sizeof(int32_t));
     n_docs = sl_xmalloc((size_t)batch * sizeof(int));
     double loss = 0.0;
@@ -375,15 +378,25 @@ int sl_cmd_eval(int argc, char **argv) {
         sl_fwd_stats st;
         if (doc_mask) sl_model_set_documents(m, starts, n_docs);
         sl_model_forward(m, tokens, &st);
-        loss += st.loss_sum;
-        counted += st.tokens;
+        /* --max-tokens: the tokens of this batch that are counted (row b * seq + i: sequence
+         * b's position i, in evaluation order) */
+        int64_t keep = st.tokens;
+        if (max_tokens > 0 && counted + keep > max_tokens) keep = max_tokens - counted;
+        if (diagnostics || keep < st.tokens) sl_tensor_to_host(m->losses, host_losses);
+        if (keep < st.tokens) {
+            double part = 0.0;
+            for (int64_t r = 0; r < keep; r++) part += host_losses[r];
+            loss += part;
+        } else {
+            loss += st.loss_sum;
+        }
+        counted += keep;
         if (diagnostics) { /* two more host reads per forward: evaluation only */
-            sl_tensor_to_host(m->losses, host_losses);
-            sl_eval_report_add_losses(&rep, host_losses, m->tokens);
+            sl_eval_report_add_losses(&rep, host_losses, keep);
             sl_model_diagnostics_read(m->diag, host_table);
             sl_eval_report_add_layers(&rep, host_table);
         }
-        if (dump) dump_add(&dl, m, tokens);
+        if (dump) dump_add(&dl, m, tokens, keep);
         if (max_tokens > 0 && counted >= max_tokens) break;
     }
     if (counted == 0) {

@@ -5,7 +5,9 @@
 #   - eval of a text file tokenizes it with the model's tokenizer (the tokenizer.json beside
 #     config.json, or --tokenizer): the loss equals that of a shard built from the same text with
 #     `sluice data build --tokenizer`; a model that is not byte-level without a tokenizer is
-#     refused, naming the text file and the missing tokenizer.json.
+#     refused, naming the text file and the missing tokenizer.json;
+#   - eval --max-tokens N counts N tokens (the last batch cut), in the loss, the position buckets
+#     and the --dump-logits file.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 (corpus, tokenizer): skipped (77) without it, a failure under CI=true.
 set -euo pipefail
@@ -80,6 +82,23 @@ check "eval of text with --tokenizer ($got) = of its shard ($want)" [ "$got" = "
 expect_exit 1 "e.txt: a text file is read with the model's tokenizer.*(320 tokens).*notok/tokenizer.json does not exist" \
     ev --weights notok --data e.txt
 check "the byte-level model still reads text as bytes" ev --weights byte/final --data e.txt --max-tokens 64 >/dev/null
+
+# ---- --max-tokens N evaluates N tokens, the last batch cut ----
+e8() { "$sluice" eval --weights byte/final --data e.txt --seq-len 8 "$@"; }
+one=$(e8 --batch 1 --max-tokens 40 | head -1)
+two=$(e8 --batch 2 --max-tokens 40 | head -1 || true)
+check "--max-tokens 40 in batches of 16 ($two) = in batches of 8 ($one)" \
+    [ "${one%% |*}" = "tokens 40" -a "$two" = "$one" ]
+e8 --batch 4 --max-tokens 1 --diagnostics --json --dump-logits one.st >one.json || true
+checks=$((checks + 1))
+/usr/bin/python3 - <<'PY' || fail "--max-tokens 1: the report, its buckets and the logits file hold 1 token"
+import json, struct
+r = json.load(open("one.json"))
+assert r["tokens"] == 1 and sum(b["tokens"] for b in r["buckets"]) == 1, r
+raw = open("one.st", "rb").read()
+h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert h["logits"]["shape"] == [1, 257] and h["tokens"]["shape"] == [1], h
+PY
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
