@@ -39,7 +39,8 @@ static void usage(FILE *f) {
                "with the model's tokenizer; a byte-level model, vocabulary 257, reads bytes).\n"
                "\n"
                "options:\n"
-               "  --weights DIR     directory holding model.safetensors and config.json, or a\n"
+               "  --weights DIR     directory holding model.safetensors and config.json (or a\n"
+               "                    .safetensors file with config.json beside it), or a\n"
                "                    training checkpoint (checkpoints/step-N, or a run directory:\n"
                "                    its newest checkpoint)\n"
                "  --data PATH       shard, shard directory, or text file\n"
@@ -157,7 +158,7 @@ static int read_text(eval_source *src, const char *path, const sl_weights *w, co
                  "(%d tokens) is not the byte-level 257, but no tokenizer was given and %s/"
                  "tokenizer.json does not exist (--tokenizer PATH names it; or evaluate on "
                  "shards built with `sluice data build --tokenizer`)",
-                 path, vocab, w->path);
+                 path, vocab, w->dir);
         return -1;
     }
     sl_text_codec *codec = sl_text_codec_open(tok, vocab, err, sizeof err);

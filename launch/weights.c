@@ -11,6 +11,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "io/safetensors.h"
 #include "model/hf_export.h"
 #include "trainer/checkpoint.h"
 
@@ -27,6 +28,37 @@ bool sl_weights_is_checkpoint(const char *path) {
     return false;
 }
 
+static bool ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* w->dir for weights at path: a directory itself; a .safetensors file (w->path stays the file,
+ * which sl_hf_load reads alone) or an index its directory. 0, or -1 with a message. */
+static int weights_dir(sl_weights *w, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode)) { /* a missing one: config.json says so */
+        snprintf(w->dir, sizeof w->dir, "%s", path);
+        return 0;
+    }
+    const bool index = ends_with(path, "/" SL_ST_HF_INDEX) || strcmp(path, SL_ST_HF_INDEX) == 0;
+    if (!index && !ends_with(path, ".safetensors"))
+        return sl_fail(err, errlen,
+                       "%s: not a directory or a .safetensors file: --weights needs a directory "
+                       "holding config.json and the weights, one .safetensors file with "
+                       "config.json beside it, or a training checkpoint",
+                       path);
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(w->dir, sizeof w->dir, ".");
+    else if (slash == path)
+        snprintf(w->dir, sizeof w->dir, "/");
+    else
+        snprintf(w->dir, sizeof w->dir, "%.*s", (int)(slash - path), path);
+    if (index) w->path = w->dir; /* the loader reads the index of a directory */
+    return 0;
+}
+
 int sl_weights_open(sl_weights *w, const char *path, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     w->path = path;
@@ -41,8 +73,8 @@ int sl_weights_open(sl_weights *w, const char *path, char *err, size_t errlen) {
         json = hf ? cJSON_PrintUnformatted(hf) : NULL;
         snprintf(name, sizeof name, "%s/train_state.json: hf_config", sl_ckpt_dir(w->ck));
         if (!json) sl_fail(err, errlen, "%.1024s is missing", name);
-    } else {
-        snprintf(name, sizeof name, "%s/config.json", path);
+    } else if (weights_dir(w, path, err, errlen) == 0) {
+        snprintf(name, sizeof name, "%s/config.json", w->dir);
         size_t len = 0;
         json = sl_read_file(name, &len, err, errlen);
     }
@@ -65,7 +97,7 @@ void sl_weights_close(sl_weights *w) {
 const char *sl_weights_tokenizer(const sl_weights *w, const char *given, char *buf, size_t n) {
     if (given) return given;
     struct stat st;
-    snprintf(buf, n, "%s/tokenizer.json", w->path);
+    snprintf(buf, n, "%s/tokenizer.json", w->dir);
     if (!w->ck && stat(buf, &st) == 0) return buf;
     return NULL;
 }

@@ -16,7 +16,9 @@
 
 typedef struct {
     const char *path;    /* as given */
-    sl_ckpt *ck;         /* a training checkpoint, or NULL: a weights directory */
+    sl_ckpt *ck;         /* a training checkpoint, or NULL: weights */
+    char dir[4096];      /* the weights' directory (config.json, tokenizer.json): path, or the
+                          * directory of a .safetensors file given as path */
     sl_model_config cfg; /* its model */
 } sl_weights;
 
@@ -25,7 +27,9 @@ typedef struct {
  * directory whose newest checkpoint is meant. */
 bool sl_weights_is_checkpoint(const char *path);
 /* Opens path and reads the model's configuration: the checkpoint's train state "hf_config", or
- * <path>/config.json. 0, or -1 with a message naming the file. */
+ * <path>/config.json for a weights directory, or the config.json beside path when it is one
+ * .safetensors file (or a model.safetensors.index.json: its directory). 0, or -1 with a message
+ * naming the file. */
 int sl_weights_open(sl_weights *w, const char *path, char *err, size_t errlen);
 /* Loads the weights into m (created from w->cfg, possibly with changed RoPE settings). */
 int sl_weights_load(const sl_weights *w, sl_model *m, char *err, size_t errlen);

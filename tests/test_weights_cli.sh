@@ -7,7 +7,9 @@
 #     `sluice data build --tokenizer`; a model that is not byte-level without a tokenizer is
 #     refused, naming the text file and the missing tokenizer.json;
 #   - eval --max-tokens N counts N tokens (the last batch cut), in the loss, the position buckets
-#     and the --dump-logits file.
+#     and the --dump-logits file;
+#   - --weights DIR/model.safetensors reads config.json (and tokenizer.json) beside it, for eval
+#     and generate; another file is refused saying what --weights takes.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 (corpus, tokenizer): skipped (77) without it, a failure under CI=true.
 set -euo pipefail
@@ -99,6 +101,19 @@ raw = open("one.st", "rb").read()
 h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert h["logits"]["shape"] == [1, 257] and h["tokens"]["shape"] == [1], h
 PY
+
+# ---- --weights FILE.safetensors: config.json (and tokenizer.json) beside it ----
+want=$(loss ev --weights bpe/final --data e.txt)
+got=$(loss ev --weights bpe/final/model.safetensors --data e.txt || true)
+check "eval --weights final/model.safetensors ($got) = --weights final ($want)" [ "$got" = "$want" ]
+g() { "$sluice" generate --max-new 8 --temperature 0 --prompt "the" "$@" 2>/dev/null; }
+g --weights bpe/final >gen_dir.txt
+g --weights bpe/final/model.safetensors >gen_file.txt || true
+check "generate --weights final/model.safetensors = --weights final" cmp -s gen_dir.txt gen_file.txt
+expect_exit 1 "bpe/final/config.json: not a directory or a .safetensors file: --weights needs a directory holding config.json" \
+    ev --weights bpe/final/config.json --data e.txt
+expect_exit 1 "--weights needs a directory holding config.json" \
+    "$sluice" generate --weights bpe/final/config.json --prompt x
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
