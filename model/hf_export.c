@@ -464,14 +464,16 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
             break;
         }
         const int64_t *shape = sl_st_shape(f, idx);
-        if (strcmp(sl_st_dtype(f, idx), "F32") != 0 || sl_st_ndim(f, idx) != e->ndim ||
+        const bool bf16 = strcmp(sl_st_dtype(f, idx), "BF16") == 0; /* upcast exactly */
+        if ((!bf16 && strcmp(sl_st_dtype(f, idx), "F32") != 0) || sl_st_ndim(f, idx) != e->ndim ||
             shape[0] != e->shape[0] || (e->ndim > 1 && shape[1] != e->shape[1])) {
             /* every dimension of the file's tensor, so that the one that differs shows */
             char dims[160] = "";
             for (int d = 0, used = 0; d < sl_st_ndim(f, idx) && used < (int)sizeof dims; d++)
                 used += snprintf(dims + used, sizeof dims - (size_t)used, "%s%lld", d ? ", " : "",
                                  (long long)shape[d]);
-            snprintf(err, errlen, "%s: tensor '%s' is %s [%s], the model expects F32 [%lld%s%lld]",
+            snprintf(err, errlen,
+                     "%s: tensor '%s' is %s [%s], the model expects F32 or BF16 [%lld%s%lld]",
                      wf.weight_map ? wf.dir : wf.single, e->name, sl_st_dtype(f, idx), dims,
                      (long long)e->shape[0], e->ndim > 1 ? ", " : "",
                      (long long)(e->ndim > 1 ? e->shape[1] : 0));
@@ -480,9 +482,16 @@ int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen) {
         }
         const int64_t k = entry_numel(&ents[i]);
         buf = sl_xrealloc(buf, (size_t)(k ? k : 1) * sizeof(float));
-        if (sl_st_read(f, idx, buf, (size_t)k * sizeof(float), err, errlen) != 0) {
+        if (sl_st_read(f, idx, buf, (size_t)k * (bf16 ? 2 : 4), err, errlen) != 0) {
             rc = -1;
             break;
+        }
+        if (bf16) { /* in place, from the end: element j's 2 bytes lie below its 4 */
+            const uint16_t *h = (const uint16_t *)buf;
+            for (int64_t j = k - 1; j >= 0; j--) {
+                const uint32_t bits = (uint32_t)h[j] << 16;
+                memcpy(&buf[j], &bits, sizeof bits);
+            }
         }
         sl_tensor_from_host_range(ents[i].param->master, e->offset, k, buf);
     }

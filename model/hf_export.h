@@ -84,7 +84,7 @@ int sl_hf_save(const sl_model *m, const char *dir, sl_comm *ep, char *err, size_
 int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen);
 /* Loads every parameter this rank holds from a Qwen3-MoE weights directory (model.safetensors,
  * or the shards listed by model.safetensors.index.json) or a .safetensors path; shapes must
- * match. */
+ * match; F32 tensors, or BF16 ones widened exactly to f32 (sluice ckpt export --dtype bf16). */
 int sl_hf_load(sl_model *m, const char *path, char *err, size_t errlen);
 
 /* model/hf_qwen3_next.c: the Qwen3-Next cuts of one tensor (sl_hf_layout_map for that format)

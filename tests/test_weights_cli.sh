@@ -9,14 +9,18 @@
 #   - eval --max-tokens N counts N tokens (the last batch cut), in the loss, the position buckets
 #     and the --dump-logits file;
 #   - --weights DIR/model.safetensors reads config.json (and tokenizer.json) beside it, for eval
-#     and generate; another file is refused saying what --weights takes.
+#     and generate; another file is refused saying what --weights takes;
+#   - a `ckpt export --dtype bf16` reads back in eval and generate, exactly as the fp32 export
+#     rounded to bf16.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
-# Needs /usr/bin/python3 (corpus, tokenizer): skipped (77) without it, a failure under CI=true.
+# Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
+# a failure under CI=true.
 set -euo pipefail
 sluice=$(realpath "$1")
 work=$2
 . "$(dirname "$0")/cli_lib.sh"
 python_test_start "$work"
+/usr/bin/python3 -c "import numpy" 2>/dev/null || skip_or_fail "NumPy missing (apt-get install python3-numpy)"
 
 # tok/: a byte-level BPE tokenizer (byte b has id b), merges t+h, th+e, " "+the, and an added
 # <|endoftext|> = 300 (as tests/test_tokenizer_cli.sh's)
@@ -114,6 +118,38 @@ expect_exit 1 "bpe/final/config.json: not a directory or a .safetensors file: --
     ev --weights bpe/final/config.json --data e.txt
 expect_exit 1 "--weights needs a directory holding config.json" \
     "$sluice" generate --weights bpe/final/config.json --prompt x
+
+# ---- a bf16 export reads back: exactly the fp32 export rounded to bf16 ----
+"$sluice" ckpt export byte/checkpoints/step-4 --dtype bf16 -o exp_bf16 >/dev/null
+"$sluice" ckpt export byte/checkpoints/step-4 -o exp_f32 >/dev/null
+mkdir -p rounded && cp exp_f32/config.json rounded/
+checks=$((checks + 1))
+/usr/bin/python3 - <<'PY' || fail "rounding the fp32 export to bf16 by hand"
+# every F32 tensor rounded to nearest even bf16 and stored as F32 again
+import json, struct
+import numpy as np
+raw = open("exp_f32/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+out, blobs, off = {}, [], 0
+for k, v in hdr.items():
+    if k == "__metadata__":
+        continue
+    b, e = v["data_offsets"]
+    u = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=np.uint32)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).tobytes()
+    out[k] = {"dtype": "F32", "shape": v["shape"], "data_offsets": [off, off + len(r)]}
+    blobs.append(r)
+    off += len(r)
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open("rounded/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+want=$(loss ev --weights rounded --data e.txt)
+got=$(loss ev --weights exp_bf16 --data e.txt || true)
+check "eval of the bf16 export ($got) = of the fp32 export rounded to bf16 ($want)" \
+    [ -n "$want" -a "$got" = "$want" ]
+check "generate reads the bf16 export" g --weights exp_bf16 >/dev/null
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
