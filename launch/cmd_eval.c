@@ -45,8 +45,9 @@ static void usage(FILE *f) {
                "                    its newest checkpoint)\n"
                "  --data PATH       shard, shard directory, or text file\n"
                "  --tokenizer PATH  tokenizer.json (or its directory) for a text file (default:\n"
-               "                    DIR/tokenizer.json when present; a model whose vocabulary\n"
-               "                    is not the byte-level 257 needs one)\n"
+               "                    DIR/tokenizer.json when present, or a checkpoint's run's\n"
+               "                    data.tokenizer; a model whose vocabulary is not the\n"
+               "                    byte-level 257 needs one)\n"
                "  --seq-len N       tokens per sequence (default 256, at most 2^24)\n"
                "  --batch N         sequences per forward pass (default 8, at most 2^20); the\n"
                "                    data must hold one batch, N x seq-len + 1 tokens\n"
@@ -152,13 +153,22 @@ static int dump_write(const logits_dump *d, const char *path, char *err, size_t 
 static int read_text(eval_source *src, const char *path, const sl_weights *w, const char *given,
                      int vocab) {
     char err[2048], buf[4200];
-    const char *tok = sl_weights_tokenizer(w, given, buf, sizeof buf);
+    const char *tok = NULL;
+    if (sl_weights_tokenizer(w, given, &tok, buf, sizeof buf, err, sizeof err) != 0) {
+        sl_error("--weights %s: %s", w->path, err);
+        return -1;
+    }
     if (!tok && vocab != SL_TEXT_EOD_BYTE + 1) {
+        char none[4200];
+        if (w->ck)
+            snprintf(none, sizeof none, "%s records none", sl_ckpt_dir(w->ck));
+        else
+            snprintf(none, sizeof none, "%s/tokenizer.json does not exist", w->dir);
         sl_error("%s: a text file is read with the model's tokenizer, and the model's vocabulary "
-                 "(%d tokens) is not the byte-level 257, but no tokenizer was given and %s/"
-                 "tokenizer.json does not exist (--tokenizer PATH names it; or evaluate on "
-                 "shards built with `sluice data build --tokenizer`)",
-                 path, vocab, w->dir);
+                 "(%d tokens) is not the byte-level 257, but no tokenizer was given and %s "
+                 "(--tokenizer PATH names it; or evaluate on shards built with `sluice data "
+                 "build --tokenizer`)",
+                 path, vocab, none);
         return -1;
     }
     sl_text_codec *codec = sl_text_codec_open(tok, vocab, err, sizeof err);

@@ -34,8 +34,9 @@ static void usage(FILE *f) {
             "  --prompt TEXT       a prompt (repeatable: the prompts decode as one batch)\n"
             "  --prompts FILE      one prompt per line of FILE (may be combined with --prompt)\n"
             "  --tokenizer PATH    tokenizer.json (or its directory) for a model that is not\n"
-            "                      byte-level (default: DIR/tokenizer.json when present; a model\n"
-            "                      with vocabulary 257 reads bytes: 0-255, 256 ends a document)\n"
+            "                      byte-level (default: DIR/tokenizer.json when present, or a\n"
+            "                      checkpoint's run's data.tokenizer; a model with vocabulary\n"
+            "                      257 reads bytes: 0-255, 256 ends a document)\n"
             "  --no-eod-prefix     do not start each prompt with the end-of-document token (the\n"
             "                      default starts it, as a document starts in the training data)\n"
             "\n"
@@ -278,8 +279,13 @@ int sl_cmd_generate(int argc, char **argv) {
     sl_model_config mc = wts.cfg;
     if ((rc = sl_rope_flags_apply(&rf, "generate", &mc)) != 0) goto done;
     rc = 1;
-    /* the tokenizer: --tokenizer, else one exported beside config.json, else bytes */
-    tokenizer = sl_weights_tokenizer(&wts, tokenizer, tok_path, sizeof tok_path);
+    /* the tokenizer: --tokenizer, else one exported beside config.json or a checkpoint's run's,
+     * else bytes */
+    if (sl_weights_tokenizer(&wts, tokenizer, &tokenizer, tok_path, sizeof tok_path, err,
+                             sizeof err) != 0) {
+        sl_error("--weights %s: %s", weights, err);
+        goto done;
+    }
     codec = sl_text_codec_open(tokenizer, mc.vocab_size, err, sizeof err);
     if (!codec) {
         sl_error("%s", err);

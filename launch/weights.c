@@ -12,6 +12,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/hf_export.h"
 #include "trainer/checkpoint.h"
 
@@ -94,12 +95,46 @@ void sl_weights_close(sl_weights *w) {
     w->ck = NULL;
 }
 
-const char *sl_weights_tokenizer(const sl_weights *w, const char *given, char *buf, size_t n) {
-    if (given) return given;
+int sl_weights_tokenizer(const sl_weights *w, const char *given, const char **out, char *buf,
+                         size_t n, char *err, size_t errlen) {
+    *out = given;
+    if (given) return 0;
     struct stat st;
-    snprintf(buf, n, "%s/tokenizer.json", w->dir);
-    if (!w->ck && stat(buf, &st) == 0) return buf;
-    return NULL;
+    if (!w->ck) {
+        snprintf(buf, n, "%s/tokenizer.json", w->dir);
+        if (stat(buf, &st) == 0) *out = buf;
+        return 0;
+    }
+    /* a checkpoint: the run's data.tokenizer, as `sluice ckpt export` copies it */
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(sl_ckpt_train_state(w->ck), "tokenizer");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(tk, "path");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(tk, "sha256");
+    if (!cJSON_IsString(p)) return 0; /* the run had none */
+    char e[1024];
+    sl_tokenizer *t = sl_tokenizer_load(p->valuestring, e, sizeof e);
+    int rc = 0;
+    if (!t) {
+        rc = sl_fail(err, errlen,
+                     "the tokenizer the run trained with (data.tokenizer = \"%s\", recorded in "
+                     "%s/train_state.json) cannot be read: %s; give it with --tokenizer PATH",
+                     p->valuestring, sl_ckpt_dir(w->ck), e);
+    } else if (cJSON_IsString(h)) {
+        char hex[2 * SL_TOKENIZER_HASH_BYTES + 1];
+        for (int i = 0; i < SL_TOKENIZER_HASH_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", sl_tokenizer_hash(t)[i]);
+        if (strcmp(hex, h->valuestring) != 0)
+            rc = sl_fail(err, errlen,
+                         "%s: the tokenizer the run trained with (data.tokenizer, recorded in "
+                         "%s/train_state.json) has changed since (its SHA-256 differs from the "
+                         "recorded one); give the run's tokenizer with --tokenizer PATH",
+                         sl_tokenizer_path(t), sl_ckpt_dir(w->ck));
+    }
+    if (rc == 0) {
+        snprintf(buf, n, "%s", sl_tokenizer_path(t));
+        *out = buf;
+    }
+    sl_tokenizer_free(t);
+    return rc;
 }
 
 /* ---- the RoPE flags ---- */

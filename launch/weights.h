@@ -34,10 +34,14 @@ int sl_weights_open(sl_weights *w, const char *path, char *err, size_t errlen);
 /* Loads the weights into m (created from w->cfg, possibly with changed RoPE settings). */
 int sl_weights_load(const sl_weights *w, sl_model *m, char *err, size_t errlen);
 void sl_weights_close(sl_weights *w);
-/* The tokenizer that turns text into the model's tokens: `given` (--tokenizer) when not NULL,
- * else the tokenizer.json of a weights directory (beside config.json) when there is one; NULL:
- * none (the byte-level codec, io/text_codec.h). buf holds a path this returns. */
-const char *sl_weights_tokenizer(const sl_weights *w, const char *given, char *buf, size_t n);
+/* The tokenizer that turns text into the model's tokens, in *out: `given` (--tokenizer) when
+ * not NULL, else the tokenizer.json of a weights directory (beside config.json) when there is
+ * one, else the tokenizer a checkpoint's run trained with (train_state.json "tokenizer", from
+ * data.tokenizer), which must still have the SHA-256 recorded there; NULL: none (the byte-level
+ * codec, io/text_codec.h). buf (n bytes) may hold the path. 0, or -1 with a message when the
+ * recorded tokenizer cannot be read or has changed (it suggests --tokenizer). */
+int sl_weights_tokenizer(const sl_weights *w, const char *given, const char **out, char *buf,
+                         size_t n, char *err, size_t errlen);
 
 /* ---- the RoPE flags ---- */
 

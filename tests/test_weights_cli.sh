@@ -11,7 +11,9 @@
 #   - --weights DIR/model.safetensors reads config.json (and tokenizer.json) beside it, for eval
 #     and generate; another file is refused saying what --weights takes;
 #   - a `ckpt export --dtype bf16` reads back in eval and generate, exactly as the fp32 export
-#     rounded to bf16.
+#     rounded to bf16;
+#   - eval and generate on a checkpoint use the tokenizer its run trained with (recorded with
+#     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
 # a failure under CI=true.
@@ -150,6 +152,23 @@ got=$(loss ev --weights exp_bf16 --data e.txt || true)
 check "eval of the bf16 export ($got) = of the fp32 export rounded to bf16 ($want)" \
     [ -n "$want" -a "$got" = "$want" ]
 check "generate reads the bf16 export" g --weights exp_bf16 >/dev/null
+
+# ---- a checkpoint's text goes through the tokenizer its run recorded (data.tokenizer) ----
+g --weights bpe/checkpoints/step-4 >gen_ckpt.txt || true
+check "generate on the checkpoint uses the run's tokenizer, as final/ (its tokenizer.json)" \
+    cmp -s gen_dir.txt gen_ckpt.txt
+want=$(loss ev --weights bpe/final --data e.txt)
+got=$(loss ev --weights bpe --data e.txt || true)
+check "eval of text on the run's newest checkpoint ($got) = on final/ ($want)" [ "$got" = "$want" ]
+mkdir -p elsewhere
+expect_exit 1 'data.tokenizer = "tok", recorded in .*step-4/train_state.json) cannot be read.*--tokenizer PATH' \
+    bash -c 'cd elsewhere && "$0" generate --weights ../bpe --prompt the' "$sluice"
+check "--tokenizer overrides the recorded one" \
+    bash -c 'cd elsewhere && "$0" generate --weights ../bpe --prompt the --max-new 2 --tokenizer ../tok >/dev/null 2>&1' "$sluice"
+cp tok/tokenizer.json tok.saved && echo " " >>tok/tokenizer.json
+expect_exit 1 "tok/tokenizer.json: the tokenizer the run trained with .* has changed since" \
+    "$sluice" generate --weights bpe/checkpoints/step-2 --prompt the
+mv tok.saved tok/tokenizer.json
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
