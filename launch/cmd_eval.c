@@ -311,6 +311,12 @@ int sl_cmd_eval(int argc, char **argv) {
     memset(&rep, 0, sizeof rep);
     float *host_losses = NULL, *host_table = NULL;
     logits_dump dl = {0};
+    if (sl_comm_size(world) > 1) { /* every rank finds it: printed once, every rank exits 1 */
+        sl_error_once("sluice eval runs in one process (%d were started): run it without "
+                      "mpirun/srun",
+                      sl_comm_size(world));
+        goto done;
+    }
     if (sl_weights_open(&wts, weights, err, sizeof err) != 0) {
         sl_error("--weights: %s", err);
         goto done;

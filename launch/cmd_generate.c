@@ -268,8 +268,10 @@ int sl_cmd_generate(int argc, char **argv) {
     int32_t **ids = sl_xcalloc((size_t)pl.n, sizeof *ids), **out = NULL;
     int *n_ids = sl_xcalloc((size_t)pl.n, sizeof *n_ids), *out_n = NULL;
     char tok_path[4200];
-    if (sl_comm_size(world) > 1) {
-        sl_error("sluice generate runs in one process (%d were started)", sl_comm_size(world));
+    if (sl_comm_size(world) > 1) { /* every rank finds it: printed once, every rank exits 1 */
+        sl_error_once("sluice generate runs in one process (%d were started): run it without "
+                      "mpirun/srun",
+                      sl_comm_size(world));
         goto done;
     }
     if (sl_weights_open(&wts, weights, err, sizeof err) != 0) {

@@ -13,7 +13,8 @@
 #   - a `ckpt export --dtype bf16` reads back in eval and generate, exactly as the fp32 export
 #     rounded to bf16;
 #   - eval and generate on a checkpoint use the tokenizer its run trained with (recorded with
-#     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer.
+#     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer;
+#   - under mpirun both refuse to run, the error printed once (not once per rank).
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
 # a failure under CI=true.
@@ -169,6 +170,19 @@ cp tok/tokenizer.json tok.saved && echo " " >>tok/tokenizer.json
 expect_exit 1 "tok/tokenizer.json: the tokenizer the run trained with .* has changed since" \
     "$sluice" generate --weights bpe/checkpoints/step-2 --prompt the
 mv tok.saved tok/tokenizer.json
+
+# ---- generate and eval run in one process: under mpirun the refusal is printed once ----
+(
+    mpi_env
+    mpirun -np 2 "$sluice" generate --weights byte/final --prompt x >mpi_generate.out 2>&1 && exit 1
+    mpirun -np 2 "$sluice" eval --weights byte/final --data e.txt >mpi_eval.out 2>&1 && exit 1
+    exit 0
+) || fail "generate or eval under mpirun -np 2 exited 0"
+for c in generate eval; do
+    check "mpirun -np 2 sluice $c: the refusal once, without a rank tag ($(grep sluice "mpi_$c.out"))" \
+        [ "$(grep -c "^sluice: error: sluice $c runs in one process (2 were started)" "mpi_$c.out")" -eq 1 -a \
+        "$(grep -c "rank 1" "mpi_$c.out")" -eq 0 ]
+done
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
