@@ -32,7 +32,8 @@ static void usage(FILE *f) {
             "\n"
             "prompts:\n"
             "  --prompt TEXT       a prompt (repeatable: the prompts decode as one batch)\n"
-            "  --prompts FILE      one prompt per line of FILE (may be combined with --prompt)\n"
+            "  --prompts FILE      one prompt per line of FILE, blank lines skipped (may be\n"
+            "                      combined with --prompt)\n"
             "  --tokenizer PATH    tokenizer.json (or its directory) for a model that is not\n"
             "                      byte-level (default: DIR/tokenizer.json when present, or a\n"
             "                      checkpoint's run's data.tokenizer; a model with vocabulary\n"
@@ -97,21 +98,27 @@ static void add_prompt(prompt_list *p, const char *text, size_t len) {
     p->len[p->n++] = len;
 }
 
-/* One prompt per line ("\n" or "\r\n"; no line after a final newline). */
+/* One prompt per line ("\n" or "\r\n"; no line after a final newline); blank lines (empty, or
+ * only spaces and tabs) are skipped: an empty prompt is --prompt "". */
 static int read_prompts(prompt_list *p, const char *path, char *err, size_t errlen) {
     size_t len = 0;
     char *text = sl_read_file(path, &len, err, errlen);
     if (!text) return -1;
+    const int before = p->n;
     size_t i = 0;
     while (i < len) {
         size_t j = i;
         while (j < len && text[j] != '\n') j++;
         const size_t end = j > i && text[j - 1] == '\r' ? j - 1 : j;
-        add_prompt(p, text + i, end - i);
+        size_t k = i;
+        while (k < end && (text[k] == ' ' || text[k] == '\t')) k++;
+        if (k < end) add_prompt(p, text + i, end - i);
         i = j + 1;
     }
     free(text);
-    if (p->n == 0) return sl_fail(err, errlen, "%s: no prompt (the file is empty)", path);
+    if (p->n == before)
+        return sl_fail(err, errlen, "%s: no prompt (the file is empty or all its lines are blank)",
+                       path);
     return 0;
 }
 

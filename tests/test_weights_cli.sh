@@ -14,7 +14,8 @@
 #     rounded to bf16;
 #   - eval and generate on a checkpoint use the tokenizer its run trained with (recorded with
 #     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer;
-#   - under mpirun both refuse to run, the error printed once (not once per rank).
+#   - under mpirun both refuse to run, the error printed once (not once per rank);
+#   - generate --prompts skips blank lines.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
 # a failure under CI=true.
@@ -183,6 +184,15 @@ for c in generate eval; do
         [ "$(grep -c "^sluice: error: sluice $c runs in one process (2 were started)" "mpi_$c.out")" -eq 1 -a \
         "$(grep -c "rank 1" "mpi_$c.out")" -eq 0 ]
 done
+
+# ---- --prompts skips blank lines ----
+printf 'my\n\n \t\r\nthe\n\n' >blank.txt
+g --weights byte/final --prompts blank.txt >blank.out || true
+g --weights byte/final --prompt my --prompt the >two.out
+check "--prompts: blank lines skipped (2 prompts, as --prompt twice)" cmp -s blank.out two.out
+printf '\n \n' >blanks.txt
+expect_exit 2 "blanks.txt: no prompt (the file is empty or all its lines are blank)" \
+    "$sluice" generate --weights byte/final --prompts blanks.txt
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
