@@ -257,7 +257,7 @@ int sl_cmd_generate(int argc, char **argv) {
     }
     if (prompts_file && read_prompts(&pl, prompts_file, err, sizeof err) != 0) {
         fprintf(stderr, "sluice generate: error: --prompts: %s\n", err);
-        return 2;
+        return 1; /* a bad input file, as --weights */
     }
     if (pl.n == 0) {
         fprintf(stderr, "sluice generate: error: give a prompt: --prompt TEXT or --prompts FILE\n");

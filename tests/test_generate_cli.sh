@@ -174,7 +174,7 @@ expect_exit 2 "unknown option '--bogus'" "$sluice" generate "${w[@]}" --prompt x
 expect_exit 2 "unexpected argument 'extra'" "$sluice" generate "${w[@]}" --prompt x extra
 # a directory for the prompts file; a checkpoint directory without its COMMIT (a save cut short)
 # for the weights: said so (were "read failed" and "<dir>/config.json: cannot open")
-expect_exit 2 "--prompts: run: is a directory, not a file" "$sluice" generate "${w[@]}" --prompts run
+expect_exit 1 "--prompts: run: is a directory, not a file" "$sluice" generate "${w[@]}" --prompts run
 cp -r run/checkpoints/step-4 uncommitted && rm uncommitted/COMMIT
 expect_exit 1 "uncommitted: not a committed checkpoint (no COMMIT)" \
     "$sluice" generate --weights uncommitted --prompt x

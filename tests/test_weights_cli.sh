@@ -15,7 +15,7 @@
 #   - eval and generate on a checkpoint use the tokenizer its run trained with (recorded with
 #     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer;
 #   - under mpirun both refuse to run, the error printed once (not once per rank);
-#   - generate --prompts skips blank lines.
+#   - generate --prompts skips blank lines; a missing, directory or empty prompts file exits 1.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
 # a failure under CI=true.
@@ -191,8 +191,14 @@ g --weights byte/final --prompts blank.txt >blank.out || true
 g --weights byte/final --prompt my --prompt the >two.out
 check "--prompts: blank lines skipped (2 prompts, as --prompt twice)" cmp -s blank.out two.out
 printf '\n \n' >blanks.txt
-expect_exit 2 "blanks.txt: no prompt (the file is empty or all its lines are blank)" \
+expect_exit 1 "blanks.txt: no prompt (the file is empty or all its lines are blank)" \
     "$sluice" generate --weights byte/final --prompts blanks.txt
+
+# ---- a bad --prompts file is bad input: exit 1, as a bad --weights ----
+expect_exit 1 "--prompts: missing.txt: cannot open" "$sluice" generate --weights byte/final --prompts missing.txt
+expect_exit 1 "--prompts: byte: is a directory" "$sluice" generate --weights byte/final --prompts byte
+: >empty.txt
+expect_exit 1 "--prompts: empty.txt: no prompt" "$sluice" generate --weights byte/final --prompts empty.txt
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
