@@ -123,6 +123,12 @@ void sl_ckpt_save_abort(sl_ckpt_writer *w);
  * fresh start), -1 on an error (an unreadable directory or `latest`, a path too long). */
 int sl_ckpt_find_latest(const char *root, char *dir, size_t dirlen, char *err, size_t errlen);
 
+/* The newest committed checkpoint older than the checkpoint directory `newest` (.../step-<N>)
+ * among its siblings whose structure opens (sl_ckpt_open: COMMIT, manifests, train state,
+ * coverage; no tensor data is read), for telling a user whose newest checkpoint is damaged what
+ * to resume from. 1 and its directory in dir, 0 when there is none. */
+int sl_ckpt_find_previous(const char *newest, char *dir, size_t dirlen);
+
 /* ---- loading ---- */
 
 typedef struct sl_ckpt sl_ckpt;

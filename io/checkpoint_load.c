@@ -120,6 +120,42 @@ int sl_ckpt_find_latest(const char *root, char *dir, size_t dirlen, char *err, s
     return 1;
 }
 
+int sl_ckpt_find_previous(const char *newest, char *dir, size_t dirlen) {
+    char ckdir[CK_PATH_MAX];
+    if (!ck_path(ckdir, sizeof ckdir, "%s", newest)) return 0;
+    size_t n = strlen(ckdir);
+    while (n > 1 && ckdir[n - 1] == '/') ckdir[--n] = 0;
+    char *slash = strrchr(ckdir, '/');
+    const int64_t before = step_of(slash ? slash + 1 : ckdir);
+    if (before < 0) return 0;
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(ckdir, sizeof ckdir, ".");
+    int count = 0;
+    int64_t *steps = ck_committed_steps(ckdir, &count);
+    int found = 0;
+    for (;;) { /* newest first */
+        int64_t best = -1;
+        for (int i = 0; i < count; i++)
+            if (steps[i] < before && steps[i] > best) best = steps[i];
+        if (best < 0) break;
+        char p[CK_PATH_MAX], e[256];
+        if (ck_path(p, sizeof p, "%s/step-%" PRId64, ckdir, best)) {
+            sl_ckpt *c = sl_ckpt_open(p, e, sizeof e);
+            if (c) {
+                sl_ckpt_close(c);
+                found = ck_path(dir, dirlen, "%s", p);
+                break;
+            }
+        }
+        for (int i = 0; i < count; i++)
+            if (steps[i] == best) steps[i] = -1;
+    }
+    free(steps);
+    return found;
+}
+
 /* ---- the handle ---- */
 void ck_problem(reporter *r, const char *fmt, ...) {
     char line[1536];

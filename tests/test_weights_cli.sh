@@ -15,7 +15,9 @@
 #   - eval and generate on a checkpoint use the tokenizer its run trained with (recorded with
 #     its SHA-256), refusing one that cannot be read or has changed, suggesting --tokenizer;
 #   - under mpirun both refuse to run, the error printed once (not once per rank);
-#   - generate --prompts skips blank lines; a missing, directory or empty prompts file exits 1.
+#   - generate --prompts skips blank lines; a missing, directory or empty prompts file exits 1;
+#   - sluice train --resume auto on a run whose newest checkpoint is damaged (data or structure)
+#     names the previous checkpoint to resume from, and resuming from it works.
 # usage: test_weights_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 with NumPy (corpus, tokenizer, safetensors): skipped (77) without them,
 # a failure under CI=true.
@@ -199,6 +201,21 @@ expect_exit 1 "--prompts: missing.txt: cannot open" "$sluice" generate --weights
 expect_exit 1 "--prompts: byte: is a directory" "$sluice" generate --weights byte/final --prompts byte
 : >empty.txt
 expect_exit 1 "--prompts: empty.txt: no prompt" "$sluice" generate --weights byte/final --prompts empty.txt
+
+# ---- --resume auto with a damaged newest checkpoint names the previous one ----
+for damage in data state; do
+    rm -rf "r_$damage" && cp -r byte "r_$damage"
+    if [ "$damage" = data ]; then # flip a byte of the tensor data: a checksum fails on load
+        f=r_data/checkpoints/step-4/rank-00000.safetensors
+        printf '\xff' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 100)) conv=notrunc status=none
+    else # the structure: sl_ckpt_open fails
+        rm r_state/checkpoints/step-4/train_state.json
+    fi
+    expect_exit 1 "--resume: r_$damage/checkpoints/step-4.*; the previous checkpoint r_$damage/checkpoints/step-2 is committed and its structure checks: resume from it with --resume r_$damage/checkpoints/step-2" \
+        "$sluice" train byte.json --set "training.out_dir=r_$damage" --set training.max_steps=6 --resume auto
+    check "--resume r_$damage/checkpoints/step-2 resumes" "$sluice" train byte.json \
+        --set "training.out_dir=r_$damage" --set training.max_steps=6 --resume "r_$damage/checkpoints/step-2" >/dev/null
+done
 
 echo "test_weights_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

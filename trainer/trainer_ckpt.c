@@ -183,6 +183,19 @@ static int stage_before(const trainer *t, int step) {
     return -1;
 }
 
+/* For --resume auto, when the newest checkpoint `newest` cannot be loaded: the older one to
+ * resume from instead, if one opens (its structure; its data is checked as it loads, or by
+ * `sluice ckpt verify`), as "; ..." for the error; else "". */
+static void previous_hint(bool autom, const char *newest, char *out, size_t n) {
+    char prev[SL_PATH_MAX + 64];
+    out[0] = 0;
+    if (autom && sl_ckpt_find_previous(newest, prev, sizeof prev) == 1)
+        snprintf(out, n,
+                 "; the previous checkpoint %s is committed and its structure checks: resume "
+                 "from it with --resume %s (sluice ckpt verify %s checks its data)",
+                 prev, prev, prev);
+}
+
 int sl_trainer_resume(trainer *t, const char *resume) {
     const sl_train_config *tc = &t->cfg->train;
     char path[SL_PATH_MAX + 64];
@@ -200,9 +213,12 @@ int sl_trainer_resume(trainer *t, const char *resume) {
     } else {
         snprintf(path, sizeof path, "%s", resume);
     }
+    const bool autom = strcmp(resume, "auto") == 0;
     sl_ckpt *ck = sl_ckpt_open(path, t->err, sizeof t->err);
     if (!ck) {
-        sl_error_hold("--resume: %s", t->err);
+        char hint[3 * SL_PATH_MAX + 512];
+        previous_hint(autom, path, hint, sizeof hint);
+        sl_error_hold("--resume: %s%s", t->err, hint);
         return -1;
     }
     const cJSON *st = sl_ckpt_train_state(ck);
@@ -222,7 +238,9 @@ int sl_trainer_resume(trainer *t, const char *resume) {
     }
     const sl_train_ckpt parts = {.model = t->model, .opt = &t->opt, .topo = &t->topo};
     if (rc == 0 && sl_train_ckpt_load(&parts, ck, t->err, sizeof t->err) != 0) {
-        sl_error_hold("--resume: %s", t->err);
+        char hint[3 * SL_PATH_MAX + 512];
+        previous_hint(autom, sl_ckpt_dir(ck), hint, sizeof hint);
+        sl_error_hold("--resume: %s%s", t->err, hint);
         rc = -1;
     }
     const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
