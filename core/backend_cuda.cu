@@ -27,6 +27,7 @@
 
 #include "core/backend_cuda.cuh"
 #include "core/backend_impl.h"
+#include "core/cuda_driver.h"
 #include "core/log.h"
 #include "core/profile_cuda.h"
 
@@ -480,8 +481,11 @@ extern "C" sl_backend *sl_backend_cuda_create(const sl_backend_params *params, c
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(err, errlen, "no CUDA device available (%s)",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        char why[512];
+        sl_cuda_no_device_reason(e == cudaErrorInsufficientDriver,
+                                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", why,
+                                 sizeof why);
+        snprintf(err, errlen, "no CUDA device available: %s", why);
         (void)cudaGetLastError();
         return NULL;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/backend_impl.h"
+#include "core/cuda_driver.h"
 #include "core/cuda_peak.h"
 
 #ifndef SLUICE_CUDA_TARGETS
@@ -91,8 +92,9 @@ void sl_cuda_versions_get(sl_cuda_versions *v) {
 #endif
     const cudaError_t e = cudaGetDeviceCount(&v->devices);
     if (e != cudaSuccess || v->devices == 0) {
-        snprintf(v->no_devices, sizeof v->no_devices, "%s",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        sl_cuda_no_device_reason(e == cudaErrorInsufficientDriver,
+                                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices",
+                                 v->no_devices, sizeof v->no_devices);
         v->devices = 0;
         (void)cudaGetLastError();
     }

@@ -26,7 +26,8 @@ typedef struct {
                              emulator */
     bool emulated;        /* the CPU SIMT test double (SLUICE_CUDA=EMULATED) */
     int devices;          /* cudaGetDeviceCount; 0 with the reason in no_devices */
-    char no_devices[160]; /* why there is none ("no CUDA-capable device is detected") */
+    char no_devices[256]; /* why there is none ("no CUDA-capable device is detected", "no
+                             NVIDIA driver on this machine (...)": core/cuda_driver.h) */
 } sl_cuda_versions;
 
 /* Fills every field; never fails (what cannot be asked says why in its string). */

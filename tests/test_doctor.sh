@@ -10,7 +10,8 @@
 #             (the attention rows at D 64/128 name sm90 on compute capability 9.x, else mma);
 #             skipped (77) without a GPU.
 #   nodevice  a build for a real GPU, or without CUDA, on a machine without a GPU (label cli):
-#             exit 3, the environment section and "no device"; skipped (77) where a GPU exists
+#             exit 3, the environment section and "no device" (a CUDA build where libcuda.so.1
+#             does not load: "no NVIDIA driver on this machine"); skipped (77) where a GPU exists
 #             (the gpu mode's machine).
 # usage: test_doctor.sh SLUICE_BINARY WORK_DIR emulated|gpu|nodevice
 set -uo pipefail
@@ -148,6 +149,13 @@ nodevice)
     [ $rc -eq 3 ] || fail "without a GPU the doctor must exit 3, not $rc"
     grep -q "^environment  GPUs .*FAIL  no device" nodev.out || fail "the GPUs row must say no device"
     grep -q "exit 3 (no_device)" nodev.out || fail "the summary must say exit 3 (no_device)"
+    # a CUDA build on a machine without the NVIDIA driver's library says so, not "driver version
+    # is insufficient" (core/cuda_driver.h)
+    if grep -q "CUDA runtime  *INFO" nodev.out && [ -x /usr/bin/python3 ] &&
+        ! /usr/bin/python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
+        grep -q "GPUs .*FAIL  no device: no NVIDIA driver on this machine (libcuda.so.1 not found; the CUDA runtime says: " nodev.out ||
+            fail "without libcuda.so.1 the GPUs row must say there is no NVIDIA driver"
+    fi
     "$sluice" doctor --json >nodev.json 2>/dev/null
     check_json nodev.json no_device short || fail "no device: JSON"
     ;;
