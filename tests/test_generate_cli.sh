@@ -161,8 +161,8 @@ expect_fail "--chunk: invalid value '0'" "${w[@]}" --prompt x --chunk 0
 expect_fail "--precision: expected fp32 or bf16, got 'fp16'" "${w[@]}" --prompt x --precision fp16
 expect_fail "--precision bf16 needs --backend cuda (the cpu backend computes in fp32)" "${w[@]}" \
     --prompt x --precision bf16
-expect_fail "--prompts: missing.txt: cannot open: No such file or directory" "${w[@]}" \
-    --prompts missing.txt
+expect_exit 1 "sluice generate: error: --prompts: missing.txt: cannot open: No such file or directory" \
+    "$sluice" generate "${w[@]}" --prompts missing.txt
 expect_fail "--rope-scaling: expected yarn or none, got 'linear'" "${w[@]}" --prompt x \
     --rope-scaling linear
 expect_fail "--rope-scaling yarn needs --factor (the saved model has no YaRN)" "${w[@]}" \
