@@ -18,38 +18,14 @@ python_test_start "$work"
 
 # tok/: byte-level vocabulary (byte b has id b), merges t+h, th+e, " "+the, an added
 # <|endoftext|> = 300, and a tokenizer_config.json; tok2/: the same with one merge fewer.
-/usr/bin/python3 - <<'PY'
-import json, os
-def byte_char(b):
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    extra = [x for x in range(256) if x not in keep]
-    return chr(b) if b in keep else chr(256 + extra.index(b))
-def bl(s): return "".join(byte_char(b) for b in s.encode())
-for d, merges in (("tok", [("t", "h"), ("th", "e"), (" ", "the")]), ("tok2", [("t", "h")])):
-    vocab = {byte_char(b): b for b in range(256)}
-    for i, (a, b) in enumerate(merges): vocab[bl(a + b)] = 256 + i
-    tj = {"version": "1.0", "truncation": None, "padding": None,
-          "added_tokens": [{"id": 300, "content": "<|endoftext|>", "single_word": False,
-                            "lstrip": False, "rstrip": False, "normalized": False, "special": True}],
-          "normalizer": {"type": "NFC"},
-          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                            "use_regex": True},
-          "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                             "use_regex": False},
-          "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                      "use_regex": False},
-          "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                    "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
-                    "byte_fallback": False, "vocab": vocab,
-                    "merges": [[bl(a), bl(b)] for a, b in merges]}}
-    os.makedirs(d, exist_ok=True)
-    json.dump(tj, open(f"{d}/tokenizer.json", "w"), ensure_ascii=False)
-    json.dump({"eos_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast"},
-              open(f"{d}/tokenizer_config.json", "w"))
-    if d == "tok":  # big_tok: the same with <|endoftext|> = 400, past a 320-token model
-        tj["added_tokens"][0]["id"] = 400
-        os.makedirs("big_tok", exist_ok=True)
-        json.dump(tj, open("big_tok/tokenizer.json", "w"), ensure_ascii=False)
+/usr/bin/python3 - "$sl_tests_dir" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import tiny_bpe
+tiny_bpe.write("tok", [("t", "h"), ("th", "e"), (" ", "the")], config=True)
+tiny_bpe.write("tok2", [("t", "h")], config=True)
+# big_tok: tok with <|endoftext|> = 400, past a 320-token model
+tiny_bpe.write("big_tok", [("t", "h"), ("th", "e"), (" ", "the")], eot_id=400)
 PY
 /usr/bin/python3 "$sl_tests_dir/grammar_corpus.py" 7 3000 300
 check "data build --tokenizer (train)" "$sluice" data build --quiet --tokenizer tok \

@@ -30,28 +30,11 @@ python_test_start "$work"
 
 # tok/: a byte-level BPE tokenizer (byte b has id b), merges t+h, th+e, " "+the, and an added
 # <|endoftext|> = 300 (as tests/test_tokenizer_cli.sh's)
-/usr/bin/python3 - <<'PY'
-import json, os
-def byte_char(b):
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    extra = [x for x in range(256) if x not in keep]
-    return chr(b) if b in keep else chr(256 + extra.index(b))
-def bl(s): return "".join(byte_char(b) for b in s.encode())
-merges = [("t", "h"), ("th", "e"), (" ", "the")]
-vocab = {byte_char(b): b for b in range(256)}
-for i, (a, b) in enumerate(merges): vocab[bl(a + b)] = 256 + i
-lvl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-tj = {"version": "1.0", "truncation": None, "padding": None,
-      "added_tokens": [{"id": 300, "content": "<|endoftext|>", "single_word": False,
-                        "lstrip": False, "rstrip": False, "normalized": False, "special": True}],
-      "normalizer": {"type": "NFC"}, "pre_tokenizer": dict(lvl, use_regex=True),
-      "post_processor": lvl, "decoder": lvl,
-      "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
-                "byte_fallback": False, "vocab": vocab,
-                "merges": [[bl(a), bl(b)] for a, b in merges]}}
-os.makedirs("tok", exist_ok=True)
-json.dump(tj, open("tok/tokenizer.json", "w"), ensure_ascii=False)
+/usr/bin/python3 - "$sl_tests_dir" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import tiny_bpe
+tiny_bpe.write("tok", [("t", "h"), ("th", "e"), (" ", "the")])
 PY
 /usr/bin/python3 "$sl_tests_dir/grammar_corpus.py" 5 1500 200
 "$sluice" data build --quiet --frame-tokens 8192 -o bytes train.txt
