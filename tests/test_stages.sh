@@ -190,9 +190,15 @@ bad() { # what expected-substring stages-json
 bad "sequence beyond the RoPE settings" \
     'training.stages[1].seq_len: 64 exceeds what the stage'"'"'s RoPE settings support: max_position_embeddings = 32' \
     '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":64}]'
+# the advice names what raises the reach: the stage's max_position_embeddings, not rope_theta
+bad "sequence beyond the RoPE settings: the advice" \
+    "(set the stage's max_position_embeddings to at least 64, usually with a larger rope_theta" \
+    '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":64}]'
 bad "the stage is named" '(stage "b")' \
     '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":64}]'
 bad "YaRN too short" 'training.stages[0].seq_len: 256 exceeds' \
+    '[{"name":"a","tokens":512,"seq_len":256,"rope_scaling":{"rope_type":"yarn","factor":2,"original_max_position_embeddings":64}}]'
+bad "YaRN too short: the advice" 'raise the one that limits it: a larger factor, or the stage'"'"'s max_position_embeddings' \
     '[{"name":"a","tokens":512,"seq_len":256,"rope_scaling":{"rope_type":"yarn","factor":2,"original_max_position_embeddings":64}}]'
 bad "budget below one batch" 'training.stages[0].tokens: 100 is less than one global batch' \
     '[{"name":"a","tokens":100,"seq_len":32}]'

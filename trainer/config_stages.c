@@ -274,18 +274,21 @@ static int validate_stage(const sl_cfg_vctx *v, const sl_config *cfg, int i) {
     if (t->seq_len > supported) {
         if (m->rope_scaling.type == SL_ROPE_YARN)
             sl_cfg_verr(v, "seq_len",
-                        "%d exceeds what the stage's RoPE settings support: %d positions "
-                        "(rope_scaling factor %g x original_max_position_embeddings %d, "
-                        "max_position_embeddings %d)",
+                        "%d exceeds what the stage's RoPE settings support: %d positions, the "
+                        "smaller of rope_scaling factor %g x original_max_position_embeddings %d "
+                        "and max_position_embeddings %d (raise the one that limits it: a larger "
+                        "factor, or the stage's max_position_embeddings)",
                         t->seq_len, supported, m->rope_scaling.factor,
                         m->rope_scaling.original_max_position_embeddings,
                         m->max_position_embeddings);
         else
             sl_cfg_verr(v, "seq_len",
                         "%d exceeds what the stage's RoPE settings support: "
-                        "max_position_embeddings = %d (raise it with a larger rope_theta, or "
-                        "extend the context with rope_scaling yarn)",
-                        t->seq_len, supported);
+                        "max_position_embeddings = %d (set the stage's max_position_embeddings "
+                        "to at least %d, usually with a larger rope_theta to train at that "
+                        "length; or extend the context with rope_scaling yarn, which covers "
+                        "factor x original_max_position_embeddings)",
+                        t->seq_len, supported, t->seq_len);
         return name_stage(v, st);
     }
     if (st->tokens == 0) {
