@@ -146,13 +146,13 @@ expect_fail() { # expect_fail DESCRIPTION PATTERN sluice-args...
     fi
 }
 expect_fail "shards larger than model.vocab_size" \
-    "train/shard-00000.shard.zst (training data of stage \"main\"): vocabulary size 301 does not fit model.vocab_size = 257 (cfg.json)" \
+    "cfg.json: data.train: train/shard-00000.shard.zst: vocabulary size 301 does not fit model.vocab_size = 257" \
     train cfg.json --set model.vocab_size=257 --set data.tokenizer= --set training.out_dir=run_bad
 expect_fail "a tokenizer larger than model.vocab_size" \
     "cfg.json: data.tokenizer: tok has 301 tokens, more than model.vocab_size = 300" \
     train cfg.json --set model.vocab_size=300 --set training.out_dir=run_bad
 expect_fail "shards of another tokenizer" \
-    "train/shard-00000.shard.zst (training data of stage \"main\"): built with tokenizer sha256 $want..., but data.tokenizer = tok2 (cfg.json)" \
+    "cfg.json: data.train: train/shard-00000.shard.zst: built with tokenizer sha256 $want..., but data.tokenizer = tok2" \
     train cfg.json --set data.tokenizer=tok2 --set training.out_dir=run_bad
 expect_fail "a missing tokenizer" "cfg.json: data.tokenizer: nope: cannot open" \
     train cfg.json --set data.tokenizer=nope --set training.out_dir=run_bad

@@ -98,7 +98,11 @@ expect_fail 1 "training.lr" "$sluice" train tiny.json --set training.lr=-1
 expect_fail 1 "model.bogus_key" "$sluice" train tiny.json --set model.bogus_key=1
 expect_fail 1 "backend.name" "$sluice" train tiny.json --set backend.name=tpu
 expect_fail 1 "backend.peak_tflops" "$sluice" train tiny.json --set backend.peak_tflops=-1
-expect_fail 1 "nowhere" "$sluice" train tiny.json --set data.train=nowhere --set training.out_dir=run_bad
+# a missing data path names the config file and the key (as a stage's data does)
+expect_fail 1 "^sluice: error: tiny.json: data.train: nowhere: cannot open" \
+    "$sluice" train tiny.json --set data.train=nowhere --set training.out_dir=run_bad
+expect_fail 1 "^sluice: error: tiny.json: data.eval: nowhere_eval: cannot open" \
+    "$sluice" train tiny.json --set data.eval=nowhere_eval --set training.out_dir=run_bad
 # a fresh start into the finished run's out_dir: refused before anything is written
 expect_fail 1 "training.out_dir = run already holds a run .*--resume auto" "$sluice" train tiny.json
 expect_fail 2 "unknown command" "$sluice" frobnicate

@@ -127,6 +127,10 @@ typedef struct {
  * them (made from the sections as they are when called). */
 int sl_config_stage_count(const sl_config *cfg);
 void sl_config_stage_at(const sl_config *cfg, int i, sl_stage *out);
+/* Where stage i's training data (eval false) or eval set (eval true) is set, for messages:
+ * "data.train" / "data.eval" of the data section, or `training.stages[j] ("name"): data.train`
+ * for the stage j <= i whose own "data" set it (i's, or the one it inherits it from). */
+void sl_config_stage_data_key(const sl_config *cfg, int i, bool eval, char *buf, size_t n);
 /* The longest sequence a model's RoPE settings support: max_position_embeddings, and with
  * YaRN at most factor x original_max_position_embeddings. */
 int sl_stage_supported_positions(const sl_model_config *m);

@@ -353,6 +353,16 @@ void sl_config_stage_at(const sl_config *cfg, int i, sl_stage *out) {
     out->tokens = (int64_t)cfg->train.max_steps * cfg->train.global_batch_tokens;
 }
 
+void sl_config_stage_data_key(const sl_config *cfg, int i, bool eval, char *buf, size_t n) {
+    const char *key = k_stage_data_keys[eval ? 1 : 0];
+    for (int j = cfg->stages_given ? i : -1; j >= 0; j--)
+        if (cfg->stages[j].given & 1u << (N_STAGE_KEYS + (eval ? 1 : 0))) {
+            snprintf(buf, n, "training.stages[%d] (\"%s\"): data.%s", j, cfg->stages[j].name, key);
+            return;
+        }
+    snprintf(buf, n, "data.%s", key);
+}
+
 int sl_config_stage_count(const sl_config *cfg) {
     return cfg->stages_given ? cfg->n_stages : 1;
 }

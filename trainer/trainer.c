@@ -40,10 +40,10 @@
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
     const sl_config *c = t->cfg;
     if (sl_reader_vocab_size(r) > st->model.vocab_size) {
-        sl_error_hold("%s (%s): vocabulary size %d does not fit model.vocab_size = %d (%s): "
+        sl_error_hold("%s: %s: %s: vocabulary size %d does not fit model.vocab_size = %d: "
                       "every token id must be below it",
-                      sl_reader_first_shard(r), what, sl_reader_vocab_size(r), st->model.vocab_size,
-                      c->path);
+                      c->path, what, sl_reader_first_shard(r), sl_reader_vocab_size(r),
+                      st->model.vocab_size);
         return -1;
     }
     const char *shard;
@@ -52,9 +52,9 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
         char a[33], b[33];
         sl_shard_tokenizer_hex(h, a);
         sl_shard_tokenizer_hex(t->tok_hash, b);
-        sl_error_hold("%s (%s): built with tokenizer sha256 %s..., but data.tokenizer = %s (%s) "
+        sl_error_hold("%s: %s: %s: built with tokenizer sha256 %s..., but data.tokenizer = %s "
                       "is sha256 %s...",
-                      shard, what, a, c->data.tokenizer, c->path, b);
+                      c->path, what, shard, a, c->data.tokenizer, b);
         return -1;
     }
     return 0;
@@ -334,7 +334,9 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
         /* the schedule's step within the stage: each stage has its own warmup and decay */
         if (sl_train_step(&stepper, tc, step - first, train_batch, t, &res, t->err,
                           sizeof t->err) != 0) {
-            sl_error("training data: %s", t->err);
+            char key[160];
+            sl_config_stage_data_key(c, t->reader_stage, false, key, sizeof key);
+            sl_error("%s: %s: %s", c->path, key, t->err);
             sl_comm_abort(1);
         }
         /* the background write of the previous checkpoint overlapped this step: commit it */

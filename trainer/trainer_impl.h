@@ -69,7 +69,8 @@ typedef struct {
 
 /* Checks a reader's shards against the model and the tokenizer: every id must be below
  * model.vocab_size, and the tokenizer the shards record (if any) must be data.tokenizer (if
- * set). `what` names the data in messages. 0, or -1 with the error held (the caller's
+ * set). `what` names the data's config key in messages (sl_config_stage_data_key), after the
+ * config file. 0, or -1 with the error held (the caller's
  * sl_comm_agree prints it once). */
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what);
 

@@ -91,10 +91,9 @@ int sl_trainer_plan_schedule(trainer *t) {
 
 /* Resolves `spec` and opens every shard it names (header and index, nothing decompressed):
  * 0, or -1 with the error held, naming the stage's key. */
-static int check_data_path(const sl_config *c, int i, const char *name, const char *key,
-                           const char *spec) {
+static int check_data_path(const sl_config *c, int i, bool eval, const char *spec) {
     char err[1024], where[160];
-    snprintf(where, sizeof where, "training.stages[%d] (\"%s\"): data.%s", i, name, key);
+    sl_config_stage_data_key(c, i, eval, where, sizeof where);
     char **files = NULL;
     int n = 0;
     if (sl_data_resolve(spec, &files, &n, err, sizeof err) != 0) {
@@ -132,11 +131,11 @@ int sl_trainer_check_stage_data(trainer *t) {
         const sl_stage *st = &t->stages[i];
         const sl_data_config *d = &st->data;
         if (d->eval_path[0] && !named_before(t, i, d->eval_path, true) &&
-            check_data_path(t->cfg, i, st->name, "eval", d->eval_path) != 0)
+            check_data_path(t->cfg, i, true, d->eval_path) != 0)
             return -1;
         for (int k = 0; st->steps > 0 && k < d->n_train; k++)
             if (!named_before(t, i, d->train[k].path, false) &&
-                check_data_path(t->cfg, i, st->name, "train", d->train[k].path) != 0)
+                check_data_path(t->cfg, i, false, d->train[k].path) != 0)
                 return -1;
     }
     return 0;
@@ -193,12 +192,12 @@ static int open_stage_reader(trainer *t, int i) {
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     t->reader_stage = i;
     int rc = 0;
-    char what[160];
-    snprintf(what, sizeof what, "training data of stage \"%s\"", st->name);
+    char key[160];
+    sl_config_stage_data_key(t->cfg, i, false, key, sizeof key);
     if (!t->train_reader) {
-        sl_error_hold("%s: %s", what, t->err);
+        sl_error_hold("%s: %s: %s", t->cfg->path, key, t->err);
         rc = -1;
-    } else if (sl_trainer_check_data(t, st, t->train_reader, what) != 0) {
+    } else if (sl_trainer_check_data(t, st, t->train_reader, key) != 0) {
         rc = -1;
     } else if (cursor && sl_reader_restore(t->train_reader, cursor, t->err, sizeof t->err) != 0) {
         sl_error_hold("stage \"%s\": %s", st->name, t->err);
