@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "io/paths.h"
 #include "io/reader_internal.h"
+#include "io/shard.h"
 
 sl_reader *sl_reader_open(const sl_reader_opts *o, char *err, size_t errlen) {
     if (!o || !o->data) {
@@ -109,6 +111,36 @@ uint64_t sl_reader_tokens(const sl_reader *r) {
     uint64_t n = 0;
     for (int i = 0; i < r->n; i++) n += r->c[i].n_tokens;
     return n;
+}
+
+int sl_reader_eval_shares(const char *spec, int dp, uint64_t *share, uint64_t *total,
+                          uint32_t *max_frame, char *err, size_t errlen) {
+    if (dp < 1) return sl_fail(err, errlen, "data reader: %d data-parallel ranks", dp);
+    char **files = NULL;
+    int nf = 0;
+    if (sl_data_resolve(spec, &files, &nf, err, errlen) != 0) return -1;
+    if (share) memset(share, 0, (size_t)dp * sizeof *share);
+    uint64_t frame = 0, sum = 0; /* frame: the set's frames so far, in file order */
+    uint32_t largest = 0;
+    int rc = 0;
+    for (int f = 0; f < nf && rc == 0; f++) {
+        sl_shard *sh = sl_shard_open(files[f], err, errlen);
+        if (!sh) {
+            rc = -1;
+            break;
+        }
+        const sl_shard_frame *fr = sl_shard_frames(sh);
+        for (uint64_t i = 0; i < sl_shard_hdr(sh)->n_frames; i++, frame++) {
+            if (share) share[frame % (uint64_t)dp] += fr[i].n_tokens;
+            sum += fr[i].n_tokens;
+            if (fr[i].n_tokens > largest) largest = fr[i].n_tokens;
+        }
+        sl_shard_close(sh);
+    }
+    sl_data_paths_free(files, nf);
+    if (total) *total = sum;
+    if (max_frame) *max_frame = largest;
+    return rc;
 }
 
 const char *sl_reader_first_shard(const sl_reader *r) {

@@ -116,6 +116,18 @@ int sl_reader_vocab_size(const sl_reader *r);
  * every rank's slice). With one rank, an eval reader returns floor((tokens - 1) / seq_len)
  * sequences: callers check that a batch fits before allocating for it. */
 uint64_t sl_reader_tokens(const sl_reader *r);
+/* The eval split without a reader: the tokens of the eval set `spec` (a data path) that each of
+ * dp data-parallel ranks reads in eval mode (frames r, r + dp, ... in file order) into
+ * share[dp], the whole set's into *total and its largest frame's into *max_frame (each may be
+ * NULL). Reads the shards' headers and indexes, nothing decompressed. 0, or -1 with err set
+ * (naming the file). */
+int sl_reader_eval_shares(const char *spec, int dp, uint64_t *share, uint64_t *total,
+                          uint32_t *max_frame, char *err, size_t errlen);
+/* The sequences of seq_len an eval reader returns from a share of `tokens` tokens: sequence k
+ * needs tokens [k seq_len, (k + 1) seq_len], so floor((tokens - 1) / seq_len). */
+static inline uint64_t sl_reader_eval_sequences(uint64_t tokens, int seq_len) {
+    return tokens > 0 && seq_len > 0 ? (tokens - 1) / (uint64_t)seq_len : 0;
+}
 /* The first shard of the data (for messages naming a file). */
 const char *sl_reader_first_shard(const sl_reader *r);
 /* The tokenizer the shards record (the first SL_SHARD_TOKENIZER_HASH bytes of its SHA-256;

@@ -16,6 +16,10 @@
 #      without python3 that part is skipped, or fails under CI=true: tests/skip_or_fail.sh);
 #      the weights are saved as one shard per EP rank plus an index, and `sluice eval` loads
 #      them in one process.
+#   e. an eval set too short for one batch on any rank: an evaluation-only stage fails before
+#      the first step, naming the key, the tokens and the tokens needed (once); on one rank, or
+#      with a share of exactly micro_batch_size x seq_len + 1 tokens, it evaluates; a training
+#      run warns once and trains.
 set -uo pipefail
 # shellcheck source=tests/cli_lib.sh
 . "$(dirname "$0")/cli_lib.sh"
@@ -214,6 +218,49 @@ check "final/ after the one-process resume: no EP shards or index left" \
 check "sluice eval loads the one-file weights" \
     timeout 60 "$sluice" eval --weights "$final" --data data/eval --seq-len 32 --batch 2
 [ "$failures" -eq "$f0" ] || show resume_np1.out
+
+# ---- e. an eval set too short for one batch on any rank (each rank reads every dp-th frame
+# and evaluates whole micro-batches of micro_batch_size x seq_len + 1 tokens) ----
+# 199 bytes: 200 tokens with the end-of-document token; in frames of 128 the two ranks' shares
+# are 128 and 72 tokens, in frames of 129 they are 129 and 71
+head -c 199 corpus.txt >ev.txt
+for f in 128 129; do
+    "$sluice" data build --quiet --frame-tokens "$f" -o "data/ev$f" ev.txt
+done
+head -c 10 corpus.txt >ev11.txt
+"$sluice" data build --quiet -o data/ev11 ev11.txt
+yarn_stages() { # the eval set of the evaluation-only stage at 128 tokens per sequence
+    echo "[{\"name\":\"a\",\"tokens\":512,\"seq_len\":32},{\"name\":\"yarn\",\"tokens\":0,\"seq_len\":128,\"micro_batch_size\":1,\"data\":{\"eval\":\"$1\"},\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":32}}]"
+}
+f0=$failures
+run evalshort_np2 2 ep2.json --set training.max_steps=2 --set training.out_dir=runs/evalshort \
+    --set "training.stages=$(yarn_stages data/ev128)"
+check "an evaluation-only stage whose eval set fills no batch on 2 ranks must fail (exit $rc)" \
+    failed_cleanly "$rc"
+check "... naming the config, the key, the tokens and the tokens needed, once, as the job's error" \
+    [ "$(grep -c '^sluice: error: ep2\.json: training\.stages\[1\] ("yarn"): data\.eval: data/ev128 holds 200 tokens; split by frame over 2 ranks (frames of up to 128 tokens), the largest rank.s share is 128 tokens, but one evaluation batch of stage "yarn" (micro_batch_size 1 x seq_len 128) needs 129 tokens' evalshort_np2.out)" -eq 1 ]
+check "... before the first step (no checkpoint)" [ ! -e runs/evalshort/checkpoints ]
+[ "$failures" -eq "$f0" ] || show evalshort_np2.out
+# the same set on one rank (200 tokens: one sequence of 129), and 2 ranks with a share of
+# exactly 129 tokens: the stage evaluates
+f0=$failures
+run evalshort_np1 - ep2.json --set training.max_steps=2 --set training.out_dir=runs/evalshort1 \
+    --set parallel.expert_parallel=1 --set "training.stages=$(yarn_stages data/ev128)"
+check "... on one rank it evaluates (exit $rc)" \
+    grep -q 'held-out loss of the evaluation-only stage: ' evalshort_np1.out
+run evalfits_np2 2 ep2.json --set training.max_steps=2 --set training.out_dir=runs/evalfits \
+    --set "training.stages=$(yarn_stages data/ev129)"
+check "... on 2 ranks with a 129-token share it evaluates (exit $rc)" \
+    grep -q 'held-out loss of the evaluation-only stage: ' evalfits_np2.out
+[ "$failures" -eq "$f0" ] || { show evalshort_np1.out; show evalfits_np2.out; }
+# a training run's evaluations that would find no batch: one warning at the start, the run goes on
+f0=$failures
+run evaltiny_np2 2 ep2.json --set training.max_steps=2 --set training.out_dir=runs/evaltiny \
+    --set data.eval=data/ev11
+check "a run whose eval set fills no batch must still train (exit $rc)" [ "$rc" -eq 0 ]
+check "... warning once, naming the key, the tokens and the tokens needed" \
+    [ "$(grep -c 'warning: ep2\.json: data\.eval: data/ev11 holds 11 tokens.* needs 65 tokens in one rank.s share: its held-out evaluations .* will be skipped' evaltiny_np2.out)" -eq 1 ]
+[ "$failures" -eq "$f0" ] || show evaltiny_np2.out
 
 echo "test_parallel_cli: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -520,6 +520,9 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     if (rc == 0) rc = sl_comm_agree(world, setup(&t) != 0) ? -1 : 0;
     if (rc == 0 && o->resume && *o->resume)
         rc = sl_comm_agree(world, sl_trainer_resume(&t, o->resume) != 0) ? -1 : 0;
+    /* the eval sets against the stages still to run: one that would evaluate nothing is found
+     * before the first step, not after the training stages */
+    if (rc == 0) rc = sl_comm_agree(world, sl_trainer_check_eval_sets(&t) != 0) ? -1 : 0;
     /* every rank has the same schedule and start: all decide alike, the error printed once */
     if (rc == 0) rc = sl_trainer_profile_set(&t, o->profile_steps, o->profile_from);
     if (rc == 0) {

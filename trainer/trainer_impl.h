@@ -109,6 +109,11 @@ int sl_trainer_plan_schedule(trainer *t);
  * index read, on rank 0, before the first step: a bad path in stage 3 fails at the start, not
  * after stages 1 and 2 have trained. 0, or -1 with the error held (sl_error_hold). */
 int sl_trainer_check_stage_data(trainer *t);
+/* The eval sets of the stages still to run (from the one at start_step), on rank 0: each is
+ * opened, and one that no rank can fill a micro-batch from (an eval reader drops a rank's last
+ * piece shorter than a batch) is an error for an evaluation-only stage and otherwise a warning.
+ * Called once the start step is known (after a resume). 0, or -1 with the error held. */
+int sl_trainer_check_eval_sets(trainer *t);
 int sl_trainer_stage_at(const trainer *t, int step);
 double sl_trainer_step_flops(const trainer *t, int i);
 int sl_trainer_micro_batches(const sl_train_config *tc, int ranks);

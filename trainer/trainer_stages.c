@@ -141,6 +141,69 @@ int sl_trainer_check_stage_data(trainer *t) {
     return 0;
 }
 
+/* Whether stage i's evaluation gets a batch: in eval mode each rank reads every dp-th frame of
+ * the eval set and evaluates whole micro-batches of its own sequences, so a set split into
+ * shares shorter than micro_batch_size x seq_len + 1 tokens evaluates nothing on any rank. An
+ * evaluation-only stage that would is an error (-1, held); a training stage's evaluations (at
+ * its start, every eval_every steps, at its end) a warning. `share` has dp entries. */
+static int check_eval_set(trainer *t, int i, uint64_t *share) {
+    const sl_stage *st = &t->stages[i];
+    const sl_train_config *tc = &st->train;
+    const int dp = t->topo.dp_size;
+    char key[160], err[1024];
+    sl_config_stage_data_key(t->cfg, i, true, key, sizeof key);
+    uint64_t total = 0, largest = 0;
+    uint32_t max_frame = 0;
+    if (sl_reader_eval_shares(st->data.eval_path, dp, share, &total, &max_frame, err, sizeof err) !=
+        0) {
+        sl_error_hold_shared("%s: %s: %s", t->cfg->path, key, err);
+        return -1;
+    }
+    for (int r = 0; r < dp; r++) {
+        if (sl_reader_eval_sequences(share[r], tc->seq_len) >= (uint64_t)tc->micro_batch_size)
+            return 0; /* this rank has a batch: the evaluation has a loss */
+        if (share[r] > largest) largest = share[r];
+    }
+    const long long need = (long long)tc->micro_batch_size * tc->seq_len + 1;
+    char split[160] = "";
+    if (dp > 1)
+        snprintf(split, sizeof split,
+                 "; split by frame over %d ranks (frames of up to %u tokens), the largest rank's "
+                 "share is %llu tokens",
+                 dp, max_frame, (unsigned long long)largest);
+    char stage[64] = "";
+    if (t->cfg->stages_given) snprintf(stage, sizeof stage, " of stage \"%s\"", st->name);
+    char what[2 * SL_PATH_MAX + 512];
+    snprintf(what, sizeof what,
+             "%s: %s: %s holds %llu tokens%s, but one evaluation batch%s (micro_batch_size %d x "
+             "seq_len %d) needs %lld tokens in one rank's share",
+             t->cfg->path, key, st->data.eval_path, (unsigned long long)total, split, stage,
+             tc->micro_batch_size, tc->seq_len, need);
+    char advice[160];
+    snprintf(advice, sizeof advice, "more held-out tokens%s%s",
+             tc->micro_batch_size > 1 ? ", a smaller micro_batch_size" : "",
+             dp > 1 ? ", smaller frames (sluice data build --frame-tokens) or fewer ranks" : "");
+    if (st->steps == 0) {
+        sl_error_hold_shared("%s: the evaluation-only stage would evaluate nothing (%s)", what,
+                             advice);
+        return -1;
+    }
+    sl_warn("%s: its held-out evaluations (at the start, every eval_every steps, at the end) "
+            "will be skipped, no eval_loss reported (%s)",
+            what, advice);
+    return 0;
+}
+
+int sl_trainer_check_eval_sets(trainer *t) {
+    if (t->topo.rank != 0) return 0;
+    uint64_t *share = sl_xcalloc((size_t)t->topo.dp_size, sizeof *share);
+    int rc = 0;
+    for (int i = sl_trainer_stage_at(t, t->start_step); i < t->n_stages && rc == 0; i++)
+        if (t->stages[i].data.eval_path[0]) rc = check_eval_set(t, i, share);
+    free(share);
+    return rc;
+}
+
 /* The stage to start with at global step `step`: the one holding it, or after a stage that
  * ends exactly there, the next (so evaluation-only stages at a boundary run). */
 int sl_trainer_stage_at(const trainer *t, int step) {
