@@ -143,6 +143,22 @@ int sl_reader_eval_shares(const char *spec, int dp, uint64_t *share, uint64_t *t
     return rc;
 }
 
+int sl_reader_fingerprint(const char *spec, uint32_t *fp, char *err, size_t errlen) {
+    char **files = NULL;
+    int nf = 0;
+    if (sl_data_resolve(spec, &files, &nf, err, errlen) != 0) return -1;
+    uint32_t v = 0;
+    int rc = 0;
+    for (int f = 0; f < nf && rc == 0; f++) {
+        sl_shard_header h;
+        rc = sl_shard_read_header(files[f], &h, err, errlen);
+        if (rc == 0) v = sl_rd_fingerprint_add(v, &h);
+    }
+    sl_data_paths_free(files, nf);
+    *fp = v;
+    return rc;
+}
+
 const char *sl_reader_first_shard(const sl_reader *r) {
     return r->vocab_shard;
 }

@@ -128,6 +128,9 @@ int sl_reader_eval_shares(const char *spec, int dp, uint64_t *share, uint64_t *t
 static inline uint64_t sl_reader_eval_sequences(uint64_t tokens, int seq_len) {
     return tokens > 0 && seq_len > 0 ? (tokens - 1) / (uint64_t)seq_len : 0;
 }
+/* The fingerprint a cursor records for the corpus `spec` (a data path; its shards' headers
+ * only): a cursor restores only into shards of the same fingerprint. 0, or -1 with err set. */
+int sl_reader_fingerprint(const char *spec, uint32_t *fp, char *err, size_t errlen);
 /* The first shard of the data (for messages naming a file). */
 const char *sl_reader_first_shard(const sl_reader *r);
 /* The tokenizer the shards record (the first SL_SHARD_TOKENIZER_HASH bytes of its SHA-256;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/crc32c.h"
 #include "io/reader.h"
 #include "io/shard.h"
 
@@ -176,6 +177,15 @@ uint64_t sl_rd_permute(uint64_t j, uint64_t n, uint64_t key);
 
 /* ---- reader_source.c ---- */
 int sl_rd_corpus_load(sl_reader *r, sl_rd_corpus *c, const char *spec, char *err, size_t errlen);
+/* A corpus's fingerprint (the cursor's check that it restores into the same shards): folds in
+ * each shard's header CRC, tokens and frames, in file order, from fp = 0. */
+static inline uint32_t sl_rd_fingerprint_add(uint32_t fp, const sl_shard_header *h) {
+    unsigned char b[20];
+    sl_put32(b, h->header_crc);
+    sl_put64(b + 4, h->n_tokens);
+    sl_put64(b + 12, h->n_frames);
+    return sl_crc32c(fp, b, sizeof b);
+}
 void sl_rd_corpus_free(sl_rd_corpus *c);
 /* Drops every cached frame and position (the producer restarts somewhere else). */
 void sl_rd_corpus_reset(sl_rd_corpus *c);

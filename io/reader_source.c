@@ -65,11 +65,7 @@ int sl_rd_corpus_load(sl_reader *r, sl_rd_corpus *c, const char *spec, char *err
         }
         c->n_frames += s->h.n_frames;
         c->n_tokens += s->h.n_tokens;
-        unsigned char b[20];
-        sl_put32(b, s->h.header_crc);
-        sl_put64(b + 4, s->h.n_tokens);
-        sl_put64(b + 12, s->h.n_frames);
-        fp = sl_crc32c(fp, b, sizeof b);
+        fp = sl_rd_fingerprint_add(fp, &s->h);
     }
     sl_data_paths_free(files, nf);
     if (rc != 0) return rc;

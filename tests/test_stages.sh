@@ -7,6 +7,8 @@
 #  - a run killed right after a boundary, and one killed mid-stage, resume (--resume auto) to
 #    bitwise the same losses and final weights as the uninterrupted run;
 #  - bad schedules fail with a message naming the stage and the key;
+#  - a resume onto other training data (or another data.seed) is refused naming the key; the
+#    same shards at another path resume bitwise;
 #  - training.defer_expert_wgrad = on with expert_wgrad_group = 4 (the CPU's groups are one
 #    pass per micro-batch; the parked micro-batches kept as tokens, park_expert_rows auto)
 #    gives bitwise the run.
@@ -226,6 +228,34 @@ if [ "$rc" -eq 0 ] || ! grep -qF 'model.num_experts_per_tok (checkpoint 4, confi
     fail "a resume with another top-k: want an error naming model.num_experts_per_tok, got (exit $rc): $out"
 fi
 check "the refused resume wrote no checkpoint" [ ! -e arch/checkpoints ]
+
+# ---- a resume continues the data of the stage it re-enters: other shards there (or another
+# data.seed) are refused naming the key, not listed as an allowed change; the same shards at
+# another path continue bitwise ----
+rc=0
+out=$("$sluice" train staged.json --set training.out_dir=newdata --resume run/checkpoints/step-6 \
+    --set data.train=train2 2>&1) || rc=$?
+checks=$((checks + 1))
+if [ "$rc" -eq 0 ] || ! grep -qF 'staged.json: data.train: the training data of stage "long" changed since run/checkpoints/step-6 (it read train; this config names train2): a resumed stage continues the data it was reading. To train on other data, add a stage with its own data.train' <<<"$out"; then
+    fail "a resume onto other training data: want an error naming data.train, got (exit $rc): $out"
+fi
+check "... not listed among the allowed changes first" \
+    bash -c '! grep -q "settings changed since the checkpoint" <<<"$1"' _ "$out"
+check "the refused resume wrote no checkpoint" [ ! -e newdata/checkpoints ]
+rc=0
+out=$("$sluice" train staged.json --set training.out_dir=newseed --resume run/checkpoints/step-6 \
+    --set data.seed=5 2>&1) || rc=$?
+checks=$((checks + 1))
+if [ "$rc" -eq 0 ] || ! grep -qF 'staged.json: data.seed: 5, but run/checkpoints/step-6 continues a data order of seed 1234' <<<"$out"; then
+    fail "a resume with another data.seed: want an error naming data.seed, got (exit $rc): $out"
+fi
+cp -r train train_moved
+"$sluice" train staged.json --set training.out_dir=moved --resume run/checkpoints/step-6 \
+    --set data.train=train_moved > moved.log 2>&1 || fail "a resume onto the same shards moved failed: $(tail -3 moved.log)"
+check "the same shards moved: listed as a changed setting" \
+    grep -q 'settings changed since the checkpoint: .*data.train' moved.log
+check "the same shards moved: losses after the resume equal the uninterrupted run's" \
+    cmp -s <(losses_after moved/metrics.jsonl 6) full.losses
 
 echo "test_stages: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

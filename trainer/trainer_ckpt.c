@@ -196,6 +196,78 @@ static void previous_hint(bool autom, const char *newest, char *out, size_t n) {
                  prev, prev, prev);
 }
 
+/* Appends s to buf (n bytes), after ", " unless buf is empty. */
+static void append_item(char *buf, size_t n, const char *s) {
+    const size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, "%s%s", len ? ", " : "", s);
+}
+
+/* A resume continues the training reader where the checkpoint's cursor left it, in the stage
+ * that wrote it, or at a boundary in the next training stage when that stage reads the same
+ * data. The cursor restores only into the corpora it was written for (each corpus's shards, by
+ * fingerprint, in order) under the same data.seed: a config that changed them for that stage is
+ * refused here, naming the key, rather than listed among the allowed changes and then failing
+ * in the reader. Data moved to another path (the same shards) passes. 0, or -1 with the error
+ * held. */
+static int check_resumed_data(const trainer *t, const sl_ckpt *ck, const cJSON *cursor, int step) {
+    const sl_config *c = t->cfg;
+    const int from = stage_before(t, step);
+    int into = sl_trainer_stage_at(t, step);
+    while (into < t->n_stages && t->stages[into].steps == 0) into++;
+    if (from < 0 || into >= t->n_stages ||
+        !sl_trainer_same_train_data(&t->stages[from].data, &t->stages[into].data))
+        return 0; /* the cursor is not used: what follows starts its own data */
+    const sl_data_config *d = &t->stages[from].data;
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(cursor, "seed");
+    char now[32];
+    snprintf(now, sizeof now, "%llu", (unsigned long long)d->seed);
+    if (cJSON_IsString(seed) && strcmp(seed->valuestring, now) != 0) {
+        sl_error_hold("%s: data.seed: %s, but %s continues a data order of seed %s: a resumed "
+                      "run keeps its data order, which the seed decides; start a new run "
+                      "(another training.out_dir) for another order",
+                      c->path, now, sl_ckpt_dir(ck), seed->valuestring);
+        return -1;
+    }
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cursor, "corpora");
+    const int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    char was[1024] = "", is[1024] = "", detail[1024] = "", key[160], err[1024];
+    sl_config_stage_data_key(c, into, false, key, sizeof key);
+    for (int i = 0; i < n; i++) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, i), "path");
+        append_item(was, sizeof was, cJSON_IsString(p) ? p->valuestring : "?");
+    }
+    for (int i = 0; i < d->n_train; i++) append_item(is, sizeof is, d->train[i].path);
+    if (n != d->n_train)
+        snprintf(detail, sizeof detail, "the checkpoint read %d corpora, this config names %d", n,
+                 d->n_train);
+    for (int i = 0; i < n && !detail[0]; i++) {
+        const cJSON *e = cJSON_GetArrayItem(arr, i);
+        const cJSON *fp = cJSON_GetObjectItemCaseSensitive(e, "fingerprint");
+        uint32_t v = 0;
+        if (sl_reader_fingerprint(d->train[i].path, &v, err, sizeof err) != 0) {
+            sl_error_hold("%s: %s: %s", c->path, key, err);
+            return -1;
+        }
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08x", v);
+        if (!cJSON_IsString(fp) || strcmp(fp->valuestring, hex) != 0)
+            snprintf(detail, sizeof detail,
+                     "data cursor: corpus %d was written for other shards (fingerprint %s; %s: "
+                     "%s)",
+                     i, cJSON_IsString(fp) ? fp->valuestring : "?", d->train[i].path, hex);
+    }
+    if (!detail[0]) return 0;
+    char stage[64] = "";
+    if (c->stages_given) snprintf(stage, sizeof stage, " of stage \"%s\"", t->stages[into].name);
+    sl_error_hold("%s: %s: the training data%s changed since %s (it read %s; this config names "
+                  "%s): a resumed %s continues the data it was reading. To train on other data, "
+                  "add a stage with its own data.train (training.stages, docs/stages.md), or start "
+                  "a new run (another training.out_dir)\n  %s",
+                  c->path, key, stage, sl_ckpt_dir(ck), was, is, c->stages_given ? "stage" : "run",
+                  detail);
+    return -1;
+}
+
 int sl_trainer_resume(trainer *t, const char *resume) {
     const sl_train_config *tc = &t->cfg->train;
     char path[SL_PATH_MAX + 64];
@@ -243,6 +315,7 @@ int sl_trainer_resume(trainer *t, const char *resume) {
         sl_error_hold("--resume: %s%s", t->err, hint);
         rc = -1;
     }
+    if (rc == 0 && check_resumed_data(t, ck, cursor, (int)step->valuedouble) != 0) rc = -1;
     const cJSON *saved = cJSON_GetObjectItemCaseSensitive(st, "config");
     if (rc == 0 && cJSON_IsObject(saved) && check_changed_settings(t, ck, saved) != 0) rc = -1;
     if (rc == 0) {

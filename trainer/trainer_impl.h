@@ -115,6 +115,9 @@ int sl_trainer_check_stage_data(trainer *t);
  * Called once the start step is known (after a resume). 0, or -1 with the error held. */
 int sl_trainer_check_eval_sets(trainer *t);
 int sl_trainer_stage_at(const trainer *t, int step);
+/* Whether two stages train on the same data (corpora, weights, seed): a stage entered with the
+ * previous stage's data continues its reader where it stopped. */
+bool sl_trainer_same_train_data(const sl_data_config *a, const sl_data_config *b);
 double sl_trainer_step_flops(const trainer *t, int i);
 int sl_trainer_micro_batches(const sl_train_config *tc, int ranks);
 void sl_trainer_describe_rope(const sl_model_config *m, char *buf, size_t n);

@@ -223,7 +223,7 @@ double sl_trainer_step_flops(const trainer *t, int i) {
            sl_model_flops_per_token(&st->model, st->train.seq_len);
 }
 
-static bool same_train_data(const sl_data_config *a, const sl_data_config *b) {
+bool sl_trainer_same_train_data(const sl_data_config *a, const sl_data_config *b) {
     if (a->n_train != b->n_train || a->seed != b->seed) return false;
     for (int i = 0; i < a->n_train; i++)
         if (strcmp(a->train[i].path, b->train[i].path) != 0 ||
@@ -238,7 +238,8 @@ static bool same_train_data(const sl_data_config *a, const sl_data_config *b) {
 static int open_stage_reader(trainer *t, int i) {
     const sl_stage *st = &t->stages[i];
     char *cursor = NULL;
-    if (t->reader_stage >= 0 && same_train_data(&t->stages[t->reader_stage].data, &st->data))
+    if (t->reader_stage >= 0 &&
+        sl_trainer_same_train_data(&t->stages[t->reader_stage].data, &st->data))
         cursor = t->train_reader ? sl_reader_cursor_json(t->train_reader) : t->resume_cursor;
     if (cursor == t->resume_cursor) t->resume_cursor = NULL; /* taken */
     if (t->train_reader) sl_reader_close(t->train_reader);
