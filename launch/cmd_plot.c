@@ -6,6 +6,10 @@
  * x axis: a step record's "tokens" (cumulative training tokens after the step). Records of runs
  * from before stages lack it: then step x training.global_batch_tokens from the run's newest
  * checkpoint (its train_state.json config), else the step number, and the axis label says which.
+ *
+ * Runs: the records after the file's last "start" event (a fresh run; the file is appended to),
+ * and after a "resume" event at step N the records of steps after N written before it are
+ * dropped (the resumed run writes them again).
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +34,10 @@ static void usage(FILE *f) {
                "x is step x training.global_batch_tokens from the run's newest checkpoint, or\n"
                "the step number.\n"
                "\n"
+               "A metrics file may hold several runs (a run started over in its out_dir appends\n"
+               "after a {\"event\": \"start\"} line): the newest is drawn, and steps a resume ran\n"
+               "again are drawn once, from the resumed run. A line on stdout says what was drawn.\n"
+               "\n"
                "options:\n"
                "  -o, --output FILE  the PNG to write (required)\n"
                "  --title TEXT       plot title (default: RUN_DIR)\n"
@@ -37,12 +45,12 @@ static void usage(FILE *f) {
 }
 
 typedef struct {
-    double x, loss, lr, eval;
+    double step, x, loss, lr, eval;
     bool has_loss, has_lr, has_eval;
 } point;
 
 typedef struct {
-    double x;
+    double step, x;
     char name[64];
 } boundary;
 
@@ -106,7 +114,8 @@ int sl_cmd_plot(int argc, char **argv) {
     point *pts = NULL;
     boundary *bounds = NULL;
     int npts = 0, nb = 0, cap = 0, bcap = 0, lineno = 0, rc = 1;
-    bool all_tokens = true, any_eval = false, any_lr = false;
+    /* records left out: of runs before the last "start", and those a resume superseded */
+    int start_line = 0, earlier = 0, superseded = 0;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         lineno++;
@@ -122,13 +131,38 @@ int sl_cmd_plot(int argc, char **argv) {
         if (cJSON_IsString(ev)) {
             const double tok = num(o, "tokens", &has), step = num(o, "step", &has_step);
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "stage");
-            if (strcmp(ev->valuestring, "stage") == 0 && (has || has_step)) {
-                if (nb == bcap) bounds = realloc(bounds, sizeof *bounds * (bcap = 2 * bcap + 8));
+            if (strcmp(ev->valuestring, "start") == 0) {
+                /* a fresh run: what came before belongs to earlier runs */
+                earlier += npts + superseded;
+                npts = nb = superseded = 0;
+                start_line = lineno;
+            } else if (strcmp(ev->valuestring, "resume") == 0 && has_step) {
+                /* the steps after the checkpoint run again (and the stage that starts at it
+                 * is announced again): the records written after it are superseded */
+                int k = 0;
+                for (int i = 0; i < npts; i++)
+                    if (pts[i].step <= step) pts[k++] = pts[i];
+                superseded += npts - k;
+                npts = k;
+                k = 0;
+                for (int i = 0; i < nb; i++)
+                    if (bounds[i].step < step) bounds[k++] = bounds[i];
+                nb = k;
+            } else if (strcmp(ev->valuestring, "stage") == 0 && (has || has_step)) {
                 /* x is decided below, once it is known whether every record has tokens */
-                bounds[nb].x = has ? tok : -1.0 - step;
-                snprintf(bounds[nb].name, sizeof bounds[nb].name, "%s",
-                         cJSON_IsString(name) ? name->valuestring : "");
-                nb++;
+                const double x = has ? tok : -1.0 - step;
+                const char *nm = cJSON_IsString(name) ? name->valuestring : "";
+                bool seen = false; /* a run resumed mid-stage announces its stage again */
+                for (int i = 0; i < nb && !seen; i++)
+                    seen = bounds[i].x == x && strncmp(bounds[i].name, nm, 63) == 0;
+                if (!seen) {
+                    if (nb == bcap)
+                        bounds = realloc(bounds, sizeof *bounds * (bcap = 2 * bcap + 8));
+                    bounds[nb].x = x;
+                    bounds[nb].step = has_step ? step : 0;
+                    snprintf(bounds[nb].name, sizeof bounds[nb].name, "%s", nm);
+                    nb++;
+                }
             }
             cJSON_Delete(o);
             continue;
@@ -141,19 +175,36 @@ int sl_cmd_plot(int argc, char **argv) {
         if (npts == cap) pts = realloc(pts, sizeof *pts * (cap = 2 * cap + 64));
         point *p = &pts[npts++];
         memset(p, 0, sizeof *p);
+        p->step = step;
         p->x = num(o, "tokens", &has);
-        if (!has) all_tokens = false, p->x = -1.0 - step; /* resolved below */
+        if (!has) p->x = -1.0 - step; /* resolved below */
         p->loss = num(o, "loss", &p->has_loss);
         p->lr = num(o, "lr", &p->has_lr);
         p->eval = num(o, "eval_loss", &p->has_eval);
-        any_eval |= p->has_eval;
-        any_lr |= p->has_lr;
         cJSON_Delete(o);
     }
     if (npts == 0) {
-        sl_error("%s: no step records to plot", path);
+        sl_error("%s: no step records to plot%s", path,
+                 start_line ? " after its last \"start\" line (the newest run's)" : "");
         goto done;
     }
+    bool all_tokens = true, any_eval = false, any_lr = false;
+    for (int i = 0; i < npts; i++) {
+        all_tokens &= pts[i].x >= 0;
+        any_eval |= pts[i].has_eval;
+        any_lr |= pts[i].has_lr;
+    }
+    /* what is drawn, so that a file holding several runs does not mislead */
+    printf("%s: %d step record%s drawn (steps %.0f to %.0f)", path, npts, npts == 1 ? "" : "s",
+           pts[0].step, pts[npts - 1].step);
+    if (start_line)
+        printf(", the newest run's (from its \"start\" at line %d; %d step record%s of earlier "
+               "runs left out)",
+               start_line, earlier, earlier == 1 ? "" : "s");
+    if (superseded)
+        printf(", %d step record%s a resume superseded left out", superseded,
+               superseded == 1 ? "" : "s");
+    printf("\n");
     /* x of records without tokens: step x global batch tokens, else the step */
     const double gbt = all_tokens ? 0.0 : batch_tokens(run);
     const char *xlabel = all_tokens ? "training tokens"

@@ -88,6 +88,40 @@ cat > staged/metrics.jsonl <<'JSONL'
 {"step": 4, "loss": 4.6, "lr": 0.001, "tokens": 3072, "stage": "long", "eval_loss": 4.7}
 JSONL
 
+# a run started over in an out_dir without a checkpoint (its predecessor died before saving
+# one) appends to the metrics file after a "start" line; sluice plot draws the newest run only
+mkdir -p dead
+grep '^{"step"' run/metrics.jsonl | head -5 >dead/metrics.jsonl
+"$sluice" train tiny.json --set training.out_dir=dead --set training.max_steps=2 \
+    --set training.warmup_steps=1 --set training.eval_every=0 >dead.log
+/usr/bin/python3 - <<'PY'
+import json
+recs = [json.loads(l) for l in open("dead/metrics.jsonl")]
+starts = [i for i, r in enumerate(recs) if r.get("event") == "start"]
+assert starts == [5], starts
+s = recs[5]
+assert s["step"] == 0 and s["config"] == "tiny.json" and s["ranks"] == 1 and s["time"], s
+assert [r["step"] for r in recs[6:] if "event" not in r] == [1, 2], recs[6:]
+first = json.loads(open("run/metrics.jsonl").readline())
+assert first.get("event") == "start", first
+PY
+# a resumed run writes the steps after its checkpoint again: drawn once, from the resumed run
+mkdir -p resumed
+/usr/bin/python3 - <<'PY'
+import json
+with open("resumed/metrics.jsonl", "w") as f:
+    w = lambda r: f.write(json.dumps(r) + "\n")
+    w({"step": 1, "loss": 9.0, "tokens": 512})  # an earlier run's
+    w({"event": "start", "step": 0, "config": "x.json", "ranks": 1, "time": "2026-01-01T00:00:00Z"})
+    w({"event": "stage", "stage": "a", "index": 0, "step": 0, "tokens": 0})
+    for s in range(1, 7):
+        w({"step": s, "loss": 5.0 - 0.1 * s, "tokens": 512 * s})
+    w({"event": "resume", "step": 4, "checkpoint": "resumed/checkpoints/step-4"})
+    w({"event": "stage", "stage": "a", "index": 0, "step": 4, "tokens": 0})
+    for s in range(5, 9):
+        w({"step": s, "loss": 4.0 - 0.1 * s, "tokens": 512 * s})
+PY
+
 is_png() { /usr/bin/python3 -c "import sys; sys.exit(open('$1','rb').read(8) != b'\x89PNG\r\n\x1a\n')"; }
 if command -v gnuplot >/dev/null; then
     ev --diagnostics --plot diag.png >/dev/null
@@ -96,6 +130,14 @@ if command -v gnuplot >/dev/null; then
     is_png run.png
     "$sluice" plot staged -o staged.png
     is_png staged.png
+    "$sluice" plot dead -o dead.png >dead.plot
+    grep -q '^dead/metrics.jsonl: 2 step records drawn (steps 1 to 2), the newest run.s (from its "start" at line 6; 5 step records of earlier runs left out)$' dead.plot ||
+        { cat dead.plot; echo "FAIL: sluice plot drew other runs' records"; exit 1; }
+    "$sluice" plot resumed -o resumed.png >resumed.plot
+    grep -q '^resumed/metrics.jsonl: 8 step records drawn (steps 1 to 8), the newest run.s (from its "start" at line 2; 1 step record of earlier runs left out), 2 step records a resume superseded left out$' resumed.plot ||
+        { cat resumed.plot; echo "FAIL: sluice plot drew the steps a resume superseded"; exit 1; }
+    is_png dead.png
+    is_png resumed.png
     echo "PNG files written: diag.png run.png staged.png"
 else
     skip_part_or_fail "gnuplot not installed (apt-get install gnuplot-nox): PNG output not checked"

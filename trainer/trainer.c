@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -484,6 +487,24 @@ static int run_schedule(trainer *t) {
     return rc;
 }
 
+/* A fresh start's "start" event: the metrics file is appended to, so a run started over in an
+ * out_dir without a checkpoint (its predecessor died before saving one) follows that run's
+ * records; readers (sluice plot) take the records after the last "start" (docs/metrics.md). */
+static void record_start(trainer *t) {
+    if (t->resumed || t->topo.rank != 0) return;
+    cJSON *path = cJSON_CreateString(t->cfg->path);
+    char *quoted = path ? cJSON_PrintUnformatted(path) : NULL;
+    char when[32] = "", fields[SL_PATH_MAX + 160];
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(fields, sizeof fields, "\"step\": %d, \"config\": %s, \"ranks\": %d, \"time\": \"%s\"",
+             t->start_step, quoted ? quoted : "null", t->topo.size, when);
+    sl_metrics_event(&t->metrics, "start", fields);
+    cJSON_free(quoted);
+    cJSON_Delete(path);
+}
+
 /* A fresh start (no --resume) into an out_dir that holds a committed checkpoint would replace
  * that run's checkpoints one by one (a step-N of the same number is swapped out on save) and
  * its final/ weights: refused, naming the ways on. Rank 0 looks (one warning, if any, about a
@@ -528,6 +549,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     if (rc == 0) {
         resolve_peak(&t);
         print_banner(&t, o->placement);
+        record_start(&t);
         sl_stop_signal_install();
         rc = run_schedule(&t);
         sl_stop_signal_restore();

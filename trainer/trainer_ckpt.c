@@ -320,6 +320,7 @@ int sl_trainer_resume(trainer *t, const char *resume) {
     if (rc == 0 && cJSON_IsObject(saved) && check_changed_settings(t, ck, saved) != 0) rc = -1;
     if (rc == 0) {
         t->start_step = (int)step->valuedouble;
+        t->resumed = true;
         t->opt.step = (int)ostep->valuedouble;
         t->resume_cursor = cJSON_PrintUnformatted(cursor);
         t->reader_stage = stage_before(t, t->start_step);

@@ -49,6 +49,7 @@ typedef struct {
                           * belongs to; -1: none yet */
     char *resume_cursor; /* the resumed checkpoint's data cursor, until a reader takes it */
     int start_step;      /* steps already taken (a resumed run) */
+    bool resumed;        /* continues a checkpoint (a "resume" metrics event, not "start") */
     sl_train_ckpt_async *pending; /* an asynchronous save in flight */
     int pending_step;
     /* data.tokenizer, when set: checked at set-up; the shards must record it (when they
