@@ -287,7 +287,8 @@ static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t
 typedef struct {
     int64_t *counts;
     double *load_max, *load_mean, *rank_load;
-    double t0;         /* when this process started stepping */
+    double t0;         /* when this process began its schedule, before the first stage's
+                        * entry and held-out evaluation: elapsed_s counts from here */
     double flops_done; /* model FLOPs of the steps this process took */
 } loop_stats;
 
