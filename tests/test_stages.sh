@@ -219,36 +219,34 @@ bad "a later stage's missing data" 'training.stages[1] ("b"): data.train: /nope/
     '[{"name":"a","tokens":512,"seq_len":32},{"name":"b","tokens":512,"seq_len":32,"data":{"train":"/nope/x"}}]'
 check "a later stage's missing data: nothing trained, no checkpoint written" [ ! -e bad/checkpoints ]
 
+# refused_resume OUT WHAT MESSAGE --set KEY=VALUE...: resuming run/checkpoints/step-6 into OUT
+# with the settings given fails printing MESSAGE (WHAT says what was changed) and writes no
+# checkpoint; the output in $out
+refused_resume() {
+    local dir=$1 what=$2 msg=$3 rc=0
+    shift 3
+    out=$("$sluice" train staged.json --set "training.out_dir=$dir" \
+        --resume run/checkpoints/step-6 "$@" 2>&1) || rc=$?
+    checks=$((checks + 1))
+    if [ "$rc" -eq 0 ] || ! grep -qF "$msg" <<<"$out"; then
+        fail "a resume with $what: want '$msg', got (exit $rc): $out"
+    fi
+    check "the refused resume ($what) wrote no checkpoint" [ ! -e "$dir/checkpoints" ]
+}
+
 # ---- a resume keeps the model: another architecture is refused, naming the key ----
-rc=0
-out=$("$sluice" train staged.json --set training.out_dir=arch --resume run/checkpoints/step-6 \
-    --set model.num_experts_per_tok=3 2>&1) || rc=$?
-checks=$((checks + 1))
-if [ "$rc" -eq 0 ] || ! grep -qF 'model.num_experts_per_tok (checkpoint 4, config 3)' <<<"$out"; then
-    fail "a resume with another top-k: want an error naming model.num_experts_per_tok, got (exit $rc): $out"
-fi
-check "the refused resume wrote no checkpoint" [ ! -e arch/checkpoints ]
+refused_resume arch "another top-k" 'model.num_experts_per_tok (checkpoint 4, config 3)' \
+    --set model.num_experts_per_tok=3
 
 # ---- a resume continues the data of the stage it re-enters: other shards there (or another
 # data.seed) are refused naming the key, not listed as an allowed change; the same shards at
 # another path continue bitwise ----
-rc=0
-out=$("$sluice" train staged.json --set training.out_dir=newdata --resume run/checkpoints/step-6 \
-    --set data.train=train2 2>&1) || rc=$?
-checks=$((checks + 1))
-if [ "$rc" -eq 0 ] || ! grep -qF 'staged.json: data.train: the training data of stage "long" changed since run/checkpoints/step-6 (it read train; this config names train2): a resumed stage continues the data it was reading. To train on other data, add a stage with its own data.train' <<<"$out"; then
-    fail "a resume onto other training data: want an error naming data.train, got (exit $rc): $out"
-fi
+refused_resume newdata "other training data" 'staged.json: data.train: the training data of stage "long" changed since run/checkpoints/step-6 (it read train; this config names train2): a resumed stage continues the data it was reading. To train on other data, add a stage with its own data.train' \
+    --set data.train=train2
 check "... not listed among the allowed changes first" \
     bash -c '! grep -q "settings changed since the checkpoint" <<<"$1"' _ "$out"
-check "the refused resume wrote no checkpoint" [ ! -e newdata/checkpoints ]
-rc=0
-out=$("$sluice" train staged.json --set training.out_dir=newseed --resume run/checkpoints/step-6 \
-    --set data.seed=5 2>&1) || rc=$?
-checks=$((checks + 1))
-if [ "$rc" -eq 0 ] || ! grep -qF 'staged.json: data.seed: 5, but run/checkpoints/step-6 continues a data order of seed 1234' <<<"$out"; then
-    fail "a resume with another data.seed: want an error naming data.seed, got (exit $rc): $out"
-fi
+refused_resume newseed "another data.seed" 'staged.json: data.seed: 5, but run/checkpoints/step-6 continues a data order of seed 1234' \
+    --set data.seed=5
 cp -r train train_moved
 "$sluice" train staged.json --set training.out_dir=moved --resume run/checkpoints/step-6 \
     --set data.train=train_moved > moved.log 2>&1 || fail "a resume onto the same shards moved failed: $(tail -3 moved.log)"
