@@ -47,6 +47,8 @@ static void usage(FILE *f) {
 typedef struct {
     double step, x, loss, lr, eval;
     bool has_loss, has_lr, has_eval;
+    bool event; /* a held-out loss of an "eval" event (a stage's start, an evaluation-only
+                   stage, the run's step 0), not a step record */
 } point;
 
 typedef struct {
@@ -133,7 +135,8 @@ int sl_cmd_plot(int argc, char **argv) {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "stage");
             if (strcmp(ev->valuestring, "start") == 0) {
                 /* a fresh run: what came before belongs to earlier runs */
-                earlier += npts + superseded;
+                earlier += superseded;
+                for (int i = 0; i < npts; i++) earlier += !pts[i].event;
                 npts = nb = superseded = 0;
                 start_line = lineno;
             } else if (strcmp(ev->valuestring, "resume") == 0 && has_step) {
@@ -141,13 +144,28 @@ int sl_cmd_plot(int argc, char **argv) {
                  * is announced again): the records written after it are superseded */
                 int k = 0;
                 for (int i = 0; i < npts; i++)
-                    if (pts[i].step <= step) pts[k++] = pts[i];
-                superseded += npts - k;
+                    if (pts[i].step <= step)
+                        pts[k++] = pts[i];
+                    else if (!pts[i].event)
+                        superseded++; /* counted as step records */
                 npts = k;
                 k = 0;
                 for (int i = 0; i < nb; i++)
                     if (bounds[i].step < step) bounds[k++] = bounds[i];
                 nb = k;
+            } else if (strcmp(ev->valuestring, "eval") == 0 && (has || has_step)) {
+                /* the held-out loss before a stage's first step: drawn with the others */
+                bool has_loss = false;
+                const double loss = num(o, "eval_loss", &has_loss);
+                if (has_loss) {
+                    if (npts == cap) pts = realloc(pts, sizeof *pts * (cap = 2 * cap + 64));
+                    point *p = &pts[npts++];
+                    memset(p, 0, sizeof *p);
+                    p->step = has_step ? step : 0;
+                    p->x = has ? tok : -1.0 - p->step;
+                    p->eval = loss;
+                    p->has_eval = p->event = true;
+                }
             } else if (strcmp(ev->valuestring, "stage") == 0 && (has || has_step)) {
                 /* x is decided below, once it is known whether every record has tokens */
                 const double x = has ? tok : -1.0 - step;
@@ -183,20 +201,33 @@ int sl_cmd_plot(int argc, char **argv) {
         p->eval = num(o, "eval_loss", &p->has_eval);
         cJSON_Delete(o);
     }
-    if (npts == 0) {
+    /* the step records among the points, the first and the last */
+    int records = 0, first = -1, last = -1, evals = 0, first_eval = -1, last_eval = -1;
+    for (int i = 0; i < npts; i++) {
+        if (!pts[i].event) {
+            records++;
+            last = i;
+            if (first < 0) first = i;
+        }
+        if (pts[i].has_eval) {
+            evals++;
+            last_eval = i;
+            if (first_eval < 0) first_eval = i;
+        }
+    }
+    if (records == 0) {
         sl_error("%s: no step records to plot%s", path,
                  start_line ? " after its last \"start\" line (the newest run's)" : "");
         goto done;
     }
-    bool all_tokens = true, any_eval = false, any_lr = false;
+    bool all_tokens = true, any_eval = evals > 0, any_lr = false;
     for (int i = 0; i < npts; i++) {
         all_tokens &= pts[i].x >= 0;
-        any_eval |= pts[i].has_eval;
         any_lr |= pts[i].has_lr;
     }
     /* what is drawn, so that a file holding several runs does not mislead */
-    printf("%s: %d step record%s drawn (steps %.0f to %.0f)", path, npts, npts == 1 ? "" : "s",
-           pts[0].step, pts[npts - 1].step);
+    printf("%s: %d step record%s drawn (steps %.0f to %.0f)", path, records,
+           records == 1 ? "" : "s", pts[first].step, pts[last].step);
     if (start_line)
         printf(", the newest run's (from its \"start\" at line %d; %d step record%s of earlier "
                "runs left out)",
@@ -205,6 +236,9 @@ int sl_cmd_plot(int argc, char **argv) {
         printf(", %d step record%s a resume superseded left out", superseded,
                superseded == 1 ? "" : "s");
     printf("\n");
+    if (evals)
+        printf("%s: %d held-out loss%s drawn (steps %.0f to %.0f)\n", path, evals,
+               evals == 1 ? "" : "es", pts[first_eval].step, pts[last_eval].step);
     /* x of records without tokens: step x global batch tokens, else the step */
     const double gbt = all_tokens ? 0.0 : batch_tokens(run);
     const char *xlabel = all_tokens ? "training tokens"

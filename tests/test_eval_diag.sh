@@ -126,8 +126,12 @@ is_png() { /usr/bin/python3 -c "import sys; sys.exit(open('$1','rb').read(8) != 
 if command -v gnuplot >/dev/null; then
     ev --diagnostics --plot diag.png >/dev/null
     is_png diag.png
-    "$sluice" plot run -o run.png --title "tiny run"
+    "$sluice" plot run -o run.png --title "tiny run" >run.plot
     is_png run.png
+    # the held-out losses: the start-of-run evaluation's (an "eval" event at step 0) with the
+    # step records'
+    grep -q '^run/metrics.jsonl: 3 held-out losses drawn (steps 0 to 8)$' run.plot ||
+        { cat run.plot; echo "FAIL: sluice plot left out the step-0 held-out loss"; exit 1; }
     "$sluice" plot staged -o staged.png
     is_png staged.png
     "$sluice" plot dead -o dead.png >dead.plot
