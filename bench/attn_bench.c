@@ -337,20 +337,23 @@ typedef struct {
 /* Samples the clock into *to (a pass just ended, synchronized), or marks the run unreadable. */
 static void read_clock(const ab_options *o, pass_clocks *pc, double *to) {
     if (!pc->ok) return;
+    if (strcmp(o->backend, "cuda") != 0) {
+        snprintf(pc->why, sizeof pc->why, "not a GPU backend");
+        pc->ok = false;
+        return;
+    }
 #ifdef SLUICE_WITH_CUDA
     unsigned mhz = 0;
     unsigned long long why = 0;
-    if (strcmp(o->backend, "cuda") == 0 &&
-        sl_cuda_sm_clock(&mhz, &why, pc->why, sizeof pc->why) == 0) {
+    if (sl_cuda_sm_clock(&mhz, &why, pc->why, sizeof pc->why) == 0) {
         *to = mhz;
         pc->reasons |= why;
         return;
     }
 #else
-    (void)o, (void)to;
+    (void)to;
     snprintf(pc->why, sizeof pc->why, "no CUDA backend in this build");
 #endif
-    if (strcmp(o->backend, "cuda") != 0) snprintf(pc->why, sizeof pc->why, "not a GPU backend");
     pc->ok = false;
 }
 
