@@ -19,7 +19,8 @@
  * keeps dK and dV in registers; per step S^T = K Q^T and dP^T = V dO^T (wgmma, shared memory, both
  *      K-major), P^T = 2^(S^T c - lse2) masked, dS^T = P^T (dP^T - Di), then dV += P^T dO and
  *      dK += dS^T Q with P^T and dS^T as register A operands (dO, Q MN-major). The softmax of
- *      S^T runs while dP^T is on the tensor cores.
+ *      S^T runs while dP^T is on the tensor cores (and, with SLUICE_ATTN_SM90_BWD_EARLY_DV=1,
+ *      dS^T while dV is).
  *      Fused dQ (SLUICE_ATTN_SM90_DQ=fused; always without backend.deterministic): each
  *      consumer also writes its dS^T into a
  *      double-buffered shared tile, the two meet, and each computes half of the step's dQ = dS
@@ -53,6 +54,14 @@ constexpr int kOptPingpong = 1, kOptTilesDown = 2;
  * figure for a producer that does more than issue TMA), the consumers get 232. */
 constexpr int kBwdProducerRegs = 40, kBwdConsumerRegs = 232;
 static_assert(sl_setmaxnreg_fits(kWgThreads, kBwdProducerRegs, kConsumerThreads, kBwdConsumerRegs),
+              "setmaxnreg: the warpgroups' registers exceed the block's");
+/* The early dV's consumers hold P^T's fragments beside P^T, dP^T, dK and dV (208 registers of
+ * values): at 232 ptxas spilled 16 bytes at D = 128. They take 240 and the producer 24
+ * (FlashAttention-3's split; ptxas: 0 spills in the producer's index loop and statistics warp
+ * too). */
+constexpr int kEarlyProducerRegs = 24, kEarlyConsumerRegs = 240;
+static_assert(sl_setmaxnreg_fits(kWgThreads, kEarlyProducerRegs, kConsumerThreads,
+                                 kEarlyConsumerRegs),
               "setmaxnreg: the warpgroups' registers exceed the block's");
 
 template <int D, bool FUSED, int BM_, int ST_ = 2> struct dkdv_layout {
@@ -106,7 +115,9 @@ __device__ __forceinline__ bool visible(int i, int j, int lo, int seq) {
     return j <= i && j >= lo && i < seq;
 }
 
-template <int D, bool FUSED, int BM_, int ST_>
+/* EARLY (SLUICE_ATTN_SM90_BWD_EARLY_DV, bwd_early_dv; without the fused dQ): a template
+ * parameter, not an opts bit, because both step orders in one kernel made ptxas spill. */
+template <int D, bool FUSED, int BM_, int ST_, bool EARLY>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_dkdv_kernel(const __grid_constant__ CUtensorMap tq,
                      const __grid_constant__ CUtensorMap tdo,
@@ -174,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     const int wg = (int)(threadIdx.x / kWgThreads);
     if (wg == 0) { /* producer */
-        sl_setmaxnreg_dec<kBwdProducerRegs>();
+        sl_setmaxnreg_dec<EARLY ? kEarlyProducerRegs : kBwdProducerRegs>();
         const int warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
         if (threadIdx.x == 0) {
             sl_mbar_arrive_expect_tx(kv_full, 2 * L::kv_bytes);
@@ -240,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     /* consumer c: keys j0 + 64 c .. j0 + 64 c + 63 */
-    sl_setmaxnreg_inc<kBwdConsumerRegs>();
+    sl_setmaxnreg_inc<EARLY ? kEarlyConsumerRegs : kBwdConsumerRegs>();
     const int c = wg - 1;
     const lane_pos p = lane_of();
     const float c2 = a.scale * kLog2e;
@@ -299,6 +310,12 @@ __global__ void __launch_bounds__(kThreads, 1)
      * the same phase at once. Uniform per block: every thread takes the same branches. */
     using turn = turns<kConsumers, kBarTurn>;
     const bool pp = !FUSED && (opts & kOptPingpong) != 0;
+    /* EARLY (without the fused dQ and the turns, which bwd_early_dv refuses): dV += P^T dO is
+     * issued as soon as P^T is in registers, behind dP^T, and dS^T is computed while it runs,
+     * so that a consumer's tensor-core queue stays filled through its own elementwise work.
+     * Same products on the same values: the same bits as the default order. */
+    static_assert(!(EARLY && FUSED), "the early dV is for the dK/dV pass without the fused dQ");
+    constexpr bool early = EARLY;
     if (pp) turn::start(c);
     for (int s = 0; s < steps; s++) {
         const int st = s % ST, i0 = row_of(s);
@@ -358,7 +375,21 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
-        sl_wgmma_wait<0>();
+        uint32_t pa[BM / 16][4], da[BM / 16][4];
+        const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dqm = desc_mnmajor<BM>(sq, 0);
+        if (early) { /* dV behind dP^T; the wait below then retires dP^T only */
+            acc_to_frags<BM>(pa, sacc);
+            sl_wgmma_fence_operand(dv);
+            fence_frags(pa);
+            sl_wgmma_fence();
+            SL_UNROLL
+            for (int kk = 0; kk < BM / 16; kk++)
+                sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
+            sl_wgmma_commit();
+            sl_wgmma_wait<1>();
+        } else {
+            sl_wgmma_wait<0>();
+        }
         sl_wgmma_fence_operand(dpacc);
         SL_UNROLL
         for (int j = 0; j < BM / 8; j++) {
@@ -368,8 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 dpacc[4 * j + e] = sacc[4 * j + e] * (dpacc[4 * j + e] - sdi[qi]);
             }
         }
-        uint32_t pa[BM / 16][4], da[BM / 16][4];
-        acc_to_frags<BM>(pa, sacc);
+        if (!early) acc_to_frags<BM>(pa, sacc);
         acc_to_frags<BM>(da, dpacc);
 
         if constexpr (FUSED) {
@@ -389,23 +419,23 @@ __global__ void __launch_bounds__(kThreads, 1)
             sl_mbar_arrive(&ds_full[s & 1]);
         }
 
-        /* dV += P^T dO, dK += dS^T Q: contraction over the step's BM queries */
+        /* dV += P^T dO (unless issued early), dK += dS^T Q: contraction over the step's BM
+         * queries */
         sl_wgmma_fence_operand(dk);
-        sl_wgmma_fence_operand(dv);
-        fence_frags(pa);
+        if (!early) sl_wgmma_fence_operand(dv);
+        if (!early) fence_frags(pa);
         fence_frags(da);
         if (pp) turn::wait(c);
         sl_wgmma_fence();
-        {
-            const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dq = desc_mnmajor<BM>(sq, 0);
+        if (!early) {
             SL_UNROLL
             for (int kk = 0; kk < BM / 16; kk++)
                 sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
-            SL_UNROLL
-            for (int kk = 0; kk < BM / 16; kk++)
-                sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dq, kk), 1);
-            sl_wgmma_commit();
         }
+        SL_UNROLL
+        for (int kk = 0; kk < BM / 16; kk++)
+            sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dqm, kk), 1);
+        sl_wgmma_commit();
         if (pp) turn::pass(c);
 
         if constexpr (FUSED) {
@@ -543,8 +573,23 @@ bool bwd_tiles_down(void) {
     return sl_env_choice("SLUICE_ATTN_SM90_BWD_ORDER", values, 2) == 1;
 }
 
+/* SLUICE_ATTN_SM90_BWD_EARLY_DV: unset, "" or "0": a dK/dV step issues dV and dK together once
+ * dS^T is ready (the default, as measured); "1": dV as soon as P^T is ready, dS^T computed
+ * while it runs (sm90_dkdv_kernel's EARLY; the same bits). Without the fused dQ, and not
+ * with SLUICE_ATTN_SM90_BWD_PINGPONG=1 (whose turns would hold the tensor cores through dS^T):
+ * that pair stops the backward. Opt-in, not yet measured on a GPU (docs/attention.md, "dV
+ * before dS"). Read at every backward. */
+bool bwd_early_dv(void) {
+    static const char *const values[] = {"0", "1"};
+    const bool early = sl_env_choice("SLUICE_ATTN_SM90_BWD_EARLY_DV", values, 2) == 1;
+    SL_CHECK(!early || !bwd_pingpong(),
+             "gated_attn_bwd: SLUICE_ATTN_SM90_BWD_EARLY_DV=1 does not combine with "
+             "SLUICE_ATTN_SM90_BWD_PINGPONG=1 (set one of them)");
+    return early;
+}
+
 /* ordered: the fused dQ's additions in key-tile order (backend.deterministic) */
-template <int D, bool FUSED, int BM, int ST = 2>
+template <int D, bool FUSED, int BM, int ST = 2, bool EARLY = false>
 void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     using L = dkdv_layout<D, FUSED, BM, ST>;
     const char *op = "gated_attn_bwd";
@@ -567,21 +612,33 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     }
     const int64_t blocks = (int64_t)((a.seq + L::BN - 1) / L::BN) * a.batch * a.kv * hsplit;
     SL_CHECK(blocks <= 0x7fffffff, "%s: %lld blocks exceed the grid limit", op, (long long)blocks);
-    sl_cuda_raise_smem<sm90_dkdv_kernel<D, FUSED, BM, ST>>(L::bytes, op);
+    sl_cuda_raise_smem<sm90_dkdv_kernel<D, FUSED, BM, ST, EARLY>>(L::bytes, op);
 #ifdef SLUICE_CUDA_EMULATED
     /* the ordered dQ's blocks wait for earlier key tiles' blocks: the emulator must run them
      * in index order (emu/README.md) */
-    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM, ST>);
+    if (order) sl_emu_blocks_in_order((const void *)sm90_dkdv_kernel<D, FUSED, BM, ST, EARLY>);
 #endif
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const args, const int, float *const, int *const, const int) =
-        sm90_dkdv_kernel<D, FUSED, BM, ST>;
+        sm90_dkdv_kernel<D, FUSED, BM, ST, EARLY>;
     const int opts =
         (!FUSED && bwd_pingpong() ? kOptPingpong : 0) | (bwd_tiles_down() ? kOptTilesDown : 0);
     SL_LAUNCH(kernel, dim3((unsigned)blocks), dim3(kThreads), L::bytes, stream, tq, tdo, tk, tv,
               tdq, a, hsplit, part, order, opts);
     SL_CUDA_LAUNCHED(op);
     if (hsplit > 1) launch_dkdv_reduce(a, D, part, hsplit, stream);
+}
+
+/* The dK/dV pass without the fused dQ, with the early dV or not */
+template <int D, int BM, int ST>
+void launch_dkdv_pass(void *ctx, const args &a, cudaStream_t stream) {
+    if constexpr (BM == 64) { /* at BM 128 (D = 64) ptxas spilled 48 bytes at 240: not there */
+        if (bwd_early_dv()) {
+            launch_dkdv<D, false, BM, ST, true>(ctx, a, false, stream);
+            return;
+        }
+    }
+    launch_dkdv<D, false, BM, ST>(ctx, a, false, stream);
 }
 
 /* fused: dQ from the dK/dV pass into a.dqacc (which the prep zeroes), then converted; ordered
@@ -600,13 +657,13 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
     } else {
         const int stages = bwd_stages();
         if (big)
-            launch_dkdv<D, false, BIG>(ctx, a, false, stream);
+            launch_dkdv_pass<D, BIG, 2>(ctx, a, stream);
         else if (stages == 3)
-            launch_dkdv<D, false, 64, 3>(ctx, a, false, stream);
+            launch_dkdv_pass<D, 64, 3>(ctx, a, stream);
         else if (stages == 4)
-            launch_dkdv<D, false, 64, 4>(ctx, a, false, stream);
+            launch_dkdv_pass<D, 64, 4>(ctx, a, stream);
         else
-            launch_dkdv<D, false, 64>(ctx, a, false, stream);
+            launch_dkdv_pass<D, 64, 2>(ctx, a, stream);
         launch_dq(ctx, a, D, stream);
     }
 }

@@ -97,6 +97,11 @@ cut:
                        and by query tile from the sequence's end down
                        (SLUICE_ATTN_SM90_BWD_ORDER=heads and tiles; opt-in, unmeasured), after a
                        sampled check of the tile order, one process each, back to back
+  attn_bench_bwd_early_dv
+                       the same shapes, the dK/dV pass issuing dV with dK once dS is ready and
+                       as soon as P is ready, dS computed while it runs
+                       (SLUICE_ATTN_SM90_BWD_EARLY_DV=0 and 1; opt-in, unmeasured), after a
+                       sampled check of the early dV, one process each, back to back
   attn_bench_dq_overlap
                        the same shapes, the dQ pass waiting for each dQ GEMM and with the next
                        step's S and dP issued behind it (SLUICE_ATTN_SM90_DQ_OVERLAP=0 and 1;
@@ -146,7 +151,7 @@ import time
 import gpu_check_core as C
 from gpu_check_bench import (part_adamw, part_adamw_full, part_attn, part_attn_dq_overlap,
                              part_attn_fwd192, part_attn_separate,
-                             part_attn_anatomy, part_attn_bwd_order, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
+                             part_attn_anatomy, part_attn_bwd_early_dv, part_attn_bwd_order, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
@@ -350,6 +355,8 @@ def main():
         ("attn_bench_bwd_stages", part_attn_bwd_stages, S),
         # the dK/dV pass's steps by query tile from the end down (opt-in until measured)
         ("attn_bench_bwd_order", part_attn_bwd_order, S),
+        # the dK/dV pass's dV issued before dS is computed (opt-in until measured)
+        ("attn_bench_bwd_early_dv", part_attn_bwd_early_dv, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
         # AdamW's rate against its streams' and a device copy's

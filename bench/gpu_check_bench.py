@@ -176,6 +176,17 @@ def part_attn_bwd_order(L, budget, S):
                               check=("tiles", 16))
 
 
+def part_attn_bwd_early_dv(L, budget, S):
+    """The Hopper backward's dK/dV pass issuing dV and dK together once dS is ready and dV as
+    soon as P is ready, dS computed while it runs (SLUICE_ATTN_SM90_BWD_EARLY_DV=0 and 1; the
+    change shows in bwd), one process each, back to back per shape, after a sampled check of the
+    early dV at the shape (the same bits as the default by construction; the check guards the
+    GPU's own wgmma ordering, which the emulator cannot show)."""
+    return part_attn_variants(L, budget, "attn_bench_bwd_early_dv", "SLUICE_ATTN_SM90_BWD_EARLY_DV",
+                              ("0", "1"), S["attn_pp"], "attn_bench_bwd_early_dv%s_%d.out", "bwd_early_dv",
+                              check=("1", 16))
+
+
 def ncu_on_attn_bench(L, part):
     """(Nsight Compute, the part's log) for a part that profiles attn_bench; (None, None) once
     the part's SKIP is recorded (a bundle without attn_bench, no ncu here)."""

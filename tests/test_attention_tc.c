@@ -11,7 +11,10 @@
  *
  * usage: test_attention_tc [deterministic|atomic] [sm90]
  *   deterministic (default): backend.deterministic = true, the separate dQ kernel; the backward
- *     run twice must also give identical bits.
+ *     run twice must also give identical bits. With SLUICE_TEST_SECOND_RUN_ENV=NAME=VALUE the
+ *     second run has NAME set to VALUE (the kernels read their variables at every backward): a
+ *     variant that must not change a bit (a schedule, not a sum order) is compared bitwise with
+ *     the default.
  *   atomic: allow_nondeterministic, dQ summed with fp32 atomics in the dK/dV kernel. Its
  *     summation order depends on the block schedule, so under the SIMT emulator the test is
  *     registered with SLUICE_EMU_RACECHECK=0 (the race check replays every launch in a second
@@ -162,15 +165,29 @@ static void run_case(const acase *c) {
         first[i] = sl_test_host_floats(outs[i]);
         compare(lbl, names[i], first[i], rg[i], ns[i], TOL_BWD);
     }
-    if (!g_atomic) { /* deterministic mode: the same bits again */
+    if (!g_atomic) { /* deterministic mode: the same bits again (with the variant, if any) */
+        const char *variant = getenv("SLUICE_TEST_SECOND_RUN_ENV");
+        char name[128] = "";
+        if (variant && *variant) {
+            const char *eq = strchr(variant, '=');
+            const bool ok = eq && eq != variant && (size_t)(eq - variant) < sizeof name;
+            CHECK(ok, "SLUICE_TEST_SECOND_RUN_ENV=%s: expected NAME=VALUE", variant);
+            if (ok) {
+                memcpy(name, variant, (size_t)(eq - variant));
+                name[eq - variant] = '\0';
+                CHECK(!getenv(name), "SLUICE_TEST_SECOND_RUN_ENV: %s is already set", name);
+                setenv(name, eq + 1, 1);
+            }
+        }
         sl_op_gated_attn_bwd(gdq, gdk, gdv, gdg, gdy, gq, gk, gv, gg, gs, go2, gl2, c->b, c->s,
                              scale);
+        if (name[0]) unsetenv(name);
         for (int i = 0; i < 4; i++) {
             if (!outs[i]) continue;
             float *again = sl_test_host_floats(outs[i]);
             CHECK(memcmp(again, first[i], sizeof(float) * (size_t)ns[i]) == 0,
-                  "%s %s: the deterministic backward gave different bits on a second run", lbl,
-                  names[i]);
+                  "%s %s: the deterministic backward gave different bits on a second run%s%s", lbl,
+                  names[i], name[0] ? " with " : "", name[0] ? variant : "");
             free(again);
         }
     }
