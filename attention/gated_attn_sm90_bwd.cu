@@ -309,8 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1)
      * dS run beside the other's GEMMs instead of both consumers, fed by the same stage, doing
      * the same phase at once. Uniform per block: every thread takes the same branches. */
     using turn = turns<kConsumers, kBarTurn>;
-    const bool pp = !FUSED && (opts & kOptPingpong) != 0;
-    /* EARLY (without the fused dQ and the turns, which bwd_early_dv refuses): dV += P^T dO is
+    const bool pp = !FUSED && !EARLY && (opts & kOptPingpong) != 0;
+    /* EARLY (with the dQ pass only; bwd_early_dv refuses the turns): dV += P^T dO is
      * issued as soon as P^T is in registers, behind dP^T, and dS^T is computed while it runs,
      * so that a consumer's tensor-core queue stays filled through its own elementwise work.
      * Same products on the same values: the same bits as the default order. */
@@ -376,12 +376,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
         uint32_t pa[BM / 16][4], da[BM / 16][4];
-        const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dqm = desc_mnmajor<BM>(sq, 0);
         if (early) { /* dV behind dP^T; the wait below then retires dP^T only */
             acc_to_frags<BM>(pa, sacc);
             sl_wgmma_fence_operand(dv);
             fence_frags(pa);
             sl_wgmma_fence();
+            const uint64_t ddo = desc_mnmajor<BM>(sdo, 0);
             SL_UNROLL
             for (int kk = 0; kk < BM / 16; kk++)
                 sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
@@ -427,15 +427,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_frags(da);
         if (pp) turn::wait(c);
         sl_wgmma_fence();
-        if (!early) {
+        {
+            const uint64_t ddo = desc_mnmajor<BM>(sdo, 0), dq = desc_mnmajor<BM>(sq, 0);
+            if (!early) {
+                SL_UNROLL
+                for (int kk = 0; kk < BM / 16; kk++)
+                    sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
+            }
             SL_UNROLL
             for (int kk = 0; kk < BM / 16; kk++)
-                sl_wgmma_bf16_rs<D, 1>(dv, pa[kk], mnslice(ddo, kk), 1);
+                sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dq, kk), 1);
+            sl_wgmma_commit();
         }
-        SL_UNROLL
-        for (int kk = 0; kk < BM / 16; kk++)
-            sl_wgmma_bf16_rs<D, 1>(dk, da[kk], mnslice(dqm, kk), 1);
-        sl_wgmma_commit();
         if (pp) turn::pass(c);
 
         if constexpr (FUSED) {
@@ -629,11 +632,11 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     if (hsplit > 1) launch_dkdv_reduce(a, D, part, hsplit, stream);
 }
 
-/* The dK/dV pass without the fused dQ, with the early dV or not */
+/* The dK/dV pass without the fused dQ, with the early dV (bwd_early_dv) or not */
 template <int D, int BM, int ST>
-void launch_dkdv_pass(void *ctx, const args &a, cudaStream_t stream) {
+void launch_dkdv_pass(void *ctx, const args &a, bool early, cudaStream_t stream) {
     if constexpr (BM == 64) { /* at BM 128 (D = 64) ptxas spilled 48 bytes at 240: not there */
-        if (bwd_early_dv()) {
+        if (early) {
             launch_dkdv<D, false, BM, ST, true>(ctx, a, false, stream);
             return;
         }
@@ -647,6 +650,9 @@ template <int D>
 void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaStream_t stream) {
     constexpr int BIG = D == 64 ? 128 : 64; /* BM = 128 exists at D = 64 only */
     const bool big = bwd_bm(D) == 128;
+    /* read on every path, so that a bad value or the pairing with the turns always stops the
+     * backward; used by the dQ pass's dK/dV kernels at BM 64 only */
+    const bool early = bwd_early_dv();
     sl_attn_tc::launch_bwd_prep(a, D, stream);
     if (fused) {
         if (big)
@@ -657,13 +663,13 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
     } else {
         const int stages = bwd_stages();
         if (big)
-            launch_dkdv_pass<D, BIG, 2>(ctx, a, stream);
+            launch_dkdv_pass<D, BIG, 2>(ctx, a, early, stream);
         else if (stages == 3)
-            launch_dkdv_pass<D, 64, 3>(ctx, a, stream);
+            launch_dkdv_pass<D, 64, 3>(ctx, a, early, stream);
         else if (stages == 4)
-            launch_dkdv_pass<D, 64, 4>(ctx, a, stream);
+            launch_dkdv_pass<D, 64, 4>(ctx, a, early, stream);
         else
-            launch_dkdv_pass<D, 64, 2>(ctx, a, stream);
+            launch_dkdv_pass<D, 64, 2>(ctx, a, early, stream);
         launch_dq(ctx, a, D, stream);
     }
 }

@@ -4,7 +4,8 @@
 #
 # usage: nvcc_resource_usage.sh DIR nvcc args...     (CMAKE_CUDA_COMPILER_LAUNCHER)
 #          runs nvcc; its "ptxas info" lines go to DIR/<object>.txt, everything else to
-#          stderr as usual; the exit status is nvcc's.
+#          stderr as usual; the exit status is nvcc's, or 1 when ptxas reports a C75xx
+#          advisory (wgmma serialized), which is also repeated on stderr.
 #        nvcc_resource_usage.sh --collect DIR OUT    (after the library is built)
 #          concatenates DIR/*.txt into OUT, kernel names demangled when c++filt exists.
 set -u
@@ -42,6 +43,15 @@ if [ -n "$obj" ]; then
         grep -E '^ptxas info|^ +[0-9]+ bytes stack frame' "$log"
     } >"$dir/$name.txt"
     grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' "$log" >&2
+    # ptxas's C75xx advisories ("Potential Performance Loss: wgmma.mma_async instructions are
+    # serialized", "warpgroup.wait is injected"): it keeps a Hopper kernel correct by waiting
+    # where the source overlapped a wgmma with a use of its registers, so the kernel silently
+    # loses the overlap it was written for. Treated as an error, as spills are.
+    if grep -E '^ptxas info +: \(C75[0-9][0-9]\)' "$log" >&2; then
+        echo "$obj: ptxas serialized wgmma (the C75xx lines above); fix the kernel's register use" >&2
+        rm -f "$obj" # else the next make would take it as built
+        [ "$rc" = 0 ] && rc=1
+    fi
 else
     cat "$log" >&2
 fi

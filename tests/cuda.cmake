@@ -29,3 +29,9 @@ add_test(NAME test_attention_sm90_train
                  ${CMAKE_CURRENT_BINARY_DIR}/attention_sm90_train)
 set_tests_properties(test_attention_sm90_train PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda" ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_EMU_RACECHECK=0")
+# The CUDA compiler launcher (cmake/nvcc_resource_usage.sh) with a stand-in nvcc: resource lines
+# into the report, and ptxas's C75xx advisories (a wgmma serialized) failing the compile.
+add_test(NAME test_nvcc_wrapper
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_nvcc_wrapper.sh ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/nvcc_wrapper)
+set_tests_properties(test_nvcc_wrapper PROPERTIES TIMEOUT 60 LABELS "cuda;emu")
