@@ -19,3 +19,11 @@ add_test(NAME test_weights_cli
                  ${CMAKE_CURRENT_BINARY_DIR}/weights_cli)
 set_tests_properties(test_weights_cli PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "model;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
+# sluice train checks every data path of its schedule at start-up: one line naming the config and
+# the key, before the banner, the model's allocation and a checkpoint's load, once under mpirun -np
+# 2, exit status 1 (tests/test_train_data_check.sh).
+add_test(NAME test_train_data_check
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_data_check.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/train_data_check ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_train_data_check PROPERTIES TIMEOUT 120 LABELS "trainer;cli"
+                     PROCESSORS 2 ENVIRONMENT "OMP_NUM_THREADS=1")

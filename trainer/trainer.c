@@ -85,9 +85,13 @@ static int check_tokenizer(trainer *t) {
     return 0;
 }
 
-static int setup(trainer *t) {
+/* What the config asks for that can be checked in a second, before the costly set-up: the
+ * rank layout, the tokenizer, every stage's batch and every data path the schedule reads (rank
+ * 0 alone, after the topology's collectives, so that its failing leaves no rank waiting in
+ * one). A user who mistyped a path learns it before the model is allocated or a checkpoint read.
+ * 0, or -1 with the error held or printed once. */
+static int check_config(trainer *t) {
     const sl_config *c = t->cfg;
-    const sl_train_config *tc = &c->train;
     t->reader_stage = -1;
     if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel, c->model.num_experts,
                          t->err, sizeof t->err) != 0) {
@@ -96,6 +100,12 @@ static int setup(trainer *t) {
     }
     if (check_tokenizer(t) != 0) return -1;
     if (sl_trainer_plan_schedule(t) != 0) return -1;
+    return sl_trainer_check_stage_data(t);
+}
+
+static int setup(trainer *t) {
+    const sl_config *c = t->cfg;
+    const sl_train_config *tc = &c->train;
     sl_moe_options mo = {
         .capacity_factor = c->parallel.capacity_factor,
         .drop_policy =
@@ -125,7 +135,6 @@ static int setup(trainer *t) {
     sl_optimizer_init(&t->opt, &t->model->params, &op);
     /* rank 0 alone from here on: after every collective of the set-up, so that its failing
      * leaves no rank waiting in one */
-    if (sl_trainer_check_stage_data(t) != 0) return -1;
     /* training.metrics_file is never empty: the config derives it from out_dir */
     if (t->topo.rank == 0) {
         if (sl_mkdirs(tc->out_dir, t->err, sizeof t->err) != 0 ||
@@ -539,6 +548,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
      * would wait forever for the one that failed; an error every rank finds is printed once. */
     t.topo.rank = sl_comm_rank(world);
     int rc = sl_comm_agree(world, refuse_existing_run(&t, o) != 0) ? -1 : 0;
+    if (rc == 0) rc = sl_comm_agree(world, check_config(&t) != 0) ? -1 : 0;
     if (rc == 0) rc = sl_comm_agree(world, setup(&t) != 0) ? -1 : 0;
     if (rc == 0 && o->resume && *o->resume)
         rc = sl_comm_agree(world, sl_trainer_resume(&t, o->resume) != 0) ? -1 : 0;

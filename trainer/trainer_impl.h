@@ -106,9 +106,12 @@ static inline const sl_stage *sl_trainer_stage(const trainer *t) {
  * a stage that starts there). evaluate_event: the current stage's held-out loss as an "eval"
  * event (NaN without an eval set, -1 on error; collective). */
 int sl_trainer_plan_schedule(trainer *t);
-/* Every later stage's data (training corpora and eval set) resolved and each shard's header and
- * index read, on rank 0, before the first step: a bad path in stage 3 fails at the start, not
- * after stages 1 and 2 have trained. 0, or -1 with the error held (sl_error_hold). */
+/* Every stage's data (training corpora and eval set), the first stage's included, resolved and
+ * each shard's header and index read, on rank 0, before the model is allocated or a checkpoint
+ * read: a bad path fails in a second at start-up, naming the config and the key, not after
+ * minutes of set-up or after stages 1 and 2 have trained. Before a resume the stage it re-enters
+ * is not yet known, so stages it has finished are checked too. 0, or -1 with the error held
+ * (sl_error_hold_shared). */
 int sl_trainer_check_stage_data(trainer *t);
 /* The eval sets of the stages still to run (from the one at start_step), on rank 0: each is
  * opened, and one that no rank can fill a micro-batch from (an eval reader drops a rank's last

@@ -114,12 +114,12 @@ static int check_data_path(const sl_config *c, int i, bool eval, const char *spe
 }
 
 /* Whether a stage before i names `path` as its eval set (eval) or as a training corpus: checked
- * there (stage 0's at its start). */
+ * there. An evaluation-only stage's corpora are not read, so not checked there. */
 static bool named_before(const trainer *t, int i, const char *path, bool eval) {
     for (int j = 0; j < i; j++) {
         const sl_data_config *d = &t->stages[j].data;
         if (eval && strcmp(d->eval_path, path) == 0) return true;
-        for (int m = 0; !eval && m < d->n_train; m++)
+        for (int m = 0; !eval && t->stages[j].steps > 0 && m < d->n_train; m++)
             if (strcmp(d->train[m].path, path) == 0) return true;
     }
     return false;
@@ -127,16 +127,17 @@ static bool named_before(const trainer *t, int i, const char *path, bool eval) {
 
 int sl_trainer_check_stage_data(trainer *t) {
     if (t->topo.rank != 0) return 0;
-    for (int i = 1; i < t->n_stages; i++) {
+    /* in the order a stage opens them: its training corpora, then its eval set */
+    for (int i = 0; i < t->n_stages; i++) {
         const sl_stage *st = &t->stages[i];
         const sl_data_config *d = &st->data;
-        if (d->eval_path[0] && !named_before(t, i, d->eval_path, true) &&
-            check_data_path(t->cfg, i, true, d->eval_path) != 0)
-            return -1;
         for (int k = 0; st->steps > 0 && k < d->n_train; k++)
             if (!named_before(t, i, d->train[k].path, false) &&
                 check_data_path(t->cfg, i, false, d->train[k].path) != 0)
                 return -1;
+        if (d->eval_path[0] && !named_before(t, i, d->eval_path, true) &&
+            check_data_path(t->cfg, i, true, d->eval_path) != 0)
+            return -1;
     }
     return 0;
 }
