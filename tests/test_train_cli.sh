@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: sluice data build -> sluice train (the loss must fall; model TFLOP/s and MFU in the
-# metrics) -> sluice eval (must reproduce the trainer's final held-out loss from the saved
-# safetensors) -> bad CLI input.
+# metrics; elapsed_s covers every step's time, the evaluations and the saves, and a run resumed
+# from step 30 counts it from its own start) -> sluice eval (must reproduce the trainer's final
+# held-out loss from the saved safetensors) -> bad CLI input.
 # usage: test_train_cli.sh SLUICE_BINARY WORK_DIR
 # Needs /usr/bin/python3 (corpus and checks): skipped (77) without it, a failure under CI=true.
 set -euo pipefail
@@ -21,7 +22,8 @@ cat > tiny.json <<'JSON'
             "router_aux_loss_coef": 0.01, "attn_output_gate": "elementwise"},
   "training": {"seq_len": 64, "micro_batch_size": 4, "global_batch_tokens": 512,
                "max_steps": 40, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5,
-               "eval_every": 20, "eval_tokens": 4096, "log_every": 10, "out_dir": "run"},
+               "eval_every": 20, "eval_tokens": 4096, "log_every": 10, "save_every": 15,
+               "out_dir": "run"},
   "data": {"train": "train", "eval": "eval"},
   "backend": {"threads": 2}
 }
@@ -52,6 +54,43 @@ for r in rows:
     assert abs(r["model_tflops"] - want) <= 1e-3 * want, (r["model_tflops"], want)
     assert "mfu" not in r, r
 assert "peak for MFU: unknown" in open("train.log").read()
+PY
+# elapsed_s (docs/metrics.md): wall seconds since the process began its schedule, the held-out
+# evaluations and checkpoint saves included; a resumed run counts from its own start. Resumed from
+# step 30 into another out_dir: 10 steps.
+"$sluice" train tiny.json --resume run/checkpoints/step-30 --set training.out_dir=run_resumed \
+    >resumed.log 2>&1 || { cat resumed.log; exit 1; }
+/usr/bin/python3 - <<'PY'
+import json, statistics
+def records(path):
+    rows = [json.loads(l) for l in open(path) if l.startswith("{\"step")]
+    # gap[s]: what elapsed_s grew by at step s beyond the step's own time (512 tokens a step)
+    prev, gap = 0.0, {}
+    for r in rows:
+        gap[r["step"]] = r["elapsed_s"] - prev - 512 / r["tokens_per_s"]
+        # each step's own time lies within that growth (6 printed digits: the slack)
+        assert gap[r["step"]] >= -(2e-5 * r["elapsed_s"] + 1e-6), (path, r["step"], gap[r["step"]])
+        prev = r["elapsed_s"]
+    return {r["step"]: r for r in rows}, gap
+first, g = records("run/metrics.jsonl")
+resumed, rg = records("run_resumed/metrics.jsonl")
+assert sorted(first) == list(range(1, 41)) and sorted(resumed) == list(range(31, 41))
+# Ratios, not times: an evaluation (4096 tokens, forward only) takes tens of milliseconds, a save
+# milliseconds, the bookkeeping between two plain steps tens of microseconds. The gap before step
+# 1 holds the start's evaluation, before 21 the step-20 one, before 16 and 31 a save.
+plain = statistics.median(v for s, v in g.items() if s not in (1, 16, 21, 31))
+print(f"elapsed_s beyond the steps' time: start eval {g[1]:.4f} s, step-20 eval {g[21]:.4f} s, "
+      f"saves {g[16]:.4f} s and {g[31]:.4f} s, plain median {plain:.6f} s; "
+      f"the resumed run before its first step {rg[31]:.4f} s")
+assert g[21] >= 10 * plain, "elapsed_s does not count the evaluation after step 20"
+assert g[16] >= 10 * plain and g[31] >= 10 * plain, "elapsed_s does not count checkpoint saves"
+# the same evaluation at the start and on resuming: counted too (not, the gap of a plain step)
+assert g[1] >= 0.1 * g[21], "elapsed_s does not count the evaluation at the start"
+assert rg[31] >= 0.1 * g[21], "elapsed_s does not count the evaluation on resuming"
+# counted from the resumed process's own start: its time before its first step (the evaluation
+# on resuming) is less than the 30 steps, two evaluations and two saves of the first run there
+assert resumed[31]["elapsed_s"] - 512 / resumed[31]["tokens_per_s"] < first[30]["elapsed_s"], \
+    "the resumed run's elapsed_s continues the first run's"
 PY
 # with a configured peak: MFU = model TFLOP/s / peak, in the metrics and on the progress line
 "$sluice" train tiny.json --set training.max_steps=2 --set training.warmup_steps=1 \

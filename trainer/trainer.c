@@ -376,7 +376,8 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
         }
         sl_trainer_profile_end(t, step + 1);
         ls->flops_done += sl_trainer_step_flops(t, t->cur);
-        const double elapsed = sl_trainer_now() - ls->t0, dt = sl_trainer_now() - ts;
+        /* one reading for both: the step's own time lies within elapsed_s exactly */
+        const double now = sl_trainer_now(), elapsed = now - ls->t0, dt = now - ts;
         sl_step_metrics sm = {
             .step = done,
             .max_steps = total,
