@@ -165,24 +165,32 @@ sm90_env_refused(test_attention_sm90_order_bad SLUICE_ATTN_SM90_BWD_ORDER down "
 # The dK/dV step with dV issued as soon as P^T is ready and dS^T computed while it runs
 # (SLUICE_ATTN_SM90_BWD_EARLY_DV=1; the same products on the same values): each deterministic
 # case's second backward runs with it and must give the default's bits (SLUICE_TEST_SECOND_RUN_ENV),
-# D = 128 and 64 (BM 64; BM 128 keeps the default order), with 2 and 3 stages, race-checked by
-# the emulator (which also poisons the accumulators of a wgmma in flight: with dP^T's wait
-# retiring one group too few the bits differed). Another value, or the pairing with
-# SLUICE_ATTN_SM90_BWD_PINGPONG=1, stops the backward with a message naming the variable.
+# D = 128 and 64, race-checked by the emulator (which also poisons the accumulators of a wgmma in
+# flight: with dP^T's wait retiring one group too few the bits differed). Another value stops
+# the backward with a message naming the variable, and so do the pairings the early dV is not
+# built for: with SLUICE_ATTN_SM90_BWD_PINGPONG=1, with 3 stages (BM 128 and the fused dQ take
+# the same check).
 add_test(NAME test_attention_sm90_early_dv
-         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=3 $0 deterministic sm90"
-                 $<TARGET_FILE:test_attention_tc>)
+         COMMAND test_attention_tc deterministic sm90)
 set_tests_properties(test_attention_sm90_early_dv PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_SECOND_RUN_ENV=SLUICE_ATTN_SM90_BWD_EARLY_DV=1")
 sm90_env_refused(test_attention_sm90_early_dv_bad SLUICE_ATTN_SM90_BWD_EARLY_DV 2 "0 or 1")
-add_test(NAME test_attention_sm90_early_dv_pingpong
-         COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
-                 $<TARGET_FILE:test_attention_tc>)
-set_tests_properties(test_attention_sm90_early_dv_pingpong PROPERTIES TIMEOUT 300
-                     SKIP_RETURN_CODE 77 LABELS "attention;cuda"
-                     ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_EARLY_DV=1;SLUICE_ATTN_SM90_BWD_PINGPONG=1"
-                     PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_BWD_EARLY_DV=1 does not combine with SLUICE_ATTN_SM90_BWD_PINGPONG=1.*exit [1-9]")
+foreach(pair "PINGPONG=1|does not combine with SLUICE_ATTN_SM90_BWD_PINGPONG=1"
+             "STAGES=3|is built for the dK/dV pass beside the dQ pass with BM 64 and 2 stages only")
+  string(REPLACE "|" ";" pair "${pair}")
+  list(GET pair 0 other)
+  list(GET pair 1 message)
+  string(REGEX REPLACE "=.*" "" name "${other}")
+  string(TOLOWER "${name}" name)
+  add_test(NAME test_attention_sm90_early_dv_${name}
+           COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+                   $<TARGET_FILE:test_attention_tc>)
+  set_tests_properties(test_attention_sm90_early_dv_${name} PROPERTIES TIMEOUT 300
+                       SKIP_RETURN_CODE 77 LABELS "attention;cuda"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_EARLY_DV=1;SLUICE_ATTN_SM90_BWD_${other}"
+                       PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_BWD_EARLY_DV=1 ${message}.*exit [1-9]")
+endforeach()
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's
 # double loops; cuda (label cuda: the emulated build in CI, or a GPU; skipped without one)
 # against the CPU backend in bf16 and f32; --corrupt must fail the check, bad flags exit 2.
