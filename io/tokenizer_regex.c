@@ -470,7 +470,9 @@ int tok_regex_compile(tok_regex *r, const char *pattern, size_t n, bool literal,
     }
     int code;
     PCRE2_SIZE off;
-    uint32_t opts = PCRE2_UTF | PCRE2_NEVER_BACKSLASH_C | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+    /* PCRE2_LITERAL refuses every option but a few (PCRE2_NEVER_BACKSLASH_C and PCRE2_UCP among
+     * them: "invalid option bits"); a literal has no \C and no classes anyway */
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C);
     r->code = pcre2_compile((PCRE2_SPTR)src, literal ? n : PCRE2_ZERO_TERMINATED, opts, &code, &off,
                             NULL);
     if (!r->code) {

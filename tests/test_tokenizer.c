@@ -1,9 +1,9 @@
 /* tests/test_tokenizer.c - io/tokenizer.h on small hand-made tokenizer.json files: merge order
  * (rank, then leftmost), the linear and heap merge loops agreeing, the GPT-2 pre-tokenizer
  * split, added tokens (longest match, lstrip/rstrip, normalized ones under NFC), NFC,
- * ignore_merges, TemplateProcessing, decoding, invalid UTF-8 refused at its offset, the
- * Oniguruma -> PCRE2 translation, and every refused field named in the load error (those two in
- * tests/test_tokenizer_load.c, part of the same program). The ids
+ * ignore_merges, TemplateProcessing, decoding, invalid UTF-8 refused at its offset, a Split
+ * with a String pattern, the Oniguruma -> PCRE2 translation, and every refused field named in
+ * the load error (those two in tests/test_tokenizer_load.c, part of the same program). The ids
  * expected here follow from the hand-made merges below; the exactness against Hugging Face on
  * real tokenizers is tests/test_tokenizer_hf.sh. */
 #include <cjson/cJSON.h>
@@ -314,6 +314,25 @@ static void test_added_and_normalizer(void) {
     }
 }
 
+/* A Split with a String pattern: the string is matched literally (its '.' is a dot). Every
+ * String pattern used to be refused: PCRE2 does not take PCRE2_NEVER_BACKSLASH_C with
+ * PCRE2_LITERAL ("invalid option bits"). */
+static void test_string_split(void) {
+    char err[1024];
+    cJSON *root = tt_base();
+    cJSON_ReplaceItemInObjectCaseSensitive(
+        root, "pre_tokenizer",
+        cJSON_Parse("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+                    "\"String\":\".\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\","
+                    "\"add_prefix_space\":false,\"use_regex\":false}]}"));
+    sl_tokenizer *t = tt_load_json(root, "string.json", err, sizeof err);
+    CHECK(t, "load: %s", err);
+    if (!t) return;
+    EXPECT(t, "abc", 258);            /* no dot: one piece */
+    EXPECT(t, "a.bc", 'a', '.', 257); /* split at the dot only */
+    sl_tokenizer_free(t);
+}
+
 /* The concatenated tokens and document starts of the shards in dir. */
 static size_t read_shards(const char *dir, uint32_t **tok, size_t **docs, size_t *n_docs,
                           sl_shard_header *h0) {
@@ -509,6 +528,7 @@ int main(void) {
     if (!mkdtemp(tt_dir)) return 1;
     test_merges();
     test_added_and_normalizer();
+    test_string_split();
     test_refusals();
     test_translation();
     test_build();
