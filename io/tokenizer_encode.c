@@ -119,11 +119,14 @@ static void split(sl_tok_state *s, const tok_regex *r, int level, const uint8_t 
                             r->source, (const char *)buf);
             return;
         }
+        /* copied out first: fn splits the pieces further (the next Split, ByteLevel's GPT-2
+         * regex) with the same match data, which overwrites the ovector */
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-        SL_CHECK(ov[1] > ov[0], "an empty match of \"%s\"", r->source);
-        if (ov[0] > prev) fn(s, level, p + prev, ov[0] - prev, out);
-        fn(s, level, p + ov[0], ov[1] - ov[0], out);
-        prev = ov[1];
+        const size_t begin = ov[0], end = ov[1];
+        SL_CHECK(end > begin, "an empty match of \"%s\"", r->source);
+        if (begin > prev) fn(s, level, p + prev, begin - prev, out);
+        fn(s, level, p + begin, end - begin, out);
+        prev = end;
     }
     if (prev < n && s->rc == 0) fn(s, level, p + prev, n - prev, out);
 }

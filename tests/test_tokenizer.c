@@ -2,10 +2,10 @@
  * (rank, then leftmost), the linear and heap merge loops agreeing, the GPT-2 pre-tokenizer
  * split, added tokens (longest match, lstrip/rstrip, normalized ones under NFC), NFC,
  * ignore_merges, TemplateProcessing, decoding, invalid UTF-8 refused at its offset, a Split
- * with a String pattern, the Oniguruma -> PCRE2 translation, and every refused field named in
- * the load error (those two in tests/test_tokenizer_load.c, part of the same program). The ids
- * expected here follow from the hand-made merges below; the exactness against Hugging Face on
- * real tokenizers is tests/test_tokenizer_hf.sh. */
+ * with a String pattern, Splits inside Splits, the Oniguruma -> PCRE2 translation, and every
+ * refused field named in the load error (those two in tests/test_tokenizer_load.c, part of
+ * the same program). The ids expected here follow from the hand-made merges below; the
+ * exactness against Hugging Face on real tokenizers is tests/test_tokenizer_hf.sh. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +333,42 @@ static void test_string_split(void) {
     sl_tokenizer_free(t);
 }
 
+/* A Split whose pieces are split again (a second Split, or ByteLevel's GPT-2 regex) must keep
+ * its own match: the nested split used to overwrite the shared match data, so the piece after
+ * a gap was taken from the inner match (ids repeated, bytes lost) or the scan went back and
+ * never ended. tests/fuzz/fuzz_tokenizer.c found it on a DeepSeek-V3-like Sequence of Splits. */
+static void test_nested_splits(void) {
+    char err[1024];
+    static const char *const pre[] = {
+        /* digits, then "b": "ab1c" -> "a" "b" | "1" | "c" */
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+        "\"\\\\p{N}\"},\"behavior\":\"Isolated\"},{\"type\":\"Split\",\"pattern\":{\"String\":"
+        "\"b\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+        "\"use_regex\":false}]}",
+        /* digits, then GPT-2's regex: "ab1c" -> "ab" | "1" | "c" */
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+        "\"\\\\p{N}\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":"
+        "false,\"use_regex\":true}]}",
+    };
+    for (int k = 0; k < 2; k++) {
+        cJSON *root = tt_base();
+        cJSON *p = cJSON_Parse(pre[k]);
+        CHECK(p, "pre_tokenizer %d is JSON", k);
+        cJSON_ReplaceItemInObjectCaseSensitive(root, "pre_tokenizer", p);
+        sl_tokenizer *t = tt_load_json(root, "nested.json", err, sizeof err);
+        CHECK(t, "load: %s", err);
+        if (!t) continue;
+        if (k == 0) {
+            EXPECT(t, "ab1c", 'a', 'b', '1', 'c');
+            EXPECT(t, "xab12ab3", 'x', 'a', 'b', '1', '2', 'a', 'b', '3');
+        } else {
+            EXPECT(t, "ab1c", 256, '1', 'c');
+            EXPECT(t, "x ab12 ab3", 'x', 261, '1', '2', 261, '3');
+        }
+        sl_tokenizer_free(t);
+    }
+}
+
 /* The concatenated tokens and document starts of the shards in dir. */
 static size_t read_shards(const char *dir, uint32_t **tok, size_t **docs, size_t *n_docs,
                           sl_shard_header *h0) {
@@ -529,6 +565,7 @@ int main(void) {
     test_merges();
     test_added_and_normalizer();
     test_string_split();
+    test_nested_splits();
     test_refusals();
     test_translation();
     test_build();
