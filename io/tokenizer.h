@@ -34,6 +34,10 @@
 #include <stdint.h>
 
 #define SL_TOKENIZER_HASH_BYTES 32 /* SHA-256 */
+/* Token ids are below this: the largest model.vocab_size a model config takes (model/config.c),
+ * so no id a model could use is refused, while a stray large id in a small file cannot make the
+ * load allocate its per-id tables by the gigabyte. */
+#define SL_TOKENIZER_MAX_VOCAB (1u << 24)
 
 typedef struct sl_tokenizer sl_tokenizer;
 typedef struct sl_tok_state sl_tok_state;

@@ -64,7 +64,8 @@ int tok_opt_bool(tok_loader *L, const cJSON *o, const char *field, const char *k
 }
 
 bool tok_is_id(const cJSON *v) {
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= (double)INT32_MAX - 1 &&
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+           v->valuedouble < (double)SL_TOKENIZER_MAX_VOCAB &&
            floor(v->valuedouble) == v->valuedouble;
 }
 

@@ -33,7 +33,7 @@ const char *tok_type_of(tok_loader *L, const cJSON *o, const char *field, char *
 /* An optional boolean field (absent or null: def). 0, or -1. */
 int tok_opt_bool(tok_loader *L, const cJSON *o, const char *field, const char *key, bool def,
                  bool *out);
-/* Whether v is an integer id in [0, 2^31 - 1). */
+/* Whether v is an integer id in [0, SL_TOKENIZER_MAX_VOCAB). */
 bool tok_is_id(const cJSON *v);
 /* A Sequence component (`type`, and the array `key` of components): fn loads each, its field
  * "<field>.<key>[i]". 0, or -1. */

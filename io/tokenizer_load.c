@@ -28,7 +28,9 @@ static int load_vocab(tok_loader *L, const cJSON *vocab) {
         if (!tok_is_id(it)) {
             char f[320];
             snprintf(f, sizeof f, "model.vocab[\"%.200s\"]", it->string);
-            return tok_bad(L, f, "the id must be an integer in [0, 2^31 - 1)");
+            return tok_bad(L, f,
+                           "the id must be an integer in [0, 2^24) (a model's vocabulary is at "
+                           "most 2^24)");
         }
         if ((uint32_t)it->valuedouble > max_id) max_id = (uint32_t)it->valuedouble;
         count++;
@@ -224,7 +226,9 @@ static int load_added(tok_loader *L, const cJSON *list) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(a, "content");
         snprintf(g, sizeof g, "%s.id", f);
-        if (!tok_is_id(id)) return tok_bad(L, g, "must be an integer in [0, 2^31 - 1)");
+        if (!tok_is_id(id))
+            return tok_bad(
+                L, g, "must be an integer in [0, 2^24) (a model's vocabulary is at most 2^24)");
         snprintf(g, sizeof g, "%s.content", f);
         if (!cJSON_IsString(c)) return tok_bad(L, g, "must be a string");
         tok_added tk = {.id = (uint32_t)id->valuedouble};

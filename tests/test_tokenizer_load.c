@@ -171,6 +171,13 @@ static void e_added_id(cJSON *r) {
     tt_bl("ab", s);
     tt_add_token(r, 300, s, true, false, false, false); /* "ab" is model token 256 */
 }
+/* an id a model's vocabulary cannot reach: refused, not tables of 2^24+ entries allocated */
+static void e_big_id(cJSON *r) {
+    set(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), "zz", cJSON_CreateNumber(1 << 24));
+}
+static void e_added_big_id(cJSON *r) {
+    tt_add_token(r, 1 << 24, "<big>", true, false, false, false);
+}
 static void e_top_key(cJSON *r) {
     set(r, "foo", cJSON_CreateNumber(1));
 }
@@ -183,6 +190,8 @@ void test_refusals(void) {
     refused(e_model_key, "model.foo", "unknown field");
     refused(e_nobyte, "model.vocab", "byte 0x71");
     refused(e_dupid, "model.vocab[\"zz\"]", "id 5");
+    refused(e_big_id, "model.vocab[\"zz\"]", "[0, 2^24)");
+    refused(e_added_big_id, "added_tokens[0].id", "[0, 2^24)");
     refused(e_merge_tok, "model.merges[0]", "\"Z9\"");
     refused(e_merge_form, "model.merges[1]", "two tokens");
     refused(e_nfkc, "normalizer.type", "NFKC");
