@@ -20,8 +20,9 @@ typedef struct {
     const char *file;
     char *err;
     size_t errlen;
-    char **vocab_str; /* per id: the model token string (NULL: none) */
-    uint32_t n_ids;   /* entries of vocab_str */
+    char **vocab_str;       /* per id: the model token string (NULL: none) */
+    uint32_t n_ids;         /* entries of vocab_str */
+    tok_strmap added_by_id; /* id (4 bytes) -> index in added_tokens */
 } tok_loader;
 
 /* "<file>: <field>: <message>" into L->err; returns -1. */

@@ -255,6 +255,22 @@ static int load_added(tok_loader *L, const cJSON *list) {
                            "use that id)",
                            tk.id, c->valuestring, (long long)mid);
         }
+        /* nor may its id be another token's: one id would then stand for two strings (the text
+         * of both would encode to it, and it would decode to one of them); Hugging Face would
+         * give this token a new id */
+        snprintf(g, sizeof g, "%s.id", f);
+        if (tk.id < L->n_ids && L->vocab_str[tk.id] && strcmp(L->vocab_str[tk.id], c->valuestring))
+            return tok_bad(L, g, "%u is the id of model token \"%.200s\", not of \"%.200s\"", tk.id,
+                           L->vocab_str[tk.id], c->valuestring);
+        int64_t other = tok_strmap_get(&L->added_by_id, &tk.id, sizeof tk.id);
+        if (other >= 0) {
+            const cJSON *o =
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(list, (int)other), "content");
+            if (strcmp(o->valuestring, c->valuestring) != 0)
+                return tok_bad(L, g, "%u is also the id of added_tokens[%lld] \"%.200s\"", tk.id,
+                               (long long)other, o->valuestring);
+        }
+        tok_strmap_put(&L->added_by_id, &tk.id, sizeof tk.id, (uint32_t)i);
         tok_strmap_put(&t->added_ids, c->valuestring, n, tk.id);
         if (tk.normalized && t->nfc) {
             tk.content = nfc_copy((const uint8_t *)c->valuestring, n, &tk.len);
@@ -374,6 +390,7 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     tok_strmap_init(&t->vocab);
     tok_strmap_init(&t->added_ids);
     tok_loader L = {.t = t, .file = file, .err = err, .errlen = errlen};
+    tok_strmap_init(&L.added_by_id);
     cJSON *root = cJSON_ParseWithLength(text, len);
     int rc = 0;
     if (!root) {
@@ -419,6 +436,7 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
         rc = tok_regex_compile(&t->ws, ws, sizeof ws - 1, false, file, "(whitespace)", err, errlen);
     cJSON_Delete(root);
     free(L.vocab_str);
+    tok_strmap_free(&L.added_by_id);
     free(text);
     if (rc != 0) {
         sl_tokenizer_free(t);

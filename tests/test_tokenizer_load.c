@@ -171,6 +171,14 @@ static void e_added_id(cJSON *r) {
     tt_bl("ab", s);
     tt_add_token(r, 300, s, true, false, false, false); /* "ab" is model token 256 */
 }
+/* an added token with the id of another token: the id would stand for two strings */
+static void e_added_model_id(cJSON *r) {
+    tt_add_token(r, 32, "<x>", true, false, false, false); /* 32: the token of byte ' ' */
+}
+static void e_added_dup_id(cJSON *r) {
+    tt_add_token(r, 300, "<x>", true, false, false, false);
+    tt_add_token(r, 300, "<y>", true, false, false, false);
+}
 /* an id a model's vocabulary cannot reach: refused, not tables of 2^24+ entries allocated */
 static void e_big_id(cJSON *r) {
     set(cJSON_GetObjectItemCaseSensitive(model(r), "vocab"), "zz", cJSON_CreateNumber(1 << 24));
@@ -190,6 +198,8 @@ void test_refusals(void) {
     refused(e_model_key, "model.foo", "unknown field");
     refused(e_nobyte, "model.vocab", "byte 0x71");
     refused(e_dupid, "model.vocab[\"zz\"]", "id 5");
+    refused(e_added_model_id, "added_tokens[0].id", "32 is the id of model token");
+    refused(e_added_dup_id, "added_tokens[1].id", "300 is also the id of added_tokens[0] \"<x>\"");
     refused(e_big_id, "model.vocab[\"zz\"]", "[0, 2^24)");
     refused(e_added_big_id, "added_tokens[0].id", "[0, 2^24)");
     refused(e_merge_tok, "model.merges[0]", "\"Z9\"");
