@@ -1,5 +1,5 @@
-# tests/fuzz/fuzz_common.sh - what the libFuzzer drivers share (sourced by run_fuzz.sh and
-# run_fuzz_ckpt.sh after tests/skip_or_fail.sh, with $CLANG set and the work directory current).
+# tests/fuzz/fuzz_common.sh - what the libFuzzer drivers share (sourced by run_fuzz*.sh after
+# tests/skip_or_fail.sh, with $CLANG and $SRC set and the work directory current).
 
 # Skips (77), or fails under CI=true, when clang or its libFuzzer runtime is missing; exits 1
 # when clang cannot link a fuzzer for another reason.
@@ -16,6 +16,19 @@ fuzz_require_clang() {
         fi
         echo "fuzz: clang cannot link a fuzzer:"
         cat probe.log
+        exit 1
+    fi
+}
+
+# fuzz_build BINARY CLANG_ARGS...: compiles and links a harness with the sanitizers and the
+# fuzzer (sources, objects and libraries in CLANG_ARGS); exits 1 when it does not build.
+fuzz_build() {
+    out=$1
+    shift
+    if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -Wall -Wextra -Werror -I"$SRC" "$@" -o "$out"; then
+        echo "fuzz: the harness does not build"
         exit 1
     fi
 }

@@ -21,14 +21,8 @@ cd "$WORK" || exit 1
 fuzz_require_clang
 
 ZSTD_FLAGS=$(pkg-config --cflags --libs libzstd 2>/dev/null || echo -lzstd)
-if ! "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Wall -Wextra -Werror -I"$SRC" \
-    "$SRC/tests/fuzz/fuzz_shard.c" "$SRC/io/shard.c" "$SRC/io/crc32c.c" "$SRC/core/log.c" \
-    $ZSTD_FLAGS -lpthread -o fuzz_shard; then
-    echo "fuzz: the harness does not build"
-    exit 1
-fi
+fuzz_build fuzz_shard "$SRC/tests/fuzz/fuzz_shard.c" "$SRC/io/shard.c" "$SRC/io/crc32c.c" \
+    "$SRC/core/log.c" $ZSTD_FLAGS -lpthread
 
 # seeds: small shards of several shapes, each in both modes (leading byte 0 = as is, 1 = repair)
 rm -rf seeds corpus && mkdir -p seeds corpus data
