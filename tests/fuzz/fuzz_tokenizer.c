@@ -6,11 +6,15 @@
  * tests/fuzz/run_fuzz_tokenizer.sh.
  *
  * The input is a tokenizer.json, optionally followed by a NUL byte and a text to encode (at
- * most 4 KiB of it). The file goes through sl_tokenizer_load itself, from a memfd named by its
- * /proc/self/fd path, so the loader runs exactly as on a user's file. A refused file must say
- * so with a message that starts with that path. A loaded one encodes the fuzzed text and a few
- * fixed ones (every added token inside whitespace, digits, CJK, combining marks, a long run),
- * and the harness asserts, besides the sanitizers' checks:
+ * most 4 KiB of it). An input that starts with byte 0x01 (which no JSON text does) is instead
+ * a pre-tokenizer pattern, a NUL byte and a text: the pattern goes through the Oniguruma ->
+ * PCRE2 translation and compilation alone (a refusal must name the field) and, compiled, splits
+ * the text with the matching options of encode, each match non-empty and inside the text. The file
+ * goes through sl_tokenizer_load itself, from a memfd named by its /proc/self/fd path, so the
+ * loader runs exactly as on a user's file. A refused file must say so with a message that starts
+ * with that path. A loaded one encodes the fuzzed text and a few fixed ones (every added token
+ * inside whitespace, digits, CJK, combining marks, a long run), and the harness asserts, besides
+ * the sanitizers' checks:
  *   - valid UTF-8 encodes (or fails only in the regex engine, with *bad_offset SIZE_MAX) to ids
  *     that all decode; invalid UTF-8 is refused at an offset inside the text;
  *   - encoding twice with one state (the second time through its word cache), and with the
@@ -25,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #include "io/tokenizer.h"
 #include "io/tokenizer_internal.h"
@@ -178,12 +183,66 @@ static void check_tokenizer(const sl_tokenizer *t, const char *text, size_t tn) 
     sl_tok_state_free(s);
 }
 
+/* The pre-tokenizer regex alone (see the file comment). */
+static void regex(const uint8_t *data, size_t size) {
+    const uint8_t *nul = memchr(data, 0, size);
+    const size_t pn = nul ? (size_t)(nul - data) : size;
+    /* exact-size copies: the translation takes (pattern, length), not a C string */
+    char *pat = malloc(pn ? pn : 1);
+    memcpy(pat, data, pn);
+    tok_regex r;
+    char err[1024];
+    if (tok_regex_compile(&r, pat, pn, false, "fuzz", "pattern", err, sizeof err) != 0) {
+        REQUIRE(strncmp(err, "fuzz: pattern: ", 15) == 0);
+        free(pat);
+        return;
+    }
+    free(pat);
+    size_t tn = nul ? size - pn - 1 : 0;
+    if (tn > MAX_TEXT) tn = MAX_TEXT;
+    uint8_t *text = malloc(tn ? tn : 1);
+    memcpy(text, nul ? nul + 1 : data, tn);
+    /* encode matches valid UTF-8 only (it refuses the rest first) */
+    for (size_t i = 0; i < tn;) {
+        int32_t c;
+        const utf8proc_ssize_t k = utf8proc_iterate(text + i, (utf8proc_ssize_t)(tn - i), &c);
+        if (k <= 0) {
+            tn = i;
+            break;
+        }
+        i += (size_t)k;
+    }
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    pcre2_match_context *mctx = pcre2_match_context_create(NULL);
+    pcre2_jit_stack *js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
+    pcre2_jit_stack_assign(mctx, NULL, js);
+    pcre2_set_match_limit(mctx, UINT32_MAX);
+    size_t at = 0;
+    while (at < tn) {
+        const int rc = r.jit ? pcre2_jit_match(r.code, text, tn, at, 0, md, mctx)
+                             : pcre2_match(r.code, text, tn, at, PCRE2_NO_UTF_CHECK, md, mctx);
+        if (rc < 0) break;
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        REQUIRE(ov[0] >= at && ov[1] > ov[0] && ov[1] <= tn);
+        at = ov[1];
+    }
+    pcre2_jit_stack_free(js);
+    pcre2_match_context_free(mctx);
+    pcre2_match_data_free(md);
+    free(text);
+    tok_regex_free(&r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (g_fd < 0) {
         g_fd = memfd_create("tokenizer.json", 0);
         REQUIRE(g_fd >= 0);
         snprintf(g_path, sizeof g_path, "/proc/self/fd/%d", g_fd);
+    }
+    if (size > 0 && data[0] == 1) {
+        regex(data + 1, size - 1);
+        return 0;
     }
     const uint8_t *nul = memchr(data, 0, size);
     const size_t jn = nul ? (size_t)(nul - data) : size;

@@ -4,7 +4,8 @@ Variations of the tests' tiny byte-level BPE (tests/tiny_bpe.py) on each pipelin
 loader accepts: GPT-2's (ByteLevel with its regex, NFC), Llama 3's (one Split with its pattern,
 ignore_merges, TemplateProcessing), Qwen2's (NFC, Split, added tokens with lstrip / rstrip /
 normalized), DeepSeek V3's (a Sequence of three Splits), and a String Split with a prefix space
-and "a b" merges. Each seed is the tokenizer.json, a NUL byte, and a text to encode.
+and "a b" merges. Each seed is the tokenizer.json, a NUL byte, and a text to encode. The
+regex-* seeds are byte 0x01, a pattern, a NUL byte and a text (the harness's regex mode).
 """
 import copy
 import json
@@ -92,6 +93,11 @@ def seeds():
     yield "string", t
 
 
+GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+# the constructs the translation handles specially (io/tokenizer_regex.c's table)
+OTHER = "(?>\\w+|\\W)|\\h{2,}|\\d{,3}x|[\\x{4E00}-\\x{9FFF}\\u3040-\\u30ff]+?|(?<=a)b|(?i:abc)|\\v|.\\."
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -100,6 +106,10 @@ def main():
             f.write(json.dumps(t, ensure_ascii=False).encode())
             f.write(b"\0")
             f.write(TEXT.encode())
+    # byte 0x01: a pre-tokenizer pattern alone, then a text
+    for i, p in enumerate([LLAMA3, QWEN2, GPT2, OTHER] + DEEPSEEK):
+        with open(os.path.join(out, "regex-%d" % i), "wb") as f:
+            f.write(b"\1" + p.encode() + b"\0" + TEXT.encode())
 
 
 if __name__ == "__main__":
