@@ -40,6 +40,7 @@ fuzz_run() {
     secs=$2
     shift 2
     echo "fuzz: running for $secs s"
+    rm -f crash-* # an earlier run's, so that the reproducer named below is this run's
     "./$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$PWD/crash-" "$@" corpus seeds
     rc=$?
