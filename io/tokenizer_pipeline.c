@@ -124,8 +124,8 @@ static int template_ids(tok_loader *L, const cJSON *tp, const char *field) {
     sl_tokenizer *t = L->t;
     static const char *const keys[] = {"type", "single", "pair", "special_tokens", NULL};
     if (tok_only_keys(L, tp, field, keys)) return -1;
-    if (t->n_pre || t->n_post)
-        return tok_bad(L, field, "a second TemplateProcessing is not supported");
+    /* pre_ids, not n_pre / n_post: a first template without special tokens leaves those 0 */
+    if (t->pre_ids) return tok_bad(L, field, "a second TemplateProcessing is not supported");
     char f[160];
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(tp, "single");
     const cJSON *specials = cJSON_GetObjectItemCaseSensitive(tp, "special_tokens");

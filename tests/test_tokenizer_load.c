@@ -149,6 +149,15 @@ static void e_template(cJSON *r) {
     set(r, "post_processor",
         cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":[],\"special_tokens\":{}}"));
 }
+/* two templates in a Sequence, the first without special tokens (it was taken, and its id
+ * arrays leaked) */
+static void e_template_twice(cJSON *r) {
+    set(r, "post_processor",
+        cJSON_Parse("{\"type\":\"Sequence\",\"processors\":[{\"type\":\"TemplateProcessing\","
+                    "\"single\":[{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{}},{\"type\":"
+                    "\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\"}}],"
+                    "\"special_tokens\":{}}]}"));
+}
 static void e_decoder(cJSON *r) {
     set(r, "decoder", cJSON_Parse("{\"type\":\"WordPiece\"}"));
 }
@@ -222,6 +231,7 @@ void test_refusals(void) {
     refused(e_re_backref, "pre_tokenizer.pretokenizers[0].pattern.Regex", "\\1");
     refused(e_bert, "post_processor.type", "BertProcessing");
     refused(e_template, "post_processor.single", "\"A\"");
+    refused(e_template_twice, "post_processor.processors[1]", "a second TemplateProcessing");
     refused(e_decoder, "decoder.type", "WordPiece");
     refused(e_nodecoder, "decoder", "ByteLevel");
     refused(e_trunc, "truncation", "must be null");
