@@ -374,6 +374,21 @@ static int build_tables(tok_loader *L, const cJSON *added) {
 
 /* ---- load ---- */
 
+/* The offset of the first byte of text (n bytes) that does not start a valid UTF-8 sequence;
+ * n when there is none. */
+static size_t invalid_utf8(const char *text, size_t n) {
+    const uint8_t *p = (const uint8_t *)text;
+    size_t i = 0;
+    while (i < n) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t used =
+            p[i] < 0x80 ? 1 : utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &c);
+        if (used <= 0) return i;
+        i += (size_t)used;
+    }
+    return n;
+}
+
 sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     bool is_dir;
     char *file = tok_resolve(path, &is_dir, err, errlen);
@@ -391,9 +406,16 @@ sl_tokenizer *sl_tokenizer_load(const char *path, char *err, size_t errlen) {
     tok_strmap_init(&t->added_ids);
     tok_loader L = {.t = t, .file = file, .err = err, .errlen = errlen};
     tok_strmap_init(&L.added_by_id);
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    /* JSON text is UTF-8, and Hugging Face refuses a file that is not; cJSON does not check.
+     * Checked here once, every string of the file is valid UTF-8: an added token cannot match
+     * inside a character of a text and cut it (NFC and the regexes take whole characters). */
+    const size_t bad = invalid_utf8(text, len);
+    cJSON *root = bad < len ? NULL : cJSON_ParseWithLength(text, len);
     int rc = 0;
-    if (!root) {
+    if (bad < len) {
+        rc = sl_fail(err, errlen, "%s: byte offset %zu: not valid UTF-8 (byte 0x%02X)", file, bad,
+                     (uint8_t)text[bad]);
+    } else if (!root) {
         const char *at = cJSON_GetErrorPtr();
         rc = sl_fail(err, errlen, "%s: byte offset %zu: not valid JSON", file,
                      at && at >= text && at <= text + len ? (size_t)(at - text) : (size_t)0);

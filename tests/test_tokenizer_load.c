@@ -248,6 +248,16 @@ void test_refusals(void) {
     sl_tokenizer *t = sl_tokenizer_load(path, err, sizeof err);
     CHECK(!t && strstr(err, "broken.json: byte offset ") && strstr(err, "not valid JSON"), "%s",
           err);
+    /* bytes that are not UTF-8 (here an added token's content, a lone continuation byte that
+     * used to match inside a character of the text and abort the encoding in NFC) */
+    cJSON *root = tt_base();
+    tt_add_token(root, 300, "\xA9", true, false, false, false);
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "normalizer", cJSON_Parse("{\"type\":\"NFC\"}"));
+    t = tt_load_json(root, "latin1.json", err, sizeof err);
+    CHECK(!t && strstr(err, "latin1.json: byte offset ") &&
+              strstr(err, "not valid UTF-8 (byte 0xA9)"),
+          "%s", err);
+    sl_tokenizer_free(t);
     snprintf(path, sizeof path, "%s/nothing", tt_dir);
     mkdir(path, 0755);
     t = sl_tokenizer_load(path, err, sizeof err);
