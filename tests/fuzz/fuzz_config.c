@@ -12,7 +12,8 @@
  * Besides the sanitizers' checks, the harness asserts that a refusal leaves the config as it
  * was and names the file (or the --set override), that an accepted config validates, and that
  * what is accepted prints (sl_config_to_json, sl_model_config_to_hf_json) to text that parses
- * back to a config printing the same text.
+ * back to a config printing the same text. Built with FUZZ_CONFIG_PRINT, the file is also a
+ * program that prints a config with every key, for the seeds.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -129,3 +130,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(b);
     return 0;
 }
+
+#ifdef FUZZ_CONFIG_PRINT
+/* Built as a program of its own by run_fuzz_config.sh: prints the config file argv[1] as
+ * sl_config_to_json writes it, every key with its value (defaults included). Such seeds let
+ * mutations reach the checks of keys that no shipped config sets. */
+int main(int argc, char **argv) {
+    sl_config *cfg = malloc(sizeof *cfg);
+    char err[2048];
+    sl_config_defaults(cfg);
+    if (argc != 2 || sl_config_load(argv[1], cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "print_config: %s\n", argc == 2 ? err : "usage: print_config CONFIG");
+        return 1;
+    }
+    char *text = sl_config_to_json(cfg);
+    fputs(text, stdout);
+    free(text);
+    free(cfg);
+    return 0;
+}
+#endif

@@ -3,9 +3,9 @@
 #
 # Builds the config fuzzer (tests/fuzz/fuzz_config.c: the run config's parser and validation,
 # --set overrides, a model's Hugging Face config.json) with clang
-# -fsanitize=fuzzer,address,undefined, seeds it with the configs of configs/ (as files and with
-# overrides) and a Qwen3-MoE config.json, and runs it for SECONDS (default 15, or
-# $SLUICE_FUZZ_SECONDS). The same scheme as run_fuzz.sh: exit 0 no finding, 1 a
+# -fsanitize=fuzzer,address,undefined, seeds it with the configs of configs/ (as files, printed
+# with every key, and with overrides) and a Qwen3-MoE config.json, and runs it for SECONDS
+# (default 15, or $SLUICE_FUZZ_SECONDS). The same scheme as run_fuzz.sh: exit 0 no finding, 1 a
 # crash/sanitizer report or a build failure of the harness, 77 (skipped) only when clang or its
 # libFuzzer runtime is not installed, and under CI=true not even then.
 set -u
@@ -33,16 +33,26 @@ for f in model/hf_export.c core/ops_attn.c core/transport.c; do
     fi
 done
 CJSON_FLAGS=$(pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
-fuzz_build fuzz_config "$SRC/tests/fuzz/fuzz_config.c" "$SRC/trainer/config.c" \
-    "$SRC/trainer/config_sections.c" "$SRC/trainer/config_stages.c" "$SRC/model/config.c" \
-    "$SRC/model/memory_mode.c" "$SRC/core/config_keys.c" "$SRC/core/fsutil.c" \
-    "$SRC/core/log.c" hf_export.o ops_attn.o transport.o -Wl,--gc-sections $CJSON_FLAGS -lm
+CONFIG_SRCS="$SRC/trainer/config.c $SRC/trainer/config_sections.c $SRC/trainer/config_stages.c
+    $SRC/model/config.c $SRC/model/memory_mode.c $SRC/core/config_keys.c $SRC/core/fsutil.c
+    $SRC/core/log.c hf_export.o ops_attn.o transport.o"
+fuzz_build fuzz_config "$SRC/tests/fuzz/fuzz_config.c" $CONFIG_SRCS -Wl,--gc-sections \
+    $CJSON_FLAGS -lm
+# the same file as a program that prints a config with every key (for the seeds)
+if ! "$CLANG" -std=c11 -D_GNU_SOURCE -DFUZZ_CONFIG_PRINT -O1 -Wall -Wextra -Werror -I"$SRC" \
+    "$SRC/tests/fuzz/fuzz_config.c" $CONFIG_SRCS -Wl,--gc-sections $CJSON_FLAGS -lm \
+    -o print_config; then
+    echo "fuzz: print_config does not build"
+    exit 1
+fi
 
 rm -rf seeds corpus && mkdir -p seeds corpus
 i=0
 for f in "$SRC"/configs/*.json; do
     i=$((i + 1))
     { printf '\000'; cat "$f"; } > "seeds/config-$i"
+    # and printed with every key
+    { printf '\000'; ./print_config "$f"; } > "seeds/full-$i" || exit 1
 done
 # overrides after a config: plain keys, nested keys, a new stage list, strings for numbers
 {
