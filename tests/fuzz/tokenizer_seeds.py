@@ -47,12 +47,14 @@ def added(i, content, special=True, normalized=False, lstrip=False, rstrip=False
             "rstrip": rstrip, "normalized": normalized, "special": special}
 
 
-def template(name, i):
-    return {"type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": name, "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [],
-            "special_tokens": {name: {"id": name, "ids": [i], "tokens": [name]}}}
+def template(name, i, after=None, j=None):
+    """A single-sequence template: special token `name` (id i), the text, then `after` (id j)."""
+    single = [{"SpecialToken": {"id": name, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
+    special = {name: {"id": name, "ids": [i], "tokens": [name]}}
+    if after:
+        single.append({"SpecialToken": {"id": after, "type_id": 0}})
+        special[after] = {"id": after, "ids": [j], "tokens": [after]}
+    return {"type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": special}
 
 
 def seeds():
@@ -65,7 +67,8 @@ def seeds():
     t["model"]["ignore_merges"] = True
     t["added_tokens"] = [added(300, "<|begin_of_text|>"), added(301, "<|end_of_text|>")]
     t["post_processor"] = {"type": "Sequence",
-                           "processors": [level(), template("<|begin_of_text|>", 300)]}
+                           "processors": [level(), template("<|begin_of_text|>", 300,
+                                                            "<|end_of_text|>", 301)]}
     yield "llama3", t
 
     t = copy.deepcopy(base)
