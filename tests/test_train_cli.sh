@@ -84,9 +84,11 @@ print(f"elapsed_s beyond the steps' time: start eval {g[1]:.4f} s, step-20 eval 
       f"the resumed run before its first step {rg[31]:.4f} s")
 assert g[21] >= 10 * plain, "elapsed_s does not count the evaluation after step 20"
 assert g[16] >= 10 * plain and g[31] >= 10 * plain, "elapsed_s does not count checkpoint saves"
-# the same evaluation at the start and on resuming: counted too (not, the gap of a plain step)
-assert g[1] >= 0.1 * g[21], "elapsed_s does not count the evaluation at the start"
-assert rg[31] >= 0.1 * g[21], "elapsed_s does not count the evaluation on resuming"
+# the same evaluation at the start and on resuming: counted too (not, the gap of a plain step).
+# Against the plain steps' median, not against the step-20 evaluation's gap: one preemption
+# during that evaluation (tests run two at a time on CI's two cores) made it 10x the start's.
+assert g[1] >= 10 * plain, "elapsed_s does not count the evaluation at the start"
+assert rg[31] >= 10 * plain, "elapsed_s does not count the evaluation on resuming"
 # counted from the resumed process's own start: its time before its first step (the evaluation
 # on resuming) is less than the 30 steps, two evaluations and two saves of the first run there
 assert resumed[31]["elapsed_s"] - 512 / resumed[31]["tokens_per_s"] < first[30]["elapsed_s"], \
