@@ -1,5 +1,18 @@
 # tests/fuzz/fuzz_common.sh - what the libFuzzer drivers share (sourced by run_fuzz*.sh after
-# tests/skip_or_fail.sh, with $CLANG and $SRC set and the work directory current).
+# tests/skip_or_fail.sh, then fuzz_start).
+
+# fuzz_start SRC WORK SECONDS DEFAULT: sets SRC and WORK, SECS ($SLUICE_FUZZ_SECONDS, else
+# SECONDS when not empty, else DEFAULT) and CLANG ($CLANG, else clang); makes WORK the current
+# directory and checks clang (fuzz_require_clang, below).
+fuzz_start() {
+    SRC=$1
+    WORK=$2
+    SECS=${SLUICE_FUZZ_SECONDS:-${3:-$4}}
+    CLANG=${CLANG:-clang}
+    mkdir -p "$WORK" || exit 1
+    cd "$WORK" || exit 1
+    fuzz_require_clang
+}
 
 # Skips (77), or fails under CI=true, when clang or its libFuzzer runtime is missing; exits 1
 # when clang cannot link a fuzzer for another reason.

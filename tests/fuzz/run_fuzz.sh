@@ -9,16 +9,8 @@
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
 . "$(dirname "$0")/fuzz_common.sh"
-SRC=$1
-WORK=$2
 SLUICE=$3
-SECS=${SLUICE_FUZZ_SECONDS:-${4:-30}}
-CLANG=${CLANG:-clang}
-
-mkdir -p "$WORK" || exit 1
-cd "$WORK" || exit 1
-
-fuzz_require_clang
+fuzz_start "$1" "$2" "${4:-}" 30
 
 ZSTD_FLAGS=$(pkg-config --cflags --libs libzstd 2>/dev/null || echo -lzstd)
 fuzz_build fuzz_shard "$SRC/tests/fuzz/fuzz_shard.c" "$SRC/io/shard.c" "$SRC/io/crc32c.c" \

@@ -10,16 +10,8 @@
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
 . "$(dirname "$0")/fuzz_common.sh"
-SRC=$1
-WORK=$2
 TESTCK=$3
-SECS=${SLUICE_FUZZ_SECONDS:-${4:-20}}
-CLANG=${CLANG:-clang}
-
-mkdir -p "$WORK" || exit 1
-cd "$WORK" || exit 1
-
-fuzz_require_clang
+fuzz_start "$1" "$2" "${4:-}" 20
 
 CJSON_FLAGS=$(pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 fuzz_build fuzz_ckpt "$SRC/tests/fuzz/fuzz_ckpt.c" "$SRC/io/checkpoint_manifest.c" \

@@ -11,15 +11,7 @@
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
 . "$(dirname "$0")/fuzz_common.sh"
-SRC=$1
-WORK=$2
-SECS=${SLUICE_FUZZ_SECONDS:-${3:-15}}
-CLANG=${CLANG:-clang}
-
-mkdir -p "$WORK" || exit 1
-cd "$WORK" || exit 1
-
-fuzz_require_clang
+fuzz_start "$1" "$2" "${3:-}" 15
 
 # The sections' name parsers live in files that are mostly about something else (the HF export,
 # the attention operations, the transport choice) and reach into the backends and safetensors.

@@ -10,15 +10,7 @@
 set -u
 . "$(dirname "$0")/../skip_or_fail.sh"
 . "$(dirname "$0")/fuzz_common.sh"
-SRC=$1
-WORK=$2
-SECS=${SLUICE_FUZZ_SECONDS:-${3:-15}}
-CLANG=${CLANG:-clang}
-
-mkdir -p "$WORK" || exit 1
-cd "$WORK" || exit 1
-
-fuzz_require_clang
+fuzz_start "$1" "$2" "${3:-}" 15
 command -v python3 > /dev/null 2>&1 || skip_or_fail "fuzz: python3 not found (it writes the seeds)"
 
 LIBS=$(pkg-config --libs libcjson libpcre2-8 libutf8proc nettle 2>/dev/null ||
