@@ -17,14 +17,7 @@
 #include <string.h>
 
 #include "io/checkpoint_internal.h"
-
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_ckpt: %s:%d: %s\n", __FILE__, __LINE__, #c);                     \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_util.h"
 
 static void count_line(void *user, const char *line) {
     REQUIRE(line && strlen(line) < 1024);

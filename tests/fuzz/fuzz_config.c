@@ -22,14 +22,7 @@
 
 #include "model/config.h"
 #include "trainer/config.h"
-
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_config: %s:%d: %s\n", __FILE__, __LINE__, #c);                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_util.h"
 
 #define MAX_SETS 8
 

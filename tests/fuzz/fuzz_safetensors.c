@@ -22,17 +22,9 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "tests/fuzz/fuzz_util.h"
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_safetensors: %s:%d: %s\n", __FILE__, __LINE__, #c);              \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static int g_fd = -1;
-static char g_path[64], g_out[512];
+static char g_out[512];
 
 /* Tensor i of f in a malloc'ed buffer (at least one byte). */
 static unsigned char *read_tensor(const sl_st_file *f, int i) {
@@ -151,22 +143,18 @@ static void check(const sl_st_file *f, const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (g_fd < 0) {
-        g_fd = memfd_create("fuzz.safetensors", 0);
-        REQUIRE(g_fd >= 0);
-        snprintf(g_path, sizeof g_path, "/proc/self/fd/%d", g_fd);
+    if (!g_out[0]) {
         const char *tmp = getenv("TMPDIR");
         char dir[400];
         snprintf(dir, sizeof dir, "%s/fuzz_safetensors_XXXXXX", tmp && *tmp ? tmp : "/tmp");
         REQUIRE(mkdtemp(dir));
         snprintf(g_out, sizeof g_out, "%s/out.safetensors", dir);
     }
-    REQUIRE(ftruncate(g_fd, 0) == 0);
-    REQUIRE(pwrite(g_fd, data, size, 0) == (ssize_t)size);
+    const char *in_path = fuzz_file("fuzz.safetensors", data, size);
     char err[1024];
-    sl_st_file *f = sl_st_open(g_path, err, sizeof err);
+    sl_st_file *f = sl_st_open(in_path, err, sizeof err);
     if (!f) {
-        REQUIRE(strncmp(err, g_path, strlen(g_path)) == 0);
+        REQUIRE(strncmp(err, in_path, strlen(in_path)) == 0);
         return 0;
     }
     check(f, data, size);

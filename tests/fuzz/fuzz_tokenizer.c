@@ -35,19 +35,9 @@
 
 #include "io/tokenizer.h"
 #include "io/tokenizer_internal.h"
-
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_tokenizer: %s:%d: %s\n", __FILE__, __LINE__, #c);                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_util.h"
 
 #define MAX_TEXT 4096
-
-static int g_fd = -1;
-static char g_path[64];
 
 /* The ids of text (n bytes) with a fresh state and the heap loop from heap_min bytes on; the
  * encode's return code into *rc. */
@@ -237,23 +227,17 @@ static void regex(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (g_fd < 0) {
-        g_fd = memfd_create("tokenizer.json", 0);
-        REQUIRE(g_fd >= 0);
-        snprintf(g_path, sizeof g_path, "/proc/self/fd/%d", g_fd);
-    }
     if (size > 0 && data[0] == 1) {
         regex(data + 1, size - 1);
         return 0;
     }
     const uint8_t *nul = memchr(data, 0, size);
     const size_t jn = nul ? (size_t)(nul - data) : size;
-    REQUIRE(ftruncate(g_fd, 0) == 0);
-    REQUIRE(pwrite(g_fd, data, jn, 0) == (ssize_t)jn);
+    const char *in_path = fuzz_file("tokenizer.json", data, jn);
     char err[1024];
-    sl_tokenizer *t = sl_tokenizer_load(g_path, err, sizeof err);
+    sl_tokenizer *t = sl_tokenizer_load(in_path, err, sizeof err);
     if (!t) {
-        REQUIRE(strncmp(err, g_path, strlen(g_path)) == 0);
+        REQUIRE(strncmp(err, in_path, strlen(in_path)) == 0);
         return 0;
     }
     /* the text as an exact-size copy, so that a read past it is caught by ASan */
