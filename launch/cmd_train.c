@@ -1,5 +1,6 @@
 /* launch/cmd_train.c - `sluice train CONFIG [--set key=value ...]`. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,11 @@ static void usage(FILE *f) {
             "Slurm: --signal=USR1@SECONDS) stops the run after its current step with a\n"
             "committed checkpoint; a second such signal ends it at once.\n"
             "\n"
+            "host memory: with backend.name = \"cpu\" each node's ranks are checked against\n"
+            "the memory it can still give (MemAvailable + SwapFree, or a memory cgroup's\n"
+            "limit) before they allocate; SLUICE_HOST_MEMORY=off skips the check,\n"
+            "SLUICE_HOST_MEMORY=SIZE (e.g. 64G) assumes that much (docs/memory.md).\n"
+            "\n"
             "exit status: 0 the schedule ran to its end; 75 stopped by a signal after a\n"
             "checkpoint (continue with --resume auto); 1 an error (printed once); 2 a bad\n"
             "option.\n");
@@ -85,6 +91,28 @@ static int parse_steps(const char *flag, const char *v, int *out) {
         return -1;
     }
     *out = (int)n;
+    return 0;
+}
+
+/* SLUICE_HOST_MEMORY (docs/memory.md): unset or empty 0 (read the node's), "off" -1 (no check),
+ * or a size in bytes with K, M, G, T; 0, or -1 after printing why not. */
+static int parse_host_memory(int64_t *out) {
+    const char *v = getenv("SLUICE_HOST_MEMORY");
+    uint64_t bytes = 0;
+    *out = 0;
+    if (!v || !*v) return 0;
+    if (strcmp(v, "off") == 0) {
+        *out = -1;
+        return 0;
+    }
+    if (sl_cli_parse_u64(v, true, &bytes) != 0 || bytes == 0 || bytes > INT64_MAX) {
+        fprintf(sl_cli_error_stream(),
+                "sluice train: error: SLUICE_HOST_MEMORY=%s: expected off or a size such as "
+                "64G\n",
+                v);
+        return -1;
+    }
+    *out = (int64_t)bytes;
     return 0;
 }
 
@@ -152,6 +180,11 @@ int sl_cmd_train(int argc, char **argv) {
         free(sets);
         return 2;
     }
+    int64_t host_memory;
+    if (parse_host_memory(&host_memory) != 0) {
+        free(sets);
+        return 2;
+    }
     sl_comm *world = sl_comm_init_world(&argc, &argv);
     sl_config *cfg = calloc(1, sizeof *cfg);
     char err[2048];
@@ -187,9 +220,13 @@ int sl_cmd_train(int argc, char **argv) {
      * once; the banner lists the devices and the choice. */
     sl_comm *tworld = world;
     char *banner = NULL;
+    int host_ranks = 1; /* this job's ranks on this rank's node */
     if (rc == 0) {
         const int n = sl_comm_size(world);
         sl_rank_place *places = sl_placement_gather(world, be);
+        const int me = sl_comm_rank(world);
+        host_ranks = 0;
+        for (int r = 0; r < n; r++) host_ranks += strcmp(places[r].host, places[me].host) == 0;
         sl_transport want = SL_TRANSPORT_AUTO, got = SL_TRANSPORT_MPI;
         (void)sl_transport_parse(cfg->parallel.transport, &want); /* validated on load */
         char why[512] = "";
@@ -213,7 +250,9 @@ int sl_cmd_train(int argc, char **argv) {
     const sl_train_opts opts = {.resume = resume,
                                 .placement = banner,
                                 .profile_steps = profile_steps,
-                                .profile_from = profile_from};
+                                .profile_from = profile_from,
+                                .host_ranks = host_ranks,
+                                .host_memory = host_memory};
     if (rc == 0) rc = sl_train(cfg, tworld, be, &opts);
     free(banner);
     if (tworld != world) sl_comm_free(tworld);

@@ -27,3 +27,11 @@ add_test(NAME test_train_data_check
                  ${CMAKE_CURRENT_BINARY_DIR}/train_data_check ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_train_data_check PROPERTIES TIMEOUT 120 LABELS "trainer;cli"
                      PROCESSORS 2 ENVIRONMENT "OMP_NUM_THREADS=1")
+# On the CPU backend sluice train checks that a node's ranks fit its free memory before they
+# allocate: one line, once under mpirun -np 2, exit status 1; SLUICE_HOST_MEMORY (off, a size)
+# (tests/test_train_host_memory.sh).
+add_test(NAME test_train_host_memory
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_host_memory.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/train_host_memory ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_train_host_memory PROPERTIES TIMEOUT 120 LABELS "trainer;cli"
+                     PROCESSORS 2 ENVIRONMENT "OMP_NUM_THREADS=1")

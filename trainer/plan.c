@@ -194,7 +194,10 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
                  rc);
         return -1;
     }
-    p->act_bytes = strcmp(st.train.precision, "fp32") == 0 ? 4 : 2;
+    p->act_bytes = strcmp(st.train.precision, "fp32") == 0 ||
+                           (r->host && strcmp(st.train.precision, "auto") == 0)
+                       ? 4
+                       : 2;
     p->seq_len = r->seq_len > 0 ? r->seq_len : st.train.seq_len;
     p->micro_batch = r->micro_batch > 0 ? r->micro_batch : st.train.micro_batch_size;
     p->micro_tokens = (int64_t)p->seq_len * p->micro_batch;
@@ -236,8 +239,8 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
         sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
     /* the trainer's rule; the memory mode is deferred_bytes' (advise() tries others) */
     const sl_defer_facts df = {.can_park = m->num_experts > 0,
-                               .one_pass =
-                                   p->act_bytes == 2 && p->gpu->compute_capability / 10 == 9,
+                               .one_pass = !r->host && p->act_bytes == 2 &&
+                                           p->gpu->compute_capability / 10 == 9,
                                .ep_overlap = p->ep > 1 && cfg->parallel.overlap_moe};
     const char *dwg = r->defer_wgrad ? r->defer_wgrad : st.train.defer_expert_wgrad;
     if (strcmp(dwg, "auto") && strcmp(dwg, "on") && strcmp(dwg, "off")) {

@@ -51,6 +51,10 @@ typedef struct {
      * per-component rates; 0: the rates (efficiency stays SL_PLAN_EFFICIENCY in the plan,
      * for tools that want a flat rate) */
     double efficiency;
+    /* The CPU backend's ranks (sluice train's host memory check): training.precision "auto"
+     * is fp32 there, and no GPU kernel's rule (the Hopper expert GEMMs' single pass) applies.
+     * The memory figures are then host bytes; the GPU's are the request's as ever. */
+    bool host;
 } sl_plan_request;
 
 /* One component of the estimated single-GPU step (the compute part of t_step): its name, the

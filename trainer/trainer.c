@@ -89,8 +89,9 @@ static int check_tokenizer(trainer *t) {
  * rank layout, the tokenizer, every stage's batch and every data path the schedule reads (rank
  * 0 alone, after the topology's collectives, so that its failing leaves no rank waiting in
  * one). A user who mistyped a path learns it before the model is allocated or a checkpoint read.
+ * Then, on the CPU backend, whether the node's ranks fit its memory (every rank, for its node).
  * 0, or -1 with the error held or printed once. */
-static int check_config(trainer *t) {
+static int check_config(trainer *t, const sl_train_opts *o) {
     const sl_config *c = t->cfg;
     t->reader_stage = -1;
     if (sl_topology_init(&t->topo, t->topo.world, c->parallel.expert_parallel, c->model.num_experts,
@@ -100,7 +101,8 @@ static int check_config(trainer *t) {
     }
     if (check_tokenizer(t) != 0) return -1;
     if (sl_trainer_plan_schedule(t) != 0) return -1;
-    return sl_trainer_check_stage_data(t);
+    if (sl_trainer_check_stage_data(t) != 0) return -1;
+    return sl_trainer_check_host_memory(t, o->host_ranks, o->host_memory);
 }
 
 static int setup(trainer *t) {
@@ -549,7 +551,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
      * would wait forever for the one that failed; an error every rank finds is printed once. */
     t.topo.rank = sl_comm_rank(world);
     int rc = sl_comm_agree(world, refuse_existing_run(&t, o) != 0) ? -1 : 0;
-    if (rc == 0) rc = sl_comm_agree(world, check_config(&t) != 0) ? -1 : 0;
+    if (rc == 0) rc = sl_comm_agree(world, check_config(&t, o) != 0) ? -1 : 0;
     if (rc == 0) rc = sl_comm_agree(world, setup(&t) != 0) ? -1 : 0;
     if (rc == 0 && o->resume && *o->resume)
         rc = sl_comm_agree(world, sl_trainer_resume(&t, o->resume) != 0) ? -1 : 0;

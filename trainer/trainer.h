@@ -21,6 +21,12 @@ typedef struct {
      * global step profile_from (1-based; 0: this process's second step, or its first when it
      * runs one); profile_steps 0: no profile */
     int profile_steps, profile_from;
+    /* the host memory check on the CPU backend (trainer/fit_host.c): host_ranks, the job's
+     * ranks on this rank's node (0: one); host_memory, the node's free bytes to assume
+     * (SLUICE_HOST_MEMORY; 0: read them from /proc/meminfo and the memory cgroup; -1: no
+     * check) */
+    int host_ranks;
+    int64_t host_memory;
 } sl_train_opts;
 
 /* sl_train's status when a stop signal (SIGTERM, SIGINT, SIGUSR1; trainer/stop_signal.h) ended

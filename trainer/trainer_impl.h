@@ -118,6 +118,12 @@ int sl_trainer_check_stage_data(trainer *t);
  * piece shorter than a batch) is an error for an evaluation-only stage and otherwise a warning.
  * Called once the start step is known (after a resume). 0, or -1 with the error held. */
 int sl_trainer_check_eval_sets(trainer *t);
+/* trainer/fit_host.c, on the CPU backend only (a no-op on a device): this rank's memory
+ * estimate (sluice plan's, for the stage with the most tokens per micro-batch) times
+ * `host_ranks`, the job's ranks on this rank's node, against what the node can still give
+ * (core/host_memory.h), or against `assume` bytes when positive; `assume` < 0 skips the check.
+ * 0, or -1 with the error held (sl_error_hold), before anything is allocated. */
+int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume);
 int sl_trainer_stage_at(const trainer *t, int step);
 /* Whether two stages train on the same data (corpora, weights, seed): a stage entered with the
  * previous stage's data continues its reader where it stopped. */

@@ -1,0 +1,118 @@
+/* core/host_memory.c - the memory this host can still give a process (core/host_memory.h). */
+#include "core/host_memory.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The value of the line "key value" (or "key: value kB", scaled by 1024) in a file; false when
+ * the file or the key is missing. */
+static bool read_keyed(const char *path, const char *key, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const size_t klen = strlen(key);
+    char line[256];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0) continue;
+        const char *p = line + klen;
+        if (*p == ':') p++;
+        if (*p != ' ' && *p != '\t') continue; /* a longer key with this prefix */
+        char *end;
+        const unsigned long long v = strtoull(p, &end, 10);
+        if (end == p) continue;
+        *out = strstr(end, "kB") ? (uint64_t)v * 1024 : (uint64_t)v;
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* A cgroup file holding one number, or "max" (no limit: false). */
+static bool read_number(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    unsigned long long v = 0;
+    const bool ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    *out = v;
+    return ok;
+}
+
+/* Limits at or above this are "none" (cgroup v1 writes PAGE_COUNTER_MAX pages, about 2^63). */
+#define NO_LIMIT ((uint64_t)1 << 60)
+
+/* The headroom of the cgroup at `dir` (v2 when `v2`), or false when it has no limit. */
+static bool cgroup_headroom(const char *dir, bool v2, uint64_t *out) {
+    char path[4300];
+    uint64_t limit, usage, inactive = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    if (!read_number(path, &limit) || limit >= NO_LIMIT) return false;
+    snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (!read_number(path, &usage)) return false;
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    /* page cache the kernel drops before it kills: it counts in the usage */
+    if (!read_keyed(path, v2 ? "inactive_file" : "total_inactive_file", &inactive)) inactive = 0;
+    const uint64_t used = usage > inactive ? usage - inactive : 0;
+    *out = limit > used ? limit - used : 0;
+    return true;
+}
+
+/* Lowers *bytes to the tightest limit of the cgroup `rel` (a path of /proc/self/cgroup) and its
+ * ancestors, mounted under `mount`; names the one that bounded it in source. */
+static void cgroup_bound(const char *mount, const char *rel, bool v2, uint64_t *bytes, char *source,
+                         size_t len) {
+    char cur[4096];
+    snprintf(cur, sizeof cur, "%s", rel);
+    for (;;) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s%s", mount, strcmp(cur, "/") == 0 ? "" : cur);
+        uint64_t room;
+        if (cgroup_headroom(dir, v2, &room) && room < *bytes) {
+            *bytes = room;
+            snprintf(source, len, "the memory cgroup %s", cur);
+        }
+        char *slash = strrchr(cur, '/');
+        if (!slash || strcmp(cur, "/") == 0) break;
+        if (slash == cur)
+            cur[1] = '\0';
+        else
+            *slash = '\0';
+    }
+}
+
+int sl_host_memory_available(uint64_t *bytes, char *source, size_t len) {
+    uint64_t avail, swap = 0;
+    if (!read_keyed("/proc/meminfo", "MemAvailable", &avail)) return -1;
+    (void)read_keyed("/proc/meminfo", "SwapFree", &swap);
+    *bytes = avail + swap;
+    snprintf(source, len, "MemAvailable + SwapFree of /proc/meminfo");
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return 0;
+    /* "0::/path" is cgroup v2 (mounted at /sys/fs/cgroup, or .../unified beside v1);
+     * "N:...memory...:/path" is v1's memory controller */
+    const bool v2_root = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+    char line[4200];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/') continue;
+        *c2 = '\0';
+        const char *controllers = c1 + 1, *rel = c2 + 1;
+        if (*controllers == '\0') {
+            cgroup_bound(v2_root ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified", rel, true, bytes,
+                         source, len);
+        } else {
+            /* the list is comma-separated: "memory" alone, not "memory_foo" */
+            char list[256];
+            snprintf(list, sizeof list, ",%s,", controllers);
+            if (strstr(list, ",memory,"))
+                cgroup_bound("/sys/fs/cgroup/memory", rel, false, bytes, source, len);
+        }
+    }
+    fclose(f);
+    return 0;
+}

@@ -1,0 +1,60 @@
+/*
+ * trainer/fit_host.c - the host memory check of `sluice train` on the CPU backend: the ranks
+ * on a node together against what the node can still give them, before any of them allocates.
+ *
+ * Without it, a model too large for the node is not refused: Linux lends memory it does not
+ * have (overcommit), the ranks zero their tensors, and the kernel's out-of-memory killer ends
+ * one with SIGKILL, which leaves nothing on stderr but mpirun's "exited on signal 9".
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "core/host_memory.h"
+#include "core/log.h"
+#include "trainer/plan.h"
+#include "trainer/trainer_impl.h"
+
+#define GIB 1073741824.0
+
+int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume) {
+    if (!sl_backend_host_memory(t->be) || assume < 0) return 0;
+    const sl_config *c = t->cfg;
+    sl_plan_request r;
+    sl_plan_request_defaults(&r);
+    r.gpus = t->topo.size;
+    r.ep = t->topo.ep_size;
+    r.host = true;
+    sl_plan p;
+    char err[512];
+    /* the schedule was checked against the ranks already; a plan it cannot make is no reason
+     * to refuse a run, only to skip the estimate */
+    if (sl_plan_compute(c, &r, &p, err, sizeof err) != 0) {
+        sl_debug("host memory check skipped: %s", err);
+        return 0;
+    }
+    uint64_t have;
+    char source[160];
+    if (assume > 0) {
+        have = (uint64_t)assume;
+        snprintf(source, sizeof source, "SLUICE_HOST_MEMORY");
+    } else if (sl_host_memory_available(&have, source, sizeof source) != 0) {
+        return 0; /* no /proc/meminfo: nothing to compare with */
+    }
+    const int n = host_ranks > 0 ? host_ranks : 1;
+    char parked[64] = "";
+    if (p.deferred > 0)
+        snprintf(parked, sizeof parked, ", parked expert rows %.2f", p.deferred / GIB);
+    const double need = p.total * n;
+    if (need <= (double)have) return 0;
+    sl_error_hold("%s: the run needs about %.2f GiB of host memory on this node (%d rank%s x "
+                  "%.2f GiB: weights, gradients and AdamW moments %.2f, activations of stage "
+                  "'%s' %.2f%s), and the node has %.2f GiB (%s): the kernel would kill a rank "
+                  "partway through its allocations. Fewer ranks per node, "
+                  "parallel.expert_parallel, parallel.zero1, training.recompute or a smaller "
+                  "micro-batch lower it (`sluice plan CONFIG --gpus %d` shows each); "
+                  "SLUICE_HOST_MEMORY=off skips this check (docs/memory.md)",
+                  c->path, need / GIB, n, n == 1 ? "" : "s", p.total / GIB, p.state / GIB, p.stage,
+                  p.act[p.mode].total / GIB, parked, (double)have / GIB, source, t->topo.size);
+    return -1;
+}
