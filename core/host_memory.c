@@ -47,7 +47,7 @@ static bool read_number(const char *path, uint64_t *out) {
 
 /* The headroom of the cgroup at `dir` (v2 when `v2`), or false when it has no limit. */
 static bool cgroup_headroom(const char *dir, bool v2, uint64_t *out) {
-    char path[4300];
+    char path[8500];
     uint64_t limit, usage, inactive = 0;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
     if (!read_number(path, &limit) || limit >= NO_LIMIT) return false;
@@ -68,7 +68,7 @@ static void cgroup_bound(const char *mount, const char *rel, bool v2, uint64_t *
     char cur[4096];
     snprintf(cur, sizeof cur, "%s", rel);
     for (;;) {
-        char dir[4200];
+        char dir[8400];
         snprintf(dir, sizeof dir, "%s%s", mount, strcmp(cur, "/") == 0 ? "" : cur);
         uint64_t room;
         if (cgroup_headroom(dir, v2, &room) && room < *bytes) {
@@ -85,16 +85,27 @@ static void cgroup_bound(const char *mount, const char *rel, bool v2, uint64_t *
 }
 
 int sl_host_memory_available(uint64_t *bytes, char *source, size_t len) {
+    return sl_host_memory_available_at("", bytes, source, len);
+}
+
+int sl_host_memory_available_at(const char *root, uint64_t *bytes, char *source, size_t len) {
+    char path[4300];
     uint64_t avail, swap = 0;
-    if (!read_keyed("/proc/meminfo", "MemAvailable", &avail)) return -1;
-    (void)read_keyed("/proc/meminfo", "SwapFree", &swap);
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    if (!read_keyed(path, "MemAvailable", &avail)) return -1;
+    (void)read_keyed(path, "SwapFree", &swap);
     *bytes = avail + swap;
     snprintf(source, len, "MemAvailable + SwapFree of /proc/meminfo");
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(path, "r");
     if (!f) return 0;
     /* "0::/path" is cgroup v2 (mounted at /sys/fs/cgroup, or .../unified beside v1);
      * "N:...memory...:/path" is v1's memory controller */
-    const bool v2_root = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+    char v2_mount[4300], v1_mount[4300];
+    snprintf(path, sizeof path, "%s/sys/fs/cgroup/cgroup.controllers", root);
+    snprintf(v2_mount, sizeof v2_mount, "%s/sys/fs/cgroup%s", root,
+             access(path, F_OK) == 0 ? "" : "/unified");
+    snprintf(v1_mount, sizeof v1_mount, "%s/sys/fs/cgroup/memory", root);
     char line[4200];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
@@ -103,14 +114,12 @@ int sl_host_memory_available(uint64_t *bytes, char *source, size_t len) {
         *c2 = '\0';
         const char *controllers = c1 + 1, *rel = c2 + 1;
         if (*controllers == '\0') {
-            cgroup_bound(v2_root ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified", rel, true, bytes,
-                         source, len);
+            cgroup_bound(v2_mount, rel, true, bytes, source, len);
         } else {
             /* the list is comma-separated: "memory" alone, not "memory_foo" */
             char list[256];
             snprintf(list, sizeof list, ",%s,", controllers);
-            if (strstr(list, ",memory,"))
-                cgroup_bound("/sys/fs/cgroup/memory", rel, false, bytes, source, len);
+            if (strstr(list, ",memory,")) cgroup_bound(v1_mount, rel, false, bytes, source, len);
         }
     }
     fclose(f);

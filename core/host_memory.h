@@ -17,5 +17,7 @@
  * ("MemAvailable + SwapFree of /proc/meminfo" or "the memory cgroup /slurm/job_7"). 0, or -1
  * where /proc/meminfo cannot be read (not Linux): the caller then knows nothing. */
 int sl_host_memory_available(uint64_t *bytes, char *source, size_t len);
+/* The same with every path under `root` ("" for the real ones): the test's fake hosts. */
+int sl_host_memory_available_at(const char *root, uint64_t *bytes, char *source, size_t len);
 
 #endif

@@ -8,3 +8,6 @@ set_tests_properties(test_clang_format PROPERTIES LABELS "style" SKIP_RETURN_COD
 # core/cuda_driver.c: "no NVIDIA driver on this machine" instead of the runtime's "driver version
 # is insufficient" where libcuda.so.1 is missing (sluice doctor, the cuda backend).
 sluice_test(test_cuda_driver SOURCES test_cuda_driver.c LABELS core)
+# core/host_memory.c: the node's free memory from /proc/meminfo and the memory cgroups (v1, v2,
+# nested, hybrid) of fake hosts written under a temporary root.
+sluice_test(test_host_memory SOURCES test_host_memory.c LABELS core)
