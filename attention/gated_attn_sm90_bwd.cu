@@ -310,10 +310,10 @@ __global__ void __launch_bounds__(kThreads, 1)
      * the same phase at once. Uniform per block: every thread takes the same branches. */
     using turn = turns<kConsumers, kBarTurn>;
     const bool pp = !FUSED && !EARLY && (opts & kOptPingpong) != 0;
-    /* EARLY (beside the dQ pass, BM 64, 2 stages; bwd_early_dv refuses the turns): dV += P^T dO is
-     * issued as soon as P^T is in registers, behind dP^T, and dS^T is computed while it runs,
-     * so that a consumer's tensor-core queue stays filled through its own elementwise work.
-     * Same products on the same values: the same bits as the default order. */
+    /* EARLY (beside the dQ pass, BM 64, any stages; bwd_early_dv refuses the turns): dV += P^T dO
+     * is issued as soon as P^T is in registers, behind dP^T, and dS^T is computed while it runs, so
+     * that a consumer's tensor-core queue stays filled through its own elementwise work. Same
+     * products on the same values: the same bits as the default order. */
     static_assert(!(EARLY && FUSED), "the early dV is for the dK/dV pass without the fused dQ");
     constexpr bool early = EARLY;
     if (pp) turn::start(c);
@@ -578,8 +578,8 @@ bool bwd_tiles_down(void) {
 
 /* SLUICE_ATTN_SM90_BWD_EARLY_DV: unset, "" or "0": a dK/dV step issues dV and dK together once
  * dS^T is ready (the default, as measured); "1": dV as soon as P^T is ready, dS^T computed
- * while it runs (sm90_dkdv_kernel's EARLY; the same bits). Beside the dQ pass at BM 64 with 2
- * stages only (launch_bwd stops the backward elsewhere), and not with
+ * while it runs (sm90_dkdv_kernel's EARLY; the same bits). Beside the dQ pass at BM 64, with
+ * 2, 3 or 4 stages (launch_bwd stops the backward elsewhere), and not with
  * SLUICE_ATTN_SM90_BWD_PINGPONG=1 (whose turns would hold the tensor cores through dS^T): that
  * pair stops it too. Opt-in, not yet measured on a GPU (docs/attention.md, "dV
  * before dS"). Read at every backward. */
@@ -639,16 +639,15 @@ template <int D>
 void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaStream_t stream) {
     constexpr int BIG = D == 64 ? 128 : 64; /* BM = 128 exists at D = 64 only */
     const bool big = bwd_bm(D) == 128;
-    /* The early dV is built for the dQ pass's dK/dV kernel at BM 64 with 2 stages: at BM 128
-     * ptxas spilled 48 bytes even at 240 registers, the fused dQ keeps its own order, and more
-     * instances would push the bundle past its size limit (launch/bundle.sh). Asked for
-     * elsewhere it stops the backward rather than be dropped from a measurement unseen. */
+    /* The early dV is built for the dQ pass's dK/dV kernel at BM 64, with each of its 2, 3 and
+     * 4 stages (the deeper rings change where a step's loads land, not its registers): at BM
+     * 128 ptxas spilled 48 bytes even at 240 registers, and the fused dQ keeps its own order.
+     * Asked for there it stops the backward rather than be dropped from a measurement unseen. */
     const bool early = bwd_early_dv();
     const int stages = fused ? 2 : bwd_stages();
-    SL_CHECK(!early || (!fused && !big && stages == 2),
+    SL_CHECK(!early || (!fused && !big),
              "gated_attn_bwd: SLUICE_ATTN_SM90_BWD_EARLY_DV=1 is built for the dK/dV pass beside "
-             "the dQ pass with BM 64 and 2 stages only: not with the fused dQ, "
-             "SLUICE_ATTN_SM90_BWD_BM=128 or SLUICE_ATTN_SM90_BWD_STAGES=3 or 4");
+             "the dQ pass with BM 64 only: not with the fused dQ or SLUICE_ATTN_SM90_BWD_BM=128");
     sl_attn_tc::launch_bwd_prep(a, D, stream);
     if (fused) {
         if (big)
@@ -657,7 +656,11 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
             launch_dkdv<D, true, 64>(ctx, a, deterministic, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
-        if (early)
+        if (early && stages == 3)
+            launch_dkdv<D, false, 64, 3, true>(ctx, a, false, stream);
+        else if (early && stages == 4)
+            launch_dkdv<D, false, 64, 4, true>(ctx, a, false, stream);
+        else if (early)
             launch_dkdv<D, false, 64, 2, true>(ctx, a, false, stream);
         else if (big)
             launch_dkdv<D, false, BIG>(ctx, a, false, stream);

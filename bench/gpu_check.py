@@ -102,6 +102,10 @@ cut:
                        as soon as P is ready, dS computed while it runs
                        (SLUICE_ATTN_SM90_BWD_EARLY_DV=0 and 1; opt-in, unmeasured), after a
                        sampled check of the early dV, one process each, back to back
+  attn_bench_bwd_early_dv_stages
+                       the same shapes, the early dV (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 2, 3
+                       and 4 stages (SLUICE_ATTN_SM90_BWD_STAGES), after a sampled check with 3;
+                       with attn_bench_bwd_stages: whether the two changes add up
   attn_bench_dq_overlap
                        the same shapes, the dQ pass waiting for each dQ GEMM and with the next
                        step's S and dP issued behind it (SLUICE_ATTN_SM90_DQ_OVERLAP=0 and 1;
@@ -151,7 +155,7 @@ import time
 import gpu_check_core as C
 from gpu_check_bench import (part_adamw, part_adamw_full, part_attn, part_attn_dq_overlap,
                              part_attn_fwd192, part_attn_separate,
-                             part_attn_anatomy, part_attn_bwd_early_dv, part_attn_bwd_order, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
+                             part_attn_anatomy, part_attn_bwd_early_dv, part_attn_bwd_early_dv_stages, part_attn_bwd_order, part_attn_bwd_stages, part_attn_kernels, part_attn_long, part_attn_persistent,
                              part_attn_pingpong, part_expert_gemm, part_expert_gemm_ablate,
                              part_step_kernels, part_torch)
 from gpu_check_checks import (part_doctor, part_memcheck, part_profile, part_racecheck_attention,
@@ -357,6 +361,8 @@ def main():
         ("attn_bench_bwd_order", part_attn_bwd_order, S),
         # the dK/dV pass's dV issued before dS is computed (opt-in until measured)
         ("attn_bench_bwd_early_dv", part_attn_bwd_early_dv, S),
+        # both at once: the early dV with 2, 3 and 4 stages (opt-in until measured)
+        ("attn_bench_bwd_early_dv_stages", part_attn_bwd_early_dv_stages, S),
         ("expert_gemm", part_expert_gemm, S),
         ("expert_gemm_ablate", part_expert_gemm_ablate, S),
         # AdamW's rate against its streams' and a device copy's

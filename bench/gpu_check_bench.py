@@ -52,12 +52,14 @@ def attn_process(part, args, budget, log, out, sec, notes, what, env=None):
     return None, sec
 
 
-def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, check=None):
+def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, check=None, fixed=None):
     """attn_bench, kernel sm90, at each shape under each value of the environment variable `var`,
     one process each, back to back per shape: rows in out_name % (value, N), each row tagged
     with `tag` = the value (a number where it is one). check = (value, N): first, at each shape, attn_bench --check-rows N
     under that value (the variant's results against double-precision sums, at a cost linear in
-    S: on a GPU the test shapes are too small to exercise what the variant changes)."""
+    S: on a GPU the test shapes are too small to exercise what the variant changes). fixed: more
+    variables set for every process of the part (the check's included), recorded in each row."""
+    base = dict(os.environ, **(fixed or {}))
     log = os.path.join(C.LOGS, part + ".log")
     if not os.path.exists(L.attn_bench):
         return record(part, "SKIP", 0, "no attn_bench (bundle made without --with-tests)")
@@ -66,7 +68,7 @@ def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, chec
         if check:
             rc, t = run([L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90",
                          "--check-rows", str(check[1])] + shape, budget - sec, log,
-                        env=dict(os.environ, **{var: check[0]}))
+                        env=dict(base, **{var: check[0]}))
             sec += t
             what = "S %s D %s %s=%s check (%d sampled rows)" % (
                 shape[shape.index("--seq") + 1] if "--seq" in shape else "?",
@@ -82,11 +84,12 @@ def part_attn_variants(L, budget, part, var, values, shapes, out_name, tag, chec
             out = os.path.join(C.OUT, out_name % (v, len(rows)))
             got, sec = attn_process(part, [L.attn_bench, "--backend", "cuda", "--dtype", "bf16", "--kernel", "sm90"]
                                     + shape, budget, log, out, sec, notes, "%s=%s" % (var, v),
-                                    env=dict(os.environ, **{var: v}))
+                                    env=dict(base, **{var: v}))
             if got is None:
                 return
             for r in got:
                 r[tag] = int(v) if v.isdigit() else v
+                r.update({"env_" + k: val for k, val in (fixed or {}).items()})
                 rows.append(r)
                 notes.append("S %d D %s %s=%s: fwd %.0f, bwd %.0f TFLOP/s" % (
                     r["seq"], r.get("head_dim", "?"), tag, v, r.get("fwd_tflops", 0), r.get("bwd_tflops", 0)))
@@ -185,6 +188,18 @@ def part_attn_bwd_early_dv(L, budget, S):
     return part_attn_variants(L, budget, "attn_bench_bwd_early_dv", "SLUICE_ATTN_SM90_BWD_EARLY_DV",
                               ("0", "1"), S["attn_pp"], "attn_bench_bwd_early_dv%s_%d.out", "bwd_early_dv",
                               check=("1", 16))
+
+
+def part_attn_bwd_early_dv_stages(L, budget, S):
+    """attn_bench_bwd_early_dv with the dK/dV pass's deeper rings: dV issued early
+    (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 2, 3 and 4 stages (SLUICE_ATTN_SM90_BWD_STAGES), one
+    process each, back to back per shape, after a sampled check with 3 stages. With
+    attn_bench_bwd_stages (the default order at 2, 3, 4) it says whether the two changes add up:
+    the early dV fills the tensor cores' queue within a step, the stages give its loads longer
+    to land."""
+    return part_attn_variants(L, budget, "attn_bench_bwd_early_dv_stages", "SLUICE_ATTN_SM90_BWD_STAGES",
+                              ("2", "3", "4"), S["attn_pp"], "attn_bench_bwd_early_dv_stages%s_%d.out",
+                              "bwd_stages", check=("3", 16), fixed={"SLUICE_ATTN_SM90_BWD_EARLY_DV": "1"})
 
 
 def ncu_on_attn_bench(L, part):

@@ -166,18 +166,21 @@ sm90_env_refused(test_attention_sm90_order_bad SLUICE_ATTN_SM90_BWD_ORDER down "
 # (SLUICE_ATTN_SM90_BWD_EARLY_DV=1; the same products on the same values): each deterministic
 # case's second backward runs with it and must give the default's bits (SLUICE_TEST_SECOND_RUN_ENV),
 # D = 128 and 64, race-checked by the emulator (which also poisons the accumulators of a wgmma in
-# flight: with dP^T's wait retiring one group too few the bits differed). Another value stops
+# flight: with dP^T's wait retiring one group too few the bits differed); then again with 3
+# stages, where both runs take the 3-stage ring (the 4-stage instance differs from it in the
+# ring's length alone, which test_attention_sm90_stages covers). Another value stops
 # the backward with a message naming the variable, and so do the pairings the early dV is not
-# built for: with SLUICE_ATTN_SM90_BWD_PINGPONG=1, with 3 stages (BM 128 and the fused dQ take
-# the same check).
+# built for: with SLUICE_ATTN_SM90_BWD_PINGPONG=1, with BM 128 (the fused dQ takes the same
+# check).
 add_test(NAME test_attention_sm90_early_dv
-         COMMAND test_attention_tc deterministic sm90)
+         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=3 $0 deterministic sm90"
+                 $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_early_dv PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_SECOND_RUN_ENV=SLUICE_ATTN_SM90_BWD_EARLY_DV=1")
 sm90_env_refused(test_attention_sm90_early_dv_bad SLUICE_ATTN_SM90_BWD_EARLY_DV 2 "0 or 1")
 foreach(pair "PINGPONG=1|does not combine with SLUICE_ATTN_SM90_BWD_PINGPONG=1"
-             "STAGES=3|is built for the dK/dV pass beside the dQ pass with BM 64 and 2 stages only")
+             "BM=128|is built for the dK/dV pass beside the dQ pass with BM 64 only")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 other)
   list(GET pair 1 message)

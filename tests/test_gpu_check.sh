@@ -262,7 +262,7 @@ parts = {p["part"]: p for p in s["parts"]}
 want = {"doctor": "PASS", "tests": "PASS", "memcheck": "PASS", "racecheck_attention": "PASS",
         "racecheck_step": "PASS", "profile": "PASS", "profile_ep8": "PASS", "attn_bench": "PASS",
         "attn_bench_fwd192": "PASS", "attn_bench_pingpong": "PASS", "attn_bench_bwd_stages": "PASS", "attn_bench_bwd_order": "PASS",
-        "attn_bench_bwd_early_dv": "PASS", "attn_long": "PASS",
+        "attn_bench_bwd_early_dv": "PASS", "attn_bench_bwd_early_dv_stages": "PASS", "attn_long": "PASS",
         "attn_bench_persistent": "PASS", "attn_kernels": "PASS", "attn_anatomy": "PASS", "adamw": "PASS", "adamw_full": "PASS",
         "attn_bench_dq_overlap": "PASS", "step_kernels": "PASS",
         "expert_gemm": "PASS", "expert_gemm_ablate": "PASS", "racecheck_expert_gemm": "PASS",
@@ -339,6 +339,11 @@ be = parts.get("attn_bench_bwd_early_dv", {})
 if sorted({r.get("bwd_early_dv") for r in be.get("result") or []}) != [0, 1] or \
         "bwd_early_dv=1 check (16 sampled rows): PASS" not in be.get("note", ""):
     bad.append("attn_bench_bwd_early_dv: not a checked row per value: %r" % be)
+bes = parts.get("attn_bench_bwd_early_dv_stages", {})
+if sorted({r.get("bwd_stages") for r in bes.get("result") or []}) != [2, 3, 4] or \
+        {r.get("env_SLUICE_ATTN_SM90_BWD_EARLY_DV") for r in bes.get("result") or []} != {"1"} or \
+        "bwd_stages=3 check (16 sampled rows): PASS" not in bes.get("note", ""):
+    bad.append("attn_bench_bwd_early_dv_stages: not a checked early-dV row per stage count: %r" % bes)
 aw = parts.get("adamw", {}).get("result") or []
 if [r["row"] for r in aw] != ["coalesced", "plain", "stream", "wide", "streams", "copy"]:
     bad.append("adamw: not the six rows of adamw_bench: %r" % aw)
