@@ -1,6 +1,8 @@
 /* core/host_memory.c - the memory this host can still give a process (core/host_memory.h). */
 #include "core/host_memory.h"
 
+#include "core/fsutil.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,15 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The value of the line "key value" (or "key: value kB", scaled by 1024) in a file; false when
- * the file or the key is missing. */
-static bool read_keyed(const char *path, const char *key, uint64_t *out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
+/* The value of the line "key value" (or "key: value kB", scaled by 1024) in the text of a
+ * /proc or cgroup file; false when the key is missing. */
+static bool keyed_value(const char *text, const char *key, uint64_t *out) {
     const size_t klen = strlen(key);
-    char line[256];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
+    for (const char *line = text; line && *line;
+         line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
         if (strncmp(line, key, klen) != 0) continue;
         const char *p = line + klen;
         if (*p == ':') p++;
@@ -24,11 +23,26 @@ static bool read_keyed(const char *path, const char *key, uint64_t *out) {
         char *end;
         const unsigned long long v = strtoull(p, &end, 10);
         if (end == p) continue;
-        *out = strstr(end, "kB") ? (uint64_t)v * 1024 : (uint64_t)v;
-        found = true;
+        const char *eol = strchr(end, '\n');
+        const char *kb = strstr(end, "kB");
+        *out = kb && (!eol || kb < eol) ? (uint64_t)v * 1024 : (uint64_t)v;
+        return true;
     }
-    fclose(f);
-    return found;
+    return false;
+}
+
+/* The sum of the keys' values in a file (missing keys count 0); false when it cannot be read. */
+static bool read_keyed_sum(const char *path, const char *const *keys, int n, uint64_t *out) {
+    char err[64];
+    char *text = sl_read_file(path, NULL, err, sizeof err);
+    if (!text) return false;
+    *out = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t v;
+        if (keyed_value(text, keys[i], &v)) *out += v;
+    }
+    free(text);
+    return true;
 }
 
 /* A cgroup file holding one number, or "max" (no limit: false). */
@@ -48,15 +62,18 @@ static bool read_number(const char *path, uint64_t *out) {
 /* The headroom of the cgroup at `dir` (v2 when `v2`), or false when it has no limit. */
 static bool cgroup_headroom(const char *dir, bool v2, uint64_t *out) {
     char path[8500];
-    uint64_t limit, usage, inactive = 0;
+    uint64_t limit, usage, cache = 0;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
     if (!read_number(path, &limit) || limit >= NO_LIMIT) return false;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     if (!read_number(path, &usage)) return false;
     snprintf(path, sizeof path, "%s/memory.stat", dir);
-    /* page cache the kernel drops before it kills: it counts in the usage */
-    if (!read_keyed(path, v2 ? "inactive_file" : "total_inactive_file", &inactive)) inactive = 0;
-    const uint64_t used = usage > inactive ? usage - inactive : 0;
+    /* the page cache (both LRU lists: MemAvailable counts both as free) is in the usage, and
+     * the kernel drops it before it kills; v1's totals include the child cgroups' */
+    static const char *const v2_file[] = {"active_file", "inactive_file"};
+    static const char *const v1_file[] = {"total_active_file", "total_inactive_file"};
+    if (!read_keyed_sum(path, v2 ? v2_file : v1_file, 2, &cache)) cache = 0;
+    const uint64_t used = usage > cache ? usage - cache : 0;
     *out = limit > used ? limit - used : 0;
     return true;
 }
@@ -73,7 +90,9 @@ static void cgroup_bound(const char *mount, const char *rel, bool v2, uint64_t *
         uint64_t room;
         if (cgroup_headroom(dir, v2, &room) && room < *bytes) {
             *bytes = room;
-            snprintf(source, len, "the memory cgroup %s", cur);
+            /* "/" is the namespace's root: a container's own limit */
+            snprintf(source, len, "the memory cgroup %s%s", cur,
+                     strcmp(cur, "/") == 0 ? " (this container's)" : "");
         }
         char *slash = strrchr(cur, '/');
         if (!slash || strcmp(cur, "/") == 0) break;
@@ -89,11 +108,14 @@ int sl_host_memory_available(uint64_t *bytes, char *source, size_t len) {
 }
 
 int sl_host_memory_available_at(const char *root, uint64_t *bytes, char *source, size_t len) {
-    char path[4300];
-    uint64_t avail, swap = 0;
+    char path[4300], err[64];
     snprintf(path, sizeof path, "%s/proc/meminfo", root);
-    if (!read_keyed(path, "MemAvailable", &avail)) return -1;
-    (void)read_keyed(path, "SwapFree", &swap);
+    char *meminfo = sl_read_file(path, NULL, err, sizeof err);
+    uint64_t avail, swap = 0;
+    const bool known = meminfo && keyed_value(meminfo, "MemAvailable", &avail);
+    if (known) (void)keyed_value(meminfo, "SwapFree", &swap);
+    free(meminfo);
+    if (!known) return -1;
     *bytes = avail + swap;
     snprintf(source, len, "MemAvailable + SwapFree of /proc/meminfo");
     snprintf(path, sizeof path, "%s/proc/self/cgroup", root);

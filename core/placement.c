@@ -93,3 +93,9 @@ void sl_placement_describe(const sl_rank_place *p, int n, int max_lines, char *b
             at += (size_t)snprintf(buf + at, len - at, "rank %d: %s\n", r, dev);
     }
 }
+
+int sl_placement_host_ranks(const sl_rank_place *p, int n, int r) {
+    int count = 0;
+    for (int i = 0; i < n; i++) count += strcmp(p[i].host, p[r].host) == 0;
+    return count;
+}

@@ -42,6 +42,10 @@ void sl_placement_device_name(const sl_rank_place *p, int r, char *buf, size_t l
 /* The ranks on rank r's device, as "0, 1 and 3" (at most 16 named, then "and N more"). */
 void sl_placement_sharers(const sl_rank_place *p, int n, int r, char *buf, size_t len);
 
+/* How many of the n ranks run on rank r's host (by host name, r included): the ranks whose
+ * host memory r's node shares (sluice train's host memory check). */
+int sl_placement_host_ranks(const sl_rank_place *p, int n, int r);
+
 /* The banner lines: one per rank ("rank 1: CUDA device 1 (NVIDIA H200, PCI ...) on host n1,
  * chosen by OMPI_COMM_WORLD_LOCAL_RANK=1 mod 2 visible devices, CUDA_VISIBLE_DEVICES=0,1"),
  * at most `max_lines` (then "... N more ranks"), each ending in a newline. Empty when no rank

@@ -68,12 +68,14 @@ static void usage(FILE *f) {
             "\n"
             "stopping: SIGTERM, SIGINT or SIGUSR1 (under mpirun: SIGUSR1 or SIGTERM to mpirun;\n"
             "Slurm: --signal=USR1@SECONDS) stops the run after its current step with a\n"
-            "committed checkpoint; a second such signal ends it at once.\n"
+            "committed checkpoint; a second such signal ends it at once. On a terminal,\n"
+            "launch/mpirun.sh turns Ctrl-C into that signal (a bare mpirun kills the ranks\n"
+            "one second after passing it on).\n"
             "\n"
             "host memory: with backend.name = \"cpu\" each node's ranks are checked against\n"
-            "the memory it can still give (MemAvailable + SwapFree, or a memory cgroup's\n"
-            "limit) before they allocate; SLUICE_HOST_MEMORY=off skips the check,\n"
-            "SLUICE_HOST_MEMORY=SIZE (e.g. 64G) assumes that much (docs/memory.md).\n"
+            "the memory it can still give (MemAvailable + SwapFree, or less where a memory\n"
+            "cgroup's limit leaves less) before they allocate. SLUICE_HOST_MEMORY=off skips\n"
+            "the check; SLUICE_HOST_MEMORY=64G (a size) assumes that much (docs/memory.md).\n"
             "\n"
             "exit status: 0 the schedule ran to its end; 75 stopped by a signal after a\n"
             "checkpoint (continue with --resume auto); 1 an error (printed once); 2 a bad\n"
@@ -224,9 +226,7 @@ int sl_cmd_train(int argc, char **argv) {
     if (rc == 0) {
         const int n = sl_comm_size(world);
         sl_rank_place *places = sl_placement_gather(world, be);
-        const int me = sl_comm_rank(world);
-        host_ranks = 0;
-        for (int r = 0; r < n; r++) host_ranks += strcmp(places[r].host, places[me].host) == 0;
+        host_ranks = sl_placement_host_ranks(places, n, sl_comm_rank(world));
         sl_transport want = SL_TRANSPORT_AUTO, got = SL_TRANSPORT_MPI;
         (void)sl_transport_parse(cfg->parallel.transport, &want); /* validated on load */
         char why[512] = "";

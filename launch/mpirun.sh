@@ -8,7 +8,12 @@
 # - splits the cores evenly: each rank gets max(1, cores / N) OpenMP threads
 #   (passed as --set backend.threads=T when the command is `sluice train`);
 # - oversubscribes when N exceeds the cores, and allows running as root;
-# - does not pin ranks (--bind-to none), so each rank's threads can use their share.
+# - does not pin ranks (--bind-to none), so each rank's threads can use their share;
+# - on a terminal, makes Ctrl-C stop `sluice train` after its step with a checkpoint, as it does
+#   without mpirun (mpirun itself would kill the ranks at once): the first Ctrl-C reaches the
+#   ranks as SIGUSR1 (exit status 75, continue with --resume auto), a second ends them at once
+#   (sluice's second signal), a third kills mpirun. SIGTERM to this script reaches the ranks
+#   too. Off a terminal (scripts, CI) the script is mpirun itself, as before.
 # On a cluster use Slurm (launch/slurm.sbatch) or your site's mpirun options instead.
 set -euo pipefail
 if [ $# -lt 2 ] || ! [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
@@ -25,8 +30,41 @@ opts=(-np "$np" --bind-to none)
 # Open MPI refuses root unless told; CI and containers run as root.
 [ "$(id -u)" -ne 0 ] || opts+=(--allow-run-as-root)
 extra=()
+train=0
 if [ $# -ge 2 ] && [ "$(basename "$1")" = sluice ] && [ "$2" = train ]; then
     extra=(--set "backend.threads=$threads")
+    train=1
 fi
 export OMP_NUM_THREADS=$threads
-exec mpirun "${opts[@]}" -x OMP_NUM_THREADS "$@" "${extra[@]}"
+if [ "$train" = 0 ] || ! [ -t 0 ]; then
+    exec mpirun "${opts[@]}" -x OMP_NUM_THREADS "$@" "${extra[@]}"
+fi
+
+# A terminal's Ctrl-C sends SIGINT to its whole foreground process group, and Open MPI's mpirun
+# answers SIGINT by killing its ranks at once (no checkpoint). So mpirun runs in a session of
+# its own, where no terminal signal reaches it (setsid; stdin from /dev/null, as it forwards
+# stdin to rank 0 and sluice reads none), and each Ctrl-C here becomes a SIGUSR1 to mpirun,
+# which forwards it to every rank: sluice train's stop signal.
+setsid mpirun "${opts[@]}" -x OMP_NUM_THREADS "$@" "${extra[@]}" </dev/null &
+pid=$!
+interrupts=0
+on_interrupt() {
+    interrupts=$((interrupts + 1))
+    if [ "$interrupts" -eq 1 ]; then
+        echo "mpirun.sh: Ctrl-C: stopping after the current step with a checkpoint (Ctrl-C again to end at once)" >&2
+        kill -USR1 "$pid" 2>/dev/null || true
+    elif [ "$interrupts" -eq 2 ]; then
+        kill -USR1 "$pid" 2>/dev/null || true
+    else
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+}
+trap on_interrupt INT
+trap 'kill -TERM "$pid" 2>/dev/null || true' TERM
+# wait returns early (above 128) when a trapped signal arrives: wait again while mpirun runs
+rc=0
+while :; do
+    wait "$pid" && rc=0 || rc=$?
+    kill -0 "$pid" 2>/dev/null || break
+done
+exit "$rc"

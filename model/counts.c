@@ -119,7 +119,7 @@ static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
 }
 
 void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
-                               int act_bytes, int ep, sl_activation_bytes *out) {
+                               int act_bytes, int ep, bool device, sl_activation_bytes *out) {
     const layer_pieces p = pieces(m, act_bytes, ep);
     const double t = (double)tokens, a = act_bytes, h = m->hidden_size;
     const int L = layer_total(m);
@@ -152,7 +152,7 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
                       + h * a                                            /* FFN dxn */
                       + 4 * h * a                                        /* dx, dh, xf, dxf */
                       + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
-    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, act_bytes, true);
+    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, act_bytes, device);
     out->per_layer_max = max;
     out->layers = layers;
     out->shared = shared;

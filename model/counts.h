@@ -110,9 +110,10 @@ typedef struct {
     double total;         /* layers + shared + workspace */
 } sl_activation_bytes;
 /* The activation memory of one micro-batch of `tokens` tokens per rank in memory mode `mode`,
- * activations of act_bytes bytes, expert parallelism ep (the routed rows a rank holds). */
+ * activations of act_bytes bytes, expert parallelism ep (the routed rows a rank holds), on a
+ * device or (device false) on the CPU backend, whose logits chunk is smaller. */
 void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
-                               int act_bytes, int ep, sl_activation_bytes *out);
+                               int act_bytes, int ep, bool device, sl_activation_bytes *out);
 /* What training.defer_expert_wgrad keeps on top for each parked micro-batch (moe/experts.h,
  * sl_experts_parked): in each MoE layer its routed rows and their output gradients (h each),
  * the SwiGLU output (Im) and gate_up's gradient (2 Im): k (2 h + 3 Im) act_bytes per token

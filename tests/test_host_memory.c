@@ -1,11 +1,13 @@
 /*
  * tests/test_host_memory.c - core/host_memory.h on fake hosts (a /proc and /sys/fs/cgroup
  * written under a temporary root, sl_host_memory_available_at): MemAvailable + SwapFree alone;
- * a cgroup v2 limit (memory.max less memory.current plus inactive_file), the tightest of a
- * nested pair, "max" meaning none; a cgroup v1 memory controller among others, its
- * PAGE_COUNTER_MAX meaning none; v2 under /sys/fs/cgroup/unified beside v1; a limit above
- * what the node has changes nothing; no /proc/meminfo is -1. And the real host's call gives a
- * positive figure.
+ * a cgroup v2 limit (memory.max less memory.current plus the page cache, active_file and
+ * inactive_file), the tightest of a nested pair, "max" meaning none; a container's own limit
+ * at the namespace's root ("0::/"); a cgroup v1 memory controller among others (its
+ * total_active_file and total_inactive_file), its PAGE_COUNTER_MAX meaning none; v2 under
+ * /sys/fs/cgroup/unified beside v1; a limit above what the node has changes nothing; no
+ * /proc/meminfo is -1. The real host's call succeeds. And core/placement.h's count of a rank's
+ * host's ranks.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 
 #include "core/fsutil.h"
 #include "core/host_memory.h"
+#include "core/placement.h"
 #include "test_util.h"
 
 #define MIB (1024ull * 1024ull)
@@ -79,10 +82,15 @@ int main(void) {
     put("sys/fs/cgroup/slurm/job_7/memory.max", "%llu\n", 1024 * MIB);
     put("sys/fs/cgroup/slurm/job_7/memory.current", "%llu\n", 300 * MIB);
     put("sys/fs/cgroup/slurm/job_7/memory.stat",
-        "anon 1\nfile 2\nactive_file 5\ninactive_file %llu\n", 100 * MIB);
+        "anon 1\nfile 2\nactive_anon 9\ninactive_file %llu\n", 100 * MIB);
     mib = measure(src, sizeof src);
     CHECK(mib == 824, "v2 job limit: %llu MiB, expected 1024 - 300 + 100", mib);
     CHECK(strcmp(src, "the memory cgroup /slurm/job_7") == 0, "v2 job limit: '%s'", src);
+    /* the active page cache is as reclaimable (shards read by a data build in the same job) */
+    put("sys/fs/cgroup/slurm/job_7/memory.stat",
+        "anon 1\nactive_file %llu\ninactive_file %llu\nactive_anon 9\n", 150 * MIB, 100 * MIB);
+    mib = measure(src, sizeof src);
+    CHECK(mib == 974, "v2 job limit, active cache: %llu MiB, expected 1024 - 300 + 250", mib);
     put("sys/fs/cgroup/slurm/memory.max", "%llu\n", 2048 * MIB);
     put("sys/fs/cgroup/slurm/memory.current", "%llu\n", 1900 * MIB);
     mib = measure(src, sizeof src);
@@ -111,9 +119,11 @@ int main(void) {
     put("sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes", "%llu\n", 3072 * MIB);
     put("sys/fs/cgroup/memory/process_api/abc/memory.usage_in_bytes", "%llu\n", 1024 * MIB);
     put("sys/fs/cgroup/memory/process_api/abc/memory.stat",
-        "cache 1\ninactive_file 7\ntotal_inactive_file %llu\n", 512 * MIB);
+        "cache 1\ninactive_file 7\nactive_file 3\ntotal_inactive_file %llu\n"
+        "total_active_file %llu\n",
+        384 * MIB, 128 * MIB);
     mib = measure(src, sizeof src);
-    CHECK(mib == 2560, "v1: %llu MiB, expected 3072 - 1024 + 512", mib);
+    CHECK(mib == 2560, "v1: %llu MiB, expected 3072 - 1024 + 384 + 128", mib);
     CHECK(strcmp(src, "the memory cgroup /process_api/abc") == 0, "v1: '%s'", src);
     /* v2 mounted at /sys/fs/cgroup/unified beside v1 (hybrid): its limit counts too */
     put("proc/self/cgroup", "4:memory:/process_api/abc\n0::/user.slice\n");
@@ -122,6 +132,21 @@ int main(void) {
     mib = measure(src, sizeof src);
     CHECK(mib == 500, "hybrid: %llu MiB, expected the v2 600 - 100", mib);
     CHECK(strcmp(src, "the memory cgroup /user.slice") == 0, "hybrid: '%s'", src);
+
+    /* a container (cgroup namespace): /proc/self/cgroup says "0::/", its limit is the root's */
+    host("hm_ns", 8192, 0);
+    put("proc/self/cgroup", "0::/\n");
+    put("sys/fs/cgroup/cgroup.controllers", "memory\n");
+    put("sys/fs/cgroup/memory.max", "%llu\n", 4096 * MIB);
+    put("sys/fs/cgroup/memory.current", "%llu\n", 3072 * MIB);
+    put("sys/fs/cgroup/memory.stat", "active_file %llu\ninactive_file %llu\n", 2048 * MIB,
+        1024 * MIB);
+    mib = measure(src, sizeof src);
+    CHECK(mib == 4096, "namespace: %llu MiB, expected 4096 - 3072 + 3072", mib);
+    CHECK(strcmp(src, "the memory cgroup / (this container's)") == 0, "namespace: '%s'", src);
+    put("sys/fs/cgroup/memory.stat", "active_file 0\n");
+    mib = measure(src, sizeof src);
+    CHECK(mib == 1024, "namespace, no cache: %llu MiB, expected 4096 - 3072", mib);
 
     /* no /proc/meminfo: nothing known */
     host("hm_none", 1, 0);
@@ -132,11 +157,22 @@ int main(void) {
     CHECK(sl_host_memory_available_at(g_root, &b, src, sizeof src) == -1, "no meminfo: not -1");
 
     /* this machine: a positive figure from the real files */
-    CHECK(sl_host_memory_available(&b, src, sizeof src) == 0 && b > 0, "this host: %llu bytes",
-          (unsigned long long)b);
+    CHECK(sl_host_memory_available(&b, src, sizeof src) == 0, "this host: no /proc/meminfo");
     printf("this host: %.2f GiB (%s)\n", (double)b / 1073741824.0, src);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf \"${TMPDIR:-/tmp}\"/sluice_%d_hm_*", (int)getpid());
     CHECK(system(cmd) == 0, "%s", cmd);
+
+    /* ranks by host: 0, 2 and 3 on n1, 1 on n2 */
+    sl_rank_place places[4];
+    memset(places, 0, sizeof places);
+    const char *const hosts[4] = {"n1", "n2", "n1", "n1"};
+    for (int r = 0; r < 4; r++) snprintf(places[r].host, sizeof places[r].host, "%s", hosts[r]);
+    CHECK(sl_placement_host_ranks(places, 4, 0) == 3, "n1: %d ranks",
+          sl_placement_host_ranks(places, 4, 0));
+    CHECK(sl_placement_host_ranks(places, 4, 1) == 1, "n2: %d ranks",
+          sl_placement_host_ranks(places, 4, 1));
+    CHECK(sl_placement_host_ranks(places, 1, 0) == 1, "one rank: %d",
+          sl_placement_host_ranks(places, 1, 0));
     return sl_test_finish("test_host_memory");
 }

@@ -5,12 +5,18 @@
 #      committed, a "stop" event in metrics.jsonl, no final/; resumed with --resume auto it
 #      finishes from step N (a shorter schedule, so that the test ends);
 #   2. mpirun -np 2 with SIGUSR1 sent to mpirun (Open MPI forwards it to every rank): exit 75,
-#      the line once for the job (rank 0), checkpoint committed;
+#      the line once for the job (rank 0; "on 2 ranks", or "on 1 rank" when the forwarded
+#      signal reaches the second rank after the step's sum), checkpoint committed;
 #   3. mpirun -np 2 with SIGTERM sent to one rank only: the other learns of it in the step's
-#      sum and both stop after the same step ("SIGTERM on 1 rank"), exit 75.
+#      sum and both stop after the same step ("SIGTERM on 1 rank"), exit 75;
+#   4. launch/mpirun.sh 2 on a terminal (script(1) gives it one) and Ctrl-C typed there: mpirun
+#      alone would kill the ranks at once; the wrapper's mpirun runs in a session of its own and
+#      the Ctrl-C reaches the ranks as SIGUSR1: exit 75, the wrapper's line once, the stopping
+#      line once (SIGUSR1), checkpoint committed.
 # usage: test_stop_signal.sh SLUICE WORKDIR [MPIEXEC]
 set -uo pipefail
 . "$(dirname "$0")/cli_lib.sh"
+wrapper=$(cd "$(dirname "$0")/.." && pwd)/launch/mpirun.sh # before the work folder's cd
 mpi_script_start test_stop_signal.sh "$@"
 word_corpus 3 3000 12 the king went up to city and his son spake unto people >train.txt
 line_data "$sluice" train 2048 train.txt
@@ -81,10 +87,42 @@ check "resume: from step $step" grep -q "resumed from one/checkpoints/step-$step
 check "resume: final/ written" [ -f one/final/config.json ]
 
 signal_run usr1 self USR1 "$mpiexec" -np 2 "$sluice" train run.json --set training.out_dir=usr1
-stopped usr1 2
+# mpirun forwards the signal to each rank in turn: on a loaded machine one rank can see it
+# before the step's sum and the other after it (both stop after the same step either way)
+stopped usr1 '[12]'
+
 
 signal_run rank1 rank1 TERM "$mpiexec" -np 2 "$sluice" train run.json --set training.out_dir=rank1
 stopped rank1 1
+
+# 4. Ctrl-C on a terminal: script(1) runs the wrapper on a pseudo-terminal whose input is the
+# pipe below; the byte 0x03 written there after the tenth step is the terminal's Ctrl-C
+# (SIGINT to the wrapper's process group). The pipe stays open until the ranks are gone.
+if command -v script >/dev/null && command -v setsid >/dev/null && command -v mpirun >/dev/null; then
+    cmd=$(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set training.out_dir=ctrlc)
+    {
+        for ((i = 0; i < 600; i++)); do
+            [ "$(tr '\r' '\n' <ctrlc.raw 2>/dev/null | grep -c '^step ')" -ge 10 ] && break
+            sleep 0.1
+        done
+        printf '\003'
+        sleep 1
+        for ((i = 0; i < 1200; i++)); do
+            pgrep -f "training.out_dir=ctrlc" >/dev/null || break
+            sleep 0.1
+        done
+    } | timeout -k 5 150 script -qfec "$cmd" /dev/null >ctrlc.raw 2>&1
+    echo $? >ctrlc.rc
+    tr -d '\r' <ctrlc.raw >ctrlc.log
+    pkill -KILL -f "training.out_dir=ctrlc" 2>/dev/null
+    stopped ctrlc '[12]'
+    # (after the terminal's echo of the Ctrl-C, ^C)
+    check "ctrlc: the wrapper's line once" \
+        [ "$(grep -c 'mpirun.sh: Ctrl-C: stopping after the current step' ctrlc.log)" = 1 ]
+    check "ctrlc: the Ctrl-C reached the ranks as SIGUSR1" grep -q '^stopping after step .*(SIGUSR1 on' ctrlc.log
+else
+    echo "test_stop_signal: case 4 skipped: script, setsid or mpirun not found"
+fi
 
 [ "$failures" = 0 ] && echo "test_stop_signal: all $checks checks passed"
 exit $((failures > 0))

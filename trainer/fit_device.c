@@ -26,7 +26,7 @@ sl_fit_estimate sl_fit_estimate_memory(const sl_model_config *full, int layers, 
     /* the model's own count of its activations (model/counts.h): every layer's kept (memory
      * mode none), one device (no expert exchange) */
     sl_activation_bytes a;
-    sl_model_activation_bytes(&m, SL_MEMORY_NONE, tokens, bf16 ? 2 : 4, 1, &a);
+    sl_model_activation_bytes(&m, SL_MEMORY_NONE, tokens, bf16 ? 2 : 4, 1, true, &a);
     e.activations = a.layers;
     e.workspace = a.shared + a.workspace; /* x[L] and the buffers the layers share */
     e.deferred = parked * sl_model_deferred_wgrad_bytes(&m, tokens, bf16 ? 2 : 4, by_tokens);

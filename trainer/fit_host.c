@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "core/backend.h"
 #include "core/host_memory.h"
@@ -15,7 +16,7 @@
 #include "trainer/plan.h"
 #include "trainer/trainer_impl.h"
 
-#define GIB 1073741824.0
+#define GIB ((double)(1ULL << 30))
 
 int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume) {
     if (!sl_backend_host_memory(t->be) || assume < 0) return 0;
@@ -47,14 +48,16 @@ int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume) {
         snprintf(parked, sizeof parked, ", parked expert rows %.2f", p.deferred / GIB);
     const double need = p.total * n;
     if (need <= (double)have) return 0;
-    sl_error_hold("%s: the run needs about %.2f GiB of host memory on this node (%d rank%s x "
-                  "%.2f GiB: weights, gradients and AdamW moments %.2f, activations of stage "
-                  "'%s' %.2f%s), and the node has %.2f GiB (%s): the kernel would kill a rank "
-                  "partway through its allocations. Fewer ranks per node, "
-                  "parallel.expert_parallel, parallel.zero1, training.recompute or a smaller "
-                  "micro-batch lower it (`sluice plan CONFIG --gpus %d` shows each); "
-                  "SLUICE_HOST_MEMORY=off skips this check (docs/memory.md)",
-                  c->path, need / GIB, n, n == 1 ? "" : "s", p.total / GIB, p.state / GIB, p.stage,
-                  p.act[p.mode].total / GIB, parked, (double)have / GIB, source, t->topo.size);
+    char host[64] = "this node";
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "this node");
+    host[sizeof host - 1] = '\0';
+    sl_error_hold("%s: the run needs about %.2f GiB of host memory on %s (%d rank%s x %.2f GiB: "
+                  "weights, gradients and AdamW moments %.2f, activations of stage '%s' %.2f%s), "
+                  "and %s can give %.2f GiB (%s): the kernel's out-of-memory killer would end a "
+                  "rank without a message. Fewer ranks per node, parallel.expert_parallel, "
+                  "parallel.zero1, training.recompute or a smaller micro-batch lower it; "
+                  "SLUICE_HOST_MEMORY=off skips this check (docs/memory.md, \"Host memory\")",
+                  c->path, need / GIB, host, n, n == 1 ? "" : "s", p.total / GIB, p.state / GIB,
+                  p.stage, p.act[p.mode].total / GIB, parked, host, (double)have / GIB, source);
     return -1;
 }

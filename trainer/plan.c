@@ -68,7 +68,7 @@ static double deferred_bytes(const sl_plan *p, const sl_model_config *m, sl_memo
 static double total_bytes(const sl_plan *p, const sl_model_config *m, bool zero1, int ep,
                           sl_memory_mode mode, int64_t tokens) {
     sl_activation_bytes a;
-    sl_model_activation_bytes(m, mode, tokens, p->act_bytes, ep, &a);
+    sl_model_activation_bytes(m, mode, tokens, p->act_bytes, ep, !p->host, &a);
     return state_bytes(p, zero1, ep) + a.total + deferred_bytes(p, m, mode, tokens);
 }
 
@@ -194,6 +194,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
                  rc);
         return -1;
     }
+    p->host = r->host;
     p->act_bytes = strcmp(st.train.precision, "fp32") == 0 ||
                            (r->host && strcmp(st.train.precision, "auto") == 0)
                        ? 4
@@ -236,7 +237,8 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->state = state_bytes(p, p->zero1, p->ep); /* the breakdown above, as advise() counts it */
     static const sl_memory_mode modes[3] = {SL_MEMORY_NONE, SL_MEMORY_ATTENTION, SL_MEMORY_LAYER};
     for (int i = 0; i < 3; i++)
-        sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, &p->act[i]);
+        sl_model_activation_bytes(m, modes[i], p->micro_tokens, p->act_bytes, p->ep, !p->host,
+                                  &p->act[i]);
     /* the trainer's rule; the memory mode is deferred_bytes' (advise() tries others) */
     const sl_defer_facts df = {.can_park = m->num_experts > 0,
                                .one_pass = !r->host && p->act_bytes == 2 &&

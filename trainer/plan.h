@@ -78,6 +78,7 @@ typedef struct {
     int gpus_per_node, nodes;
     bool zero1;
     sl_memory_mode mode;
+    bool host;     /* the request's host: CPU-backend ranks, their memory host bytes */
     int act_bytes; /* 2 (bf16) or 4 (fp32): training.precision, "auto" = bf16 on a GPU */
     int seq_len, micro_batch;
     int64_t micro_tokens;        /* seq_len * micro_batch */
