@@ -96,6 +96,14 @@ if [ -d runs/quickstart ]; then
     echo "(replacing the previous runs/quickstart)"
     rm -rf runs/quickstart
 fi
-"${train[@]}"
+rc=0
+"${train[@]}" || rc=$?
+if [ "$rc" -eq 75 ]; then # Ctrl-C (launch/mpirun.sh) or a stop signal: a checkpoint, no final/
+    echo "stopped with a checkpoint in runs/quickstart/checkpoints; to continue it:"
+    printf '  %q' "${train[@]}" --resume auto
+    printf '\n'
+    exit 75
+fi
+[ "$rc" -eq 0 ] || exit "$rc"
 echo "weights: runs/quickstart/final (safetensors + config.json); metrics: runs/quickstart/metrics.jsonl"
 echo "evaluate again: $sluice eval --weights runs/quickstart/final --data $data/eval"
