@@ -23,7 +23,8 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 status=0
-(cd "$build" && ctest --output-on-failure -j "$jobs" "$@") || status=$?
+# (its output kept in ctest-run.log, as the emulated runs' are: tests/update_costs.py reads them)
+(cd "$build" && ctest --output-on-failure -j "$jobs" "$@" 2>&1 | tee ctest-run.log) || status=$?
 
 [ "${SLUICE_SKIP_EMU:-0}" = 1 ] && exit $status
 
