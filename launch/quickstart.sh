@@ -106,4 +106,6 @@ if [ "$rc" -eq 75 ]; then # Ctrl-C (launch/mpirun.sh) or a stop signal: a checkp
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
 echo "weights: runs/quickstart/final (safetensors + config.json); metrics: runs/quickstart/metrics.jsonl"
-echo "evaluate again: $sluice eval --weights runs/quickstart/final --data $data/eval"
+# the run's held-out loss is over the first training.eval_tokens tokens of the set
+echo "evaluate again (the run's $(tiny eval_tokens) held-out tokens; leave out --max-tokens for all of them):"
+echo "  $sluice eval --weights runs/quickstart/final --data $data/eval --max-tokens $(tiny eval_tokens)"

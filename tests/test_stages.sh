@@ -146,6 +146,13 @@ check "boundary: the resumed run enters the second stage" \
 resume_case midstage 9 8
 check "midstage: the resumed run continues the second stage" \
     grep -q 'stage 2/3 "long" at step 8' midstage.resume.log
+# its evaluation on resuming is at step 8's tokens, as the uninterrupted run's step 8 counts
+# them (it was logged at the stage's first token, which put the point at 0 in `sluice plot`)
+check "midstage: the eval event on resuming is at step 8's tokens" /usr/bin/python3 -c '
+import json, sys
+ev = [r for r in map(json.loads, open("midstage/metrics.jsonl")) if r.get("event") == "eval"][0]
+st = [r for r in map(json.loads, open("run/metrics.jsonl")) if "event" not in r and r["step"] == 8][0]
+sys.exit(not (ev["step"] == 8 and ev["tokens"] == st["tokens"] and ev["tokens"] > 0))' 
 # reset_optimizer restarts AdamW's step count (bias correction) at the stage's first step
 ostep() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trainer"]["optimizer_step"])' "$1/train_state.json"; }
 check "AdamW steps: 6 at the end of the first stage" [ "$(ostep run/checkpoints/step-6)" = 6 ]

@@ -352,7 +352,8 @@ double sl_trainer_evaluate_event(trainer *t, int step, const char *when) {
         snprintf(fields, sizeof fields,
                  "\"stage\": \"%s\", \"step\": %d, \"tokens\": %lld, \"seq_len\": %d, "
                  "\"eval_loss\": %.6g",
-                 st->name, step, (long long)t->first_tokens[t->cur], st->train.seq_len, ev);
+                 st->name, step, (long long)sl_trainer_tokens_after(t, step), st->train.seq_len,
+                 ev);
         sl_metrics_event(&t->metrics, "eval", fields);
     }
     return ev;
