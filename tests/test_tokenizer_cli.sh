@@ -131,6 +131,20 @@ else
     show train.log
     fail "sluice train with data.tokenizer"
 fi
+check "with data.tokenizer: no warning about it" [ "$(grep -c 'data.tokenizer is not set' train.log)" = 0 ]
+
+# the same shards without data.tokenizer: the run trains, with one warning (once for its two
+# data sets) that its weights will leave without their tokenizer
+if "$sluice" train cfg.json --set data.tokenizer= --set training.sample_every=0 \
+    --set training.out_dir=run_notok >notok.log 2>&1; then
+    check "without data.tokenizer: one warning naming the shard and the key" \
+        [ "$(grep -c "warning: cfg.json: data.train: train/shard-00000.shard.zst was built with a tokenizer (sha256 $want...) but data.tokenizer is not set" notok.log)" = 1 ]
+    check "without data.tokenizer: no warning but that one" [ "$(grep -c 'warning' notok.log)" = 1 ]
+    check "without data.tokenizer: final/ has no tokenizer.json" [ ! -e run_notok/final/tokenizer.json ]
+else
+    show notok.log
+    fail "sluice train without data.tokenizer"
+fi
 
 # refusals at the start of training, each naming the file and the key
 expect_fail() { # expect_fail DESCRIPTION PATTERN sluice-args...

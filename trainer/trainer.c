@@ -60,6 +60,18 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
                       c->path, what, shard, a, c->data.tokenizer, b);
         return -1;
     }
+    /* shards built with a tokenizer and no data.tokenizer: the run trains, but its weights
+     * leave without the tokenizer that reads them (once per run, by rank 0) */
+    if (h && !t->has_tokenizer && !t->tok_warned && t->topo.rank == 0) {
+        char a[33];
+        sl_shard_tokenizer_hex(h, a);
+        sl_warn("%s: %s: %s was built with a tokenizer (sha256 %s...) but data.tokenizer is "
+                "not set: final/ and sluice ckpt export will carry no tokenizer.json, and sluice "
+                "generate will need --tokenizer; set data.tokenizer to the tokenizer.json the "
+                "shards were built with (docs/config.md)",
+                c->path, what, shard, a);
+        t->tok_warned = true;
+    }
     return 0;
 }
 

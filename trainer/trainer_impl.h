@@ -55,6 +55,7 @@ typedef struct {
     /* data.tokenizer, when set: checked at set-up; the shards must record it (when they
      * record one), and the final weights carry a copy of its files */
     bool has_tokenizer;
+    bool tok_warned; /* the shards' tokenizer without data.tokenizer: warned once */
     uint8_t tok_hash[SL_TOKENIZER_HASH_BYTES];
     struct sl_text_codec *sample_codec; /* training.sample_every's codec, opened at the first */
     double peak_flops;    /* per rank, for MFU (backend.peak_tflops or the GPU's datasheet);
