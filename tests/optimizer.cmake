@@ -26,3 +26,6 @@ if(SLUICE_WITH_CUDA)
   set_tests_properties(test_adamw_bench PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "trainer;cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
 endif()
+# trainer/eta.c: the progress line's ETA at the last 64 steps' rate (a machine that slows down,
+# an evaluation in and out of the window).
+sluice_test(test_eta SOURCES test_eta.c LABELS trainer)

@@ -35,6 +35,7 @@
 #include "io/shard.h"
 #include "io/text_codec.h"
 #include "model/counts.h"
+#include "trainer/eta.h"
 #include "trainer/train_step.h"
 #include "trainer/trainer_impl.h"
 
@@ -310,9 +311,9 @@ static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t
 typedef struct {
     int64_t *counts;
     double *load_max, *load_mean, *rank_load;
-    double t0;         /* when this process began its schedule, before the first stage's
-                        * entry and held-out evaluation: elapsed_s counts from here */
-    double flops_done; /* model FLOPs of the steps this process took */
+    double t0; /* when this process began its schedule, before the first stage's
+                * entry and held-out evaluation: elapsed_s counts from here */
+    sl_eta eta;
 } loop_stats;
 
 /* Model FLOPs of the steps after global step `done`, over the rest of the schedule. */
@@ -389,7 +390,6 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             }
         }
         sl_trainer_profile_end(t, step + 1);
-        ls->flops_done += sl_trainer_step_flops(t, t->cur);
         /* one reading for both: the step's own time lies within elapsed_s exactly */
         const double now = sl_trainer_now(), elapsed = now - ls->t0, dt = now - ts;
         sl_step_metrics sm = {
@@ -408,9 +408,10 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
                        ? sl_trainer_step_flops(t, t->cur) / dt / t->topo.size / t->peak_flops
                        : NAN,
             .elapsed_s = elapsed,
-            /* over the whole schedule, by model FLOPs: later stages' longer sequences cost
-             * more per token */
-            .eta_s = elapsed / ls->flops_done * flops_left(t, done),
+            /* over the whole schedule, by model FLOPs (later stages' longer sequences cost
+             * more per token), at the last SL_ETA_WINDOW steps' rate */
+            .eta_s =
+                sl_eta_step(&ls->eta, now, sl_trainer_step_flops(t, t->cur)) * flops_left(t, done),
             .gate_score = res.gate_score,
             .n_layers = nl,
             .load_max = ls->load_max,
@@ -478,6 +479,7 @@ static int run_schedule(trainer *t) {
                      .load_mean = sl_xcalloc((size_t)nl, sizeof(double)),
                      .rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double)),
                      .t0 = sl_trainer_now()};
+    sl_eta_start(&ls.eta, ls.t0);
     int rc = 0;
     int step = t->start_step;
     for (int i = sl_trainer_stage_at(t, step); rc == 0 && i < t->n_stages; i++) {
