@@ -72,7 +72,12 @@ fi
 echo "== 1/4 dependencies"
 launch/install-deps.sh --corpus
 
-echo "== 2/4 build (Release)"
+# where nvcc exists the build compiles the CUDA kernels too (SLUICE_CUDA=AUTO): minutes more
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "== 2/4 build (Release, the CUDA kernels included: several minutes the first time)"
+else
+    echo "== 2/4 build (Release: a few minutes the first time)"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSLUICE_TESTS=OFF >/dev/null
 cmake --build build -j "$(nproc)" --target sluice >/dev/null
 
@@ -99,7 +104,8 @@ fi
 rc=0
 "${train[@]}" || rc=$?
 if [ "$rc" -eq 75 ]; then # Ctrl-C (launch/mpirun.sh) or a stop signal: a checkpoint, no final/
-    echo "stopped with a checkpoint in runs/quickstart/checkpoints; to continue it:"
+    echo "stopped with a checkpoint in runs/quickstart/checkpoints (running the quickstart again"
+    echo "starts over and removes it); to continue it:"
     printf '  %q' "${train[@]}" --resume auto
     printf '\n'
     exit 75
