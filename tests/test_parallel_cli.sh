@@ -206,6 +206,18 @@ check "the refused start must leave the run's checkpoints and weights as they we
 check "the refused start must not append to the run's metrics" \
     [ "$(grep -c '"rank_load": \[' "$metrics")" -eq 6 ]
 [ "$failures" -eq "$f0" ] || show again_np2.out
+# ... a copy whose second EP rank's shard is damaged: only rank 1 reads it, and the job says
+# so without rank 0's "resumed from" before it (said only once every rank has loaded its part)
+f0=$failures
+rm -rf runs/damaged && cp -r runs/ok runs/damaged
+printf 'XXXX' | dd of=runs/damaged/checkpoints/step-6/rank-00001.safetensors bs=1 seek=4000 \
+    conv=notrunc status=none
+run damaged_np2 2 ep2.json --set training.out_dir=runs/damaged --resume auto --set training.max_steps=8
+check "resuming a checkpoint with a damaged shard must fail (exit $rc)" failed_cleanly "$rc"
+check "the failure names the damaged shard" grep -q 'rank-00001.safetensors' damaged_np2.out
+check "no 'resumed from' before the failure" [ "$(grep -c 'resumed from' damaged_np2.out)" -eq 0 ]
+[ "$failures" -eq "$f0" ] || show damaged_np2.out
+rm -rf runs/damaged
 # ... and resumed in one process (no expert parallelism) for two more steps: final/ gets one
 # file, and the EP run's shards and index are gone (a loader would find them before it)
 f0=$failures

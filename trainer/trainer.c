@@ -569,6 +569,7 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     if (rc == 0) rc = sl_comm_agree(world, setup(&t) != 0) ? -1 : 0;
     if (rc == 0 && o->resume && *o->resume)
         rc = sl_comm_agree(world, sl_trainer_resume(&t, o->resume) != 0) ? -1 : 0;
+    if (rc == 0 && t.resumed) sl_trainer_resumed(&t);
     /* the eval sets against the stages still to run: one that would evaluate nothing is found
      * before the first step, not after the training stages */
     if (rc == 0) rc = sl_comm_agree(world, sl_trainer_check_eval_sets(&t) != 0) ? -1 : 0;

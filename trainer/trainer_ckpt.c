@@ -334,16 +334,21 @@ int sl_trainer_resume(trainer *t, const char *resume) {
                     "stage \"%s\"",
                     sl_ckpt_dir(ck), sname->valuestring, t->start_step,
                     t->stages[t->reader_stage].name);
-        sl_info("resumed from %s at step %d", sl_ckpt_dir(ck), t->start_step);
-        if (t->topo.rank == 0) {
-            char fields[SL_PATH_MAX + 96];
-            snprintf(fields, sizeof fields, "\"step\": %d, \"checkpoint\": \"%s\"", t->start_step,
-                     sl_ckpt_dir(ck));
-            sl_metrics_event(&t->metrics, "resume", fields);
-        }
+        /* said once every rank has loaded its part (sl_trainer_resumed) */
+        snprintf(t->resumed_from, sizeof t->resumed_from, "%s", sl_ckpt_dir(ck));
     }
     sl_ckpt_close(ck);
     return rc;
+}
+
+void sl_trainer_resumed(trainer *t) {
+    sl_info("resumed from %s at step %d", t->resumed_from, t->start_step);
+    if (t->topo.rank == 0) {
+        char fields[SL_PATH_MAX + 96];
+        snprintf(fields, sizeof fields, "\"step\": %d, \"checkpoint\": \"%s\"", t->start_step,
+                 t->resumed_from);
+        sl_metrics_event(&t->metrics, "resume", fields);
+    }
 }
 
 /* The first expert-parallel group writes (one shard per EP rank); every rank learns the

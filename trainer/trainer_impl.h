@@ -50,7 +50,8 @@ typedef struct {
     char *resume_cursor; /* the resumed checkpoint's data cursor, until a reader takes it */
     int start_step;      /* steps already taken (a resumed run) */
     bool resumed;        /* continues a checkpoint (a "resume" metrics event, not "start") */
-    sl_train_ckpt_async *pending; /* an asynchronous save in flight */
+    char resumed_from[SL_PATH_MAX]; /* the checkpoint directory it continues */
+    sl_train_ckpt_async *pending;   /* an asynchronous save in flight */
     int pending_step;
     /* data.tokenizer, when set: checked at set-up; the shards must record it (when they
      * record one), and the final weights carry a copy of its files */
@@ -152,6 +153,10 @@ int sl_trainer_finish_pending(trainer *t);
  * cursor for the stage reader to take (t->resume_cursor). 0 (also for a fresh start), or -1
  * after printing an error. */
 int sl_trainer_resume(trainer *t, const char *resume);
+/* After every rank's sl_trainer_resume succeeded: "resumed from DIR at step N" and the "resume"
+ * metrics event (rank 0), so that a rank whose part of the checkpoint fails is not preceded by
+ * rank 0's success. */
+void sl_trainer_resumed(trainer *t);
 /* A sample from the model after global step `step` (training.sample_*), printed and recorded as
  * a "sample" metrics event by rank 0 (collective). 0, or -1 after printing an error. */
 int sl_trainer_sample(trainer *t, int step);
