@@ -14,7 +14,8 @@
  * and, where it is 3 or more, one fewer (an odd count: the last micro-batch alone computes its
  * own); with 4 or more in groups of 3 (a group and one alone); in groups of 4 (a whole group,
  * or fewer where the step has fewer, and at one fewer); and on the CPU once more with
- * recompute "attention" (the MoE layers keep their own rows). Groups of 3 and 4, and pairs once,
+ * recompute "attention" (the MoE layers keep their own rows); with more than 2 ranks, pairs
+ * alone (as rows and as tokens). Groups of 3 and 4, and pairs once,
  * run again with the parked micro-batches kept as tokens (training.park_expert_rows,
  * moe/parked_tokens.h: their rows regathered before the group's pass) against the same groups
  * kept as rows, which they must match bit for bit on every backend (the one-pass kernel too);
@@ -194,18 +195,23 @@ int main(int argc, char **argv) {
      * micro-batches are just more sequences) */
     const int least = pr.cuda || pr.size > 2 ? 2 : 4;
     const int micro = GLOBAL_SEQS / (B * pr.size) >= least ? GLOBAL_SEQS / (B * pr.size) : least;
+    /* 4 ranks are there for the expert gradients' reduction over EDP 2 during the last
+     * backward: a pair as rows and as tokens show it. The other groupings are the same
+     * reduction after other parking, which 1 and 2 ranks cover; oversubscribed 4 ranks on CI's
+     * 2 cores took about 5 s a comparison (the whole list 45-73 s, 2026-11-29). */
+    const bool all = pr.size <= 2;
     compare(&pr, micro, 2, SL_MEMORY_NONE, false, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, 2, SL_MEMORY_NONE, false, tokens);
-    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, false, tokens);
-    compare(&pr, micro, 4, SL_MEMORY_NONE, false, tokens);
-    if (micro >= 3) compare(&pr, micro - 1, 4, SL_MEMORY_NONE, false, tokens);
+    if (all && micro >= 3) compare(&pr, micro - 1, 2, SL_MEMORY_NONE, false, tokens);
+    if (all && micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, false, tokens);
+    if (all) compare(&pr, micro, 4, SL_MEMORY_NONE, false, tokens);
+    if (all && micro >= 3) compare(&pr, micro - 1, 4, SL_MEMORY_NONE, false, tokens);
     /* the parked micro-batches as tokens: a pair, groups of 3 (with one alone), of 4 */
     compare(&pr, micro, 2, SL_MEMORY_NONE, true, tokens);
-    if (micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, true, tokens);
-    compare(&pr, micro, 4, SL_MEMORY_NONE, true, tokens);
+    if (all && micro >= 4) compare(&pr, micro, 3, SL_MEMORY_NONE, true, tokens);
+    if (all) compare(&pr, micro, 4, SL_MEMORY_NONE, true, tokens);
     /* recompute "attention": the layers keep their own FFN activations, so they can park */
-    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, true, tokens);
-    if (!pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, false, tokens);
+    if (all && !pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, true, tokens);
+    if (all && !pr.cuda) compare(&pr, micro, 4, SL_MEMORY_ATTENTION, false, tokens);
     /* each expert's gradient on one rank (EP = world): the backward summed its squares */
     if (pr.ep == pr.size)
         CHECK(g_sumsq_checked > 0, "the fused sum of the expert gradients' squares never ran");
