@@ -265,15 +265,26 @@ done:
     return rc;
 }
 
+/* Reads and decodes the header of s into s->h: 0, or -1 with err set. A file that does not
+ * begin with the shard magic is "not a sluice shard" however short it is; a shorter one that
+ * does is truncated. */
+static int read_header(sl_shard *s, char *err, size_t errlen) {
+    unsigned char hb[SL_SHARD_HEADER_BYTES] = {0};
+    const size_t have = s->size < sizeof hb ? (size_t)s->size : sizeof hb;
+    if (src_read(s, hb, have, 0, err, errlen) != 0) return -1;
+    unsigned char magic[4];
+    sl_put32(magic, SL_SHARD_SKIP_MAGIC);
+    if (have > 0 && memcmp(hb, magic, have < 4 ? have : 4) != 0)
+        return sl_shard_header_decode(hb, s->name, &s->h, err, errlen); /* fails: the magic */
+    if (have < sizeof hb)
+        return sl_fail(err, errlen,
+                       "%s: truncated: %llu bytes, shorter than the %d-byte shard header", s->name,
+                       (unsigned long long)s->size, SL_SHARD_HEADER_BYTES);
+    return sl_shard_header_decode(hb, s->name, &s->h, err, errlen);
+}
+
 static sl_shard *open_common(sl_shard *s, char *err, size_t errlen) {
-    unsigned char hb[SL_SHARD_HEADER_BYTES];
-    if (s->size < SL_SHARD_HEADER_BYTES) {
-        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
-                s->name, (unsigned long long)s->size, SL_SHARD_HEADER_BYTES);
-        goto bad;
-    }
-    if (src_read(s, hb, sizeof hb, 0, err, errlen) != 0) goto bad;
-    if (sl_shard_header_decode(hb, s->name, &s->h, err, errlen) != 0) goto bad;
+    if (read_header(s, err, errlen) != 0) goto bad;
     if (load_index(s, err, errlen) != 0) goto bad;
     return s;
 bad:
@@ -334,19 +345,14 @@ int sl_shard_read_header(const char *path, sl_shard_header *h, char *err, size_t
     struct stat st;
     sl_shard s = {.name = (char *)path, .fd = fd};
     int rc = -1;
-    unsigned char hb[SL_SHARD_HEADER_BYTES];
+    memset(h, 0, sizeof *h);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         sl_fail(err, errlen, "%s: not a regular file", path);
         goto done;
     }
     s.size = (uint64_t)st.st_size;
-    if (s.size < SL_SHARD_HEADER_BYTES) {
-        sl_fail(err, errlen, "%s: truncated: %llu bytes, shorter than the %d-byte shard header",
-                path, (unsigned long long)s.size, SL_SHARD_HEADER_BYTES);
-        goto done;
-    }
-    if (src_read(&s, hb, sizeof hb, 0, err, errlen) != 0) goto done;
-    if (sl_shard_header_decode(hb, path, h, err, errlen) != 0) goto done;
+    if (read_header(&s, err, errlen) != 0) goto done;
+    *h = s.h;
     if (s.size != h->file_size) {
         sl_fail(err, errlen, "%s: file is %llu bytes but its header records %llu (%s)", path,
                 (unsigned long long)s.size, (unsigned long long)h->file_size,
@@ -357,6 +363,19 @@ int sl_shard_read_header(const char *path, sl_shard_header *h, char *err, size_t
 done:
     close(fd);
     return rc;
+}
+
+bool sl_shard_not_a_shard(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    unsigned char m[4], want[4];
+    sl_put32(want, SL_SHARD_SKIP_MAGIC);
+    ssize_t n;
+    do n = read(fd, m, sizeof m);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    /* a short read of a shard's first bytes (a truncated shard) is still the magic's prefix */
+    return n > 0 && memcmp(m, want, (size_t)n) != 0;
 }
 
 /* ---- frames ---- */

@@ -90,6 +90,12 @@ const char *sl_shard_name(const sl_shard *s);
 /* Reads only the header of `path` and checks it (magic, version, CRC, file size). */
 int sl_shard_read_header(const char *path, sl_shard_header *h, char *err, size_t errlen);
 
+/* Whether `path` is a file of another kind: readable, not empty, and its first bytes are not
+ * a shard's (the magic of the header's skippable frame at byte offset 0), e.g. the text a
+ * shard was built from. A damaged shard whose first bytes are intact, an empty file and one
+ * that cannot be read are not (false); opening any of them fails with its own message. */
+bool sl_shard_not_a_shard(const char *path);
+
 /* Decoding scratch for one frame; zero-initialise, free with sl_frame_buf_free(). */
 typedef struct {
     void *tokens; /* n_tokens little-endian tokens of token_bytes each */

@@ -69,8 +69,9 @@ static void usage_info(FILE *f) {
                "Prints tokens, documents, frames and the compression ratio (stored token bytes /\n"
                "file bytes) of each shard and the total, its vocabulary, end-of-document token\n"
                "and tokenizer (the first 32 hex digits of the tokenizer.json's SHA-256, or none).\n"
-               "PATH is a shard, a directory of *.shard.zst shards or a glob. Only headers and\n"
-               "indexes are read.\n\n"
+               "PATH is a shard, a directory of *.shard.zst shards or a glob (quoted; see\n"
+               "'sluice data verify --help' for what it matches). Only headers and indexes are\n"
+               "read.\n\n"
                "  --json      one JSON object per shard, then a total object\n"
                "  -h, --help  this help\n");
 }
@@ -79,8 +80,13 @@ static void usage_verify(FILE *f) {
     fprintf(f, "usage: sluice data verify [--quiet] PATH...\n\n"
                "Checks every shard completely: header and index checksums, every frame's\n"
                "CRC-32C and zstd content checksum, token counts, document offsets, and that\n"
-               "every token id is below the vocabulary size. Exit status 0 when every shard\n"
-               "is sound, 1 when any problem was found (each is printed), 2 on a usage error.\n\n"
+               "every token id is below the vocabulary size. PATH is a shard, a directory (its\n"
+               "*.shard.zst files) or a quoted glob, whose directories count as directory\n"
+               "arguments; what a glob matches that is not a shard (a file that does not begin\n"
+               "as one and is not named *.shard.zst, a directory without shards) is skipped\n"
+               "with a note, while a file named that is not a shard is an error. Exit status 0\n"
+               "when every shard is sound, 1 when any problem was found (each is printed) or a\n"
+               "PATH names no shard, 2 on a usage error.\n\n"
                "  --quiet     print only the problems\n"
                "  -h, --help  this help\n");
 }
@@ -262,6 +268,47 @@ out:
     return rc;
 }
 
+static bool is_shard_name(const char *path) {
+    const size_t n = strlen(path), m = strlen(SL_SHARD_SUFFIX);
+    return n > m && strcmp(path + n - m, SL_SHARD_SUFFIX) == 0;
+}
+
+int sl_data_cli_files(const char *arg, bool notes, char ***files, int *n, int *skipped) {
+    char err[1024];
+    sl_data_origin *origin;
+    int nf;
+    if (sl_data_resolve_arg(arg, files, &origin, &nf, err, sizeof err) != 0) {
+        sl_error("%s", err);
+        return -1;
+    }
+    int kept = 0;
+    for (int j = 0; j < nf; j++) {
+        char *f = (*files)[j];
+        const char *why = NULL;
+        if (origin[j] == SL_DATA_EMPTY_DIR)
+            why = "a directory without *" SL_SHARD_SUFFIX " shards";
+        else if (origin[j] == SL_DATA_GLOB_MATCH && !is_shard_name(f) && sl_shard_not_a_shard(f))
+            why = "not a shard";
+        if (!why) {
+            (*files)[kept++] = f;
+            continue;
+        }
+        if (notes) fprintf(stderr, "sluice: note: %s: %s, skipped (a match of %s)\n", f, why, arg);
+        free(f);
+        ++*skipped;
+    }
+    free(origin);
+    *n = kept;
+    if (kept == 0) {
+        sl_error("%s: no shards among the %d path%s this pattern matches", arg, nf,
+                 nf == 1 ? "" : "s");
+        sl_data_paths_free(*files, 0);
+        *files = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct {
     uint64_t files, tokens, docs, frames, file_bytes, token_bytes;
 } totals;
@@ -297,14 +344,13 @@ static int cmd_info(int argc, char **argv) {
         return 2;
     }
     totals t = {0};
-    int rc = 0;
+    int rc = 0, skipped = 0;
     char err[1024];
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1]) continue;
         char **files;
         int nf;
-        if (sl_data_resolve(argv[i], &files, &nf, err, sizeof err) != 0) {
-            sl_error("%s", err);
+        if (sl_data_cli_files(argv[i], true, &files, &nf, &skipped) != 0) {
             rc = 1;
             continue;
         }
@@ -358,6 +404,7 @@ static int cmd_info(int argc, char **argv) {
         }
         sl_data_paths_free(files, nf);
     }
+    (void)skipped; /* each told in a note */
     double ratio = t.file_bytes ? (double)t.token_bytes / (double)t.file_bytes : 0;
     if (json)
         printf("{\"total\":true,\"shards\":%llu,\"tokens\":%llu,\"documents\":%llu,\"frames\":%llu,"
@@ -400,24 +447,34 @@ static int cmd_verify(int argc, char **argv) {
         usage_verify(stderr);
         return 2;
     }
-    int bad_files = 0, files = 0;
+    /* shards verified, of them damaged; files named as shards that are none (each an error);
+     * paths a glob matched that are no shards (each a note) */
+    int shards = 0, damaged = 0, not_shards = 0, skipped = 0, bad_args = 0;
     char err[1024];
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1]) continue;
         char **list;
         int nf;
-        if (sl_data_resolve(argv[i], &list, &nf, err, sizeof err) != 0) {
-            sl_error("%s", err);
-            bad_files++;
+        if (sl_data_cli_files(argv[i], !quiet, &list, &nf, &skipped) != 0) {
+            bad_args++;
             continue;
         }
         for (int j = 0; j < nf; j++) {
+            sl_shard_header h;
+            /* a file of another kind: one line saying so ("...: not a sluice shard"), no
+             * verdict, and not counted as a shard */
+            if (sl_shard_not_a_shard(list[j]) &&
+                sl_shard_read_header(list[j], &h, err, sizeof err) != 0) {
+                sl_error("%s", err);
+                not_shards++;
+                continue;
+            }
             int problems = 0;
             sl_shard_verify_info info;
             sl_shard_verify(list[j], &info, print_problem, &problems);
-            files++;
+            shards++;
             if (problems) {
-                bad_files++;
+                damaged++;
                 fprintf(stderr, "%s: DAMAGED (%d problem%s)\n", list[j], problems,
                         problems == 1 ? "" : "s");
             } else if (!quiet) {
@@ -428,10 +485,18 @@ static int cmd_verify(int argc, char **argv) {
         }
         sl_data_paths_free(list, nf);
     }
-    if (!quiet || bad_files)
-        printf("verified %d shard%s: %s\n", files, files == 1 ? "" : "s",
-               bad_files ? "FAILED" : "all sound");
-    return bad_files ? 1 : 0;
+    const bool failed = damaged || not_shards || bad_args;
+    if (!quiet || failed) {
+        printf("verified %d shard%s: %s", shards, shards == 1 ? "" : "s",
+               failed ? "FAILED" : "all sound");
+        if (not_shards)
+            printf("%s%d file%s not a shard", " (", not_shards, not_shards == 1 ? " is" : "s are");
+        if (skipped)
+            printf("%sskipped %d non-shard path%s a pattern matched", not_shards ? "; " : " (",
+                   skipped, skipped == 1 ? "" : "s");
+        printf("%s\n", not_shards || skipped ? ")" : "");
+    }
+    return failed ? 1 : 0;
 }
 
 int sl_cmd_data(int argc, char **argv) {

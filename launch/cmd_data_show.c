@@ -14,8 +14,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: sluice data show [--ids | --text] [--docs N] [--tokenizer PATH] PATH...\n\n"
             "Prints the documents of shards (PATH: a shard, a directory of *.shard.zst or a\n"
-            "glob; files in order), from their document lists, tokens as stored (end-of-\n"
-            "document tokens included).\n\n"
+            "quoted glob, as 'sluice data verify --help' says; files in order), from their\n"
+            "document lists, tokens as stored (end-of-document tokens included).\n\n"
             "  --text            (default) each document as text, after a line\n"
             "                    '--- document K: FILE, token T ---' (T: its first token in the\n"
             "                    file; a newline is added before it when the previous text did\n"
@@ -191,12 +191,11 @@ int sl_cmd_data_show(int argc, char **argv) {
         }
         s.tok = tok;
     }
-    int rc = 0;
+    int rc = 0, skipped = 0;
     for (int p = 0; p < n_paths && rc == 0; p++) {
         char **files;
         int nf;
-        if (sl_data_resolve(argv[p], &files, &nf, err, sizeof err) != 0) {
-            sl_error("%s", err);
+        if (sl_data_cli_files(argv[p], true, &files, &nf, &skipped) != 0) {
             rc = -1;
             break;
         }

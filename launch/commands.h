@@ -20,6 +20,15 @@ int sl_cmd_plot(int argc, char **argv);      /* launch/cmd_plot.c */
 int sl_cmd_plan(int argc, char **argv);      /* launch/cmd_plan.c */
 int sl_cmd_doctor(int argc, char **argv);    /* launch/cmd_doctor.c */
 
+/* launch/cmd_data.c: the shard files of one PATH argument of `sluice data info | show |
+ * verify` (sl_data_resolve_arg: a shard, a directory of shards or a glob, whose directories
+ * are listed as a directory argument is), in *files (free with sl_data_paths_free) and *n.
+ * What a glob matched that is no shard (a file not named *.shard.zst whose first bytes are not
+ * a shard's, a directory without shards) is left out and counted in *skipped, each with a note
+ * on stderr when `notes`; a file named otherwise is kept, so that opening it fails. -1 after
+ * printing why when the argument names no shard. */
+int sl_data_cli_files(const char *arg, bool notes, char ***files, int *n, int *skipped);
+
 /* launch/cli.c: "-h" or "--help". */
 bool sl_cli_is_help(const char *a);
 /* A non-negative decimal integer; with `suffix` also K, M, G, T (binary, optionally followed

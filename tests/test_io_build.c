@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "io/build.h"
 #include "io/paths.h"
@@ -675,6 +676,89 @@ static void test_rotation_and_cli(void) {
           "--frame-tokens 0 is a usage error");
 }
 
+/* count of the occurrences of needle in s */
+static int count_of(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p++) n++;
+    return n;
+}
+
+/* `data verify | info | show` on a glob over a corpus directory as a user has it: the text the
+ * shards were built from, the shard directory, an empty directory. A glob's directories are
+ * read as directory arguments, its non-shards skipped with a note and not counted; a file
+ * named that is not a shard is one error line, no "DAMAGED" verdict, and fails the command; a
+ * glob's *.shard.zst file is never skipped, however damaged. */
+static void test_verify_glob(void) {
+    char dir[512], txt[512], txt2[512], shards[512], empty[512], glob[600], text[8192], want[2048];
+    pathf(dir, sizeof dir, "kjv");
+    mkdir(dir, 0755);
+    pathf(txt, sizeof txt, "kjv/kjv.txt");
+    pathf(txt2, sizeof txt2, "kjv/README");
+    pathf(shards, sizeof shards, "kjv/shards");
+    pathf(empty, sizeof empty, "kjv/empty");
+    mkdir(empty, 0755);
+    spit(txt, "In the beginning God created the heaven and the earth.\n", 55);
+    spit(txt2, "KJV\n", 4);
+    CHECK(RUN("data", "build", "--quiet", "-o", shards, txt) == 0, "build the kjv shard");
+    snprintf(glob, sizeof glob, "%s/*", dir);
+
+    CHECK(RUN_OUT(text, "data", "verify", glob) == 0, "verify DIR/*: exit 0: %s", text);
+    snprintf(want, sizeof want, "sluice: note: %s: not a shard, skipped (a match of %s)", txt,
+             glob);
+    CHECK(has_line(text, want, "verify DIR/*"), "the text file is skipped with a note");
+    snprintf(want, sizeof want,
+             "sluice: note: %s: a directory without *.shard.zst shards, skipped (a match of %s)",
+             empty, glob);
+    CHECK(has_line(text, want, "verify DIR/*"), "the empty directory is skipped with a note");
+    snprintf(want, sizeof want, "%s/shard-00000.shard.zst: OK (", shards);
+    CHECK(strstr(text, want) != NULL, "the shard directory a glob matched is verified: %s", text);
+    CHECK(has_line(text,
+                   "verified 1 shard: all sound (skipped 3 non-shard paths a pattern matched)",
+                   "verify DIR/*"),
+          "the summary counts shards only");
+    CHECK(!strstr(text, "DAMAGED") && !strstr(text, "error"), "no error: %s", text);
+    CHECK(RUN_OUT(text, "data", "verify", "--quiet", glob) == 0 && text[0] == 0,
+          "verify --quiet DIR/*: nothing printed: %s", text);
+
+    CHECK(RUN_OUT(text, "data", "verify", txt) == 1, "verify of a text file named: exit 1");
+    snprintf(want, sizeof want, "sluice: error: %s: byte offset 0: bad magic 0x", txt);
+    CHECK(count_of(text, want) == 1 && count_of(text, txt) == 1 &&
+              strstr(text, "not a sluice shard\n"),
+          "a text file named is one error line naming it once: %s", text);
+    CHECK(!strstr(text, "DAMAGED") &&
+              has_line(text, "verified 0 shards: FAILED (1 file is not a shard)", "verify FILE"),
+          "no verdict, and not counted as a shard");
+    snprintf(glob, sizeof glob, "%s/k*", dir);
+    CHECK(RUN_OUT(text, "data", "verify", glob) == 1, "a glob of no shard: exit 1");
+    snprintf(want, sizeof want,
+             "sluice: error: %s: no shards among the 1 path this pattern matches", glob);
+    CHECK(has_line(text, want, "verify DIR/k*"), "a glob of no shard is an error");
+
+    /* a shard whose first byte is damaged, named *.shard.zst: a glob does not skip it */
+    char copy[512], src[512];
+    pathf(src, sizeof src, "kjv/shards/shard-00000.shard.zst");
+    pathf(copy, sizeof copy, "kjv/copy.shard.zst");
+    size_t n = 0;
+    char *img = sl_read_file(src, &n, text, sizeof text);
+    CHECK(img != NULL && n > 0, "read %s", src);
+    if (img) img[0] ^= 0x01, spit(copy, img, n), free(img);
+    snprintf(glob, sizeof glob, "%s/*", dir);
+    CHECK(RUN_OUT(text, "data", "verify", glob) == 1,
+          "a damaged *.shard.zst a glob matched: exit 1");
+    snprintf(want, sizeof want, "sluice: error: %s: byte offset 0: bad magic", copy);
+    CHECK(strstr(text, want) != NULL, "a damaged *.shard.zst is not skipped: %s", text);
+    remove(copy);
+
+    CHECK(RUN_OUT(text, "data", "info", glob) == 0, "info DIR/*: exit 0: %s", text);
+    snprintf(want, sizeof want, "%s/shard-00000.shard.zst", shards);
+    CHECK(has_line(text, want, "info DIR/*"), "info reads a glob's directory");
+    snprintf(want, sizeof want, "sluice: note: %s: not a shard, skipped (a match of %s)", txt,
+             glob);
+    CHECK(has_line(text, want, "info DIR/*"), "info skips the text file with a note");
+    CHECK(RUN_OUT(text, "data", "show", "--ids", glob) == 0 && strstr(text, "73 110 32"),
+          "show DIR/*: the shard's documents: %s", text);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_io_build_%d", (int)getpid());
     mkdir(g_dir, 0755);
@@ -684,6 +768,7 @@ int main(void) {
     test_llmc();
     test_megatron();
     test_rotation_and_cli();
+    test_verify_glob();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -347,6 +347,31 @@ static void test_bad_input(void) {
          150);
     p = verify(bad);
     CHECK(p.n && contains(p.first, "not a sluice shard"), "text file: %s", p.first);
+    CHECK(sl_shard_not_a_shard(bad), "a text file is not a shard");
+    /* a text file shorter than the header is not a shard either, not a truncated one (was:
+     * "truncated: 14 bytes, shorter than the 136-byte shard header") */
+    spit(bad, "Genesis 1:1 In", 14);
+    p = verify(bad);
+    CHECK(p.n == 1 && contains(p.first, "byte offset 0: bad magic") &&
+              contains(p.first, "not a sluice shard"),
+          "short text file: %s", p.first);
+    sl_shard_header sh;
+    CHECK(sl_shard_read_header(bad, &sh, err, sizeof err) != 0 &&
+              contains(err, "not a sluice shard"),
+          "short text file's header: %s", err);
+    CHECK(sl_shard_not_a_shard(bad), "a short text file is not a shard");
+    spit(bad, "Gn", 2);
+    CHECK(contains(verify(bad).first, "not a sluice shard") && sl_shard_not_a_shard(bad),
+          "a 2-byte text file is not a shard: %s", verify(bad).first);
+    /* a shard cut short keeps its magic: damaged (truncated), not another kind of file */
+    spit(bad, img, 100);
+    CHECK(!sl_shard_not_a_shard(bad) && contains(verify(bad).first, "truncated"),
+          "a shard cut to 100 bytes is a truncated shard");
+    spit(bad, img, 2);
+    CHECK(!sl_shard_not_a_shard(bad), "a shard cut to 2 bytes is a truncated shard");
+    spit(bad, "", 0);
+    CHECK(!sl_shard_not_a_shard(bad), "an empty file is told as truncated, not as another kind");
+    CHECK(!sl_shard_not_a_shard(path), "a sound shard is a shard");
 
     /* a future version (header CRC recomputed, so only the version is wrong) */
     sl_shard_header h;
