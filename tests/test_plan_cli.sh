@@ -126,7 +126,18 @@ check_bad --gpus "$cfg" --gpus 0
 check_bad --gpus "$cfg" --gpus x
 check_bad --gpus "$cfg"
 check_bad --ep "$cfg" --gpus 8 --ep 3
-check_bad --ep "$cfg" --gpus 12
+# without --ep the config's expert parallelism is named as such, with its file, and the flag
+# that would fit (was "--ep: 8 does not divide --gpus 12", naming a flag not given); a config
+# value, so exit 1 as the config's global batch
+for gpus in 12 1; do
+    err=$("$sluice" plan "$cfg" --gpus $gpus 2>&1 >/dev/null)
+    rc=$?
+    fit=$([ $gpus = 12 ] && echo 4 || echo 1)
+    want="sluice plan: error: parallel.expert_parallel = 8 ($cfg) does not divide --gpus $gpus; pass --ep E that divides both the GPUs and the 128 experts, e.g. --ep $fit"
+    [ "$rc" = 1 ] && [ "$err" = "$want" ] ||
+        fail "--gpus $gpus without --ep: rc $rc (want 1), '$err' (want '$want')"
+done
+check_bad --ep "$cfg" --gpus 12 --ep 12
 check_bad --recompute "$cfg" --gpus 8 --recompute full
 check_bad --gpu-memory "$cfg" --gpus 8 --gpu-memory -5
 check_bad --efficiency "$cfg" --gpus 8 --efficiency 1.5

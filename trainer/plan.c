@@ -174,16 +174,38 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->gpus_per_node = gpn;
     p->nodes = (r->gpus + gpn - 1) / gpn;
     p->ep = r->ep > 0 ? r->ep : cfg->parallel.expert_parallel;
-    if (m->num_experts == 0 && p->ep > 1)
-        return fail(err, errlen, "--ep: a dense model (model.num_experts = 0) has no experts");
+    /* where the expert parallelism comes from, for messages: --ep, or the config's key named
+     * with its file (a user who gave no --ep must not read of one) */
+    char ep_src[SL_PATH_MAX + 64];
+    if (r->ep > 0)
+        snprintf(ep_src, sizeof ep_src, "--ep: %d", p->ep);
+    else
+        snprintf(ep_src, sizeof ep_src, "parallel.expert_parallel = %d (%s)", p->ep,
+                 cfg->path[0] ? cfg->path : "the config");
+    /* without --ep, the flag to pass: the largest EP up to the config's that divides both */
+    char ep_fix[160] = "";
+    if (r->ep == 0 && m->num_experts > 0) {
+        int fit = p->ep > 1 ? p->ep : 1;
+        while (fit > 1 && (r->gpus % fit || m->num_experts % fit)) fit--;
+        snprintf(ep_fix, sizeof ep_fix,
+                 "; pass --ep E that divides both the GPUs and the %d experts, e.g. --ep %d",
+                 m->num_experts, fit);
+    }
+    if (m->num_experts == 0 && p->ep > 1) {
+        if (r->ep > 0)
+            return fail(err, errlen, "--ep: a dense model (model.num_experts = 0) has no experts");
+        snprintf(err, errlen,
+                 "%s: a dense model (model.num_experts = 0) has no experts; pass --ep 1", ep_src);
+        return -1;
+    }
     if (p->ep < 1) p->ep = 1;
     if (r->gpus % p->ep) {
-        snprintf(err, errlen, "--ep: %d does not divide --gpus %d", p->ep, r->gpus);
+        snprintf(err, errlen, "%s does not divide --gpus %d%s", ep_src, r->gpus, ep_fix);
         return -1;
     }
     if (m->num_experts > 0 && m->num_experts % p->ep) {
-        snprintf(err, errlen, "--ep: %d does not divide model.num_experts = %d", p->ep,
-                 m->num_experts);
+        snprintf(err, errlen, "%s does not divide model.num_experts = %d%s", ep_src, m->num_experts,
+                 ep_fix);
         return -1;
     }
     p->edp = r->gpus / p->ep;
