@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,17 @@ FILE *sl_cli_error_stream(void) {
         return quiet ? quiet : stderr;
     }
     return stderr;
+}
+
+int sl_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    FILE *f = sl_cli_error_stream();
+    fprintf(f, "sluice %s: error: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fprintf(f, "\n(sluice %s --help shows the options)\n", cmd);
+    return 2;
 }
 
 bool sl_cli_is_help(const char *a) {

@@ -105,20 +105,15 @@ static int cmd_info(int argc, char **argv) {
         } else if (strcmp(argv[i], "--tensors") == 0) {
             tensors = true;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "sluice: error: ckpt info: unknown option '%s'\n\n", argv[i]);
-            usage_info(stderr);
-            return 2;
+            return sl_cli_usage_error("ckpt info", "unknown option '%s'", argv[i]);
         } else if (!path) {
             path = argv[i];
         } else {
-            fprintf(stderr, "sluice: error: ckpt info: one PATH expected\n");
-            return 2;
+            return sl_cli_usage_error("ckpt info", "unexpected argument '%s' (one PATH expected)",
+                                      argv[i]);
         }
     }
-    if (!path) {
-        usage_info(stderr);
-        return 2;
-    }
+    if (!path) return sl_cli_usage_error("ckpt info", "PATH is required");
     char err[4096], hb[32];
     sl_ckpt *c = sl_ckpt_open(path, err, sizeof err);
     if (!c) {
@@ -204,20 +199,15 @@ static int cmd_verify(int argc, char **argv) {
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "sluice: error: ckpt verify: unknown option '%s'\n\n", argv[i]);
-            usage_verify(stderr);
-            return 2;
+            return sl_cli_usage_error("ckpt verify", "unknown option '%s'", argv[i]);
         } else if (!path) {
             path = argv[i];
         } else {
-            fprintf(stderr, "sluice: error: ckpt verify: one PATH expected\n");
-            return 2;
+            return sl_cli_usage_error("ckpt verify", "unexpected argument '%s' (one PATH expected)",
+                                      argv[i]);
         }
     }
-    if (!path) {
-        usage_verify(stderr);
-        return 2;
-    }
+    if (!path) return sl_cli_usage_error("ckpt verify", "PATH is required");
     sl_ckpt_verify_stats st;
     int problems = sl_ckpt_verify(path, print_problem, NULL, &st);
     if (problems) {
@@ -348,13 +338,14 @@ static int cmd_export(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (++i >= argc) {
-                fprintf(stderr, "sluice: error: %s needs a value\n", a);
+                fprintf(sl_cli_error_stream(), "sluice ckpt export: error: %s needs a value\n", a);
                 return 2;
             }
             out = argv[i];
         } else if (strcmp(a, "--dtype") == 0) {
             if (++i >= argc) {
-                fprintf(stderr, "sluice: error: --dtype needs a value\n");
+                fprintf(sl_cli_error_stream(),
+                        "sluice ckpt export: error: --dtype needs a value\n");
                 return 2;
             }
             const char *v = argv[i];
@@ -363,44 +354,47 @@ static int cmd_export(int argc, char **argv) {
             else if (strcmp(v, "bf16") == 0 || strcmp(v, "BF16") == 0)
                 dtype = "BF16";
             else {
-                fprintf(stderr, "sluice: error: --dtype: '%s' (expected fp32 or bf16)\n", v);
+                fprintf(sl_cli_error_stream(),
+                        "sluice ckpt export: error: --dtype: '%s' (expected fp32 or bf16)\n", v);
                 return 2;
             }
         } else if (strcmp(a, "--format") == 0) {
             if (++i >= argc || sl_hf_format_parse(argv[i], &format) != 0) {
-                fprintf(stderr,
-                        "sluice: error: --format: '%s' (expected qwen3_moe or qwen3_next)\n",
+                fprintf(sl_cli_error_stream(),
+                        "sluice ckpt export: error: --format: '%s' (expected qwen3_moe or "
+                        "qwen3_next)\n",
                         i < argc ? argv[i] : "nothing");
                 return 2;
             }
         } else if (strcmp(a, "--shard-size") == 0) {
             if (++i >= argc || sl_cli_parse_u64(argv[i], true, &shard) != 0 || shard == 0) {
-                fprintf(stderr, "sluice: error: --shard-size: a size like 2G expected\n");
+                fprintf(sl_cli_error_stream(),
+                        "sluice ckpt export: error: --shard-size: a size like 2G expected\n");
                 return 2;
             }
         } else if (strcmp(a, "--tokenizer") == 0) {
             if (++i >= argc) {
-                fprintf(stderr, "sluice: error: --tokenizer needs a value\n");
+                fprintf(sl_cli_error_stream(),
+                        "sluice ckpt export: error: --tokenizer needs a value\n");
                 return 2;
             }
             tokenizer = argv[i];
         } else if (strcmp(a, "--no-tokenizer") == 0) {
             no_tokenizer = true;
         } else if (a[0] == '-') {
-            fprintf(stderr, "sluice: error: ckpt export: unknown option '%s'\n\n", a);
-            usage_export(stderr);
-            return 2;
+            return sl_cli_usage_error("ckpt export", "unknown option '%s'", a);
         } else if (!path) {
             path = a;
         } else {
-            fprintf(stderr, "sluice: error: ckpt export: one PATH expected\n");
-            return 2;
+            return sl_cli_usage_error("ckpt export", "unexpected argument '%s' (one PATH expected)",
+                                      a);
         }
     }
-    if (!path || !out) {
-        usage_export(stderr);
-        return 2;
-    }
+    if (!path || !out)
+        return sl_cli_usage_error("ckpt export", "%s required",
+                                  !path && !out ? "PATH and -o DIR are"
+                                  : !path       ? "PATH is"
+                                                : "-o DIR is");
     char err[4096];
     sl_ckpt *c = sl_ckpt_open(path, err, sizeof err);
     if (!c) {
@@ -448,10 +442,8 @@ static int cmd_export(int argc, char **argv) {
 }
 
 int sl_cmd_ckpt(int argc, char **argv) {
-    if (argc < 2) {
-        usage_main(stderr);
-        return 2;
-    }
+    if (argc < 2)
+        return sl_cli_usage_error("ckpt", "a subcommand is required (info, verify or export)");
     const char *sub = argv[1];
     if (sl_cli_is_help(sub)) {
         usage_main(stdout);
@@ -460,7 +452,5 @@ int sl_cmd_ckpt(int argc, char **argv) {
     if (strcmp(sub, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
     if (strcmp(sub, "export") == 0) return cmd_export(argc - 1, argv + 1);
-    fprintf(stderr, "sluice: error: ckpt: unknown subcommand '%s'\n\n", sub);
-    usage_main(stderr);
-    return 2;
+    return sl_cli_usage_error("ckpt", "unknown subcommand '%s' (info, verify or export)", sub);
 }

@@ -13,6 +13,8 @@
 #include "io/shard.h"
 #include "launch/commands.h"
 
+#define DATA_SUBS "build, info, show or verify"
+
 static void usage_main(FILE *f) {
     fprintf(f, "usage: sluice data <build|info|show|verify> [options]\n\n"
                "  build   tokenize or import a corpus into zstd token shards\n"
@@ -99,14 +101,14 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
     if (a[n] == '=') return a + n + 1;
     if (a[n] != 0) return NULL;
     if (*i + 1 >= argc) {
-        fprintf(stderr, "sluice: error: %s needs a value\n", name);
+        fprintf(sl_cli_error_stream(), "sluice data build: error: %s needs a value\n", name);
         return "";
     }
     return argv[++*i];
 }
 
 static int bad_value(const char *opt, const char *v) {
-    fprintf(stderr, "sluice: error: %s: invalid value '%s'\n", opt, v);
+    fprintf(sl_cli_error_stream(), "sluice data build: error: %s: invalid value '%s'\n", opt, v);
     return 2;
 }
 
@@ -225,17 +227,15 @@ static int cmd_build(int argc, char **argv) {
         } else if (strcmp(a, "--quiet") == 0) {
             o.quiet = true;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "sluice: error: data build: unknown option '%s'\n\n", a);
-            usage_build(stderr);
+            rc = sl_cli_usage_error("data build", "unknown option '%s'", a);
             goto out;
         } else {
             inputs[n_in++] = argv[i];
         }
     }
     if (!o.out_dir || n_in == 0) {
-        fprintf(stderr, "sluice: error: data build: %s\n\n",
-                !o.out_dir ? "no output directory (-o DIR)" : "no input files");
-        usage_build(stderr);
+        rc = sl_cli_usage_error("data build", "%s",
+                                !o.out_dir ? "-o DIR is required" : "INPUT is required");
         goto out;
     }
     struct timespec t0, t1;
@@ -332,17 +332,12 @@ static int cmd_info(int argc, char **argv) {
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "sluice: error: data info: unknown option '%s'\n\n", argv[i]);
-            usage_info(stderr);
-            return 2;
+            return sl_cli_usage_error("data info", "unknown option '%s'", argv[i]);
         } else {
             n_paths++;
         }
     }
-    if (n_paths == 0) {
-        usage_info(stderr);
-        return 2;
-    }
+    if (n_paths == 0) return sl_cli_usage_error("data info", "PATH is required");
     totals t = {0};
     int rc = 0, skipped = 0;
     char err[1024];
@@ -436,17 +431,12 @@ static int cmd_verify(int argc, char **argv) {
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "sluice: error: data verify: unknown option '%s'\n\n", argv[i]);
-            usage_verify(stderr);
-            return 2;
+            return sl_cli_usage_error("data verify", "unknown option '%s'", argv[i]);
         } else {
             n_paths++;
         }
     }
-    if (n_paths == 0) {
-        usage_verify(stderr);
-        return 2;
-    }
+    if (n_paths == 0) return sl_cli_usage_error("data verify", "PATH is required");
     /* shards verified, of them damaged; files named as shards that are none (each an error);
      * paths a glob matched that are no shards (each a note) */
     int shards = 0, damaged = 0, not_shards = 0, skipped = 0, bad_args = 0;
@@ -500,10 +490,7 @@ static int cmd_verify(int argc, char **argv) {
 }
 
 int sl_cmd_data(int argc, char **argv) {
-    if (argc < 2) {
-        usage_main(stderr);
-        return 2;
-    }
+    if (argc < 2) return sl_cli_usage_error("data", "a subcommand is required (" DATA_SUBS ")");
     const char *sub = argv[1];
     if (sl_cli_is_help(sub) || strcmp(sub, "help") == 0) {
         usage_main(stdout);
@@ -513,7 +500,5 @@ int sl_cmd_data(int argc, char **argv) {
     if (strcmp(sub, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
     if (strcmp(sub, "show") == 0) return sl_cmd_data_show(argc - 1, argv + 1);
-    fprintf(stderr, "sluice: error: data: unknown subcommand '%s'\n\n", sub);
-    usage_main(stderr);
-    return 2;
+    return sl_cli_usage_error("data", "unknown subcommand '%s' (" DATA_SUBS ")", sub);
 }

@@ -161,27 +161,23 @@ int sl_cmd_data_show(int argc, char **argv) {
             s.ids = false;
         } else if (strcmp(a, "--docs") == 0 || strcmp(a, "--tokenizer") == 0) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "sluice: error: %s needs a value\n", a);
+                fprintf(sl_cli_error_stream(), "sluice data show: error: %s needs a value\n", a);
                 return 2;
             }
             if (a[2] == 't') {
                 tok_path = argv[++i];
             } else if (sl_cli_parse_u64(argv[++i], false, &s.limit) != 0) {
-                fprintf(stderr, "sluice: error: --docs: invalid value '%s'\n", argv[i]);
+                fprintf(sl_cli_error_stream(),
+                        "sluice data show: error: --docs: invalid value '%s'\n", argv[i]);
                 return 2;
             }
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "sluice: error: data show: unknown option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
+            return sl_cli_usage_error("data show", "unknown option '%s'", a);
         } else {
             argv[n_paths++] = argv[i]; /* the paths, compacted to the front */
         }
     }
-    if (n_paths == 0) {
-        usage(stderr);
-        return 2;
-    }
+    if (n_paths == 0) return sl_cli_usage_error("data show", "PATH is required");
     char err[1024];
     sl_tokenizer *tok = NULL;
     if (tok_path && !s.ids) {

@@ -87,9 +87,8 @@ int sl_cmd_doctor(int argc, char **argv) {
             }
             d.config = argv[++i];
         } else {
-            fprintf(stderr, "sluice doctor: error: unknown argument '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return sl_cli_usage_error("doctor", "unknown %s '%s'",
+                                      a[0] == '-' ? "option" : "argument", a);
         }
     }
     const char *inject = getenv("SLUICE_DOCTOR_INJECT");

@@ -246,17 +246,10 @@ int sl_cmd_eval(int argc, char **argv) {
             doc_mask = true;
             continue;
         }
-        if (a[0] != '-') {
-            fprintf(stderr,
-                    "sluice eval: error: unexpected argument '%s' (PATH goes after --data)\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (!takes_value(a)) {
-            fprintf(stderr, "sluice eval: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+        if (a[0] != '-')
+            return sl_cli_usage_error("eval", "unexpected argument '%s' (PATH goes after --data)",
+                                      a);
+        if (!takes_value(a)) return sl_cli_usage_error("eval", "unknown option '%s'", a);
         if (!v) {
             fprintf(stderr, "sluice eval: error: %s needs a value\n", a);
             return 2;
@@ -287,11 +280,11 @@ int sl_cmd_eval(int argc, char **argv) {
             bad = sl_cli_int_flag("eval", a, v, 0, 1ll << 53, &max_tokens);
         if (bad) return bad;
     }
-    if (!weights || !data) {
-        fprintf(stderr, "sluice eval: error: --weights and --data are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!weights || !data)
+        return sl_cli_usage_error("eval", "%s required",
+                                  !weights && !data ? "--weights and --data are"
+                                  : !weights        ? "--weights is"
+                                                    : "--data is");
     if (plot && !diagnostics) {
         fprintf(stderr, "sluice eval: error: --plot needs --diagnostics\n");
         return 2;

@@ -189,16 +189,9 @@ int sl_cmd_generate(int argc, char **argv) {
         const int rope = sl_rope_flags_parse(&rf, "generate", argc, argv, &i);
         if (rope == 2) return 2;
         if (rope == 1) continue;
-        if (a[0] != '-' || a[1] != '-') {
-            fprintf(stderr, "sluice generate: error: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (!takes_value(a)) {
-            fprintf(stderr, "sluice generate: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+        if (a[0] != '-' || a[1] != '-')
+            return sl_cli_usage_error("generate", "unexpected argument '%s'", a);
+        if (!takes_value(a)) return sl_cli_usage_error("generate", "unknown option '%s'", a);
         if (!v) {
             fprintf(stderr, "sluice generate: error: %s needs a value\n", a);
             return 2;
@@ -245,11 +238,7 @@ int sl_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "sluice generate: error: --%s\n", err);
         return 2;
     }
-    if (!weights) {
-        fprintf(stderr, "sluice generate: error: --weights is required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!weights) return sl_cli_usage_error("generate", "--weights is required");
     if (strcmp(precision, "bf16") == 0 && strcmp(backend, "cuda") != 0) {
         fprintf(stderr, "sluice generate: error: --precision bf16 needs --backend cuda (the cpu "
                         "backend computes in fp32)\n");

@@ -337,11 +337,7 @@ int sl_cmd_plan(int argc, char **argv) {
             "--defer-wgrad", "--wgrad-group", "--park"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
-        if (!known) {
-            fprintf(stderr, "sluice plan: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+        if (!known) return sl_cli_usage_error("plan", "unknown option '%s'", a);
         if (i + 1 >= argc) {
             fprintf(stderr, "sluice plan: error: %s needs a value\n", a);
             return 2;
@@ -389,11 +385,11 @@ int sl_cmd_plan(int argc, char **argv) {
             rc = parse_num(a, v, 0, &r.ib_gbs);
         if (rc) return rc;
     }
-    if (!path || !have_gpus) {
-        fprintf(stderr, "sluice plan: error: CONFIG and --gpus N are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!path || !have_gpus)
+        return sl_cli_usage_error("plan", "%s required",
+                                  !path && !have_gpus ? "CONFIG and --gpus N are"
+                                  : !path             ? "CONFIG is"
+                                                      : "--gpus N is");
     sl_config cfg;
     char err[1024];
     if (sl_config_load(path, &cfg, err, sizeof err)) {

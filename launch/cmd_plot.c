@@ -90,9 +90,7 @@ int sl_cmd_plot(int argc, char **argv) {
             }
             *(strcmp(a, "--title") == 0 ? &title : &out) = argv[++i];
         } else if (a[0] == '-') {
-            fprintf(stderr, "sluice plot: error: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return sl_cli_usage_error("plot", "unknown option '%s'", a);
         } else if (!run) {
             run = a;
         } else {
@@ -100,11 +98,11 @@ int sl_cmd_plot(int argc, char **argv) {
             return 2;
         }
     }
-    if (!run || !out) {
-        fprintf(stderr, "sluice plot: error: RUN_DIR and -o FILE.png are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!run || !out)
+        return sl_cli_usage_error("plot", "%s required",
+                                  !run && !out ? "RUN_DIR and -o FILE.png are"
+                                  : !run       ? "RUN_DIR is"
+                                               : "-o FILE.png is");
     char path[4096], err[1024];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run);
     size_t len = 0;

@@ -159,17 +159,14 @@ int sl_cmd_train(int argc, char **argv) {
                 return 2;
             }
         } else if (argv[i][0] == '-') {
-            fprintf(sl_cli_error_stream(), "sluice train: error: unknown option '%s'\n", argv[i]);
-            usage(sl_cli_error_stream());
             free(sets);
-            return 2;
+            return sl_cli_usage_error("train", "unknown option '%s'", argv[i]);
         } else if (!config_path) {
             config_path = argv[i];
         } else {
-            fprintf(sl_cli_error_stream(), "sluice train: error: unexpected argument '%s'\n",
-                    argv[i]);
             free(sets);
-            return 2;
+            return sl_cli_usage_error("train", "unexpected argument '%s' (one CONFIG expected)",
+                                      argv[i]);
         }
     }
     if (profile_from > 0 && profile_steps == 0) {
@@ -178,9 +175,8 @@ int sl_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (!config_path) {
-        usage(sl_cli_error_stream());
         free(sets);
-        return 2;
+        return sl_cli_usage_error("train", "CONFIG is required");
     }
     int64_t host_memory;
     if (parse_host_memory(&host_memory) != 0) {

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "core/log.h" /* SL_PRINTF */
+
 int sl_cmd_train(int argc, char **argv);     /* launch/cmd_train.c */
 int sl_cmd_eval(int argc, char **argv);      /* launch/cmd_eval.c */
 int sl_cmd_generate(int argc, char **argv);  /* launch/cmd_generate.c */
@@ -39,6 +41,11 @@ int sl_cli_parse_u64(const char *s, bool suffix, uint64_t *out);
  * OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID), which write to /dev/null, so that
  * a job of N ranks prints a bad flag once. */
 FILE *sl_cli_error_stream(void);
+/* A usage error of `sluice <cmd>` (cmd: "train", "data verify", ...) that its --help answers
+ * (an unknown option, a missing or stray argument): "sluice <cmd>: error: <msg>" and the
+ * pointer "(sluice <cmd> --help shows the options)" on sl_cli_error_stream(), rather than the
+ * whole help, which would scroll the error away. Returns 2, the usage error status. */
+int sl_cli_usage_error(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 /* The value v of an integer flag of `sluice <cmd>`: a decimal integer in [lo, hi] (0 <= lo),
  * stored in *out: 0; else (junk, a sign, an overflow, out of range; v NULL: no value) 2, the
  * usage error status, after printing "sluice <cmd>: error: <flag>..." with the range. */

@@ -61,19 +61,21 @@ has "nothing" "info of a missing path"
 out=$("$SLUICE" ckpt info 2>&1)
 rc=$?
 expect_rc 2 "info without PATH"
-has "usage: sluice ckpt info [--tensors] PATH" "info without PATH"
+has "sluice ckpt info: error: PATH is required" "info without PATH"
+has "(sluice ckpt info --help shows the options)" "info without PATH"
+[ "$(wc -l <<<"$out")" -eq 2 ] || fail "info without PATH: two lines, not the whole help: $out"
 out=$("$SLUICE" ckpt info "$STEP" "$RUN" 2>&1)
 rc=$?
 expect_rc 2 "info with two paths"
-has "sluice: error: ckpt info: one PATH expected" "info with two paths"
+has "sluice ckpt info: error: unexpected argument '$RUN' (one PATH expected)" "info with two paths"
 out=$("$SLUICE" ckpt verify "$STEP" "$RUN" 2>&1)
 rc=$?
 expect_rc 2 "verify with two paths"
-has "sluice: error: ckpt verify: one PATH expected" "verify with two paths"
+has "sluice ckpt verify: error: unexpected argument '$RUN' (one PATH expected)" "verify with two paths"
 out=$("$SLUICE" ckpt frob "$RUN" 2>&1)
 rc=$?
 expect_rc 2 "unknown subcommand"
-has "sluice: error: ckpt: unknown subcommand 'frob'" "unknown subcommand"
+has "sluice ckpt: error: unknown subcommand 'frob' (info, verify or export)" "unknown subcommand"
 out=$("$SLUICE" ckpt --help 2>&1)
 rc=$?
 expect_rc 0 "ckpt --help"

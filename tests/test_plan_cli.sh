@@ -102,7 +102,7 @@ out=$(h200_9 --wgrad-group 2) || fail "h200 9 layers, pairs exited $?"
 grep -qF "(1 micro-batch of each group of 2, kept as rows)" <<<"$out" ||
     fail "pairs should keep rows under park_expert_rows auto"
 grep -qF "expert rows parked as tokens" <<<"$out" && fail "pairs time no parked tokens"
-check_bad_park=$("$sluice" plan "$cfg" --park maybe 2>&1 >/dev/null)
+check_bad_park=$("$sluice" plan "$cfg" --gpus 8 --park maybe 2>&1 >/dev/null)
 [[ $check_bad_park == *--park* ]] || fail "--park maybe should name the flag: $check_bad_park"
 json=$(h200_9 --wgrad-group 4 --json) || fail "--wgrad-group 4 --json exited $?"
 grep -q '"expert_wgrad_group":[[:space:]]*4[,}]' <<<"$json" ||
