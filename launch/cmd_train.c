@@ -31,7 +31,9 @@ static void usage(FILE *f) {
             "options:\n"
             "  --set KEY=VALUE  override one config key, e.g. --set training.lr=1e-3 or\n"
             "                   --set data.train=\"data/x.shard\" (repeatable; VALUE is JSON,\n"
-            "                   or a plain string)\n"
+            "                   or a plain string). One without '=', or whose KEY is not a\n"
+            "                   path like section.key, is a bad option (2); a bad VALUE is\n"
+            "                   the config's error (1): \"CONFIG (--set): KEY: ...\"\n"
             "  --resume auto|PATH\n"
             "                   continue from a checkpoint: auto = the newest committed one\n"
             "                   under training.out_dir (a fresh start when there is none), or\n"
@@ -178,6 +180,16 @@ int sl_cmd_train(int argc, char **argv) {
         free(sets);
         return sl_cli_usage_error("train", "CONFIG is required");
     }
+    /* a malformed --set is a bad option (2); a well-formed one with a bad value is the
+     * config's error (1), found when the config is read */
+    for (int i = 0; i < nsets; i++) {
+        char why[1024];
+        if (sl_config_set_check(sets[i], why, sizeof why) != 0) {
+            fprintf(sl_cli_error_stream(), "sluice train: error: %s\n", why);
+            free(sets);
+            return 2;
+        }
+    }
     int64_t host_memory;
     if (parse_host_memory(&host_memory) != 0) {
         free(sets);
@@ -248,7 +260,9 @@ int sl_cmd_train(int argc, char **argv) {
                                 .profile_steps = profile_steps,
                                 .profile_from = profile_from,
                                 .host_ranks = host_ranks,
-                                .host_memory = host_memory};
+                                .host_memory = host_memory,
+                                .sets = (const char *const *)sets,
+                                .n_sets = nsets};
     if (rc == 0) rc = sl_train(cfg, tworld, be, &opts);
     free(banner);
     if (tworld != world) sl_comm_free(tworld);

@@ -327,9 +327,9 @@ static void test_set(void) {
         {"training.lr=abc", "tiny.json (--set): training.lr: expected a number, got the string"},
         {"training.lr=-1", "tiny.json (--set): training.lr: must be >= 0"},
         {"training.lrr=1", "tiny.json (--set): training.lrr: unknown key (did you mean \"lr\"?)"},
-        {"training.lr", "is not of the form section.key=value"},
-        {"=3", "is not a key path"},
-        {"training..lr=3", "is not a key path"},
+        {"training.lr", "not of the form section.key=value"},
+        {"=3", "is not a path like section.key"},
+        {"training..lr=3", "is not a path like section.key"},
         {"trainer.lr=1", "tiny.json (--set): trainer: unknown section"},
         {"training.warmup_steps=1000", "training.warmup_steps: 1000 exceeds max_steps = 300"},
         {"model.num_key_value_heads=3", "model.num_key_value_heads: 3 does not divide"},
@@ -349,6 +349,47 @@ static void test_set(void) {
               err, bad[i].msg);
         CHECK(memcmp(&before, &c, sizeof c) == 0, "--set %s modified cfg on failure", bad[i].set);
     }
+
+    /* A malformed override: one message, in the words of the command line, without the
+     * config's name (was: "--set training.lr: configs/tiny.json (--set): \"training.lr\" is
+     * not of the form section.key=value"); the same from sl_config_set_check, what sluice train
+     * checks before it starts (a usage error, exit 2). */
+    static const struct {
+        const char *set, *msg;
+    } malformed[] = {
+        {"training.lr", "--set training.lr: not of the form section.key=value (no '=')"},
+        {"=3", "--set =3: the key \"\" is not a path like section.key"},
+        {" training..lr = 3", "--set  training..lr = 3: the key \"training..lr\" is not a path "
+                              "like section.key"},
+        {".lr=3", "--set .lr=3: the key \".lr\" is not a path like section.key"},
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        CHECK(sl_config_set(&c, malformed[i].set, err, sizeof err) != 0 &&
+                  strcmp(err, malformed[i].msg) == 0,
+              "--set %s: \"%s\", want \"%s\"", malformed[i].set, err, malformed[i].msg);
+        CHECK(sl_config_set_check(malformed[i].set, err, sizeof err) != 0 &&
+                  strcmp(err, malformed[i].msg) == 0,
+              "check %s: \"%s\"", malformed[i].set, err);
+    }
+    CHECK(sl_config_set_check(" training.lr = abc ", err, sizeof err) == 0 &&
+              sl_config_set_check("training.lr=", err, sizeof err) == 0,
+          "a well-formed override with any value passes the check");
+    /* a well-formed override the config refuses names the file once, tagged (--set) */
+    CHECK(sl_config_set(&c, "model.rope_scaling.factor=2", err, sizeof err) != 0 &&
+              strstr(err, "tiny.json (--set): model.rope_scaling: is not an object") &&
+              strncmp(err, "--set", 5) != 0 && !strstr(strstr(err, "(--set)") + 1, "(--set)"),
+          "an override under a non-object: %s", err);
+    /* which keys the overrides gave (the trainer's "(--set)" tag on a data path) */
+    const char *given[] = {"data.train=x", " training.stages = []", "model=3"};
+    CHECK(sl_config_set_covers(given, 3, "data.train") &&
+              sl_config_set_covers(given, 3, "training.stages") &&
+              sl_config_set_covers(given, 3, "model.hidden_size") &&
+              !sl_config_set_covers(given, 3, "data.eval") &&
+              !sl_config_set_covers(given, 3, "data") &&
+              !sl_config_set_covers(given, 3, "training") &&
+              !sl_config_set_covers(given, 3, "data.train_x") &&
+              !sl_config_set_covers(given, 3, "modelx"),
+          "sl_config_set_covers");
 
     /* sl_config_validate on a struct changed in code. */
     c.train.grad_clip = -2;

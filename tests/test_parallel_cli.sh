@@ -250,7 +250,7 @@ run evalshort_np2 2 ep2.json --set training.max_steps=2 --set training.out_dir=r
 check "an evaluation-only stage whose eval set fills no batch on 2 ranks must fail (exit $rc)" \
     failed_cleanly "$rc"
 check "... naming the config, the key, the tokens and the tokens needed, once, as the job's error" \
-    [ "$(grep -c '^sluice: error: ep2\.json: training\.stages\[1\] ("yarn"): data\.eval: data/ev128 holds 200 tokens; split by frame over 2 ranks (frames of up to 128 tokens), the largest rank.s share is 128 tokens, but one evaluation batch of stage "yarn" (micro_batch_size 1 x seq_len 128) needs 129 tokens' evalshort_np2.out)" -eq 1 ]
+    [ "$(grep -c '^sluice: error: ep2\.json (--set): training\.stages\[1\] ("yarn"): data\.eval: data/ev128 holds 200 tokens; split by frame over 2 ranks (frames of up to 128 tokens), the largest rank.s share is 128 tokens, but one evaluation batch of stage "yarn" (micro_batch_size 1 x seq_len 128) needs 129 tokens' evalshort_np2.out)" -eq 1 ]
 check "... before the first step (no checkpoint)" [ ! -e runs/evalshort/checkpoints ]
 [ "$failures" -eq "$f0" ] || show evalshort_np2.out
 # the same set on one rank (200 tokens: one sequence of 129), and 2 ranks with a share of
@@ -271,7 +271,7 @@ run evaltiny_np2 2 ep2.json --set training.max_steps=2 --set training.out_dir=ru
     --set data.eval=data/ev11
 check "a run whose eval set fills no batch must still train (exit $rc)" [ "$rc" -eq 0 ]
 check "... warning once, naming the key, the tokens and the tokens needed" \
-    [ "$(grep -c 'warning: ep2\.json: data\.eval: data/ev11 holds 11 tokens.* needs 65 tokens in one rank.s share: its held-out evaluations .* will be skipped' evaltiny_np2.out)" -eq 1 ]
+    [ "$(grep -c 'warning: ep2\.json (--set): data\.eval: data/ev11 holds 11 tokens.* needs 65 tokens in one rank.s share: its held-out evaluations .* will be skipped' evaltiny_np2.out)" -eq 1 ]
 [ "$failures" -eq "$f0" ] || show evaltiny_np2.out
 
 echo "test_parallel_cli: $checks checks, $failures failed"

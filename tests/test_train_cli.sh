@@ -139,11 +139,30 @@ expect_fail 1 "training.lr" "$sluice" train tiny.json --set training.lr=-1
 expect_fail 1 "model.bogus_key" "$sluice" train tiny.json --set model.bogus_key=1
 expect_fail 1 "backend.name" "$sluice" train tiny.json --set backend.name=tpu
 expect_fail 1 "backend.peak_tflops" "$sluice" train tiny.json --set backend.peak_tflops=-1
-# a missing data path names the config file and the key (as a stage's data does)
-expect_fail 1 "^sluice: error: tiny.json: data.train: nowhere: cannot open" \
+# a well-formed --set the config refuses: exit 1, the key named once, tagged (--set)
+expect_fail 1 "^sluice: error: tiny.json (--set): training.lr: must be >= 0" \
+    "$sluice" train tiny.json --set training.lr=-1
+# a malformed --set is a bad option: exit 2, one line, said once (was: exit 1 and "--set
+# training.lr: tiny.json (--set): \"training.lr\" is not of the form ...")
+for bad in training.lr =3 training..lr=3; do
+    expect_fail 2 "" "$sluice" train tiny.json --set "$bad" --set training.out_dir=run_bad
+    [ "$out" = "sluice train: error: --set $bad: $(
+        [ "$bad" = training.lr ] && echo "not of the form section.key=value (no '=')" ||
+            echo "the key \"${bad%=3}\" is not a path like section.key")" ] ||
+        { echo "FAIL: --set $bad: '$out'"; exit 1; }
+done
+# a missing data path names the config file and the key (as a stage's data does), tagged
+# (--set) when an override gave the path
+expect_fail 1 "^sluice: error: tiny.json (--set): data.train: nowhere: cannot open" \
     "$sluice" train tiny.json --set data.train=nowhere --set training.out_dir=run_bad
-expect_fail 1 "^sluice: error: tiny.json: data.eval: nowhere_eval: cannot open" \
+expect_fail 1 "^sluice: error: tiny.json (--set): data.train: nowhere: cannot open" \
+    "$sluice" train tiny.json --set 'data={"train": "nowhere"}' --set training.out_dir=run_bad
+expect_fail 1 "^sluice: error: tiny.json (--set): data.eval: nowhere_eval: cannot open" \
     "$sluice" train tiny.json --set data.eval=nowhere_eval --set training.out_dir=run_bad
+sed 's|"eval": *"[^"]*"|"eval": "nowhere_eval"|' tiny.json >tiny_bad_eval.json
+grep -q nowhere_eval tiny_bad_eval.json || { echo "FAIL: no eval path in tiny.json"; exit 1; }
+expect_fail 1 "^sluice: error: tiny_bad_eval.json: data.eval: nowhere_eval: cannot open" \
+    "$sluice" train tiny_bad_eval.json --set training.out_dir=run_bad
 # a fresh start into the finished run's out_dir: refused before anything is written
 expect_fail 1 "training.out_dir = run already holds a run .*--resume auto" "$sluice" train tiny.json
 expect_fail 2 "unknown command" "$sluice" frobnicate

@@ -71,13 +71,14 @@ only "a missing data.train, a model that cannot be allocated" "$missing"
 run resume - --resume nowhere_ckpt
 only "a missing data.train, --resume of a missing checkpoint" "$missing"
 
+# a path a --set gave: the config named as "cfg.json (--set)", as its other overrides' errors
 run eval - --set data.train=train --set data.eval=nowhere_eval
 only "a missing data.eval" \
-    "sluice: error: cfg.json: data.eval: nowhere_eval: cannot open: No such file or directory"
+    "sluice: error: cfg.json (--set): data.eval: nowhere_eval: cannot open: No such file or directory"
 
 run stage - --set data.train=train --set 'training.stages=[{"name":"a","tokens":128},
     {"name":"b","tokens":128,"data":{"eval":"nowhere_eval"}}]'
-only "a later stage's missing data.eval" "sluice: error: cfg.json: training.stages[1] (\"b\"): data.eval: nowhere_eval: cannot open: No such file or directory"
+only "a later stage's missing data.eval" "sluice: error: cfg.json (--set): training.stages[1] (\"b\"): data.eval: nowhere_eval: cannot open: No such file or directory"
 
 # an evaluation-only first stage reads no training data; the training stage after it does
 run evalfirst - --set data.eval=train --set 'training.stages=[{"name":"a","tokens":0},
@@ -87,7 +88,7 @@ only "a missing data.train after an evaluation-only stage" "$missing"
 run notshard - --set data.train=corpus.txt
 check "a data.train that is not a shard: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
 check "a data.train that is not a shard: named by the key, alone (got: $out)" \
-    grep -qx 'sluice: error: cfg.json: data.train: corpus.txt: byte offset 0: bad magic 0x[0-9a-f]*: not a sluice shard' <<<"$out"
+    grep -qx 'sluice: error: cfg.json (--set): data.train: corpus.txt: byte offset 0: bad magic 0x[0-9a-f]*: not a sluice shard' <<<"$out"
 
 echo "test_train_data_check: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -175,22 +175,54 @@ static char *trim(char *s) {
     return s;
 }
 
-/* Applies one "key.path=value" to the tree; on error names the assignment. */
+/* The key of an assignment "key.path=value" (trimmed, malloc'ed), or NULL when it has no '='. */
+static char *set_key(const char *assignment) {
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!eq) return NULL;
+    char *copy = sl_xstrdup(assignment);
+    copy[eq - assignment] = '\0';
+    char *key = trim(copy);
+    memmove(copy, key, strlen(key) + 1);
+    return copy;
+}
+
+int sl_config_set_check(const char *assignment, char *err, size_t errlen) {
+    const char *a = assignment ? assignment : "";
+    char *key = set_key(a);
+    int rc = 0;
+    if (!key)
+        rc = sl_fail(err, errlen, "--set %s: not of the form section.key=value (no '=')", a);
+    else if (!key[0] || key[0] == '.' || key[strlen(key) - 1] == '.' || strstr(key, ".."))
+        rc =
+            sl_fail(err, errlen, "--set %s: the key \"%s\" is not a path like section.key", a, key);
+    free(key);
+    return rc;
+}
+
+bool sl_config_set_covers(const char *const *assignments, int n, const char *key) {
+    const size_t len = strlen(key);
+    for (int i = 0; i < n; i++) {
+        char *k = set_key(assignments[i]);
+        const size_t kl = k ? strlen(k) : 0;
+        /* the key itself, or an object that holds it ("data" for "data.train") */
+        const bool covers = k && kl > 0 && kl <= len && strncmp(key, k, kl) == 0 &&
+                            (key[kl] == '\0' || key[kl] == '.');
+        free(k);
+        if (covers) return true;
+    }
+    return false;
+}
+
+/* Applies one well-formed "key.path=value" (sl_config_set_check) to the tree; on error writes
+ * the message, named `name` ("<file> (--set)"), into err. */
 static int apply_set(cJSON *root, const char *assignment, const char *name, char *err,
                      size_t errlen) {
-    const char *eq = assignment ? strchr(assignment, '=') : NULL;
-    if (!eq)
-        return sl_cfg_message(err, errlen, name, "", "\"%s\" is not of the form section.key=value",
-                              assignment ? assignment : "");
+    const char *eq = strchr(assignment, '=');
     char *copy = sl_xstrdup(assignment);
     copy[eq - assignment] = '\0';
     char *key = trim(copy), *value = trim(copy + (eq - assignment) + 1);
     int rc = -1;
     cJSON *val = NULL;
-    if (!key[0] || key[0] == '.' || key[strlen(key) - 1] == '.' || strstr(key, "..")) {
-        sl_cfg_message(err, errlen, name, "", "\"%s\" is not a key path like section.key", key);
-        goto done;
-    }
     /* Walk to the parent object of the last segment, creating missing objects (the parse
      * then reports them as unknown keys with their full path). */
     cJSON *parent = root;
@@ -234,6 +266,10 @@ done:
 
 int sl_config_apply_sets(sl_config *cfg, const char *const *assignments, int n, char *err,
                          size_t errlen) {
+    /* a malformed override first, whatever its place: the command line's mistake, not the
+     * config's */
+    for (int i = 0; i < n; i++)
+        if (sl_config_set_check(assignments[i], err, errlen) != 0) return -1;
     const char *file =
         sl_cfg_terminated(cfg->path, sizeof cfg->path) && cfg->path[0] ? cfg->path : "<config>";
     char name[SL_PATH_MAX + 16];
@@ -242,13 +278,7 @@ int sl_config_apply_sets(sl_config *cfg, const char *const *assignments, int n, 
      * validation sees the final values whatever the order of the overrides. */
     cJSON *root = config_tree(cfg);
     int rc = 0;
-    for (int i = 0; rc == 0 && i < n; i++) {
-        char why[2048];
-        if (apply_set(root, assignments[i], name, why, sizeof why) != 0) {
-            snprintf(err, errlen, "--set %s: %s", assignments[i] ? assignments[i] : "", why);
-            rc = -1;
-        }
-    }
+    for (int i = 0; rc == 0 && i < n; i++) rc = apply_set(root, assignments[i], name, err, errlen);
     if (rc == 0) {
         char path[SL_PATH_MAX];
         snprintf(path, sizeof path, "%s",

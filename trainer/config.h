@@ -152,10 +152,18 @@ int sl_config_parse(const char *json, const char *name, sl_config *cfg, char *er
  * once, so the order of the overrides does not matter to validation (a later override may
  * repair what an earlier one alone would break). A value is parsed as JSON when it is valid
  * JSON, else taken as a string (a scalar given for a string key is taken as its text).
- * Nested keys work: "model.rope_scaling.factor=8". On error cfg is unchanged and err names
- * the override ("--set KEY=VALUE: ...") or the key that failed validation. */
+ * Nested keys work: "model.rope_scaling.factor=8". On error cfg is unchanged and err is a
+ * malformed override's message (sl_config_set_check) or names the key that failed, prefixed
+ * with "<file> (--set)": "tiny.json (--set): training.lr: must be >= 0". */
 int sl_config_apply_sets(sl_config *cfg, const char *const *assignments, int n, char *err,
                          size_t errlen);
+/* Whether `assignment` is of the form "section.key=value" (a key path: dot-separated names,
+ * spaces around it ignored; any value): 0, or -1 with "--set ASSIGNMENT: <why>" in err. What
+ * `sluice train` checks before it starts, a usage error (exit status 2). */
+int sl_config_set_check(const char *assignment, char *err, size_t errlen);
+/* Whether one of the overrides sets the key path `key` ("data.train") or an object holding it
+ * ("data"), so that the value at `key` comes from the command line (for messages). */
+bool sl_config_set_covers(const char *const *assignments, int n, const char *key);
 /* One override: sl_config_apply_sets with n = 1. */
 int sl_config_set(sl_config *cfg, const char *assignment, char *err, size_t errlen);
 

@@ -559,6 +559,8 @@ int sl_train(const sl_config *cfg, sl_comm *world, sl_backend *be, const sl_trai
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
+    t.sets = o->sets;
+    t.n_sets = o->n_sets;
     t.topo.world = world;
     t.be = be;
     /* Every rank must agree before the first collective of the loop, or the healthy ones

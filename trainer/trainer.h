@@ -27,6 +27,10 @@ typedef struct {
      * check) */
     int host_ranks;
     int64_t host_memory;
+    /* the --set overrides the config was made with (sl_config_apply_sets), n_sets of them:
+     * messages about a data path they set name it as "<file> (--set)" */
+    const char *const *sets;
+    int n_sets;
 } sl_train_opts;
 
 /* sl_train's status when a stop signal (SIGTERM, SIGINT, SIGUSR1; trainer/stop_signal.h) ended

@@ -26,6 +26,9 @@
 
 typedef struct {
     const sl_config *cfg;
+    /* the --set overrides cfg was made with (sl_train_opts), to tag a key they set in messages */
+    const char *const *sets;
+    int n_sets;
     sl_topology topo;
     sl_backend *be;
     sl_model *model;
@@ -120,6 +123,10 @@ int sl_trainer_check_stage_data(trainer *t);
  * piece shorter than a batch) is an error for an evaluation-only stage and otherwise a warning.
  * Called once the start step is known (after a resume). 0, or -1 with the error held. */
 int sl_trainer_check_eval_sets(trainer *t);
+/* The name a message gives the config for the data key `where` (sl_config_stage_data_key's
+ * "data.train", or `training.stages[j] ("name"): data.train`): its file, tagged "(--set)" when
+ * a --set gave that key, as the config's other errors of an override are. */
+const char *sl_trainer_data_key_source(const trainer *t, const char *where, char *buf, size_t n);
 /* trainer/fit_host.c, on the CPU backend only (a no-op on a device): this rank's memory
  * estimate (sluice plan's, for the stage with the most tokens per micro-batch) times
  * `host_ranks`, the job's ranks on this rank's node, against what the node can still give

@@ -89,22 +89,32 @@ int sl_trainer_plan_schedule(trainer *t) {
     return 0;
 }
 
+const char *sl_trainer_data_key_source(const trainer *t, const char *where, char *buf, size_t n) {
+    /* a stage's own data comes from training.stages (or the whole training section) */
+    const bool stage = strncmp(where, "training.stages", 15) == 0;
+    const bool set = sl_config_set_covers(t->sets, t->n_sets, stage ? "training.stages" : where);
+    snprintf(buf, n, "%s%s", t->cfg->path, set ? " (--set)" : "");
+    return buf;
+}
+
 /* Resolves `spec` and opens every shard it names (header and index, nothing decompressed):
- * 0, or -1 with the error held, naming the stage's key. */
-static int check_data_path(const sl_config *c, int i, bool eval, const char *spec) {
-    char err[1024], where[160];
-    sl_config_stage_data_key(c, i, eval, where, sizeof where);
+ * 0, or -1 with the error held, naming the config (tagged "(--set)" when an override gave the
+ * path) and the stage's key. */
+static int check_data_path(const trainer *t, int i, bool eval, const char *spec) {
+    char err[1024], where[160], src[SL_PATH_MAX + 16];
+    sl_config_stage_data_key(t->cfg, i, eval, where, sizeof where);
+    sl_trainer_data_key_source(t, where, src, sizeof src);
     char **files = NULL;
     int n = 0;
     if (sl_data_resolve(spec, &files, &n, err, sizeof err) != 0) {
-        sl_error_hold_shared("%s: %s: %s", c->path, where, err);
+        sl_error_hold_shared("%s: %s: %s", src, where, err);
         return -1;
     }
     int rc = 0;
     for (int f = 0; f < n && rc == 0; f++) {
         sl_shard *s = sl_shard_open(files[f], err, sizeof err);
         if (!s) {
-            sl_error_hold_shared("%s: %s: %s", c->path, where, err);
+            sl_error_hold_shared("%s: %s: %s", src, where, err);
             rc = -1;
         }
         sl_shard_close(s);
@@ -133,10 +143,10 @@ int sl_trainer_check_stage_data(trainer *t) {
         const sl_data_config *d = &st->data;
         for (int k = 0; st->steps > 0 && k < d->n_train; k++)
             if (!named_before(t, i, d->train[k].path, false) &&
-                check_data_path(t->cfg, i, false, d->train[k].path) != 0)
+                check_data_path(t, i, false, d->train[k].path) != 0)
                 return -1;
         if (d->eval_path[0] && !named_before(t, i, d->eval_path, true) &&
-            check_data_path(t->cfg, i, true, d->eval_path) != 0)
+            check_data_path(t, i, true, d->eval_path) != 0)
             return -1;
     }
     return 0;
@@ -151,13 +161,14 @@ static int check_eval_set(trainer *t, int i, uint64_t *share) {
     const sl_stage *st = &t->stages[i];
     const sl_train_config *tc = &st->train;
     const int dp = t->topo.dp_size;
-    char key[160], err[1024];
+    char key[160], err[1024], src[SL_PATH_MAX + 16];
     sl_config_stage_data_key(t->cfg, i, true, key, sizeof key);
+    sl_trainer_data_key_source(t, key, src, sizeof src);
     uint64_t total = 0, largest = 0;
     uint32_t max_frame = 0;
     if (sl_reader_eval_shares(st->data.eval_path, dp, share, &total, &max_frame, err, sizeof err) !=
         0) {
-        sl_error_hold_shared("%s: %s: %s", t->cfg->path, key, err);
+        sl_error_hold_shared("%s: %s: %s", src, key, err);
         return -1;
     }
     for (int r = 0; r < dp; r++) {
@@ -178,7 +189,7 @@ static int check_eval_set(trainer *t, int i, uint64_t *share) {
     snprintf(what, sizeof what,
              "%s: %s: %s holds %llu tokens%s, but one evaluation batch%s (micro_batch_size %d x "
              "seq_len %d) needs %lld tokens in one rank's share",
-             t->cfg->path, key, st->data.eval_path, (unsigned long long)total, split, stage,
+             src, key, st->data.eval_path, (unsigned long long)total, split, stage,
              tc->micro_batch_size, tc->seq_len, need);
     char advice[160];
     snprintf(advice, sizeof advice, "more held-out tokens%s%s",
