@@ -47,9 +47,10 @@ static int sink_close_shard(sink *k, char *err, size_t errlen) {
     k->res->docs += h.n_docs;
     k->res->bytes += h.file_size;
     if (!k->in.o->quiet)
-        printf("wrote %s/%s: %llu tokens, %llu documents, %llu frames, %llu bytes\n",
+        printf("wrote %s/%s: %llu token%s, %llu document%s, %llu frame%s, %llu bytes\n",
                k->in.o->out_dir, strrchr(k->path, '/') + 1, (unsigned long long)h.n_tokens,
-               (unsigned long long)h.n_docs, (unsigned long long)h.n_frames,
+               h.n_tokens == 1 ? "" : "s", (unsigned long long)h.n_docs, h.n_docs == 1 ? "" : "s",
+               (unsigned long long)h.n_frames, h.n_frames == 1 ? "" : "s",
                (unsigned long long)h.file_size);
     return 0;
 }

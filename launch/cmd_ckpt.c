@@ -140,6 +140,10 @@ static int cmd_info(int argc, char **argv) {
     for (const cJSON *it = ts ? ts->child : NULL; it; it = it->next) {
         if (!it->string || strcmp(it->string, "tokens") == 0 || strcmp(it->string, "layout") == 0)
             continue;
+        /* the state's step is the checkpoint's, printed first; only a different one is news */
+        if (strcmp(it->string, "step") == 0 && cJSON_IsNumber(it) &&
+            it->valuedouble == (double)sl_ckpt_step(c))
+            continue;
         if (cJSON_IsNumber(it))
             printf("%-11s %.17g\n", it->string, it->valuedouble);
         else if (cJSON_IsString(it))
@@ -216,8 +220,9 @@ static int cmd_verify(int argc, char **argv) {
     }
     if (!quiet) {
         char hb[32];
-        printf("%s: OK (step %" PRId64 ", %d tensors in %d pieces, %d files, %s checksummed)\n",
-               path, st.step, st.tensors, st.pieces, st.files,
+        printf("%s: OK (step %" PRId64 ", %d tensor%s in %d piece%s, %d file%s, %s checksummed)\n",
+               path, st.step, st.tensors, st.tensors == 1 ? "" : "s", st.pieces,
+               st.pieces == 1 ? "" : "s", st.files, st.files == 1 ? "" : "s",
                human(hb, sizeof hb, st.bytes_checked));
     }
     return 0;
@@ -431,8 +436,9 @@ static int cmd_export(int argc, char **argv) {
         if (tok.src)
             printf("copied the tokenizer %s to %s (%d file%s)\n", tok.src, out, tok.copied,
                    tok.copied == 1 ? "" : "s");
-        printf("exported %d tensors of step %" PRId64 " to %s (%s, %s)\n", n, sl_ckpt_step(c), out,
-               sl_hf_format_name(format), strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
+        printf("exported %d tensor%s of step %" PRId64 " to %s (%s, %s)\n", n, n == 1 ? "" : "s",
+               sl_ckpt_step(c), out, sl_hf_format_name(format),
+               strcmp(dtype, "BF16") == 0 ? "bf16" : "fp32");
     }
     if (config != stored) free(config);
     free(stored);

@@ -250,10 +250,11 @@ static int cmd_build(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (!o.quiet) {
-        printf("built %d shard%s in %s: %llu tokens, %llu documents, %llu bytes (%.2fx of %d-byte "
-               "tokens), vocab %u, %.1f s\n",
+        printf("built %d shard%s in %s: %llu token%s, %llu document%s, %llu bytes (%.2fx of "
+               "%d-byte tokens), vocab %u, %.1f s\n",
                res.n_shards, res.n_shards == 1 ? "" : "s", o.out_dir,
-               (unsigned long long)res.tokens, (unsigned long long)res.docs,
+               (unsigned long long)res.tokens, res.tokens == 1 ? "" : "s",
+               (unsigned long long)res.docs, res.docs == 1 ? "" : "s",
                (unsigned long long)res.bytes,
                res.bytes ? (double)res.tokens * res.token_bytes / (double)res.bytes : 0.0,
                res.token_bytes, res.vocab, sec);
@@ -408,10 +409,10 @@ static int cmd_info(int argc, char **argv) {
                (unsigned long long)t.docs, (unsigned long long)t.frames,
                (unsigned long long)t.file_bytes, ratio);
     else if (t.files > 1)
-        printf("total: %llu shards, %llu tokens, %llu documents, %llu frames, %llu bytes, "
+        printf("total: %llu shards, %llu tokens, %llu document%s, %llu frames, %llu bytes, "
                "compression ratio %.3f\n",
                (unsigned long long)t.files, (unsigned long long)t.tokens,
-               (unsigned long long)t.docs, (unsigned long long)t.frames,
+               (unsigned long long)t.docs, t.docs == 1 ? "" : "s", (unsigned long long)t.frames,
                (unsigned long long)t.file_bytes, ratio);
     return rc;
 }
@@ -468,9 +469,11 @@ static int cmd_verify(int argc, char **argv) {
                 fprintf(stderr, "%s: DAMAGED (%d problem%s)\n", list[j], problems,
                         problems == 1 ? "" : "s");
             } else if (!quiet) {
-                printf("%s: OK (%llu tokens, %llu documents, %llu frames)\n", list[j],
-                       (unsigned long long)info.h.n_tokens, (unsigned long long)info.h.n_docs,
-                       (unsigned long long)info.h.n_frames);
+                const sl_shard_header *ih = &info.h;
+                printf("%s: OK (%llu token%s, %llu document%s, %llu frame%s)\n", list[j],
+                       (unsigned long long)ih->n_tokens, ih->n_tokens == 1 ? "" : "s",
+                       (unsigned long long)ih->n_docs, ih->n_docs == 1 ? "" : "s",
+                       (unsigned long long)ih->n_frames, ih->n_frames == 1 ? "" : "s");
             }
         }
         sl_data_paths_free(list, nf);

@@ -360,10 +360,10 @@ int sl_cmd_generate(int argc, char **argv) {
     if (pr.stream) printf("\n");
     fflush(stdout);
     fprintf(stderr,
-            "sluice generate: %lld tokens in %.2f s (%.1f tokens/s, prompts and KV cache "
+            "sluice generate: %lld token%s in %.2f s (%.1f tokens/s, prompts and KV cache "
             "included), %s, %s backend, %s\n",
-            total, dt_s, dt_s > 0 ? (double)total / dt_s : 0.0, sl_text_codec_name(codec),
-            sl_backend_name(be), precision);
+            total, total == 1 ? "" : "s", dt_s, dt_s > 0 ? (double)total / dt_s : 0.0,
+            sl_text_codec_name(codec), sl_backend_name(be), precision);
     rc = 0;
 done:
     for (int p = 0; p < pl.n; p++) {

@@ -100,15 +100,16 @@ static int parse_num(const char *flag, const char *v, double max, double *out) {
 
 static void print_text(const sl_plan *p, const char *path) {
     const double g = GIB;
-    printf("plan: %s, stage '%s' (%s), %d GPUs (%d node(s) of %d), EP %d, EDP %d, ZeRO-1 %s, "
+    printf("plan: %s, stage '%s' (%s), %d GPU%s (%d node%s of %d), EP %d, EDP %d, ZeRO-1 %s, "
            "recompute %s, %s\n",
            path, p->stage, p->n_stages > 1 ? "the most tokens per micro-batch" : "the only one",
-           p->gpus, p->nodes, p->gpus_per_node, p->ep, p->edp, p->zero1 ? "on" : "off",
-           sl_memory_mode_name(p->mode), p->act_bytes == 2 ? "bf16" : "fp32");
+           p->gpus, p->gpus == 1 ? "" : "s", p->nodes, p->nodes == 1 ? "" : "s", p->gpus_per_node,
+           p->ep, p->edp, p->zero1 ? "on" : "off", sl_memory_mode_name(p->mode),
+           p->act_bytes == 2 ? "bf16" : "fp32");
     printf("batch: sequence %d x micro-batch %d = %lld tokens per micro-batch; global batch "
-           "%lld tokens = %d micro-batches per GPU per step\n",
+           "%lld tokens = %d micro-batch%s per GPU per step\n",
            p->seq_len, p->micro_batch, (long long)p->micro_tokens,
-           (long long)p->global_batch_tokens, p->accum);
+           (long long)p->global_batch_tokens, p->accum, p->accum == 1 ? "" : "es");
     if (p->flat)
         printf("hardware: %s, %.0f TFLOP/s bf16 x %.2f efficiency (flat model), %.1f GiB, "
                "NVLink %.0f GB/s, InfiniBand %.0f GB/s (docs/plan.md)\n",

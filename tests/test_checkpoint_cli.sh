@@ -44,6 +44,7 @@ out=$("$SLUICE" ckpt info "$RUN" 2>&1)
 rc=$?
 expect_rc 0 info
 has "step        7" info
+[ "$(grep -c '^step ' <<<"$out")" -eq 1 ] || fail "info prints the step once: $out"
 has "tokens      7000" info
 has 'layout      {"world":4}' info
 has "ranks       4" info

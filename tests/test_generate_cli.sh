@@ -89,6 +89,8 @@ check "final and checkpoint generate the same" cmp -s final.txt ckpt.txt
 check "final and run directory generate the same" cmp -s final.txt rundir.txt
 check "the prompt starts the output" grep -q "^the king" final.txt
 check "the speed goes to stderr" grep -q "tokens/s" gen.err
+gen --weights run/final --prompt "the king" --max-new 1 >/dev/null
+check "one token generated is '1 token' (was '1 tokens')" grep -q "^sluice generate: 1 token in " gen.err
 
 # greedy against eval's full forward: prompt + generation as one document (no end-of-document
 # token before it, as --no-eod-prefix generates), logits of every position

@@ -699,7 +699,13 @@ static void test_verify_glob(void) {
     mkdir(empty, 0755);
     spit(txt, "In the beginning God created the heaven and the earth.\n", 55);
     spit(txt2, "KJV\n", 4);
-    CHECK(RUN("data", "build", "--quiet", "-o", shards, txt) == 0, "build the kjv shard");
+    CHECK(RUN_OUT(text, "data", "build", "-o", shards, txt) == 0, "build the kjv shard");
+    /* one document, one frame: singular (was "1 documents", "1 frames") */
+    snprintf(want, sizeof want, "wrote %s/shard-00000.shard.zst: 56 tokens, 1 document, 1 frame, ",
+             shards);
+    CHECK(strstr(text, want) != NULL, "build's shard line: %s", text);
+    snprintf(want, sizeof want, "built 1 shard in %s: 56 tokens, 1 document, ", shards);
+    CHECK(strstr(text, want) != NULL, "build's summary: %s", text);
     snprintf(glob, sizeof glob, "%s/*", dir);
 
     CHECK(RUN_OUT(text, "data", "verify", glob) == 0, "verify DIR/*: exit 0: %s", text);
@@ -710,8 +716,9 @@ static void test_verify_glob(void) {
              "sluice: note: %s: a directory without *.shard.zst shards, skipped (a match of %s)",
              empty, glob);
     CHECK(has_line(text, want, "verify DIR/*"), "the empty directory is skipped with a note");
-    snprintf(want, sizeof want, "%s/shard-00000.shard.zst: OK (", shards);
-    CHECK(strstr(text, want) != NULL, "the shard directory a glob matched is verified: %s", text);
+    snprintf(want, sizeof want, "%s/shard-00000.shard.zst: OK (56 tokens, 1 document, 1 frame)",
+             shards);
+    CHECK(has_line(text, want, "verify DIR/*"), "the shard directory a glob matched is verified");
     CHECK(has_line(text,
                    "verified 1 shard: all sound (skipped 3 non-shard paths a pattern matched)",
                    "verify DIR/*"),

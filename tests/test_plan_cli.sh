@@ -34,7 +34,7 @@ grep -qF "gradient all-reduce" <<<"$out" || fail "without ZeRO-1 the gradients a
 # h200_9: the measured shape, 9 layers of 4 micro-batches of 4,096 tokens, plus the options given
 h200_9() { "$sluice" plan "$cfg" --gpus 1 --ep 1 --gpu h200 --layers 9 --global-batch 16384 "$@"; }
 h200_out=$(h200_9) || fail "--gpu h200 exited $?"
-for want in "H200 SXM" "measured on an H200, 2026-11-28" "by component (256 rows per expert" \
+for want in "H200 SXM" "1 GPU (1 node of 8)" "measured on an H200, 2026-11-28" "by component (256 rows per expert" \
     "expert GEMMs weight grad" "attention kernel bwd" "optimizer: AdamW" "139.8 GiB"; do
     grep -qF -- "$want" <<<"$h200_out" || fail "--gpu h200 output lacks '$want'"
 done
@@ -112,6 +112,10 @@ grep -q '"expert_wgrad_group":[[:space:]]*4[,}]' <<<"$json" ||
 out=$("$sluice" plan "$cfg" --gpus 8 --efficiency 0.75) || fail "--efficiency exited $?"
 grep -qF "(flat model)" <<<"$out" || fail "--efficiency should select the flat model"
 grep -qF "by component" <<<"$out" && fail "the flat model prints no components"
+grep -qF "8 GPUs (1 node of 8)" <<<"$out" || fail "8 GPUs on one node: $(head -n 1 <<<"$out")"
+out=$(h200_9 --global-batch 4096) || fail "one micro-batch exited $?"
+grep -qF "global batch 4096 tokens = 1 micro-batch per GPU per step" <<<"$out" ||
+    fail "one micro-batch per step is singular: $(grep -F "global batch" <<<"$out")"
 
 # Bad flags: exit 2 and the flag in the message.
 check_bad() {

@@ -106,6 +106,23 @@ for r in rows:
     # both printed with 6 significant digits: each rounds by up to 5e-6 relative
     assert abs(r["mfu"] - r["model_tflops"] / 0.5) <= 2e-5 * r["mfu"], r
 PY
+# ckpt info of a trainer's checkpoint prints its step once (the state's "step" is the same)
+"$sluice" ckpt info run >ckpt_info.txt
+[ "$(grep -c '^step ' ckpt_info.txt)" -eq 1 ] && grep -q '^step        40$' ckpt_info.txt ||
+    { echo "FAIL: ckpt info should print 'step 40' once:"; cat ckpt_info.txt; exit 1; }
+# a count of one in the banner and the end line is singular (was "1 ranks", "1 training corpora",
+# "1 micro-batches", "after 1 steps")
+"$sluice" train tiny.json --set training.max_steps=1 --set training.warmup_steps=0 \
+    --set training.global_batch_tokens=256 --set training.out_dir=run_one \
+    --set backend.threads=1 >one.log
+for want in "x 1 thread | 1 rank (expert parallel 1" "data: 1 training corpus, seed" \
+    "batch: 256 tokens per step = 1 micro-batch x 1 rank x 4 x 64 tokens" "after 1 step, "; do
+    grep -qF "$want" one.log || { echo "FAIL: the one-step run's log lacks '$want':"; cat one.log; exit 1; }
+done
+if grep -E '\b1 (threads|ranks|micro-batches|steps)\b|1 training corpora' one.log; then
+    echo "FAIL: a plural after 1 in the one-step run's log"
+    exit 1
+fi
 start=$(grep -o 'held-out loss at start: [0-9.]*' train.log | awk '{print $NF}')
 end=$(grep -o 'held-out loss at end: [0-9.]*' train.log | awk '{print $NF}')
 echo "held-out: start $start end $end"

@@ -185,8 +185,9 @@ static void print_banner(const trainer *t, const char *placement) {
     sl_model_param_count(&c->model, &total, &active);
     const double flops = sl_model_flops_per_token(&c->model, s0->train.seq_len);
     const char *gate = sl_gate_mode_name(c->model.attn_output_gate);
-    sl_info("sluice: %s | backend %s x %d threads | %d ranks (expert parallel %d, transport %s)",
-            c->path, sl_backend_name(t->be), sl_backend_threads(t->be), t->topo.size,
+    sl_info("sluice: %s | backend %s x %d thread%s | %d rank%s (expert parallel %d, transport %s)",
+            c->path, sl_backend_name(t->be), sl_backend_threads(t->be),
+            sl_backend_threads(t->be) == 1 ? "" : "s", t->topo.size, t->topo.size == 1 ? "" : "s",
             t->topo.ep_size, sl_comm_transport(t->topo.world));
     /* the launcher's lines: how the transport was chosen, each rank's device */
     for (const char *line = placement; line && *line;) {
@@ -195,9 +196,10 @@ static void print_banner(const trainer *t, const char *placement) {
         sl_info("%.*s", len, line);
         line = end ? end + 1 : line + len;
     }
-    sl_info("model: %d layers, hidden %d, %d/%d heads x %d, gate %s, %d experts top-%d",
-            c->model.num_hidden_layers, c->model.hidden_size, c->model.num_attention_heads,
-            c->model.num_key_value_heads, c->model.head_dim, gate, c->model.num_experts,
+    sl_info("model: %d layer%s, hidden %d, %d/%d heads x %d, gate %s, %d expert%s top-%d",
+            c->model.num_hidden_layers, c->model.num_hidden_layers == 1 ? "" : "s",
+            c->model.hidden_size, c->model.num_attention_heads, c->model.num_key_value_heads,
+            c->model.head_dim, gate, c->model.num_experts, c->model.num_experts == 1 ? "" : "s",
             c->model.num_experts_per_tok);
     sl_info("parameters: %.3fM total, %.3fM active per token | %.4g model FLOPs per token "
             "(seq %d)",
@@ -230,16 +232,18 @@ static void print_banner(const trainer *t, const char *placement) {
     else
         snprintf(order, sizeof order, "sequences shuffled in windows of %llu tokens",
                  (unsigned long long)c->data.shuffle_window);
-    sl_info("data: %d training corpora, seed %llu, %s", s0->data.n_train,
-            (unsigned long long)c->data.seed, order);
+    sl_info("data: %d training %s, seed %llu, %s", s0->data.n_train,
+            s0->data.n_train == 1 ? "corpus" : "corpora", (unsigned long long)c->data.seed, order);
     if (!c->stages_given) {
-        sl_info("batch: %lld tokens per step = %d micro-batches x %d ranks x %d x %d tokens",
-                (long long)s0->train.global_batch_tokens, micro, t->topo.size,
-                s0->train.micro_batch_size, s0->train.seq_len);
+        sl_info("batch: %lld tokens per step = %d micro-batch%s x %d rank%s x %d x %d tokens",
+                (long long)s0->train.global_batch_tokens, micro, micro == 1 ? "" : "es",
+                t->topo.size, t->topo.size == 1 ? "" : "s", s0->train.micro_batch_size,
+                s0->train.seq_len);
         return;
     }
-    sl_info("schedule: %d stages, %d steps, %lld training tokens", t->n_stages,
-            t->first_step[t->n_stages], (long long)t->first_tokens[t->n_stages]);
+    sl_info("schedule: %d stage%s, %d step%s, %lld training tokens", t->n_stages,
+            t->n_stages == 1 ? "" : "s", t->first_step[t->n_stages],
+            t->first_step[t->n_stages] == 1 ? "" : "s", (long long)t->first_tokens[t->n_stages]);
     for (int i = 0; i < t->n_stages; i++) {
         const sl_stage *st = &t->stages[i];
         char rope[160];
@@ -463,10 +467,10 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             return STAGE_STOPPED;
         }
         if (done == end && sm.has_eval)
-            sl_info("held-out loss at %s%s%s: %.4f (perplexity %.2f) after %d steps, %s",
+            sl_info("held-out loss at %s%s%s: %.4f (perplexity %.2f) after %d step%s, %s",
                     done == total ? "end" : "the end of stage \"", done == total ? "" : st->name,
                     done == total ? "" : "\"", sm.eval_loss, exp(sm.eval_loss), done,
-                    sl_format_duration(elapsed, (char[32]){0}, 32));
+                    done == 1 ? "" : "s", sl_format_duration(elapsed, (char[32]){0}, 32));
     }
     return 0;
 }
