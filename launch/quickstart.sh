@@ -94,7 +94,9 @@ if [ ! -f "$data/.ready" ]; then
 fi
 "$sluice" data info "$data/train" | sed -n '2,3p'
 
-echo "== 4/4 train configs/tiny.json on $np ranks ($global tokens a step)"
+ranks=ranks
+[ "$np" != 1 ] || ranks=rank
+echo "== 4/4 train configs/tiny.json on $np $ranks ($global tokens a step)"
 # the quickstart's own run starts over each time (sluice train refuses to start a new run in
 # an out_dir that holds one)
 if [ -d runs/quickstart ]; then
