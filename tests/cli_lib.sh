@@ -104,6 +104,22 @@ line_data() {
         { echo "sluice data build failed" >&2; exit 1; }
 }
 
+# train_run NAME NP|- ARGS...: `$sluice train ARGS` (under `$mpiexec -np NP --oversubscribe`
+# unless NP is -), its output in NAME.out and $out, its exit status in $rc; a hang is cut at
+# 60 s. For the scripts started by mpi_script_start (sluice, mpiexec).
+# shellcheck disable=SC2034 # rc and out are for the sourcing script
+train_run() {
+    local name=$1 np=$2
+    shift 2
+    if [ "$np" = - ]; then
+        timeout -k 5 60 "$sluice" train "$@" >"$name.out" 2>&1
+    else
+        timeout -k 5 60 "$mpiexec" -np "$np" --oversubscribe "$sluice" train "$@" >"$name.out" 2>&1
+    fi
+    rc=$?
+    out=$(cat "$name.out")
+}
+
 # moe_model_json EXPERTS: the "model" entry of a config (with its trailing comma): a small
 # qwen3_moe, EXPERTS experts top-2, 2 layers, hidden 32.
 moe_model_json() {

@@ -32,19 +32,11 @@ $(moe_model_json 8)
 EOF
 missing="sluice: error: cfg.json: data.train: nowhere: cannot open: No such file or directory"
 
-# run NAME NP|- ARGS...: sluice train cfg.json ARGS (under mpirun -np NP unless NP is -),
-# output in $out, exit status in $rc; a hang is cut at 60 s
+# run NAME NP|- ARGS...: sluice train cfg.json ARGS (train_run, tests/cli_lib.sh)
 run() {
     local name=$1 np=$2
     shift 2
-    if [ "$np" = - ]; then
-        timeout -k 5 60 "$sluice" train cfg.json "$@" >"$name.out" 2>&1
-    else
-        timeout -k 5 60 "$mpiexec" -np "$np" --oversubscribe "$sluice" train cfg.json "$@" \
-            >"$name.out" 2>&1
-    fi
-    rc=$?
-    out=$(cat "$name.out")
+    train_run "$name" "$np" cfg.json "$@"
 }
 # only NAME MESSAGE: the run exited 1 and printed MESSAGE and nothing else
 only() {

@@ -39,20 +39,13 @@ sed -e 's/"hidden_size": 32/"hidden_size": 1024/' -e 's/"moe_intermediate_size":
 sed 's/"precision": "auto"/"precision": "fp32"/' big.json >big32.json
 check "big.json differs from cfg.json in its shapes" [ "$(grep -c '"hidden_size": 1024' big.json)" = 1 ]
 
-# run NAME CONFIG NP|- ARGS...: sluice train CONFIG ARGS (under mpirun -np NP unless NP is -),
-# output in $out, exit status in $rc; a hang is cut at 60 s
+# run NAME CONFIG NP|- ARGS...: sluice train CONFIG ARGS (train_run, tests/cli_lib.sh) with no
+# run left from the one before
 run() {
     local name=$1 cfg=$2 np=$3
     shift 3
     rm -rf run
-    if [ "$np" = - ]; then
-        timeout -k 5 60 "$sluice" train "$cfg" "$@" >"$name.out" 2>&1
-    else
-        timeout -k 5 60 "$mpiexec" -np "$np" --oversubscribe "$sluice" train "$cfg" "$@" \
-            >"$name.out" 2>&1
-    fi
-    rc=$?
-    out=$(cat "$name.out")
+    train_run "$name" "$np" "$cfg" "$@"
 }
 head="sluice: error: big.json: the run needs about"
 host=$(hostname)
