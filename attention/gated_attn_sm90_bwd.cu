@@ -633,6 +633,18 @@ void launch_dkdv(void *ctx, const args &a, bool ordered, cudaStream_t stream) {
     if (hsplit > 1) launch_dkdv_reduce(a, D, part, hsplit, stream);
 }
 
+/* The dK/dV pass beside the dQ pass at BM 64 with `stages` (2, 3 or 4) stages of Q, dO and
+ * statistics, in the default step order or (EARLY) with dV issued before dS. */
+template <int D, bool EARLY>
+void launch_dkdv_ring(void *ctx, const args &a, int stages, cudaStream_t stream) {
+    if (stages == 3)
+        launch_dkdv<D, false, 64, 3, EARLY>(ctx, a, false, stream);
+    else if (stages == 4)
+        launch_dkdv<D, false, 64, 4, EARLY>(ctx, a, false, stream);
+    else
+        launch_dkdv<D, false, 64, 2, EARLY>(ctx, a, false, stream);
+}
+
 /* fused: dQ from the dK/dV pass into a.dqacc (which the prep zeroes), then converted; ordered
  * as well when deterministic. Else the separate deterministic dQ pass. */
 template <int D>
@@ -656,20 +668,12 @@ void launch_bwd(void *ctx, const args &a, bool fused, bool deterministic, cudaSt
             launch_dkdv<D, true, 64>(ctx, a, deterministic, stream);
         sl_attn_tc::launch_dq_convert(a, D, stream);
     } else {
-        if (early && stages == 3)
-            launch_dkdv<D, false, 64, 3, true>(ctx, a, false, stream);
-        else if (early && stages == 4)
-            launch_dkdv<D, false, 64, 4, true>(ctx, a, false, stream);
-        else if (early)
-            launch_dkdv<D, false, 64, 2, true>(ctx, a, false, stream);
-        else if (big)
+        if (big)
             launch_dkdv<D, false, BIG>(ctx, a, false, stream);
-        else if (stages == 3)
-            launch_dkdv<D, false, 64, 3>(ctx, a, false, stream);
-        else if (stages == 4)
-            launch_dkdv<D, false, 64, 4>(ctx, a, false, stream);
+        else if (early)
+            launch_dkdv_ring<D, true>(ctx, a, stages, stream);
         else
-            launch_dkdv<D, false, 64>(ctx, a, false, stream);
+            launch_dkdv_ring<D, false>(ctx, a, stages, stream);
         launch_dq(ctx, a, D, stream);
     }
 }

@@ -103,7 +103,7 @@ cut:
                        (SLUICE_ATTN_SM90_BWD_EARLY_DV=0 and 1; opt-in, unmeasured), after a
                        sampled check of the early dV, one process each, back to back
   attn_bench_bwd_early_dv_stages
-                       the same shapes, the early dV (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 2, 3
+                       the same shapes, the early dV (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 3
                        and 4 stages (SLUICE_ATTN_SM90_BWD_STAGES), after a sampled check with 3;
                        with attn_bench_bwd_stages: whether the two changes add up
   attn_bench_dq_overlap

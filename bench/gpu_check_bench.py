@@ -192,13 +192,13 @@ def part_attn_bwd_early_dv(L, budget, S):
 
 def part_attn_bwd_early_dv_stages(L, budget, S):
     """attn_bench_bwd_early_dv with the dK/dV pass's deeper rings: dV issued early
-    (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 2, 3 and 4 stages (SLUICE_ATTN_SM90_BWD_STAGES), one
-    process each, back to back per shape, after a sampled check with 3 stages. With
-    attn_bench_bwd_stages (the default order at 2, 3, 4) it says whether the two changes add up:
-    the early dV fills the tensor cores' queue within a step, the stages give its loads longer
-    to land."""
+    (SLUICE_ATTN_SM90_BWD_EARLY_DV=1) with 3 and 4 stages (SLUICE_ATTN_SM90_BWD_STAGES; its 2
+    stages are attn_bench_bwd_early_dv's "1"), one process each, back to back per shape, after a
+    sampled check with 3 stages. With attn_bench_bwd_stages (the default order at 2, 3, 4) and
+    attn_bench_bwd_early_dv it says whether the two changes add up: the early dV fills the
+    tensor cores' queue within a step, the stages give its loads longer to land."""
     return part_attn_variants(L, budget, "attn_bench_bwd_early_dv_stages", "SLUICE_ATTN_SM90_BWD_STAGES",
-                              ("2", "3", "4"), S["attn_pp"], "attn_bench_bwd_early_dv_stages%s_%d.out",
+                              ("3", "4"), S["attn_pp"], "attn_bench_bwd_early_dv_stages%s_%d.out",
                               "bwd_stages", check=("3", 16), fixed={"SLUICE_ATTN_SM90_BWD_EARLY_DV": "1"})
 
 

@@ -30,7 +30,7 @@ BUDGETS = {"doctor": 120, "tests": 200, "memcheck": 150, "racecheck_attention": 
            "profile_pairs": 75,
            "profile_nosplitk": 75, "profile_swiglu": 75, "attn_bench": 60, "attn_bench_fwd192": 40, "attn_bench_separate": 60, "attn_bench_pingpong": 60,
            "attn_bench_persistent": 60, "attn_bench_dq_overlap": 60, "attn_bench_bwd_stages": 90, "attn_bench_bwd_order": 75,
-           "attn_bench_bwd_early_dv": 75, "attn_bench_bwd_early_dv_stages": 110, "attn_kernels": 60, "attn_anatomy": 120,
+           "attn_bench_bwd_early_dv": 75, "attn_bench_bwd_early_dv_stages": 80, "attn_kernels": 60, "attn_anatomy": 120,
            "step_kernels": 60, "attn_long": 280,
            "expert_gemm": 30, "expert_gemm_ablate": 60, "adamw": 30, "adamw_full": 60,
            "torch_hf": 100, "torch_titan": 150}

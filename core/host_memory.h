@@ -11,9 +11,10 @@
 
 /* The bytes a new allocation of this process can still be backed by: MemAvailable + SwapFree
  * of /proc/meminfo, lowered to the headroom of every memory cgroup above the process that has
- * a limit (Slurm's --mem, a container's): limit - usage + the inactive file pages the kernel
- * reclaims first (cgroup v2 memory.max, memory.current, memory.stat; v1 memory.limit_in_bytes,
- * memory.usage_in_bytes, memory.stat). `source` says which figure bounded it, for messages
+ * a limit (Slurm's --mem, a container's): limit - usage + the page cache (active and inactive
+ * file pages), which the kernel reclaims before it kills (cgroup v2 memory.max, memory.current,
+ * memory.stat; v1 memory.limit_in_bytes, memory.usage_in_bytes, memory.stat's totals). `source`
+ * says which figure bounded it, for messages
  * ("MemAvailable + SwapFree of /proc/meminfo" or "the memory cgroup /slurm/job_7"). 0, or -1
  * where /proc/meminfo cannot be read (not Linux): the caller then knows nothing. */
 int sl_host_memory_available(uint64_t *bytes, char *source, size_t len);

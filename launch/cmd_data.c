@@ -296,7 +296,7 @@ int sl_data_cli_files(const char *arg, bool notes, char ***files, int *n, int *s
         }
         if (notes) fprintf(stderr, "sluice: note: %s: %s, skipped (a match of %s)\n", f, why, arg);
         free(f);
-        ++*skipped;
+        if (skipped) ++*skipped;
     }
     free(origin);
     *n = kept;
@@ -340,13 +340,13 @@ static int cmd_info(int argc, char **argv) {
     }
     if (n_paths == 0) return sl_cli_usage_error("data info", "PATH is required");
     totals t = {0};
-    int rc = 0, skipped = 0;
+    int rc = 0;
     char err[1024];
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1]) continue;
         char **files;
         int nf;
-        if (sl_data_cli_files(argv[i], true, &files, &nf, &skipped) != 0) {
+        if (sl_data_cli_files(argv[i], true, &files, &nf, NULL) != 0) {
             rc = 1;
             continue;
         }
@@ -400,7 +400,6 @@ static int cmd_info(int argc, char **argv) {
         }
         sl_data_paths_free(files, nf);
     }
-    (void)skipped; /* each told in a note */
     double ratio = t.file_bytes ? (double)t.token_bytes / (double)t.file_bytes : 0;
     if (json)
         printf("{\"total\":true,\"shards\":%llu,\"tokens\":%llu,\"documents\":%llu,\"frames\":%llu,"

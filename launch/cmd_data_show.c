@@ -187,11 +187,11 @@ int sl_cmd_data_show(int argc, char **argv) {
         }
         s.tok = tok;
     }
-    int rc = 0, skipped = 0;
+    int rc = 0;
     for (int p = 0; p < n_paths && rc == 0; p++) {
         char **files;
         int nf;
-        if (sl_data_cli_files(argv[p], true, &files, &nf, &skipped) != 0) {
+        if (sl_data_cli_files(argv[p], true, &files, &nf, NULL) != 0) {
             rc = -1;
             break;
         }

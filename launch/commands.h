@@ -26,9 +26,9 @@ int sl_cmd_doctor(int argc, char **argv);    /* launch/cmd_doctor.c */
  * verify` (sl_data_resolve_arg: a shard, a directory of shards or a glob, whose directories
  * are listed as a directory argument is), in *files (free with sl_data_paths_free) and *n.
  * What a glob matched that is no shard (a file not named *.shard.zst whose first bytes are not
- * a shard's, a directory without shards) is left out and counted in *skipped, each with a note
- * on stderr when `notes`; a file named otherwise is kept, so that opening it fails. -1 after
- * printing why when the argument names no shard. */
+ * a shard's, a directory without shards) is left out and counted in *skipped (when not NULL), each
+ * with a note on stderr when `notes`; a file named otherwise is kept, so that opening it fails. -1
+ * after printing why when the argument names no shard. */
 int sl_data_cli_files(const char *arg, bool notes, char ***files, int *n, int *skipped);
 
 /* launch/cli.c: "-h" or "--help". */

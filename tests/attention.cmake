@@ -170,28 +170,29 @@ sm90_env_refused(test_attention_sm90_order_bad SLUICE_ATTN_SM90_BWD_ORDER down "
 # stages, where both runs take the 3-stage ring (the 4-stage instance differs from it in the
 # ring's length alone, which test_attention_sm90_stages covers). Another value stops
 # the backward with a message naming the variable, and so do the pairings the early dV is not
-# built for: with SLUICE_ATTN_SM90_BWD_PINGPONG=1, with BM 128 (the fused dQ takes the same
-# check).
+# built for: with SLUICE_ATTN_SM90_BWD_PINGPONG=1, with BM 128, with the fused dQ.
 add_test(NAME test_attention_sm90_early_dv
-         COMMAND bash -c "$0 deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=3 $0 deterministic sm90"
+         COMMAND bash -c "\"$0\" deterministic sm90 && SLUICE_ATTN_SM90_BWD_STAGES=3 \"$0\" deterministic sm90"
                  $<TARGET_FILE:test_attention_tc>)
 set_tests_properties(test_attention_sm90_early_dv PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "attention;cuda"
                      ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_TEST_SECOND_RUN_ENV=SLUICE_ATTN_SM90_BWD_EARLY_DV=1")
 sm90_env_refused(test_attention_sm90_early_dv_bad SLUICE_ATTN_SM90_BWD_EARLY_DV 2 "0 or 1")
-foreach(pair "PINGPONG=1|does not combine with SLUICE_ATTN_SM90_BWD_PINGPONG=1"
-             "BM=128|is built for the dK/dV pass beside the dQ pass with BM 64 only")
+foreach(pair "BWD_PINGPONG=1|does not combine with SLUICE_ATTN_SM90_BWD_PINGPONG=1"
+             "BWD_BM=128|is built for the dK/dV pass beside the dQ pass with BM 64 only"
+             "DQ=fused|is built for the dK/dV pass beside the dQ pass with BM 64 only")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 other)
   list(GET pair 1 message)
   string(REGEX REPLACE "=.*" "" name "${other}")
+  string(REGEX REPLACE "^BWD_" "" name "${name}")
   string(TOLOWER "${name}" name)
   add_test(NAME test_attention_sm90_early_dv_${name}
-           COMMAND bash -c "$0 deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
+           COMMAND bash -c "\"$0\" deterministic sm90; rc=$?; test $rc = 77 && exit 77; echo exit $rc; test $rc != 0"
                    $<TARGET_FILE:test_attention_tc>)
   set_tests_properties(test_attention_sm90_early_dv_${name} PROPERTIES TIMEOUT 300
                        SKIP_RETURN_CODE 77 LABELS "attention;cuda"
-                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_EARLY_DV=1;SLUICE_ATTN_SM90_BWD_${other}"
+                       ENVIRONMENT "OMP_NUM_THREADS=2;SLUICE_ATTN_SM90_BWD_EARLY_DV=1;SLUICE_ATTN_SM90_${other}"
                        PASS_REGULAR_EXPRESSION "SLUICE_ATTN_SM90_BWD_EARLY_DV=1 ${message}.*exit [1-9]")
 endforeach()
 # bench/attn_bench --check at small shapes (tests/test_attn_bench.sh): cpu against the bench's

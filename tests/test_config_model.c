@@ -291,4 +291,19 @@ void test_logits_chunks(void) {
                 CHECK(rows * (chunks - 1) < t, "no empty last chunk");
             }
     CHECK(sl_logits_chunk_rows(100, 1 << 30, 4, true) == 1, "a row over the bound: one row");
+
+    /* the activation count's chunk is the backend's: a device's 2 GiB bound or the CPU's 64
+     * MiB (sluice train's host memory check counts the latter) */
+    sl_config c;
+    if (!tc_load("configs/qwen-gated-15a2b.json", &c)) return;
+    sl_activation_bytes dev, host;
+    sl_model_activation_bytes(&c.model, SL_MEMORY_NONE, 4096, 4, 1, true, &dev);
+    sl_model_activation_bytes(&c.model, SL_MEMORY_NONE, 4096, 4, 1, false, &host);
+    const double chunk_diff =
+        (double)(sl_logits_chunk_rows(4096, V, 4, true) - sl_logits_chunk_rows(4096, V, 4, false)) *
+        V * 4;
+    CHECK(chunk_diff > 1e9, "the bounds differ at this shape (%g bytes)", chunk_diff);
+    CHECK(dev.workspace - host.workspace == chunk_diff && dev.layers == host.layers,
+          "device minus host: the chunks' difference alone (%g, expected %g)",
+          dev.workspace - host.workspace, chunk_diff);
 }

@@ -340,7 +340,7 @@ if sorted({r.get("bwd_early_dv") for r in be.get("result") or []}) != [0, 1] or 
         "bwd_early_dv=1 check (16 sampled rows): PASS" not in be.get("note", ""):
     bad.append("attn_bench_bwd_early_dv: not a checked row per value: %r" % be)
 bes = parts.get("attn_bench_bwd_early_dv_stages", {})
-if sorted({r.get("bwd_stages") for r in bes.get("result") or []}) != [2, 3, 4] or \
+if sorted({r.get("bwd_stages") for r in bes.get("result") or []}) != [3, 4] or \
         {r.get("env_SLUICE_ATTN_SM90_BWD_EARLY_DV") for r in bes.get("result") or []} != {"1"} or \
         "bwd_stages=3 check (16 sampled rows): PASS" not in bes.get("note", ""):
     bad.append("attn_bench_bwd_early_dv_stages: not a checked early-dV row per stage count: %r" % bes)

@@ -6,7 +6,8 @@
  * at the namespace's root ("0::/"); a cgroup v1 memory controller among others (its
  * total_active_file and total_inactive_file), its PAGE_COUNTER_MAX meaning none; v2 under
  * /sys/fs/cgroup/unified beside v1; a limit above what the node has changes nothing; no
- * /proc/meminfo is -1. The real host's call succeeds. And core/placement.h's count of a rank's
+ * /proc/meminfo is -1. The real host's call reads its files (its figure may be 0 on a host at
+ * its limit). And core/placement.h's count of a rank's
  * host's ranks.
  */
 #include <stdarg.h>

@@ -248,7 +248,7 @@ refused_resume arch "another top-k" 'model.num_experts_per_tok (checkpoint 4, co
 # ---- a resume continues the data of the stage it re-enters: other shards there (or another
 # data.seed) are refused naming the key, not listed as an allowed change; the same shards at
 # another path continue bitwise ----
-refused_resume newdata "other training data" 'staged.json: data.train: the training data of stage "long" changed since run/checkpoints/step-6 (it read train; this config names train2): a resumed stage continues the data it was reading. To train on other data, add a stage with its own data.train' \
+refused_resume newdata "other training data" 'staged.json (--set): data.train: the training data of stage "long" changed since run/checkpoints/step-6 (it read train; this config names train2): a resumed stage continues the data it was reading. To train on other data, add a stage with its own data.train' \
     --set data.train=train2
 check "... not listed among the allowed changes first" \
     bash -c '! grep -q "settings changed since the checkpoint" <<<"$1"' _ "$out"

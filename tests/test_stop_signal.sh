@@ -99,7 +99,9 @@ stopped rank1 1
 # pipe below; the byte 0x03 written there after the tenth step is the terminal's Ctrl-C
 # (SIGINT to the wrapper's process group). The pipe stays open until the ranks are gone.
 if command -v script >/dev/null && command -v setsid >/dev/null && command -v mpirun >/dev/null; then
-    cmd=$(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set training.out_dir=ctrlc)
+    # the out_dir by its absolute path: what pgrep looks for is this test's run alone
+    ctrlc=$PWD/ctrlc
+    cmd=$(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set "training.out_dir=$ctrlc")
     {
         for ((i = 0; i < 600; i++)); do
             [ "$(tr '\r' '\n' <ctrlc.raw 2>/dev/null | grep -c '^step ')" -ge 10 ] && break
@@ -108,13 +110,13 @@ if command -v script >/dev/null && command -v setsid >/dev/null && command -v mp
         printf '\003'
         sleep 1
         for ((i = 0; i < 1200; i++)); do
-            pgrep -f "training.out_dir=ctrlc" >/dev/null || break
+            pgrep -f "training.out_dir=$ctrlc" >/dev/null || break
             sleep 0.1
         done
     } | timeout -k 5 150 script -qfec "$cmd" /dev/null >ctrlc.raw 2>&1
     echo $? >ctrlc.rc
     tr -d '\r' <ctrlc.raw >ctrlc.log
-    pkill -KILL -f "training.out_dir=ctrlc" 2>/dev/null
+    pkill -KILL -f "training.out_dir=$ctrlc" 2>/dev/null
     stopped ctrlc '[12]'
     # (after the terminal's echo of the Ctrl-C, ^C)
     check "ctrlc: the wrapper's line once" \

@@ -82,5 +82,12 @@ check "a data.train that is not a shard: exit status 1 (got $rc)" [ "$rc" -eq 1 
 check "a data.train that is not a shard: named by the key, alone (got: $out)" \
     grep -qx 'sluice: error: cfg.json (--set): data.train: corpus.txt: byte offset 0: bad magic 0x[0-9a-f]*: not a sluice shard' <<<"$out"
 
+# a data path from --set is tagged "(--set)" in the reader's errors too (here the shard's
+# vocabulary, found when the reader opens it)
+run vocab - --set data.train=train --set model.vocab_size=100 --set training.out_dir=run_vocab
+check "a --set data path's reader error: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
+check "a --set data path's reader error: tagged (--set), once (got: $out)" \
+    [ "$(grep -c '^sluice: error: cfg.json (--set): data.train: train/shard-00000.shard.zst: vocabulary size 257 does not fit model.vocab_size = 100' <<<"$out")" -eq 1 ]
+
 echo "test_train_data_check: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -292,7 +292,7 @@ int sl_plan_compute(const sl_config *cfg, const sl_plan_request *r, sl_plan *p, 
     p->total = p->state + p->act[p->mode].total + p->deferred;
     p->usable = 0.92 * p->gpu_memory_gib * GIB - 2.0 * GIB;
     p->fits = p->total <= p->usable;
-    if (!p->fits) advise(p, m);
+    if (!p->fits && !p->host) advise(p, m); /* a GPU's advice: none for host memory */
 
     /* Communication. EP groups are consecutive ranks, EDP groups stride EP, nodes hold
      * gpus_per_node consecutive ranks (docs/parallelism.md): count rank 0's peers. */

@@ -43,10 +43,12 @@
 
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
     const sl_config *c = t->cfg;
+    char src[SL_PATH_MAX + 16]; /* the config, "(--set)" when an override named the data */
+    sl_trainer_data_key_source(t, what, src, sizeof src);
     if (sl_reader_vocab_size(r) > st->model.vocab_size) {
         sl_error_hold("%s: %s: %s: vocabulary size %d does not fit model.vocab_size = %d: "
                       "every token id must be below it",
-                      c->path, what, sl_reader_first_shard(r), sl_reader_vocab_size(r),
+                      src, what, sl_reader_first_shard(r), sl_reader_vocab_size(r),
                       st->model.vocab_size);
         return -1;
     }
@@ -58,7 +60,7 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
         sl_shard_tokenizer_hex(t->tok_hash, b);
         sl_error_hold("%s: %s: %s: built with tokenizer sha256 %s..., but data.tokenizer = %s "
                       "is sha256 %s...",
-                      c->path, what, shard, a, c->data.tokenizer, b);
+                      src, what, shard, a, c->data.tokenizer, b);
         return -1;
     }
     /* shards built with a tokenizer and no data.tokenizer: the run trains, but its weights
@@ -70,7 +72,7 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
                 "not set: final/ and sluice ckpt export will carry no tokenizer.json, and sluice "
                 "generate will need --tokenizer; set data.tokenizer to the tokenizer.json the "
                 "shards were built with (docs/config.md)",
-                c->path, what, shard, a);
+                src, what, shard, a);
         t->tok_warned = true;
     }
     return 0;
@@ -315,9 +317,8 @@ static int train_batch(void *user, int micro, int32_t *tokens, char *err, size_t
 typedef struct {
     int64_t *counts;
     double *load_max, *load_mean, *rank_load;
-    double t0; /* when this process began its schedule, before the first stage's
-                * entry and held-out evaluation: elapsed_s counts from here */
-    sl_eta eta;
+    sl_eta eta; /* eta.t0: when this process began its schedule, before the first stage's entry
+                 * and held-out evaluation: elapsed_s counts from here too */
 } loop_stats;
 
 /* Model FLOPs of the steps after global step `done`, over the rest of the schedule. */
@@ -366,9 +367,10 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
         /* the schedule's step within the stage: each stage has its own warmup and decay */
         if (sl_train_step(&stepper, tc, step - first, train_batch, t, &res, t->err,
                           sizeof t->err) != 0) {
-            char key[160];
+            char key[160], src[SL_PATH_MAX + 16];
             sl_config_stage_data_key(c, t->reader_stage, false, key, sizeof key);
-            sl_error("%s: %s: %s", c->path, key, t->err);
+            sl_error("%s: %s: %s", sl_trainer_data_key_source(t, key, src, sizeof src), key,
+                     t->err);
             sl_comm_abort(1);
         }
         /* the background write of the previous checkpoint overlapped this step: commit it */
@@ -395,7 +397,7 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
         }
         sl_trainer_profile_end(t, step + 1);
         /* one reading for both: the step's own time lies within elapsed_s exactly */
-        const double now = sl_trainer_now(), elapsed = now - ls->t0, dt = now - ts;
+        const double now = sl_trainer_now(), elapsed = now - ls->eta.t0, dt = now - ts;
         sl_step_metrics sm = {
             .step = done,
             .max_steps = total,
@@ -481,9 +483,8 @@ static int run_schedule(trainer *t) {
     loop_stats ls = {.counts = sl_xcalloc((size_t)nl * ne, sizeof(int64_t)),
                      .load_max = sl_xcalloc((size_t)nl, sizeof(double)),
                      .load_mean = sl_xcalloc((size_t)nl, sizeof(double)),
-                     .rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double)),
-                     .t0 = sl_trainer_now()};
-    sl_eta_start(&ls.eta, ls.t0);
+                     .rank_load = sl_xcalloc((size_t)t->topo.ep_size, sizeof(double))};
+    sl_eta_start(&ls.eta, sl_trainer_now());
     int rc = 0;
     int step = t->start_step;
     for (int i = sl_trainer_stage_at(t, step); rc == 0 && i < t->n_stages; i++) {

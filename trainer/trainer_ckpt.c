@@ -231,7 +231,9 @@ static int check_resumed_data(const trainer *t, const sl_ckpt *ck, const cJSON *
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cursor, "corpora");
     const int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
     char was[1024] = "", is[1024] = "", detail[1024] = "", key[160], err[1024];
+    char src[SL_PATH_MAX + 16];
     sl_config_stage_data_key(c, into, false, key, sizeof key);
+    sl_trainer_data_key_source(t, key, src, sizeof src);
     for (int i = 0; i < n; i++) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, i), "path");
         append_item(was, sizeof was, cJSON_IsString(p) ? p->valuestring : "?");
@@ -245,7 +247,7 @@ static int check_resumed_data(const trainer *t, const sl_ckpt *ck, const cJSON *
         const cJSON *fp = cJSON_GetObjectItemCaseSensitive(e, "fingerprint");
         uint32_t v = 0;
         if (sl_reader_fingerprint(d->train[i].path, &v, err, sizeof err) != 0) {
-            sl_error_hold("%s: %s: %s", c->path, key, err);
+            sl_error_hold("%s: %s: %s", src, key, err);
             return -1;
         }
         char hex[16];
@@ -263,7 +265,7 @@ static int check_resumed_data(const trainer *t, const sl_ckpt *ck, const cJSON *
                   "%s): a resumed %s continues the data it was reading. To train on other data, "
                   "add a stage with its own data.train (training.stages, docs/stages.md), or start "
                   "a new run (another training.out_dir)\n  %s",
-                  c->path, key, stage, sl_ckpt_dir(ck), was, is, c->stages_given ? "stage" : "run",
+                  src, key, stage, sl_ckpt_dir(ck), was, is, c->stages_given ? "stage" : "run",
                   detail);
     return -1;
 }

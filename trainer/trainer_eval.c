@@ -30,10 +30,11 @@ double sl_trainer_evaluate(trainer *t) {
                         .dp_size = t->topo.dp_size,
                         .seq_len = tc->seq_len,
                         .eval = true};
-    char key[160];
+    char key[160], src[SL_PATH_MAX + 16];
     sl_config_stage_data_key(t->cfg, t->cur, true, key, sizeof key);
+    sl_trainer_data_key_source(t, key, src, sizeof src);
     sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
-    if (!r) sl_error_hold("%s: %s: %s", t->cfg->path, key, t->err);
+    if (!r) sl_error_hold("%s: %s: %s", src, key, t->err);
     if (sl_comm_agree(t->topo.world, r == NULL || sl_trainer_check_data(t, st, r, key) != 0)) {
         if (r) sl_reader_close(r);
         return -1.0;
@@ -54,7 +55,7 @@ double sl_trainer_evaluate(trainer *t) {
         }
         sl_comm_allreduce_max_f64(t->topo.world, flags, 2);
         if (flags[1] > 0) {
-            if (rc < 0) sl_error("%s: %s: %s", t->cfg->path, key, t->err);
+            if (rc < 0) sl_error("%s: %s: %s", src, key, t->err);
             sl_reader_close(r);
             return -1.0;
         }

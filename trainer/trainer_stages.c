@@ -268,10 +268,11 @@ static int open_stage_reader(trainer *t, int i) {
     t->train_reader = sl_reader_open(&o, t->err, sizeof t->err);
     t->reader_stage = i;
     int rc = 0;
-    char key[160];
+    char key[160], src[SL_PATH_MAX + 16];
     sl_config_stage_data_key(t->cfg, i, false, key, sizeof key);
     if (!t->train_reader) {
-        sl_error_hold("%s: %s: %s", t->cfg->path, key, t->err);
+        sl_error_hold("%s: %s: %s", sl_trainer_data_key_source(t, key, src, sizeof src), key,
+                      t->err);
         rc = -1;
     } else if (sl_trainer_check_data(t, st, t->train_reader, key) != 0) {
         rc = -1;
