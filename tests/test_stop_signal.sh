@@ -101,7 +101,10 @@ stopped rank1 1
 if command -v script >/dev/null && command -v setsid >/dev/null && command -v mpirun >/dev/null; then
     # the out_dir by its absolute path: what pgrep looks for is this test's run alone
     ctrlc=$PWD/ctrlc
-    cmd=$(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set "training.out_dir=$ctrlc")
+    # exec: script(1) runs the command with $SHELL -c, /bin/sh when SHELL is unset (as in CI);
+    # a dash there waits for the wrapper in the terminal's foreground group and dies of the
+    # Ctrl-C itself (130), where a user's interactive shell would give the wrapper the terminal
+    cmd="exec $(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set "training.out_dir=$ctrlc")"
     {
         for ((i = 0; i < 600; i++)); do
             [ "$(tr '\r' '\n' <ctrlc.raw 2>/dev/null | grep -c '^step ')" -ge 10 ] && break
