@@ -35,8 +35,9 @@ def slugs(path, cache={}):
 
 def main():
     src = os.path.abspath(sys.argv[1])
-    pages = subprocess.run(["git", "-C", src, "ls-files", "*.md"], capture_output=True, text=True,
-                           check=True).stdout.split()
+    # safe.directory: a checkout owned by another user (a CI container as root) is still read
+    pages = subprocess.run(["git", "-c", "safe.directory=" + src, "-C", src, "ls-files", "*.md"],
+                           capture_output=True, text=True, check=True).stdout.split()
     pages = [p for p in pages if not p.startswith("bench/results/")]
     bad, links = [], 0
     for page in pages:

@@ -46,8 +46,9 @@ static void put(const char *rel, const char *fmt, ...) {
 
 /* A fresh fake host with MemAvailable `avail_mib` and SwapFree `swap_mib`. */
 static void host(const char *name, unsigned avail_mib, unsigned swap_mib) {
-    snprintf(g_root, sizeof g_root, "%s/sluice_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid(), name);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/sluice_%d_%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+             name);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
     CHECK(system(cmd) == 0, "%s", cmd);

@@ -301,7 +301,9 @@ static void test_prefetch(void) {
         sl_reader_next(r, tok, NULL, NULL, err, sizeof err);
     }
     sl_reader_get_stats(r, &s1);
-    CHECK(s1.waits - s0.waits <= 2, "the consumer waited %llu times in 100 steps",
+    /* without the prefetch nearly every step waits; a few waits leave room for a loaded machine
+     * (ctest -j on two cores) starving the reader's thread now and then */
+    CHECK(s1.waits - s0.waits <= 10, "the consumer waited %llu times in 100 steps",
           (unsigned long long)(s1.waits - s0.waits));
     sl_reader_close(r);
     truth_free(&t);

@@ -46,7 +46,9 @@ signal_run() {
     done
     target=$pid
     if [ "$who" = rank1 ]; then
-        target=$(pgrep -f "sluice train run.json --set training.out_dir=$name" | sort -n | tail -1)
+        # the ranks' command lines start with sluice's path (mpirun's with mpirun); the later
+        # of the two by start time, not by pid (pids wrap)
+        target=$(pgrep -n -f "^$sluice train run.json --set training.out_dir=$name\$")
     fi
     kill -"$sig" "$target"
     for ((i = 0; i < 1200; i++)); do
@@ -101,10 +103,13 @@ stopped rank1 1
 if command -v script >/dev/null && command -v setsid >/dev/null && command -v mpirun >/dev/null; then
     # the out_dir by its absolute path: what pgrep looks for is this test's run alone
     ctrlc=$PWD/ctrlc
-    # exec: script(1) runs the command with $SHELL -c, /bin/sh when SHELL is unset (as in CI);
-    # a dash there waits for the wrapper in the terminal's foreground group and dies of the
-    # Ctrl-C itself (130), where a user's interactive shell would give the wrapper the terminal
-    cmd="exec $(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set "training.out_dir=$ctrlc")"
+    # script(1) runs the command with "$SHELL -c": SHELL=/bin/sh here, whatever the caller's
+    # (unset in CI, a nologin shell under sudo), and exec, as a dash that stayed would wait for
+    # the wrapper in the terminal's foreground group and die of the Ctrl-C itself (130), where
+    # a user's interactive shell gives the wrapper the terminal. env --default-signal=INT: a
+    # SIGINT ignored by whoever started the test (a background job of a script) would stay
+    # ignored in the wrapper, whose trap then never runs.
+    cmd="exec env --default-signal=INT $(printf '%q ' "$wrapper" 2 "$sluice" train run.json --set "training.out_dir=$ctrlc")"
     {
         for ((i = 0; i < 600; i++)); do
             [ "$(tr '\r' '\n' <ctrlc.raw 2>/dev/null | grep -c '^step ')" -ge 10 ] && break
@@ -116,7 +121,7 @@ if command -v script >/dev/null && command -v setsid >/dev/null && command -v mp
             pgrep -f "training.out_dir=$ctrlc" >/dev/null || break
             sleep 0.1
         done
-    } | timeout -k 5 150 script -qfec "$cmd" /dev/null >ctrlc.raw 2>&1
+    } | SHELL=/bin/sh timeout -k 5 150 script -qfec "$cmd" /dev/null >ctrlc.raw 2>&1
     echo $? >ctrlc.rc
     tr -d '\r' <ctrlc.raw >ctrlc.log
     pkill -KILL -f "training.out_dir=$ctrlc" 2>/dev/null
