@@ -34,6 +34,10 @@ long long sl_backend_host_reads(const sl_backend *be) {
 long long sl_backend_syncs(const sl_backend *be) {
     return (long long)be->syncs;
 }
+void sl_backend_tensor_bytes(const sl_backend *be, long long *now, long long *peak) {
+    if (now) *now = (long long)__atomic_load_n(&be->tensor_bytes, __ATOMIC_RELAXED);
+    if (peak) *peak = (long long)__atomic_load_n(&be->tensor_bytes_peak, __ATOMIC_RELAXED);
+}
 bool sl_backend_device(const sl_backend *be, sl_device_info *out) {
     memset(out, 0, sizeof *out);
     out->ordinal = -1;

@@ -44,6 +44,13 @@ long long sl_backend_host_reads(const sl_backend *be);
  * host waits at most host_reads + syncs times (docs/architecture.md, "Host reads"). */
 long long sl_backend_syncs(const sl_backend *be);
 
+/* Bytes held by the tensors of this backend that own their memory: now, and the most at any
+ * time since it was created (NULL for one not wanted). What the tensors asked for, not what
+ * the allocator holds (the CPU backend rounds each up to 64 bytes; a device's allocator may
+ * keep freed blocks). model/counts.h's counts are of these bytes, and the tests compare them
+ * (tests/test_memory_counts.c). */
+void sl_backend_tensor_bytes(const sl_backend *be, long long *now, long long *peak);
+
 /* The device a backend computes on, for the start-up banner, the transport choice (two ranks
  * on one device cannot share an NCCL communicator) and `sluice doctor`. */
 typedef struct {

@@ -61,6 +61,15 @@ static int64_t shape_numel(int ndim, const int64_t *shape) {
     return n;
 }
 
+/* sl_backend_tensor_bytes: the bytes now, and the peak raised to them where they pass it */
+static void count_bytes(sl_backend *be, int64_t delta) {
+    const int64_t now = __atomic_add_fetch(&be->tensor_bytes, delta, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&be->tensor_bytes_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&be->tensor_bytes_peak, &peak, now, true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 sl_tensor *sl_tensor_new(sl_backend *be, sl_dtype dt, int ndim, const int64_t *shape) {
     sl_tensor *t = sl_xcalloc(1, sizeof *t);
     t->be = be;
@@ -78,6 +87,7 @@ sl_tensor *sl_tensor_new(sl_backend *be, sl_dtype dt, int ndim, const int64_t *s
     } else {
         t->data = be->iface.alloc(be->ctx, (size_t)t->numel * sl_dtype_size(dt));
     }
+    count_bytes(be, t->numel * (int64_t)sl_dtype_size(dt));
     return t;
 }
 
@@ -146,7 +156,10 @@ void sl_tensor_reshape(sl_tensor *t, int ndim, const int64_t *shape) {
 
 void sl_tensor_free(sl_tensor *t) {
     if (!t) return;
-    if (!t->is_view) t->be->iface.free(t->be->ctx, t->data);
+    if (!t->is_view) {
+        t->be->iface.free(t->be->ctx, t->data);
+        count_bytes(t->be, -t->numel * (int64_t)sl_dtype_size(t->dtype));
+    }
     free(t);
 }
 

@@ -92,12 +92,13 @@ int64_t sl_model_expert_param_count(const sl_model_config *m) {
     return count(m).experts;
 }
 
-/* Per-token sizes of the pieces of one layer's activations (model/counts.h), in bytes. */
+/* Per-token sizes of the pieces of one layer's activations (model/counts.h), in bytes; with
+ * train false, a forward-only model's (no backward buffers). */
 typedef struct {
     double residual, attn_set, kernel_out, moe, dense;
 } layer_pieces;
 
-static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
+static layer_pieces pieces(const sl_model_config *m, int a, int ep, bool train) {
     const double h = m->hidden_size, H = m->num_attention_heads, KV = m->num_key_value_heads;
     const double hd = H * m->head_dim, kvd = KV * m->head_dim, wq = (double)q_width(m);
     const double k = m->num_experts_per_tok, E = m->num_experts;
@@ -106,21 +107,56 @@ static layer_pieces pieces(const sl_model_config *m, int a, int ep) {
     p.attn_set = (h + wq + hd + 3 * kvd + (wq - hd)) * a + (1 + H + KV) * 4.0;
     p.kernel_out = 2 * hd * a + H * 4.0;
     const double ffn = 2 * h * a + 4.0; /* xn, y, rstd */
-    /* the MoE block has no y: its combine writes the layer's output (moe/ffn_block.c) */
-    double moe = ffn - h * a + (3 * E + 2 * k) * 4.0 + 3 * k * 4.0; /* router fp32, indices */
-    if (a != 4) moe += 2 * h * 4.0;                                 /* the router's fp32 copies */
-    const double rows = ep > 1 ? 8 * k : 4 * k; /* xs, ys, dxs, dys (+ received) */
-    moe += rows * h * a + k * 6.0 * m->moe_intermediate_size * a;
+    /* a SwiGLU's gu and h (3 I), and their gradients (3 I more) to train */
+    const double mlp = train ? 6.0 : 3.0;
+    /* the MoE block has no y: its combine writes the layer's output (moe/ffn_block.c); the
+     * router's fp32 logits, probs and topk_w (with dlogits and dtopk_w to train), the int32
+     * topk_idx, sorted_token and slot_pos */
+    double moe = ffn - h * a + (train ? 3 * E + 2 * k : 2 * E + k) * 4.0 + 3 * k * 4.0;
+    if (a != 4) moe += (train ? 2 : 1) * h * 4.0; /* the router's fp32 input (and gradient) */
+    /* xs, ys (dxs, dys to train), with ep > 1 as many received */
+    const double rows = (ep > 1 ? 2 : 1) * (train ? 4 : 2) * k;
+    moe += rows * h * a + k * mlp * m->moe_intermediate_size * a;
+    /* the shared expert's MLP, its output, gated output and gate logit (the output's and the
+     * logit's gradients to train) */
     if (m->shared_expert_intermediate_size > 0)
-        moe += (6.0 * m->shared_expert_intermediate_size + 2 * h + 1) * a;
+        moe += (mlp * m->shared_expert_intermediate_size + (train ? 3 * h + 2 : 2 * h + 1)) * a;
     p.moe = moe;
-    p.dense = ffn + 6.0 * m->intermediate_size * a;
+    p.dense = ffn + mlp * m->intermediate_size * a;
     return p;
+}
+
+/* SL_MEMORY_FORWARD_ONLY (model/model_build.c): two residual buffers that alternate, one h,
+ * one set of each block kind that every layer shares; the final norm's xf and rstd, ids,
+ * targets, positions, losses and one logits chunk; no backward buffers. */
+static void forward_only_bytes(const sl_model_config *m, int64_t tokens, int a, int ep, bool device,
+                               sl_activation_bytes *out) {
+    const layer_pieces p = pieces(m, a, ep, false);
+    const double t = (double)tokens, h = m->hidden_size;
+    bool any_moe = false, any_dense = false;
+    for (int l = 0; l < layer_total(m); l++) {
+        if (sl_layer_is_moe(m, l))
+            any_moe = true;
+        else
+            any_dense = true;
+    }
+    const double set =
+        3 * h * a + p.attn_set + p.kernel_out + (any_moe ? p.moe : 0) + (any_dense ? p.dense : 0);
+    const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, a, device);
+    out->per_layer_max = 0;
+    out->layers = 0;
+    out->shared = set * t;
+    out->workspace = (h * a + 4.0 + 3 * 4.0 + 4.0) * t + (double)rows * m->vocab_size * a;
+    out->total = out->shared + out->workspace;
 }
 
 void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, int64_t tokens,
                                int act_bytes, int ep, bool device, sl_activation_bytes *out) {
-    const layer_pieces p = pieces(m, act_bytes, ep);
+    if (mode == SL_MEMORY_FORWARD_ONLY) {
+        forward_only_bytes(m, tokens, act_bytes, ep, device, out);
+        return;
+    }
+    const layer_pieces p = pieces(m, act_bytes, ep, true);
     const double t = (double)tokens, a = act_bytes, h = m->hidden_size;
     const int L = layer_total(m);
     bool any_moe = false, any_dense = false;

@@ -76,17 +76,27 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  *                   each, in bf16 the router's fp32 input copy and its gradient h each; routed
  *                   rows xs, ys, dxs, dys k*h each, with ep > 1 the received rows (k*h each on
  *                   average: balanced routing) in expert_in, expert_out and their gradients; the
- *                   experts' gu, h, dgu, dh 6*Im per routed row; shared expert 6*Is + 2h + 1;
+ *                   experts' gu, h, dgu, dh 6*Im per routed row; shared expert 6*Is + 3h + 2
+ *                   (its MLP, output, gated output, gate logit and their gradients);
  *                   dense FFN 6*I
  * Which of them each layer keeps (docs/memory.md):
  *   none       every layer its own residual, attention set, kernel outputs and FFN
  *   attention  every layer its own residual, kernel outputs and FFN; one attention set
  *   layer      every layer its own x[l] (plus x[L]); one h, attention set, kernel outputs,
  *              and one FFN set per kind (MoE, dense)
+ *   forward-only (sluice eval and generate) two x buffers that alternate and one h; one
+ *              attention set, kernel outputs and FFN set per kind without the backward's
+ *              tensors (the router's dlogits, dtopk_w and fp32 input gradient, dxs, dys,
+ *              the MLPs' dgu and dh, the shared expert's gradients); no workspace but the
+ *              final norm's xf and rstd, ids, targets, positions, losses and a logits chunk
  * The workspace (every mode that trains): the attention gradients (dy, dq H*D each,
  * dk, dk_pre, dv KV*D each, dg Wq - H*D, dqall Wq, dxn h), the FFN's dxn h, the residual gradients
  * dx and dh, the final norm's xf, dxf (h each) and fp32 rstd, int32 ids, targets, positions, fp32
  * losses, and one logits chunk of sl_logits_chunk_rows(tokens, V, device) rows of V.
+ * tests/test_memory_counts.c checks these against the bytes the tensors hold, on the CPU.
+ * Not counted: the tensors without a token dimension (router statistics, selection biases,
+ * per-expert counts, the step statistics, the RoPE table), and with capacity drops two int32
+ * per routed row (the dispatcher's gather and combine positions).
  */
 /* The LM head's logits chunk (model/model.c): at most this many bytes. Every chunk re-reads
  * the head weight and re-reads and re-writes its fp32 gradient (8 V h bytes: 2.5 GB at 15A2B),

@@ -24,6 +24,13 @@ sluice_test(test_recompute SOURCES test_recompute.c ARGS cpu LABELS model TIMEOU
 add_test(NAME test_recompute_cuda COMMAND test_recompute cuda)
 set_tests_properties(test_recompute_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
                      LABELS "cuda" ENVIRONMENT "OMP_NUM_THREADS=2")
+# model/counts.h's activation count against the bytes the model's tensors hold on the CPU
+# (sl_backend_tensor_bytes), in every memory mode: exact per token, small and fixed besides;
+# the cuda variant in bf16 on the CUDA backend (emulated build, label cuda).
+sluice_test(test_memory_counts SOURCES test_memory_counts.c LABELS model)
+add_test(NAME test_memory_counts_cuda COMMAND test_memory_counts cuda)
+set_tests_properties(test_memory_counts_cuda PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "cuda")
 # A staged schedule (training.stages): metrics, retention of stage ends, the exported RoPE
 # settings, exact resume at and after a boundary, and the schedule's validation messages.
 add_test(NAME test_stages
