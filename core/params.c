@@ -53,7 +53,8 @@ static void bind_views(sl_params *ps) {
         p->master = sl_tensor_view(ps->w[p->group], p->offset, p->ndim, p->shape);
         p->w = ps->wc[p->group] ? sl_tensor_view(ps->wc[p->group], p->offset, p->ndim, p->shape)
                                 : p->master;
-        p->g = sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape);
+        p->g =
+            ps->g[p->group] ? sl_tensor_view(ps->g[p->group], p->offset, p->ndim, p->shape) : NULL;
     }
     ps->finalized = true;
 }
@@ -68,7 +69,7 @@ void sl_params_finalize(sl_params *ps) {
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
         int64_t n = ps->size[gi] ? ps->size[gi] : 1;
         ps->w[gi] = sl_tensor_new1(ps->be, SL_F32, n);
-        ps->g[gi] = sl_tensor_new1(ps->be, SL_F32, n);
+        ps->g[gi] = ps->no_grads ? NULL : sl_tensor_new1(ps->be, SL_F32, n);
         if (ps->compute != SL_F32) ps->wc[gi] = sl_tensor_new1(ps->be, ps->compute, n);
     }
     bind_views(ps);
@@ -89,14 +90,21 @@ void sl_params_finalize_shared(sl_params *ps, const sl_params *src) {
         p->offset = ps->size[p->group];
         ps->size[p->group] += p->numel;
     }
-    /* Views of the source's flat buffers: freeing them never frees the source's memory. */
+    /* Views of the source's flat buffers: freeing them never frees the source's memory. A
+     * source without gradients gives none. */
+    if (src->no_grads) ps->no_grads = true;
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) {
         const int64_t n = sl_tensor_numel(src->w[gi]);
         ps->w[gi] = sl_tensor_view1(src->w[gi], 0, n);
-        ps->g[gi] = sl_tensor_view1(src->g[gi], 0, n);
+        ps->g[gi] = ps->no_grads ? NULL : sl_tensor_view1(src->g[gi], 0, n);
         if (src->wc[gi]) ps->wc[gi] = sl_tensor_view1(src->wc[gi], 0, n);
     }
     bind_views(ps);
+}
+
+void sl_params_without_grads(sl_params *ps) {
+    SL_CHECK(!ps->finalized, "sl_params_without_grads after finalize");
+    ps->no_grads = true;
 }
 
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt) {
@@ -142,6 +150,7 @@ void sl_params_randomize(sl_params *ps, uint64_t seed) {
 }
 
 void sl_params_zero_grad(sl_params *ps) {
+    SL_CHECK(!ps->no_grads, "zeroing the gradients of parameters that have none");
     for (int gi = 0; gi < SL_PGROUP_COUNT; gi++) sl_tensor_zero(ps->g[gi]);
     for (int i = 0; i < ps->count; i++) ps->items[i]->grad_stale = false;
 }

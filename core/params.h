@@ -57,6 +57,7 @@ typedef struct {
     sl_tensor *w[SL_PGROUP_COUNT], *g[SL_PGROUP_COUNT]; /* fp32 master weights, gradients */
     sl_tensor *wc[SL_PGROUP_COUNT]; /* bf16 compute copies (NULL in fp32 training) */
     sl_dtype compute;               /* SL_F32 (default) or SL_BF16 */
+    bool no_grads; /* no gradients: g and every p->g NULL (sl_params_without_grads) */
     bool finalized;
     int layer; /* layer of the parameters being declared (-1: none) */
 } sl_params;
@@ -79,6 +80,10 @@ sl_param *sl_params_add(sl_params *ps, const char *name, sl_pgroup group, int nd
 void sl_params_set_layer(sl_params *ps, int layer);
 /* The dtype the model computes with (before finalize; SL_F32 unless set). */
 void sl_params_set_compute_dtype(sl_params *ps, sl_dtype dt);
+/* Allocates no gradients (before finalize): for a model that only runs forwards (evaluation,
+ * generation), whose parameters then take 4 bytes each in fp32 instead of 8. g and every
+ * parameter's g stay NULL; sl_params_zero_grad refuses such a store. */
+void sl_params_without_grads(sl_params *ps);
 /* Lays out and allocates the flat buffers and binds every parameter's views. */
 void sl_params_finalize(sl_params *ps);
 /* Instead of sl_params_finalize: binds every parameter to the memory of src, a finalized store

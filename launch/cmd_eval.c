@@ -20,6 +20,7 @@
 #include "io/shard.h"
 #include "io/text_codec.h"
 #include "launch/commands.h"
+#include "launch/host_check.h"
 #include "io/safetensors.h"
 #include "launch/eval_report.h"
 #include "launch/weights.h"
@@ -289,6 +290,8 @@ int sl_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "sluice eval: error: --plot needs --diagnostics\n");
         return 2;
     }
+    int64_t host_memory;
+    if (sl_cli_host_memory_env("eval", &host_memory) != 0) return 2;
     sl_comm *world = sl_comm_init_world(&argc, &argv);
     char err[2048];
     int rc = 1;
@@ -353,6 +356,13 @@ int sl_cmd_eval(int argc, char **argv) {
                  data, have, need, batch, seq);
         goto done;
     }
+    /* on the CPU: refused with a message where the kernel would kill the process */
+    const sl_forward_need fn = {.cfg = &mc,
+                                .compute = SL_F32,
+                                .tokens = (int64_t)batch * seq,
+                                .weights_path = weights,
+                                .advice = "A smaller --batch or --seq-len lowers the activations"};
+    if (sl_cli_check_forward_memory(&fn, be, host_memory) != 0) goto done;
     /* evaluation keeps nothing for a backward (docs/memory.md) */
     m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,
                             sizeof err);

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "io/text_codec.h"
 #include "launch/commands.h"
+#include "launch/host_check.h"
 #include "launch/weights.h"
 #include "model/decode.h"
 
@@ -252,6 +253,8 @@ int sl_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "sluice generate: error: give a prompt: --prompt TEXT or --prompts FILE\n");
         return 2;
     }
+    int64_t host_memory;
+    if (sl_cli_host_memory_env("generate", &host_memory) != 0) return 2;
 
     sl_comm *world = sl_comm_init_world(&argc, &argv);
     int rc = 1;
@@ -317,6 +320,21 @@ int sl_cmd_generate(int argc, char **argv) {
         goto done;
     }
     const sl_dtype dt = strcmp(precision, "bf16") == 0 ? SL_BF16 : SL_F32;
+    /* on the CPU: refused with a message where the kernel would kill the process. The first
+     * pass runs the prompts' tokens (at most --chunk per prompt); the caches hold keys and
+     * values of every layer at every position */
+    const int first = longest < chunk ? longest : (int)chunk;
+    const sl_forward_need fn = {
+        .cfg = &mc,
+        .compute = dt,
+        .tokens = (int64_t)pl.n * first,
+        .extra = 2.0 * mc.num_hidden_layers * pl.n * (double)max_len * mc.num_key_value_heads *
+                 mc.head_dim * (double)sl_dtype_size(dt),
+        .extra_what = "KV cache",
+        .weights_path = weights,
+        .advice = "Fewer prompts, a smaller --chunk or --max-new lower the activations and the "
+                  "KV cache"};
+    if (sl_cli_check_forward_memory(&fn, be, host_memory) != 0) goto done;
     m = sl_model_create_mem(&mc, be, NULL, pl.n, 1, NULL, dt, SL_MEMORY_FORWARD_ONLY, err,
                             sizeof err);
     if (!m || sl_weights_load(&wts, m, err, sizeof err) != 0) {

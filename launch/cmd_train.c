@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/placement.h"
 #include "launch/commands.h"
+#include "launch/host_check.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"
 
@@ -98,28 +99,6 @@ static int parse_steps(const char *flag, const char *v, int *out) {
     return 0;
 }
 
-/* SLUICE_HOST_MEMORY (docs/memory.md): unset or empty 0 (read the node's), "off" -1 (no check),
- * or a size in bytes with K, M, G, T; 0, or -1 after printing why not. */
-static int parse_host_memory(int64_t *out) {
-    const char *v = getenv("SLUICE_HOST_MEMORY");
-    uint64_t bytes = 0;
-    *out = 0;
-    if (!v || !*v) return 0;
-    if (strcmp(v, "off") == 0) {
-        *out = -1;
-        return 0;
-    }
-    if (sl_cli_parse_u64(v, true, &bytes) != 0 || bytes == 0 || bytes > INT64_MAX) {
-        fprintf(sl_cli_error_stream(),
-                "sluice train: error: SLUICE_HOST_MEMORY=%s: expected off or a size such as "
-                "64G\n",
-                v);
-        return -1;
-    }
-    *out = (int64_t)bytes;
-    return 0;
-}
-
 int sl_cmd_train(int argc, char **argv) {
     const char *config_path = NULL, *resume = NULL;
     int profile_steps = 0, profile_from = 0;
@@ -191,7 +170,7 @@ int sl_cmd_train(int argc, char **argv) {
         }
     }
     int64_t host_memory;
-    if (parse_host_memory(&host_memory) != 0) {
+    if (sl_cli_host_memory_env("train", &host_memory) != 0) {
         free(sets);
         return 2;
     }

@@ -39,7 +39,9 @@ typedef struct {
  *                of activations and the backward reruns layer l's forward (attention and FFN)
  *                right before its backward. ("layer")
  *   FORWARD_ONLY evaluation: one shared set of activations, no backward buffers, the
- *                residual stream alternating between two buffers; no backward possible.
+ *                residual stream alternating between two buffers; no backward possible. A
+ *                model created in it has no gradients either (sl_params_without_grads) and
+ *                cannot be switched to a training mode.
  * Every mode computes bitwise the same losses and gradients (tests/test_recompute.c).
  */
 typedef enum {
@@ -113,7 +115,8 @@ sl_model *sl_model_create_ex(const sl_model_config *cfg, sl_backend *be, sl_comm
                              size_t errlen);
 /* The same, allocating the activations for memory mode `memory` directly (a model created in
  * SL_MEMORY_NONE and then switched would touch the larger allocation first, and the CPU
- * backend's allocations count in the peak RSS from the moment they are made). */
+ * backend's allocations count in the peak RSS from the moment they are made). Created
+ * SL_MEMORY_FORWARD_ONLY, the model allocates no gradients. */
 sl_model *sl_model_create_mem(const sl_model_config *cfg, sl_backend *be, sl_comm *ep, int batch,
                               int seq, const sl_moe_options *opts, sl_dtype compute,
                               sl_memory_mode memory, char *err, size_t errlen);
@@ -166,7 +169,8 @@ void sl_model_free(sl_model *m);
 int sl_model_set_shape(sl_model *m, int batch, int seq, char *err, size_t errlen);
 /* Re-allocates the activations for memory mode `mode` (a new model starts in
  * SL_MEMORY_NONE); parameters, gradients, the RoPE table and the routers' selection biases
- * are kept. */
+ * are kept. -1 with a message for a training mode on a model created forward-only (it has no
+ * gradients). */
 int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errlen);
 /* The memory mode named `name` ("none", "attention" or "layer", as sl_memory_mode_name
  * spells them) into *out; -1 for any other name. */

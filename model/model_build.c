@@ -245,6 +245,13 @@ static int check_mode(sl_memory_mode mode, char *err, size_t errlen) {
 
 int sl_model_set_memory(sl_model *m, sl_memory_mode mode, char *err, size_t errlen) {
     if (check_mode(mode, err, errlen) != 0) return -1;
+    if (mode != SL_MEMORY_FORWARD_ONLY && m->params.no_grads) {
+        snprintf(err, errlen,
+                 "a model created forward-only has no gradients: memory mode %s "
+                 "needs a model created to train",
+                 sl_memory_mode_name(mode));
+        return -1;
+    }
     if (mode != m->memory) reallocate(m, m->batch, m->seq, mode);
     return 0;
 }
@@ -315,6 +322,8 @@ static sl_model *create(const sl_model_config *cfg, sl_backend *be, sl_comm *ep,
     sl_params_init(&m->params, be);
     sl_params_set_compute_dtype(&m->params, compute);
     declare(m, ep_rank, ep_size);
+    /* a model created forward-only never trains: no gradients (half its parameters' memory) */
+    if (memory == SL_MEMORY_FORWARD_ONLY) sl_params_without_grads(&m->params);
     if (share)
         sl_params_finalize_shared(&m->params, share);
     else

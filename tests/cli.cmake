@@ -35,3 +35,9 @@ add_test(NAME test_train_host_memory
                  ${CMAKE_CURRENT_BINARY_DIR}/train_host_memory ${MPIEXEC_EXECUTABLE})
 set_tests_properties(test_train_host_memory PROPERTIES TIMEOUT 120 LABELS "trainer;cli"
                      PROCESSORS 2 ENVIRONMENT "OMP_NUM_THREADS=1")
+# sluice eval and generate on the CPU: the same check for the weights, a forward's
+# activations and the KV cache (tests/test_eval_host_memory.sh).
+add_test(NAME test_eval_host_memory
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_host_memory.sh $<TARGET_FILE:sluice>
+                 ${CMAKE_CURRENT_BINARY_DIR}/eval_host_memory)
+set_tests_properties(test_eval_host_memory PROPERTIES TIMEOUT 120 LABELS "model;cli")

@@ -15,6 +15,8 @@
  *     each per-token term is right, logits chunk included);
  *   - in all: what the count leaves out is the same at both shapes and small (statistics,
  *     the RoPE table, per-expert counts and biases: no token in them).
+ * And the parameters: fp32 weights and gradients (and bf16 copies), a forward-only model's
+ * without gradients.
  */
 #include <stdio.h>
 #include <string.h>
@@ -60,7 +62,12 @@ static long long uncounted(sl_backend *be, sl_dtype dt, const variant *v, sl_mem
     CHECK(m != NULL, "%s: model: %s", v->name, err);
     if (!m) return -1;
     sl_backend_tensor_bytes(be, &after, NULL);
-    const long long acts = after - before - param_bytes(m);
+    /* fp32 weights, compute copies in bf16, and fp32 gradients unless forward-only */
+    const long long per = 4 + (dt == SL_F32 ? 0 : 2) + (mode == SL_MEMORY_FORWARD_ONLY ? 0 : 4);
+    const long long pb = param_bytes(m), numel = sl_params_numel(&m->params);
+    CHECK(pb == per * numel, "%s, %s: the parameters hold %lld bytes, %lld expected (%lld x %lld)",
+          v->name, sl_memory_mode_name(mode), pb, per * numel, per, numel);
+    const long long acts = after - before - pb;
     sl_activation_bytes ab;
     sl_model_activation_bytes(&v->mc, mode, (int64_t)b * s, (int)sl_dtype_size(dt), 1,
                               !sl_backend_host_memory(be), &ab);
@@ -114,6 +121,13 @@ int main(int argc, char **argv) {
                   v->name, mode, u1, slack);
         }
     }
+    /* without gradients a forward-only model cannot become a training one */
+    sl_model *fo = sl_model_create_mem(&vs[0].mc, be, NULL, 1, 16, NULL, dt, SL_MEMORY_FORWARD_ONLY,
+                                       err, sizeof err);
+    CHECK(fo && sl_model_set_memory(fo, SL_MEMORY_NONE, err, sizeof err) != 0 &&
+              strstr(err, "created forward-only has no gradients"),
+          "switching a forward-only model to none: %s", err);
+    sl_model_free(fo);
     sl_backend_free(be);
     return sl_test_finish("test_memory_counts");
 }
