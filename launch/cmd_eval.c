@@ -57,6 +57,11 @@ static void usage(FILE *f) {
                "  --threads N       CPU threads (default: all cores)\n"
                "  --backend NAME    cpu (default) or cuda\n"
                "\n"
+               "host memory: on the cpu backend the weights, a forward's activations (and the\n"
+               "logits of --dump-logits) are checked against the memory the node can still\n"
+               "give before the model is created. SLUICE_HOST_MEMORY=off skips the check;\n"
+               "SLUICE_HOST_MEMORY=64G (a size) assumes that much (docs/memory.md).\n"
+               "\n"
                "RoPE at evaluation (the saved model's values unless given; docs/evaluation.md):\n");
     sl_rope_flags_usage(f);
     fprintf(f,
@@ -356,12 +361,21 @@ int sl_cmd_eval(int argc, char **argv) {
                  data, have, need, batch, seq);
         goto done;
     }
-    /* on the CPU: refused with a message where the kernel would kill the process */
-    const sl_forward_need fn = {.cfg = &mc,
-                                .compute = SL_F32,
-                                .tokens = (int64_t)batch * seq,
-                                .weights_path = weights,
-                                .advice = "A smaller --batch or --seq-len lowers the activations"};
+    /* on the CPU: refused with a message where the kernel would kill the process.
+     * --dump-logits keeps every evaluated token's logits on the host, and one batch's on the
+     * backend */
+    const uint64_t evaluated =
+        max_tokens > 0 && (uint64_t)max_tokens < have ? (uint64_t)max_tokens : have;
+    const sl_forward_need fn = {
+        .cfg = &mc,
+        .compute = SL_F32,
+        .tokens = (int64_t)batch * seq,
+        .extra = dump ? ((double)evaluated + (double)batch * seq) * mc.vocab_size * 4.0 : 0.0,
+        .extra_what = "--dump-logits",
+        .weights_path = weights,
+        .advice = dump ? "A smaller --batch or --seq-len lowers the activations, --max-tokens "
+                         "the logits dumped"
+                       : "A smaller --batch or --seq-len lowers the activations"};
     if (sl_cli_check_forward_memory(&fn, be, host_memory) != 0) goto done;
     /* evaluation keeps nothing for a backward (docs/memory.md) */
     m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,

@@ -58,6 +58,11 @@ static void usage(FILE *f) {
             "  --threads N         CPU threads (default: all cores)\n"
             "  --chunk N           prompt tokens per forward pass (default 256)\n"
             "\n"
+            "host memory: on the cpu backend the weights, the first pass's activations and\n"
+            "the KV cache are checked against the memory the node can still give before the\n"
+            "model is created. SLUICE_HOST_MEMORY=off skips the check; SLUICE_HOST_MEMORY=64G\n"
+            "(a size) assumes that much (docs/memory.md).\n"
+            "\n"
             "RoPE (the saved model's values unless given; as sluice eval, docs/evaluation.md):\n");
     sl_rope_flags_usage(f);
     fprintf(f, "\n  -h, --help          show this help\n");

@@ -85,6 +85,13 @@ SLUICE_HOST_MEMORY=$((small * 4 + 1)) ev ev-acts --weights "$w"
 check "ev, room for the weights alone: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
 check "ev, room for the weights alone: the activations' flags named (got: $out)" \
     grep -qF "A smaller --batch or --seq-len lowers the activations;" <<<"$out"
+# --dump-logits keeps every evaluated token's logits (and a batch's on the backend)
+SLUICE_HOST_MEMORY=1T ev ev-dump --weights "$w" --dump-logits dump.safetensors
+check "ev, --dump-logits with room: evaluates and writes the file (exit $rc)" \
+    [ "$rc" -eq 0 ] && [ -s dump.safetensors ]
+SLUICE_HOST_MEMORY=$((small * 4 + 1)) ev ev-dump2 --weights "$w" --dump-logits dump2.safetensors
+check "ev, --dump-logits: its logits counted and --max-tokens named (got: $out)" \
+    grep -qE ", --dump-logits [0-9.]+\).*--max-tokens the logits dumped" <<<"$out"
 SLUICE_HOST_MEMORY=$((small * 4 + 1)) gen gen-acts --weights "$w"
 check "gen, room for the weights alone: the flags named (got: $out)" \
     grep -qF "Fewer prompts, a smaller --chunk or --max-new lower the activations and the KV cache;" <<<"$out"
