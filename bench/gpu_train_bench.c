@@ -29,7 +29,8 @@
  * process: cublasGemmEx 8192^3 (bf16 A, B, C; fp32 accumulation), `--peak-reps` timed after 3
  * warm-ups, median, once before the model exists and once after the steps (the larger
  * counts; the second is skipped when its buffers no longer fit). The memory estimate, the
- * device memory in use after the steps, and the host reads per step are printed too. The last
+ * device memory in use after the steps, the tensors' peak bytes (what the estimate counts) and
+ * the host reads per step are printed too. The last
  * line of the output is one JSON object for scripts (bench/run_gpu_bench.sh).
  *
  * --profile: after the timed steps, `--profile-steps` more (default 3), each region of the
@@ -456,6 +457,10 @@ int main(int argc, char **argv) {
     sl_bench_device dev_after;
     const bool have_after = sl_bench_device_info(&dev_after, err, sizeof err) == 0;
     const double used = have_after ? (double)(dev_after.total_bytes - dev_after.free_bytes) : NAN;
+    /* what the tensors held at their most (sl_backend_tensor_bytes): the figure the estimate
+     * counts, without the allocator's cache, cuBLAS's workspace and the context */
+    long long tensors_peak = 0;
+    sl_backend_tensor_bytes(be, NULL, &tensors_peak);
     measure_peak(&o, &peak_after, why_after, sizeof why_after);
     const double peak = peak_before.median_flops > peak_after.median_flops
                             ? peak_before.median_flops
@@ -489,8 +494,8 @@ int main(int argc, char **argv) {
            est.activations / GIB, est.workspace / GIB, est.total / GIB,
            sl_fit_usable_bytes(budget) / GIB, budget / GIB);
     printf("device memory in use after the steps (cudaMemGetInfo: tensors, allocator cache, "
-           "context): %.2f GiB\n",
-           used / GIB);
+           "context): %.2f GiB; the tensors at their peak: %.2f GiB (sl_backend_tensor_bytes)\n",
+           used / GIB, (double)tensors_peak / GIB);
     /* where the MoE layers' expert counts live (moe/token_dispatcher.h): on the device where
      * the expert GEMMs read them there, else one host read per MoE layer and micro-batch */
     bool counts_on_device = false;
@@ -569,6 +574,7 @@ int main(int argc, char **argv) {
                 {"peak_fraction", frac},
                 {"mem_estimate_gib", est.total / GIB},
                 {"mem_used_gib", used / GIB},
+                {"mem_tensors_peak_gib", (double)tensors_peak / GIB},
                 {"device_mem_gib", (double)dev.total_bytes / GIB},
                 {"loss_first", loss_first},
                 {"loss_last", loss_last}};

@@ -101,8 +101,8 @@ def activation_pieces(mc, a):
         moe += 2 * h * 4  # the router's fp32 copies of its input and input gradient
     moe += 4 * k * h * a + k * 6 * mc.get("moe_intermediate_size", 0) * a  # xs..dys; experts
     si = mc.get("shared_expert_intermediate_size", 0)
-    if si > 0:
-        moe += (6 * si + 2 * h + 1) * a
+    if si > 0:  # its MLP, output, gated output and gate logit, with their gradients
+        moe += (6 * si + 3 * h + 2) * a
     dense = ffn + 6 * mc.get("intermediate_size", 0) * a
     return residual + attn_set + kernel_out, moe, dense
 

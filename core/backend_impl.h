@@ -165,7 +165,7 @@ struct sl_backend {
     int64_t host_reads; /* device-to-host copies so far (sl_backend_host_reads) */
     int64_t syncs;      /* explicit sl_backend_synchronize calls (sl_backend_syncs) */
     /* bytes held by tensors that own their memory, now and at most so far (sl_backend_tensor_
-     * bytes); updated atomically, as the CUDA backend's comm thread may allocate */
+     * bytes); updated atomically, so that a thread of the caller's may create tensors too */
     int64_t tensor_bytes, tensor_bytes_peak;
     sl_profile *prof; /* profiling state while profiling is on (core/profile.h) */
     bool ranges;      /* forward profiling regions to iface.range_push/pop */

@@ -362,16 +362,19 @@ int sl_cmd_eval(int argc, char **argv) {
         goto done;
     }
     /* on the CPU: refused with a message where the kernel would kill the process.
-     * --dump-logits keeps every evaluated token's logits on the host, and one batch's on the
-     * backend */
+     * --dump-logits keeps the logits of every evaluated token on the host, grown a whole
+     * forward at a time (the last one trimmed after), and one forward's on the backend */
+    const uint64_t t = (uint64_t)batch * seq;
     const uint64_t evaluated =
         max_tokens > 0 && (uint64_t)max_tokens < have ? (uint64_t)max_tokens : have;
+    const double dumped =
+        dump ? ((double)((evaluated + t - 1) / t * t) + (double)t) * mc.vocab_size * 4.0 : 0.0;
     const sl_forward_need fn = {
         .cfg = &mc,
         .compute = SL_F32,
-        .tokens = (int64_t)batch * seq,
-        .extra = dump ? ((double)evaluated + (double)batch * seq) * mc.vocab_size * 4.0 : 0.0,
-        .extra_what = "--dump-logits",
+        .tokens = (int64_t)t,
+        .extra = {dumped, 0.0},
+        .extra_what = {"--dump-logits", NULL},
         .weights_path = weights,
         .advice = dump ? "A smaller --batch or --seq-len lowers the activations, --max-tokens "
                          "the logits dumped"

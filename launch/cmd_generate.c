@@ -326,16 +326,22 @@ int sl_cmd_generate(int argc, char **argv) {
     }
     const sl_dtype dt = strcmp(precision, "bf16") == 0 ? SL_BF16 : SL_F32;
     /* on the CPU: refused with a message where the kernel would kill the process. The first
-     * pass runs the prompts' tokens (at most --chunk per prompt); the caches hold keys and
-     * values of every layer at every position */
+     * pass runs every prompt padded to the longest (at most --chunk tokens each); the caches
+     * hold keys and values of every layer at every position; per prompt the decoder, the
+     * sampler and the loop keep a few vocabulary-sized rows (the logits of its last token in
+     * the decoder's rows, its feed and the loop's copy, 4 bytes each; the sampler's
+     * probabilities and indices, 12) and the new tokens */
     const int first = longest < chunk ? longest : (int)chunk;
+    const double sampling =
+        (double)pl.n * (24.0 * mc.vocab_size + 4.0 * mc.hidden_size + 4.0 * (double)max_new);
     const sl_forward_need fn = {
         .cfg = &mc,
         .compute = dt,
         .tokens = (int64_t)pl.n * first,
-        .extra = 2.0 * mc.num_hidden_layers * pl.n * (double)max_len * mc.num_key_value_heads *
-                 mc.head_dim * (double)sl_dtype_size(dt),
-        .extra_what = "KV cache",
+        .extra = {2.0 * mc.num_hidden_layers * pl.n * (double)max_len * mc.num_key_value_heads *
+                      mc.head_dim * (double)sl_dtype_size(dt),
+                  sampling},
+        .extra_what = {"KV cache", "sampling"},
         .weights_path = weights,
         .advice = "Fewer prompts, a smaller --chunk or --max-new lower the activations and the "
                   "KV cache"};

@@ -60,7 +60,7 @@ int sl_cli_check_forward_memory(const sl_forward_need *n, const sl_backend *be, 
     sl_model_activation_bytes(n->cfg, SL_MEMORY_FORWARD_ONLY, n->tokens,
                               (int)sl_dtype_size(n->compute), 1, false, &act);
     const double weights = sl_forward_weight_bytes(n->cfg, n->compute);
-    const double need = weights + act.total + n->extra;
+    const double need = weights + act.total + n->extra[0] + n->extra[1];
     if (need <= (double)have) return 0;
     char host[64] = "this node";
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "this node");
@@ -70,8 +70,11 @@ int sl_cli_check_forward_memory(const sl_forward_need *n, const sl_backend *be, 
     const char *advice = weights > (double)have ? "The weights alone need more: a node with more "
                                                   "memory, or a GPU (--backend cuda)"
                                                 : n->advice;
-    char extra[96] = "";
-    if (n->extra > 0) snprintf(extra, sizeof extra, ", %s %.2f", n->extra_what, n->extra / GIB);
+    char extra[192] = "";
+    for (int i = 0; i < 2; i++)
+        if (n->extra[i] > 0)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", %s %.2f",
+                     n->extra_what[i], n->extra[i] / GIB);
     sl_error("%s: the model needs about %.2f GiB of host memory on %s (weights %.2f, "
              "activations of %lld tokens %.2f%s), and %s can give %.2f GiB (%s): the kernel's "
              "out-of-memory killer would end sluice without a message. %s; "

@@ -19,10 +19,12 @@ int sl_cli_host_memory_env(const char *cmd, int64_t *out);
 /* What a forward-only model needs in memory. */
 typedef struct {
     const sl_model_config *cfg;
-    sl_dtype compute;         /* SL_F32, or SL_BF16 (fp32 weights and bf16 copies) */
-    int64_t tokens;           /* the most tokens one forward runs (its activations) */
-    double extra;             /* bytes beyond weights and activations (a KV cache), or 0 */
-    const char *extra_what;   /* what they are ("KV cache") */
+    sl_dtype compute; /* SL_F32, or SL_BF16 (fp32 weights and bf16 copies) */
+    int64_t tokens;   /* the most tokens one forward runs (its activations) */
+    /* bytes beyond weights and activations (a KV cache, sampling buffers), 0 for none, and
+     * what each is, as the message names it */
+    double extra[2];
+    const char *extra_what[2];
     const char *weights_path; /* what the message starts with: the --weights argument */
     /* what lowers the need, a sentence without its full stop (when the weights alone fit) */
     const char *advice;

@@ -95,8 +95,9 @@ int64_t sl_model_expert_param_count(const sl_model_config *m);
  * losses, and one logits chunk of sl_logits_chunk_rows(tokens, V, device) rows of V.
  * tests/test_memory_counts.c checks these against the bytes the tensors hold, on the CPU.
  * Not counted: the tensors without a token dimension (router statistics, selection biases,
- * per-expert counts, the step statistics, the RoPE table), and with capacity drops two int32
- * per routed row (the dispatcher's gather and combine positions).
+ * per-expert counts, the step statistics, the RoPE table), with capacity drops two int32 per
+ * routed row (the dispatcher's gather and combine positions), and with document masks the
+ * segment ids (an int32 per token on the backend and on the host).
  */
 /* The LM head's logits chunk (model/model.c): at most this many bytes. Every chunk re-reads
  * the head weight and re-reads and re-writes its fp32 gradient (8 V h bytes: 2.5 GB at 15A2B),

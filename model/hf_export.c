@@ -357,6 +357,9 @@ int sl_hf_save_format(const sl_model *m, sl_hf_format f, const char *dir, sl_com
 }
 
 int sl_hf_save_grads(const sl_model *m, const char *path, char *err, size_t errlen) {
+    if (m->params.no_grads)
+        return sl_fail(err, errlen, "%s: a model created forward-only has no gradients to save",
+                       path);
     sl_hf_layout l;
     sl_hf_layout_init(&l, SL_HF_QWEN3_MOE, &m->cfg);
     const int rc = write_tensors(m, &l, path, true, true, err, errlen);

@@ -40,4 +40,5 @@ set_tests_properties(test_train_host_memory PROPERTIES TIMEOUT 120 LABELS "train
 add_test(NAME test_eval_host_memory
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_host_memory.sh $<TARGET_FILE:sluice>
                  ${CMAKE_CURRENT_BINARY_DIR}/eval_host_memory)
-set_tests_properties(test_eval_host_memory PROPERTIES TIMEOUT 120 LABELS "model;cli")
+set_tests_properties(test_eval_host_memory PROPERTIES TIMEOUT 120 LABELS "model;cli"
+                     ENVIRONMENT "OMP_NUM_THREADS=1")

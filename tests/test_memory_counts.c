@@ -98,12 +98,11 @@ int main(int argc, char **argv) {
                                     SL_MEMORY_FORWARD_ONLY};
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         const variant *v = &vs[i];
-        /* what may go uncounted: a few tensors per layer of experts + 1 elements (router
-         * statistics, biases, counts), the step statistics, the RoPE table */
-        const long long slack =
-            4LL * (8 * v->mc.num_hidden_layers * (v->mc.num_experts + 1) +
-                   64 * (1 + v->mc.num_hidden_layers * (v->mc.num_experts + 2)) +
-                   (long long)v->mc.max_position_embeddings * v->mc.head_dim);
+        /* what may go uncounted, 4-byte values: four per layer and expert + 1 (router
+         * statistics, counts, the LBL gradient, the step's counts), the step statistics (two
+         * per layer and expert + 2, and one), the RoPE table's frequencies */
+        const long long L = v->mc.num_hidden_layers, E = v->mc.num_experts;
+        const long long slack = 4 * (4 * L * (E + 1) + 2 * (1 + L * (E + 2)) + v->mc.head_dim);
         for (size_t j = 0; j < sizeof modes / sizeof modes[0]; j++) {
             const char *mode = sl_memory_mode_name(modes[j]);
             double c1, c2;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/perf_model.py's port of the activation count against the model's own
 # (model/counts.c through `sluice plan --json`, memory mode none, one GPU) for every shipped
-# config, bf16 and fp32: the per-layer sum and the shared part plus workspaces must agree to
+# config (and tiny.json with a shared expert and a dense layer), bf16 and fp32: the per-layer sum and the shared part plus workspaces must agree to
 # the byte, so docs/performance.md's memory table counts what the model allocates.
 # usage: test_perf_model_counts.sh SLUICE_BINARY SOURCE_DIR WORKDIR
 set -uo pipefail
@@ -10,7 +10,16 @@ set -uo pipefail
 sluice=$1
 src=$(cd "$2" && pwd)
 python_test_start "$3"
-for cfg in "$src"/configs/*.json; do
+# and configs/tiny.json with a shared expert and a dense layer (no shipped config has them)
+/usr/bin/python3 - "$src/configs/tiny.json" >tiny-shared.json <<'PY' || fail "cannot write tiny-shared.json"
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["model"]["shared_expert_intermediate_size"] = 96
+c["model"]["mlp_only_layers"] = [1]
+c["model"]["intermediate_size"] = 256
+json.dump(c, sys.stdout)
+PY
+for cfg in "$src"/configs/*.json "$PWD/tiny-shared.json"; do
     for prec in bf16 fp32; do
         # the precision comes from the config: a copy with training.precision set
         /usr/bin/python3 - "$cfg" "$prec" >cfg.json <<'PY' || fail "$cfg: cannot copy"

@@ -13,7 +13,9 @@
 #   3. the host reads the rows attribute add up to the host reads the backend counts per step
 #      (gpu_train_bench's host_reads_per_step from sl_backend_host_reads, M x L + 2 = 6 with
 #      its 2 micro-batches; bench_train's profiled steps have one: 4), every one of them inside
-#      a region (none outside every region).
+#      a region (none outside every region);
+#   4. (cuda) the tensors' peak bytes (sl_backend_tensor_bytes) within 2% of gpu_train_bench's
+#      memory estimate, which counts them (on a GPU, at 15A2B's shapes: the estimate's check).
 # Modes: cuda  gpu_train_bench on the cuda backend (the emulated build in CI, label cuda: CUDA
 #              events are the emulator's, which record the host's time; a GPU build skips (77)
 #              on a machine without a GPU);
@@ -132,6 +134,16 @@ reads = sum(r["host_reads"] for r in p["rows"])
 want = j["host_reads_per_step"] if mode == "cuda" else 3
 if abs(reads - want) > 1e-9:
     bad.append(f"the rows attribute {reads} host reads per step, the backend counts {want}")
+# gpu_train_bench's tensors at their peak (sl_backend_tensor_bytes) against its memory
+# estimate (trainer/fit_device.c), which counts them: within 2% (0.014% on 2026-11-29 here;
+# what the estimate leaves out is per-expert statistics, not per token)
+if mode == "cuda":
+    tp, est = j.get("mem_tensors_peak_gib"), j.get("mem_estimate_gib")
+    print(f"tensors at their peak {tp} GiB, estimate {est} GiB")
+    if not (isinstance(tp, (int, float)) and tp > 0):
+        bad.append(f"mem_tensors_peak_gib {tp!r}: no tensor bytes counted")
+    elif not abs(tp / est - 1) <= 0.02:
+        bad.append(f"the tensors' peak {tp} GiB is not within 2% of the estimate {est} GiB")
 if rows.get(idle, {}).get("host_reads", 0) != 0:
     bad.append(f"{rows[idle]['host_reads']} host reads per step outside every region")
 print("\n".join("FAIL: " + b for b in bad) if bad else "test_profile: all checks passed")

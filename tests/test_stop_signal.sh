@@ -48,7 +48,7 @@ signal_run() {
     if [ "$who" = rank1 ]; then
         # the ranks' command lines start with sluice's path (mpirun's with mpirun); the later
         # of the two by start time, not by pid (pids wrap)
-        target=$(pgrep -n -f "^$sluice train run.json --set training.out_dir=$name\$")
+        target=$(pgrep -n -f "^$(sed 's/[][\\.*^$+?(){}|]/\\&/g' <<<"$sluice") train run.json --set training.out_dir=$name\$")
     fi
     kill -"$sig" "$target"
     for ((i = 0; i < 1200; i++)); do

@@ -13,6 +13,7 @@
 #define R_REDUCE "gradient reduction + norm"
 
 void sl_optimizer_init(sl_optimizer *o, sl_params *ps, const sl_optimizer_params *p) {
+    SL_CHECK(!ps->no_grads, "an optimizer for parameters without gradients (a forward-only model)");
     memset(o, 0, sizeof *o);
     o->ps = ps;
     o->group_comm[SL_PGROUP_DENSE] = p->dense;
