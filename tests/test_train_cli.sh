@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: sluice data build -> sluice train (the loss must fall; model TFLOP/s and MFU in the
-# metrics; elapsed_s covers every step's time, the evaluations and the saves, and a run resumed
+# metrics; the tensors' bytes (mem_gib, mem_peak_gib) at least the training state; elapsed_s covers every step's time, the evaluations and the saves, and a run resumed
 # from step 30 counts it from its own start) -> sluice eval (must reproduce the trainer's final
 # held-out loss from the saved safetensors) -> bad CLI input.
 # usage: test_train_cli.sh SLUICE_BINARY WORK_DIR
@@ -54,6 +54,17 @@ for r in rows:
     assert abs(r["model_tflops"] - want) <= 1e-3 * want, (r["model_tflops"], want)
     assert "mfu" not in r, r
 assert "peak for MFU: unknown" in open("train.log").read()
+# rank 0's tensors (sl_backend_tensor_bytes): at their peak at least the fp32 training state,
+# 16 bytes per parameter (weights, gradients, AdamW m and v), never below the bytes held now,
+# and the peak never falls
+params = float(re.search(r"parameters: ([0-9.]+)M total", open("train.log").read()).group(1)) * 1e6
+peak = 0.0
+for r in rows:
+    assert 0 < r["mem_gib"] <= r["mem_peak_gib"], r
+    assert r["mem_peak_gib"] >= peak, (r["step"], r["mem_peak_gib"], peak)
+    peak = r["mem_peak_gib"]
+assert peak * 2**30 >= 16 * (params - 500), (peak, params)
+print(f"tensors at their peak {peak * 2**30 / 1e6:.2f} MB, training state {16 * params / 1e6:.2f} MB")
 PY
 # elapsed_s (docs/metrics.md): wall seconds since the process began its schedule, the held-out
 # evaluations and checkpoint saves included; a resumed run counts from its own start. Resumed from

@@ -90,6 +90,8 @@ void sl_metrics_step(sl_metrics *m, const sl_step_metrics *s, bool print_line) {
         {"mfu", s->mfu, !isnan(s->mfu)},
         {"elapsed_s", s->elapsed_s, true},
         {"gate_score", s->gate_score, !isnan(s->gate_score)},
+        {"mem_gib", s->mem_gib, true},
+        {"mem_peak_gib", s->mem_peak_gib, true},
         {"eval_loss", s->eval_loss, s->has_eval},
     };
     fprintf(f, "{\"step\": %d", s->step);

@@ -22,6 +22,9 @@ typedef struct {
     double model_tflops; /* model FLOPs per second and rank (GPU), in TFLOP/s */
     double mfu;          /* model_tflops / the peak per rank; NaN when the peak is unknown */
     double gate_score;   /* mean sigmoid(gate) */
+    /* rank 0's tensors now and at their most since the process began, in GiB
+     * (sl_backend_tensor_bytes) */
+    double mem_gib, mem_peak_gib;
     int n_layers;
     const double *load_max, *load_mean; /* per layer tokens per expert; NaN for dense layers */
     const int64_t *expert_counts;       /* [n_layers * n_experts] tokens routed per expert */

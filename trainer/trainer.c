@@ -430,6 +430,10 @@ static int run_stage_steps(trainer *t, int from, loop_stats *ls) {
             .batch_hash = sl_hash_join(hash_parts),
         };
         sm.lbl_normalized = mc->num_experts_per_tok > 0 ? sm.lbl / mc->num_experts_per_tok : 0;
+        long long mem_now, mem_peak;
+        sl_backend_tensor_bytes(t->be, &mem_now, &mem_peak);
+        sm.mem_gib = (double)mem_now / (1ULL << 30);
+        sm.mem_peak_gib = (double)mem_peak / (1ULL << 30);
         /* the loss and the norm are the global batch's, the same on every rank: one message */
         if (!isfinite(res.grad_norm) || !isfinite(sm.loss)) {
             sl_error_once("step %d: the loss or gradient is not finite (loss %g, grad norm %g); "
