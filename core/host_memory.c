@@ -107,6 +107,13 @@ int sl_host_memory_available(uint64_t *bytes, char *source, size_t len) {
     return sl_host_memory_available_at("", bytes, source, len);
 }
 
+int sl_host_memory_budget(int64_t assume, uint64_t *bytes, char *source, size_t len) {
+    if (assume <= 0) return sl_host_memory_available(bytes, source, len);
+    *bytes = (uint64_t)assume;
+    snprintf(source, len, "SLUICE_HOST_MEMORY");
+    return 0;
+}
+
 int sl_host_memory_available_at(const char *root, uint64_t *bytes, char *source, size_t len) {
     char path[4300], err[64];
     snprintf(path, sizeof path, "%s/proc/meminfo", root);

@@ -18,6 +18,10 @@
  * ("MemAvailable + SwapFree of /proc/meminfo" or "the memory cgroup /slurm/job_7"). 0, or -1
  * where /proc/meminfo cannot be read (not Linux): the caller then knows nothing. */
 int sl_host_memory_available(uint64_t *bytes, char *source, size_t len);
+/* What a run may use: `assume` bytes when positive (source "SLUICE_HOST_MEMORY", the variable
+ * that gives them), else sl_host_memory_available's figure. 0, or -1 when there is nothing to
+ * compare with. The memory checks of sluice train, eval and generate start here. */
+int sl_host_memory_budget(int64_t assume, uint64_t *bytes, char *source, size_t len);
 /* The same with every path under `root` ("" for the real ones): the test's fake hosts. */
 int sl_host_memory_available_at(const char *root, uint64_t *bytes, char *source, size_t len);
 

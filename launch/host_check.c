@@ -50,12 +50,8 @@ int sl_cli_check_forward_memory(const sl_forward_need *n, const sl_backend *be, 
     if (!sl_backend_host_memory(be) || assume < 0) return 0;
     uint64_t have;
     char source[160];
-    if (assume > 0) {
-        have = (uint64_t)assume;
-        snprintf(source, sizeof source, "SLUICE_HOST_MEMORY");
-    } else if (sl_host_memory_available(&have, source, sizeof source) != 0) {
+    if (sl_host_memory_budget(assume, &have, source, sizeof source) != 0)
         return 0; /* no /proc/meminfo: nothing to compare with */
-    }
     sl_activation_bytes act;
     sl_model_activation_bytes(n->cfg, SL_MEMORY_FORWARD_ONLY, n->tokens,
                               (int)sl_dtype_size(n->compute), 1, false, &act);

@@ -161,6 +161,15 @@ int main(void) {
     /* this machine: a positive figure from the real files */
     CHECK(sl_host_memory_available(&b, src, sizeof src) == 0, "this host: no /proc/meminfo");
     printf("this host: %.2f GiB (%s)\n", (double)b / 1073741824.0, src);
+    /* the budget: SLUICE_HOST_MEMORY's bytes when given, the host's figure otherwise */
+    uint64_t budget = 0;
+    char bsrc[160];
+    CHECK(sl_host_memory_budget(12345, &budget, bsrc, sizeof bsrc) == 0 && budget == 12345 &&
+              strcmp(bsrc, "SLUICE_HOST_MEMORY") == 0,
+          "budget 12345: %llu (%s)", (unsigned long long)budget, bsrc);
+    CHECK(sl_host_memory_budget(0, &budget, bsrc, sizeof bsrc) == 0 && budget > 0 &&
+              strcmp(bsrc, src) == 0,
+          "budget 0: %llu (%s), the host's source is %s", (unsigned long long)budget, bsrc, src);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf \"${TMPDIR:-/tmp}\"/sluice_%d_hm_*", (int)getpid());
     CHECK(system(cmd) == 0, "%s", cmd);

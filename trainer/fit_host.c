@@ -36,12 +36,8 @@ int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume) {
     }
     uint64_t have;
     char source[160];
-    if (assume > 0) {
-        have = (uint64_t)assume;
-        snprintf(source, sizeof source, "SLUICE_HOST_MEMORY");
-    } else if (sl_host_memory_available(&have, source, sizeof source) != 0) {
+    if (sl_host_memory_budget(assume, &have, source, sizeof source) != 0)
         return 0; /* no /proc/meminfo: nothing to compare with */
-    }
     const int n = host_ranks > 0 ? host_ranks : 1;
     char parked[64] = "";
     if (p.deferred > 0)
