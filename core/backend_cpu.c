@@ -22,10 +22,12 @@ static void *cpu_alloc(void *ctx, size_t bytes) {
     size_t n = (bytes + 63) & ~(size_t)63;
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? n : 64) != 0)
-        sl_fatal("CPU backend: out of memory allocating %zu bytes (%.1f GiB): the model, batch "
-                 "and sequence length need more memory than this node gives the process; "
-                 "`sluice plan CONFIG` estimates the memory per rank (docs/memory.md)",
-                 bytes, (double)bytes / 1073741824.0);
+        sl_exit_error("out of host memory allocating a tensor of %zu bytes (%.2f GiB): the "
+                      "model and its batch need more memory than this node gives the process "
+                      "(the memory check before allocation was skipped with "
+                      "SLUICE_HOST_MEMORY, or estimated too little: docs/memory.md, \"Host "
+                      "memory\")",
+                      bytes, (double)bytes / 1073741824.0);
     memset(p, 0, n);
     return p;
 }

@@ -78,6 +78,17 @@ void sl_fatal_at(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 
+void sl_exit_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "error: ", fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+    /* the other ranks must end too; alone, MPI_Abort would only add Open MPI's banner */
+    if (g_abort_hook && g_world > 1) g_abort_hook(1);
+    exit(1);
+}
+
 int sl_fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen) {
         va_list ap;

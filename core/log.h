@@ -55,6 +55,10 @@ void sl_error_release(int print, int every_rank);
 
 /* Prints "sluice: fatal: file:line: msg" and aborts every rank (MPI_Abort when MPI is up). */
 SL_NORETURN void sl_fatal_at(const char *file, int line, const char *fmt, ...) SL_PRINTF(3, 4);
+/* A resource the process cannot go on without ran out (host memory): not a bug, so no source
+ * location; prints the error (sl_error's form) and ends the job with exit status 1 through
+ * the abort hook, as bad input ends it. */
+SL_NORETURN void sl_exit_error(const char *fmt, ...) SL_PRINTF(1, 2);
 #define sl_fatal(...) sl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* Internal invariant check that stays on in release builds. */

@@ -375,10 +375,9 @@ int sl_cmd_eval(int argc, char **argv) {
         .tokens = (int64_t)t,
         .extra = {dumped, 0.0},
         .extra_what = {"--dump-logits", NULL},
+        .extra_advice = {"A smaller --max-tokens lowers the logits dumped", NULL},
         .weights_path = weights,
-        .advice = dump ? "A smaller --batch or --seq-len lowers the activations, --max-tokens "
-                         "the logits dumped"
-                       : "A smaller --batch or --seq-len lowers the activations"};
+        .advice = "A smaller --batch or --seq-len lowers the activations"};
     if (sl_cli_check_forward_memory(&fn, be, host_memory) != 0) goto done;
     /* evaluation keeps nothing for a backward (docs/memory.md) */
     m = sl_model_create_mem(&mc, be, NULL, batch, seq, NULL, SL_F32, SL_MEMORY_FORWARD_ONLY, err,

@@ -58,10 +58,10 @@ static void usage(FILE *f) {
             "  --threads N         CPU threads (default: all cores)\n"
             "  --chunk N           prompt tokens per forward pass (default 256)\n"
             "\n"
-            "host memory: on the cpu backend the weights, the first pass's activations and\n"
-            "the KV cache are checked against the memory the node can still give before the\n"
-            "model is created. SLUICE_HOST_MEMORY=off skips the check; SLUICE_HOST_MEMORY=64G\n"
-            "(a size) assumes that much (docs/memory.md).\n"
+            "host memory: on the cpu backend the weights, the first pass's activations, the\n"
+            "KV cache and the sampling rows are checked against the memory the node can still\n"
+            "give before the model is created. SLUICE_HOST_MEMORY=off skips the check;\n"
+            "SLUICE_HOST_MEMORY=64G (a size) assumes that much (docs/memory.md).\n"
             "\n"
             "RoPE (the saved model's values unless given; as sluice eval, docs/evaluation.md):\n");
     sl_rope_flags_usage(f);
@@ -342,9 +342,10 @@ int sl_cmd_generate(int argc, char **argv) {
                       mc.head_dim * (double)sl_dtype_size(dt),
                   sampling},
         .extra_what = {"KV cache", "sampling"},
+        .extra_advice = {"Shorter or fewer prompts, or a smaller --max-new, lower the KV cache",
+                         "Fewer prompts or a smaller --max-new lower the sampling rows"},
         .weights_path = weights,
-        .advice = "Fewer prompts, a smaller --chunk or --max-new lower the activations and the "
-                  "KV cache"};
+        .advice = "Fewer prompts or a smaller --chunk lower the activations"};
     if (sl_cli_check_forward_memory(&fn, be, host_memory) != 0) goto done;
     m = sl_model_create_mem(&mc, be, NULL, pl.n, 1, NULL, dt, SL_MEMORY_FORWARD_ONLY, err,
                             sizeof err);

@@ -6,11 +6,13 @@
  * refused, since Linux lends memory it does not have, and the kernel's out-of-memory killer
  * ends the process with SIGKILL, leaving nothing on stderr.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/backends.h"
 #include "core/backend.h"
 #include "core/host_memory.h"
 #include "core/log.h"
@@ -31,7 +33,8 @@ int sl_cli_host_memory_env(const char *cmd, int64_t *out) {
     }
     if (sl_cli_parse_u64(v, true, &bytes) != 0 || bytes == 0 || bytes > INT64_MAX) {
         fprintf(sl_cli_error_stream(),
-                "sluice %s: error: SLUICE_HOST_MEMORY=%s: expected off or a size such as 64G\n",
+                "sluice %s: error: SLUICE_HOST_MEMORY=%s: expected off or a size such as 64G or "
+                "1536M (a whole number of bytes, or of K, M, G or T)\n",
                 cmd, v);
         return -1;
     }
@@ -63,9 +66,16 @@ int sl_cli_check_forward_memory(const sl_forward_need *n, const sl_backend *be, 
     host[sizeof host - 1] = '\0';
     /* what lowers the need: nothing the command's flags set when the weights alone are too
      * many */
-    const char *advice = weights > (double)have ? "The weights alone need more: a node with more "
-                                                  "memory, or a GPU (--backend cuda)"
-                                                : n->advice;
+    bool cuda = false; /* a GPU only where this build can use one */
+    for (int i = 0; i < sl_backend_count(); i++) cuda |= strcmp(sl_backend_name_at(i), "cuda") == 0;
+    const char *lower = n->advice; /* the largest part's */
+    double largest = act.total;
+    for (int i = 0; i < 2; i++)
+        if (n->extra[i] > largest) largest = n->extra[i], lower = n->extra_advice[i];
+    const char *advice = weights <= (double)have ? lower
+                         : cuda ? "The weights alone need more: a node with more memory, or a GPU "
+                                  "(--backend cuda)"
+                                : "The weights alone need more: a node with more memory";
     char extra[192] = "";
     for (int i = 0; i < 2; i++)
         if (n->extra[i] > 0)

@@ -21,12 +21,14 @@ typedef struct {
     const sl_model_config *cfg;
     sl_dtype compute; /* SL_F32, or SL_BF16 (fp32 weights and bf16 copies) */
     int64_t tokens;   /* the most tokens one forward runs (its activations) */
-    /* bytes beyond weights and activations (a KV cache, sampling buffers), 0 for none, and
-     * what each is, as the message names it */
+    /* bytes beyond weights and activations (a KV cache, sampling buffers), 0 for none, what
+     * each is, as the message names it, and what lowers it (as `advice`) */
     double extra[2];
     const char *extra_what[2];
+    const char *extra_advice[2];
     const char *weights_path; /* what the message starts with: the --weights argument */
-    /* what lowers the need, a sentence without its full stop (when the weights alone fit) */
+    /* what lowers the activations, a sentence without its full stop: the message gives the
+     * advice of the largest part beside the weights (when the weights alone fit) */
     const char *advice;
 } sl_forward_need;
 

@@ -10,7 +10,7 @@
 #     4 bytes (no gradients: half what a training model holds), and generate's KV cache figure
 #     is 2 x layers x prompts x positions x KV heads x head_dim x 4 bytes;
 #   - 384 TiB of weights with the node's real figures: refused, naming where the figure came
-#     from;
+#     from; with the check off, the allocator's failure is one clean line, exit status 1;
 #   - SLUICE_HOST_MEMORY=off and a size large enough: both run; a bad value: exit 2, one line.
 # usage: test_eval_host_memory.sh SLUICE WORKDIR
 set -uo pipefail
@@ -78,7 +78,7 @@ SLUICE_HOST_MEMORY=1M ev ev-big --weights big
 check "ev, 0.4 G parameters: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
 check "ev, 0.4 G parameters: weights $want GiB (got: $out)" grep -qF "(weights $want, activations of 64 tokens" <<<"$out"
 check "ev, 0.4 G parameters: the weights alone do not fit, and it says so (got: $out)" \
-    grep -qF "The weights alone need more: a node with more memory, or a GPU (--backend cuda);" <<<"$out"
+    grep -qE "The weights alone need more: a node with more memory(, or a GPU \(--backend cuda\))?;" <<<"$out"
 # room for the small model's weights (its parameters x 4 bytes) and one byte more: the
 # activations are what does not fit, and the flags that lower them are named
 small=$("$sluice" plan cfg.json --gpus 1 --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["params_total"])')
@@ -90,12 +90,18 @@ check "ev, room for the weights alone: the activations' flags named (got: $out)"
 SLUICE_HOST_MEMORY=1T ev ev-dump --weights "$w" --dump-logits dump.safetensors
 check "ev, --dump-logits with room: evaluates (exit $rc)" [ "$rc" -eq 0 ]
 check "ev, --dump-logits with room: writes the file" [ -s dump.safetensors ]
-SLUICE_HOST_MEMORY=$((small * 4 + 1)) ev ev-dump2 --weights "$w" --dump-logits dump2.safetensors
+# (2,000 tokens' logits: more than a forward's activations, so the advice is --max-tokens')
+SLUICE_HOST_MEMORY=$((small * 4 + 1)) ev ev-dump2 --weights "$w" --dump-logits dump2.safetensors \
+    --max-tokens 2000
 check "ev, --dump-logits: its logits counted and --max-tokens named (got: $out)" \
-    grep -qE ", --dump-logits [0-9.]+\).*--max-tokens the logits dumped" <<<"$out"
+    grep -qE ", --dump-logits [0-9.]+\).* A smaller --max-tokens lowers the logits dumped;" <<<"$out"
 SLUICE_HOST_MEMORY=$((small * 4 + 1)) gen gen-acts --weights "$w"
-check "gen, room for the weights alone: the flags named (got: $out)" \
-    grep -qF "Fewer prompts, a smaller --chunk or --max-new lower the activations and the KV cache;" <<<"$out"
+check "gen, room for the weights alone: the activations' flags named (got: $out)" \
+    grep -qF "Fewer prompts or a smaller --chunk lower the activations;" <<<"$out"
+# a long run: the KV cache is the largest part, and what lowers it is named
+SLUICE_HOST_MEMORY=$((small * 4 + 1)) gen gen-kv --weights "$w" --max-new 100000
+check "gen, the KV cache the largest part: its flags named (got: $out)" \
+    grep -qF "Shorter or fewer prompts, or a smaller --max-new, lower the KV cache;" <<<"$out"
 # generate: one prompt; its first pass runs its L tokens (the figure the message gives), and
 # the cache holds max_len = L + 1000000 positions: 2 x 2 layers x max_len x 2 x 8 x 4 bytes
 SLUICE_HOST_MEMORY=1M gen gen-big --weights big --max-new 1000000
@@ -116,6 +122,12 @@ ev ev-huge --weights big
 check "ev, 384 TiB: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
 check "ev, 384 TiB: refused by the estimate, naming the node's figure's source (got: $out)" \
     grep -qE "^sluice: error: big: the model needs about .*GiB \((MemAvailable \+ SwapFree of /proc/meminfo|the memory cgroup /.*)\)" <<<"$out"
+# the check skipped: the allocator fails (no address space holds 384 TiB), a clean error
+SLUICE_HOST_MEMORY=off ev ev-huge-off --weights big
+check "ev, 384 TiB unchecked: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
+check "ev, 384 TiB unchecked: one line, the allocation named (got: $out)" \
+    [ "$(grep -c '^sluice: error: out of host memory allocating a tensor of [0-9]* bytes' <<<"$out")" -eq 1 ]
+check "ev, 384 TiB unchecked: only that line (got: $out)" [ "$(wc -l <<<"$out")" -eq 1 ]
 
 for v in off 1T; do
     SLUICE_HOST_MEMORY=$v ev "ev-$v" --weights "$w"

@@ -74,10 +74,22 @@ check "the figure per rank ($per_rank GiB) is sluice plan's in fp32 ($plan GiB)"
 check "the node's figure ($node GiB) is twice the rank's ($per_rank)" \
     awk -v a="$node" -v b="$per_rank" 'BEGIN { d = a - 2 * b; exit !(d < 0.015 && d > -0.015) }'
 
+check "1M, 2 ranks: the state alone does not fit, fewer ranks named (got: $line)" \
+    grep -qF "AdamW moments alone need more: fewer ranks per node, parallel.zero1" <<<"$line"
+
 SLUICE_HOST_MEMORY=1K run one big.json -
 check "1K, one process: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
 check "1K, one process: one line (got: $out)" [ "$(wc -l <<<"$out")" -eq 1 ]
 check "1K, one process: one rank (got: $out)" grep -q "(1 rank x " <<<"$out"
+check "1K, one process: the state alone does not fit, no fewer ranks (got: $out)" \
+    grep -qF "AdamW moments alone need more: parallel.zero1 and parallel.expert_parallel over ranks on more nodes" <<<"$out"
+# room for the state (sluice plan's for one fp32 rank) and a byte more: the activations are
+# what does not fit, and what lowers them is named
+state=$("$sluice" plan big32.json --gpus 1 --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["state_bytes"])')
+SLUICE_HOST_MEMORY=$((state + 1)) run acts big.json -
+check "room for the state: exit status 1 (got $rc)" [ "$rc" -eq 1 ]
+check "room for the state: the micro-batch and recompute named (got: $out)" \
+    grep -qF "A smaller micro-batch, training.recompute, or parallel.expert_parallel" <<<"$out"
 
 # 4 layers of 128 experts of 3 x 65536 x 1048576 weights, the node's real figures: refused by
 # the estimate, before the allocator could be (its message is another)
