@@ -68,16 +68,6 @@ static void usage(FILE *f) {
     fprintf(f, "\n  -h, --help          show this help\n");
 }
 
-/* Nonzero when s is the whole of an integer in [lo, hi], stored in *out. */
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    char *end = NULL;
-    errno = 0;
-    const long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || end == s || *end || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 static int parse_num(const char *s, double *out) {
     char *end = NULL;
     const double v = s ? strtod(s, &end) : 0.0;
@@ -222,16 +212,16 @@ int sl_cmd_generate(int argc, char **argv) {
                 return 2;
             }
             precision = v;
-        } else if (strcmp(a, "--max-new") == 0) {
-            if (!parse_int(v, 0, 1 << 24, &max_new)) return usage_error(a, v);
+        } else if (strcmp(a, "--max-new") == 0) { /* integers: the error names the range */
+            if (sl_cli_int_flag("generate", a, v, 0, 1 << 24, &max_new)) return 2;
         } else if (strcmp(a, "--top-k") == 0) {
-            if (!parse_int(v, 0, 1 << 30, &top_k)) return usage_error(a, v);
+            if (sl_cli_int_flag("generate", a, v, 0, 1 << 30, &top_k)) return 2;
         } else if (strcmp(a, "--seed") == 0) {
-            if (!parse_int(v, 0, (1ll << 53), &seed)) return usage_error(a, v);
+            if (sl_cli_int_flag("generate", a, v, 0, 1ll << 53, &seed)) return 2;
         } else if (strcmp(a, "--threads") == 0) {
-            if (!parse_int(v, 0, 4096, &threads)) return usage_error(a, v);
+            if (sl_cli_int_flag("generate", a, v, 0, 4096, &threads)) return 2;
         } else if (strcmp(a, "--chunk") == 0) {
-            if (!parse_int(v, 1, 1 << 20, &chunk)) return usage_error(a, v);
+            if (sl_cli_int_flag("generate", a, v, 1, 1 << 20, &chunk)) return 2;
         } else { /* --temperature or --top-p */
             if (!parse_num(v, a[2] == 't' && a[3] == 'e' ? &temperature : &top_p))
                 return usage_error(a, v);

@@ -156,10 +156,10 @@ expect_fail "--temperature must be a finite number >= 0, got -1" "${w[@]}" --pro
 expect_fail "--temperature: invalid value 'abc'" "${w[@]}" --prompt x --temperature abc
 expect_fail "--top-p must be in (0, 1] (1: off), got 0" "${w[@]}" --prompt x --top-p 0
 expect_fail "--top-p must be in (0, 1] (1: off), got 1.5" "${w[@]}" --prompt x --top-p 1.5
-expect_fail "--top-k: invalid value '-1'" "${w[@]}" --prompt x --top-k -1
-expect_fail "--max-new: invalid value 'ten'" "${w[@]}" --prompt x --max-new ten
-expect_fail "--seed: invalid value '-3'" "${w[@]}" --prompt x --seed -3
-expect_fail "--chunk: invalid value '0'" "${w[@]}" --prompt x --chunk 0
+expect_fail "--top-k: expected an integer in [0, 1073741824], got '-1'" "${w[@]}" --prompt x --top-k -1
+expect_fail "--max-new: expected an integer in [0, 16777216], got 'ten'" "${w[@]}" --prompt x --max-new ten
+expect_fail "--seed: expected an integer in [0, 9007199254740992], got '-3'" "${w[@]}" --prompt x --seed -3
+expect_fail "--chunk: expected an integer in [1, 1048576], got '0'" "${w[@]}" --prompt x --chunk 0
 expect_fail "--precision: expected fp32 or bf16, got 'fp16'" "${w[@]}" --prompt x --precision fp16
 expect_fail "--precision bf16 needs --backend cuda (the cpu backend computes in fp32)" "${w[@]}" \
     --prompt x --precision bf16
