@@ -85,7 +85,11 @@ int main(int argc, char **argv) {
     char err[512] = "";
     const sl_backend_params bp = {.threads = 2, .device = -1};
     sl_backend *be = sl_backend_create(name, &bp, err, sizeof err);
-    if (!be) return sl_test_skip("backend %s: %s", name, err);
+    if (!be) { /* a GPU build on a machine without one, as test_recompute_cuda (77: skipped; the
+                * emulated build, which always has its device, fails a skipped cuda test) */
+        printf("SKIP: backend %s: %s\n", name, err);
+        return 77;
+    }
     const sl_dtype dt = sl_backend_host_memory(be) ? SL_F32 : SL_BF16;
     printf("backend %s, activations in %s\n", name, sl_dtype_name(dt));
     const variant vs[] = {
