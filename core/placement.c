@@ -12,6 +12,11 @@
 /* Whole int64 words per placement, so the gather below moves it as integers. */
 #define PLACE_WORDS ((sizeof(sl_rank_place) + 7) / 8)
 
+void sl_host_name(char *buf, size_t len, const char *unknown) {
+    if (gethostname(buf, len) != 0) snprintf(buf, len, "%s", unknown);
+    buf[len - 1] = '\0'; /* a name cut to len is not terminated */
+}
+
 sl_rank_place *sl_placement_gather(sl_comm *world, const sl_backend *be) {
     const int n = sl_comm_size(world), me = sl_comm_rank(world);
     /* An all-gather through the sum of int64 words: every rank writes its own slot and zeros
@@ -20,8 +25,7 @@ sl_rank_place *sl_placement_gather(sl_comm *world, const sl_backend *be) {
     int64_t *words = sl_xcalloc((size_t)n * PLACE_WORDS, sizeof(int64_t));
     sl_rank_place mine;
     memset(&mine, 0, sizeof mine);
-    if (gethostname(mine.host, sizeof mine.host - 1) != 0)
-        snprintf(mine.host, sizeof mine.host, "?");
+    sl_host_name(mine.host, sizeof mine.host, "?");
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     snprintf(mine.visible, sizeof mine.visible, "%s", vis ? vis : "(unset)");
     mine.on_device = sl_backend_device(be, &mine.dev);

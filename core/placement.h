@@ -42,6 +42,9 @@ void sl_placement_device_name(const sl_rank_place *p, int r, char *buf, size_t l
 /* The ranks on rank r's device, as "0, 1 and 3" (at most 16 named, then "and N more"). */
 void sl_placement_sharers(const sl_rank_place *p, int n, int r, char *buf, size_t len);
 
+/* This host's name (gethostname), or `unknown` where it cannot be read; always terminated. */
+void sl_host_name(char *buf, size_t len, const char *unknown);
+
 /* How many of the n ranks run on rank r's host (by host name, r included): the ranks whose
  * host memory r's node shares (sluice train's host memory check). */
 int sl_placement_host_ranks(const sl_rank_place *p, int n, int r);

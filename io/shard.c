@@ -265,6 +265,14 @@ done:
     return rc;
 }
 
+/* Whether the first n bytes of a file (n > 0) begin a shard: the skippable-frame magic, or as
+ * much of it as a shorter file holds (a truncated shard). */
+static bool starts_as_shard(const unsigned char *b, size_t n) {
+    unsigned char magic[4];
+    sl_put32(magic, SL_SHARD_SKIP_MAGIC);
+    return memcmp(b, magic, n < 4 ? n : 4) == 0;
+}
+
 /* Reads and decodes the header of s into s->h: 0, or -1 with err set. A file that does not
  * begin with the shard magic is "not a sluice shard" however short it is; a shorter one that
  * does is truncated. */
@@ -272,9 +280,7 @@ static int read_header(sl_shard *s, char *err, size_t errlen) {
     unsigned char hb[SL_SHARD_HEADER_BYTES] = {0};
     const size_t have = s->size < sizeof hb ? (size_t)s->size : sizeof hb;
     if (src_read(s, hb, have, 0, err, errlen) != 0) return -1;
-    unsigned char magic[4];
-    sl_put32(magic, SL_SHARD_SKIP_MAGIC);
-    if (have > 0 && memcmp(hb, magic, have < 4 ? have : 4) != 0)
+    if (have > 0 && !starts_as_shard(hb, have))
         return sl_shard_header_decode(hb, s->name, &s->h, err, errlen); /* fails: the magic */
     if (have < sizeof hb)
         return sl_fail(err, errlen,
@@ -368,14 +374,12 @@ done:
 bool sl_shard_not_a_shard(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    unsigned char m[4], want[4];
-    sl_put32(want, SL_SHARD_SKIP_MAGIC);
+    unsigned char m[4];
     ssize_t n;
     do n = read(fd, m, sizeof m);
     while (n < 0 && errno == EINTR);
     close(fd);
-    /* a short read of a shard's first bytes (a truncated shard) is still the magic's prefix */
-    return n > 0 && memcmp(m, want, (size_t)n) != 0;
+    return n > 0 && !starts_as_shard(m, (size_t)n);
 }
 
 /* ---- frames ---- */

@@ -8,6 +8,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "launch/commands.h"
 #include "launch/doctor.h"
 
@@ -96,7 +97,7 @@ int sl_cmd_doctor(int argc, char **argv) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     d.started = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (gethostname(d.host, sizeof d.host - 1) != 0) snprintf(d.host, sizeof d.host, "?");
+    sl_host_name(d.host, sizeof d.host, "?");
     /* The optimizer of the training step reduces over a communicator: an MPI singleton. The
      * library's info lines (e.g. the attention kernel note) would interleave with the table
      * or break the JSON: warnings and errors only. */

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backends/backends.h"
 #include "core/backend.h"
 #include "core/host_memory.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "launch/commands.h"
 #include "launch/host_check.h"
 #include "model/counts.h"
@@ -61,9 +61,8 @@ int sl_cli_check_forward_memory(const sl_forward_need *n, const sl_backend *be, 
     const double weights = sl_forward_weight_bytes(n->cfg, n->compute);
     const double need = weights + act.total + n->extra[0] + n->extra[1];
     if (need <= (double)have) return 0;
-    char host[64] = "this node";
-    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "this node");
-    host[sizeof host - 1] = '\0';
+    char host[64];
+    sl_host_name(host, sizeof host, "this node");
     /* what lowers the need: nothing the command's flags set when the weights alone are too
      * many */
     bool cuda = false; /* a GPU only where this build can use one */

@@ -126,13 +126,9 @@ static layer_pieces pieces(const sl_model_config *m, int a, int ep, bool train) 
     return p;
 }
 
-/* SL_MEMORY_FORWARD_ONLY (model/model_build.c): two residual buffers that alternate, one h,
- * one set of each block kind that every layer shares; the final norm's xf and rstd, ids,
- * targets, positions, losses and one logits chunk; no backward buffers. */
-static void forward_only_bytes(const sl_model_config *m, int64_t tokens, int a, int ep, bool device,
-                               sl_activation_bytes *out) {
-    const layer_pieces p = pieces(m, a, ep, false);
-    const double t = (double)tokens, h = m->hidden_size;
+/* Per token: the set of each block kind the layers share (layer, forward-only): the attention
+ * set, its kernel outputs, and the FFN set of each kind the model has. */
+static double shared_blocks(const sl_model_config *m, const layer_pieces *p) {
     bool any_moe = false, any_dense = false;
     for (int l = 0; l < layer_total(m); l++) {
         if (sl_layer_is_moe(m, l))
@@ -140,13 +136,25 @@ static void forward_only_bytes(const sl_model_config *m, int64_t tokens, int a, 
         else
             any_dense = true;
     }
-    const double set =
-        3 * h * a + p.attn_set + p.kernel_out + (any_moe ? p.moe : 0) + (any_dense ? p.dense : 0);
+    return p->attn_set + p->kernel_out + (any_moe ? p->moe : 0) + (any_dense ? p->dense : 0);
+}
+
+/* Per token, every mode: the final norm's fp32 rstd; int32 ids, targets, positions; fp32
+ * losses. */
+#define TOKEN_BOOKKEEPING (4.0 + 3 * 4.0 + 4.0)
+
+/* SL_MEMORY_FORWARD_ONLY (model/model_build.c): two residual buffers that alternate, one h,
+ * one set of each block kind that every layer shares; the final norm's xf and rstd, ids,
+ * targets, positions, losses and one logits chunk; no backward buffers. */
+static void forward_only_bytes(const sl_model_config *m, int64_t tokens, int a, int ep, bool device,
+                               sl_activation_bytes *out) {
+    const layer_pieces p = pieces(m, a, ep, false);
+    const double t = (double)tokens, h = m->hidden_size;
     const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, a, device);
     out->per_layer_max = 0;
     out->layers = 0;
-    out->shared = set * t;
-    out->workspace = (h * a + 4.0 + 3 * 4.0 + 4.0) * t + (double)rows * m->vocab_size * a;
+    out->shared = (3 * h * a + shared_blocks(m, &p)) * t;
+    out->workspace = (h * a + TOKEN_BOOKKEEPING) * t + (double)rows * m->vocab_size * a;
     out->total = out->shared + out->workspace;
 }
 
@@ -158,14 +166,9 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
     }
     const layer_pieces p = pieces(m, act_bytes, ep, true);
     const double t = (double)tokens, a = act_bytes, h = m->hidden_size;
-    const int L = layer_total(m);
-    bool any_moe = false, any_dense = false;
     double layers = 0, max = 0;
-    for (int l = 0; l < L; l++) {
-        const bool moe = sl_layer_is_moe(m, l);
-        any_moe |= moe;
-        any_dense |= !moe;
-        const double ffn = moe ? p.moe : p.dense;
+    for (int l = 0; l < layer_total(m); l++) {
+        const double ffn = sl_layer_is_moe(m, l) ? p.moe : p.dense;
         double own = 0;
         if (mode == SL_MEMORY_LAYER)
             own = h * a;
@@ -178,16 +181,13 @@ void sl_model_activation_bytes(const sl_model_config *m, sl_memory_mode mode, in
     }
     double shared = h * a * t; /* x[L], the last layer's output */
     if (mode == SL_MEMORY_ATTENTION) shared += p.attn_set * t;
-    if (mode == SL_MEMORY_LAYER)
-        shared += (h * a + p.attn_set + p.kernel_out + (any_moe ? p.moe : 0) +
-                   (any_dense ? p.dense : 0)) *
-                  t;
+    if (mode == SL_MEMORY_LAYER) shared += (h * a + shared_blocks(m, &p)) * t;
     const double hd = (double)m->num_attention_heads * m->head_dim;
     const double kvd = (double)m->num_key_value_heads * m->head_dim;
     const double ws = (2 * hd + 3 * kvd + 2.0 * q_width(m) - hd + h) * a /* attention grads */
                       + h * a                                            /* FFN dxn */
                       + 4 * h * a                                        /* dx, dh, xf, dxf */
-                      + 4.0 + 3 * 4.0 + 4.0; /* xf_rstd; ids, targets, positions; losses */
+                      + TOKEN_BOOKKEEPING;
     const int64_t rows = sl_logits_chunk_rows(tokens, m->vocab_size, act_bytes, device);
     out->per_layer_max = max;
     out->layers = layers;

@@ -8,11 +8,11 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "core/backend.h"
 #include "core/host_memory.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "trainer/plan.h"
 #include "trainer/trainer_impl.h"
 
@@ -46,24 +46,23 @@ int sl_trainer_check_host_memory(trainer *t, int host_ranks, int64_t assume) {
     if (need <= (double)have) return 0;
     /* what lowers it: when the state alone does not fit, nothing about the activations helps;
      * fewer ranks per node only where there are several */
-    char advice[320];
-    if (p.state * n > (double)have)
-        snprintf(advice, sizeof advice,
-                 "The weights, gradients and AdamW moments alone need more: %sparallel.zero1 and "
+    const char *advice;
+    if (p.state * n > (double)have && n > 1)
+        advice = "The weights, gradients and AdamW moments alone need more: fewer ranks per "
+                 "node, parallel.zero1 and parallel.expert_parallel over ranks on more nodes "
+                 "split them, or a node with more memory";
+    else if (p.state * n > (double)have)
+        advice = "The weights, gradients and AdamW moments alone need more: parallel.zero1 and "
                  "parallel.expert_parallel over ranks on more nodes split them, or a node with "
-                 "more memory",
-                 n > 1 ? "fewer ranks per node, " : "");
+                 "more memory";
     else if (n > 1)
-        snprintf(advice, sizeof advice,
-                 "Fewer ranks per node, parallel.expert_parallel, parallel.zero1, "
-                 "training.recompute or a smaller micro-batch lower it");
+        advice = "Fewer ranks per node, parallel.expert_parallel, parallel.zero1, "
+                 "training.recompute or a smaller micro-batch lower it";
     else
-        snprintf(advice, sizeof advice,
-                 "A smaller micro-batch, training.recompute, or parallel.expert_parallel and "
-                 "parallel.zero1 over ranks on more nodes lower it");
-    char host[64] = "this node";
-    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "this node");
-    host[sizeof host - 1] = '\0';
+        advice = "A smaller micro-batch, training.recompute, or parallel.expert_parallel and "
+                 "parallel.zero1 over ranks on more nodes lower it";
+    char host[64];
+    sl_host_name(host, sizeof host, "this node");
     sl_error_hold("%s: the run needs about %.2f GiB of host memory on %s (%d rank%s x %.2f GiB: "
                   "weights, gradients and AdamW moments %.2f, activations of stage '%s' %.2f%s), "
                   "and %s can give %.2f GiB (%s): the kernel's out-of-memory killer would end a "

@@ -43,13 +43,14 @@
 
 int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, const char *what) {
     const sl_config *c = t->cfg;
-    char src[SL_PATH_MAX + 16]; /* the config, "(--set)" when an override named the data */
-    sl_trainer_data_key_source(t, what, src, sizeof src);
+    /* the config, "(--set)" when an override named the data: worked out where a message needs
+     * it (this runs at every evaluation) */
+    char buf[SL_PATH_MAX + 16];
     if (sl_reader_vocab_size(r) > st->model.vocab_size) {
         sl_error_hold("%s: %s: %s: vocabulary size %d does not fit model.vocab_size = %d: "
                       "every token id must be below it",
-                      src, what, sl_reader_first_shard(r), sl_reader_vocab_size(r),
-                      st->model.vocab_size);
+                      sl_trainer_data_key_source(t, what, buf, sizeof buf), what,
+                      sl_reader_first_shard(r), sl_reader_vocab_size(r), st->model.vocab_size);
         return -1;
     }
     const char *shard;
@@ -60,7 +61,8 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
         sl_shard_tokenizer_hex(t->tok_hash, b);
         sl_error_hold("%s: %s: %s: built with tokenizer sha256 %s..., but data.tokenizer = %s "
                       "is sha256 %s...",
-                      src, what, shard, a, c->data.tokenizer, b);
+                      sl_trainer_data_key_source(t, what, buf, sizeof buf), what, shard, a,
+                      c->data.tokenizer, b);
         return -1;
     }
     /* shards built with a tokenizer and no data.tokenizer: the run trains, but its weights
@@ -72,7 +74,7 @@ int sl_trainer_check_data(trainer *t, const sl_stage *st, const sl_reader *r, co
                 "not set: final/ and sluice ckpt export will carry no tokenizer.json, and sluice "
                 "generate will need --tokenizer; set data.tokenizer to the tokenizer.json the "
                 "shards were built with (docs/config.md)",
-                src, what, shard, a);
+                sl_trainer_data_key_source(t, what, buf, sizeof buf), what, shard, a);
         t->tok_warned = true;
     }
     return 0;

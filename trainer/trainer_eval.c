@@ -32,9 +32,10 @@ double sl_trainer_evaluate(trainer *t) {
                         .eval = true};
     char key[160], src[SL_PATH_MAX + 16];
     sl_config_stage_data_key(t->cfg, t->cur, true, key, sizeof key);
-    sl_trainer_data_key_source(t, key, src, sizeof src);
     sl_reader *r = sl_reader_open(&o, t->err, sizeof t->err);
-    if (!r) sl_error_hold("%s: %s: %s", src, key, t->err);
+    if (!r) /* where the key came from, on the error path only: this runs every evaluation */
+        sl_error_hold("%s: %s: %s", sl_trainer_data_key_source(t, key, src, sizeof src), key,
+                      t->err);
     if (sl_comm_agree(t->topo.world, r == NULL || sl_trainer_check_data(t, st, r, key) != 0)) {
         if (r) sl_reader_close(r);
         return -1.0;
